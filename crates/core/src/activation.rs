@@ -1,0 +1,240 @@
+//! Element-wise activation functions and their derivatives.
+//!
+//! Formulas (z is the pre-activation, y the output):
+//!
+//! | name | y = f(z) | f'(z) |
+//! |---|---|---|
+//! | `none` | z | 1 |
+//! | `relu` | max(z, 0) | 1 if z > 0 else 0 |
+//! | `leaky_relu(a)` (a = 0.01) | z if z > 0 else a·z | 1 if z > 0 else a |
+//! | `sigmoid` | 1 / (1 + e^-z) | y·(1 − y) |
+//! | `tanh` | tanh z | 1 − y² |
+//! | `exp` | e^z | y |
+//! | `swish` (= `silu`) | z·σ(z) | σ(z)·(1 + z·(1 − σ(z))) |
+//! | `sine(w)` (w = 1) | sin(w·z) | w·cos(w·z) |
+//! | `softplus` | ln(1 + e^z) | σ(z) |
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// An activation function; parameters are part of the value.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Activation {
+    None,
+    Relu,
+    LeakyRelu { slope: f32 },
+    Sigmoid,
+    Tanh,
+    Exp,
+    Swish,
+    Sine { w0: f32 },
+    Softplus,
+}
+
+/// Default negative slope of `leaky_relu` (as in RTXNS).
+pub const DEFAULT_LEAKY_SLOPE: f32 = 0.01;
+
+impl Activation {
+    /// All names accepted in the text form.
+    pub const NAMES: &'static str = "none, relu, leaky_relu(slope), sigmoid, tanh, exp, swish, silu, sine(w0), softplus";
+
+    /// Builds an activation from its text name and optional parameter.
+    pub fn from_name(name: &str, param: Option<f32>) -> Result<Activation, String> {
+        let no_param = |a: Activation| match param {
+            None => Ok(a),
+            Some(_) => Err(format!("activation '{name}' takes no parameter")),
+        };
+        let act = match name {
+            "none" | "linear" => no_param(Activation::None)?,
+            "relu" => no_param(Activation::Relu)?,
+            "leaky_relu" | "lrelu" => Activation::LeakyRelu { slope: param.unwrap_or(DEFAULT_LEAKY_SLOPE) },
+            "sigmoid" => no_param(Activation::Sigmoid)?,
+            "tanh" => no_param(Activation::Tanh)?,
+            "exp" => no_param(Activation::Exp)?,
+            "swish" | "silu" => no_param(Activation::Swish)?,
+            "sine" | "sin" => Activation::Sine { w0: param.unwrap_or(1.0) },
+            "softplus" => no_param(Activation::Softplus)?,
+            _ => return Err(format!("unknown activation '{name}' (known: {})", Self::NAMES)),
+        };
+        act.validate()?;
+        Ok(act)
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        match *self {
+            Activation::LeakyRelu { slope } if !slope.is_finite() => Err("leaky_relu slope must be finite".into()),
+            Activation::Sine { w0 } if !w0.is_finite() || w0 == 0.0 => Err("sine frequency must be finite and non-zero".into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// The canonical name without parameters (`leaky_relu`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Activation::None => "none",
+            Activation::Relu => "relu",
+            Activation::LeakyRelu { .. } => "leaky_relu",
+            Activation::Sigmoid => "sigmoid",
+            Activation::Tanh => "tanh",
+            Activation::Exp => "exp",
+            Activation::Swish => "swish",
+            Activation::Sine { .. } => "sine",
+            Activation::Softplus => "softplus",
+        }
+    }
+
+    /// y = f(z) for one value.
+    #[inline(always)]
+    pub fn apply(&self, z: f32) -> f32 {
+        match *self {
+            Activation::None => z,
+            Activation::Relu => z.max(0.0),
+            Activation::LeakyRelu { slope } => {
+                if z > 0.0 {
+                    z
+                } else {
+                    slope * z
+                }
+            }
+            Activation::Sigmoid => sigmoid(z),
+            Activation::Tanh => z.tanh(),
+            Activation::Exp => z.exp(),
+            Activation::Swish => z * sigmoid(z),
+            Activation::Sine { w0 } => (w0 * z).sin(),
+            Activation::Softplus => softplus(z),
+        }
+    }
+
+    /// f'(z), given z and y = f(z).
+    #[inline(always)]
+    pub fn derivative(&self, z: f32, y: f32) -> f32 {
+        match *self {
+            Activation::None => 1.0,
+            Activation::Relu => {
+                if z > 0.0 {
+                    1.0
+                } else {
+                    0.0
+                }
+            }
+            Activation::LeakyRelu { slope } => {
+                if z > 0.0 {
+                    1.0
+                } else {
+                    slope
+                }
+            }
+            Activation::Sigmoid => y * (1.0 - y),
+            Activation::Tanh => 1.0 - y * y,
+            Activation::Exp => y,
+            Activation::Swish => {
+                let s = sigmoid(z);
+                s * (1.0 + z * (1.0 - s))
+            }
+            Activation::Sine { w0 } => w0 * (w0 * z).cos(),
+            Activation::Softplus => sigmoid(z),
+        }
+    }
+
+    /// Applies f in place over a slice of pre-activations, writing outputs to `y`.
+    pub fn forward_slice(&self, z: &[f32], y: &mut [f32]) {
+        match *self {
+            Activation::None => y.copy_from_slice(z),
+            Activation::Relu => y.iter_mut().zip(z).for_each(|(y, &z)| *y = z.max(0.0)),
+            _ => y.iter_mut().zip(z).for_each(|(y, &z)| *y = self.apply(z)),
+        }
+    }
+
+    /// dz = dy · f'(z), in place over `d` (which holds dy on entry).
+    pub fn backward_slice(&self, z: &[f32], y: &[f32], d: &mut [f32]) {
+        match *self {
+            Activation::None => {}
+            Activation::Relu => d.iter_mut().zip(z).for_each(|(d, &z)| {
+                if z <= 0.0 {
+                    *d = 0.0
+                }
+            }),
+            _ => d.iter_mut().zip(z.iter().zip(y)).for_each(|(d, (&z, &y))| *d *= self.derivative(z, y)),
+        }
+    }
+}
+
+#[inline(always)]
+fn sigmoid(z: f32) -> f32 {
+    1.0 / (1.0 + (-z).exp())
+}
+
+#[inline(always)]
+fn softplus(z: f32) -> f32 {
+    // ln(1 + e^z) without overflow for large z.
+    if z > 20.0 { z } else { z.exp().ln_1p() }
+}
+
+impl fmt::Display for Activation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Activation::LeakyRelu { slope } if slope != DEFAULT_LEAKY_SLOPE => write!(f, "leaky_relu({slope})"),
+            Activation::Sine { w0 } if w0 != 1.0 => write!(f, "sine({w0})"),
+            _ => write!(f, "{}", self.name()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) const ALL: [Activation; 10] = [
+        Activation::None,
+        Activation::Relu,
+        Activation::LeakyRelu { slope: 0.01 },
+        Activation::LeakyRelu { slope: 0.3 },
+        Activation::Sigmoid,
+        Activation::Tanh,
+        Activation::Exp,
+        Activation::Swish,
+        Activation::Sine { w0: 3.0 },
+        Activation::Softplus,
+    ];
+
+    #[test]
+    fn derivatives_match_finite_differences() {
+        for act in ALL {
+            for &z in &[-2.3f32, -0.7, -0.05, 0.04, 0.6, 1.9] {
+                let h = 1e-3f64;
+                let f = |z: f64| act.apply(z as f32) as f64;
+                let fd = (f(z as f64 + h) - f(z as f64 - h)) / (2.0 * h);
+                let an = act.derivative(z, act.apply(z)) as f64;
+                assert!((fd - an).abs() < 2e-3 * (1.0 + an.abs()), "{act}: z={z} fd={fd} analytic={an}");
+            }
+        }
+    }
+
+    #[test]
+    fn slices_match_scalar() {
+        let z: Vec<f32> = (0..16).map(|i| i as f32 * 0.3 - 2.0).collect();
+        for act in ALL {
+            let mut y = vec![0.0; z.len()];
+            act.forward_slice(&z, &mut y);
+            let mut d = vec![1.5; z.len()];
+            act.backward_slice(&z, &y, &mut d);
+            for i in 0..z.len() {
+                assert_eq!(y[i], act.apply(z[i]));
+                assert_eq!(d[i], 1.5 * act.derivative(z[i], y[i]));
+            }
+        }
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for act in ALL {
+            let s = act.to_string();
+            let (name, param) = match s.find('(') {
+                Some(p) => (&s[..p], Some(s[p + 1..s.len() - 1].parse::<f32>().unwrap())),
+                None => (s.as_str(), None),
+            };
+            assert_eq!(Activation::from_name(name, param).unwrap(), act);
+        }
+    }
+}

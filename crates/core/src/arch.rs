@@ -1,0 +1,642 @@
+//! The architecture language: a one-line text form, a JSON form and a Rust form of the
+//! same tree, with canonical printing that round-trips.
+//!
+//! ```text
+//! chain  := stage ('|' stage)*
+//! stage  := name ('(' arg (',' arg)* ')')?
+//! arg    := (key '=')? (number | WxL | chain)
+//! ```
+//!
+//! `NxL` means L hidden layers of width N (so L + 1 weight matrices). Input widths are
+//! inferred when the tree is resolved against the data ([`crate::network::Network`]).
+
+use crate::activation::Activation;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// One node of an architecture tree (unresolved: widths come from the data).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Arch {
+    /// Passes its input through unchanged.
+    Identity,
+    /// `freq(octaves)`: sin and cos of 2^k·π·x for k < octaves (see `module/frequency.rs`).
+    Freq { octaves: u32 },
+    /// `tri(octaves)`: triangle waves of period 2^(1-k) for k < octaves.
+    Tri { octaves: u32 },
+    /// `mlp(WxL, hidden[, output][, out=N])`.
+    Mlp {
+        width: u32,
+        hidden_layers: u32,
+        hidden: Activation,
+        output: Activation,
+        /// Output width; `None` means "what the next stage or the data needs".
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        out: Option<u32>,
+    },
+    /// `a | b | c`: each stage feeds the next.
+    Chain { modules: Vec<Arch> },
+    /// `cat(a, b)`: every child sees the same input; outputs are concatenated in order.
+    Cat { modules: Vec<Arch> },
+}
+
+/// A parse error, with the 1-based column it points at.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("column {column}: {message}")]
+pub struct ArchError {
+    pub column: usize,
+    pub message: String,
+}
+
+impl Arch {
+    /// Parses the text form, or the JSON form when the text starts with `{`.
+    pub fn parse(text: &str) -> Result<Arch, ArchError> {
+        let trimmed = text.trim_start();
+        if trimmed.starts_with('{') {
+            return serde_json::from_str::<Arch>(trimmed)
+                .map_err(|e| ArchError {
+                    column: e.column() + (text.len() - trimmed.len()),
+                    message: format!("invalid architecture JSON: {e}"),
+                })
+                .and_then(|a| {
+                    a.validate().map_err(|message| ArchError { column: 1, message })?;
+                    Ok(a)
+                });
+        }
+        let tokens = lex(text)?;
+        let mut p = Parser { tokens, pos: 0, len: text.chars().count() };
+        let expr = p.chain()?;
+        if let Some(t) = p.peek() {
+            return Err(p.err_at(t.col, format!("expected '|' or end of text, found {}", t.kind)));
+        }
+        to_arch(&expr)
+    }
+
+    /// The canonical JSON form (`{"type": "chain", "modules": [...]}`).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(self).expect("architecture serialises")
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        match self {
+            Arch::Identity => Ok(()),
+            Arch::Freq { octaves } | Arch::Tri { octaves } => {
+                if (1..=24).contains(octaves) {
+                    Ok(())
+                } else {
+                    Err(format!("octaves must be in 1..=24, got {octaves}"))
+                }
+            }
+            Arch::Mlp { width, hidden_layers, out, hidden, output } => {
+                if !(1..=4096).contains(width) {
+                    return Err(format!("mlp width must be in 1..=4096, got {width}"));
+                }
+                if *hidden_layers > 64 {
+                    return Err(format!("mlp hidden layers must be at most 64, got {hidden_layers}"));
+                }
+                if let Some(o) = out
+                    && !(1..=4096).contains(o)
+                {
+                    return Err(format!("mlp out must be in 1..=4096, got {o}"));
+                }
+                hidden.validate()?;
+                output.validate()
+            }
+            Arch::Chain { modules } | Arch::Cat { modules } => {
+                if modules.is_empty() {
+                    return Err("chain/cat needs at least one module".into());
+                }
+                modules.iter().try_for_each(Arch::validate)
+            }
+        }
+    }
+
+    /// A short file-system-friendly name derived from the architecture
+    /// (`freq3-mlp32x3-leaky_relu-sigmoid`).
+    pub fn slug(&self) -> String {
+        let s = self.to_string();
+        let mut out = String::new();
+        for c in s.chars() {
+            match c {
+                'a'..='z' | 'A'..='Z' | '0'..='9' | '_' | '.' => out.push(c),
+                _ => {
+                    if !out.ends_with('-') && !out.is_empty() {
+                        out.push('-');
+                    }
+                }
+            }
+        }
+        out.trim_end_matches('-').to_string()
+    }
+}
+
+impl fmt::Display for Arch {
+    /// The canonical text form; `Arch::parse(&a.to_string()) == Ok(a)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Arch::Identity => write!(f, "identity"),
+            Arch::Freq { octaves } => write!(f, "freq({octaves})"),
+            Arch::Tri { octaves } => write!(f, "tri({octaves})"),
+            Arch::Mlp { width, hidden_layers, hidden, output, out } => {
+                write!(f, "mlp({width}x{hidden_layers}, {hidden}")?;
+                if *output != Activation::None || out.is_some() {
+                    write!(f, ", {output}")?;
+                }
+                if let Some(o) = out {
+                    write!(f, ", out={o}")?;
+                }
+                write!(f, ")")
+            }
+            Arch::Chain { modules } => {
+                for (i, m) in modules.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, " | ")?;
+                    }
+                    write!(f, "{m}")?;
+                }
+                Ok(())
+            }
+            Arch::Cat { modules } => {
+                write!(f, "cat(")?;
+                for (i, m) in modules.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{m}")?;
+                }
+                write!(f, ")")
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Lexer
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Ident(String),
+    Number(f64),
+    Dims(u32, u32),
+    LParen,
+    RParen,
+    Comma,
+    Pipe,
+    Equals,
+}
+
+impl fmt::Display for Tok {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Tok::Ident(s) => write!(f, "'{s}'"),
+            Tok::Number(n) => write!(f, "number {n}"),
+            Tok::Dims(w, l) => write!(f, "'{w}x{l}'"),
+            Tok::LParen => write!(f, "'('"),
+            Tok::RParen => write!(f, "')'"),
+            Tok::Comma => write!(f, "','"),
+            Tok::Pipe => write!(f, "'|'"),
+            Tok::Equals => write!(f, "'='"),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Token {
+    kind: Tok,
+    col: usize,
+}
+
+fn lex(text: &str) -> Result<Vec<Token>, ArchError> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let col = i + 1;
+        let single = match c {
+            '(' => Some(Tok::LParen),
+            ')' => Some(Tok::RParen),
+            ',' => Some(Tok::Comma),
+            '|' => Some(Tok::Pipe),
+            '=' => Some(Tok::Equals),
+            _ => None,
+        };
+        if let Some(kind) = single {
+            out.push(Token { kind, col });
+            i += 1;
+        } else if c.is_whitespace() {
+            i += 1;
+        } else if c.is_ascii_alphabetic() || c == '_' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
+                i += 1;
+            }
+            out.push(Token { kind: Tok::Ident(chars[start..i].iter().collect()), col });
+        } else if c.is_ascii_digit() || c == '.' || c == '-' || c == '+' {
+            let start = i;
+            i += 1;
+            while i < chars.len()
+                && (chars[i].is_ascii_digit()
+                    || chars[i] == '.'
+                    || chars[i] == 'e'
+                    || chars[i] == 'E'
+                    || ((chars[i] == '-' || chars[i] == '+') && matches!(chars[i - 1], 'e' | 'E')))
+            {
+                i += 1;
+            }
+            let num: String = chars[start..i].iter().collect();
+            // `32x3`: width x hidden layers
+            if i < chars.len() && chars[i] == 'x' && num.chars().all(|c| c.is_ascii_digit()) {
+                let xs = i + 1;
+                let mut j = xs;
+                while j < chars.len() && chars[j].is_ascii_digit() {
+                    j += 1;
+                }
+                if j == xs {
+                    return Err(ArchError {
+                        column: xs + 1,
+                        message: format!("expected the number of hidden layers after '{num}x'"),
+                    });
+                }
+                let layers: String = chars[xs..j].iter().collect();
+                let w = num.parse().map_err(|_| ArchError { column: col, message: format!("width '{num}' is too large") })?;
+                let l = layers
+                    .parse()
+                    .map_err(|_| ArchError { column: xs + 1, message: format!("layer count '{layers}' is too large") })?;
+                out.push(Token { kind: Tok::Dims(w, l), col });
+                i = j;
+                continue;
+            }
+            let v: f64 = num
+                .parse()
+                .map_err(|_| ArchError { column: col, message: format!("'{num}' is not a number") })?;
+            out.push(Token { kind: Tok::Number(v), col });
+        } else {
+            return Err(ArchError { column: col, message: format!("unexpected character '{c}'") });
+        }
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------
+// Parser: text → syntax tree (names, arguments, columns)
+
+#[derive(Debug, Clone)]
+enum Expr {
+    Chain(Vec<Call>),
+}
+
+#[derive(Debug, Clone)]
+struct Call {
+    name: String,
+    col: usize,
+    args: Vec<Arg>,
+    /// Column of the closing parenthesis (or just after the name).
+    end_col: usize,
+}
+
+#[derive(Debug, Clone)]
+struct Arg {
+    key: Option<(String, usize)>,
+    value: Value,
+    col: usize,
+}
+
+#[derive(Debug, Clone)]
+enum Value {
+    Number(f64),
+    Dims(u32, u32),
+    Expr(Expr),
+}
+
+struct Parser {
+    tokens: Vec<Token>,
+    pos: usize,
+    len: usize,
+}
+
+impl Parser {
+    fn peek(&self) -> Option<&Token> {
+        self.tokens.get(self.pos)
+    }
+    fn err_at(&self, column: usize, message: String) -> ArchError {
+        ArchError { column, message }
+    }
+    fn end_col(&self) -> usize {
+        self.len + 1
+    }
+    fn describe_next(&self) -> (usize, String) {
+        match self.peek() {
+            Some(t) => (t.col, t.kind.to_string()),
+            None => (self.end_col(), "end of text".to_string()),
+        }
+    }
+
+    fn chain(&mut self) -> Result<Expr, ArchError> {
+        let mut calls = vec![self.call()?];
+        while matches!(self.peek(), Some(Token { kind: Tok::Pipe, .. })) {
+            self.pos += 1;
+            calls.push(self.call()?);
+        }
+        Ok(Expr::Chain(calls))
+    }
+
+    fn call(&mut self) -> Result<Call, ArchError> {
+        let (name, col) = match self.peek() {
+            Some(Token { kind: Tok::Ident(s), col }) => (s.clone(), *col),
+            _ => {
+                let (c, what) = self.describe_next();
+                return Err(self.err_at(c, format!("expected a module name (identity, freq, tri, mlp, cat), found {what}")));
+            }
+        };
+        self.pos += 1;
+        let mut args = Vec::new();
+        let mut end_col = col + name.chars().count();
+        if matches!(self.peek(), Some(Token { kind: Tok::LParen, .. })) {
+            self.pos += 1;
+            if matches!(self.peek(), Some(Token { kind: Tok::RParen, .. })) {
+                end_col = self.peek().unwrap().col;
+                self.pos += 1;
+            } else {
+                loop {
+                    args.push(self.arg()?);
+                    match self.peek() {
+                        Some(Token { kind: Tok::Comma, .. }) => self.pos += 1,
+                        Some(Token { kind: Tok::RParen, col }) => {
+                            end_col = *col;
+                            self.pos += 1;
+                            break;
+                        }
+                        _ => {
+                            let (c, what) = self.describe_next();
+                            return Err(self.err_at(c, format!("expected ',' or ')' in the arguments of '{name}', found {what}")));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(Call { name, col, args, end_col })
+    }
+
+    fn arg(&mut self) -> Result<Arg, ArchError> {
+        let col = self.peek().map(|t| t.col).unwrap_or(self.end_col());
+        let mut key = None;
+        if let (Some(Token { kind: Tok::Ident(k), col: kc }), Some(Token { kind: Tok::Equals, .. })) =
+            (self.tokens.get(self.pos), self.tokens.get(self.pos + 1))
+        {
+            key = Some((k.clone(), *kc));
+            self.pos += 2;
+        }
+        let value = match self.peek() {
+            Some(Token { kind: Tok::Number(n), .. }) => {
+                let n = *n;
+                self.pos += 1;
+                Value::Number(n)
+            }
+            Some(Token { kind: Tok::Dims(w, l), .. }) => {
+                let (w, l) = (*w, *l);
+                self.pos += 1;
+                Value::Dims(w, l)
+            }
+            Some(Token { kind: Tok::Ident(_), .. }) => Value::Expr(self.chain()?),
+            _ => {
+                let (c, what) = self.describe_next();
+                return Err(self.err_at(c, format!("expected an argument (a number, WxL or a module), found {what}")));
+            }
+        };
+        Ok(Arg { key, value, col })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Syntax tree → Arch
+
+fn to_arch(expr: &Expr) -> Result<Arch, ArchError> {
+    let Expr::Chain(calls) = expr;
+    let mut modules = calls.iter().map(call_to_arch).collect::<Result<Vec<_>, _>>()?;
+    Ok(if modules.len() == 1 { modules.pop().unwrap() } else { Arch::Chain { modules } })
+}
+
+fn err(col: usize, message: impl Into<String>) -> ArchError {
+    ArchError { column: col, message: message.into() }
+}
+
+fn positive_int(arg: &Arg, what: &str, range: std::ops::RangeInclusive<u32>) -> Result<u32, ArchError> {
+    match &arg.value {
+        Value::Number(n) if n.fract() == 0.0 && *n >= *range.start() as f64 && *n <= *range.end() as f64 => Ok(*n as u32),
+        Value::Number(n) => Err(err(arg.col, format!("{what} must be a whole number in {}..={}, got {n}", range.start(), range.end()))),
+        _ => Err(err(arg.col, format!("{what} must be a number"))),
+    }
+}
+
+fn expect_call(arg: &Arg, what: &str) -> Result<Call, ArchError> {
+    match &arg.value {
+        Value::Expr(Expr::Chain(calls)) if calls.len() == 1 => Ok(calls[0].clone()),
+        _ => Err(err(arg.col, format!("expected {what}"))),
+    }
+}
+
+fn octave_module(call: &Call, make: fn(u32) -> Arch) -> Result<Arch, ArchError> {
+    match call.args.as_slice() {
+        [a] if a.key.as_ref().is_none_or(|(k, _)| k == "octaves") => Ok(make(positive_int(a, "octaves", 1..=24)?)),
+        [a] => Err(err(a.col, format!("unknown argument '{}' for '{}' (expected octaves)", a.key.as_ref().unwrap().0, call.name))),
+        [] => Err(err(call.end_col, format!("'{}' needs the number of octaves, e.g. {}(4)", call.name, call.name))),
+        [_, b, ..] => Err(err(b.col, format!("'{}' takes one argument (octaves)", call.name))),
+    }
+}
+
+/// Parses an activation from a call such as `leaky_relu(0.1)` or `sigmoid`.
+fn activation_from_call(call: &Call) -> Result<Activation, ArchError> {
+    let param = match call.args.as_slice() {
+        [] => None,
+        [a] => match a.value {
+            Value::Number(n) => Some(n as f32),
+            _ => return Err(err(a.col, format!("the parameter of '{}' must be a number", call.name))),
+        },
+        [_, b, ..] => return Err(err(b.col, format!("'{}' takes at most one parameter", call.name))),
+    };
+    Activation::from_name(&call.name, param).map_err(|m| err(call.col, m))
+}
+
+fn call_to_arch(call: &Call) -> Result<Arch, ArchError> {
+    match call.name.as_str() {
+        "identity" | "id" => {
+            if let Some(a) = call.args.first() {
+                return Err(err(a.col, "'identity' takes no arguments"));
+            }
+            Ok(Arch::Identity)
+        }
+        "freq" | "frequency" => octave_module(call, |octaves| Arch::Freq { octaves }),
+        "tri" | "triangle" => octave_module(call, |octaves| Arch::Tri { octaves }),
+        "cat" => {
+            if call.args.is_empty() {
+                return Err(err(call.end_col, "'cat' needs at least one module, e.g. cat(identity, freq(4))"));
+            }
+            let mut modules = Vec::new();
+            for a in &call.args {
+                match (&a.key, &a.value) {
+                    (None, Value::Expr(e)) => modules.push(to_arch(e)?),
+                    _ => return Err(err(a.col, "the arguments of 'cat' must be modules")),
+                }
+            }
+            Ok(Arch::Cat { modules })
+        }
+        "mlp" => {
+            let mut dims = None;
+            let mut acts = Vec::new();
+            let mut out = None;
+            for a in &call.args {
+                match (&a.key, &a.value) {
+                    (None, Value::Dims(w, l)) if dims.is_none() => dims = Some((*w, *l, a.col)),
+                    (Some((k, _)), _) if k == "out" => out = Some(positive_int(a, "out", 1..=4096)?),
+                    (Some((k, kc)), _) if k == "hidden" || k == "output" => {
+                        let c = expect_call(a, "an activation")?;
+                        let act = activation_from_call(&c)?;
+                        let slot = if k == "hidden" { 0 } else { 1 };
+                        if acts.len() < slot {
+                            return Err(err(*kc, "give the hidden activation before the output activation"));
+                        }
+                        if acts.len() > slot {
+                            return Err(err(*kc, format!("the {k} activation is given twice")));
+                        }
+                        acts.push(act);
+                    }
+                    (Some((k, kc)), _) => return Err(err(*kc, format!("unknown argument '{k}' for 'mlp' (expected out, hidden, output)"))),
+                    (None, Value::Expr(_)) => {
+                        if acts.len() >= 2 {
+                            return Err(err(a.col, "'mlp' takes at most two activations (hidden, output)"));
+                        }
+                        acts.push(activation_from_call(&expect_call(a, "an activation")?)?);
+                    }
+                    (None, Value::Dims(..)) => return Err(err(a.col, "'mlp' takes one WxL size")),
+                    (None, Value::Number(_)) => {
+                        return Err(err(a.col, "expected WxL (width x hidden layers), e.g. mlp(32x3, relu)"));
+                    }
+                }
+            }
+            let Some((width, hidden_layers, dcol)) = dims else {
+                return Err(err(call.args.first().map_or(call.end_col, |a| a.col), "'mlp' needs its size first, e.g. mlp(32x3, relu)"));
+            };
+            if !(1..=4096).contains(&width) {
+                return Err(err(dcol, format!("mlp width must be in 1..=4096, got {width}")));
+            }
+            if hidden_layers > 64 {
+                return Err(err(dcol, format!("mlp hidden layers must be at most 64, got {hidden_layers}")));
+            }
+            let hidden = acts.first().copied().unwrap_or(Activation::Relu);
+            let output = acts.get(1).copied().unwrap_or(Activation::None);
+            Ok(Arch::Mlp { width, hidden_layers, hidden, output, out })
+        }
+        other => Err(err(
+            call.col,
+            format!("unknown module '{other}' (known: identity, freq, tri, mlp, cat)"),
+        )),
+    }
+}
+
+/// A named architecture as given on the command line: `name=spec` or just `spec`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NamedArch {
+    pub name: String,
+    pub arch: Arch,
+}
+
+impl NamedArch {
+    /// Parses `name=spec` (name: letters, digits, `_ . -`) or `spec` (name derived).
+    /// Columns in errors count from the start of `text`.
+    pub fn parse(text: &str) -> Result<NamedArch, ArchError> {
+        if let Some(eq) = text.find('=') {
+            let name = &text[..eq];
+            let before_paren = text.find('(').is_none_or(|p| eq < p) && !text.trim_start().starts_with('{');
+            if before_paren && !name.trim().is_empty() {
+                let name = name.trim();
+                if let Some(bad) = name.chars().position(|c| !(c.is_ascii_alphanumeric() || "_.-".contains(c))) {
+                    return Err(err(bad + 1, "an architecture name may hold only letters, digits, '_', '.' and '-'"));
+                }
+                let arch = Arch::parse(&text[eq + 1..]).map_err(|e| ArchError { column: e.column + eq + 1, ..e })?;
+                return Ok(NamedArch { name: name.to_string(), arch });
+            }
+        }
+        let arch = Arch::parse(text)?;
+        Ok(NamedArch { name: arch.slug(), arch })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roundtrip(text: &str) -> Arch {
+        let a = Arch::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
+        let printed = a.to_string();
+        assert_eq!(Arch::parse(&printed).unwrap(), a, "text round trip of {printed}");
+        let json = serde_json::to_string(&a).unwrap();
+        assert_eq!(Arch::parse(&json).unwrap(), a, "json round trip of {json}");
+        assert_eq!(Arch::parse(&json).unwrap().to_string(), printed);
+        a
+    }
+
+    #[test]
+    fn parses_design_examples() {
+        for t in [
+            "mlp(32x3, relu)",
+            "mlp(32x3, leaky_relu, sigmoid)",
+            "freq(3) | mlp(32x3, leaky_relu, sigmoid)",
+            "freq(3) | mlp(32x4, leaky_relu(0.01), sigmoid)",
+            "cat(identity, freq(6)) | mlp(64x3, relu)",
+            "tri(4) | mlp(16x2, swish, tanh)",
+            "mlp(8x1, sine(30), exp, out=4) | mlp(8x1, softplus)",
+            "cat(identity, freq(2) | mlp(8x1, relu, out=5)) | mlp(16x0, none)",
+        ] {
+            roundtrip(t);
+        }
+    }
+
+    #[test]
+    fn canonical_form() {
+        let a = roundtrip("freq( 3 )|mlp(32x4,leaky_relu(0.01),sigmoid)");
+        assert_eq!(a.to_string(), "freq(3) | mlp(32x4, leaky_relu, sigmoid)");
+        assert_eq!(roundtrip("mlp(32x3,leaky_relu(0.2))").to_string(), "mlp(32x3, leaky_relu(0.2))");
+        assert_eq!(roundtrip("mlp(32x3,relu, none)").to_string(), "mlp(32x3, relu)");
+        assert_eq!(a.slug(), "freq-3-mlp-32x4-leaky_relu-sigmoid");
+    }
+
+    #[test]
+    fn errors_name_the_column() {
+        let cases = [
+            ("mlp(32x3, relu", 15, "expected ',' or ')'"),
+            ("freq(3) | mlpp(32x3)", 11, "unknown module 'mlpp'"),
+            ("freq(3) || mlp(32x3)", 10, "expected a module name"),
+            ("mlp(32x, relu)", 8, "hidden layers"),
+            ("mlp(32x3, foo)", 11, "unknown activation 'foo'"),
+            ("freq(0)", 6, "octaves"),
+            ("freq(3) mlp(3x1)", 9, "expected '|'"),
+            ("mlp(relu)", 5, "size first"),
+            ("freq(3) | $", 11, "unexpected character"),
+            ("mlp(32x3, relu, out=0)", 17, "out must be"),
+        ];
+        for (text, col, msg) in cases {
+            let e = Arch::parse(text).unwrap_err();
+            assert_eq!(e.column, col, "{text}: {e}");
+            assert!(e.message.contains(msg), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn named_architectures() {
+        let n = NamedArch::parse("basic=mlp(32x3, relu)").unwrap();
+        assert_eq!(n.name, "basic");
+        let e = NamedArch::parse("basic=mlp(32x3, relu").unwrap_err();
+        assert_eq!(e.column, 21);
+        let n = NamedArch::parse("hash(levels=3)");
+        assert!(n.is_err());
+        let n = NamedArch::parse("freq(2) | mlp(8x1, relu)").unwrap();
+        assert_eq!(n.name, "freq-2-mlp-8x1-relu");
+    }
+
+    #[test]
+    fn json_errors_and_validation() {
+        assert!(Arch::parse(r#"{"type":"freq","octaves":0}"#).is_err());
+        assert!(Arch::parse(r#"{"type":"nope"}"#).is_err());
+    }
+}

@@ -1,0 +1,21 @@
+//! nshade core: the architecture language, modules with forward and backward passes,
+//! losses, the optimizer, training data, the CPU backend and the model file.
+//!
+//! Architecture invariants: this crate never touches a GPU API and never prints.
+
+pub mod activation;
+pub mod arch;
+pub mod cpu;
+pub mod data;
+pub mod fsutil;
+pub mod loss;
+pub mod module;
+pub mod network;
+pub mod optim;
+pub mod rng;
+pub mod texture;
+pub mod train;
+
+pub use activation::Activation;
+pub use arch::{Arch, ArchError, NamedArch};
+pub use network::Network;

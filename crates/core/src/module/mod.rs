@@ -1,0 +1,242 @@
+//! Resolved modules: an [`crate::arch::Arch`] tree with every width known, parameter
+//! offsets into one flat parameter vector, and workspace slots for what the backward pass
+//! needs. One module type per file, each holding its forward and backward maths.
+//!
+//! Batches are row-major `n × dims` (sample-major): value `j` of sample `s` is at
+//! `s * dims + j`.
+
+mod cat;
+mod chain;
+mod frequency;
+mod identity;
+mod mlp;
+mod triangle;
+
+pub use cat::Cat;
+pub use chain::Chain;
+pub use frequency::Frequency;
+pub use identity::Identity;
+pub use mlp::{Linear, Mlp};
+pub use triangle::Triangle;
+
+use crate::rng::Pcg32;
+
+/// Per-thread scratch memory: one growable buffer per slot that modules reserved at build
+/// time. Reused across chunks so the hot loop does not allocate.
+#[derive(Default)]
+pub struct Workspace {
+    slots: Vec<Vec<f32>>,
+}
+
+impl Workspace {
+    pub fn new(slot_count: usize) -> Workspace {
+        Workspace { slots: (0..slot_count).map(|_| Vec::new()).collect() }
+    }
+
+    /// Takes slot `i` out, sized to `len` (contents unspecified); give it back with [`Workspace::put`].
+    #[inline]
+    pub(crate) fn take(&mut self, i: usize, len: usize) -> Vec<f32> {
+        let mut v = std::mem::take(&mut self.slots[i]);
+        v.resize(len, 0.0);
+        v
+    }
+
+    /// Takes slot `i` out as it was left by the forward pass.
+    #[inline]
+    pub(crate) fn take_kept(&mut self, i: usize) -> Vec<f32> {
+        std::mem::take(&mut self.slots[i])
+    }
+
+    #[inline]
+    pub(crate) fn put(&mut self, i: usize, v: Vec<f32>) {
+        self.slots[i] = v;
+    }
+}
+
+/// A named parameter tensor inside the flat parameter vector.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorInfo {
+    /// Dotted path, e.g. `1.layers.0.weight` (stage 1 of the chain, first linear layer).
+    pub name: String,
+    /// Shape; matrices are `[out, in]`, row-major.
+    pub shape: Vec<usize>,
+    /// First element in the flat parameter vector.
+    pub offset: usize,
+}
+
+impl TensorInfo {
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The maths every module type implements.
+pub trait Layer {
+    fn in_dims(&self) -> usize;
+    fn out_dims(&self) -> usize;
+
+    /// Writes initial values of this module's parameters into `params` (the whole flat vector).
+    fn init(&self, _params: &mut [f32], _rng: &mut Pcg32) {}
+
+    /// y (n × out) = f(x (n × in)). May store what backward needs in its workspace slots.
+    fn forward(&self, params: &[f32], x: &[f32], n: usize, y: &mut [f32], ws: &mut Workspace);
+
+    /// Given x and y from the matching forward call and dy = ∂L/∂y (may be overwritten as
+    /// scratch), accumulates ∂L/∂params into `grads` and, when asked, writes ∂L/∂x into `dx`.
+    #[allow(clippy::too_many_arguments)]
+    fn backward(
+        &self,
+        params: &[f32],
+        x: &[f32],
+        y: &[f32],
+        n: usize,
+        dy: &mut [f32],
+        dx: Option<&mut [f32]>,
+        grads: &mut [f32],
+        ws: &mut Workspace,
+    );
+
+    /// Appends this module's parameter tensors, names prefixed by `prefix`.
+    fn tensors(&self, _prefix: &str, _out: &mut Vec<TensorInfo>) {}
+}
+
+/// A resolved module of any type.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Module {
+    Identity(Identity),
+    Frequency(Frequency),
+    Triangle(Triangle),
+    Mlp(Mlp),
+    Chain(Chain),
+    Cat(Cat),
+}
+
+macro_rules! dispatch {
+    ($self:expr, $m:ident => $e:expr) => {
+        match $self {
+            Module::Identity($m) => $e,
+            Module::Frequency($m) => $e,
+            Module::Triangle($m) => $e,
+            Module::Mlp($m) => $e,
+            Module::Chain($m) => $e,
+            Module::Cat($m) => $e,
+        }
+    };
+}
+
+impl Layer for Module {
+    fn in_dims(&self) -> usize {
+        dispatch!(self, m => m.in_dims())
+    }
+    fn out_dims(&self) -> usize {
+        dispatch!(self, m => m.out_dims())
+    }
+    fn init(&self, params: &mut [f32], rng: &mut Pcg32) {
+        dispatch!(self, m => m.init(params, rng))
+    }
+    fn forward(&self, params: &[f32], x: &[f32], n: usize, y: &mut [f32], ws: &mut Workspace) {
+        dispatch!(self, m => m.forward(params, x, n, y, ws))
+    }
+    fn backward(
+        &self,
+        params: &[f32],
+        x: &[f32],
+        y: &[f32],
+        n: usize,
+        dy: &mut [f32],
+        dx: Option<&mut [f32]>,
+        grads: &mut [f32],
+        ws: &mut Workspace,
+    ) {
+        dispatch!(self, m => m.backward(params, x, y, n, dy, dx, grads, ws))
+    }
+    fn tensors(&self, prefix: &str, out: &mut Vec<TensorInfo>) {
+        dispatch!(self, m => m.tensors(prefix, out))
+    }
+}
+
+/// Allocates parameter offsets and workspace slots while a tree is resolved.
+#[derive(Default)]
+pub(crate) struct Allocator {
+    pub params: usize,
+    pub slots: usize,
+}
+
+impl Allocator {
+    pub fn params(&mut self, n: usize) -> usize {
+        let o = self.params;
+        self.params += n;
+        o
+    }
+    pub fn slots(&mut self, n: usize) -> usize {
+        let o = self.slots;
+        self.slots += n;
+        o
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod gradcheck {
+    //! Finite-difference checks shared by every module's tests.
+    use super::*;
+
+    /// L = Σ y ⊙ r for a fixed random r, so ∂L/∂y = r.
+    fn objective(m: &Module, params: &[f32], x: &[f32], n: usize, r: &[f32], slots: usize) -> f64 {
+        let mut ws = Workspace::new(slots);
+        let mut y = vec![0.0; n * m.out_dims()];
+        m.forward(params, x, n, &mut y, &mut ws);
+        y.iter().zip(r).map(|(a, b)| *a as f64 * *b as f64).sum()
+    }
+
+    /// Checks ∂L/∂params and ∂L/∂x against central differences.
+    pub fn check(m: &Module, param_count: usize, slots: usize, x: &[f32], n: usize, tol: f64) {
+        let mut rng = Pcg32::new(7);
+        let mut params = vec![0.0f32; param_count];
+        m.init(&mut params, &mut rng);
+        // non-zero biases too, so every path is exercised
+        for p in params.iter_mut() {
+            *p += 0.1 * (rng.next_f32() - 0.5);
+        }
+        let r: Vec<f32> = (0..n * m.out_dims()).map(|_| rng.next_f32() * 2.0 - 1.0).collect();
+        let mut ws = Workspace::new(slots);
+        let mut y = vec![0.0; n * m.out_dims()];
+        m.forward(&params, x, n, &mut y, &mut ws);
+        let mut dy = r.clone();
+        let mut dx = vec![0.0; x.len()];
+        let mut grads = vec![0.0; param_count];
+        m.backward(&params, x, &y, n, &mut dy, Some(&mut dx), &mut grads, &mut ws);
+
+        let h = 1e-3f32;
+        let close = |fd: f64, an: f64, what: &str| {
+            assert!(
+                (fd - an).abs() <= tol * (1.0 + fd.abs().max(an.abs())),
+                "{what}: finite difference {fd} vs analytic {an} ({m:?})"
+            );
+        };
+        for i in 0..param_count {
+            let mut p = params.clone();
+            p[i] += h;
+            let up = objective(m, &p, x, n, &r, slots);
+            p[i] -= 2.0 * h;
+            let down = objective(m, &p, x, n, &r, slots);
+            close((up - down) / (2.0 * h as f64), grads[i] as f64, &format!("param {i}"));
+        }
+        for i in 0..x.len() {
+            let mut xx = x.to_vec();
+            xx[i] += h;
+            let up = objective(m, &params, &xx, n, &r, slots);
+            xx[i] -= 2.0 * h;
+            let down = objective(m, &params, &xx, n, &r, slots);
+            close((up - down) / (2.0 * h as f64), dx[i] as f64, &format!("input {i}"));
+        }
+    }
+
+    /// Random inputs in [lo, hi).
+    pub fn inputs(n: usize, dims: usize, lo: f32, hi: f32) -> Vec<f32> {
+        let mut rng = Pcg32::new(99);
+        (0..n * dims).map(|_| lo + (hi - lo) * rng.next_f32()).collect()
+    }
+}

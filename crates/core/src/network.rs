@@ -1,0 +1,144 @@
+//! A resolved network: an architecture bound to input and output widths, with parameter
+//! offsets and workspace slots assigned.
+
+use crate::arch::Arch;
+use crate::module::{Allocator, Cat, Chain, Frequency, Identity, Layer, Mlp, Module, TensorInfo, Triangle, Workspace};
+use crate::rng::Pcg32;
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum BuildError {
+    #[error("the architecture outputs {got} values per sample but the data has {want} (end it with an mlp, or give the last mlp out={want})")]
+    OutputWidth { got: usize, want: usize },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// An architecture with every width known.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Network {
+    pub arch: Arch,
+    pub root: Module,
+    pub in_dims: usize,
+    pub out_dims: usize,
+    pub param_count: usize,
+    pub slot_count: usize,
+}
+
+impl Network {
+    /// Resolves `arch` for `in_dims` inputs and `out_dims` outputs. An `mlp` without
+    /// `out=` gets the width its successor needs: the network output for the last stage,
+    /// else its own hidden width.
+    pub fn build(arch: &Arch, in_dims: usize, out_dims: usize) -> Result<Network, BuildError> {
+        let mut alloc = Allocator::default();
+        let root = resolve(arch, in_dims, Some(out_dims), &mut alloc)?;
+        if root.out_dims() != out_dims {
+            return Err(BuildError::OutputWidth { got: root.out_dims(), want: out_dims });
+        }
+        Ok(Network { arch: arch.clone(), root, in_dims, out_dims, param_count: alloc.params, slot_count: alloc.slots })
+    }
+
+    /// Xavier-uniform weights and zero biases from `seed`.
+    pub fn init_params(&self, seed: u64) -> Vec<f32> {
+        let mut p = vec![0.0; self.param_count];
+        self.root.init(&mut p, &mut Pcg32::new(seed));
+        p
+    }
+
+    pub fn workspace(&self) -> Workspace {
+        Workspace::new(self.slot_count)
+    }
+
+    /// Every parameter tensor in flat-vector order.
+    pub fn tensors(&self) -> Vec<TensorInfo> {
+        let mut t = Vec::new();
+        self.root.tensors("", &mut t);
+        t.sort_by_key(|t| t.offset);
+        t
+    }
+
+    /// Evaluates `n` samples (x: n × in_dims) into y (n × out_dims).
+    pub fn forward(&self, params: &[f32], x: &[f32], n: usize, y: &mut [f32], ws: &mut Workspace) {
+        self.root.forward(params, x, n, y, ws);
+    }
+
+    /// Evaluates any number of rows in parallel blocks (inference).
+    pub fn eval(&self, params: &[f32], x: &[f32]) -> Vec<f32> {
+        use rayon::prelude::*;
+        const BLOCK: usize = 1024;
+        let n = x.len() / self.in_dims;
+        let mut y = vec![0.0; n * self.out_dims];
+        y.par_chunks_mut(BLOCK * self.out_dims).zip(x.par_chunks(BLOCK * self.in_dims)).for_each_init(
+            || self.workspace(),
+            |ws, (yc, xc)| self.forward(params, xc, xc.len() / self.in_dims, yc, ws),
+        );
+        y
+    }
+}
+
+fn resolve(arch: &Arch, in_dims: usize, want_out: Option<usize>, alloc: &mut Allocator) -> Result<Module, BuildError> {
+    Ok(match arch {
+        Arch::Identity => Module::Identity(Identity { dims: in_dims }),
+        Arch::Freq { octaves } => Module::Frequency(Frequency { in_dims, octaves: *octaves as usize }),
+        Arch::Tri { octaves } => Module::Triangle(Triangle { in_dims, octaves: *octaves as usize }),
+        Arch::Mlp { width, hidden_layers, hidden, output, out } => {
+            let out_dims = out.map(|o| o as usize).or(want_out).unwrap_or(*width as usize);
+            Module::Mlp(Mlp::new(in_dims, *width as usize, *hidden_layers as usize, out_dims, *hidden, *output, alloc))
+        }
+        Arch::Chain { modules } => {
+            if modules.is_empty() {
+                return Err(BuildError::Invalid("a chain needs at least one module".into()));
+            }
+            let mut stages = Vec::with_capacity(modules.len());
+            let mut dims = in_dims;
+            for (i, m) in modules.iter().enumerate() {
+                let want = if i + 1 == modules.len() { want_out } else { None };
+                let s = resolve(m, dims, want, alloc)?;
+                dims = s.out_dims();
+                stages.push(s);
+            }
+            if stages.len() == 1 {
+                stages.pop().unwrap()
+            } else {
+                let base = alloc.slots(Chain::slots_needed(stages.len()));
+                Module::Chain(Chain::new(stages, base))
+            }
+        }
+        Arch::Cat { modules } => {
+            if modules.is_empty() {
+                return Err(BuildError::Invalid("cat needs at least one module".into()));
+            }
+            let children = modules.iter().map(|m| resolve(m, in_dims, None, alloc)).collect::<Result<Vec<_>, _>>()?;
+            let base = alloc.slots(Cat::slots_needed(children.len()));
+            Module::Cat(Cat::new(children, base))
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn widths_are_inferred() {
+        let net = Network::build(&Arch::parse("freq(3) | mlp(32x3, leaky_relu, sigmoid)").unwrap(), 2, 3).unwrap();
+        assert_eq!(net.param_count, 12 * 32 + 32 + 2 * (32 * 32 + 32) + 32 * 3 + 3);
+        let names: Vec<_> = net.tensors().iter().map(|t| t.name.clone()).collect();
+        assert_eq!(names[0], "1.layers.0.weight");
+        assert_eq!(names.len(), 8);
+        let net = Network::build(&Arch::parse("cat(identity, freq(6)) | mlp(64x3, relu)").unwrap(), 3, 3).unwrap();
+        assert_eq!(net.root.in_dims(), 3);
+        let e = Network::build(&Arch::parse("freq(3)").unwrap(), 2, 3).unwrap_err();
+        assert_eq!(e, BuildError::OutputWidth { got: 12, want: 3 });
+    }
+
+    #[test]
+    fn eval_matches_forward() {
+        let net = Network::build(&Arch::parse("freq(2) | mlp(8x2, relu)").unwrap(), 2, 3).unwrap();
+        let p = net.init_params(3);
+        let x: Vec<f32> = (0..2 * 3000).map(|i| (i % 97) as f32 / 97.0).collect();
+        let y = net.eval(&p, &x);
+        let mut y2 = vec![0.0; y.len()];
+        net.forward(&p, &x, 3000, &mut y2, &mut net.workspace());
+        assert_eq!(y, y2);
+    }
+}
