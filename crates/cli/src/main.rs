@@ -1,1 +1,51 @@
-fn main() {}
+//! `nshade`: train small neural networks for real-time graphics and ship them as shaders.
+//!
+//! This binary only parses flags, calls the libraries and prints; each subcommand lives
+//! in its own file.
+
+mod bench;
+mod common;
+mod eval;
+mod fit;
+mod info;
+mod render;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "nshade", version, about = "Train small neural networks for real-time graphics and ship them as shaders")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Train several architectures side by side on an image (default: a built-in texture).
+    Fit(fit::Args),
+    /// Evaluate a model on raw rows of little-endian float32 inputs.
+    Eval(eval::Args),
+    /// Render a 2-input (u, v) or 3-input (x, y, t) model to an image.
+    Render(render::Args),
+    /// Measure training throughput (samples/s) per architecture and batch size.
+    Bench(bench::Args),
+    /// Show the backends and adapters found.
+    Info(info::Args),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Fit(a) => fit::run(a),
+        Command::Eval(a) => eval::run(a),
+        Command::Render(a) => render::run(a),
+        Command::Bench(a) => bench::run(a),
+        Command::Info(a) => info::run(a),
+    };
+    if let Err(e) = result {
+        // One line: the chain of causes joined by ': '.
+        let msg = format!("{e:#}").replace('\n', " ");
+        eprintln!("error: {msg}");
+        std::process::exit(1);
+    }
+}

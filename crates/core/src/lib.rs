@@ -9,6 +9,8 @@ pub mod cpu;
 pub mod data;
 pub mod fsutil;
 pub mod loss;
+pub mod metrics;
+pub mod model;
 pub mod module;
 pub mod network;
 pub mod optim;

@@ -1,0 +1,154 @@
+//! Pieces every subcommand shares: thread pools, backend choice, output directories that
+//! appear only when complete, cancellation, and progress bars.
+
+use anyhow::{Context, Result, bail};
+use indicatif::{ProgressBar, ProgressStyle};
+use nshade_core::train::Backend;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// Sets the number of worker threads (`--threads`, else `RAYON_NUM_THREADS`, else all cores).
+pub fn init_threads(threads: Option<usize>) -> Result<()> {
+    let mut b = rayon::ThreadPoolBuilder::new();
+    if let Some(n) = threads {
+        if n == 0 {
+            bail!("--threads must be at least 1");
+        }
+        b = b.num_threads(n);
+    }
+    b.build_global().context("starting the worker threads")?;
+    Ok(())
+}
+
+/// Where training and evaluation run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BackendChoice {
+    /// The GPU when an adapter exists, else the CPU.
+    Auto,
+    Cpu,
+    Gpu,
+}
+
+/// Picks the training backend.
+pub fn training_backend(choice: BackendChoice) -> Result<Box<dyn Backend>> {
+    match choice {
+        BackendChoice::Cpu | BackendChoice::Auto => Ok(Box::new(nshade_core::cpu::CpuBackend)),
+        BackendChoice::Gpu => bail!("--backend gpu: this build has no GPU training backend yet; use --backend cpu"),
+    }
+}
+
+static CANCELLED: AtomicBool = AtomicBool::new(false);
+
+/// Makes SIGINT/SIGTERM set a flag that long loops poll with [`cancelled`], so they stop
+/// promptly and clean up instead of leaving partial output.
+pub fn install_cancel_handler() {
+    let _ = ctrlc::set_handler(|| CANCELLED.store(true, Ordering::SeqCst));
+}
+
+pub fn cancelled() -> bool {
+    CANCELLED.load(Ordering::SeqCst)
+}
+
+pub fn check_cancelled() -> Result<()> {
+    if cancelled() {
+        bail!("interrupted; no output was written");
+    }
+    Ok(())
+}
+
+/// An output directory written under a temporary sibling name and renamed into place by
+/// [`OutDir::commit`]; dropped uncommitted, it is removed.
+pub struct OutDir {
+    tmp: PathBuf,
+    target: PathBuf,
+    committed: bool,
+}
+
+impl OutDir {
+    /// `explicit` must be new or empty; without it, a fresh `default_root/run-NNN`.
+    pub fn create(explicit: Option<&Path>, default_root: &Path) -> Result<OutDir> {
+        let target = match explicit {
+            Some(p) => {
+                if p.exists() {
+                    if !p.is_dir() {
+                        bail!("--out {}: exists and is not a directory", p.display());
+                    }
+                    if std::fs::read_dir(p).with_context(|| format!("reading --out {}", p.display()))?.next().is_some() {
+                        bail!("--out {}: directory exists and is not empty (choose a new one, so a failed run never replaces working results)", p.display());
+                    }
+                }
+                p.to_path_buf()
+            }
+            None => {
+                std::fs::create_dir_all(default_root).with_context(|| format!("creating {}", default_root.display()))?;
+                (1..)
+                    .map(|i| default_root.join(format!("run-{i:03}")))
+                    .find(|p| !p.exists())
+                    .expect("some run number is free")
+            }
+        };
+        let parent = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+        let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
+        let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
+        if tmp.exists() {
+            std::fs::remove_dir_all(&tmp).with_context(|| format!("removing stale {}", tmp.display()))?;
+        }
+        std::fs::create_dir(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        Ok(OutDir { tmp, target, committed: false })
+    }
+
+    /// Where to write files now.
+    pub fn path(&self) -> &Path {
+        &self.tmp
+    }
+
+    /// Where the directory will be once committed.
+    pub fn target(&self) -> &Path {
+        &self.target
+    }
+
+    /// Renames the finished directory into place.
+    pub fn commit(mut self) -> Result<PathBuf> {
+        if self.target.exists() {
+            // Only an empty directory can be here (checked at creation).
+            std::fs::remove_dir(&self.target).with_context(|| format!("{} was filled while this run was writing", self.target.display()))?;
+        }
+        std::fs::rename(&self.tmp, &self.target).with_context(|| format!("moving results into {}", self.target.display()))?;
+        self.committed = true;
+        Ok(self.target.clone())
+    }
+}
+
+impl Drop for OutDir {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_dir_all(&self.tmp);
+        }
+    }
+}
+
+/// A progress bar on stderr; hidden when stderr is not a terminal.
+pub fn progress(len: u64, prefix: &str) -> ProgressBar {
+    let bar = ProgressBar::new(len);
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>14.bold} [{bar:30}] {pos}/{len} steps  {msg}  ({elapsed}, eta {eta})")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(prefix.to_string());
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+/// Parses `WxH`.
+pub fn parse_size(s: &str) -> Result<(usize, usize), String> {
+    let (w, h) = s.split_once(['x', 'X']).ok_or_else(|| format!("invalid size '{s}': expected WxH, e.g. 512x512"))?;
+    let w: usize = w.parse().map_err(|_| format!("invalid width in '{s}'"))?;
+    let h: usize = h.parse().map_err(|_| format!("invalid height in '{s}'"))?;
+    if w == 0 || h == 0 || w > 16384 || h > 16384 {
+        return Err(format!("size '{s}' must be between 1x1 and 16384x16384"));
+    }
+    Ok((w, h))
+}

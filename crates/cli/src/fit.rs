@@ -1,0 +1,249 @@
+//! `nshade fit`: train every `--arch` on one image, side by side, and write fit and error
+//! images, each model, and a summary.
+
+use crate::common::{self, BackendChoice, OutDir};
+use anyhow::{Context, Result, bail};
+use nshade_core::arch::NamedArch;
+use nshade_core::data::TrainingData;
+use nshade_core::loss::Loss;
+use nshade_core::metrics;
+use nshade_core::model::{InputSpec, Model};
+use nshade_core::network::Network;
+use nshade_core::optim::LrSchedule;
+use nshade_core::texture::{self, Texture};
+use nshade_core::train::TrainConfig;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The default architecture set: the seed's four, in its order, then stronger ones.
+pub const DEFAULT_ARCHS: &[&str] = &[
+    "basic=mlp(32x3, relu)",
+    "sigmoid=mlp(32x3, leaky_relu, sigmoid)",
+    "freq=freq(3) | mlp(32x3, leaky_relu, sigmoid)",
+    "freq_deep=freq(3) | mlp(32x4, leaky_relu, sigmoid)",
+    "wide=cat(identity, freq(7)) | mlp(64x3, relu, sigmoid)",
+];
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// PNG, JPEG or EXR image to fit (default: a built-in 512x512 texture).
+    pub image: Option<PathBuf>,
+    /// Architecture to train, `name=spec` or `spec`; repeat for several (default: the
+    /// seed's four plus a stronger one).
+    #[arg(long = "arch", value_name = "SPEC")]
+    pub archs: Vec<String>,
+    /// Training steps per architecture.
+    #[arg(long, default_value_t = 400)]
+    pub steps: u32,
+    /// Samples per step.
+    #[arg(long, default_value_t = 65536)]
+    pub batch: usize,
+    /// Seed for initial weights and sample draws.
+    #[arg(long, default_value_t = 1337)]
+    pub seed: u64,
+    /// Learning rate.
+    #[arg(long, default_value_t = 0.005)]
+    pub lr: f32,
+    /// Linear learning-rate warm-up over this many steps.
+    #[arg(long, default_value_t = 0)]
+    pub lr_warmup: u32,
+    /// Exponential decay INTERVAL:FACTOR[@START], e.g. 1000:0.5.
+    #[arg(long, value_name = "INTERVAL:FACTOR")]
+    pub lr_decay: Option<String>,
+    /// Loss: l1, l2, relative_l1, relative_l2, mape, smape.
+    #[arg(long, default_value = "relative_l2")]
+    pub loss: String,
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    pub backend: BackendChoice,
+    /// Output directory (must be new or empty; default: a fresh nshade-out/run-NNN).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Worker threads for the CPU backend (default: all cores, or RAYON_NUM_THREADS).
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+/// One architecture's result, as printed and as stored in `summary.json`.
+struct Record {
+    name: String,
+    arch: String,
+    params: usize,
+    steps: u32,
+    samples: u64,
+    seconds: f64,
+    loss: f32,
+    psnr: f64,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    common::init_threads(args.threads)?;
+    common::install_cancel_handler();
+    let loss: Loss = args.loss.parse().map_err(|e: String| anyhow::anyhow!("--loss: {e}"))?;
+    let decay = args.lr_decay.as_deref().map(LrSchedule::parse_decay).transpose().map_err(anyhow::Error::msg)?;
+    if !(args.lr > 0.0 && args.lr.is_finite()) {
+        bail!("--lr must be a positive number, got {}", args.lr);
+    }
+    if args.batch == 0 {
+        bail!("--batch must be at least 1");
+    }
+    if args.steps == 0 {
+        bail!("--steps must be at least 1");
+    }
+    let specs: Vec<String> = if args.archs.is_empty() { DEFAULT_ARCHS.iter().map(|s| s.to_string()).collect() } else { args.archs.clone() };
+    let mut archs = Vec::new();
+    for s in &specs {
+        let named = NamedArch::parse(s).map_err(|e| anyhow::anyhow!("--arch '{s}': {e}"))?;
+        if archs.iter().any(|a: &NamedArch| a.name == named.name) {
+            bail!("--arch '{s}': the name '{}' is used twice (give names with name=spec)", named.name);
+        }
+        if named.name == "best" {
+            bail!("--arch '{s}': the name 'best' is reserved for the best model's copy");
+        }
+        Network::build(&named.arch, 2, 3).map_err(|e| anyhow::anyhow!("--arch '{s}': {e}"))?;
+        archs.push(named);
+    }
+    let tex = match &args.image {
+        Some(p) => Texture::load(p)?,
+        None => Texture::builtin(),
+    };
+    let backend = common::training_backend(args.backend)?;
+    let out = OutDir::create(args.out.as_deref(), Path::new("nshade-out"))?;
+    let cfg = TrainConfig { batch: args.batch, seed: args.seed, loss, lr: LrSchedule { base: args.lr, warmup: args.lr_warmup, decay }, ..TrainConfig::default() };
+    let data = Arc::new(TrainingData::Texture(tex.clone()));
+    let reference = tex.data.clone();
+    let uv = Texture::pixel_centres(tex.width, tex.height);
+
+    eprintln!(
+        "fitting {} architecture(s) on {} ({}x{}), {} steps of {} samples, {} backend",
+        archs.len(),
+        tex.source,
+        tex.width,
+        tex.height,
+        args.steps,
+        args.batch,
+        backend.name()
+    );
+    let mut records = Vec::new();
+    for named in &archs {
+        common::check_cancelled()?;
+        let net = Network::build(&named.arch, 2, 3)?;
+        let params = net.init_params(args.seed);
+        let mut trainer = backend.start(&net, params, data.clone(), &cfg).with_context(|| format!("starting '{}'", named.name))?;
+        let bar = common::progress(args.steps as u64, &named.name);
+        let chunk = (args.steps / 100).clamp(1, 50);
+        let start = Instant::now();
+        let mut last_loss = f32::NAN;
+        let mut done = 0;
+        while done < args.steps {
+            common::check_cancelled()?;
+            let n = chunk.min(args.steps - done);
+            last_loss = trainer.run(n).with_context(|| format!("training '{}'", named.name))?;
+            done += n;
+            bar.set_position(done as u64);
+            bar.set_message(format!("loss {last_loss:.5}"));
+        }
+        let params = trainer.params()?;
+        let seconds = start.elapsed().as_secs_f64();
+        bar.finish_and_clear();
+
+        let mut model = Model::new(net, params, InputSpec::uv());
+        let fit = model.eval(&uv);
+        let psnr = metrics::psnr(&fit, &reference);
+        let rec = Record {
+            name: named.name.clone(),
+            arch: named.arch.to_string(),
+            params: model.network.param_count,
+            steps: args.steps,
+            samples: args.steps as u64 * args.batch as u64,
+            seconds,
+            loss: last_loss,
+            psnr,
+        };
+        model.training = json!({
+            "name": rec.name, "arch": rec.arch, "seed": args.seed, "steps": args.steps, "batch": args.batch,
+            "loss": loss.name(), "lr": cfg.lr, "adam": cfg.adam, "backend": backend.name(),
+            "data": {"kind": "texture", "source": tex.source, "width": tex.width, "height": tex.height, "sha256": tex.sha256},
+        })
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+        model.metrics = json!({"final_loss": last_loss, "psnr": psnr}).as_object().cloned().unwrap_or_default();
+        let dir = out.path().join(&named.name);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        model.save(&dir.join("weights.json"))?;
+        texture::write_image(tex.width, tex.height, &fit, &dir.join("fit.png"))?;
+        texture::write_image(tex.width, tex.height, &metrics::error_image(&fit, &reference), &dir.join("error.png"))?;
+        eprintln!("{:>14} done: loss {:.5}, PSNR {:.2} dB, {:.1} s", rec.name, rec.loss, rec.psnr, rec.seconds);
+        records.push(rec);
+    }
+
+    let best = records.iter().max_by(|a, b| a.psnr.total_cmp(&b.psnr)).expect("at least one architecture");
+    copy_dir(&out.path().join(&best.name), &out.path().join("best"))?;
+    texture::write_image(tex.width, tex.height, &reference, &out.path().join("reference.png"))?;
+    let summary = json!({
+        "image": tex.source, "width": tex.width, "height": tex.height, "image_sha256": tex.sha256,
+        "steps": args.steps, "batch": args.batch, "seed": args.seed, "loss": loss.name(), "lr": args.lr,
+        "backend": backend.name(),
+        "best": best.name,
+        "architectures": records.iter().map(|r| json!({
+            "name": r.name, "arch": r.arch, "params": r.params, "steps": r.steps, "samples": r.samples,
+            "seconds": r.seconds, "samples_per_s": r.samples as f64 / r.seconds, "loss": r.loss, "psnr": r.psnr,
+            "best": r.name == best.name,
+        })).collect::<Vec<_>>(),
+    });
+    nshade_core::fsutil::write_atomic(&out.path().join("summary.json"), (serde_json::to_string_pretty(&summary)? + "\n").as_bytes())
+        .context("writing summary.json")?;
+    let best_name = best.name.clone();
+    print_table(&records, &best_name);
+    let path = out.commit()?;
+    println!("results in {} (best: {best_name}; model {}/best/weights.json)", path.display(), path.display());
+    Ok(())
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
+    for entry in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
+        let entry = entry?;
+        std::fs::copy(entry.path(), to.join(entry.file_name())).with_context(|| format!("copying {}", entry.path().display()))?;
+    }
+    Ok(())
+}
+
+fn print_table(records: &[Record], best: &str) {
+    let arch_w = records.iter().map(|r| r.arch.len()).max().unwrap_or(4).max(4);
+    let name_w = records.iter().map(|r| r.name.len()).max().unwrap_or(4).max(4);
+    println!(
+        "  {:<name_w$}  {:<arch_w$}  {:>8}  {:>6}  {:>11}  {:>8}  {:>10}  {:>9}  {:>8}",
+        "name", "architecture", "params", "steps", "samples", "seconds", "samples/s", "loss", "PSNR dB"
+    );
+    for r in records {
+        println!(
+            "{} {:<name_w$}  {:<arch_w$}  {:>8}  {:>6}  {:>11}  {:>8.2}  {:>10}  {:>9.5}  {:>8.2}",
+            if r.name == best { "*" } else { " " },
+            r.name,
+            r.arch,
+            r.params,
+            r.steps,
+            r.samples,
+            r.seconds,
+            human(r.samples as f64 / r.seconds),
+            r.loss,
+            r.psnr
+        );
+    }
+}
+
+/// 1234567 → "1.23 M".
+pub fn human(v: f64) -> String {
+    if v >= 1e9 {
+        format!("{:.2} G", v / 1e9)
+    } else if v >= 1e6 {
+        format!("{:.2} M", v / 1e6)
+    } else if v >= 1e3 {
+        format!("{:.1} k", v / 1e3)
+    } else {
+        format!("{v:.0}")
+    }
+}
