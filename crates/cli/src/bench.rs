@@ -44,17 +44,25 @@ pub struct Args {
 pub fn run(args: Args) -> Result<()> {
     common::init_threads(args.threads)?;
     let _ = DEFAULT_ARCHS;
-    let specs: Vec<String> = if args.archs.is_empty() { BENCH_ARCHS.iter().map(|s| s.to_string()).collect() } else { args.archs.clone() };
+    let specs: Vec<String> = if args.archs.is_empty() {
+        BENCH_ARCHS.iter().map(|s| s.to_string()).collect()
+    } else {
+        args.archs.clone()
+    };
     let backend = common::training_backend(args.backend)?;
     let data = Arc::new(TrainingData::Texture(Texture::builtin()));
     for s in &specs {
         let named = NamedArch::parse(s).map_err(|e| anyhow::anyhow!("--arch '{s}': {e}"))?;
-        let net = Network::build(&named.arch, 2, 3).map_err(|e| anyhow::anyhow!("--arch '{s}': {e}"))?;
+        let net =
+            Network::build(&named.arch, 2, 3).map_err(|e| anyhow::anyhow!("--arch '{s}': {e}"))?;
         for &batch in &args.batches {
             if batch == 0 {
                 bail!("--batch must be at least 1");
             }
-            let cfg = TrainConfig { batch, ..TrainConfig::default() };
+            let cfg = TrainConfig {
+                batch,
+                ..TrainConfig::default()
+            };
             let mut trainer = backend.start(&net, net.init_params(1), data.clone(), &cfg)?;
             trainer.run(2)?; // warm-up: first-touch allocations, pipeline creation
             let mut steps = 0u32;
@@ -76,7 +84,13 @@ pub fn run(args: Args) -> Result<()> {
                            "params": net.param_count, "threads": rayon::current_num_threads()})
                 );
             } else {
-                println!("{:>12}  {:<45} batch {:>8}  {:>10} samples/s  ({steps} steps in {secs:.2} s)", named.name, named.arch.to_string(), batch, human(sps));
+                println!(
+                    "{:>12}  {:<45} batch {:>8}  {:>10} samples/s  ({steps} steps in {secs:.2} s)",
+                    named.name,
+                    named.arch.to_string(),
+                    batch,
+                    human(sps)
+                );
             }
         }
     }

@@ -34,7 +34,9 @@ pub enum BackendChoice {
 pub fn training_backend(choice: BackendChoice) -> Result<Box<dyn Backend>> {
     match choice {
         BackendChoice::Cpu | BackendChoice::Auto => Ok(Box::new(nshade_core::cpu::CpuBackend)),
-        BackendChoice::Gpu => bail!("--backend gpu: this build has no GPU training backend yet; use --backend cpu"),
+        BackendChoice::Gpu => {
+            bail!("--backend gpu: this build has no GPU training backend yet; use --backend cpu")
+        }
     }
 }
 
@@ -74,29 +76,49 @@ impl OutDir {
                     if !p.is_dir() {
                         bail!("--out {}: exists and is not a directory", p.display());
                     }
-                    if std::fs::read_dir(p).with_context(|| format!("reading --out {}", p.display()))?.next().is_some() {
-                        bail!("--out {}: directory exists and is not empty (choose a new one, so a failed run never replaces working results)", p.display());
+                    if std::fs::read_dir(p)
+                        .with_context(|| format!("reading --out {}", p.display()))?
+                        .next()
+                        .is_some()
+                    {
+                        bail!(
+                            "--out {}: directory exists and is not empty (choose a new one, so a failed run never replaces working results)",
+                            p.display()
+                        );
                     }
                 }
                 p.to_path_buf()
             }
             None => {
-                std::fs::create_dir_all(default_root).with_context(|| format!("creating {}", default_root.display()))?;
+                std::fs::create_dir_all(default_root)
+                    .with_context(|| format!("creating {}", default_root.display()))?;
                 (1..)
                     .map(|i| default_root.join(format!("run-{i:03}")))
                     .find(|p| !p.exists())
                     .expect("some run number is free")
             }
         };
-        let parent = target.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-        std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
-        let name = target.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "out".into());
+        let parent = target
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+        let name = target
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "out".into());
         let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
         if tmp.exists() {
-            std::fs::remove_dir_all(&tmp).with_context(|| format!("removing stale {}", tmp.display()))?;
+            std::fs::remove_dir_all(&tmp)
+                .with_context(|| format!("removing stale {}", tmp.display()))?;
         }
         std::fs::create_dir(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        Ok(OutDir { tmp, target, committed: false })
+        Ok(OutDir {
+            tmp,
+            target,
+            committed: false,
+        })
     }
 
     /// Where to write files now.
@@ -105,6 +127,7 @@ impl OutDir {
     }
 
     /// Where the directory will be once committed.
+    #[allow(dead_code)]
     pub fn target(&self) -> &Path {
         &self.target
     }
@@ -113,9 +136,15 @@ impl OutDir {
     pub fn commit(mut self) -> Result<PathBuf> {
         if self.target.exists() {
             // Only an empty directory can be here (checked at creation).
-            std::fs::remove_dir(&self.target).with_context(|| format!("{} was filled while this run was writing", self.target.display()))?;
+            std::fs::remove_dir(&self.target).with_context(|| {
+                format!(
+                    "{} was filled while this run was writing",
+                    self.target.display()
+                )
+            })?;
         }
-        std::fs::rename(&self.tmp, &self.target).with_context(|| format!("moving results into {}", self.target.display()))?;
+        std::fs::rename(&self.tmp, &self.target)
+            .with_context(|| format!("moving results into {}", self.target.display()))?;
         self.committed = true;
         Ok(self.target.clone())
     }
@@ -133,9 +162,11 @@ impl Drop for OutDir {
 pub fn progress(len: u64, prefix: &str) -> ProgressBar {
     let bar = ProgressBar::new(len);
     bar.set_style(
-        ProgressStyle::with_template("{prefix:>14.bold} [{bar:30}] {pos}/{len} steps  {msg}  ({elapsed}, eta {eta})")
-            .expect("valid template")
-            .progress_chars("=> "),
+        ProgressStyle::with_template(
+            "{prefix:>14.bold} [{bar:30}] {pos}/{len} steps  {msg}  ({elapsed}, eta {eta})",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
     );
     bar.set_prefix(prefix.to_string());
     bar.enable_steady_tick(Duration::from_millis(200));
@@ -144,7 +175,9 @@ pub fn progress(len: u64, prefix: &str) -> ProgressBar {
 
 /// Parses `WxH`.
 pub fn parse_size(s: &str) -> Result<(usize, usize), String> {
-    let (w, h) = s.split_once(['x', 'X']).ok_or_else(|| format!("invalid size '{s}': expected WxH, e.g. 512x512"))?;
+    let (w, h) = s
+        .split_once(['x', 'X'])
+        .ok_or_else(|| format!("invalid size '{s}': expected WxH, e.g. 512x512"))?;
     let w: usize = w.parse().map_err(|_| format!("invalid width in '{s}'"))?;
     let h: usize = h.parse().map_err(|_| format!("invalid height in '{s}'"))?;
     if w == 0 || h == 0 || w > 16384 || h > 16384 {

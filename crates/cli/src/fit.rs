@@ -80,8 +80,16 @@ struct Record {
 pub fn run(args: Args) -> Result<()> {
     common::init_threads(args.threads)?;
     common::install_cancel_handler();
-    let loss: Loss = args.loss.parse().map_err(|e: String| anyhow::anyhow!("--loss: {e}"))?;
-    let decay = args.lr_decay.as_deref().map(LrSchedule::parse_decay).transpose().map_err(anyhow::Error::msg)?;
+    let loss: Loss = args
+        .loss
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!("--loss: {e}"))?;
+    let decay = args
+        .lr_decay
+        .as_deref()
+        .map(LrSchedule::parse_decay)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
     if !(args.lr > 0.0 && args.lr.is_finite()) {
         bail!("--lr must be a positive number, got {}", args.lr);
     }
@@ -91,12 +99,19 @@ pub fn run(args: Args) -> Result<()> {
     if args.steps == 0 {
         bail!("--steps must be at least 1");
     }
-    let specs: Vec<String> = if args.archs.is_empty() { DEFAULT_ARCHS.iter().map(|s| s.to_string()).collect() } else { args.archs.clone() };
+    let specs: Vec<String> = if args.archs.is_empty() {
+        DEFAULT_ARCHS.iter().map(|s| s.to_string()).collect()
+    } else {
+        args.archs.clone()
+    };
     let mut archs = Vec::new();
     for s in &specs {
         let named = NamedArch::parse(s).map_err(|e| anyhow::anyhow!("--arch '{s}': {e}"))?;
         if archs.iter().any(|a: &NamedArch| a.name == named.name) {
-            bail!("--arch '{s}': the name '{}' is used twice (give names with name=spec)", named.name);
+            bail!(
+                "--arch '{s}': the name '{}' is used twice (give names with name=spec)",
+                named.name
+            );
         }
         if named.name == "best" {
             bail!("--arch '{s}': the name 'best' is reserved for the best model's copy");
@@ -110,7 +125,17 @@ pub fn run(args: Args) -> Result<()> {
     };
     let backend = common::training_backend(args.backend)?;
     let out = OutDir::create(args.out.as_deref(), Path::new("nshade-out"))?;
-    let cfg = TrainConfig { batch: args.batch, seed: args.seed, loss, lr: LrSchedule { base: args.lr, warmup: args.lr_warmup, decay }, ..TrainConfig::default() };
+    let cfg = TrainConfig {
+        batch: args.batch,
+        seed: args.seed,
+        loss,
+        lr: LrSchedule {
+            base: args.lr,
+            warmup: args.lr_warmup,
+            decay,
+        },
+        ..TrainConfig::default()
+    };
     let data = Arc::new(TrainingData::Texture(tex.clone()));
     let reference = tex.data.clone();
     let uv = Texture::pixel_centres(tex.width, tex.height);
@@ -130,7 +155,9 @@ pub fn run(args: Args) -> Result<()> {
         common::check_cancelled()?;
         let net = Network::build(&named.arch, 2, 3)?;
         let params = net.init_params(args.seed);
-        let mut trainer = backend.start(&net, params, data.clone(), &cfg).with_context(|| format!("starting '{}'", named.name))?;
+        let mut trainer = backend
+            .start(&net, params, data.clone(), &cfg)
+            .with_context(|| format!("starting '{}'", named.name))?;
         let bar = common::progress(args.steps as u64, &named.name);
         let chunk = (args.steps / 100).clamp(1, 50);
         let start = Instant::now();
@@ -139,7 +166,9 @@ pub fn run(args: Args) -> Result<()> {
         while done < args.steps {
             common::check_cancelled()?;
             let n = chunk.min(args.steps - done);
-            last_loss = trainer.run(n).with_context(|| format!("training '{}'", named.name))?;
+            last_loss = trainer
+                .run(n)
+                .with_context(|| format!("training '{}'", named.name))?;
             done += n;
             bar.set_position(done as u64);
             bar.set_message(format!("loss {last_loss:.5}"));
@@ -169,19 +198,38 @@ pub fn run(args: Args) -> Result<()> {
         .as_object()
         .cloned()
         .unwrap_or_default();
-        model.metrics = json!({"final_loss": last_loss, "psnr": psnr}).as_object().cloned().unwrap_or_default();
+        model.metrics = json!({"final_loss": last_loss, "psnr": psnr})
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
         let dir = out.path().join(&named.name);
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         model.save(&dir.join("weights.json"))?;
         texture::write_image(tex.width, tex.height, &fit, &dir.join("fit.png"))?;
-        texture::write_image(tex.width, tex.height, &metrics::error_image(&fit, &reference), &dir.join("error.png"))?;
-        eprintln!("{:>14} done: loss {:.5}, PSNR {:.2} dB, {:.1} s", rec.name, rec.loss, rec.psnr, rec.seconds);
+        texture::write_image(
+            tex.width,
+            tex.height,
+            &metrics::error_image(&fit, &reference),
+            &dir.join("error.png"),
+        )?;
+        eprintln!(
+            "{:>14} done: loss {:.5}, PSNR {:.2} dB, {:.1} s",
+            rec.name, rec.loss, rec.psnr, rec.seconds
+        );
         records.push(rec);
     }
 
-    let best = records.iter().max_by(|a, b| a.psnr.total_cmp(&b.psnr)).expect("at least one architecture");
+    let best = records
+        .iter()
+        .max_by(|a, b| a.psnr.total_cmp(&b.psnr))
+        .expect("at least one architecture");
     copy_dir(&out.path().join(&best.name), &out.path().join("best"))?;
-    texture::write_image(tex.width, tex.height, &reference, &out.path().join("reference.png"))?;
+    texture::write_image(
+        tex.width,
+        tex.height,
+        &reference,
+        &out.path().join("reference.png"),
+    )?;
     let summary = json!({
         "image": tex.source, "width": tex.width, "height": tex.height, "image_sha256": tex.sha256,
         "steps": args.steps, "batch": args.batch, "seed": args.seed, "loss": loss.name(), "lr": args.lr,
@@ -193,12 +241,19 @@ pub fn run(args: Args) -> Result<()> {
             "best": r.name == best.name,
         })).collect::<Vec<_>>(),
     });
-    nshade_core::fsutil::write_atomic(&out.path().join("summary.json"), (serde_json::to_string_pretty(&summary)? + "\n").as_bytes())
-        .context("writing summary.json")?;
+    nshade_core::fsutil::write_atomic(
+        &out.path().join("summary.json"),
+        (serde_json::to_string_pretty(&summary)? + "\n").as_bytes(),
+    )
+    .context("writing summary.json")?;
     let best_name = best.name.clone();
     print_table(&records, &best_name);
     let path = out.commit()?;
-    println!("results in {} (best: {best_name}; model {}/best/weights.json)", path.display(), path.display());
+    println!(
+        "results in {} (best: {best_name}; model {}/best/weights.json)",
+        path.display(),
+        path.display()
+    );
     Ok(())
 }
 
@@ -206,17 +261,36 @@ fn copy_dir(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
     for entry in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
         let entry = entry?;
-        std::fs::copy(entry.path(), to.join(entry.file_name())).with_context(|| format!("copying {}", entry.path().display()))?;
+        std::fs::copy(entry.path(), to.join(entry.file_name()))
+            .with_context(|| format!("copying {}", entry.path().display()))?;
     }
     Ok(())
 }
 
 fn print_table(records: &[Record], best: &str) {
-    let arch_w = records.iter().map(|r| r.arch.len()).max().unwrap_or(4).max(4);
-    let name_w = records.iter().map(|r| r.name.len()).max().unwrap_or(4).max(4);
+    let arch_w = records
+        .iter()
+        .map(|r| r.arch.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let name_w = records
+        .iter()
+        .map(|r| r.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
     println!(
         "  {:<name_w$}  {:<arch_w$}  {:>8}  {:>6}  {:>11}  {:>8}  {:>10}  {:>9}  {:>8}",
-        "name", "architecture", "params", "steps", "samples", "seconds", "samples/s", "loss", "PSNR dB"
+        "name",
+        "architecture",
+        "params",
+        "steps",
+        "samples",
+        "seconds",
+        "samples/s",
+        "loss",
+        "PSNR dB"
     );
     for r in records {
         println!(

@@ -11,12 +11,48 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<()> {
     let threads = rayon::current_num_threads();
+    let adapters = nshade_gpu::context::list_adapters();
     if args.json {
-        println!("{}", serde_json::json!({"version": env!("CARGO_PKG_VERSION"), "cpu": {"threads": threads}, "gpu": []}));
-    } else {
-        println!("nshade {}", env!("CARGO_PKG_VERSION"));
-        println!("cpu: {threads} worker threads (set with --threads or RAYON_NUM_THREADS)");
-        println!("gpu: this build has no GPU backend");
+        println!(
+            "{}",
+            serde_json::json!({"version": env!("CARGO_PKG_VERSION"), "cpu": {"threads": threads}, "adapters": adapters})
+        );
+        return Ok(());
+    }
+    println!("nshade {}", env!("CARGO_PKG_VERSION"));
+    println!("cpu: {threads} worker threads (set with --threads or RAYON_NUM_THREADS)");
+    if adapters.is_empty() {
+        println!(
+            "gpu: no adapter found (on Linux without a GPU, install mesa-vulkan-drivers for lavapipe)"
+        );
+    }
+    for a in adapters {
+        let yes = |b: bool| if b { "yes" } else { "no" };
+        println!(
+            "gpu: {} ({}, {}, {})",
+            a.name, a.backend, a.device_type, a.driver
+        );
+        println!(
+            "     f16: {}  subgroups: {} (size {}..{})  timestamps: {}",
+            yes(a.shader_f16),
+            yes(a.subgroups),
+            a.subgroup_size[0],
+            a.subgroup_size[1],
+            yes(a.timestamp_query)
+        );
+        if a.cooperative_matrix {
+            println!(
+                "     cooperative matrix: yes ({})",
+                a.cooperative_matrix_shapes.join(", ")
+            );
+        } else {
+            println!("     cooperative matrix: no");
+        }
+        println!(
+            "     workgroup memory: {} KiB, {} invocations per workgroup",
+            a.max_workgroup_storage / 1024,
+            a.max_invocations_per_workgroup
+        );
     }
     Ok(())
 }

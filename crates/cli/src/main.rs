@@ -13,7 +13,11 @@ mod render;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "nshade", version, about = "Train small neural networks for real-time graphics and ship them as shaders")]
+#[command(
+    name = "nshade",
+    version,
+    about = "Train small neural networks for real-time graphics and ship them as shaders"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

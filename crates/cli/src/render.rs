@@ -30,7 +30,10 @@ pub fn pixel_inputs(model: &Model, w: usize, h: usize, t: f32) -> Result<Vec<f32
     let uv = Texture::pixel_centres(w, h);
     Ok(match model.network.in_dims {
         2 => uv,
-        3 => uv.chunks_exact(2).flat_map(|p| [p[0] * 2.0 - 1.0, p[1] * 2.0 - 1.0, t]).collect(),
+        3 => uv
+            .chunks_exact(2)
+            .flat_map(|p| [p[0] * 2.0 - 1.0, p[1] * 2.0 - 1.0, t])
+            .collect(),
         d => bail!("render needs a model with 2 (u, v) or 3 (x, y, t) inputs; this one has {d}"),
     })
 }
@@ -42,7 +45,10 @@ pub fn run(args: Args) -> Result<()> {
     }
     let model = Model::load(&args.model)?;
     if model.network.out_dims != 3 {
-        bail!("render needs a model with 3 outputs (r, g, b); this one has {}", model.network.out_dims);
+        bail!(
+            "render needs a model with 3 outputs (r, g, b); this one has {}",
+            model.network.out_dims
+        );
     }
     let (w, h) = args.size;
     let x = pixel_inputs(&model, w, h, args.t)?;

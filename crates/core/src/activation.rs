@@ -37,7 +37,8 @@ pub const DEFAULT_LEAKY_SLOPE: f32 = 0.01;
 
 impl Activation {
     /// All names accepted in the text form.
-    pub const NAMES: &'static str = "none, relu, leaky_relu(slope), sigmoid, tanh, exp, swish, silu, sine(w0), softplus";
+    pub const NAMES: &'static str =
+        "none, relu, leaky_relu(slope), sigmoid, tanh, exp, swish, silu, sine(w0), softplus";
 
     /// Builds an activation from its text name and optional parameter.
     pub fn from_name(name: &str, param: Option<f32>) -> Result<Activation, String> {
@@ -48,14 +49,23 @@ impl Activation {
         let act = match name {
             "none" | "linear" => no_param(Activation::None)?,
             "relu" => no_param(Activation::Relu)?,
-            "leaky_relu" | "lrelu" => Activation::LeakyRelu { slope: param.unwrap_or(DEFAULT_LEAKY_SLOPE) },
+            "leaky_relu" | "lrelu" => Activation::LeakyRelu {
+                slope: param.unwrap_or(DEFAULT_LEAKY_SLOPE),
+            },
             "sigmoid" => no_param(Activation::Sigmoid)?,
             "tanh" => no_param(Activation::Tanh)?,
             "exp" => no_param(Activation::Exp)?,
             "swish" | "silu" => no_param(Activation::Swish)?,
-            "sine" | "sin" => Activation::Sine { w0: param.unwrap_or(1.0) },
+            "sine" | "sin" => Activation::Sine {
+                w0: param.unwrap_or(1.0),
+            },
             "softplus" => no_param(Activation::Softplus)?,
-            _ => return Err(format!("unknown activation '{name}' (known: {})", Self::NAMES)),
+            _ => {
+                return Err(format!(
+                    "unknown activation '{name}' (known: {})",
+                    Self::NAMES
+                ));
+            }
         };
         act.validate()?;
         Ok(act)
@@ -63,8 +73,12 @@ impl Activation {
 
     pub(crate) fn validate(&self) -> Result<(), String> {
         match *self {
-            Activation::LeakyRelu { slope } if !slope.is_finite() => Err("leaky_relu slope must be finite".into()),
-            Activation::Sine { w0 } if !w0.is_finite() || w0 == 0.0 => Err("sine frequency must be finite and non-zero".into()),
+            Activation::LeakyRelu { slope } if !slope.is_finite() => {
+                Err("leaky_relu slope must be finite".into())
+            }
+            Activation::Sine { w0 } if !w0.is_finite() || w0 == 0.0 => {
+                Err("sine frequency must be finite and non-zero".into())
+            }
             _ => Ok(()),
         }
     }
@@ -155,7 +169,10 @@ impl Activation {
                     *d = 0.0
                 }
             }),
-            _ => d.iter_mut().zip(z.iter().zip(y)).for_each(|(d, (&z, &y))| *d *= self.derivative(z, y)),
+            _ => d
+                .iter_mut()
+                .zip(z.iter().zip(y))
+                .for_each(|(d, (&z, &y))| *d *= self.derivative(z, y)),
         }
     }
 }
@@ -174,7 +191,9 @@ fn softplus(z: f32) -> f32 {
 impl fmt::Display for Activation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            Activation::LeakyRelu { slope } if slope != DEFAULT_LEAKY_SLOPE => write!(f, "leaky_relu({slope})"),
+            Activation::LeakyRelu { slope } if slope != DEFAULT_LEAKY_SLOPE => {
+                write!(f, "leaky_relu({slope})")
+            }
             Activation::Sine { w0 } if w0 != 1.0 => write!(f, "sine({w0})"),
             _ => write!(f, "{}", self.name()),
         }
@@ -206,7 +225,10 @@ mod tests {
                 let f = |z: f64| act.apply(z as f32) as f64;
                 let fd = (f(z as f64 + h) - f(z as f64 - h)) / (2.0 * h);
                 let an = act.derivative(z, act.apply(z)) as f64;
-                assert!((fd - an).abs() < 2e-3 * (1.0 + an.abs()), "{act}: z={z} fd={fd} analytic={an}");
+                assert!(
+                    (fd - an).abs() < 2e-3 * (1.0 + an.abs()),
+                    "{act}: z={z} fd={fd} analytic={an}"
+                );
             }
         }
     }

@@ -59,15 +59,23 @@ impl Arch {
                     message: format!("invalid architecture JSON: {e}"),
                 })
                 .and_then(|a| {
-                    a.validate().map_err(|message| ArchError { column: 1, message })?;
+                    a.validate()
+                        .map_err(|message| ArchError { column: 1, message })?;
                     Ok(a)
                 });
         }
         let tokens = lex(text)?;
-        let mut p = Parser { tokens, pos: 0, len: text.chars().count() };
+        let mut p = Parser {
+            tokens,
+            pos: 0,
+            len: text.chars().count(),
+        };
         let expr = p.chain()?;
         if let Some(t) = p.peek() {
-            return Err(p.err_at(t.col, format!("expected '|' or end of text, found {}", t.kind)));
+            return Err(p.err_at(
+                t.col,
+                format!("expected '|' or end of text, found {}", t.kind),
+            ));
         }
         to_arch(&expr)
     }
@@ -87,12 +95,20 @@ impl Arch {
                     Err(format!("octaves must be in 1..=24, got {octaves}"))
                 }
             }
-            Arch::Mlp { width, hidden_layers, out, hidden, output } => {
+            Arch::Mlp {
+                width,
+                hidden_layers,
+                out,
+                hidden,
+                output,
+            } => {
                 if !(1..=4096).contains(width) {
                     return Err(format!("mlp width must be in 1..=4096, got {width}"));
                 }
                 if *hidden_layers > 64 {
-                    return Err(format!("mlp hidden layers must be at most 64, got {hidden_layers}"));
+                    return Err(format!(
+                        "mlp hidden layers must be at most 64, got {hidden_layers}"
+                    ));
                 }
                 if let Some(o) = out
                     && !(1..=4096).contains(o)
@@ -137,7 +153,13 @@ impl fmt::Display for Arch {
             Arch::Identity => write!(f, "identity"),
             Arch::Freq { octaves } => write!(f, "freq({octaves})"),
             Arch::Tri { octaves } => write!(f, "tri({octaves})"),
-            Arch::Mlp { width, hidden_layers, hidden, output, out } => {
+            Arch::Mlp {
+                width,
+                hidden_layers,
+                hidden,
+                output,
+                out,
+            } => {
                 write!(f, "mlp({width}x{hidden_layers}, {hidden}")?;
                 if *output != Activation::None || out.is_some() {
                     write!(f, ", {output}")?;
@@ -231,7 +253,10 @@ fn lex(text: &str) -> Result<Vec<Token>, ArchError> {
             while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '_') {
                 i += 1;
             }
-            out.push(Token { kind: Tok::Ident(chars[start..i].iter().collect()), col });
+            out.push(Token {
+                kind: Tok::Ident(chars[start..i].iter().collect()),
+                col,
+            });
         } else if c.is_ascii_digit() || c == '.' || c == '-' || c == '+' {
             let start = i;
             i += 1;
@@ -259,20 +284,34 @@ fn lex(text: &str) -> Result<Vec<Token>, ArchError> {
                     });
                 }
                 let layers: String = chars[xs..j].iter().collect();
-                let w = num.parse().map_err(|_| ArchError { column: col, message: format!("width '{num}' is too large") })?;
-                let l = layers
-                    .parse()
-                    .map_err(|_| ArchError { column: xs + 1, message: format!("layer count '{layers}' is too large") })?;
-                out.push(Token { kind: Tok::Dims(w, l), col });
+                let w = num.parse().map_err(|_| ArchError {
+                    column: col,
+                    message: format!("width '{num}' is too large"),
+                })?;
+                let l = layers.parse().map_err(|_| ArchError {
+                    column: xs + 1,
+                    message: format!("layer count '{layers}' is too large"),
+                })?;
+                out.push(Token {
+                    kind: Tok::Dims(w, l),
+                    col,
+                });
                 i = j;
                 continue;
             }
-            let v: f64 = num
-                .parse()
-                .map_err(|_| ArchError { column: col, message: format!("'{num}' is not a number") })?;
-            out.push(Token { kind: Tok::Number(v), col });
+            let v: f64 = num.parse().map_err(|_| ArchError {
+                column: col,
+                message: format!("'{num}' is not a number"),
+            })?;
+            out.push(Token {
+                kind: Tok::Number(v),
+                col,
+            });
         } else {
-            return Err(ArchError { column: col, message: format!("unexpected character '{c}'") });
+            return Err(ArchError {
+                column: col,
+                message: format!("unexpected character '{c}'"),
+            });
         }
     }
     Ok(out)
@@ -334,7 +373,13 @@ impl Parser {
 
     fn chain(&mut self) -> Result<Expr, ArchError> {
         let mut calls = vec![self.call()?];
-        while matches!(self.peek(), Some(Token { kind: Tok::Pipe, .. })) {
+        while matches!(
+            self.peek(),
+            Some(Token {
+                kind: Tok::Pipe,
+                ..
+            })
+        ) {
             self.pos += 1;
             calls.push(self.call()?);
         }
@@ -343,65 +388,117 @@ impl Parser {
 
     fn call(&mut self) -> Result<Call, ArchError> {
         let (name, col) = match self.peek() {
-            Some(Token { kind: Tok::Ident(s), col }) => (s.clone(), *col),
+            Some(Token {
+                kind: Tok::Ident(s),
+                col,
+            }) => (s.clone(), *col),
             _ => {
                 let (c, what) = self.describe_next();
-                return Err(self.err_at(c, format!("expected a module name (identity, freq, tri, mlp, cat), found {what}")));
+                return Err(self.err_at(
+                    c,
+                    format!("expected a module name (identity, freq, tri, mlp, cat), found {what}"),
+                ));
             }
         };
         self.pos += 1;
         let mut args = Vec::new();
         let mut end_col = col + name.chars().count();
-        if matches!(self.peek(), Some(Token { kind: Tok::LParen, .. })) {
+        if matches!(
+            self.peek(),
+            Some(Token {
+                kind: Tok::LParen,
+                ..
+            })
+        ) {
             self.pos += 1;
-            if matches!(self.peek(), Some(Token { kind: Tok::RParen, .. })) {
+            if matches!(
+                self.peek(),
+                Some(Token {
+                    kind: Tok::RParen,
+                    ..
+                })
+            ) {
                 end_col = self.peek().unwrap().col;
                 self.pos += 1;
             } else {
                 loop {
                     args.push(self.arg()?);
                     match self.peek() {
-                        Some(Token { kind: Tok::Comma, .. }) => self.pos += 1,
-                        Some(Token { kind: Tok::RParen, col }) => {
+                        Some(Token {
+                            kind: Tok::Comma, ..
+                        }) => self.pos += 1,
+                        Some(Token {
+                            kind: Tok::RParen,
+                            col,
+                        }) => {
                             end_col = *col;
                             self.pos += 1;
                             break;
                         }
                         _ => {
                             let (c, what) = self.describe_next();
-                            return Err(self.err_at(c, format!("expected ',' or ')' in the arguments of '{name}', found {what}")));
+                            return Err(self.err_at(
+                                c,
+                                format!(
+                                    "expected ',' or ')' in the arguments of '{name}', found {what}"
+                                ),
+                            ));
                         }
                     }
                 }
             }
         }
-        Ok(Call { name, col, args, end_col })
+        Ok(Call {
+            name,
+            col,
+            args,
+            end_col,
+        })
     }
 
     fn arg(&mut self) -> Result<Arg, ArchError> {
         let col = self.peek().map(|t| t.col).unwrap_or(self.end_col());
         let mut key = None;
-        if let (Some(Token { kind: Tok::Ident(k), col: kc }), Some(Token { kind: Tok::Equals, .. })) =
-            (self.tokens.get(self.pos), self.tokens.get(self.pos + 1))
+        if let (
+            Some(Token {
+                kind: Tok::Ident(k),
+                col: kc,
+            }),
+            Some(Token {
+                kind: Tok::Equals, ..
+            }),
+        ) = (self.tokens.get(self.pos), self.tokens.get(self.pos + 1))
         {
             key = Some((k.clone(), *kc));
             self.pos += 2;
         }
         let value = match self.peek() {
-            Some(Token { kind: Tok::Number(n), .. }) => {
+            Some(Token {
+                kind: Tok::Number(n),
+                ..
+            }) => {
                 let n = *n;
                 self.pos += 1;
                 Value::Number(n)
             }
-            Some(Token { kind: Tok::Dims(w, l), .. }) => {
+            Some(Token {
+                kind: Tok::Dims(w, l),
+                ..
+            }) => {
                 let (w, l) = (*w, *l);
                 self.pos += 1;
                 Value::Dims(w, l)
             }
-            Some(Token { kind: Tok::Ident(_), .. }) => Value::Expr(self.chain()?),
+            Some(Token {
+                kind: Tok::Ident(_),
+                ..
+            }) => Value::Expr(self.chain()?),
             _ => {
                 let (c, what) = self.describe_next();
-                return Err(self.err_at(c, format!("expected an argument (a number, WxL or a module), found {what}")));
+                return Err(self.err_at(
+                    c,
+                    format!("expected an argument (a number, WxL or a module), found {what}"),
+                ));
             }
         };
         Ok(Arg { key, value, col })
@@ -413,18 +510,43 @@ impl Parser {
 
 fn to_arch(expr: &Expr) -> Result<Arch, ArchError> {
     let Expr::Chain(calls) = expr;
-    let mut modules = calls.iter().map(call_to_arch).collect::<Result<Vec<_>, _>>()?;
-    Ok(if modules.len() == 1 { modules.pop().unwrap() } else { Arch::Chain { modules } })
+    let mut modules = calls
+        .iter()
+        .map(call_to_arch)
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(if modules.len() == 1 {
+        modules.pop().unwrap()
+    } else {
+        Arch::Chain { modules }
+    })
 }
 
 fn err(col: usize, message: impl Into<String>) -> ArchError {
-    ArchError { column: col, message: message.into() }
+    ArchError {
+        column: col,
+        message: message.into(),
+    }
 }
 
-fn positive_int(arg: &Arg, what: &str, range: std::ops::RangeInclusive<u32>) -> Result<u32, ArchError> {
+fn positive_int(
+    arg: &Arg,
+    what: &str,
+    range: std::ops::RangeInclusive<u32>,
+) -> Result<u32, ArchError> {
     match &arg.value {
-        Value::Number(n) if n.fract() == 0.0 && *n >= *range.start() as f64 && *n <= *range.end() as f64 => Ok(*n as u32),
-        Value::Number(n) => Err(err(arg.col, format!("{what} must be a whole number in {}..={}, got {n}", range.start(), range.end()))),
+        Value::Number(n)
+            if n.fract() == 0.0 && *n >= *range.start() as f64 && *n <= *range.end() as f64 =>
+        {
+            Ok(*n as u32)
+        }
+        Value::Number(n) => Err(err(
+            arg.col,
+            format!(
+                "{what} must be a whole number in {}..={}, got {n}",
+                range.start(),
+                range.end()
+            ),
+        )),
         _ => Err(err(arg.col, format!("{what} must be a number"))),
     }
 }
@@ -438,10 +560,28 @@ fn expect_call(arg: &Arg, what: &str) -> Result<Call, ArchError> {
 
 fn octave_module(call: &Call, make: fn(u32) -> Arch) -> Result<Arch, ArchError> {
     match call.args.as_slice() {
-        [a] if a.key.as_ref().is_none_or(|(k, _)| k == "octaves") => Ok(make(positive_int(a, "octaves", 1..=24)?)),
-        [a] => Err(err(a.col, format!("unknown argument '{}' for '{}' (expected octaves)", a.key.as_ref().unwrap().0, call.name))),
-        [] => Err(err(call.end_col, format!("'{}' needs the number of octaves, e.g. {}(4)", call.name, call.name))),
-        [_, b, ..] => Err(err(b.col, format!("'{}' takes one argument (octaves)", call.name))),
+        [a] if a.key.as_ref().is_none_or(|(k, _)| k == "octaves") => {
+            Ok(make(positive_int(a, "octaves", 1..=24)?))
+        }
+        [a] => Err(err(
+            a.col,
+            format!(
+                "unknown argument '{}' for '{}' (expected octaves)",
+                a.key.as_ref().unwrap().0,
+                call.name
+            ),
+        )),
+        [] => Err(err(
+            call.end_col,
+            format!(
+                "'{}' needs the number of octaves, e.g. {}(4)",
+                call.name, call.name
+            ),
+        )),
+        [_, b, ..] => Err(err(
+            b.col,
+            format!("'{}' takes one argument (octaves)", call.name),
+        )),
     }
 }
 
@@ -451,9 +591,19 @@ fn activation_from_call(call: &Call) -> Result<Activation, ArchError> {
         [] => None,
         [a] => match a.value {
             Value::Number(n) => Some(n as f32),
-            _ => return Err(err(a.col, format!("the parameter of '{}' must be a number", call.name))),
+            _ => {
+                return Err(err(
+                    a.col,
+                    format!("the parameter of '{}' must be a number", call.name),
+                ));
+            }
         },
-        [_, b, ..] => return Err(err(b.col, format!("'{}' takes at most one parameter", call.name))),
+        [_, b, ..] => {
+            return Err(err(
+                b.col,
+                format!("'{}' takes at most one parameter", call.name),
+            ));
+        }
     };
     Activation::from_name(&call.name, param).map_err(|m| err(call.col, m))
 }
@@ -470,7 +620,10 @@ fn call_to_arch(call: &Call) -> Result<Arch, ArchError> {
         "tri" | "triangle" => octave_module(call, |octaves| Arch::Tri { octaves }),
         "cat" => {
             if call.args.is_empty() {
-                return Err(err(call.end_col, "'cat' needs at least one module, e.g. cat(identity, freq(4))"));
+                return Err(err(
+                    call.end_col,
+                    "'cat' needs at least one module, e.g. cat(identity, freq(4))",
+                ));
             }
             let mut modules = Vec::new();
             for a in &call.args {
@@ -488,44 +641,77 @@ fn call_to_arch(call: &Call) -> Result<Arch, ArchError> {
             for a in &call.args {
                 match (&a.key, &a.value) {
                     (None, Value::Dims(w, l)) if dims.is_none() => dims = Some((*w, *l, a.col)),
-                    (Some((k, _)), _) if k == "out" => out = Some(positive_int(a, "out", 1..=4096)?),
+                    (Some((k, _)), _) if k == "out" => {
+                        out = Some(positive_int(a, "out", 1..=4096)?)
+                    }
                     (Some((k, kc)), _) if k == "hidden" || k == "output" => {
                         let c = expect_call(a, "an activation")?;
                         let act = activation_from_call(&c)?;
                         let slot = if k == "hidden" { 0 } else { 1 };
                         if acts.len() < slot {
-                            return Err(err(*kc, "give the hidden activation before the output activation"));
+                            return Err(err(
+                                *kc,
+                                "give the hidden activation before the output activation",
+                            ));
                         }
                         if acts.len() > slot {
                             return Err(err(*kc, format!("the {k} activation is given twice")));
                         }
                         acts.push(act);
                     }
-                    (Some((k, kc)), _) => return Err(err(*kc, format!("unknown argument '{k}' for 'mlp' (expected out, hidden, output)"))),
+                    (Some((k, kc)), _) => {
+                        return Err(err(
+                            *kc,
+                            format!(
+                                "unknown argument '{k}' for 'mlp' (expected out, hidden, output)"
+                            ),
+                        ));
+                    }
                     (None, Value::Expr(_)) => {
                         if acts.len() >= 2 {
-                            return Err(err(a.col, "'mlp' takes at most two activations (hidden, output)"));
+                            return Err(err(
+                                a.col,
+                                "'mlp' takes at most two activations (hidden, output)",
+                            ));
                         }
                         acts.push(activation_from_call(&expect_call(a, "an activation")?)?);
                     }
                     (None, Value::Dims(..)) => return Err(err(a.col, "'mlp' takes one WxL size")),
                     (None, Value::Number(_)) => {
-                        return Err(err(a.col, "expected WxL (width x hidden layers), e.g. mlp(32x3, relu)"));
+                        return Err(err(
+                            a.col,
+                            "expected WxL (width x hidden layers), e.g. mlp(32x3, relu)",
+                        ));
                     }
                 }
             }
             let Some((width, hidden_layers, dcol)) = dims else {
-                return Err(err(call.args.first().map_or(call.end_col, |a| a.col), "'mlp' needs its size first, e.g. mlp(32x3, relu)"));
+                return Err(err(
+                    call.args.first().map_or(call.end_col, |a| a.col),
+                    "'mlp' needs its size first, e.g. mlp(32x3, relu)",
+                ));
             };
             if !(1..=4096).contains(&width) {
-                return Err(err(dcol, format!("mlp width must be in 1..=4096, got {width}")));
+                return Err(err(
+                    dcol,
+                    format!("mlp width must be in 1..=4096, got {width}"),
+                ));
             }
             if hidden_layers > 64 {
-                return Err(err(dcol, format!("mlp hidden layers must be at most 64, got {hidden_layers}")));
+                return Err(err(
+                    dcol,
+                    format!("mlp hidden layers must be at most 64, got {hidden_layers}"),
+                ));
             }
             let hidden = acts.first().copied().unwrap_or(Activation::Relu);
             let output = acts.get(1).copied().unwrap_or(Activation::None);
-            Ok(Arch::Mlp { width, hidden_layers, hidden, output, out })
+            Ok(Arch::Mlp {
+                width,
+                hidden_layers,
+                hidden,
+                output,
+                out,
+            })
         }
         other => Err(err(
             call.col,
@@ -547,18 +733,34 @@ impl NamedArch {
     pub fn parse(text: &str) -> Result<NamedArch, ArchError> {
         if let Some(eq) = text.find('=') {
             let name = &text[..eq];
-            let before_paren = text.find('(').is_none_or(|p| eq < p) && !text.trim_start().starts_with('{');
+            let before_paren =
+                text.find('(').is_none_or(|p| eq < p) && !text.trim_start().starts_with('{');
             if before_paren && !name.trim().is_empty() {
                 let name = name.trim();
-                if let Some(bad) = name.chars().position(|c| !(c.is_ascii_alphanumeric() || "_.-".contains(c))) {
-                    return Err(err(bad + 1, "an architecture name may hold only letters, digits, '_', '.' and '-'"));
+                if let Some(bad) = name
+                    .chars()
+                    .position(|c| !(c.is_ascii_alphanumeric() || "_.-".contains(c)))
+                {
+                    return Err(err(
+                        bad + 1,
+                        "an architecture name may hold only letters, digits, '_', '.' and '-'",
+                    ));
                 }
-                let arch = Arch::parse(&text[eq + 1..]).map_err(|e| ArchError { column: e.column + eq + 1, ..e })?;
-                return Ok(NamedArch { name: name.to_string(), arch });
+                let arch = Arch::parse(&text[eq + 1..]).map_err(|e| ArchError {
+                    column: e.column + eq + 1,
+                    ..e
+                })?;
+                return Ok(NamedArch {
+                    name: name.to_string(),
+                    arch,
+                });
             }
         }
         let arch = Arch::parse(text)?;
-        Ok(NamedArch { name: arch.slug(), arch })
+        Ok(NamedArch {
+            name: arch.slug(),
+            arch,
+        })
     }
 }
 
@@ -569,7 +771,11 @@ mod tests {
     fn roundtrip(text: &str) -> Arch {
         let a = Arch::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
         let printed = a.to_string();
-        assert_eq!(Arch::parse(&printed).unwrap(), a, "text round trip of {printed}");
+        assert_eq!(
+            Arch::parse(&printed).unwrap(),
+            a,
+            "text round trip of {printed}"
+        );
         let json = serde_json::to_string(&a).unwrap();
         assert_eq!(Arch::parse(&json).unwrap(), a, "json round trip of {json}");
         assert_eq!(Arch::parse(&json).unwrap().to_string(), printed);
@@ -596,8 +802,14 @@ mod tests {
     fn canonical_form() {
         let a = roundtrip("freq( 3 )|mlp(32x4,leaky_relu(0.01),sigmoid)");
         assert_eq!(a.to_string(), "freq(3) | mlp(32x4, leaky_relu, sigmoid)");
-        assert_eq!(roundtrip("mlp(32x3,leaky_relu(0.2))").to_string(), "mlp(32x3, leaky_relu(0.2))");
-        assert_eq!(roundtrip("mlp(32x3,relu, none)").to_string(), "mlp(32x3, relu)");
+        assert_eq!(
+            roundtrip("mlp(32x3,leaky_relu(0.2))").to_string(),
+            "mlp(32x3, leaky_relu(0.2))"
+        );
+        assert_eq!(
+            roundtrip("mlp(32x3,relu, none)").to_string(),
+            "mlp(32x3, relu)"
+        );
         assert_eq!(a.slug(), "freq-3-mlp-32x4-leaky_relu-sigmoid");
     }
 

@@ -24,8 +24,19 @@ impl Backend for CpuBackend {
     fn name(&self) -> String {
         "cpu".into()
     }
-    fn start(&self, net: &Network, params: Vec<f32>, data: Arc<TrainingData>, cfg: &TrainConfig) -> Result<Box<dyn Trainer>, TrainError> {
-        Ok(Box::new(CpuTrainer::new(net.clone(), params, data, cfg.clone())?))
+    fn start(
+        &self,
+        net: &Network,
+        params: Vec<f32>,
+        data: Arc<TrainingData>,
+        cfg: &TrainConfig,
+    ) -> Result<Box<dyn Trainer>, TrainError> {
+        Ok(Box::new(CpuTrainer::new(
+            net.clone(),
+            params,
+            data,
+            cfg.clone(),
+        )?))
     }
 }
 
@@ -50,11 +61,24 @@ pub struct CpuTrainer {
 }
 
 impl CpuTrainer {
-    pub fn new(net: Network, params: Vec<f32>, data: Arc<TrainingData>, cfg: TrainConfig) -> Result<CpuTrainer, TrainError> {
+    pub fn new(
+        net: Network,
+        params: Vec<f32>,
+        data: Arc<TrainingData>,
+        cfg: TrainConfig,
+    ) -> Result<CpuTrainer, TrainError> {
         check_compatible(&net, &data, &cfg)?;
         let p = net.param_count;
         let chunks = cfg.batch.div_ceil(CHUNK);
-        Ok(CpuTrainer { adam: AdamState::new(p), chunk_grads: vec![0.0; chunks * p.max(1)], grads: vec![0.0; p], net, data, cfg, params })
+        Ok(CpuTrainer {
+            adam: AdamState::new(p),
+            chunk_grads: vec![0.0; chunks * p.max(1)],
+            grads: vec![0.0; p],
+            net,
+            data,
+            cfg,
+            params,
+        })
     }
 
     /// Computes the gradient of the mean loss over the batch of step `step` at the
@@ -71,7 +95,13 @@ impl CpuTrainer {
             .par_chunks_mut(p)
             .enumerate()
             .map_init(
-                || ChunkScratch { ws: net.workspace(), x: Vec::new(), t: Vec::new(), y: Vec::new(), dy: Vec::new() },
+                || ChunkScratch {
+                    ws: net.workspace(),
+                    x: Vec::new(),
+                    t: Vec::new(),
+                    y: Vec::new(),
+                    dy: Vec::new(),
+                },
                 |s, (c, g)| {
                     let first = c * CHUNK;
                     let n = CHUNK.min(batch - first);
@@ -87,7 +117,8 @@ impl CpuTrainer {
                         *d = cfg.loss.gradient(y, t) * scale;
                     }
                     g.fill(0.0);
-                    net.root.backward(params, &s.x, &s.y, n, &mut s.dy, None, g, &mut s.ws);
+                    net.root
+                        .backward(params, &s.x, &s.y, n, &mut s.dy, None, g, &mut s.ws);
                     loss
                 },
             )
@@ -95,14 +126,17 @@ impl CpuTrainer {
         // Fixed-order reduction of the chunk partial sums.
         let chunk_grads = &self.chunk_grads;
         let chunks = chunk_grads.len() / p;
-        self.grads.par_chunks_mut(PARAM_BLOCK).enumerate().for_each(|(b, out)| {
-            let start = b * PARAM_BLOCK;
-            out.copy_from_slice(&chunk_grads[start..start + out.len()]);
-            for c in 1..chunks {
-                let src = &chunk_grads[c * p + start..c * p + start + out.len()];
-                out.iter_mut().zip(src).for_each(|(a, b)| *a += b);
-            }
-        });
+        self.grads
+            .par_chunks_mut(PARAM_BLOCK)
+            .enumerate()
+            .for_each(|(b, out)| {
+                let start = b * PARAM_BLOCK;
+                out.copy_from_slice(&chunk_grads[start..start + out.len()]);
+                for c in 1..chunks {
+                    let src = &chunk_grads[c * p + start..c * p + start + out.len()];
+                    out.iter_mut().zip(src).for_each(|(a, b)| *a += b);
+                }
+            });
         (losses.iter().sum::<f64>() / (batch * outd) as f64) as f32
     }
 
@@ -160,8 +194,17 @@ mod tests {
     fn trainer(arch: &str, batch: usize) -> CpuTrainer {
         let net = Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
         let params = net.init_params(5);
-        let cfg = TrainConfig { batch, ..TrainConfig::default() };
-        CpuTrainer::new(net, params, Arc::new(TrainingData::Texture(Texture::builtin())), cfg).unwrap()
+        let cfg = TrainConfig {
+            batch,
+            ..TrainConfig::default()
+        };
+        CpuTrainer::new(
+            net,
+            params,
+            Arc::new(TrainingData::Texture(Texture::builtin())),
+            cfg,
+        )
+        .unwrap()
     }
 
     #[test]
@@ -176,7 +219,10 @@ mod tests {
     #[test]
     fn deterministic_for_any_thread_count() {
         let run = |threads: usize| {
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
             pool.install(|| {
                 let mut t = trainer("cat(identity, freq(2)) | mlp(16x2, relu)", 1000);
                 t.run(3).unwrap();

@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 
 /// A temporary sibling path of `path` (same directory, so the rename is atomic).
 pub fn temp_sibling(path: &Path) -> PathBuf {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
 }
 

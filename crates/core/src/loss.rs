@@ -31,7 +31,14 @@ pub enum Loss {
 }
 
 impl Loss {
-    pub const ALL: [Loss; 6] = [Loss::L1, Loss::L2, Loss::RelativeL1, Loss::RelativeL2, Loss::Mape, Loss::Smape];
+    pub const ALL: [Loss; 6] = [
+        Loss::L1,
+        Loss::L2,
+        Loss::RelativeL1,
+        Loss::RelativeL2,
+        Loss::Mape,
+        Loss::Smape,
+    ];
 
     pub fn name(&self) -> &'static str {
         match self {
@@ -104,7 +111,9 @@ impl FromStr for Loss {
         Loss::ALL
             .into_iter()
             .find(|l| l.name() == s || l.name().replace('_', "") == s)
-            .ok_or_else(|| format!("unknown loss '{s}' (known: l1, l2, relative_l1, relative_l2, mape, smape)"))
+            .ok_or_else(|| {
+                format!("unknown loss '{s}' (known: l1, l2, relative_l1, relative_l2, mape, smape)")
+            })
     }
 }
 
@@ -117,9 +126,14 @@ mod tests {
         for loss in Loss::ALL {
             for &(p, t) in &[(0.3f32, 0.7f32), (0.9, 0.2), (-0.4, 0.1), (1.5, -0.5)] {
                 let h = 1e-3f32;
-                let fd = (loss.value_frozen(p + h, t, p) as f64 - loss.value_frozen(p - h, t, p) as f64) / (2.0 * h as f64);
+                let fd = (loss.value_frozen(p + h, t, p) as f64
+                    - loss.value_frozen(p - h, t, p) as f64)
+                    / (2.0 * h as f64);
                 let an = loss.gradient(p, t) as f64;
-                assert!((fd - an).abs() < 1e-2 * (1.0 + an.abs()), "{loss}: p={p} t={t} fd={fd} an={an}");
+                assert!(
+                    (fd - an).abs() < 1e-2 * (1.0 + an.abs()),
+                    "{loss}: p={p} t={t} fd={fd} an={an}"
+                );
             }
         }
     }

@@ -3,7 +3,11 @@
 /// Mean squared error over all values.
 pub fn mse(pred: &[f32], target: &[f32]) -> f64 {
     assert_eq!(pred.len(), target.len());
-    pred.iter().zip(target).map(|(p, t)| ((p - t) as f64).powi(2)).sum::<f64>() / pred.len().max(1) as f64
+    pred.iter()
+        .zip(target)
+        .map(|(p, t)| ((p - t) as f64).powi(2))
+        .sum::<f64>()
+        / pred.len().max(1) as f64
 }
 
 /// Peak signal-to-noise ratio in dB with peak 1.0 (capped at 100 dB for exact fits).
@@ -17,7 +21,10 @@ pub const ERROR_GAIN: f32 = 8.0;
 
 /// |pred − target| · [`ERROR_GAIN`] per value (an "amplified error" image).
 pub fn error_image(pred: &[f32], target: &[f32]) -> Vec<f32> {
-    pred.iter().zip(target).map(|(p, t)| (p - t).abs() * ERROR_GAIN).collect()
+    pred.iter()
+        .zip(target)
+        .map(|(p, t)| (p - t).abs() * ERROR_GAIN)
+        .collect()
 }
 
 #[cfg(test)]

@@ -17,13 +17,22 @@ pub const VERSION: u32 = 1;
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
     #[error("cannot read model {path}: {source}")]
-    Read { path: String, source: std::io::Error },
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("model {path} is not valid JSON: {source}")]
-    Json { path: String, source: serde_json::Error },
+    Json {
+        path: String,
+        source: serde_json::Error,
+    },
     #[error("model {path}: {message}")]
     Invalid { path: String, message: String },
     #[error("cannot write model {path}: {source}")]
-    Write { path: String, source: std::io::Error },
+    Write {
+        path: String,
+        source: std::io::Error,
+    },
 }
 
 /// What the inputs mean and how they are mapped before the network sees them:
@@ -93,8 +102,19 @@ pub struct Model {
 
 impl Model {
     pub fn new(network: Network, params: Vec<f32>, inputs: InputSpec) -> Model {
-        let outputs = if network.out_dims == 3 { vec!["r".into(), "g".into(), "b".into()] } else { (0..network.out_dims).map(|i| format!("y{i}")).collect() };
-        Model { network, params, inputs, outputs, training: Map::new(), metrics: Map::new() }
+        let outputs = if network.out_dims == 3 {
+            vec!["r".into(), "g".into(), "b".into()]
+        } else {
+            (0..network.out_dims).map(|i| format!("y{i}")).collect()
+        };
+        Model {
+            network,
+            params,
+            inputs,
+            outputs,
+            training: Map::new(),
+            metrics: Map::new(),
+        }
     }
 
     /// Evaluates rows of raw inputs (before the input mapping) on the CPU.
@@ -147,20 +167,35 @@ impl Model {
 
     /// Writes `weights.json` atomically (temporary sibling, then rename).
     pub fn save(&self, path: &Path) -> Result<(), ModelError> {
-        crate::fsutil::write_atomic(path, self.to_json_string().as_bytes()).map_err(|e| ModelError::Write { path: path.display().to_string(), source: e })
+        crate::fsutil::write_atomic(path, self.to_json_string().as_bytes()).map_err(|e| {
+            ModelError::Write {
+                path: path.display().to_string(),
+                source: e,
+            }
+        })
     }
 
     /// `path` itself if it is a file, else `path/weights.json`.
     pub fn resolve_path(path: &Path) -> PathBuf {
-        if path.is_dir() { path.join("weights.json") } else { path.to_path_buf() }
+        if path.is_dir() {
+            path.join("weights.json")
+        } else {
+            path.to_path_buf()
+        }
     }
 
     /// Loads and validates a model file (or a directory holding `weights.json`).
     pub fn load(path: &Path) -> Result<Model, ModelError> {
         let file = Model::resolve_path(path);
         let p = file.display().to_string();
-        let text = std::fs::read_to_string(&file).map_err(|e| ModelError::Read { path: p.clone(), source: e })?;
-        let value: Value = serde_json::from_str(&text).map_err(|e| ModelError::Json { path: p.clone(), source: e })?;
+        let text = std::fs::read_to_string(&file).map_err(|e| ModelError::Read {
+            path: p.clone(),
+            source: e,
+        })?;
+        let value: Value = serde_json::from_str(&text).map_err(|e| ModelError::Json {
+            path: p.clone(),
+            source: e,
+        })?;
         Model::from_json(&value).map_err(|message| ModelError::Invalid { path: p, message })
     }
 
@@ -171,70 +206,130 @@ impl Model {
         if field("format")?.as_str() != Some(FORMAT) {
             return Err(format!("field 'format' must be \"{FORMAT}\""));
         }
-        let version = field("version")?.as_u64().ok_or("field 'version' must be a number")?;
+        let version = field("version")?
+            .as_u64()
+            .ok_or("field 'version' must be a number")?;
         if version != VERSION as u64 {
-            return Err(format!("version {version} is not supported (this build reads version {VERSION})"));
+            return Err(format!(
+                "version {version} is not supported (this build reads version {VERSION})"
+            ));
         }
         let dims = |k: &str| -> Result<usize, String> {
-            field(k)?.as_u64().filter(|d| (1..=4096).contains(d)).map(|d| d as usize).ok_or_else(|| format!("field '{k}' must be a whole number in 1..=4096"))
+            field(k)?
+                .as_u64()
+                .filter(|d| (1..=4096).contains(d))
+                .map(|d| d as usize)
+                .ok_or_else(|| format!("field '{k}' must be a whole number in 1..=4096"))
         };
         let (in_dims, out_dims) = (dims("input_dims")?, dims("output_dims")?);
-        let arch_text = field("arch")?.as_str().ok_or("field 'arch' must be a string")?;
+        let arch_text = field("arch")?
+            .as_str()
+            .ok_or("field 'arch' must be a string")?;
         let arch = Arch::parse(arch_text).map_err(|e| format!("field 'arch': {e}"))?;
-        let tree: Arch = serde_json::from_value(field("arch_tree")?.clone()).map_err(|e| format!("field 'arch_tree': {e}"))?;
+        let tree: Arch = serde_json::from_value(field("arch_tree")?.clone())
+            .map_err(|e| format!("field 'arch_tree': {e}"))?;
         if tree != arch {
             return Err("fields 'arch' and 'arch_tree' describe different architectures".into());
         }
-        let network = Network::build(&arch, in_dims, out_dims).map_err(|e| format!("field 'arch': {e}"))?;
+        let network =
+            Network::build(&arch, in_dims, out_dims).map_err(|e| format!("field 'arch': {e}"))?;
         if field("network")? != &describe(&network.root) {
             return Err("field 'network' does not match the architecture and widths".into());
         }
         if field("param_count")?.as_u64() != Some(network.param_count as u64) {
-            return Err(format!("field 'param_count' must be {}", network.param_count));
+            return Err(format!(
+                "field 'param_count' must be {}",
+                network.param_count
+            ));
         }
-        let inputs: InputSpec = serde_json::from_value(field("inputs")?.clone()).map_err(|e| format!("field 'inputs': {e}"))?;
-        if inputs.names.len() != in_dims || inputs.scale.len() != in_dims || inputs.offset.len() != in_dims || inputs.domain.len() != in_dims {
+        let inputs: InputSpec = serde_json::from_value(field("inputs")?.clone())
+            .map_err(|e| format!("field 'inputs': {e}"))?;
+        if inputs.names.len() != in_dims
+            || inputs.scale.len() != in_dims
+            || inputs.offset.len() != in_dims
+            || inputs.domain.len() != in_dims
+        {
             return Err(format!("field 'inputs' must describe {in_dims} inputs"));
         }
-        if inputs.scale.iter().chain(&inputs.offset).chain(inputs.domain.iter().flatten()).any(|v| !v.is_finite()) {
+        if inputs
+            .scale
+            .iter()
+            .chain(&inputs.offset)
+            .chain(inputs.domain.iter().flatten())
+            .any(|v| !v.is_finite())
+        {
             return Err("field 'inputs' holds a non-finite number".into());
         }
-        let outputs: Vec<String> = serde_json::from_value(field("outputs")?.clone()).map_err(|e| format!("field 'outputs': {e}"))?;
+        let outputs: Vec<String> = serde_json::from_value(field("outputs")?.clone())
+            .map_err(|e| format!("field 'outputs': {e}"))?;
         if outputs.len() != out_dims {
             return Err(format!("field 'outputs' must name {out_dims} outputs"));
         }
-        let tensors = field("tensors")?.as_array().ok_or("field 'tensors' must be an array")?;
+        let tensors = field("tensors")?
+            .as_array()
+            .ok_or("field 'tensors' must be an array")?;
         let expected = network.tensors();
         if tensors.len() != expected.len() {
-            return Err(format!("field 'tensors' must hold {} tensors, found {}", expected.len(), tensors.len()));
+            return Err(format!(
+                "field 'tensors' must hold {} tensors, found {}",
+                expected.len(),
+                tensors.len()
+            ));
         }
         let mut params = vec![0.0f32; network.param_count];
         for (t, e) in tensors.iter().zip(&expected) {
             let name = t.get("name").and_then(Value::as_str).unwrap_or("");
             if name != e.name {
-                return Err(format!("tensor '{name}' found where '{}' was expected", e.name));
+                return Err(format!(
+                    "tensor '{name}' found where '{}' was expected",
+                    e.name
+                ));
             }
-            let shape: Option<Vec<usize>> = t.get("shape").and_then(|s| serde_json::from_value(s.clone()).ok());
+            let shape: Option<Vec<usize>> = t
+                .get("shape")
+                .and_then(|s| serde_json::from_value(s.clone()).ok());
             if shape.as_ref() != Some(&e.shape) {
                 return Err(format!("tensor '{name}' must have shape {:?}", e.shape));
             }
             if t.get("offset").and_then(Value::as_u64) != Some(e.offset as u64) {
                 return Err(format!("tensor '{name}' must have offset {}", e.offset));
             }
-            let values = t.get("values").and_then(Value::as_array).ok_or_else(|| format!("tensor '{name}' has no 'values' array"))?;
+            let values = t
+                .get("values")
+                .and_then(Value::as_array)
+                .ok_or_else(|| format!("tensor '{name}' has no 'values' array"))?;
             if values.len() != e.len() {
-                return Err(format!("tensor '{name}' must hold {} values, found {}", e.len(), values.len()));
+                return Err(format!(
+                    "tensor '{name}' must hold {} values, found {}",
+                    e.len(),
+                    values.len()
+                ));
             }
             for (i, v) in values.iter().enumerate() {
-                let f = v.as_f64().ok_or_else(|| format!("tensor '{name}' value {i} is not a number"))? as f32;
+                let f = v
+                    .as_f64()
+                    .ok_or_else(|| format!("tensor '{name}' value {i} is not a number"))?
+                    as f32;
                 if !f.is_finite() {
                     return Err(format!("tensor '{name}' value {i} is not finite"));
                 }
                 params[e.offset + i] = f;
             }
         }
-        let map = |k: &str| obj.get(k).and_then(Value::as_object).cloned().unwrap_or_default();
-        Ok(Model { network, params, inputs, outputs, training: map("training"), metrics: map("metrics") })
+        let map = |k: &str| {
+            obj.get(k)
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default()
+        };
+        Ok(Model {
+            network,
+            params,
+            inputs,
+            outputs,
+            training: map("training"),
+            metrics: map("metrics"),
+        })
     }
 }
 
@@ -243,8 +338,12 @@ pub fn describe(m: &Module) -> Value {
     let act = |a: &Activation| serde_json::to_value(a).expect("activation serialises");
     match m {
         Module::Identity(i) => json!({"type": "identity", "in": i.dims, "out": i.dims}),
-        Module::Frequency(f) => json!({"type": "freq", "in": f.in_dims, "out": f.out_dims(), "octaves": f.octaves}),
-        Module::Triangle(t) => json!({"type": "tri", "in": t.in_dims, "out": t.out_dims(), "octaves": t.octaves}),
+        Module::Frequency(f) => {
+            json!({"type": "freq", "in": f.in_dims, "out": f.out_dims(), "octaves": f.octaves})
+        }
+        Module::Triangle(t) => {
+            json!({"type": "tri", "in": t.in_dims, "out": t.out_dims(), "octaves": t.octaves})
+        }
         Module::Mlp(mlp) => json!({
             "type": "mlp", "in": mlp.in_dims(), "out": mlp.out_dims(),
             "layers": mlp.layers.iter().map(|l| json!({
@@ -252,8 +351,12 @@ pub fn describe(m: &Module) -> Value {
                 "weight_offset": l.weight, "bias_offset": l.bias,
             })).collect::<Vec<_>>(),
         }),
-        Module::Chain(c) => json!({"type": "chain", "in": c.in_dims(), "out": c.out_dims(), "stages": c.stages.iter().map(describe).collect::<Vec<_>>()}),
-        Module::Cat(c) => json!({"type": "cat", "in": c.in_dims(), "out": c.out_dims(), "children": c.children.iter().map(describe).collect::<Vec<_>>()}),
+        Module::Chain(c) => {
+            json!({"type": "chain", "in": c.in_dims(), "out": c.out_dims(), "stages": c.stages.iter().map(describe).collect::<Vec<_>>()})
+        }
+        Module::Cat(c) => {
+            json!({"type": "cat", "in": c.in_dims(), "out": c.out_dims(), "children": c.children.iter().map(describe).collect::<Vec<_>>()})
+        }
     }
 }
 
@@ -317,7 +420,11 @@ mod tests {
 
     #[test]
     fn save_load_round_trip_gives_identical_outputs() {
-        for arch in ["freq(3) | mlp(32x3, leaky_relu, sigmoid)", "cat(identity, tri(2), freq(1)) | mlp(8x2, sine(3), softplus)", "mlp(4x0, none)"] {
+        for arch in [
+            "freq(3) | mlp(32x3, leaky_relu, sigmoid)",
+            "cat(identity, tri(2), freq(1)) | mlp(8x2, sine(3), softplus)",
+            "mlp(4x0, none)",
+        ] {
             let m = model(arch);
             let text = m.to_json_string();
             let back = Model::from_json(&serde_json::from_str(&text).unwrap()).unwrap();
@@ -335,13 +442,40 @@ mod tests {
         let cases: Vec<(Box<dyn Fn(&mut Value)>, &str)> = vec![
             (Box::new(|v| v["format"] = json!("other")), "format"),
             (Box::new(|v| v["version"] = json!(99)), "version 99"),
-            (Box::new(|v| v["arch"] = json!("freq(2) | mlp(8x2, relu)")), "different architectures"),
-            (Box::new(|v| v["arch"] = json!("freq(2) | mlp(8x1, relu")), "column"),
-            (Box::new(|v| v["tensors"][0]["values"].as_array_mut().unwrap().pop().map(|_| ()).unwrap()), "must hold"),
-            (Box::new(|v| v["tensors"][1]["values"][0] = json!("x")), "not a number"),
-            (Box::new(|v| v["tensors"][0]["shape"] = json!([8, 3])), "shape"),
+            (
+                Box::new(|v| v["arch"] = json!("freq(2) | mlp(8x2, relu)")),
+                "different architectures",
+            ),
+            (
+                Box::new(|v| v["arch"] = json!("freq(2) | mlp(8x1, relu")),
+                "column",
+            ),
+            (
+                Box::new(|v| {
+                    v["tensors"][0]["values"]
+                        .as_array_mut()
+                        .unwrap()
+                        .pop()
+                        .map(|_| ())
+                        .unwrap()
+                }),
+                "must hold",
+            ),
+            (
+                Box::new(|v| v["tensors"][1]["values"][0] = json!("x")),
+                "not a number",
+            ),
+            (
+                Box::new(|v| v["tensors"][0]["shape"] = json!([8, 3])),
+                "shape",
+            ),
             (Box::new(|v| v["output_dims"] = json!(4)), "network"),
-            (Box::new(|v| { v.as_object_mut().unwrap().remove("tensors"); }), "missing field 'tensors'"),
+            (
+                Box::new(|v| {
+                    v.as_object_mut().unwrap().remove("tensors");
+                }),
+                "missing field 'tensors'",
+            ),
         ];
         for (tamper, expect) in cases {
             let mut v = good.clone();

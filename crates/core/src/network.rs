@@ -2,12 +2,16 @@
 //! offsets and workspace slots assigned.
 
 use crate::arch::Arch;
-use crate::module::{Allocator, Cat, Chain, Frequency, Identity, Layer, Mlp, Module, TensorInfo, Triangle, Workspace};
+use crate::module::{
+    Allocator, Cat, Chain, Frequency, Identity, Layer, Mlp, Module, TensorInfo, Triangle, Workspace,
+};
 use crate::rng::Pcg32;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum BuildError {
-    #[error("the architecture outputs {got} values per sample but the data has {want} (end it with an mlp, or give the last mlp out={want})")]
+    #[error(
+        "the architecture outputs {got} values per sample but the data has {want} (end it with an mlp, or give the last mlp out={want})"
+    )]
     OutputWidth { got: usize, want: usize },
     #[error("{0}")]
     Invalid(String),
@@ -32,9 +36,19 @@ impl Network {
         let mut alloc = Allocator::default();
         let root = resolve(arch, in_dims, Some(out_dims), &mut alloc)?;
         if root.out_dims() != out_dims {
-            return Err(BuildError::OutputWidth { got: root.out_dims(), want: out_dims });
+            return Err(BuildError::OutputWidth {
+                got: root.out_dims(),
+                want: out_dims,
+            });
         }
-        Ok(Network { arch: arch.clone(), root, in_dims, out_dims, param_count: alloc.params, slot_count: alloc.slots })
+        Ok(Network {
+            arch: arch.clone(),
+            root,
+            in_dims,
+            out_dims,
+            param_count: alloc.params,
+            slot_count: alloc.slots,
+        })
     }
 
     /// Xavier-uniform weights and zero biases from `seed`.
@@ -67,31 +81,67 @@ impl Network {
         const BLOCK: usize = 1024;
         let n = x.len() / self.in_dims;
         let mut y = vec![0.0; n * self.out_dims];
-        y.par_chunks_mut(BLOCK * self.out_dims).zip(x.par_chunks(BLOCK * self.in_dims)).for_each_init(
-            || self.workspace(),
-            |ws, (yc, xc)| self.forward(params, xc, xc.len() / self.in_dims, yc, ws),
-        );
+        y.par_chunks_mut(BLOCK * self.out_dims)
+            .zip(x.par_chunks(BLOCK * self.in_dims))
+            .for_each_init(
+                || self.workspace(),
+                |ws, (yc, xc)| self.forward(params, xc, xc.len() / self.in_dims, yc, ws),
+            );
         y
     }
 }
 
-fn resolve(arch: &Arch, in_dims: usize, want_out: Option<usize>, alloc: &mut Allocator) -> Result<Module, BuildError> {
+fn resolve(
+    arch: &Arch,
+    in_dims: usize,
+    want_out: Option<usize>,
+    alloc: &mut Allocator,
+) -> Result<Module, BuildError> {
     Ok(match arch {
         Arch::Identity => Module::Identity(Identity { dims: in_dims }),
-        Arch::Freq { octaves } => Module::Frequency(Frequency { in_dims, octaves: *octaves as usize }),
-        Arch::Tri { octaves } => Module::Triangle(Triangle { in_dims, octaves: *octaves as usize }),
-        Arch::Mlp { width, hidden_layers, hidden, output, out } => {
-            let out_dims = out.map(|o| o as usize).or(want_out).unwrap_or(*width as usize);
-            Module::Mlp(Mlp::new(in_dims, *width as usize, *hidden_layers as usize, out_dims, *hidden, *output, alloc))
+        Arch::Freq { octaves } => Module::Frequency(Frequency {
+            in_dims,
+            octaves: *octaves as usize,
+        }),
+        Arch::Tri { octaves } => Module::Triangle(Triangle {
+            in_dims,
+            octaves: *octaves as usize,
+        }),
+        Arch::Mlp {
+            width,
+            hidden_layers,
+            hidden,
+            output,
+            out,
+        } => {
+            let out_dims = out
+                .map(|o| o as usize)
+                .or(want_out)
+                .unwrap_or(*width as usize);
+            Module::Mlp(Mlp::new(
+                in_dims,
+                *width as usize,
+                *hidden_layers as usize,
+                out_dims,
+                *hidden,
+                *output,
+                alloc,
+            ))
         }
         Arch::Chain { modules } => {
             if modules.is_empty() {
-                return Err(BuildError::Invalid("a chain needs at least one module".into()));
+                return Err(BuildError::Invalid(
+                    "a chain needs at least one module".into(),
+                ));
             }
             let mut stages = Vec::with_capacity(modules.len());
             let mut dims = in_dims;
             for (i, m) in modules.iter().enumerate() {
-                let want = if i + 1 == modules.len() { want_out } else { None };
+                let want = if i + 1 == modules.len() {
+                    want_out
+                } else {
+                    None
+                };
                 let s = resolve(m, dims, want, alloc)?;
                 dims = s.out_dims();
                 stages.push(s);
@@ -107,7 +157,10 @@ fn resolve(arch: &Arch, in_dims: usize, want_out: Option<usize>, alloc: &mut All
             if modules.is_empty() {
                 return Err(BuildError::Invalid("cat needs at least one module".into()));
             }
-            let children = modules.iter().map(|m| resolve(m, in_dims, None, alloc)).collect::<Result<Vec<_>, _>>()?;
+            let children = modules
+                .iter()
+                .map(|m| resolve(m, in_dims, None, alloc))
+                .collect::<Result<Vec<_>, _>>()?;
             let base = alloc.slots(Cat::slots_needed(children.len()));
             Module::Cat(Cat::new(children, base))
         }
@@ -120,12 +173,25 @@ mod tests {
 
     #[test]
     fn widths_are_inferred() {
-        let net = Network::build(&Arch::parse("freq(3) | mlp(32x3, leaky_relu, sigmoid)").unwrap(), 2, 3).unwrap();
-        assert_eq!(net.param_count, 12 * 32 + 32 + 2 * (32 * 32 + 32) + 32 * 3 + 3);
+        let net = Network::build(
+            &Arch::parse("freq(3) | mlp(32x3, leaky_relu, sigmoid)").unwrap(),
+            2,
+            3,
+        )
+        .unwrap();
+        assert_eq!(
+            net.param_count,
+            12 * 32 + 32 + 2 * (32 * 32 + 32) + 32 * 3 + 3
+        );
         let names: Vec<_> = net.tensors().iter().map(|t| t.name.clone()).collect();
         assert_eq!(names[0], "1.layers.0.weight");
         assert_eq!(names.len(), 8);
-        let net = Network::build(&Arch::parse("cat(identity, freq(6)) | mlp(64x3, relu)").unwrap(), 3, 3).unwrap();
+        let net = Network::build(
+            &Arch::parse("cat(identity, freq(6)) | mlp(64x3, relu)").unwrap(),
+            3,
+            3,
+        )
+        .unwrap();
         assert_eq!(net.root.in_dims(), 3);
         let e = Network::build(&Arch::parse("freq(3)").unwrap(), 2, 3).unwrap_err();
         assert_eq!(e, BuildError::OutputWidth { got: 12, want: 3 });

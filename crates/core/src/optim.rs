@@ -15,7 +15,11 @@ pub struct Adam {
 
 impl Default for Adam {
     fn default() -> Adam {
-        Adam { beta1: 0.9, beta2: 0.999, epsilon: 1e-8 }
+        Adam {
+            beta1: 0.9,
+            beta2: 0.999,
+            epsilon: 1e-8,
+        }
     }
 }
 
@@ -30,7 +34,11 @@ pub struct AdamState {
 
 impl AdamState {
     pub fn new(n: usize) -> AdamState {
-        AdamState { m: vec![0.0; n], v: vec![0.0; n], t: 0 }
+        AdamState {
+            m: vec![0.0; n],
+            v: vec![0.0; n],
+            t: 0,
+        }
     }
 }
 
@@ -44,7 +52,15 @@ impl Adam {
 
     /// One update of `params` (a contiguous slice) with gradients `grads`.
     #[inline]
-    pub fn update(&self, step_lr: f32, inv_c2: f32, params: &mut [f32], grads: &[f32], m: &mut [f32], v: &mut [f32]) {
+    pub fn update(
+        &self,
+        step_lr: f32,
+        inv_c2: f32,
+        params: &mut [f32],
+        grads: &[f32],
+        m: &mut [f32],
+        v: &mut [f32],
+    ) {
         let (b1, b2, eps) = (self.beta1, self.beta2, self.epsilon);
         for i in 0..params.len() {
             let g = grads[i];
@@ -78,7 +94,11 @@ pub struct Decay {
 
 impl LrSchedule {
     pub fn constant(base: f32) -> LrSchedule {
-        LrSchedule { base, warmup: 0, decay: None }
+        LrSchedule {
+            base,
+            warmup: 0,
+            decay: None,
+        }
     }
 
     pub fn at(&self, t: u32) -> f32 {
@@ -96,7 +116,8 @@ impl LrSchedule {
 
     /// Parses `--lr-decay INTERVAL:FACTOR[@START]`, e.g. `3000:0.5`.
     pub fn parse_decay(s: &str) -> Result<Decay, String> {
-        let bad = || format!("invalid --lr-decay '{s}': expected INTERVAL:FACTOR[@START], e.g. 3000:0.5");
+        let bad =
+            || format!("invalid --lr-decay '{s}': expected INTERVAL:FACTOR[@START], e.g. 3000:0.5");
         let (rest, start) = match s.split_once('@') {
             Some((r, st)) => (r, st.parse().map_err(|_| bad())?),
             None => (s, 0),
@@ -107,7 +128,11 @@ impl LrSchedule {
         if interval == 0 || !(factor > 0.0 && factor.is_finite()) {
             return Err(bad());
         }
-        Ok(Decay { start, interval, factor })
+        Ok(Decay {
+            start,
+            interval,
+            factor,
+        })
     }
 }
 
@@ -117,7 +142,11 @@ mod tests {
 
     #[test]
     fn schedule() {
-        let s = LrSchedule { base: 0.01, warmup: 10, decay: Some(LrSchedule::parse_decay("100:0.5").unwrap()) };
+        let s = LrSchedule {
+            base: 0.01,
+            warmup: 10,
+            decay: Some(LrSchedule::parse_decay("100:0.5").unwrap()),
+        };
         assert!((s.at(0) - 0.001).abs() < 1e-9);
         assert_eq!(s.at(9), 0.01);
         assert_eq!(s.at(99), 0.01);
@@ -134,6 +163,9 @@ mod tests {
         let (mut m, mut v) = (vec![0.0; 2], vec![0.0; 2]);
         let (s, c2) = a.corrections(0.1, 1);
         a.update(s, c2, &mut p, &[0.5, -2.0], &mut m, &mut v);
-        assert!((p[0] - 0.9).abs() < 1e-6 && (p[1] - 1.1).abs() < 1e-6, "{p:?}");
+        assert!(
+            (p[0] - 0.9).abs() < 1e-6 && (p[1] - 1.1).abs() < 1e-6,
+            "{p:?}"
+        );
     }
 }

@@ -33,7 +33,10 @@ pub struct Pcg32 {
 
 impl Pcg32 {
     pub fn new(seed: u64) -> Pcg32 {
-        let mut r = Pcg32 { state: 0, inc: (0xda3e39cb94b95bdb_u64 << 1) | 1 };
+        let mut r = Pcg32 {
+            state: 0,
+            inc: (0xda3e39cb94b95bdb_u64 << 1) | 1,
+        };
         r.next_u32();
         r.state = r.state.wrapping_add(seed);
         r.next_u32();

@@ -11,15 +11,28 @@ use std::path::Path;
 #[derive(Debug, thiserror::Error)]
 pub enum TextureError {
     #[error("cannot read image {path}: {source}")]
-    Read { path: String, source: image::ImageError },
+    Read {
+        path: String,
+        source: image::ImageError,
+    },
     #[error("image {path} is empty ({width}x{height})")]
-    Empty { path: String, width: u32, height: u32 },
+    Empty {
+        path: String,
+        width: u32,
+        height: u32,
+    },
     #[error("image {path} holds non-finite values (NaN or infinity)")]
     NonFinite { path: String },
     #[error("cannot write image {path}: {source}")]
-    Write { path: String, source: std::io::Error },
+    Write {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("cannot encode image {path}: {source}")]
-    Encode { path: String, source: image::ImageError },
+    Encode {
+        path: String,
+        source: image::ImageError,
+    },
 }
 
 /// An RGB float texture, row-major, top row first.
@@ -39,21 +52,40 @@ impl Texture {
     /// Loads a PNG, JPEG or EXR file (format from the content).
     pub fn load(path: &Path) -> Result<Texture, TextureError> {
         let p = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| TextureError::Read { path: p.clone(), source: image::ImageError::IoError(e) })?;
+        let bytes = std::fs::read(path).map_err(|e| TextureError::Read {
+            path: p.clone(),
+            source: image::ImageError::IoError(e),
+        })?;
         let img = image::ImageReader::new(std::io::Cursor::new(&bytes))
             .with_guessed_format()
-            .map_err(|e| TextureError::Read { path: p.clone(), source: image::ImageError::IoError(e) })?
+            .map_err(|e| TextureError::Read {
+                path: p.clone(),
+                source: image::ImageError::IoError(e),
+            })?
             .decode()
-            .map_err(|e| TextureError::Read { path: p.clone(), source: e })?;
+            .map_err(|e| TextureError::Read {
+                path: p.clone(),
+                source: e,
+            })?;
         let (w, h) = (img.width(), img.height());
         if w == 0 || h == 0 {
-            return Err(TextureError::Empty { path: p, width: w, height: h });
+            return Err(TextureError::Empty {
+                path: p,
+                width: w,
+                height: h,
+            });
         }
         let data = img.to_rgb32f().into_raw();
         if data.iter().any(|v| !v.is_finite()) {
             return Err(TextureError::NonFinite { path: p });
         }
-        Ok(Texture { width: w as usize, height: h as usize, data, source: p, sha256: hex(&Sha256::digest(&bytes)) })
+        Ok(Texture {
+            width: w as usize,
+            height: h as usize,
+            data,
+            source: p,
+            sha256: hex(&Sha256::digest(&bytes)),
+        })
     }
 
     /// The built-in default texture (512 × 512): smooth gradients, saturated colours, sharp
@@ -82,7 +114,13 @@ impl Texture {
             }
         }
         let bytes: Vec<u8> = data.iter().flat_map(|v| v.to_le_bytes()).collect();
-        Texture { width: w, height: h, data, source: "builtin".into(), sha256: hex(&Sha256::digest(&bytes)) }
+        Texture {
+            width: w,
+            height: h,
+            data,
+            source: "builtin".into(),
+            sha256: hex(&Sha256::digest(&bytes)),
+        }
     }
 
     #[inline(always)]
@@ -102,7 +140,12 @@ impl Texture {
         let clamp = |i: f32, n: usize| (i.max(0.0) as usize).min(n - 1);
         let (x0, x1) = (clamp(x0f, self.width), clamp(x0f + 1.0, self.width));
         let (y0, y1) = (clamp(y0f, self.height), clamp(y0f + 1.0, self.height));
-        let (a, b, c, d) = (self.texel(x0, y0), self.texel(x1, y0), self.texel(x0, y1), self.texel(x1, y1));
+        let (a, b, c, d) = (
+            self.texel(x0, y0),
+            self.texel(x1, y0),
+            self.texel(x0, y1),
+            self.texel(x1, y1),
+        );
         let mut out = [0.0; 3];
         for k in 0..3 {
             let top = a[k] + (b[k] - a[k]) * tx;
@@ -144,7 +187,11 @@ fn builtin_colour(u: f32, v: f32) -> [f32; 3] {
     if u < 0.45 && v < 0.45 && u > 0.05 && v > 0.05 {
         let cx = ((u - 0.05) / 0.05).floor() as i32;
         let cy = ((v - 0.05) / 0.05).floor() as i32;
-        c = if (cx + cy) % 2 == 0 { [0.95, 0.05, 0.1] } else { [0.05, 0.15, 0.9] };
+        c = if (cx + cy) % 2 == 0 {
+            [0.95, 0.05, 0.1]
+        } else {
+            [0.05, 0.15, 0.9]
+        };
     }
     // Top-right: concentric rings whose frequency rises outwards (a chirp).
     let (dx, dy) = (u - 0.75, v - 0.25);
@@ -183,30 +230,58 @@ pub fn hex(bytes: &[u8]) -> String {
 }
 
 /// Encodes RGB float rows (values clamped to [0, 1]) as an 8-bit PNG.
-pub fn encode_png(width: usize, height: usize, rgb: &[f32], path: &Path) -> Result<Vec<u8>, TextureError> {
-    let bytes: Vec<u8> = rgb.iter().map(|v| (v.clamp(0.0, 1.0) * 255.0 + 0.5) as u8).collect();
+pub fn encode_png(
+    width: usize,
+    height: usize,
+    rgb: &[f32],
+    path: &Path,
+) -> Result<Vec<u8>, TextureError> {
+    let bytes: Vec<u8> = rgb
+        .iter()
+        .map(|v| (v.clamp(0.0, 1.0) * 255.0 + 0.5) as u8)
+        .collect();
     let mut out = Vec::new();
     image::codecs::png::PngEncoder::new(&mut out)
-        .write_image(&bytes, width as u32, height as u32, image::ExtendedColorType::Rgb8)
-        .map_err(|e| TextureError::Encode { path: path.display().to_string(), source: e })?;
+        .write_image(
+            &bytes,
+            width as u32,
+            height as u32,
+            image::ExtendedColorType::Rgb8,
+        )
+        .map_err(|e| TextureError::Encode {
+            path: path.display().to_string(),
+            source: e,
+        })?;
     Ok(out)
 }
 
 /// Writes an image; the format follows the extension (`.png`, `.exr` for linear float).
-pub fn write_image(width: usize, height: usize, rgb: &[f32], path: &Path) -> Result<(), TextureError> {
+pub fn write_image(
+    width: usize,
+    height: usize,
+    rgb: &[f32],
+    path: &Path,
+) -> Result<(), TextureError> {
     let p = path.display().to_string();
-    let is_exr = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("exr"));
+    let is_exr = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("exr"));
     let bytes = if is_exr {
-        let img = image::Rgb32FImage::from_raw(width as u32, height as u32, rgb.to_vec()).expect("buffer size matches");
+        let img = image::Rgb32FImage::from_raw(width as u32, height as u32, rgb.to_vec())
+            .expect("buffer size matches");
         let mut out = std::io::Cursor::new(Vec::new());
         image::DynamicImage::ImageRgb32F(img)
             .write_to(&mut out, image::ImageFormat::OpenExr)
-            .map_err(|e| TextureError::Encode { path: p.clone(), source: e })?;
+            .map_err(|e| TextureError::Encode {
+                path: p.clone(),
+                source: e,
+            })?;
         out.into_inner()
     } else {
         encode_png(width, height, rgb, path)?
     };
-    crate::fsutil::write_atomic(path, &bytes).map_err(|e| TextureError::Write { path: p, source: e })
+    crate::fsutil::write_atomic(path, &bytes)
+        .map_err(|e| TextureError::Write { path: p, source: e })
 }
 
 use image::ImageEncoder;
@@ -217,7 +292,13 @@ mod tests {
 
     #[test]
     fn bilinear_hits_pixel_centres_and_clamps() {
-        let t = Texture { width: 2, height: 1, data: vec![0.0, 0.0, 0.0, 1.0, 2.0, 3.0], source: "t".into(), sha256: String::new() };
+        let t = Texture {
+            width: 2,
+            height: 1,
+            data: vec![0.0, 0.0, 0.0, 1.0, 2.0, 3.0],
+            source: "t".into(),
+            sha256: String::new(),
+        };
         assert_eq!(t.sample(0.25, 0.5), [0.0, 0.0, 0.0]);
         assert_eq!(t.sample(0.75, 0.5), [1.0, 2.0, 3.0]);
         assert_eq!(t.sample(0.5, 0.5), [0.5, 1.0, 1.5]);

@@ -24,7 +24,13 @@ pub struct TrainConfig {
 impl Default for TrainConfig {
     /// The seed's defaults: batch 65536, lr 0.005, relative L2, Adam(0.9, 0.999, 1e-8).
     fn default() -> TrainConfig {
-        TrainConfig { batch: 65536, seed: 1337, loss: Loss::RelativeL2, lr: LrSchedule::constant(0.005), adam: Adam::default() }
+        TrainConfig {
+            batch: 65536,
+            seed: 1337,
+            loss: Loss::RelativeL2,
+            lr: LrSchedule::constant(0.005),
+            adam: Adam::default(),
+        }
     }
 }
 
@@ -66,16 +72,32 @@ pub trait Backend {
     /// `cpu`, or the adapter's name for the GPU.
     fn name(&self) -> String;
     /// Starts training `net` from `params` on `data`.
-    fn start(&self, net: &Network, params: Vec<f32>, data: Arc<TrainingData>, cfg: &TrainConfig) -> Result<Box<dyn Trainer>, TrainError>;
+    fn start(
+        &self,
+        net: &Network,
+        params: Vec<f32>,
+        data: Arc<TrainingData>,
+        cfg: &TrainConfig,
+    ) -> Result<Box<dyn Trainer>, TrainError>;
 }
 
 /// Checks that a network fits the data and the config is sane (shared by backends).
-pub fn check_compatible(net: &Network, data: &TrainingData, cfg: &TrainConfig) -> Result<(), TrainError> {
+pub fn check_compatible(
+    net: &Network,
+    data: &TrainingData,
+    cfg: &TrainConfig,
+) -> Result<(), TrainError> {
     if data.in_dims() != net.in_dims {
-        return Err(TrainError::InputWidth { data: data.in_dims(), network: net.in_dims });
+        return Err(TrainError::InputWidth {
+            data: data.in_dims(),
+            network: net.in_dims,
+        });
     }
     if data.out_dims() != net.out_dims {
-        return Err(TrainError::OutputWidth { data: data.out_dims(), network: net.out_dims });
+        return Err(TrainError::OutputWidth {
+            data: data.out_dims(),
+            network: net.out_dims,
+        });
     }
     if cfg.batch == 0 {
         return Err(TrainError::EmptyBatch);

@@ -13,7 +13,10 @@ pub struct Cat {
 
 impl Cat {
     pub(crate) fn new(children: Vec<Module>, slot_base: usize) -> Cat {
-        Cat { children, slot_base }
+        Cat {
+            children,
+            slot_base,
+        }
     }
     pub(crate) fn slots_needed(children: usize) -> usize {
         2 * children + 1

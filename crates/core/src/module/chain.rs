@@ -77,8 +77,16 @@ impl Layer for Chain {
         let mut next = ws.take_kept(self.grad_slot(1));
         for i in (0..=last).rev() {
             let stage = &self.stages[i];
-            let out = if i < last { Some(ws.take_kept(self.out_slot(i))) } else { None };
-            let input = if i > 0 { Some(ws.take_kept(self.out_slot(i - 1))) } else { None };
+            let out = if i < last {
+                Some(ws.take_kept(self.out_slot(i)))
+            } else {
+                None
+            };
+            let input = if i > 0 {
+                Some(ws.take_kept(self.out_slot(i - 1)))
+            } else {
+                None
+            };
             let xi: &[f32] = input.as_deref().unwrap_or(x);
             let yi: &[f32] = out.as_deref().unwrap_or(y);
             let d: &mut [f32] = if i == last { &mut *dy } else { &mut cur };
@@ -115,8 +123,16 @@ mod tests {
 
     #[test]
     fn gradients_match_finite_differences() {
-        let arch = Arch::parse("freq(2) | mlp(6x1, tanh, out=4) | mlp(5x1, swish, sigmoid)").unwrap();
+        let arch =
+            Arch::parse("freq(2) | mlp(6x1, tanh, out=4) | mlp(5x1, swish, sigmoid)").unwrap();
         let net = Network::build(&arch, 2, 3).unwrap();
-        gradcheck::check(&net.root, net.param_count, net.slot_count, &gradcheck::inputs(4, 2, 0.0, 1.0), 4, 5e-3);
+        gradcheck::check(
+            &net.root,
+            net.param_count,
+            net.slot_count,
+            &gradcheck::inputs(4, 2, 0.0, 1.0),
+            4,
+            5e-3,
+        );
     }
 }

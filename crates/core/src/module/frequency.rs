@@ -84,7 +84,10 @@ mod tests {
 
     #[test]
     fn output_order() {
-        let f = Frequency { in_dims: 2, octaves: 2 };
+        let f = Frequency {
+            in_dims: 2,
+            octaves: 2,
+        };
         let mut y = vec![0.0; 8];
         f.forward(&[], &[0.25, 0.5], 1, &mut y, &mut Workspace::default());
         let expect = [
@@ -104,7 +107,10 @@ mod tests {
 
     #[test]
     fn gradients_match_finite_differences() {
-        let m = Module::Frequency(Frequency { in_dims: 3, octaves: 3 });
+        let m = Module::Frequency(Frequency {
+            in_dims: 3,
+            octaves: 3,
+        });
         gradcheck::check(&m, 0, 0, &gradcheck::inputs(5, 3, 0.0, 1.0), 5, 2e-3);
     }
 }

@@ -43,18 +43,37 @@ impl Mlp {
         let mut layers = Vec::with_capacity(hidden_layers + 1);
         let mut prev = in_dims;
         for l in 0..=hidden_layers {
-            let (out, act) = if l == hidden_layers { (out_dims, output_act) } else { (width, hidden_act) };
+            let (out, act) = if l == hidden_layers {
+                (out_dims, output_act)
+            } else {
+                (width, hidden_act)
+            };
             let weight = alloc.params(out * prev);
             let bias = alloc.params(out);
-            layers.push(Linear { in_dims: prev, out_dims: out, weight, bias, act });
+            layers.push(Linear {
+                in_dims: prev,
+                out_dims: out,
+                weight,
+                bias,
+                act,
+            });
             prev = out;
         }
         let slot_base = alloc.slots(2 * layers.len() + 2);
-        Mlp { layers, hidden_act, output_act, slot_base }
+        Mlp {
+            layers,
+            hidden_act,
+            output_act,
+            slot_base,
+        }
     }
 
     pub fn width(&self) -> usize {
-        if self.layers.len() > 1 { self.layers[0].out_dims } else { self.out_dims() }
+        if self.layers.len() > 1 {
+            self.layers[0].out_dims
+        } else {
+            self.out_dims()
+        }
     }
 
     pub fn hidden_layers(&self) -> usize {
@@ -82,7 +101,22 @@ pub(crate) fn linear_forward(layer: &Linear, params: &[f32], x: &[f32], n: usize
     }
     // SAFETY: the slices hold n·in, out·in and n·out values; strides describe them exactly.
     unsafe {
-        matrixmultiply::sgemm(n, i, o, 1.0, x.as_ptr(), i as isize, 1, w.as_ptr(), 1, i as isize, 1.0, z.as_mut_ptr(), o as isize, 1);
+        matrixmultiply::sgemm(
+            n,
+            i,
+            o,
+            1.0,
+            x.as_ptr(),
+            i as isize,
+            1,
+            w.as_ptr(),
+            1,
+            i as isize,
+            1.0,
+            z.as_mut_ptr(),
+            o as isize,
+            1,
+        );
     }
 }
 
@@ -101,7 +135,22 @@ pub(crate) fn linear_backward(
         let dw = &mut grads[layer.weight..layer.weight + o * i];
         // SAFETY: dz is n × out, x is n × in, dW is out × in; strides match those shapes.
         unsafe {
-            matrixmultiply::sgemm(o, n, i, 1.0, dz.as_ptr(), 1, o as isize, x.as_ptr(), i as isize, 1, 1.0, dw.as_mut_ptr(), i as isize, 1);
+            matrixmultiply::sgemm(
+                o,
+                n,
+                i,
+                1.0,
+                dz.as_ptr(),
+                1,
+                o as isize,
+                x.as_ptr(),
+                i as isize,
+                1,
+                1.0,
+                dw.as_mut_ptr(),
+                i as isize,
+                1,
+            );
         }
     }
     let db = &mut grads[layer.bias..layer.bias + o];
@@ -114,7 +163,22 @@ pub(crate) fn linear_backward(
         let w = &params[layer.weight..layer.weight + o * i];
         // SAFETY: dz is n × out, W is out × in, dx is n × in.
         unsafe {
-            matrixmultiply::sgemm(n, o, i, 1.0, dz.as_ptr(), o as isize, 1, w.as_ptr(), i as isize, 1, 0.0, dx.as_mut_ptr(), i as isize, 1);
+            matrixmultiply::sgemm(
+                n,
+                o,
+                i,
+                1.0,
+                dz.as_ptr(),
+                o as isize,
+                1,
+                w.as_ptr(),
+                i as isize,
+                1,
+                0.0,
+                dx.as_mut_ptr(),
+                i as isize,
+                1,
+            );
         }
     }
 }
@@ -187,7 +251,11 @@ impl Layer for Mlp {
                 ws.put(self.a_slot(l), a);
             }
             ws.put(self.z_slot(l), z);
-            let a_prev = if l > 0 { Some(ws.take_kept(self.a_slot(l - 1))) } else { None };
+            let a_prev = if l > 0 {
+                Some(ws.take_kept(self.a_slot(l - 1)))
+            } else {
+                None
+            };
             let input: &[f32] = a_prev.as_deref().unwrap_or(x);
             let dz: &[f32] = if l == last { dy } else { &cur };
             if l > 0 {
@@ -207,8 +275,16 @@ impl Layer for Mlp {
 
     fn tensors(&self, prefix: &str, out: &mut Vec<TensorInfo>) {
         for (l, layer) in self.layers.iter().enumerate() {
-            out.push(TensorInfo { name: format!("{prefix}layers.{l}.weight"), shape: vec![layer.out_dims, layer.in_dims], offset: layer.weight });
-            out.push(TensorInfo { name: format!("{prefix}layers.{l}.bias"), shape: vec![layer.out_dims], offset: layer.bias });
+            out.push(TensorInfo {
+                name: format!("{prefix}layers.{l}.weight"),
+                shape: vec![layer.out_dims, layer.in_dims],
+                offset: layer.weight,
+            });
+            out.push(TensorInfo {
+                name: format!("{prefix}layers.{l}.bias"),
+                shape: vec![layer.out_dims],
+                offset: layer.bias,
+            });
         }
     }
 }
@@ -232,10 +308,21 @@ mod tests {
             Activation::Softplus,
         ];
         for hidden in acts {
-            for (hl, output) in [(2, Activation::Sigmoid), (1, Activation::None), (0, Activation::Tanh)] {
+            for (hl, output) in [
+                (2, Activation::Sigmoid),
+                (1, Activation::None),
+                (0, Activation::Tanh),
+            ] {
                 let mut alloc = Allocator::default();
                 let m = Module::Mlp(Mlp::new(3, 5, hl, 2, hidden, output, &mut alloc));
-                gradcheck::check(&m, alloc.params, alloc.slots, &gradcheck::inputs(6, 3, -1.0, 1.0), 6, 5e-3);
+                gradcheck::check(
+                    &m,
+                    alloc.params,
+                    alloc.slots,
+                    &gradcheck::inputs(6, 3, -1.0, 1.0),
+                    6,
+                    5e-3,
+                );
             }
         }
     }
@@ -248,7 +335,11 @@ mod tests {
         m.init(&mut p, &mut Pcg32::new(1));
         let l = &m.layers[0];
         let lim = (6.0f32 / 44.0).sqrt();
-        assert!(p[l.weight..l.weight + 12 * 32].iter().all(|w| w.abs() <= lim));
+        assert!(
+            p[l.weight..l.weight + 12 * 32]
+                .iter()
+                .all(|w| w.abs() <= lim)
+        );
         assert!(p[l.bias..l.bias + 32].iter().all(|b| *b == 0.0));
         assert_eq!(alloc.params, 12 * 32 + 32 + 2 * (32 * 32 + 32) + 32 * 3 + 3);
     }

@@ -30,7 +30,9 @@ pub struct Workspace {
 
 impl Workspace {
     pub fn new(slot_count: usize) -> Workspace {
-        Workspace { slots: (0..slot_count).map(|_| Vec::new()).collect() }
+        Workspace {
+            slots: (0..slot_count).map(|_| Vec::new()).collect(),
+        }
     }
 
     /// Takes slot `i` out, sized to `len` (contents unspecified); give it back with [`Workspace::put`].
@@ -200,14 +202,25 @@ pub(crate) mod gradcheck {
         for p in params.iter_mut() {
             *p += 0.1 * (rng.next_f32() - 0.5);
         }
-        let r: Vec<f32> = (0..n * m.out_dims()).map(|_| rng.next_f32() * 2.0 - 1.0).collect();
+        let r: Vec<f32> = (0..n * m.out_dims())
+            .map(|_| rng.next_f32() * 2.0 - 1.0)
+            .collect();
         let mut ws = Workspace::new(slots);
         let mut y = vec![0.0; n * m.out_dims()];
         m.forward(&params, x, n, &mut y, &mut ws);
         let mut dy = r.clone();
         let mut dx = vec![0.0; x.len()];
         let mut grads = vec![0.0; param_count];
-        m.backward(&params, x, &y, n, &mut dy, Some(&mut dx), &mut grads, &mut ws);
+        m.backward(
+            &params,
+            x,
+            &y,
+            n,
+            &mut dy,
+            Some(&mut dx),
+            &mut grads,
+            &mut ws,
+        );
 
         let h = 1e-3f32;
         let close = |fd: f64, an: f64, what: &str| {
@@ -222,7 +235,11 @@ pub(crate) mod gradcheck {
             let up = objective(m, &p, x, n, &r, slots);
             p[i] -= 2.0 * h;
             let down = objective(m, &p, x, n, &r, slots);
-            close((up - down) / (2.0 * h as f64), grads[i] as f64, &format!("param {i}"));
+            close(
+                (up - down) / (2.0 * h as f64),
+                grads[i] as f64,
+                &format!("param {i}"),
+            );
         }
         for i in 0..x.len() {
             let mut xx = x.to_vec();
@@ -230,13 +247,19 @@ pub(crate) mod gradcheck {
             let up = objective(m, &params, &xx, n, &r, slots);
             xx[i] -= 2.0 * h;
             let down = objective(m, &params, &xx, n, &r, slots);
-            close((up - down) / (2.0 * h as f64), dx[i] as f64, &format!("input {i}"));
+            close(
+                (up - down) / (2.0 * h as f64),
+                dx[i] as f64,
+                &format!("input {i}"),
+            );
         }
     }
 
     /// Random inputs in [lo, hi).
     pub fn inputs(n: usize, dims: usize, lo: f32, hi: f32) -> Vec<f32> {
         let mut rng = Pcg32::new(99);
-        (0..n * dims).map(|_| lo + (hi - lo) * rng.next_f32()).collect()
+        (0..n * dims)
+            .map(|_| lo + (hi - lo) * rng.next_f32())
+            .collect()
     }
 }

@@ -81,7 +81,10 @@ mod tests {
 
     #[test]
     fn values() {
-        let t = Triangle { in_dims: 1, octaves: 2 };
+        let t = Triangle {
+            in_dims: 1,
+            octaves: 2,
+        };
         let mut y = vec![0.0; 2];
         t.forward(&[], &[0.5], 1, &mut y, &mut Workspace::default());
         // k=0: u = 0.25 → 0; k=1: u = 0.5 → 1
@@ -90,7 +93,10 @@ mod tests {
 
     #[test]
     fn gradients_match_finite_differences() {
-        let m = Module::Triangle(Triangle { in_dims: 2, octaves: 3 });
+        let m = Module::Triangle(Triangle {
+            in_dims: 2,
+            octaves: 3,
+        });
         // keep inputs away from the kinks (multiples of 2^(−k)·0.5)
         let x = [0.13, 0.37, 0.58, 0.81, 0.29, 0.66];
         gradcheck::check(&m, 0, 0, &x, 3, 1e-3);

@@ -1,0 +1,173 @@
+//! The wgpu device nshade runs on: adapter choice, the optional features it asks for
+//! (f16, subgroups, timestamp queries, cooperative matrices) and a description for
+//! `nshade info`.
+
+use serde::Serialize;
+
+#[derive(Debug, thiserror::Error)]
+pub enum GpuError {
+    #[error("no GPU adapter found (wgpu saw none through Vulkan, Metal, DX12 or GL)")]
+    NoAdapter,
+    #[error("cannot open the GPU device {adapter}: {message}")]
+    Device { adapter: String, message: String },
+    #[error("GPU error: {0}")]
+    Other(String),
+}
+
+/// What an adapter offers nshade.
+#[derive(Clone, Debug, Serialize)]
+pub struct AdapterSummary {
+    pub name: String,
+    pub backend: String,
+    pub device_type: String,
+    pub driver: String,
+    pub shader_f16: bool,
+    pub subgroups: bool,
+    pub subgroup_size: [u32; 2],
+    pub timestamp_query: bool,
+    pub cooperative_matrix: bool,
+    /// `MxNxK ab→cr` of every cooperative-matrix configuration the adapter lists.
+    pub cooperative_matrix_shapes: Vec<String>,
+    pub max_workgroup_storage: u32,
+    pub max_invocations_per_workgroup: u32,
+}
+
+/// An open device with the optional features it was created with.
+pub struct GpuContext {
+    pub adapter: wgpu::Adapter,
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub summary: AdapterSummary,
+    /// Features enabled on `device`.
+    pub features: wgpu::Features,
+}
+
+fn instance() -> wgpu::Instance {
+    wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle_from_env())
+}
+
+fn summarize(adapter: &wgpu::Adapter) -> AdapterSummary {
+    let info = adapter.get_info();
+    let f = adapter.features();
+    let l = adapter.limits();
+    let coop = f.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX);
+    let shapes = if coop {
+        adapter
+            .cooperative_matrix_properties()
+            .iter()
+            .map(|p| {
+                format!(
+                    "{}x{}x{} {:?}->{:?}",
+                    p.m_size, p.n_size, p.k_size, p.ab_type, p.cr_type
+                )
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    AdapterSummary {
+        name: info.name.clone(),
+        backend: format!("{:?}", info.backend),
+        device_type: format!("{:?}", info.device_type),
+        driver: format!("{} {}", info.driver, info.driver_info)
+            .trim()
+            .to_string(),
+        shader_f16: f.contains(wgpu::Features::SHADER_F16),
+        subgroups: f.contains(wgpu::Features::SUBGROUP),
+        subgroup_size: [info.subgroup_min_size, info.subgroup_max_size],
+        timestamp_query: f.contains(wgpu::Features::TIMESTAMP_QUERY),
+        cooperative_matrix: coop,
+        cooperative_matrix_shapes: shapes,
+        max_workgroup_storage: l.max_compute_workgroup_storage_size,
+        max_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
+    }
+}
+
+/// Every adapter wgpu finds.
+pub fn list_adapters() -> Vec<AdapterSummary> {
+    pollster::block_on(instance().enumerate_adapters(wgpu::Backends::all()))
+        .iter()
+        .map(summarize)
+        .collect()
+}
+
+impl GpuContext {
+    /// Opens the high-performance adapter with every optional feature nshade can use.
+    pub fn new() -> Result<GpuContext, GpuError> {
+        let instance = instance();
+        let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+            power_preference: wgpu::PowerPreference::HighPerformance,
+            force_fallback_adapter: false,
+            compatible_surface: None,
+            apply_limit_buckets: false,
+        }))
+        .map_err(|_| GpuError::NoAdapter)?;
+        let summary = summarize(&adapter);
+        let wanted = wgpu::Features::SHADER_F16
+            | wgpu::Features::SUBGROUP
+            | wgpu::Features::TIMESTAMP_QUERY
+            | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+        let features = adapter.features() & wanted;
+        let experimental = if features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
+            // SAFETY: cooperative matrices are used only with shapes and types that the
+            // adapter lists in `cooperative_matrix_properties`.
+            unsafe { wgpu::ExperimentalFeatures::enabled() }
+        } else {
+            wgpu::ExperimentalFeatures::disabled()
+        };
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("nshade"),
+            required_features: features,
+            required_limits: adapter.limits(),
+            experimental_features: experimental,
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        }))
+        .map_err(|e| GpuError::Device {
+            adapter: summary.name.clone(),
+            message: e.to_string(),
+        })?;
+        Ok(GpuContext {
+            adapter,
+            device,
+            queue,
+            summary,
+            features,
+        })
+    }
+
+    /// True when the device was created with `f`.
+    pub fn has(&self, f: wgpu::Features) -> bool {
+        self.features.contains(f)
+    }
+}
+
+/// For tests: opens the adapter; with `CI=true` a missing adapter panics (CI installs
+/// lavapipe), elsewhere it prints a loud skip notice and returns `None`.
+pub fn context_or_skip() -> Option<GpuContext> {
+    match GpuContext::new() {
+        Ok(c) => Some(c),
+        Err(e) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!("CI=true but no GPU adapter: {e}")
+        }
+        Err(e) => {
+            eprintln!(
+                "\n*** SKIPPING GPU TEST: {e} (install mesa-vulkan-drivers for lavapipe) ***\n"
+            );
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opens_an_adapter() {
+        if let Some(ctx) = context_or_skip() {
+            assert!(!ctx.summary.name.is_empty());
+            assert!(!list_adapters().is_empty());
+        }
+    }
+}
