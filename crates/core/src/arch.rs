@@ -131,10 +131,13 @@ impl Arch {
     /// (`freq3-mlp32x3-leaky_relu-sigmoid`).
     pub fn slug(&self) -> String {
         let s = self.to_string();
+        let chars: Vec<char> = s.chars().collect();
         let mut out = String::new();
-        for c in s.chars() {
+        for (i, &c) in chars.iter().enumerate() {
             match c {
                 'a'..='z' | 'A'..='Z' | '0'..='9' | '_' | '.' => out.push(c),
+                // `freq(3)` → `freq3`, `cat(identity` → `cat-identity`
+                '(' if chars.get(i + 1).is_some_and(|n| n.is_ascii_digit()) => {}
                 _ => {
                     if !out.ends_with('-') && !out.is_empty() {
                         out.push('-');
@@ -810,7 +813,7 @@ mod tests {
             roundtrip("mlp(32x3,relu, none)").to_string(),
             "mlp(32x3, relu)"
         );
-        assert_eq!(a.slug(), "freq-3-mlp-32x4-leaky_relu-sigmoid");
+        assert_eq!(a.slug(), "freq3-mlp32x4-leaky_relu-sigmoid");
     }
 
     #[test]
@@ -843,7 +846,7 @@ mod tests {
         let n = NamedArch::parse("hash(levels=3)");
         assert!(n.is_err());
         let n = NamedArch::parse("freq(2) | mlp(8x1, relu)").unwrap();
-        assert_eq!(n.name, "freq-2-mlp-8x1-relu");
+        assert_eq!(n.name, "freq2-mlp8x1-relu");
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub mod arch;
 pub mod cpu;
 pub mod data;
 pub mod fsutil;
+pub mod gemm;
 pub mod loss;
 pub mod metrics;
 pub mod model;

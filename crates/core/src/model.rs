@@ -79,8 +79,8 @@ impl InputSpec {
         }
         let d = self.names.len();
         for row in x.chunks_exact_mut(d) {
-            for i in 0..d {
-                row[i] = row[i] * self.scale[i] + self.offset[i];
+            for ((v, s), o) in row.iter_mut().zip(&self.scale).zip(&self.offset) {
+                *v = *v * s + o;
             }
         }
     }
@@ -439,7 +439,8 @@ mod tests {
     fn tampering_is_reported() {
         let m = model("freq(2) | mlp(8x1, relu)");
         let good = m.to_json();
-        let cases: Vec<(Box<dyn Fn(&mut Value)>, &str)> = vec![
+        type Tamper = Box<dyn Fn(&mut Value)>;
+        let cases: Vec<(Tamper, &str)> = vec![
             (Box::new(|v| v["format"] = json!("other")), "format"),
             (Box::new(|v| v["version"] = json!(99)), "version 99"),
             (

@@ -134,12 +134,11 @@ impl Texture {
     pub fn sample(&self, u: f32, v: f32) -> [f32; 3] {
         let fx = u * self.width as f32 - 0.5;
         let fy = v * self.height as f32 - 0.5;
-        let x0f = fx.floor();
-        let y0f = fy.floor();
-        let (tx, ty) = (fx - x0f, fy - y0f);
-        let clamp = |i: f32, n: usize| (i.max(0.0) as usize).min(n - 1);
-        let (x0, x1) = (clamp(x0f, self.width), clamp(x0f + 1.0, self.width));
-        let (y0, y1) = (clamp(y0f, self.height), clamp(y0f + 1.0, self.height));
+        let (x0, y0) = (floor_i32(fx), floor_i32(fy));
+        let (tx, ty) = (fx - x0 as f32, fy - y0 as f32);
+        let clamp = |i: i32, n: usize| i.clamp(0, n as i32 - 1) as usize;
+        let (x1, y1) = (clamp(x0 + 1, self.width), clamp(y0 + 1, self.height));
+        let (x0, y0) = (clamp(x0, self.width), clamp(y0, self.height));
         let (a, b, c, d) = (
             self.texel(x0, y0),
             self.texel(x1, y0),
@@ -166,6 +165,13 @@ impl Texture {
         }
         uv
     }
+}
+
+/// ⌊f⌋ for |f| < 2³¹ without a libm call (baseline x86-64 has no SIMD floor).
+#[inline(always)]
+fn floor_i32(f: f32) -> i32 {
+    let i = f as i32;
+    i - (f < i as f32) as i32
 }
 
 fn smoothstep(e0: f32, e1: f32, x: f32) -> f32 {

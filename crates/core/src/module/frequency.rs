@@ -41,7 +41,7 @@ impl Layer for Frequency {
             let ys = &mut y[s * od..(s + 1) * od];
             for (i, &xi) in xs.iter().enumerate() {
                 for (j, scale) in self.scales().enumerate() {
-                    let (sin, cos) = (scale * xi).sin_cos();
+                    let (sin, cos) = sin_cos(scale * xi);
                     ys[i * k + j] = sin;
                     ys[half + i * k + j] = cos;
                 }
@@ -77,8 +77,55 @@ impl Layer for Frequency {
     }
 }
 
+/// sin and cos of an f32 angle, accurate to a few ulp: Cody–Waite reduction by π with a
+/// three-part constant, then Taylor polynomials on [−π/2, π/2]. Several times faster than
+/// the C library and vectorisable; falls back to it for |a| > 8192.
+#[inline(always)]
+pub fn sin_cos(a: f32) -> (f32, f32) {
+    if a.abs() > 8192.0 {
+        return a.sin_cos();
+    }
+    const INV_PI: f32 = std::f32::consts::FRAC_1_PI;
+    // π = P1 + P2 + P3, with P1 and P2 short enough that n·P1 and n·P2 are exact.
+    const P1: f32 = 3.140625;
+    const P2: f32 = 9.675_026e-4;
+    const P3: f32 = 1.509_958e-7;
+    let t = a * INV_PI + 0.5;
+    let ti = t as i32;
+    let n = ti - (t < ti as f32) as i32; // floor(a/π + 0.5)
+    let nf = n as f32;
+    let r = ((a - nf * P1) - nf * P2) - nf * P3;
+    let r2 = r * r;
+    let s = r
+        * (1.0
+            + r2 * (-1.0 / 6.0
+                + r2 * (1.0 / 120.0
+                    + r2 * (-1.0 / 5040.0 + r2 * (1.0 / 362_880.0 + r2 * (-1.0 / 39_916_800.0))))));
+    let c = 1.0
+        + r2 * (-0.5
+            + r2 * (1.0 / 24.0
+                + r2 * (-1.0 / 720.0
+                    + r2 * (1.0 / 40320.0
+                        + r2 * (-1.0 / 3_628_800.0 + r2 * (1.0 / 479_001_600.0))))));
+    let sign = f32::from_bits(0x3f80_0000 | (((n & 1) as u32) << 31));
+    (s * sign, c * sign)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn fast_sin_cos_is_accurate() {
+        let mut worst = 0.0f64;
+        let mut a = -8192.0f32;
+        while a < 8192.0 {
+            let (s, c) = sin_cos(a);
+            let (es, ec) = (a as f64).sin_cos();
+            worst = worst.max((s as f64 - es).abs()).max((c as f64 - ec).abs());
+            a += 0.001_37;
+        }
+        assert!(worst < 4e-7, "worst error {worst}");
+    }
+
     use super::super::{Module, gradcheck};
     use super::*;
 

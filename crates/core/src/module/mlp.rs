@@ -101,21 +101,20 @@ pub(crate) fn linear_forward(layer: &Linear, params: &[f32], x: &[f32], n: usize
     }
     // SAFETY: the slices hold n·in, out·in and n·out values; strides describe them exactly.
     unsafe {
-        matrixmultiply::sgemm(
+        crate::gemm::sgemm(
             n,
             i,
             o,
-            1.0,
             x.as_ptr(),
             i as isize,
             1,
             w.as_ptr(),
             1,
             i as isize,
-            1.0,
             z.as_mut_ptr(),
             o as isize,
             1,
+            true,
         );
     }
 }
@@ -135,21 +134,20 @@ pub(crate) fn linear_backward(
         let dw = &mut grads[layer.weight..layer.weight + o * i];
         // SAFETY: dz is n × out, x is n × in, dW is out × in; strides match those shapes.
         unsafe {
-            matrixmultiply::sgemm(
+            crate::gemm::sgemm(
                 o,
                 n,
                 i,
-                1.0,
                 dz.as_ptr(),
                 1,
                 o as isize,
                 x.as_ptr(),
                 i as isize,
                 1,
-                1.0,
                 dw.as_mut_ptr(),
                 i as isize,
                 1,
+                true,
             );
         }
     }
@@ -163,21 +161,20 @@ pub(crate) fn linear_backward(
         let w = &params[layer.weight..layer.weight + o * i];
         // SAFETY: dz is n × out, W is out × in, dx is n × in.
         unsafe {
-            matrixmultiply::sgemm(
+            crate::gemm::sgemm(
                 n,
                 o,
                 i,
-                1.0,
                 dz.as_ptr(),
                 o as isize,
                 1,
                 w.as_ptr(),
                 i as isize,
                 1,
-                0.0,
                 dx.as_mut_ptr(),
                 i as isize,
                 1,
+                false,
             );
         }
     }

@@ -1,0 +1,52 @@
+//! The one matrix product every module uses, over strided f32 matrices:
+//! C (m × n) = A (m × k) · B (k × n) [+ C when `accumulate`].
+//! Strides are in elements: element (i, j) of A is at `a[i * rsa + j * csa]`.
+
+/// Strided f32 matrix product, delegated to the `gemm` crate (runtime SIMD dispatch,
+/// fast on the small, skinny shapes of these networks).
+///
+/// # Safety
+/// Every element addressed through the dimensions and strides must lie inside the
+/// allocation behind each pointer, and `c` must not overlap `a` or `b`.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub unsafe fn sgemm(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: *const f32,
+    rsa: isize,
+    csa: isize,
+    b: *const f32,
+    rsb: isize,
+    csb: isize,
+    c: *mut f32,
+    rsc: isize,
+    csc: isize,
+    accumulate: bool,
+) {
+    // SAFETY: forwarded from the caller's contract.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            c,
+            csc,
+            rsc,
+            accumulate,
+            a,
+            csa,
+            rsa,
+            b,
+            csb,
+            rsb,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        );
+    }
+}
