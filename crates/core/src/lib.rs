@@ -7,6 +7,7 @@ pub mod activation;
 pub mod arch;
 pub mod cpu;
 pub mod data;
+pub mod dataset;
 pub mod fsutil;
 pub mod gemm;
 pub mod loss;
