@@ -134,7 +134,7 @@ impl Dataset {
             if info.rows == 0 {
                 return Err(bad("split has no rows".into()));
             }
-            if info.rows % info.parameters.len() as u64 != 0 {
+            if !info.rows.is_multiple_of(info.parameters.len() as u64) {
                 return Err(bad(format!(
                     "{} rows do not divide into {} frames",
                     info.rows,
