@@ -377,7 +377,8 @@ mod tests {
     #[test]
     fn corruption_is_named() {
         let tmp = tempfile::tempdir().unwrap();
-        let cases: Vec<(&str, Box<dyn Fn(&Path)>)> = vec![
+        type Corrupt = Box<dyn Fn(&Path)>;
+        let cases: Vec<(&str, Corrupt)> = vec![
             (
                 "schema 2",
                 Box::new(|d: &Path| edit(d, |m| m["schema"] = json!(2))),
