@@ -9,6 +9,7 @@ mod eval;
 mod fit;
 mod info;
 mod render;
+mod train;
 
 use clap::{Parser, Subcommand};
 
@@ -29,6 +30,8 @@ enum Command {
     Fit(fit::Args),
     /// Evaluate a model on raw rows of little-endian float32 inputs.
     Eval(eval::Args),
+    /// Train on a seed-002 (x, y, t) → RGB dataset (drop-in for a renderer's training script).
+    Train(train::Args),
     /// Render a 2-input (u, v) or 3-input (x, y, t) model to an image.
     Render(render::Args),
     /// Measure training throughput (samples/s) per architecture and batch size.
@@ -43,6 +46,7 @@ fn main() {
         Command::Fit(a) => fit::run(a),
         Command::Eval(a) => eval::run(a),
         Command::Render(a) => render::run(a),
+        Command::Train(a) => train::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Info(a) => info::run(a),
     };

@@ -1,0 +1,344 @@
+//! `nshade train --dataset D --out M`: the seed-002 drop-in. Trains on a captured
+//! (x, y, t) → RGB dataset as a child process of a renderer would, writes `M/weights.json`,
+//! `M/metrics.json` (validation scores per parameter slice) and `M/training.log`; never
+//! leaves a partial `weights.json`, and stops promptly on SIGINT/SIGTERM.
+
+use crate::common::{self, BackendChoice};
+use anyhow::{Context, Result, bail};
+use nshade_core::arch::NamedArch;
+use nshade_core::data::TrainingData;
+use nshade_core::dataset::{Dataset, ROW_FLOATS};
+use nshade_core::loss::Loss;
+use nshade_core::metrics;
+use nshade_core::model::{InputSpec, Model};
+use nshade_core::network::Network;
+use nshade_core::optim::LrSchedule;
+use nshade_core::train::TrainConfig;
+use serde_json::json;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The default for (x, y, t) data, chosen by measurement (docs/PERFORMANCE.md): the raw
+/// coordinates plus six octaves of frequency encoding into a 64-wide, 3-hidden-layer MLP.
+pub const DEFAULT_ARCH: &str = "cat(identity, freq(6)) | mlp(64x3, relu)";
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Dataset directory holding dataset.json (seed-002 format).
+    #[arg(long)]
+    pub dataset: PathBuf,
+    /// Model directory to create (must be new, empty, or hold only the caller's training.log).
+    #[arg(long)]
+    pub out: PathBuf,
+    #[arg(long, default_value_t = 12000)]
+    pub steps: u32,
+    /// Architecture (default: cat(identity, freq(6)) | mlp(64x3, relu)).
+    #[arg(long, value_name = "SPEC")]
+    pub arch: Option<String>,
+    #[arg(long, default_value_t = 4096)]
+    pub batch: usize,
+    #[arg(long, default_value_t = 0.005)]
+    pub lr: f32,
+    #[arg(long, default_value_t = 0)]
+    pub lr_warmup: u32,
+    /// Exponential decay INTERVAL:FACTOR[@START] (default: halve every quarter of the steps).
+    #[arg(long, value_name = "INTERVAL:FACTOR")]
+    pub lr_decay: Option<String>,
+    #[arg(long, default_value = "l2")]
+    pub loss: String,
+    #[arg(long, default_value_t = 1337)]
+    pub seed: u64,
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    pub backend: BackendChoice,
+    #[arg(long)]
+    pub threads: Option<usize>,
+}
+
+/// Progress output: a bar on a terminal, plain lines otherwise (a log file gets no
+/// control codes). Every line also goes to our own training.log when we write one.
+struct Log {
+    file: Option<std::fs::File>,
+    terminal: bool,
+}
+
+impl Log {
+    fn line(&mut self, s: &str) {
+        if !self.terminal {
+            println!("{s}");
+            let _ = std::io::stdout().flush();
+        }
+        if let Some(f) = self.file.as_mut() {
+            let _ = writeln!(f, "{s}");
+        }
+    }
+}
+
+/// Validation scores: overall and per parameter slice.
+fn validate(model: &Model, ds: &Dataset) -> serde_json::Value {
+    let score = |rows: &[f32]| {
+        let n = rows.len() / ROW_FLOATS;
+        let mut x = Vec::with_capacity(n * 3);
+        let mut t = Vec::with_capacity(n * 3);
+        for r in rows.chunks_exact(ROW_FLOATS) {
+            x.extend_from_slice(&r[..3]);
+            t.extend_from_slice(&r[3..]);
+        }
+        let y = model.eval(&x);
+        let mse = metrics::mse(&y, &t);
+        (mse.sqrt(), metrics::psnr(&y, &t))
+    };
+    let (rmse, psnr) = score(&ds.validation.data);
+    let slices: Vec<_> = ds
+        .validation_slices()
+        .iter()
+        .map(|(param, t, rows)| {
+            let (rmse, psnr) = score(rows);
+            json!({"parameter": param, "t": t, "rows": rows.len() / ROW_FLOATS, "rmse": rmse, "psnr": psnr})
+        })
+        .collect();
+    json!({"rmse": rmse, "psnr": psnr, "rows": ds.validation.len(), "slices": slices})
+}
+
+pub fn run(args: Args) -> Result<()> {
+    common::init_threads(args.threads)?;
+    common::install_cancel_handler();
+    let loss: Loss = args
+        .loss
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!("--loss: {e}"))?;
+    if args.steps == 0 || args.steps > 10_000_000 {
+        bail!("--steps must be in 1..=10000000, got {}", args.steps);
+    }
+    if args.batch == 0 {
+        bail!("--batch must be at least 1");
+    }
+    if !(args.lr > 0.0 && args.lr.is_finite()) {
+        bail!("--lr must be a positive number, got {}", args.lr);
+    }
+    let decay = match &args.lr_decay {
+        Some(s) => Some(LrSchedule::parse_decay(s).map_err(anyhow::Error::msg)?),
+        None => Some(nshade_core::optim::Decay {
+            start: 0,
+            interval: (args.steps / 4).max(1),
+            factor: 0.5,
+        }),
+    };
+    let spec = args
+        .arch
+        .clone()
+        .unwrap_or_else(|| format!("model={DEFAULT_ARCH}"));
+    let named = NamedArch::parse(&spec).map_err(|e| anyhow::anyhow!("--arch '{spec}': {e}"))?;
+    let net =
+        Network::build(&named.arch, 3, 3).map_err(|e| anyhow::anyhow!("--arch '{spec}': {e}"))?;
+    let out = ModelDir::create(&args.out)?;
+    let ds = Dataset::load(&args.dataset)
+        .with_context(|| format!("--dataset {}", args.dataset.display()))?;
+
+    let backend = common::training_backend(args.backend)?;
+    let cfg = TrainConfig {
+        batch: args.batch,
+        seed: args.seed,
+        loss,
+        lr: LrSchedule {
+            base: args.lr,
+            warmup: args.lr_warmup,
+            decay,
+        },
+        ..TrainConfig::default()
+    };
+    let terminal = std::io::stdout().is_terminal();
+    let mut log = Log {
+        file: if out.caller_log {
+            None
+        } else {
+            Some(
+                std::fs::File::create(out.tmp.join("training.log"))
+                    .context("creating training.log")?,
+            )
+        },
+        terminal,
+    };
+    log.line(&format!(
+        "nshade train: dataset {} ({} training rows, {} validation rows in {} slices), arch {}, {} steps of {}, {} backend",
+        args.dataset.display(),
+        ds.train.len(),
+        ds.validation.len(),
+        ds.validation_info.parameters.len(),
+        named.arch,
+        args.steps,
+        args.batch,
+        backend.name()
+    ));
+    let data = Arc::new(TrainingData::Rows(ds.train.clone()));
+    let mut trainer = backend.start(&net, net.init_params(args.seed), data, &cfg)?;
+    let bar = if terminal {
+        Some(common::progress(args.steps as u64, "train"))
+    } else {
+        None
+    };
+    let start = Instant::now();
+    let report_every = (args.steps / 20).max(1);
+    let chunk = report_every.clamp(1, 100);
+    let (mut done, mut since, mut acc) = (0u32, 0u32, 0.0f64);
+    let mut last_loss = f32::NAN;
+    while done < args.steps {
+        common::check_cancelled()?;
+        let n = chunk.min(args.steps - done);
+        let l = trainer.run(n)?;
+        done += n;
+        since += n;
+        acc += l as f64 * n as f64;
+        if let Some(b) = &bar {
+            b.set_position(done as u64);
+            b.set_message(format!("loss {l:.6}"));
+        }
+        if since >= report_every || done == args.steps {
+            last_loss = (acc / since as f64) as f32;
+            log.line(&format!(
+                "step {done}/{} loss {last_loss:.6} lr {:.6} {:.1} s",
+                args.steps,
+                cfg.lr.at(done - 1),
+                start.elapsed().as_secs_f64()
+            ));
+            since = 0;
+            acc = 0.0;
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let mut model = Model::new(net, trainer.params()?, InputSpec::xyt());
+    let validation = validate(&model, &ds);
+    model.training = json!({
+        "name": named.name, "arch": named.arch.to_string(), "seed": args.seed, "steps": args.steps, "batch": args.batch,
+        "loss": loss.name(), "lr": cfg.lr, "adam": cfg.adam, "backend": backend.name(),
+        "data": {"kind": "dataset", "source": args.dataset.display().to_string(), "sha256": ds.digest(),
+                 "train_sha256": ds.train_info.sha256, "validation_sha256": ds.validation_info.sha256,
+                 "source_shader_digest": ds.source_digest, "resolution": ds.resolution, "parameter_range": ds.parameter_range},
+    })
+    .as_object()
+    .cloned()
+    .unwrap_or_default();
+    model.metrics = json!({"final_loss": last_loss, "validation_psnr": validation["psnr"], "validation_rmse": validation["rmse"]}).as_object().cloned().unwrap_or_default();
+    let metrics = json!({
+        "arch": named.arch.to_string(), "steps": args.steps, "batch": args.batch, "seconds": seconds,
+        "samples_per_s": args.steps as f64 * args.batch as f64 / seconds, "final_loss": last_loss, "backend": backend.name(),
+        "validation": validation,
+    });
+    common::check_cancelled()?;
+    log.line(&format!(
+        "done in {seconds:.1} s: validation PSNR {:.2} dB, RMSE {:.5}",
+        validation["psnr"].as_f64().unwrap_or(f64::NAN),
+        validation["rmse"].as_f64().unwrap_or(f64::NAN)
+    ));
+    drop(log);
+    std::fs::write(
+        out.tmp.join("metrics.json"),
+        serde_json::to_string_pretty(&metrics)? + "\n",
+    )
+    .context("writing metrics.json")?;
+    model.save(&out.tmp.join("weights.json"))?;
+    let path = out.commit()?;
+    if terminal {
+        println!(
+            "model in {} (validation PSNR {:.2} dB)",
+            path.display(),
+            validation["psnr"].as_f64().unwrap_or(f64::NAN)
+        );
+    }
+    Ok(())
+}
+
+/// The model directory. Like `OutDir`, results are built in a temporary sibling; but a
+/// caller may already have created `M/training.log` to capture our output (the seed's
+/// renderer does exactly that), so such a directory is accepted and the finished files are
+/// moved into it one by one, `weights.json` last.
+struct ModelDir {
+    tmp: PathBuf,
+    target: PathBuf,
+    caller_log: bool,
+    committed: bool,
+}
+
+impl ModelDir {
+    fn create(target: &Path) -> Result<ModelDir> {
+        let mut caller_log = false;
+        if target.exists() {
+            if !target.is_dir() {
+                bail!("--out {}: exists and is not a directory", target.display());
+            }
+            for e in std::fs::read_dir(target)
+                .with_context(|| format!("reading --out {}", target.display()))?
+            {
+                let name = e?.file_name();
+                if name == "training.log" {
+                    caller_log = true;
+                } else {
+                    bail!(
+                        "--out {}: directory is not empty (holds {}); use a new model directory so a failed job cannot replace working weights",
+                        target.display(),
+                        name.to_string_lossy()
+                    );
+                }
+            }
+        }
+        let parent = target
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+        let name = target
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "model".into());
+        let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
+        if tmp.exists() {
+            std::fs::remove_dir_all(&tmp)
+                .with_context(|| format!("removing stale {}", tmp.display()))?;
+        }
+        std::fs::create_dir(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        Ok(ModelDir {
+            tmp,
+            target: target.to_path_buf(),
+            caller_log,
+            committed: false,
+        })
+    }
+
+    fn commit(mut self) -> Result<PathBuf> {
+        if !self.target.exists() {
+            std::fs::rename(&self.tmp, &self.target)
+                .with_context(|| format!("moving results into {}", self.target.display()))?;
+        } else {
+            let mut names: Vec<_> = std::fs::read_dir(&self.tmp)?
+                .map(|e| e.map(|e| e.file_name()))
+                .collect::<Result<_, _>>()?;
+            names.sort_by_key(|n| n == "weights.json"); // weights.json last
+            for n in names {
+                std::fs::rename(self.tmp.join(&n), self.target.join(&n)).with_context(|| {
+                    format!(
+                        "moving {} into {}",
+                        n.to_string_lossy(),
+                        self.target.display()
+                    )
+                })?;
+            }
+            std::fs::remove_dir(&self.tmp)
+                .with_context(|| format!("removing {}", self.tmp.display()))?;
+        }
+        self.committed = true;
+        Ok(self.target.clone())
+    }
+}
+
+impl Drop for ModelDir {
+    fn drop(&mut self) {
+        if !self.committed {
+            let _ = std::fs::remove_dir_all(&self.tmp);
+        }
+    }
+}
