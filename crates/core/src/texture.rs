@@ -46,6 +46,24 @@ pub struct Texture {
     pub source: String,
     /// SHA-256 of the file bytes (or of the built-in texture's f32 data).
     pub sha256: String,
+    /// When every value is an 8-bit level k/255 (PNG/JPEG sources, the built-in texture):
+    /// the texels packed as RGBA8, a quarter of the memory, so random lookups stay in
+    /// cache. Lookups through it give bit-identical results (see [`UNORM8`]).
+    packed: Option<Vec<u32>>,
+}
+
+/// The f32 value of each 8-bit level: `k as f32 / 255.0`, exactly as PNG/JPEG decoding
+/// produces it.
+pub static UNORM8: std::sync::LazyLock<[f32; 256]> = std::sync::LazyLock::new(|| std::array::from_fn(|k| k as f32 / 255.0));
+
+/// Packs RGB values as RGBA8 when every value is exactly an 8-bit level.
+fn pack_unorm8(data: &[f32]) -> Option<Vec<u32>> {
+    let lut = &*UNORM8;
+    let level = |v: f32| -> Option<u32> {
+        let k = (v * 255.0).round();
+        (0.0..=255.0).contains(&k).then_some(k as u32).filter(|&k| lut[k as usize] == v)
+    };
+    data.chunks_exact(3).map(|c| Some(level(c[0])? | (level(c[1])? << 8) | (level(c[2])? << 16))).collect()
 }
 
 impl Texture {
@@ -79,13 +97,14 @@ impl Texture {
         if data.iter().any(|v| !v.is_finite()) {
             return Err(TextureError::NonFinite { path: p });
         }
-        Ok(Texture {
-            width: w as usize,
-            height: h as usize,
-            data,
-            source: p,
-            sha256: hex(&Sha256::digest(&bytes)),
-        })
+        Ok(Texture::new(w as usize, h as usize, data, p, hex(&Sha256::digest(&bytes))))
+    }
+
+    /// A texture from RGB rows (`width · height · 3` values).
+    pub fn new(width: usize, height: usize, data: Vec<f32>, source: String, sha256: String) -> Texture {
+        assert_eq!(data.len(), width * height * 3, "texture data size");
+        let packed = pack_unorm8(&data);
+        Texture { width, height, data, source, sha256, packed }
     }
 
     /// The built-in default texture (512 × 512): smooth gradients, saturated colours, sharp
@@ -109,24 +128,30 @@ impl Texture {
                     }
                 }
                 for k in 0..3 {
-                    data[(y * w + x) * 3 + k] = acc[k] / (SS * SS) as f32;
+                    // quantised to 8-bit levels, as if stored in a PNG
+                    let level = (acc[k] / (SS * SS) as f32 * 255.0).round().clamp(0.0, 255.0) as usize;
+                    data[(y * w + x) * 3 + k] = UNORM8[level];
                 }
             }
         }
         let bytes: Vec<u8> = data.iter().flat_map(|v| v.to_le_bytes()).collect();
-        Texture {
-            width: w,
-            height: h,
-            data,
-            source: "builtin".into(),
-            sha256: hex(&Sha256::digest(&bytes)),
-        }
+        let sha256 = hex(&Sha256::digest(&bytes));
+        Texture::new(w, h, data, "builtin".into(), sha256)
     }
 
     #[inline(always)]
     fn texel(&self, x: usize, y: usize) -> [f32; 3] {
-        let i = (y * self.width + x) * 3;
-        [self.data[i], self.data[i + 1], self.data[i + 2]]
+        match &self.packed {
+            Some(p) => {
+                let t = p[y * self.width + x];
+                let lut = &*UNORM8;
+                [lut[(t & 0xff) as usize], lut[((t >> 8) & 0xff) as usize], lut[((t >> 16) & 0xff) as usize]]
+            }
+            None => {
+                let i = (y * self.width + x) * 3;
+                [self.data[i], self.data[i + 1], self.data[i + 2]]
+            }
+        }
     }
 
     /// Bilinear lookup at (u, v) with clamp-to-edge.
@@ -298,18 +323,26 @@ mod tests {
 
     #[test]
     fn bilinear_hits_pixel_centres_and_clamps() {
-        let t = Texture {
-            width: 2,
-            height: 1,
-            data: vec![0.0, 0.0, 0.0, 1.0, 2.0, 3.0],
-            source: "t".into(),
-            sha256: String::new(),
-        };
+        let t = Texture::new(2, 1, vec![0.0, 0.0, 0.0, 1.0, 2.0, 3.0], "t".into(), String::new());
         assert_eq!(t.sample(0.25, 0.5), [0.0, 0.0, 0.0]);
         assert_eq!(t.sample(0.75, 0.5), [1.0, 2.0, 3.0]);
         assert_eq!(t.sample(0.5, 0.5), [0.5, 1.0, 1.5]);
         assert_eq!(t.sample(0.0, 0.0), [0.0, 0.0, 0.0]);
         assert_eq!(t.sample(1.0, 1.0), [1.0, 2.0, 3.0]);
+    }
+
+    #[test]
+    fn packed_lookups_equal_float_lookups() {
+        let b = Texture::builtin();
+        assert!(b.packed.is_some(), "the built-in texture is 8-bit");
+        let f = Texture { packed: None, ..b.clone() };
+        let mut rng = crate::rng::Pcg32::new(3);
+        for _ in 0..10000 {
+            let (u, v) = (rng.next_f32() * 1.2 - 0.1, rng.next_f32() * 1.2 - 0.1);
+            assert_eq!(b.sample(u, v), f.sample(u, v));
+        }
+        let hdr = Texture::new(1, 1, vec![0.5, 2.0, 0.1], "hdr".into(), String::new());
+        assert!(hdr.packed.is_none());
     }
 
     #[test]
