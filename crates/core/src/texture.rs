@@ -54,16 +54,22 @@ pub struct Texture {
 
 /// The f32 value of each 8-bit level: `k as f32 / 255.0`, exactly as PNG/JPEG decoding
 /// produces it.
-pub static UNORM8: std::sync::LazyLock<[f32; 256]> = std::sync::LazyLock::new(|| std::array::from_fn(|k| k as f32 / 255.0));
+pub static UNORM8: std::sync::LazyLock<[f32; 256]> =
+    std::sync::LazyLock::new(|| std::array::from_fn(|k| k as f32 / 255.0));
 
 /// Packs RGB values as RGBA8 when every value is exactly an 8-bit level.
 fn pack_unorm8(data: &[f32]) -> Option<Vec<u32>> {
     let lut = &*UNORM8;
     let level = |v: f32| -> Option<u32> {
         let k = (v * 255.0).round();
-        (0.0..=255.0).contains(&k).then_some(k as u32).filter(|&k| lut[k as usize] == v)
+        (0.0..=255.0)
+            .contains(&k)
+            .then_some(k as u32)
+            .filter(|&k| lut[k as usize] == v)
     };
-    data.chunks_exact(3).map(|c| Some(level(c[0])? | (level(c[1])? << 8) | (level(c[2])? << 16))).collect()
+    data.chunks_exact(3)
+        .map(|c| Some(level(c[0])? | (level(c[1])? << 8) | (level(c[2])? << 16)))
+        .collect()
 }
 
 impl Texture {
@@ -97,14 +103,33 @@ impl Texture {
         if data.iter().any(|v| !v.is_finite()) {
             return Err(TextureError::NonFinite { path: p });
         }
-        Ok(Texture::new(w as usize, h as usize, data, p, hex(&Sha256::digest(&bytes))))
+        Ok(Texture::new(
+            w as usize,
+            h as usize,
+            data,
+            p,
+            hex(&Sha256::digest(&bytes)),
+        ))
     }
 
     /// A texture from RGB rows (`width · height · 3` values).
-    pub fn new(width: usize, height: usize, data: Vec<f32>, source: String, sha256: String) -> Texture {
+    pub fn new(
+        width: usize,
+        height: usize,
+        data: Vec<f32>,
+        source: String,
+        sha256: String,
+    ) -> Texture {
         assert_eq!(data.len(), width * height * 3, "texture data size");
         let packed = pack_unorm8(&data);
-        Texture { width, height, data, source, sha256, packed }
+        Texture {
+            width,
+            height,
+            data,
+            source,
+            sha256,
+            packed,
+        }
     }
 
     /// The built-in default texture (512 × 512): smooth gradients, saturated colours, sharp
@@ -129,7 +154,9 @@ impl Texture {
                 }
                 for k in 0..3 {
                     // quantised to 8-bit levels, as if stored in a PNG
-                    let level = (acc[k] / (SS * SS) as f32 * 255.0).round().clamp(0.0, 255.0) as usize;
+                    let level = (acc[k] / (SS * SS) as f32 * 255.0)
+                        .round()
+                        .clamp(0.0, 255.0) as usize;
                     data[(y * w + x) * 3 + k] = UNORM8[level];
                 }
             }
@@ -145,7 +172,11 @@ impl Texture {
             Some(p) => {
                 let t = p[y * self.width + x];
                 let lut = &*UNORM8;
-                [lut[(t & 0xff) as usize], lut[((t >> 8) & 0xff) as usize], lut[((t >> 16) & 0xff) as usize]]
+                [
+                    lut[(t & 0xff) as usize],
+                    lut[((t >> 8) & 0xff) as usize],
+                    lut[((t >> 16) & 0xff) as usize],
+                ]
             }
             None => {
                 let i = (y * self.width + x) * 3;
@@ -323,7 +354,13 @@ mod tests {
 
     #[test]
     fn bilinear_hits_pixel_centres_and_clamps() {
-        let t = Texture::new(2, 1, vec![0.0, 0.0, 0.0, 1.0, 2.0, 3.0], "t".into(), String::new());
+        let t = Texture::new(
+            2,
+            1,
+            vec![0.0, 0.0, 0.0, 1.0, 2.0, 3.0],
+            "t".into(),
+            String::new(),
+        );
         assert_eq!(t.sample(0.25, 0.5), [0.0, 0.0, 0.0]);
         assert_eq!(t.sample(0.75, 0.5), [1.0, 2.0, 3.0]);
         assert_eq!(t.sample(0.5, 0.5), [0.5, 1.0, 1.5]);
@@ -335,7 +372,10 @@ mod tests {
     fn packed_lookups_equal_float_lookups() {
         let b = Texture::builtin();
         assert!(b.packed.is_some(), "the built-in texture is 8-bit");
-        let f = Texture { packed: None, ..b.clone() };
+        let f = Texture {
+            packed: None,
+            ..b.clone()
+        };
         let mut rng = crate::rng::Pcg32::new(3);
         for _ in 0..10000 {
             let (u, v) = (rng.next_f32() * 1.2 - 0.1, rng.next_f32() * 1.2 - 0.1);
