@@ -75,3 +75,40 @@ pub fn random_inputs(model: &Model, n: usize, seed: u64) -> Vec<f32> {
 pub fn can_fragment(model: &Model) -> bool {
     model.network.out_dims == 3 && (2..=3).contains(&model.network.in_dims)
 }
+
+/// The path of an external tool, or `None` with a loud notice. Under `CI=true` a missing
+/// tool fails the test: CI installs every tool the tests use.
+pub fn tool(name: &str, package: &str) -> Option<std::path::PathBuf> {
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    });
+    if found.is_none() {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("CI=true but `{name}` is not installed (install {package})");
+        }
+        eprintln!("\n*** SKIPPING: `{name}` not found (install {package}) ***\n");
+    }
+    found
+}
+
+/// A fresh scratch directory for one test.
+pub fn scratch(test: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("nshade-shader-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Runs `cmd`; panics with its output and the source when it fails.
+pub fn run_ok(cmd: &mut std::process::Command, what: &str, source: &str) {
+    let out = cmd.output().expect("the tool starts");
+    if !out.status.success() {
+        panic!(
+            "{what} failed:\n{}{}\n--- source ---\n{source}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
