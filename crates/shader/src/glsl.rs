@@ -33,7 +33,7 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
         )
     } else {
         format!(
-            "layout(std430, {set}binding = {b}) readonly buffer {p}Params {{\n    float w[];\n}} {p}params;\n"
+            "layout(std430, {set}binding = {b}) readonly buffer {p}Params {{\n    float w[{n}];\n}} {p}params;\n"
         )
     };
     let buffer_doc = if es {
@@ -48,7 +48,7 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
         ]
     } else {
         vec![format!(
-            "weights: readonly buffer {p}Params (instance {p}params) {{ float w[]; }}, std430, {set}binding = {b}"
+            "weights: readonly buffer {p}Params (instance {p}params) {{ float w[{n}]; }}, std430, {set}binding = {b}"
         )]
     };
 

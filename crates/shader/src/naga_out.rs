@@ -47,6 +47,14 @@ pub fn write_msl(model: &Model, program: &Program, opts: &Options) -> Result<Str
         lang_version: (2, 1),
         fake_missing_bindings: true,
         zero_initialize_workgroup_memory: false,
+        // Every index is a constant below the parameter count (bind the whole buffer), so
+        // no run-time checks and no `_buffer_sizes` argument.
+        bounds_check_policies: naga::proc::BoundsCheckPolicies {
+            index: naga::proc::BoundsCheckPolicy::Unchecked,
+            buffer: naga::proc::BoundsCheckPolicy::Unchecked,
+            image_load: naga::proc::BoundsCheckPolicy::Unchecked,
+            binding_array: naga::proc::BoundsCheckPolicy::Unchecked,
+        },
         ..Default::default()
     };
     let (text, _) = naga::back::msl::write_string(
@@ -63,10 +71,16 @@ pub fn write_msl(model: &Model, program: &Program, opts: &Options) -> Result<Str
     let signature = text
         .lines()
         .skip_while(|l| !l.contains(&needle))
-        .take_while(|l| !l.trim_start().starts_with('{'))
-        .map(str::trim)
+        .scan(false, |done, l| {
+            // naga writes one parameter per line and closes with `) {`.
+            let out = (!*done).then(|| l.trim().trim_end_matches('{').trim_end());
+            *done |= l.trim_end().ends_with('{');
+            out
+        })
         .collect::<Vec<_>>()
-        .join(" ");
+        .join(" ")
+        .replace("( ", "(")
+        .replace(" )", ")");
     let mut entries = Vec::new();
     if opts.fragment {
         entries.push(format!(

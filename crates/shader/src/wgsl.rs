@@ -114,7 +114,8 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
     let iface = Interface {
         signature: signature.clone(),
         buffer: vec![format!(
-            "weights: var<storage, read> {p}params: array<{elem}> at @group({g}) @binding({b})"
+            "weights: var<storage, read> {p}params: array<{elem}, {n}> at @group({g}) @binding({b})",
+            n = model.params.len()
         )],
         entries,
     };
@@ -126,7 +127,8 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
     if opts.weights == WeightMode::Buffer {
         writeln!(
             s,
-            "@group({g}) @binding({b}) var<storage, read> {p}params: array<{elem}>;\n"
+            "@group({g}) @binding({b}) var<storage, read> {p}params: array<{elem}, {}>;\n",
+            model.params.len()
         )
         .unwrap();
     }
