@@ -58,15 +58,19 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 /// Evaluates raw input rows on the chosen backend: the GPU runs the model's generated
-/// inference shader (buffer-mode WGSL); `auto` takes the GPU when an adapter opens, else
-/// the CPU. Returns the outputs and the backend's description.
+/// inference shader (buffer-mode WGSL); `auto` takes the GPU when a hardware adapter
+/// opens, else the CPU. Returns the outputs and the backend's description.
 pub fn evaluate(model: &Model, x: &[f32], backend: BackendChoice) -> Result<(Vec<f32>, String)> {
     use nshade_gpu::context::GpuContext;
     use nshade_gpu::infer::ShaderEvaluator;
     let ctx = match backend {
         BackendChoice::Cpu => None,
         BackendChoice::Gpu => Some(GpuContext::new().context("--backend gpu")?),
-        BackendChoice::Auto => GpuContext::new().ok(),
+        // A software adapter (lavapipe, llvmpipe) is slower than the CPU backend and
+        // compiles the straight-line shader slowly: `auto` takes hardware GPUs only.
+        BackendChoice::Auto => GpuContext::new()
+            .ok()
+            .filter(|c| c.summary.device_type != "Cpu"),
     };
     match ctx {
         None => Ok((model.eval(x), "the CPU".into())),

@@ -73,22 +73,38 @@ impl ShaderEvaluator {
         model: &Model,
         precision: Precision,
     ) -> Result<ShaderEvaluator, GpuError> {
+        ShaderEvaluator::with_weights(ctx, model, precision, WeightMode::Buffer)
+    }
+
+    /// Like [`ShaderEvaluator::new`], with the weights baked into the shader or in the buffer.
+    pub fn with_weights(
+        ctx: &GpuContext,
+        model: &Model,
+        precision: Precision,
+        weights: WeightMode,
+    ) -> Result<ShaderEvaluator, GpuError> {
         if precision == Precision::F16 && !ctx.has(wgpu::Features::SHADER_F16) {
             return Err(GpuError::Other(format!(
                 "the adapter {} has no f16 shader support",
                 ctx.summary.name
             )));
         }
-        let wgsl = kernel_wgsl(model, precision)?;
-        let opts = kernel_options(Target::Wgsl, precision);
-        let weights = nshade_shader::pack_weights(model, &opts);
+        let opts = Options {
+            weights,
+            ..kernel_options(Target::Wgsl, precision)
+        };
+        let wgsl = nshade_shader::export(model, &opts)
+            .map_err(|e| GpuError::Other(format!("generating the inference shader: {e}")))?
+            .into_text()
+            .ok_or_else(|| GpuError::Other("WGSL came out as binary".into()))?;
+        let packed = nshade_shader::pack_weights(model, &opts);
         ShaderEvaluator::from_kernel(
             ctx,
             Kernel::Wgsl(&wgsl),
             &format!("{}main", opts.prefix),
             model.network.in_dims,
             model.network.out_dims,
-            Some(&weights),
+            (weights == WeightMode::Buffer).then_some(packed.as_slice()),
         )
     }
 
