@@ -58,7 +58,7 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 /// Evaluates raw input rows on the chosen backend: the GPU runs the model's generated
-/// inference shader (buffer-mode WGSL); `auto` takes the GPU when a hardware adapter
+/// inference shader (WGSL with a compute entry, weights baked); `auto` takes the GPU when a hardware adapter
 /// opens, else the CPU. Returns the outputs and the backend's description.
 pub fn evaluate(model: &Model, x: &[f32], backend: BackendChoice) -> Result<(Vec<f32>, String)> {
     use nshade_gpu::context::GpuContext;

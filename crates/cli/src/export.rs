@@ -67,6 +67,10 @@ pub struct Args {
     /// Also emit a full-screen vertex + fragment entry point (GLSL: a complete fragment shader).
     #[arg(long)]
     pub fragment: bool,
+    /// With --weights buffer: one loop per layer instead of straight-line code (smaller
+    /// source for large networks).
+    #[arg(long)]
+    pub loops: bool,
     /// Descriptor set / bind group of the resources.
     #[arg(long, default_value_t = 0)]
     pub group: u32,
@@ -103,6 +107,7 @@ pub fn run(args: Args) -> Result<()> {
         },
         prefix: args.prefix.clone(),
         fragment: args.fragment,
+        loops: args.loops,
         group: args.group,
         binding: args.binding,
         ..Options::new(target)

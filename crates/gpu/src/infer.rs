@@ -1,7 +1,7 @@
-//! Evaluating a model on the GPU with its generated inference shader: the buffer-mode
-//! WGSL that `nshade export` writes, plus its compute entry point (rows of inputs in one
-//! storage buffer, rows of outputs in another), so what the GPU evaluates is exactly
-//! the exported shader.
+//! Evaluating a model on the GPU with its generated inference shader: the WGSL that
+//! `nshade export --target wgsl` writes (baked or buffer weights), plus its compute entry
+//! point (rows of inputs in one storage buffer, rows of outputs in another), so what the
+//! GPU evaluates is exactly the exported shader.
 
 use crate::context::{GpuContext, GpuError};
 use nshade_core::model::Model;
@@ -67,13 +67,18 @@ fn storage(binding: u32, read_only: bool) -> wgpu::BindGroupLayoutEntry {
 }
 
 impl ShaderEvaluator {
-    /// Generates the buffer-mode WGSL of `model` at `precision` and builds its pipeline.
+    /// Generates the WGSL of `model` at `precision`, weights baked, and builds its
+    /// pipeline: what `nshade eval/render --backend gpu` run. Baked, because the weights
+    /// are fixed for the evaluator's lifetime and drivers compile literals far faster
+    /// than thousands of buffer loads (seed arch #3 on lavapipe: 1.2 s against 138 s);
+    /// literals are also operands of the multiply-adds on hardware. The buffer-mode
+    /// kernel, identical otherwise, is [`ShaderEvaluator::with_weights`].
     pub fn new(
         ctx: &GpuContext,
         model: &Model,
         precision: Precision,
     ) -> Result<ShaderEvaluator, GpuError> {
-        ShaderEvaluator::with_weights(ctx, model, precision, WeightMode::Buffer)
+        ShaderEvaluator::with_weights(ctx, model, precision, WeightMode::Baked)
     }
 
     /// Like [`ShaderEvaluator::new`], with the weights baked into the shader or in the buffer.
@@ -83,6 +88,22 @@ impl ShaderEvaluator {
         precision: Precision,
         weights: WeightMode,
     ) -> Result<ShaderEvaluator, GpuError> {
+        let opts = Options {
+            weights,
+            ..kernel_options(Target::Wgsl, precision)
+        };
+        ShaderEvaluator::with_options(ctx, model, &opts)
+    }
+
+    /// The WGSL kernel of `model` generated with `opts` (weights, precision, loops; the
+    /// target, compute entry, group and bindings are those of [`kernel_options`]).
+    pub fn with_options(
+        ctx: &GpuContext,
+        model: &Model,
+        opts: &Options,
+    ) -> Result<ShaderEvaluator, GpuError> {
+        let precision = opts.precision;
+        let weights = opts.weights;
         if precision == Precision::F16 && !ctx.has(wgpu::Features::SHADER_F16) {
             return Err(GpuError::Other(format!(
                 "the adapter {} has no f16 shader support",
@@ -91,6 +112,8 @@ impl ShaderEvaluator {
         }
         let opts = Options {
             weights,
+            loops: opts.loops,
+            prefix: opts.prefix.clone(),
             ..kernel_options(Target::Wgsl, precision)
         };
         let wgsl = nshade_shader::export(model, &opts)

@@ -55,18 +55,28 @@ fn wgsl_matches_cpu() {
     let Some(ctx) = context_or_skip() else { return };
     for (name, model) in common::all() {
         let cpu = model.eval(&common::random_inputs(&model, ROWS, 11));
-        for weights in [WeightMode::Buffer, WeightMode::Baked] {
+        for (weights, loops) in [
+            (WeightMode::Buffer, false),
+            (WeightMode::Buffer, true),
+            (WeightMode::Baked, false),
+        ] {
             let opts = Options {
                 weights,
+                loops,
                 ..kernel_options(Target::Wgsl, Precision::F32)
             };
             let src = export(&model, &opts).unwrap().into_text().unwrap();
             let packed = pack_weights(&model, &opts);
             let w = (weights == WeightMode::Buffer).then_some(packed.as_slice());
             let gpu = run(&ctx, &model, Kernel::Wgsl(&src), w);
-            assert_close(&format!("{name} wgsl {weights:?}"), &gpu, &cpu, 1e-5);
+            assert_close(
+                &format!("{name} wgsl {weights:?} loops {loops}"),
+                &gpu,
+                &cpu,
+                1e-5,
+            );
         }
-        // The convenience path used by `nshade eval --backend gpu`.
+        // The path `nshade eval --backend gpu` takes (baked weights).
         let ev = ShaderEvaluator::new(&ctx, &model, Precision::F32).unwrap();
         let gpu = ev
             .eval(&ctx, &common::random_inputs(&model, ROWS, 11))
@@ -141,9 +151,14 @@ fn spirv_matches_cpu() {
     };
     for (name, model) in common::all() {
         let cpu = model.eval(&common::random_inputs(&model, ROWS, 11));
-        for weights in [WeightMode::Baked, WeightMode::Buffer] {
+        for (weights, loops) in [
+            (WeightMode::Baked, false),
+            (WeightMode::Buffer, false),
+            (WeightMode::Buffer, true),
+        ] {
             let opts = Options {
                 weights,
+                loops,
                 ..kernel_options(Target::SpirV, Precision::F32)
             };
             let Output::Binary(bytes) = export(&model, &opts).unwrap() else {
@@ -156,7 +171,12 @@ fn spirv_matches_cpu() {
             let packed = pack_weights(&model, &opts);
             let w = (weights == WeightMode::Buffer).then_some(packed.as_slice());
             let gpu = run(&ctx, &model, Kernel::SpirV(&words), w);
-            assert_close(&format!("{name} spirv {weights:?}"), &gpu, &cpu, 1e-5);
+            assert_close(
+                &format!("{name} spirv {weights:?} loops {loops}"),
+                &gpu,
+                &cpu,
+                1e-5,
+            );
         }
     }
 }

@@ -15,9 +15,14 @@ pub(crate) struct Body<'a> {
     pub cast: Option<String>,
     /// The name of the function's parameter (`p`).
     pub param: String,
-    /// The expression reading flat parameter `i` from the buffer (buffer mode).
-    pub buffer_read: &'a dyn Fn(usize) -> String,
+    /// The expression reading the flat parameter at index expression `i` (a number, or
+    /// an expression of the loop counter `o`) from the buffer (buffer mode).
+    pub buffer_read: &'a dyn Fn(&str) -> String,
     pub indent: &'a str,
+    /// The scalar type of locals, for arrays (`f32`, `float`, `half`, ...).
+    pub scalar: String,
+    /// WGSL spelling of arrays and loops, else the C-like one.
+    pub wgsl: bool,
 }
 
 /// Terms per line in a long multiply-add.
@@ -34,6 +39,10 @@ impl Body<'_> {
         out: &mut String,
     ) -> Vec<String> {
         let ind = self.indent;
+        // What each value is called: `v{n}`, or an element of a layer's array in loops.
+        let mut names: Vec<String> = (0..program.value_count).map(|v| format!("v{v}")).collect();
+        let loops = opts.loops && opts.weights == WeightMode::Buffer;
+        let mut skip = 0;
         let weight = |i: usize| -> Weight {
             match opts.weights {
                 WeightMode::Baked => {
@@ -44,10 +53,14 @@ impl Body<'_> {
                     };
                     Weight::Literal(v)
                 }
-                WeightMode::Buffer => Weight::Expr((self.buffer_read)(i)),
+                WeightMode::Buffer => Weight::Expr((self.buffer_read)(&i.to_string())),
             }
         };
-        for s in &program.stmts {
+        for (si, s) in program.stmts.iter().enumerate() {
+            if skip > 0 {
+                skip -= 1;
+                continue;
+            }
             match s {
                 Stmt::Input {
                     dst,
@@ -78,7 +91,7 @@ impl Body<'_> {
                     octave,
                     cos,
                 } => {
-                    let x = format!("v{src}");
+                    let x = names[*src].clone();
                     let e = if *cos {
                         syntax::frequency_cos(&x, *octave)
                     } else {
@@ -87,8 +100,58 @@ impl Body<'_> {
                     writeln!(out, "{ind}{}v{dst} = {e};", self.decl).unwrap();
                 }
                 Stmt::Triangle { dst, src, octave } => {
-                    let e = syntax::triangle(&format!("v{src}"), *octave);
+                    let e = syntax::triangle(&names[*src], *octave);
                     writeln!(out, "{ind}{}v{dst} = {e};", self.decl).unwrap();
+                }
+                Stmt::Neuron {
+                    dst,
+                    srcs,
+                    weight: w0,
+                    bias,
+                    act,
+                } if loops => {
+                    // The neurons of one layer follow each other: same inputs and
+                    // activation, weight rows `in` apart, consecutive biases.
+                    let rows = program.stmts[si..]
+                        .iter()
+                        .enumerate()
+                        .take_while(|(r, st)| {
+                            matches!(st, Stmt::Neuron { srcs: s2, weight: w2, bias: b2, act: a2, .. }
+                                if s2 == srcs && a2 == act && *w2 == w0 + r * srcs.len() && *b2 == bias + r)
+                        })
+                        .count();
+                    let n_in = srcs.len();
+                    let arr = format!("a{dst}");
+                    let (decl_arr, head) = if self.wgsl {
+                        (
+                            format!("var {arr}: array<{}, {rows}>;", self.scalar),
+                            format!("for (var o = 0u; o < {rows}u; o++) {{"),
+                        )
+                    } else {
+                        (
+                            format!("{} {arr}[{rows}];", self.scalar),
+                            format!("for (int o = 0; o < {rows}; o++) {{"),
+                        )
+                    };
+                    writeln!(out, "{ind}{decl_arr}\n{ind}{head}").unwrap();
+                    write!(out, "{ind}    {}z =", self.decl).unwrap();
+                    for (k, src) in srcs.iter().enumerate() {
+                        if k > 0 && k % TERMS_PER_LINE == 0 {
+                            write!(out, "\n{ind}        ").unwrap();
+                        }
+                        let plus = if k == 0 { "" } else { " +" };
+                        let idx = format!("o * {n_in} + {}", w0 + k);
+                        write!(out, "{plus} {} * {}", (self.buffer_read)(&idx), names[*src])
+                            .unwrap();
+                    }
+                    let b = (self.buffer_read)(&format!("o + {bias}"));
+                    writeln!(out, " + {b};").unwrap();
+                    let y = syntax::activation(self.syntax, act, "z");
+                    writeln!(out, "{ind}    {arr}[o] = {y};\n{ind}}}").unwrap();
+                    for r in 0..rows {
+                        names[dst + r] = format!("{arr}[{r}]");
+                    }
+                    skip = rows - 1;
                 }
                 Stmt::Neuron {
                     dst,
@@ -110,11 +173,11 @@ impl Body<'_> {
                         }
                         let term = match weight(w0 + k) {
                             Weight::Literal(v) if k == 0 => {
-                                format!(" {} * v{src}", float_literal(v))
+                                format!(" {} * {}", float_literal(v), names[*src])
                             }
-                            Weight::Literal(v) => signed_term(v, Some(&format!("v{src}"))),
-                            Weight::Expr(e) if k == 0 => format!(" {e} * v{src}"),
-                            Weight::Expr(e) => format!(" + {e} * v{src}"),
+                            Weight::Literal(v) => signed_term(v, Some(&names[*src])),
+                            Weight::Expr(e) if k == 0 => format!(" {e} * {}", names[*src]),
+                            Weight::Expr(e) => format!(" + {e} * {}", names[*src]),
                         };
                         out.push_str(&term);
                     }
@@ -130,7 +193,7 @@ impl Body<'_> {
                 }
             }
         }
-        program.outputs.iter().map(|v| format!("v{v}")).collect()
+        program.outputs.iter().map(|v| names[*v].clone()).collect()
     }
 }
 

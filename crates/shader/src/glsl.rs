@@ -104,12 +104,10 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
         s.push_str(&buffer_decl);
         s.push('\n');
     }
-    let read = |i: usize| {
-        if es {
-            format!("{p}params.w[{}].{}", i / 4, ["x", "y", "z", "w"][i % 4])
-        } else {
-            format!("{p}params.w[{i}]")
-        }
+    let read = |i: &str| match i.parse::<usize>() {
+        Ok(i) if es => format!("{p}params.w[{}].{}", i / 4, ["x", "y", "z", "w"][i % 4]),
+        Err(_) if es => format!("{p}params.w[({i}) / 4][({i}) % 4]"),
+        _ => format!("{p}params.w[{i}]"),
     };
     let body = Body {
         syntax: &CSyntax,
@@ -118,6 +116,8 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
         param: "p".into(),
         buffer_read: &read,
         indent: "    ",
+        scalar: "float".into(),
+        wgsl: false,
     };
     writeln!(s, "{signature} {{").unwrap();
     let outs = body.write(model, program, opts, &mut s);

@@ -83,7 +83,7 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
         s.push_str(&buffer_decl);
         s.push('\n');
     }
-    let read = |i: usize| format!("{p}params[{i}]");
+    let read = |i: &str| format!("{p}params[{i}]");
     let body = Body {
         syntax: &CSyntax,
         decl: format!("{scalar} "),
@@ -91,6 +91,8 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
         param: "p".into(),
         buffer_read: &read,
         indent: "    ",
+        scalar: scalar.into(),
+        wgsl: false,
     };
     writeln!(s, "{signature} {{").unwrap();
     let outs = body.write(model, program, opts, &mut s);

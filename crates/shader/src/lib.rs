@@ -137,6 +137,10 @@ pub struct Options {
     pub fragment: bool,
     /// Also emit the compute entry point `{prefix}main` (WGSL only; always in SPIR-V).
     pub compute: bool,
+    /// Buffer mode: one loop per `mlp` layer instead of straight-line code. The code
+    /// grows with the layer widths instead of the parameter count and compiles much
+    /// faster for large networks; straight-line code keeps every value in a register.
+    pub loops: bool,
     /// Descriptor set / bind group of every resource.
     pub group: u32,
     /// Binding of the parameter buffer; the view uniform is `binding + 1`, the compute
@@ -153,6 +157,7 @@ impl Options {
             prefix: "nshade_".into(),
             fragment: false,
             compute: false,
+            loops: false,
             group: 0,
             binding: 0,
         }
@@ -264,6 +269,12 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
     }
     if t == Target::ShaderToy && opts.weights == WeightMode::Buffer {
         return unsupported("buffer weights (a ShaderToy tab has no buffers; use --weights baked)");
+    }
+    if opts.loops && opts.weights != WeightMode::Buffer {
+        return Err(Error::Option(
+            "loops need buffer weights (baked weights are literals, which a loop cannot index)"
+                .into(),
+        ));
     }
     if opts.compute && !matches!(t, Target::Wgsl | Target::SpirV) {
         return unsupported("the compute entry point (only wgsl and spirv have one)");

@@ -132,7 +132,7 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
         )
         .unwrap();
     }
-    let read = |i: usize| format!("{p}params[{i}]");
+    let read = |i: &str| format!("{p}params[{i}]");
     let body = Body {
         syntax: &WgslSyntax,
         decl: "let ".into(),
@@ -140,6 +140,8 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
         param: "p".into(),
         buffer_read: &read,
         indent: "    ",
+        scalar: if f16 { "f16" } else { "f32" }.into(),
+        wgsl: true,
     };
     writeln!(s, "{signature} {{").unwrap();
     let outs = body.write(model, program, opts, &mut s);

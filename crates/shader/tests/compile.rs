@@ -44,6 +44,8 @@ fn variants(model: &Model, target: Target) -> Vec<Options> {
                         0
                     },
                     compute: target == Target::Wgsl && !fragment,
+                    // Buffer weights: loops without the fragment entry, straight-line with it.
+                    loops: weights == WeightMode::Buffer && !fragment,
                     ..Options::new(target)
                 });
             }

@@ -45,6 +45,7 @@ fn slang_compiles_with_the_slang_compiler() {
                         weights,
                         precision,
                         fragment,
+                        loops: weights == WeightMode::Buffer && !fragment,
                         ..Options::new(Target::Slang)
                     };
                     let src = export(&model, &opts).unwrap().into_text().unwrap();
