@@ -3,7 +3,8 @@
 //!
 //! Lowering unrolls everything: the networks are small (thousands of multiply-adds), and
 //! straight-line code keeps every activation in a register on every GPU and needs no
-//! arrays, which differ most between the shading languages.
+//! arrays, which differ most between the shading languages. (With `Options::loops`, the
+//! body writer folds the consecutive `Neuron`s of a layer back into one loop.)
 
 use nshade_core::Activation;
 use nshade_core::model::Model;
