@@ -3,7 +3,8 @@
 //!
 //! Lowering unrolls everything: the networks are small (thousands of multiply-adds), and
 //! straight-line code keeps every activation in a register on every GPU and needs no
-//! arrays, which differ most between the shading languages.
+//! arrays, which differ most between the shading languages. (With `Options::loops`, the
+//! body writer folds the consecutive `Neuron`s of a layer back into one loop.)
 
 use nshade_core::Activation;
 use nshade_core::model::Model;
@@ -173,5 +174,111 @@ impl Program {
             }
         }
         acts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nshade_core::model::InputSpec;
+    use nshade_core::{Arch, Network};
+
+    /// Evaluates the program directly (f32, the statements' maths as documented), the
+    /// reference the writers' spellings are checked against on the GPU.
+    fn interpret(p: &Program, params: &[f32], x: &[f32], spec: &InputSpec) -> Vec<f32> {
+        let mut v = vec![0.0f32; p.value_count];
+        for s in &p.stmts {
+            match s {
+                Stmt::Input {
+                    dst,
+                    index,
+                    scale,
+                    offset,
+                    mapped,
+                } => {
+                    v[*dst] = if *mapped {
+                        x[*index] * scale + offset
+                    } else {
+                        x[*index]
+                    };
+                    assert_eq!(*scale, spec.scale[*index]);
+                }
+                Stmt::Frequency {
+                    dst,
+                    src,
+                    octave,
+                    cos,
+                } => {
+                    let a = v[*src] * crate::syntax::frequency_scale(*octave);
+                    v[*dst] = if *cos { a.cos() } else { a.sin() };
+                }
+                Stmt::Triangle { dst, src, octave } => {
+                    let u = v[*src] * crate::syntax::triangle_scale(*octave);
+                    v[*dst] = 4.0 * (u - (u + 0.5).floor()).abs() - 1.0;
+                }
+                Stmt::Neuron {
+                    dst,
+                    srcs,
+                    weight,
+                    bias,
+                    act,
+                } => {
+                    let z = srcs
+                        .iter()
+                        .enumerate()
+                        .map(|(k, s)| params[weight + k] * v[*s])
+                        .sum::<f32>()
+                        + params[*bias];
+                    v[*dst] = act.apply(z);
+                }
+            }
+        }
+        p.outputs.iter().map(|o| v[*o]).collect()
+    }
+
+    #[test]
+    fn lowering_matches_the_cpu_network() {
+        for (arch, i, o) in [
+            ("freq(3) | mlp(8x2, leaky_relu, sigmoid)", 2, 3),
+            ("cat(identity, tri(3), freq(1)) | mlp(6x1, tanh, exp)", 3, 3),
+            (
+                "cat(freq(2), identity | mlp(4x1, sine(2), none)) | mlp(6x1, swish, softplus)",
+                3,
+                2,
+            ),
+            (
+                "tri(2) | mlp(4x1, softplus, relu) | mlp(3x1, leaky_relu(0.2), none)",
+                1,
+                4,
+            ),
+        ] {
+            let net = Network::build(&Arch::parse(arch).unwrap(), i, o).unwrap();
+            let params: Vec<f32> = net
+                .init_params(3)
+                .iter()
+                .enumerate()
+                .map(|(k, p)| p + 0.01 * (k % 7) as f32)
+                .collect();
+            let mut spec = InputSpec::xyt();
+            spec.names.truncate(i);
+            spec.domain.truncate(i);
+            spec.scale = (0..i).map(|k| 0.5 + k as f32).collect();
+            spec.offset = (0..i).map(|k| 0.25 * k as f32).collect();
+            let model = Model::new(net, params.clone(), spec.clone());
+            let p = Program::lower(&model);
+            for row in 0..20 {
+                let x: Vec<f32> = (0..i)
+                    .map(|k| (row * 7 + k * 3) as f32 / 23.0 - 0.4)
+                    .collect();
+                let want = model.eval(&x);
+                let got = interpret(&p, &params, &x, &spec);
+                for (a, b) in got.iter().zip(&want) {
+                    assert!(
+                        (a - b).abs() <= 1e-5 * b.abs().max(1.0),
+                        "{arch}: {got:?} vs {want:?}"
+                    );
+                }
+            }
+        }
     }
 }

@@ -78,14 +78,19 @@ pub fn activation(s: &dyn Syntax, act: &Activation, z: &str) -> String {
     }
 }
 
-/// f'(z) given z and y = f(z) (both identifiers or parenthesised expressions).
-pub fn activation_derivative(s: &dyn Syntax, act: &Activation, z: &str, y: &str) -> String {
+/// f'(z) given z and y = f(z) (both identifiers or parenthesised expressions); the same
+/// text in every target language.
+pub fn activation_derivative(act: &Activation, z: &str, y: &str) -> String {
     let (z, y) = (paren(z), paren(y));
     match *act {
+        // `1.0 - step(z, 0.0)` is exactly 1 where z > 0, else 0, and has z's type (a
+        // select of two literals would be an f32 in WGSL even when z is f16). The leaky
+        // form `r + (1 − r)·slope` is exact for r ∈ {0, 1}.
         Activation::None => "1.0".into(),
-        Activation::Relu => s.select(&format!("{z} > 0.0"), "1.0", "0.0"),
+        Activation::Relu => format!("(1.0 - step({z}, 0.0))"),
         Activation::LeakyRelu { slope } => {
-            s.select(&format!("{z} > 0.0"), "1.0", &float_literal(slope))
+            let r = format!("(1.0 - step({z}, 0.0))");
+            format!("({r} + (1.0 - {r}) * {})", float_literal(slope))
         }
         Activation::Sigmoid => format!("({y} * (1.0 - {y}))"),
         Activation::Tanh => format!("(1.0 - {y} * {y})"),

@@ -43,9 +43,10 @@ pub fn activation(act: &Activation, z: &str) -> String {
 
 /// f'(z) as a WGSL expression, given the pre-activation `z` and the output `y = f(z)`
 /// (formulas as in `nshade_core::activation`: sigmoid `y(1−y)`, tanh `1−y²`, exp `y`,
-/// relu `z > 0 ? 1 : 0`, ...).
+/// relu `z > 0 ? 1 : 0` written `1.0 - step(z, 0.0)`, ...). Every result has the type of
+/// `z`/`y` except `none`'s, the abstract literal `1.0`.
 pub fn activation_derivative(act: &Activation, z: &str, y: &str) -> String {
-    syntax::activation_derivative(&WgslSyntax, act, z, y)
+    syntax::activation_derivative(act, z, y)
 }
 
 /// `fn {name}(z: {scalar}) -> {scalar} { return f(z); }`, `scalar` being `f32` or `f16`.
@@ -276,5 +277,45 @@ pub(crate) fn fullscreen_input_with(
         }
     } else {
         format!("{vec3}({x}, {y}, {t})")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [Activation; 10] = [
+        Activation::None,
+        Activation::Relu,
+        Activation::LeakyRelu { slope: 0.01 },
+        Activation::LeakyRelu { slope: 0.3 },
+        Activation::Sigmoid,
+        Activation::Tanh,
+        Activation::Exp,
+        Activation::Swish,
+        Activation::Sine { w0: 30.0 },
+        Activation::Softplus,
+    ];
+
+    #[test]
+    fn building_blocks_are_valid_wgsl_at_f32_and_f16() {
+        for scalar in ["f32", "f16"] {
+            let mut src = String::new();
+            if scalar == "f16" {
+                src.push_str("enable f16;\n");
+            }
+            for (k, act) in ALL.iter().enumerate() {
+                src.push_str(&activation_fn(act, &format!("act{k}"), scalar));
+                src.push_str(&activation_derivative_fn(act, &format!("dact{k}"), scalar));
+            }
+            src.push_str(&format!(
+                "fn enc(x: {scalar}) -> {scalar} {{\n    return {} + {} + {} + {};\n}}\n",
+                frequency_sin("x", 3),
+                frequency_cos("x", 0),
+                triangle("x", 2),
+                triangle_derivative("x", 1)
+            ));
+            crate::validate_wgsl(&src).unwrap_or_else(|e| panic!("{scalar}: {e}\n{src}"));
+        }
     }
 }

@@ -29,6 +29,16 @@ fn variants(model_can_fragment: bool) -> Vec<(String, Options)> {
                 },
             ));
         }
+        if matches!(target, Target::Wgsl | Target::GlslEs) {
+            v.push((
+                format!("{name}.loops.{ext}"),
+                Options {
+                    weights: WeightMode::Buffer,
+                    loops: true,
+                    ..Options::new(target)
+                },
+            ));
+        }
         if target.supports_f16() && target != Target::SpirV {
             v.push((
                 format!("{name}.f16.{ext}"),

@@ -49,7 +49,12 @@ pub fn model(name: &str) -> Model {
         }
         s
     } else {
-        InputSpec::uv()
+        let mut s = InputSpec::uv();
+        s.names.truncate(i);
+        s.domain.truncate(i);
+        s.scale.truncate(i);
+        s.offset.truncate(i);
+        s
     };
     Model::new(net, params, inputs)
 }
