@@ -4,6 +4,7 @@
 //! in its own file.
 
 mod bench;
+mod capture;
 mod common;
 mod eval;
 mod fit;
@@ -33,6 +34,8 @@ enum Command {
     Render(render::Args),
     /// Measure training throughput (samples/s) per architecture and batch size.
     Bench(bench::Args),
+    /// Render a WGSL or ShaderToy-style GLSL shader over a parameter range into a dataset.
+    Capture(capture::Args),
     /// Show the backends and adapters found.
     Info(info::Args),
 }
@@ -45,6 +48,7 @@ fn main() {
         Command::Render(a) => render::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Info(a) => info::run(a),
+        Command::Capture(a) => capture::run(a),
     };
     if let Err(e) = result {
         // One line: the chain of causes joined by ': '.
