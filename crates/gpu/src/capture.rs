@@ -912,6 +912,39 @@ fn read_buffer<T>(
     Ok(out)
 }
 
+/// A WGSL fragment module for timing or viewing a neural replacement with
+/// [`ShaderRenderer`]: `eval_source` must define
+/// `fn nshade_eval(xyt: vec3<f32>) -> vec3<f32>` (as `nshade export --target wgsl` does, with
+/// baked weights) and must not itself bind `@group(0) @binding(0)` or define `Params` or
+/// `fs_main`. The appended `fs_main` feeds it the dataset's inputs: x, y the pixel centre
+/// mapped to [−1, 1] (y down) and `t = (parameter − start)/(end − start)·2 − 1`, so a model
+/// trained on a capture over `range` renders the frame that capture saw at `parameter`.
+pub fn neural_fragment_wgsl(eval_source: &str, range: [f32; 2]) -> String {
+    format!(
+        "{eval_source}
+// ---- nshade capture interface (docs/capture.md) ----
+struct Params {{
+    resolution: vec2<f32>,
+    parameter: f32,
+    _pad: f32,
+}}
+
+@group(0) @binding(0) var<uniform> params: Params;
+
+@fragment
+fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {{
+    let xy = pos.xy / params.resolution * 2.0 - 1.0;
+    let start = f32({start:?});
+    let end = f32({end:?});
+    let t = (params.parameter - start) / (end - start) * 2.0 - 1.0;
+    return vec4<f32>(nshade_eval(vec3<f32>(xy, t)), 1.0);
+}}
+",
+        start = range[0],
+        end = range[1],
+    )
+}
+
 /// The rows and parameters of both splits, as the Kotlin produces them.
 #[derive(Clone, Debug, Default)]
 pub struct CapturedRows {
@@ -1406,6 +1439,37 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
         assert!(timing.wall_ms_per_frame > 0.0);
         if ctx.has(wgpu::Features::TIMESTAMP_QUERY) {
             assert!(timing.gpu_ms_median.is_some_and(|t| t >= 0.0));
+        }
+    }
+
+    #[test]
+    fn neural_wrapper_feeds_the_dataset_inputs() {
+        let Some(ctx) = context_or_skip() else { return };
+        let eval = "fn nshade_eval(xyt: vec3<f32>) -> vec3<f32> { return xyt; }\n";
+        let src = ShaderSource::new(
+            SourceKind::Wgsl,
+            "neural",
+            &neural_fragment_wgsl(eval, [0.5, 2.5]),
+        );
+        let (w, h) = (10u32, 6u32);
+        let r = ShaderRenderer::new(&ctx, &src, w, h).unwrap();
+        let pos = frame_position(false, 1, 3, [0.5, 2.5]);
+        let img = r.render_rgb(pos.parameter).unwrap();
+        for y in 0..h {
+            for x in 0..w {
+                let got = &img.data[((y * w + x) * 3) as usize..][..3];
+                let want = [
+                    (x as f32 + 0.5) / w as f32 * 2.0 - 1.0,
+                    (y as f32 + 0.5) / h as f32 * 2.0 - 1.0,
+                    pos.normalized,
+                ];
+                for c in 0..3 {
+                    assert!(
+                        (got[c] - want[c]).abs() < 1e-5,
+                        "({x},{y}) {got:?} {want:?}"
+                    );
+                }
+            }
         }
     }
 
