@@ -283,6 +283,28 @@ impl ShaderSource {
                 error_chain(e.as_inner())
             ))
         })?;
+        // Only the 64-byte uniform buffer at group 0, binding 0 is bound.
+        for (_, g) in module.global_variables.iter() {
+            let Some(rb) = &g.binding else { continue };
+            let name = g.name.as_deref().unwrap_or("a global");
+            if (rb.group, rb.binding) != (0, 0) {
+                return Err(err(format!(
+                    "{name} is bound at @group({}) @binding({}); capture binds only the Params uniform block at @group(0) @binding(0) (docs/capture.md)",
+                    rb.group, rb.binding
+                )));
+            }
+            if g.space != naga::AddressSpace::Uniform {
+                return Err(err(format!(
+                    "{name} at @group(0) @binding(0) must be the Params uniform block (var<uniform>)"
+                )));
+            }
+            let size = module.types[g.ty].inner.size(module.to_ctx());
+            if size as u64 > UNIFORM_BYTES {
+                return Err(err(format!(
+                    "{name} at @group(0) @binding(0) is {size} bytes; capture provides {UNIFORM_BYTES} (Params: resolution, parameter; docs/capture.md)"
+                )));
+            }
+        }
         let fragments: Vec<&naga::EntryPoint> = module
             .entry_points
             .iter()
@@ -1375,6 +1397,21 @@ mod tests {
         assert!(e.contains("fs_main") && e.contains("a, b"), "{e}");
         let e = compile_err(SourceKind::Wgsl, "fn helper() -> f32 { return 1.0; }\n");
         assert!(e.contains("no fragment entry point"), "{e}");
+        let e = compile_err(
+            SourceKind::Wgsl,
+            "@group(0) @binding(1) var tex: texture_2d<f32>;\n@fragment fn fs_main() -> @location(0) vec4<f32> { return textureLoad(tex, vec2<i32>(0), 0); }\n",
+        );
+        assert!(e.contains("tex is bound at @group(0) @binding(1)"), "{e}");
+        let e = compile_err(
+            SourceKind::Wgsl,
+            "struct P { a: array<vec4<f32>, 5> }\n@group(0) @binding(0) var<uniform> p: P;\n@fragment fn fs_main() -> @location(0) vec4<f32> { return p.a[4]; }\n",
+        );
+        assert!(e.contains("p at @group(0) @binding(0) is 80 bytes"), "{e}");
+        let e = compile_err(
+            SourceKind::ShaderToyGlsl,
+            "void mainImage(out vec4 c, in vec2 p) { c = texture(iChannel0, p); }\n",
+        );
+        assert!(e.contains("iChannel0"), "{e}");
         // Validation (not parse) errors also name a position.
         let e = compile_err(
             SourceKind::Wgsl,
