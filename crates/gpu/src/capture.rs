@@ -591,6 +591,14 @@ impl<'a> ShaderRenderer<'a> {
                 "size {width}x{height} exceeds the adapter's largest texture ({max})"
             )));
         }
+        let align = wgpu::COPY_BYTES_PER_ROW_ALIGNMENT;
+        let padded_row = (width * 16).div_ceil(align) * align;
+        let limit = ctx.device.limits().max_buffer_size;
+        if padded_row as u64 * height as u64 > limit {
+            return Err(CaptureError::Settings(format!(
+                "size {width}x{height}: an RGBA32F readback of it exceeds the adapter's largest buffer ({limit} bytes)"
+            )));
+        }
         let (module, entry) = source.compile()?;
         let device = &ctx.device;
         let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
@@ -675,8 +683,6 @@ impl<'a> ShaderRenderer<'a> {
             view_formats: &[],
         });
         let view = texture.create_view(&wgpu::TextureViewDescriptor::default());
-        let align = wgpu::COPY_BYTES_PER_ROW_ALIGNMENT;
-        let padded_row = (width * 16).div_ceil(align) * align;
         let readback = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("nshade capture readback"),
             size: padded_row as u64 * height as u64,
