@@ -4,6 +4,7 @@
 //! in its own file.
 
 mod bench;
+mod capture;
 mod common;
 mod eval;
 mod export;
@@ -39,6 +40,8 @@ enum Command {
     Bench(bench::Args),
     /// Write the inference shader of a trained model (WGSL, GLSL, HLSL, Slang, MSL, SPIR-V, ShaderToy).
     Export(export::Args),
+    /// Render a WGSL or ShaderToy-style GLSL shader over a parameter range into a dataset.
+    Capture(capture::Args),
     /// Show the backends and adapters found.
     Info(info::Args),
 }
@@ -53,6 +56,7 @@ fn main() {
         Command::Bench(a) => bench::run(a),
         Command::Info(a) => info::run(a),
         Command::Export(a) => export::run(a),
+        Command::Capture(a) => capture::run(a),
     };
     if let Err(e) = result {
         // One line: the chain of causes joined by ': '.

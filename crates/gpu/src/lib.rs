@@ -1,2 +1,3 @@
+pub mod capture;
 pub mod context;
 pub mod infer;

@@ -1,0 +1,149 @@
+//! `nshade capture`: render a WGSL or ShaderToy-style GLSL fragment shader over a parameter
+//! range into a seed-002 dataset (see docs/capture.md).
+
+use crate::common;
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use nshade_gpu::capture::{self, CaptureError, CaptureSettings, ShaderSource};
+use nshade_gpu::context::GpuContext;
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The fragment shader: .wgsl (fs_main + Params block) or .glsl/.frag (ShaderToy mainImage).
+    pub shader: PathBuf,
+    /// The dataset directory to create (must be new or empty).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Render target size, WxH.
+    #[arg(long, value_parser = common::parse_size, default_value = "320x180")]
+    pub size: (usize, usize),
+    /// The parameter range A..B the shader sees (WGSL params.parameter, ShaderToy iTime).
+    #[arg(long, value_parser = parse_range, default_value = "-1..1", allow_hyphen_values = true)]
+    pub param_range: (f32, f32),
+    /// Training frames, at frame/(count-1) of the range.
+    #[arg(long, default_value_t = 48, value_parser = clap::value_parser!(u32).range(2..=512))]
+    pub train_frames: u32,
+    /// Validation frames, at (frame+0.381966)/count of the range.
+    #[arg(long, default_value_t = 13, value_parser = clap::value_parser!(u32).range(2..=128))]
+    pub validation_frames: u32,
+    /// Random pixels sampled per frame.
+    #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub pixels_per_frame: u32,
+    /// Seed of the java.util.Random that picks the pixels (same seed, same pixels as the seed's Kotlin).
+    #[arg(long, default_value_t = 4090, allow_hyphen_values = true)]
+    pub seed: i64,
+}
+
+/// Parses `A..B` (either may be negative): finite, A < B.
+pub fn parse_range(s: &str) -> Result<(f32, f32), String> {
+    let (a, b) = s
+        .split_once("..")
+        .ok_or_else(|| format!("invalid range '{s}': expected A..B, e.g. -1..1"))?;
+    let a: f32 = a
+        .trim()
+        .parse()
+        .map_err(|_| format!("invalid range start in '{s}'"))?;
+    let b: f32 = b
+        .trim()
+        .parse()
+        .map_err(|_| format!("invalid range end in '{s}'"))?;
+    if !a.is_finite() || !b.is_finite() {
+        return Err(format!("range '{s}' must be finite"));
+    }
+    if a >= b {
+        return Err(format!("range '{s}': the start must be below the end"));
+    }
+    Ok((a, b))
+}
+
+pub fn run(args: Args) -> Result<()> {
+    common::install_cancel_handler();
+    let settings = CaptureSettings {
+        width: args.size.0 as u32,
+        height: args.size.1 as u32,
+        parameter_range: [args.param_range.0, args.param_range.1],
+        training_frames: args.train_frames,
+        validation_frames: args.validation_frames,
+        pixels_per_frame: args.pixels_per_frame,
+        seed: args.seed,
+        ..CaptureSettings::default()
+    };
+    settings.validate()?;
+    capture::check_new_dir(&args.out).context("--out")?;
+    let source = ShaderSource::from_file(&args.shader)?;
+    // Compile before opening the device, so a broken shader fails fast and without a GPU.
+    source.compile()?;
+    let ctx = GpuContext::new()?;
+    let frames = (settings.training_frames + settings.validation_frames) as u64;
+    let bar = ProgressBar::new(frames);
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>14.bold} [{bar:30}] {pos}/{len} frames  {msg}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    bar.set_prefix("capture");
+    let trained = settings.training_frames;
+    let start = Instant::now();
+    let result = capture::capture(
+        &ctx,
+        &source,
+        &settings,
+        &args.out,
+        &mut |split, frame, _count| {
+            if common::cancelled() {
+                return Err(CaptureError::Settings(
+                    "interrupted; no dataset was written".into(),
+                ));
+            }
+            bar.set_message(format!("{split} {frame}"));
+            let done = if split == "train" {
+                frame
+            } else {
+                trained + frame
+            };
+            bar.set_position(done as u64);
+            Ok(())
+        },
+    );
+    bar.finish_and_clear();
+    let summary = result?;
+    println!("{}", args.out.display());
+    println!(
+        "captured {} ({}, sha256 {}) at {}x{} over {}..{}: {} training rows ({} frames), {} validation rows ({} frames), seed {}, {:.1} s on {}",
+        args.shader.display(),
+        summary.source_kind.manifest_name(),
+        &summary.digest[..12],
+        settings.width,
+        settings.height,
+        settings.parameter_range[0],
+        settings.parameter_range[1],
+        summary.train_rows,
+        settings.training_frames,
+        summary.validation_rows,
+        settings.validation_frames,
+        settings.seed,
+        start.elapsed().as_secs_f64(),
+        ctx.summary.name,
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges() {
+        assert_eq!(parse_range("-1..1"), Ok((-1.0, 1.0)));
+        assert_eq!(parse_range("0.5..2.25"), Ok((0.5, 2.25)));
+        assert_eq!(parse_range("-3..-0.5"), Ok((-3.0, -0.5)));
+        assert!(parse_range("1..1").is_err());
+        assert!(parse_range("2..1").is_err());
+        assert!(parse_range("nan..1").is_err());
+        assert!(parse_range("-inf..1").is_err());
+        assert!(parse_range("1").is_err());
+        assert!(parse_range("a..b").is_err());
+    }
+}
