@@ -6,6 +6,7 @@
 mod bench;
 mod capture;
 mod common;
+mod distill;
 mod eval;
 mod export;
 mod fit;
@@ -42,6 +43,8 @@ enum Command {
     Export(export::Args),
     /// Render a WGSL or ShaderToy-style GLSL shader over a parameter range into a dataset.
     Capture(capture::Args),
+    /// Capture, train, export and report on a shader in one command.
+    Distill(distill::Args),
     /// Show the backends and adapters found.
     Info(info::Args),
 }
@@ -55,6 +58,7 @@ fn main() {
         Command::Train(a) => train::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Info(a) => info::run(a),
+        Command::Distill(a) => distill::run(a),
         Command::Export(a) => export::run(a),
         Command::Capture(a) => capture::run(a),
     };

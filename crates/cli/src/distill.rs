@@ -1,0 +1,231 @@
+//! `nshade distill SHADER`: capture → train → export → report, in one command. The report
+//! says how well the neural shader matches the original on held-out parameter slices, shows
+//! original vs neural vs amplified error at a few parameter values, and compares the GPU
+//! cost of rendering the original shader with the generated neural one.
+
+use crate::common::{self, BackendChoice, OutDir};
+use crate::{capture, train};
+use anyhow::{Context, Result};
+use nshade_core::metrics;
+use nshade_core::model::Model;
+use nshade_core::texture::{self, Texture};
+use nshade_gpu::capture::{ShaderRenderer, ShaderSource, SourceKind, neural_fragment_wgsl};
+use nshade_gpu::context::GpuContext;
+use nshade_shader::{Options, Target, export};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The fragment shader: .wgsl (fs_main + Params block) or .glsl/.frag (ShaderToy mainImage).
+    pub shader: PathBuf,
+    /// Output directory (must be new or empty; default: a fresh nshade-out/run-NNN).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Capture size, WxH.
+    #[arg(long, default_value = "320x180")]
+    pub size: String,
+    /// The parameter range A..B the shader sees.
+    #[arg(long, default_value = "-1..1", allow_hyphen_values = true)]
+    pub param_range: String,
+    #[arg(long, default_value_t = 48)]
+    pub train_frames: u32,
+    #[arg(long, default_value_t = 13)]
+    pub validation_frames: u32,
+    #[arg(long, default_value_t = 2048)]
+    pub pixels_per_frame: u32,
+    /// Training steps.
+    #[arg(long, default_value_t = 12000)]
+    pub steps: u32,
+    /// Architecture (default: train's default for (x, y, t) data).
+    #[arg(long, value_name = "SPEC")]
+    pub arch: Option<String>,
+    #[arg(long, default_value_t = 4096)]
+    pub batch: usize,
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    pub backend: BackendChoice,
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Parameter values shown as images in the report (default: 3 validation slices).
+    #[arg(long = "show", value_name = "PARAM", allow_hyphen_values = true)]
+    pub show: Vec<f32>,
+}
+
+/// Shader targets written next to the model.
+const TARGETS: &[(Target, &str)] = &[
+    (Target::Wgsl, "neural.wgsl"),
+    (Target::Glsl, "neural.glsl"),
+    (Target::Hlsl, "neural.hlsl"),
+    (Target::Slang, "neural.slang"),
+];
+
+pub fn run(args: Args) -> Result<()> {
+    let shader_text = std::fs::read_to_string(&args.shader)
+        .with_context(|| format!("reading {}", args.shader.display()))?;
+    let source = ShaderSource::from_file(&args.shader)?;
+    source.compile()?;
+    let (w, h) = common::parse_size(&args.size).map_err(anyhow::Error::msg)?;
+    let range = capture::parse_range(&args.param_range).map_err(anyhow::Error::msg)?;
+    let out = OutDir::create(args.out.as_deref(), Path::new("nshade-out"))?;
+    let dataset = out.path().join("dataset");
+    let model_dir = out.path().join("model");
+
+    capture::run(capture::Args {
+        shader: args.shader.clone(),
+        out: dataset.clone(),
+        size: (w, h),
+        param_range: range,
+        train_frames: args.train_frames,
+        validation_frames: args.validation_frames,
+        pixels_per_frame: args.pixels_per_frame,
+        seed: 4090,
+    })?;
+    train::run(train::Args {
+        dataset: dataset.clone(),
+        out: model_dir.clone(),
+        steps: args.steps,
+        arch: args.arch.clone(),
+        batch: args.batch,
+        lr: 0.005,
+        lr_warmup: 0,
+        lr_decay: None,
+        loss: "l2".into(),
+        seed: 1337,
+        backend: args.backend,
+        threads: args.threads,
+    })?;
+    common::check_cancelled()?;
+    let model = Model::load(&model_dir)?;
+
+    // Export: every text target, baked weights, plus the full-screen WGSL used for timing.
+    let mut wgsl = String::new();
+    for (target, name) in TARGETS {
+        let text = export(&model, &Options::new(*target))?
+            .into_text()
+            .expect("text target");
+        if *target == Target::Wgsl {
+            wgsl = text.clone();
+        }
+        std::fs::write(model_dir.join(name), text).with_context(|| format!("writing {name}"))?;
+    }
+
+    // Report: images at a few parameter values, and render cost of original vs neural.
+    let ctx = GpuContext::new()?;
+    let original = ShaderRenderer::new(&ctx, &source, w as u32, h as u32)?;
+    let neural_src = ShaderSource::new(
+        SourceKind::Wgsl,
+        "neural.wgsl",
+        &neural_fragment_wgsl(&wgsl, [range.0, range.1]),
+    );
+    let neural = ShaderRenderer::new(&ctx, &neural_src, w as u32, h as u32)?;
+    let metrics_json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(model_dir.join("metrics.json"))?)?;
+    let shows: Vec<f32> = if args.show.is_empty() {
+        let slices = metrics_json["validation"]["slices"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let n = slices.len();
+        [0, n / 2, n.saturating_sub(1)]
+            .iter()
+            .filter_map(|&i| slices.get(i)?["parameter"].as_f64().map(|p| p as f32))
+            .collect()
+    } else {
+        args.show.clone()
+    };
+    let mut frames = Vec::new();
+    for (k, &param) in shows.iter().enumerate() {
+        let orig = original.render_rgb(param)?;
+        let t = (param - range.0) / (range.1 - range.0) * 2.0 - 1.0;
+        let xyt: Vec<f32> = Texture::pixel_centres(w, h)
+            .chunks_exact(2)
+            .flat_map(|p| [p[0] * 2.0 - 1.0, p[1] * 2.0 - 1.0, t])
+            .collect();
+        let cpu_neural = model.eval(&xyt);
+        let gpu_neural = neural.render_rgb(param)?;
+        let names = [
+            format!("original_{k}.png"),
+            format!("neural_{k}.png"),
+            format!("error_{k}.png"),
+        ];
+        texture::write_image(w, h, &orig.data, &out.path().join(&names[0]))?;
+        texture::write_image(w, h, &gpu_neural.data, &out.path().join(&names[1]))?;
+        texture::write_image(
+            w,
+            h,
+            &metrics::error_image(&gpu_neural.data, &orig.data),
+            &out.path().join(&names[2]),
+        )?;
+        frames.push(json!({
+            "parameter": param, "t": t,
+            "psnr": metrics::psnr(&gpu_neural.data, &orig.data),
+            "gpu_vs_cpu_max_abs_diff": gpu_neural.data.iter().zip(&cpu_neural).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max),
+            "original": names[0], "neural": names[1], "error": names[2],
+        }));
+    }
+    let mid = (range.0 + range.1) * 0.5;
+    let t_orig = original.time_frames(mid, 50)?;
+    let t_neural = neural.time_frames(mid, 50)?;
+    let report = json!({
+        "shader": args.shader.display().to_string(),
+        "source_sha256": source.digest(),
+        "size": [w, h],
+        "parameter_range": [range.0, range.1],
+        "arch": model.network.arch.to_string(),
+        "params": model.network.param_count,
+        "validation": metrics_json["validation"],
+        "training": {"steps": metrics_json["steps"], "seconds": metrics_json["seconds"], "backend": metrics_json["backend"]},
+        "frames": frames,
+        "render_cost": {
+            "adapter": ctx.summary.name,
+            "frames_timed": t_orig.frames,
+            "original_gpu_ms": t_orig.gpu_ms_median, "neural_gpu_ms": t_neural.gpu_ms_median,
+            "original_wall_ms": t_orig.wall_ms_per_frame, "neural_wall_ms": t_neural.wall_ms_per_frame,
+        },
+        "exports": TARGETS.iter().map(|(_, n)| format!("model/{n}")).collect::<Vec<_>>(),
+    });
+    std::fs::write(
+        out.path().join("report.json"),
+        serde_json::to_string_pretty(&report)? + "\n",
+    )
+    .context("writing report.json")?;
+    let _ = shader_text;
+    let path = out.commit()?;
+
+    let ms = |v: Option<f64>, wall: f64| {
+        v.map_or(
+            format!("{wall:.3} ms (wall clock; no timestamp queries)"),
+            |g| format!("{g:.3} ms"),
+        )
+    };
+    println!(
+        "distilled {} into {}",
+        args.shader.display(),
+        path.display()
+    );
+    println!(
+        "  validation PSNR {:.2} dB over {} slices (min {:.2} dB)",
+        report["validation"]["psnr"].as_f64().unwrap_or(f64::NAN),
+        report["validation"]["slices"]
+            .as_array()
+            .map_or(0, |s| s.len()),
+        report["validation"]["slices"]
+            .as_array()
+            .map_or(f64::NAN, |s| s
+                .iter()
+                .filter_map(|x| x["psnr"].as_f64())
+                .fold(f64::INFINITY, f64::min))
+    );
+    println!(
+        "  render cost at {w}x{h} on {}: original {}, neural {}",
+        ctx.summary.name,
+        ms(t_orig.gpu_ms_median, t_orig.wall_ms_per_frame),
+        ms(t_neural.gpu_ms_median, t_neural.wall_ms_per_frame)
+    );
+    println!(
+        "  shaders: {}/model/neural.{{wgsl,glsl,hlsl,slang}}; report: {}/report.json",
+        path.display(),
+        path.display()
+    );
+    Ok(())
+}
