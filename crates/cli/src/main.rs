@@ -50,6 +50,7 @@ enum Command {
 }
 
 fn main() {
+    common::ensure_runtime_dir();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Fit(a) => fit::run(a),
