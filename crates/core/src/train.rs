@@ -71,6 +71,10 @@ pub trait Trainer: Send {
 pub trait Backend {
     /// `cpu`, or the adapter's name for the GPU.
     fn name(&self) -> String;
+    /// The numeric path training takes: `f32`, `f16` or `coop` (cooperative matrices).
+    fn path(&self) -> String {
+        "f32".into()
+    }
     /// Starts training `net` from `params` on `data`.
     fn start(
         &self,

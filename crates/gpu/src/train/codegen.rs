@@ -1,0 +1,829 @@
+//! Generates the WGSL of one training step for a resolved network.
+//!
+//! **Step kernel** (`nsh_step`): `groups` workgroups of `threads` invocations. Each
+//! workgroup handles `chunks` chunks of `samples` consecutive samples; per chunk it draws
+//! the samples (the same hash as `TrainingData::fill`), runs forward, the loss gradient
+//! and backward with every intermediate tensor in workgroup memory, and adds the chunk's
+//! weight gradients into per-invocation register accumulators. Each parameter's
+//! accumulator belongs to exactly one invocation, so a workgroup's partial sum is written
+//! once at the end (`partial[group · P + p]`), with no atomics. The loss of the
+//! workgroup's samples is reduced in a fixed order into `loss_partial[group]`.
+//!
+//! **Adam kernel** (`nsh_adam`): one invocation per parameter adds the partial sums in
+//! group order (fixed, so the result is bit-reproducible), then applies Adam to the fp32
+//! master weights; one extra workgroup reduces the loss partials into the step's slot.
+//!
+//! Workgroup-memory layout: a tensor of width D occupies D rows of `R = samples + 1`
+//! floats (value j of sample s at `(base + j)·R + s`); the odd stride keeps the
+//! column-wise reads of the weight-gradient loops free of bank conflicts. GEMM-like loops
+//! compute small register tiles (up to 4×4) with strided assignment so that neighbouring
+//! invocations read neighbouring words.
+
+use super::wgsl::{self, lit};
+use nshade_core::Activation;
+use nshade_core::loss::Loss;
+use nshade_core::module::{Layer, Linear, Module};
+use nshade_core::network::Network;
+use std::fmt::Write;
+
+/// Where samples come from, as the kernel sees it.
+#[derive(Clone, Copy, Debug)]
+pub enum DataKind {
+    Texture {
+        width: u32,
+        height: u32,
+    },
+    Rows {
+        rows: u32,
+        in_dims: u32,
+        out_dims: u32,
+    },
+}
+
+/// The shape of the launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Launch {
+    /// Samples per chunk (a power of two).
+    pub samples: u32,
+    /// Invocations per workgroup.
+    pub threads: u32,
+    /// Workgroups per step.
+    pub groups: u32,
+    /// Chunks per workgroup.
+    pub chunks: u32,
+}
+
+/// Invocations per workgroup of the Adam kernel.
+pub const ADAM_THREADS: u32 = 256;
+
+/// A tensor in workgroup memory: rows `base..base + width`.
+#[derive(Clone, Copy, Debug)]
+struct View {
+    base: usize,
+    width: usize,
+}
+
+impl View {
+    fn sub(self, col: usize, width: usize) -> View {
+        View {
+            base: self.base + col,
+            width,
+        }
+    }
+}
+
+/// The forward pass of a module, kept for its backward pass.
+enum Fwd<'a> {
+    Leaf {
+        m: &'a Module,
+        x: View,
+        y: View,
+    },
+    Mlp {
+        layers: Vec<LayerFwd<'a>>,
+    },
+    Chain(Vec<Fwd<'a>>),
+    Cat {
+        x: View,
+        y: View,
+        children: Vec<Fwd<'a>>,
+    },
+}
+
+struct LayerFwd<'a> {
+    l: &'a Linear,
+    x: View,
+    z: Option<View>,
+    a: View,
+}
+
+fn has_params(m: &Module) -> bool {
+    match m {
+        Module::Mlp(_) => true,
+        Module::Chain(c) => c.stages.iter().any(has_params),
+        Module::Cat(c) => c.children.iter().any(has_params),
+        _ => false,
+    }
+}
+
+fn largest_tile(n: usize, max: usize) -> usize {
+    [4, 2, 1]
+        .into_iter()
+        .find(|&t| t <= max && n.is_multiple_of(t))
+        .unwrap_or(1)
+}
+
+struct Gen {
+    s: usize,
+    r: usize,
+    wg: usize,
+    rows: usize,
+    body: String,
+    accs: usize,
+    writeback: String,
+}
+
+impl Gen {
+    fn alloc(&mut self, width: usize) -> View {
+        let v = View {
+            base: self.rows,
+            width,
+        };
+        self.rows += width;
+        v
+    }
+
+    /// `sh[...]` of value `j` (expression) of sample `s` (expression) in `v`.
+    fn at(&self, v: View, j: &str, s: &str) -> String {
+        format!("sh[({}u + {j}) * R + {s}]", v.base)
+    }
+
+    /// A loop over `n` items spread over the workgroup, then a barrier.
+    fn items(&mut self, n: usize, body: &str) {
+        let _ = writeln!(
+            self.body,
+            "    for (var e = lid; e < {n}u; e += WG) {{\n{body}    }}\n    workgroupBarrier();"
+        );
+    }
+
+    /// Per element (j < width, s < S): `dst[j][s] = f(src[j][s])` given as `expr(x)`.
+    fn map(&mut self, src: View, dst: View, f: impl Fn(&str) -> String, add: bool) {
+        let n = src.width * self.s;
+        let op = if add { "+=" } else { "=" };
+        let body = format!(
+            "        let j = e / S; let s = e % S;\n        let x = {};\n        {} {op} {};\n",
+            self.at(src, "j", "s"),
+            self.at(dst, "j", "s"),
+            f("x")
+        );
+        self.items(n, &body);
+    }
+
+    fn forward<'a>(&mut self, m: &'a Module, x: View, out: Option<View>) -> Fwd<'a> {
+        match m {
+            Module::Identity(_) => {
+                let y = match out {
+                    Some(o) => {
+                        self.map(x, o, |v| v.to_string(), false);
+                        o
+                    }
+                    None => x,
+                };
+                Fwd::Leaf { m, x, y }
+            }
+            Module::Frequency(f) => {
+                let y = out.unwrap_or_else(|| self.alloc(m.out_dims()));
+                let (d, k) = (f.in_dims, f.octaves);
+                let body = format!(
+                    "        let j = e / S; let s = e % S; let i = j / {k}u; let k = j % {k}u;\n\
+                     \x20       let a = (f32(1u << k) * 3.1415927f) * {x};\n\
+                     \x20       {ys} = sin(a);\n        {yc} = cos(a);\n",
+                    x = self.at(x, "i", "s"),
+                    ys = self.at(y, "j", "s"),
+                    yc = self.at(y, &format!("{}u + j", d * k), "s"),
+                );
+                self.items(d * k * self.s, &body);
+                Fwd::Leaf { m, x, y }
+            }
+            Module::Triangle(t) => {
+                let y = out.unwrap_or_else(|| self.alloc(m.out_dims()));
+                let k = t.octaves;
+                let body = format!(
+                    "        let j = e / S; let s = e % S; let i = j / {k}u; let k = j % {k}u;\n\
+                     \x20       let u = (f32(1u << k) * 0.5f) * {x};\n\
+                     \x20       {y} = 4.0f * abs(u - floor(u + 0.5f)) - 1.0f;\n",
+                    x = self.at(x, "i", "s"),
+                    y = self.at(y, "j", "s"),
+                );
+                self.items(m.out_dims() * self.s, &body);
+                Fwd::Leaf { m, x, y }
+            }
+            Module::Mlp(mlp) => {
+                let mut layers = Vec::new();
+                let mut input = x;
+                let last = mlp.layers.len() - 1;
+                for (i, l) in mlp.layers.iter().enumerate() {
+                    let a = match out {
+                        Some(o) if i == last => o,
+                        _ => self.alloc(l.out_dims),
+                    };
+                    let z = wgsl::needs_z(l.act).then(|| self.alloc(l.out_dims));
+                    self.linear_forward(l, input, z, a);
+                    layers.push(LayerFwd { l, x: input, z, a });
+                    input = a;
+                }
+                Fwd::Mlp { layers }
+            }
+            Module::Chain(c) => {
+                let mut stages = Vec::new();
+                let mut input = x;
+                let last = c.stages.len() - 1;
+                for (i, st) in c.stages.iter().enumerate() {
+                    let f = self.forward(st, input, if i == last { out } else { None });
+                    input = fwd_out(&f);
+                    stages.push(f);
+                }
+                Fwd::Chain(stages)
+            }
+            Module::Cat(c) => {
+                let y = out.unwrap_or_else(|| self.alloc(m.out_dims()));
+                let mut col = 0;
+                let mut children = Vec::new();
+                for ch in &c.children {
+                    let w = ch.out_dims();
+                    children.push(self.forward(ch, x, Some(y.sub(col, w))));
+                    col += w;
+                }
+                Fwd::Cat { x, y, children }
+            }
+        }
+    }
+
+    /// z = W·x + b, a = act(z), tiled TO (outputs) × TS (samples) per invocation.
+    fn linear_forward(&mut self, l: &Linear, x: View, z: Option<View>, a: View) {
+        let (i_n, o_n) = (l.in_dims, l.out_dims);
+        let to = largest_tile(o_n, 4);
+        let ts = largest_tile(self.s, 4);
+        let (og, sg) = (o_n / to, self.s / ts);
+        let mut b = format!("        let og = e / {sg}u; let sg = e % {sg}u;\n");
+        for t in 0..to {
+            for u in 0..ts {
+                let _ = writeln!(
+                    b,
+                    "        var c{t}_{u} = params[{}u + og + {}u];",
+                    l.bias,
+                    t * og
+                );
+            }
+        }
+        let _ = writeln!(b, "        for (var i = 0u; i < {i_n}u; i++) {{");
+        for u in 0..ts {
+            let _ = writeln!(
+                b,
+                "            let x{u} = {};",
+                self.at(x, "i", &format!("sg + {}u", u * sg))
+            );
+        }
+        for t in 0..to {
+            let _ = writeln!(
+                b,
+                "            let w{t} = params[{}u + (og + {}u) * {i_n}u + i];",
+                l.weight,
+                t * og
+            );
+            for u in 0..ts {
+                let _ = writeln!(b, "            c{t}_{u} = fma(w{t}, x{u}, c{t}_{u});");
+            }
+        }
+        b.push_str("        }\n");
+        for t in 0..to {
+            for u in 0..ts {
+                let (j, s) = (format!("og + {}u", t * og), format!("sg + {}u", u * sg));
+                let _ = writeln!(b, "        {{ let zz = c{t}_{u};");
+                if let Some(z) = z {
+                    let _ = writeln!(b, "        {} = zz;", self.at(z, &j, &s));
+                }
+                let _ = writeln!(
+                    b,
+                    "        {} = {}; }}",
+                    self.at(a, &j, &s),
+                    wgsl::act_value(l.act, "zz")
+                );
+            }
+        }
+        self.items(og * sg, &b);
+    }
+
+    /// Backward of `f` given ∂L/∂y in `dy` (may be overwritten); writes ∂L/∂x into `dx`
+    /// when asked (`add`: accumulate instead of overwrite).
+    fn backward(&mut self, f: &Fwd, dy: View, dx: Option<(View, bool)>) {
+        match f {
+            Fwd::Leaf { m, x, y } => {
+                let Some((dx, add)) = dx else { return };
+                match m {
+                    Module::Identity(_) => self.map(dy, dx, |v| v.to_string(), add),
+                    Module::Frequency(fq) => {
+                        let (d, k) = (fq.in_dims, fq.octaves);
+                        let op = if add { "+=" } else { "=" };
+                        let body = format!(
+                            "        let i = e / S; let s = e % S;\n        var acc = 0.0f;\n\
+                             \x20       for (var k = 0u; k < {k}u; k++) {{\n\
+                             \x20           let j = i * {k}u + k;\n\
+                             \x20           let sc = f32(1u << k) * 3.1415927f;\n\
+                             \x20           acc += sc * ({yc} * {dys} - {ys} * {dyc});\n        }}\n\
+                             \x20       {dxv} {op} acc;\n",
+                            yc = self.at(*y, &format!("{}u + j", d * k), "s"),
+                            ys = self.at(*y, "j", "s"),
+                            dys = self.at(dy, "j", "s"),
+                            dyc = self.at(dy, &format!("{}u + j", d * k), "s"),
+                            dxv = self.at(dx, "i", "s"),
+                        );
+                        self.items(d * self.s, &body);
+                    }
+                    Module::Triangle(t) => {
+                        let (d, k) = (t.in_dims, t.octaves);
+                        let op = if add { "+=" } else { "=" };
+                        let body = format!(
+                            "        let i = e / S; let s = e % S;\n        var acc = 0.0f;\n\
+                             \x20       let xi = {xv};\n\
+                             \x20       for (var k = 0u; k < {k}u; k++) {{\n\
+                             \x20           let sc = f32(1u << k) * 0.5f;\n\
+                             \x20           let u = sc * xi;\n\
+                             \x20           let r = u - floor(u + 0.5f);\n\
+                             \x20           acc += 4.0f * sc * nsh_sign(r) * {dyv};\n        }}\n\
+                             \x20       {dxv} {op} acc;\n",
+                            xv = self.at(*x, "i", "s"),
+                            dyv = self.at(dy, &format!("i * {k}u + k"), "s"),
+                            dxv = self.at(dx, "i", "s"),
+                        );
+                        self.items(d * self.s, &body);
+                    }
+                    _ => unreachable!("leaf modules are identity, freq and tri"),
+                }
+            }
+            Fwd::Mlp { layers } => {
+                let last = layers.len() - 1;
+                let width = layers
+                    .iter()
+                    .take(last)
+                    .map(|l| l.l.out_dims)
+                    .max()
+                    .unwrap_or(0);
+                let ping = [self.alloc(width), self.alloc(width)];
+                let mut d = dy;
+                for (i, lf) in layers.iter().enumerate().rev() {
+                    self.act_backward(lf, d);
+                    let target = if i > 0 {
+                        Some((ping[(last - i) % 2].sub(0, lf.l.in_dims), false))
+                    } else {
+                        dx
+                    };
+                    self.linear_backward(lf, d, target);
+                    if let Some((t, _)) = target {
+                        d = t;
+                    }
+                }
+            }
+            Fwd::Chain(stages) => {
+                let mut d = dy;
+                for i in (0..stages.len()).rev() {
+                    let upstream = stages[..i].iter().any(fwd_has_params);
+                    let target = if i == 0 {
+                        dx
+                    } else if upstream {
+                        Some((self.alloc(fwd_in(&stages[i]).width), false))
+                    } else {
+                        None
+                    };
+                    if target.is_none() && !fwd_has_params(&stages[i]) {
+                        break;
+                    }
+                    self.backward(&stages[i], d, target);
+                    match target {
+                        Some((t, _)) => d = t,
+                        None => break,
+                    }
+                }
+            }
+            Fwd::Cat { children, .. } => {
+                let mut col = 0;
+                let mut wrote = false;
+                for ch in children {
+                    let w = fwd_out(ch).width;
+                    let dyc = dy.sub(col, w);
+                    col += w;
+                    let target = dx.map(|(v, add)| (v, add || wrote));
+                    if target.is_none() && !fwd_has_params(ch) {
+                        continue;
+                    }
+                    self.backward(ch, dyc, target);
+                    if target.is_some() {
+                        wrote = true;
+                    }
+                }
+            }
+        }
+    }
+
+    /// dz = dy ⊙ f'(z), in place.
+    fn act_backward(&mut self, lf: &LayerFwd, d: View) {
+        if lf.l.act == Activation::None {
+            return;
+        }
+        let n = lf.l.out_dims * self.s;
+        let zexpr = match lf.z {
+            Some(z) => self.at(z, "j", "s"),
+            None => "0.0f".into(),
+        };
+        let body = format!(
+            "        let j = e / S; let s = e % S;\n        let z = {zexpr};\n        let y = {};\n        {} *= {};\n",
+            self.at(lf.a, "j", "s"),
+            self.at(d, "j", "s"),
+            wgsl::act_derivative(lf.l.act, "z", "y")
+        );
+        self.items(n, &body);
+    }
+
+    /// Weight-gradient accumulation (dW += dz·xᵀ, db += Σ dz) into register
+    /// accumulators, and dx = Wᵀ·dz when asked; one phase, one barrier.
+    fn linear_backward(&mut self, lf: &LayerFwd, dz: View, dx: Option<(View, bool)>) {
+        let l = lf.l;
+        let (i_n, o_n) = (l.in_dims, l.out_dims);
+        let s_n = self.s;
+        // dW tiles: as large as possible while every invocation still gets one.
+        let (mut to, mut ti) = (largest_tile(o_n, 4), largest_tile(i_n, 4));
+        while (o_n / to) * (i_n / ti) < self.wg && (to > 1 || ti > 1) {
+            if to >= ti && to > 1 {
+                to = largest_tile(o_n, to / 2);
+            } else {
+                ti = largest_tile(i_n, ti / 2);
+            }
+        }
+        let (og, ig) = (o_n / to, i_n / ti);
+        let nq = og * ig;
+        let mut b = String::new();
+        for k in 0..nq.div_ceil(self.wg) {
+            let base = self.accs;
+            self.accs += to * ti;
+            let _ = writeln!(
+                b,
+                "    {{ let q = lid + {}u; if (q < {nq}u) {{ let og = q / {ig}u; let ig = q % {ig}u;",
+                k * self.wg
+            );
+            let _ = writeln!(b, "        for (var s = 0u; s < S; s++) {{");
+            for t in 0..to {
+                let _ = writeln!(
+                    b,
+                    "            let d{t} = {};",
+                    self.at(dz, &format!("og + {}u", t * og), "s")
+                );
+            }
+            for u in 0..ti {
+                let _ = writeln!(
+                    b,
+                    "            let x{u} = {};",
+                    self.at(lf.x, &format!("ig + {}u", u * ig), "s")
+                );
+            }
+            for t in 0..to {
+                for u in 0..ti {
+                    let a = base + t * ti + u;
+                    let _ = writeln!(b, "            acc{a} = fma(d{t}, x{u}, acc{a});");
+                }
+            }
+            b.push_str("        } } }\n");
+            let _ = writeln!(
+                self.writeback,
+                "    {{ let q = lid + {}u; if (q < {nq}u) {{ let og = q / {ig}u; let ig = q % {ig}u;",
+                k * self.wg
+            );
+            for t in 0..to {
+                for u in 0..ti {
+                    let _ = writeln!(
+                        self.writeback,
+                        "        partial[pbase + {}u + (og + {}u) * {i_n}u + ig + {}u] = acc{};",
+                        l.weight,
+                        t * og,
+                        u * ig,
+                        base + t * ti + u
+                    );
+                }
+            }
+            self.writeback.push_str("    } }\n");
+        }
+        for k in 0..o_n.div_ceil(self.wg) {
+            let a = self.accs;
+            self.accs += 1;
+            let _ = writeln!(
+                b,
+                "    {{ let o = lid + {}u; if (o < {o_n}u) {{ for (var s = 0u; s < S; s++) {{ acc{a} += {}; }} }} }}",
+                k * self.wg,
+                self.at(dz, "o", "s")
+            );
+            let _ = writeln!(
+                self.writeback,
+                "    {{ let o = lid + {}u; if (o < {o_n}u) {{ partial[pbase + {}u + o] = acc{a}; }} }}",
+                k * self.wg,
+                l.bias
+            );
+        }
+        // dx = Wᵀ·dz, tiled TI (inputs) × TS (samples).
+        if let Some((dxv, add)) = dx {
+            let ti = largest_tile(i_n, 4);
+            let ts = largest_tile(s_n, 4);
+            let (ig, sg) = (i_n / ti, s_n / ts);
+            let _ = writeln!(
+                b,
+                "    for (var e = lid; e < {}u; e += WG) {{\n        let ig = e / {sg}u; let sg = e % {sg}u;",
+                ig * sg
+            );
+            for t in 0..ti {
+                for u in 0..ts {
+                    let _ = writeln!(b, "        var c{t}_{u} = 0.0f;");
+                }
+            }
+            let _ = writeln!(b, "        for (var o = 0u; o < {o_n}u; o++) {{");
+            for u in 0..ts {
+                let _ = writeln!(
+                    b,
+                    "            let d{u} = {};",
+                    self.at(dz, "o", &format!("sg + {}u", u * sg))
+                );
+            }
+            for t in 0..ti {
+                let _ = writeln!(
+                    b,
+                    "            let w{t} = params[{}u + o * {i_n}u + ig + {}u];",
+                    l.weight,
+                    t * ig
+                );
+                for u in 0..ts {
+                    let _ = writeln!(b, "            c{t}_{u} = fma(w{t}, d{u}, c{t}_{u});");
+                }
+            }
+            b.push_str("        }\n");
+            let op = if add { "+=" } else { "=" };
+            for t in 0..ti {
+                for u in 0..ts {
+                    let _ = writeln!(
+                        b,
+                        "        {} {op} c{t}_{u};",
+                        self.at(
+                            dxv,
+                            &format!("ig + {}u", t * ig),
+                            &format!("sg + {}u", u * sg)
+                        )
+                    );
+                }
+            }
+            b.push_str("    }\n");
+        }
+        b.push_str("    workgroupBarrier();\n");
+        self.body.push_str(&b);
+    }
+}
+
+fn fwd_out(f: &Fwd) -> View {
+    match f {
+        Fwd::Leaf { y, .. } | Fwd::Cat { y, .. } => *y,
+        Fwd::Mlp { layers } => layers.last().unwrap().a,
+        Fwd::Chain(s) => fwd_out(s.last().unwrap()),
+    }
+}
+
+fn fwd_in(f: &Fwd) -> View {
+    match f {
+        Fwd::Leaf { x, .. } | Fwd::Cat { x, .. } => *x,
+        Fwd::Mlp { layers } => layers[0].x,
+        Fwd::Chain(s) => fwd_in(&s[0]),
+    }
+}
+
+fn fwd_has_params(f: &Fwd) -> bool {
+    match f {
+        Fwd::Leaf { .. } => false,
+        Fwd::Mlp { .. } => true,
+        Fwd::Chain(s) => s.iter().any(fwd_has_params),
+        Fwd::Cat { children, .. } => children.iter().any(fwd_has_params),
+    }
+}
+
+/// Workgroup-memory floats per sample of a network's step kernel (for choosing `samples`).
+pub fn rows_per_sample(net: &Network) -> usize {
+    let mut g = Gen {
+        s: 1,
+        r: 2,
+        wg: 1,
+        rows: 0,
+        body: String::new(),
+        accs: 0,
+        writeback: String::new(),
+    };
+    build_body(&mut g, net);
+    g.rows
+}
+
+fn build_body(g: &mut Gen, net: &Network) -> (View, View, View) {
+    let x = g.alloc(net.in_dims);
+    let t = g.alloc(net.out_dims);
+    // forward
+    let f = g.forward(&net.root, x, None);
+    let y = fwd_out(&f);
+    // loss and dy
+    let dy = g.alloc(net.out_dims);
+    g.body.push_str("    //@LOSS@\n");
+    if has_params(&net.root) {
+        g.backward(&f, dy, None);
+    }
+    (y, t, dy)
+}
+
+/// The step kernel's WGSL for `net` trained with `loss` on `data`.
+pub fn step_kernel(
+    net: &Network,
+    loss: Loss,
+    data: DataKind,
+    batch: u32,
+    sample_seed: u32,
+    launch: Launch,
+) -> String {
+    let s = launch.samples as usize;
+    let mut g = Gen {
+        s,
+        r: s + 1,
+        wg: launch.threads as usize,
+        rows: 0,
+        body: String::new(),
+        accs: 0,
+        writeback: String::new(),
+    };
+    let (y, t, dy) = build_body(&mut g, net);
+    let x = View {
+        base: 0,
+        width: net.in_dims,
+    };
+    let od = net.out_dims;
+    let scale = 1.0 / (batch as usize * od) as f32;
+    let loss_code = format!(
+        "    for (var e = lid; e < {n}u; e += WG) {{\n        let j = e / S; let s = e % S;\n\
+         \x20       let p = {yv}; let t = {tv};\n\
+         \x20       let valid = first + s < BATCH;\n\
+         \x20       loss_acc += select(0.0f, {lv}, valid);\n\
+         \x20       {dyv} = select(0.0f, ({lg}) * {sc}, valid);\n    }}\n    workgroupBarrier();\n",
+        n = od * s,
+        yv = g.at(y, "j", "s"),
+        tv = g.at(t, "j", "s"),
+        lv = wgsl::loss_value(loss, "p", "t"),
+        lg = wgsl::loss_gradient(loss, "p", "t"),
+        dyv = g.at(dy, "j", "s"),
+        sc = lit(scale),
+    );
+    let body = g.body.replace("    //@LOSS@\n", &loss_code);
+
+    // sample generation
+    let mut draw = String::from(
+        "    for (var e = lid; e < S; e += WG) {\n        let idx = first + e;\n        let valid = idx < BATCH;\n        let h = nsh_pcg_hash(idx ^ step_h);\n",
+    );
+    match data {
+        DataKind::Texture { width, height } => {
+            let _ = write!(
+                draw,
+                "        let u = nsh_unit(h); let v = nsh_unit(nsh_pcg_hash(h));\n\
+                 \x20       let fx = u * {w}.0f - 0.5f; let fy = v * {h}.0f - 0.5f;\n\
+                 \x20       let x0f = floor(fx); let y0f = floor(fy);\n\
+                 \x20       let tx = fx - x0f; let ty = fy - y0f;\n\
+                 \x20       let x0 = min(u32(max(x0f, 0.0f)), {wm}u); let x1 = min(u32(max(x0f + 1.0f, 0.0f)), {wm}u);\n\
+                 \x20       let y0 = min(u32(max(y0f, 0.0f)), {hm}u); let y1 = min(u32(max(y0f + 1.0f, 0.0f)), {hm}u);\n\
+                 \x20       for (var k = 0u; k < 3u; k++) {{\n\
+                 \x20           let a = data[(y0 * {w}u + x0) * 3u + k]; let b = data[(y0 * {w}u + x1) * 3u + k];\n\
+                 \x20           let c = data[(y1 * {w}u + x0) * 3u + k]; let d = data[(y1 * {w}u + x1) * 3u + k];\n\
+                 \x20           let top = a + (b - a) * tx; let bottom = c + (d - c) * tx;\n\
+                 \x20           {tk} = top + (bottom - top) * ty;\n        }}\n\
+                 \x20       {x0v} = select(0.0f, u, valid); {x1v} = select(0.0f, v, valid);\n",
+                w = width,
+                h = height,
+                wm = width - 1,
+                hm = height - 1,
+                tk = g.at(t, "k", "e"),
+                x0v = g.at(x, "0u", "e"),
+                x1v = g.at(x, "1u", "e"),
+            );
+        }
+        DataKind::Rows {
+            rows,
+            in_dims,
+            out_dims,
+        } => {
+            let w = in_dims + out_dims;
+            let _ = write!(
+                draw,
+                "        let r = nsh_mulhi(h, {rows}u);\n\
+                 \x20       for (var k = 0u; k < {in_dims}u; k++) {{ {xk} = select(0.0f, data[r * {w}u + k], valid); }}\n\
+                 \x20       for (var k = 0u; k < {out_dims}u; k++) {{ {tk} = data[r * {w}u + {in_dims}u + k]; }}\n",
+                xk = g.at(x, "k", "e"),
+                tk = g.at(t, "k", "e"),
+            );
+        }
+    }
+    draw.push_str("    }\n    workgroupBarrier();\n");
+
+    let mut accs = String::new();
+    for a in 0..g.accs {
+        let _ = writeln!(accs, "    var acc{a} = 0.0f;");
+    }
+    let p = net.param_count.max(1);
+    let shared = g.rows * g.r;
+    format!(
+        "{common}
+const S: u32 = {s}u;
+const R: u32 = {r}u;
+const WG: u32 = {wg}u;
+const CHUNKS: u32 = {chunks}u;
+const BATCH: u32 = {batch}u;
+const P: u32 = {p}u;
+const SEED_H: u32 = {seed_h}u;
+
+struct Step {{ step: u32, slot: u32, step_lr: f32, inv_c2: f32, mode: u32 }}
+@group(0) @binding(0) var<uniform> st: Step;
+@group(0) @binding(1) var<storage, read> params: array<f32>;
+@group(0) @binding(2) var<storage, read> data: array<f32>;
+@group(0) @binding(3) var<storage, read_write> partial: array<f32>;
+@group(0) @binding(4) var<storage, read_write> loss_partial: array<f32>;
+
+var<workgroup> sh: array<f32, {shared}>;
+var<workgroup> red: array<f32, {wg}>;
+
+@compute @workgroup_size({wg})
+fn nsh_step(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {{
+{accs}    var loss_acc = 0.0f;
+    let step_h = nsh_pcg_hash(st.step ^ SEED_H);
+    for (var c = 0u; c < CHUNKS; c++) {{
+    let first = (wid.x * CHUNKS + c) * S;
+{draw}{body}    }}
+    let pbase = wid.x * P;
+{writeback}    red[lid] = loss_acc;
+    workgroupBarrier();
+    if (lid == 0u) {{
+        var total = 0.0f;
+        for (var i = 0u; i < WG; i++) {{ total += red[i]; }}
+        loss_partial[wid.x] = total;
+    }}
+}}
+",
+        common = wgsl::COMMON,
+        r = g.r,
+        wg = launch.threads,
+        chunks = launch.chunks,
+        seed_h = nshade_core::rng::pcg_hash(sample_seed),
+        writeback = g.writeback,
+    )
+}
+
+/// The reduction + Adam kernel's WGSL. `mode` 0 updates the weights; mode 1 only writes
+/// the reduced gradient into `grads` (for tests).
+pub fn adam_kernel(
+    param_count: usize,
+    groups: u32,
+    batch: u32,
+    out_dims: usize,
+    adam: nshade_core::optim::Adam,
+) -> String {
+    let p = param_count.max(1);
+    let npw = p.div_ceil(ADAM_THREADS as usize);
+    let inv = 1.0 / (batch as f64 * out_dims as f64);
+    format!(
+        "
+const P: u32 = {p}u;
+const REAL_P: u32 = {param_count}u;
+const G: u32 = {groups}u;
+const NPW: u32 = {npw}u;
+struct Step {{ step: u32, slot: u32, step_lr: f32, inv_c2: f32, mode: u32 }}
+@group(0) @binding(0) var<uniform> st: Step;
+@group(0) @binding(1) var<storage, read_write> params: array<f32>;
+@group(0) @binding(2) var<storage, read_write> moments: array<f32>;
+@group(0) @binding(3) var<storage, read> partial: array<f32>;
+@group(0) @binding(4) var<storage, read> loss_partial: array<f32>;
+@group(0) @binding(5) var<storage, read_write> losses: array<f32>;
+@group(0) @binding(6) var<storage, read_write> grads: array<f32>;
+var<workgroup> red: array<f32, {t}>;
+
+@compute @workgroup_size({t})
+fn nsh_adam(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {{
+    if (wid.x == NPW) {{
+        var s = 0.0f;
+        for (var g = lid; g < G; g += {t}u) {{ s += loss_partial[g]; }}
+        red[lid] = s;
+        workgroupBarrier();
+        for (var stride = {half}u; stride > 0u; stride >>= 1u) {{
+            if (lid < stride) {{ red[lid] += red[lid + stride]; }}
+            workgroupBarrier();
+        }}
+        if (lid == 0u) {{ losses[st.slot] = red[0] * {inv}; }}
+    }} else {{
+        let p = wid.x * {t}u + lid;
+        if (p < REAL_P) {{
+            var g = 0.0f;
+            for (var w = 0u; w < G; w++) {{ g += partial[w * P + p]; }}
+            if (st.mode == 1u) {{
+                grads[p] = g;
+            }} else {{
+                let m = {b1} * moments[p] + {omb1} * g;
+                let v = {b2} * moments[P + p] + {omb2} * g * g;
+                moments[p] = m;
+                moments[P + p] = v;
+                params[p] = params[p] - st.step_lr * m / (sqrt(v * st.inv_c2) + {eps});
+            }}
+        }}
+    }}
+}}
+",
+        t = ADAM_THREADS,
+        half = ADAM_THREADS / 2,
+        inv = lit(inv as f32),
+        b1 = lit(adam.beta1),
+        omb1 = lit(1.0 - adam.beta1),
+        b2 = lit(adam.beta2),
+        omb2 = lit(1.0 - adam.beta2),
+        eps = lit(adam.epsilon),
+    )
+}
