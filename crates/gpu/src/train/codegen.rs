@@ -242,8 +242,7 @@ impl Gen {
     /// z = W·x + b, a = act(z), tiled TO (outputs) × TS (samples) per invocation.
     fn linear_forward(&mut self, l: &Linear, x: View, z: Option<View>, a: View) {
         let (i_n, o_n) = (l.in_dims, l.out_dims);
-        let to = largest_tile(o_n, 4);
-        let ts = largest_tile(self.s, 4);
+        let (to, ts) = self.tiles(o_n, self.s);
         let (og, sg) = (o_n / to, self.s / ts);
         let mut b = format!("        let og = e / {sg}u; let sg = e % {sg}u;\n");
         for t in 0..to {
@@ -342,25 +341,20 @@ impl Gen {
                 }
             }
             Fwd::Mlp { layers } => {
+                // The output layer's dz is formed in place in `dy`; every hidden layer's
+                // dz is formed in place over its own activations a (read-then-write by
+                // the same invocation, after the last reader of a has passed a barrier).
                 let last = layers.len() - 1;
-                let width = layers
-                    .iter()
-                    .take(last)
-                    .map(|l| l.l.out_dims)
-                    .max()
-                    .unwrap_or(0);
-                let ping = [self.alloc(width), self.alloc(width)];
+                self.act_backward(&layers[last], dy);
                 let mut d = dy;
                 for (i, lf) in layers.iter().enumerate().rev() {
-                    self.act_backward(lf, d);
-                    let target = if i > 0 {
-                        Some((ping[(last - i) % 2].sub(0, lf.l.in_dims), false))
+                    if i > 0 {
+                        let below = &layers[i - 1];
+                        self.linear_backward(lf, d, None, true);
+                        self.linear_backward_dx(lf, d, below.a, false, Some(below));
+                        d = below.a;
                     } else {
-                        dx
-                    };
-                    self.linear_backward(lf, d, target);
-                    if let Some((t, _)) = target {
-                        d = t;
+                        self.linear_backward(lf, d, dx, false);
                     }
                 }
             }
@@ -426,10 +420,15 @@ impl Gen {
 
     /// Weight-gradient accumulation (dW += dz·xᵀ, db += Σ dz) into register
     /// accumulators, and dx = Wᵀ·dz when asked; one phase, one barrier.
-    fn linear_backward(&mut self, lf: &LayerFwd, dz: View, dx: Option<(View, bool)>) {
+    fn linear_backward(
+        &mut self,
+        lf: &LayerFwd,
+        dz: View,
+        dx: Option<(View, bool)>,
+        barrier: bool,
+    ) {
         let l = lf.l;
         let (i_n, o_n) = (l.in_dims, l.out_dims);
-        let s_n = self.s;
         // dW tiles: as large as possible while every invocation still gets one.
         let (mut to, mut ti) = (largest_tile(o_n, 4), largest_tile(i_n, 4));
         while (o_n / to) * (i_n / ti) < self.wg && (to > 1 || ti > 1) {
@@ -507,59 +506,103 @@ impl Gen {
                 l.bias
             );
         }
-        // dx = Wᵀ·dz, tiled TI (inputs) × TS (samples).
+        let dx_in_phase = dx.is_some();
+        if barrier || !dx_in_phase {
+            b.push_str("    workgroupBarrier();\n");
+        }
+        self.body.push_str(&b);
         if let Some((dxv, add)) = dx {
-            let ti = largest_tile(i_n, 4);
-            let ts = largest_tile(s_n, 4);
-            let (ig, sg) = (i_n / ti, s_n / ts);
+            self.linear_backward_dx(lf, dz, dxv, add, None);
+        }
+    }
+
+    /// dx = Wᵀ·dz (or += with `add`), tiled TI (inputs) × TS (samples); with `fused`,
+    /// dx is multiplied by the derivative of that layer's activation and written in place
+    /// over its activations. Ends with a barrier.
+    fn linear_backward_dx(
+        &mut self,
+        lf: &LayerFwd,
+        dz: View,
+        dxv: View,
+        add: bool,
+        fused: Option<&LayerFwd>,
+    ) {
+        let l = lf.l;
+        let (i_n, o_n) = (l.in_dims, l.out_dims);
+        let s_n = self.s;
+        let mut b = String::new();
+        let (ti, ts) = self.tiles(i_n, s_n);
+        let (ig, sg) = (i_n / ti, s_n / ts);
+        let _ = writeln!(
+            b,
+            "    for (var e = lid; e < {}u; e += WG) {{\n        let ig = e / {sg}u; let sg = e % {sg}u;",
+            ig * sg
+        );
+        for t in 0..ti {
+            for u in 0..ts {
+                let _ = writeln!(b, "        var c{t}_{u} = 0.0f;");
+            }
+        }
+        let _ = writeln!(b, "        for (var o = 0u; o < {o_n}u; o++) {{");
+        for u in 0..ts {
             let _ = writeln!(
                 b,
-                "    for (var e = lid; e < {}u; e += WG) {{\n        let ig = e / {sg}u; let sg = e % {sg}u;",
-                ig * sg
+                "            let d{u} = {};",
+                self.at(dz, "o", &format!("sg + {}u", u * sg))
             );
-            for t in 0..ti {
-                for u in 0..ts {
-                    let _ = writeln!(b, "        var c{t}_{u} = 0.0f;");
-                }
-            }
-            let _ = writeln!(b, "        for (var o = 0u; o < {o_n}u; o++) {{");
-            for u in 0..ts {
-                let _ = writeln!(
-                    b,
-                    "            let d{u} = {};",
-                    self.at(dz, "o", &format!("sg + {}u", u * sg))
-                );
-            }
-            for t in 0..ti {
-                let _ = writeln!(
-                    b,
-                    "            let w{t} = params[{}u + o * {i_n}u + ig + {}u];",
-                    l.weight,
-                    t * ig
-                );
-                for u in 0..ts {
-                    let _ = writeln!(b, "            c{t}_{u} = fma(w{t}, d{u}, c{t}_{u});");
-                }
-            }
-            b.push_str("        }\n");
-            let op = if add { "+=" } else { "=" };
-            for t in 0..ti {
-                for u in 0..ts {
-                    let _ = writeln!(
-                        b,
-                        "        {} {op} c{t}_{u};",
-                        self.at(
-                            dxv,
-                            &format!("ig + {}u", t * ig),
-                            &format!("sg + {}u", u * sg)
-                        )
-                    );
-                }
-            }
-            b.push_str("    }\n");
         }
-        b.push_str("    workgroupBarrier();\n");
+        for t in 0..ti {
+            let _ = writeln!(
+                b,
+                "            let w{t} = params[{}u + o * {i_n}u + ig + {}u];",
+                l.weight,
+                t * ig
+            );
+            for u in 0..ts {
+                let _ = writeln!(b, "            c{t}_{u} = fma(w{t}, d{u}, c{t}_{u});");
+            }
+        }
+        b.push_str("        }\n");
+        let op = if add { "+=" } else { "=" };
+        for t in 0..ti {
+            for u in 0..ts {
+                let (j, s) = (format!("ig + {}u", t * ig), format!("sg + {}u", u * sg));
+                let dst = self.at(dxv, &j, &s);
+                match fused {
+                    Some(below) if below.l.act != Activation::None => {
+                        let z = match below.z {
+                            Some(z) => self.at(z, &j, &s),
+                            None => "0.0f".into(),
+                        };
+                        let _ = writeln!(
+                            b,
+                            "        {{ let z = {z}; let y = {}; {dst} = c{t}_{u} * {}; }}",
+                            self.at(below.a, &j, &s),
+                            wgsl::act_derivative(below.l.act, "z", "y")
+                        );
+                    }
+                    _ => {
+                        let _ = writeln!(b, "        {dst} {op} c{t}_{u};");
+                    }
+                }
+            }
+        }
+        b.push_str("    }\n    workgroupBarrier();\n");
         self.body.push_str(&b);
+    }
+
+    /// Register tile (rows × samples) for a `rows × S` output: as large as 4×4 while
+    /// every invocation still gets an item.
+    fn tiles(&self, rows: usize, s: usize) -> (usize, usize) {
+        let (mut tr, mut ts) = (largest_tile(rows, 4), largest_tile(s, 4));
+        while (rows / tr) * (s / ts) < self.wg && (tr > 1 || ts > 1) {
+            if ts >= tr && ts > 1 {
+                ts = largest_tile(s, ts / 2);
+            } else {
+                tr = largest_tile(rows, tr / 2);
+            }
+        }
+        (tr, ts)
     }
 }
 
