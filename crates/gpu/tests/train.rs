@@ -5,6 +5,10 @@
 //! - one step's gradient: max |g_gpu − g_cpu| ≤ 2e-3 · max |g_cpu| + 1e-6 and the loss
 //!   within 1e-4 relative;
 //! - a 40-step run: the mean loss of the last steps within 5 % of the CPU's.
+//!
+//! On the cooperative-matrix path (f16 matrix operands, f32 accumulation; GPUs that have
+//! it) the tolerances are wider: gradient 3e-2 · max |g_cpu|, loss 1e-2 relative, first
+//! steps 2 %, after 40 steps 10 %.
 
 use nshade_core::arch::Arch;
 use nshade_core::cpu::CpuTrainer;
@@ -68,6 +72,8 @@ fn compare_gradient(
     let cpu_g = cpu.last_gradient().to_vec();
     let mut gpu = backend.trainer(&net, params, data, c).unwrap();
     let (gpu_loss, gpu_g) = gpu.gradient().unwrap();
+    let coop = gpu.path() == "coop";
+    let (tol, loss_tol) = if coop { (3e-2, 1e-2) } else { (tol, 1e-4) };
     assert_eq!(gpu_g.len(), cpu_g.len());
     let max = cpu_g.iter().fold(0.0f32, |m, g| m.max(g.abs()));
     let diff = cpu_g
@@ -76,11 +82,12 @@ fn compare_gradient(
         .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
     assert!(
         diff <= tol * max + 1e-6,
-        "{arch}: gradient differs by {diff} (max |g| {max}); launch {:?}",
-        gpu.launch()
+        "{arch}: gradient differs by {diff} (max |g| {max}); launch {:?}, path {}",
+        gpu.launch(),
+        gpu.path()
     );
     assert!(
-        (gpu_loss - cpu_loss).abs() <= 1e-4 * cpu_loss.abs() + 1e-7,
+        (gpu_loss - cpu_loss).abs() <= loss_tol * cpu_loss.abs() + 1e-7,
         "{arch}: loss {gpu_loss} vs CPU {cpu_loss}"
     );
 }
@@ -173,11 +180,12 @@ fn short_run_reaches_the_cpu_loss_and_is_deterministic() {
         g.run(30).unwrap();
         let last = g.run(5).unwrap();
         assert_eq!(g.steps_done(), 40);
-        (first, last, g.params().unwrap())
+        (first, last, g.params().unwrap(), g.path() == "coop")
     };
-    let (first, last, p1) = run();
+    let (first, last, p1, coop) = run();
+    let (t_first, t_last) = if coop { (2e-2, 0.1) } else { (1e-3, 0.05) };
     assert!(
-        (first - cpu_first).abs() <= 1e-3 * cpu_first,
+        (first - cpu_first).abs() <= t_first * cpu_first,
         "first steps: GPU {first} vs CPU {cpu_first}"
     );
     assert!(
@@ -185,10 +193,10 @@ fn short_run_reaches_the_cpu_loss_and_is_deterministic() {
         "GPU loss did not fall: {first} → {last}"
     );
     assert!(
-        (last - cpu_last).abs() <= 0.05 * cpu_last,
+        (last - cpu_last).abs() <= t_last * cpu_last,
         "after 40 steps: GPU {last} vs CPU {cpu_last}"
     );
-    let (_, _, p2) = run();
+    let (_, _, p2, _) = run();
     assert!(
         p1.iter().zip(&p2).all(|(a, b)| a.to_bits() == b.to_bits()),
         "same seed, same device: weights differ"

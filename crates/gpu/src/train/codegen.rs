@@ -121,9 +121,108 @@ struct Gen {
     body: String,
     accs: usize,
     writeback: String,
+    /// Cooperative-matrix layout (None: the plain f32 path).
+    coop: Option<Pad>,
+    /// f16 elements of the `xh` / `gh` staging arrays and f32 elements of `zc`.
+    xh: usize,
+    gh: usize,
+    zc: usize,
+    /// dW accumulator slots (one 16×16 tile per subgroup each) handed out so far.
+    dw_tiles: usize,
+    /// Parameters of the network (the partials' dummy area follows them).
+    param_count: usize,
+}
+
+/// Padded (multiple-of-16) layout of every linear layer's weights for the cooperative
+/// matrix path: the f16 weight copy `w16` and the gradient partials use it.
+#[derive(Clone, Debug, Default)]
+pub struct Pad {
+    /// (weight offset in the flat vector, out, in, padded offset, padded out, padded in)
+    pub layers: Vec<PadLayer>,
+    /// Padded weight elements; biases follow at `weights + p` in the partials.
+    pub weights: usize,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct PadLayer {
+    pub weight: usize,
+    pub bias: usize,
+    pub out_dims: usize,
+    pub in_dims: usize,
+    pub padded: usize,
+    pub out_p: usize,
+    pub in_p: usize,
+}
+
+impl Pad {
+    pub fn of(net: &Network) -> Pad {
+        fn walk(m: &Module, pad: &mut Pad) {
+            match m {
+                Module::Mlp(mlp) => {
+                    for l in &mlp.layers {
+                        let (op, ip) = (
+                            l.out_dims.next_multiple_of(16),
+                            l.in_dims.next_multiple_of(16),
+                        );
+                        pad.layers.push(PadLayer {
+                            weight: l.weight,
+                            bias: l.bias,
+                            out_dims: l.out_dims,
+                            in_dims: l.in_dims,
+                            padded: pad.weights,
+                            out_p: op,
+                            in_p: ip,
+                        });
+                        pad.weights += op * ip;
+                    }
+                }
+                Module::Chain(c) => c.stages.iter().for_each(|s| walk(s, pad)),
+                Module::Cat(c) => c.children.iter().for_each(|s| walk(s, pad)),
+                _ => {}
+            }
+        }
+        let mut pad = Pad::default();
+        walk(&net.root, &mut pad);
+        pad
+    }
+    fn layer(&self, weight: usize) -> PadLayer {
+        *self
+            .layers
+            .iter()
+            .find(|l| l.weight == weight)
+            .expect("layer in pad table")
+    }
+    /// Offset of the per-group scratch tile (for surplus accumulator slots), aligned to
+    /// 16 floats: matrix stores need 16-byte-aligned addresses.
+    pub fn dummy(&self, p: usize) -> usize {
+        (self.weights + p).next_multiple_of(16)
+    }
+    /// Floats per group in the partials buffer (a multiple of 16, so every group's
+    /// base address is aligned for matrix stores).
+    pub fn partial_len(&self, p: usize) -> usize {
+        self.dummy(p) + 256
+    }
 }
 
 impl Gen {
+    fn new(s: usize, wg: usize, coop: Option<Pad>, param_count: usize) -> Gen {
+        Gen {
+            param_count,
+            s,
+            r: s + 1,
+            wg,
+            rows: 0,
+            body: String::new(),
+            accs: 0,
+            writeback: String::new(),
+            coop,
+            xh: 0,
+            gh: 0,
+            zc: 0,
+            dw_tiles: 0,
+        }
+    }
+
     fn alloc(&mut self, width: usize) -> View {
         let v = View {
             base: self.rows,
@@ -208,7 +307,11 @@ impl Gen {
                         _ => self.alloc(l.out_dims),
                     };
                     let z = wgsl::needs_z(l.act).then(|| self.alloc(l.out_dims));
-                    self.linear_forward(l, input, z, a);
+                    if self.coop.is_some() {
+                        self.coop_forward(l, input, z, a);
+                    } else {
+                        self.linear_forward(l, input, z, a);
+                    }
                     layers.push(LayerFwd { l, x: input, z, a });
                     input = a;
                 }
@@ -348,7 +451,17 @@ impl Gen {
                 self.act_backward(&layers[last], dy);
                 let mut d = dy;
                 for (i, lf) in layers.iter().enumerate().rev() {
-                    if i > 0 {
+                    if self.coop.is_some() {
+                        let below = (i > 0).then(|| &layers[i - 1]);
+                        let target = match below {
+                            Some(b) => Some((b.a, false)),
+                            None => dx,
+                        };
+                        self.coop_backward(lf, d, target, below);
+                        if let Some(b) = below {
+                            d = b.a;
+                        }
+                    } else if i > 0 {
                         let below = &layers[i - 1];
                         self.linear_backward(lf, d, None, true);
                         self.linear_backward_dx(lf, d, below.a, false, Some(below));
@@ -591,6 +704,180 @@ impl Gen {
         self.body.push_str(&b);
     }
 
+    /// f16 copy of `rows` rows of `src` into the staging array `dst` (`xh` or `gh`,
+    /// row-major `[row][s]`, stride S), zero-padded to `rows_p` rows. No barrier.
+    fn coop_convert(&mut self, b: &mut String, src: View, rows: usize, rows_p: usize, dst: &str) {
+        let _ = writeln!(
+            b,
+            "    for (var e = lid; e < {n}u; e += WG) {{\n        let j = e / S; let s = e % S;\n        var v = 0.0f;\n        if (j < {rows}u) {{ v = {src}; }}\n        {dst}[e] = f16(v);\n    }}",
+            n = rows_p * self.s,
+            src = self.at(src, "j", "s"),
+        );
+        let need = rows_p * self.s;
+        if dst == "xh" {
+            self.xh = self.xh.max(need);
+        } else {
+            self.gh = self.gh.max(need);
+        }
+    }
+
+    /// zc (rows_p × S, f32) = A·B with 16×16×16 cooperative matrices; output tiles are
+    /// spread over the subgroups. `a(ot, k)` / `b(k, st)` give the load expressions.
+    fn coop_gemm(
+        &mut self,
+        b: &mut String,
+        rows_p: usize,
+        k_p: usize,
+        a: impl Fn(&str, &str) -> String,
+        bm: impl Fn(&str, &str) -> String,
+    ) {
+        // Cooperative-matrix operations need workgroup-uniform control flow, so every
+        // subgroup runs the same number of iterations; surplus ones recompute the last
+        // tile and store identical values.
+        let st = self.s / 16;
+        let nt = (rows_p / 16) * st;
+        let nsg = self.wg / 32;
+        let _ = writeln!(
+            b,
+            "    for (var j = 0u; j < {nj}u; j++) {{\n        let t = min(j * NSG + sgid, {last}u);\n        let ot = t / {st}u; let st = t % {st}u;\n        var c = coopLoadT<coop_mat16x16<f32, C>>(&zero16[0], 16u);\n        for (var k = 0u; k < {kt}u; k++) {{\n            c = coopMultiplyAdd({a}, {bb}, c);\n        }}\n        let cc = c;\n        let zo = (ot * 16u) * S + st * 16u;\n        coopStoreT(cc, &zc[zo], S);\n    }}",
+            nj = nt.div_ceil(nsg),
+            last = nt - 1,
+            kt = k_p / 16,
+            a = a("ot", "k"),
+            bb = bm("k", "st"),
+        );
+        self.zc = self.zc.max(rows_p * self.s);
+    }
+
+    /// Forward of one linear layer on cooperative matrices: x → f16 staging, W·x into
+    /// `zc`, then bias and activation in f32.
+    fn coop_forward(&mut self, l: &Linear, x: View, z: Option<View>, a: View) {
+        let pl = self.coop.as_ref().unwrap().layer(l.weight);
+        let mut b = String::new();
+        self.coop_convert(&mut b, x, l.in_dims, pl.in_p, "xh");
+        b.push_str("    workgroupBarrier();\n");
+        let (wp, ip) = (pl.padded, pl.in_p);
+        self.coop_gemm(
+            &mut b,
+            pl.out_p,
+            pl.in_p,
+            |ot, k| format!("coopLoadT<coop_mat16x16<f16, A>>(&w16[{wp}u + ({ot} * 16u) * {ip}u + {k} * 16u], {ip}u)"),
+            |k, st| format!("coopLoadT<coop_mat16x16<f16, B>>(&xh[({k} * 16u) * S + {st} * 16u], S)"),
+        );
+        b.push_str("    workgroupBarrier();\n");
+        self.body.push_str(&b);
+        let zs = match z {
+            Some(z) => format!("{} = zz;", self.at(z, "j", "s")),
+            None => String::new(),
+        };
+        let body = format!(
+            "        let j = e / S; let s = e % S;\n        let zz = zc[j * S + s] + params[{}u + j];\n        {zs}\n        {} = {};\n",
+            l.bias,
+            self.at(a, "j", "s"),
+            wgsl::act_value(l.act, "zz")
+        );
+        self.items(l.out_dims * self.s, &body);
+    }
+
+    /// Backward of one linear layer on cooperative matrices: dz and x → f16 staging;
+    /// dW += dz·xᵀ into the subgroups' persistent accumulator slots, db += Σ dz in f32,
+    /// dx = Wᵀ·dz into `zc`; then dx is written (times the activation derivative of the
+    /// layer below, in place over its activations, when `below` is given).
+    fn coop_backward(
+        &mut self,
+        lf: &LayerFwd,
+        dz: View,
+        dx: Option<(View, bool)>,
+        below: Option<&LayerFwd>,
+    ) {
+        let l = lf.l;
+        let pl = self.coop.as_ref().unwrap().layer(l.weight);
+        let bias_base = self.coop.as_ref().unwrap().weights;
+        let (op, ip, wp) = (pl.out_p, pl.in_p, pl.padded);
+        let nsg = self.wg / 32;
+        let mut b = String::new();
+        self.coop_convert(&mut b, dz, l.out_dims, op, "gh");
+        self.coop_convert(&mut b, lf.x, l.in_dims, ip, "xh");
+        b.push_str("    workgroupBarrier();\n");
+        // dW tiles of this layer: tile j·NSG + sgid lives in slot dws{first + j} of
+        // subgroup sgid. Control flow stays uniform: surplus slots accumulate a clamped
+        // tile and are stored into the per-group scratch area at `dummy`.
+        let it_n = ip / 16;
+        let nt = (op / 16) * it_n;
+        let first = self.dw_tiles;
+        let slots = nt.div_ceil(nsg);
+        self.dw_tiles += slots;
+        let dummy = self.coop.as_ref().unwrap().dummy(self.param_count);
+        for j in 0..slots {
+            let slot = first + j;
+            let tile = format!(
+                "        let t = {j}u * NSG + sgid; let q = min(t, {last}u); let ot = q / {it_n}u; let it = q % {it_n}u;",
+                last = nt - 1
+            );
+            let _ = writeln!(
+                b,
+                "    {{\n{tile}\n        for (var k = 0u; k < S / 16u; k++) {{\n            dws{slot} = coopMultiplyAdd(coopLoadT<coop_mat16x16<f16, A>>(&gh[(ot * 16u) * S + k * 16u], S), coopLoad<coop_mat16x16<f16, B>>(&xh[(it * 16u) * S + k * 16u], S), dws{slot});\n        }}\n    }}"
+            );
+            let _ = writeln!(
+                self.writeback,
+                "    {{\n{tile}\n        let real = t < {nt}u;\n        let v = dws{slot};\n        let stride = select(16u, {ip}u, real);\n        let off = pbase + select({dummy}u, {wp}u + (ot * 16u) * {ip}u + it * 16u, real);\n        coopStoreT(v, &partial[off], stride);\n    }}"
+            );
+        }
+        let o_n = l.out_dims;
+        for k in 0..o_n.div_ceil(self.wg) {
+            let a = self.accs;
+            self.accs += 1;
+            let _ = writeln!(
+                b,
+                "    {{ let o = lid + {}u; if (o < {o_n}u) {{ for (var s = 0u; s < S; s++) {{ acc{a} += {}; }} }} }}",
+                k * self.wg,
+                self.at(dz, "o", "s")
+            );
+            let _ = writeln!(
+                self.writeback,
+                "    {{ let o = lid + {}u; if (o < {o_n}u) {{ partial[pbase + {}u + o] = acc{a}; }} }}",
+                k * self.wg,
+                bias_base + l.bias
+            );
+        }
+        if let Some((dxv, add)) = dx {
+            self.coop_gemm(
+                &mut b,
+                ip,
+                op,
+                |it, k| format!("coopLoad<coop_mat16x16<f16, A>>(&w16[{wp}u + ({k} * 16u) * {ip}u + {it} * 16u], {ip}u)"),
+                |k, st| format!("coopLoadT<coop_mat16x16<f16, B>>(&gh[({k} * 16u) * S + {st} * 16u], S)"),
+            );
+            b.push_str("    workgroupBarrier();\n");
+            self.body.push_str(&b);
+            let v = "zc[j * S + s]";
+            let line = match below {
+                Some(bl) if bl.l.act != Activation::None => {
+                    let z = match bl.z {
+                        Some(z) => self.at(z, "j", "s"),
+                        None => "0.0f".into(),
+                    };
+                    format!(
+                        "        let z = {z}; let y = {};\n        {} = {v} * {};\n",
+                        self.at(bl.a, "j", "s"),
+                        self.at(dxv, "j", "s"),
+                        wgsl::act_derivative(bl.l.act, "z", "y")
+                    )
+                }
+                _ => format!(
+                    "        {} {} {v};\n",
+                    self.at(dxv, "j", "s"),
+                    if add { "+=" } else { "=" }
+                ),
+            };
+            let body = format!("        let j = e / S; let s = e % S;\n{line}");
+            self.items(l.in_dims * self.s, &body);
+        } else {
+            b.push_str("    workgroupBarrier();\n");
+            self.body.push_str(&b);
+        }
+    }
+
     /// Register tile (rows × samples) for a `rows × S` output: as large as 4×4 while
     /// every invocation still gets an item.
     fn tiles(&self, rows: usize, s: usize) -> (usize, usize) {
@@ -632,18 +919,22 @@ fn fwd_has_params(f: &Fwd) -> bool {
 }
 
 /// Workgroup-memory floats per sample of a network's step kernel (for choosing `samples`).
-pub fn rows_per_sample(net: &Network) -> usize {
-    let mut g = Gen {
-        s: 1,
-        r: 2,
-        wg: 1,
-        rows: 0,
-        body: String::new(),
-        accs: 0,
-        writeback: String::new(),
-    };
+/// Workgroup-memory bytes of a network's step kernel for `samples` per chunk and
+/// `threads` invocations (f32 path, or the cooperative-matrix path with `coop`).
+pub fn shared_bytes(net: &Network, samples: usize, threads: usize, coop: bool) -> usize {
+    let mut g = Gen::new(
+        samples,
+        threads,
+        coop.then(|| Pad::of(net)),
+        net.param_count,
+    );
     build_body(&mut g, net);
-    g.rows
+    let coop_extra = if coop {
+        2 * (g.xh + g.gh) + 4 * g.zc + 4 * 256
+    } else {
+        0
+    };
+    g.rows * g.r * 4 + threads * 4 + coop_extra
 }
 
 fn build_body(g: &mut Gen, net: &Network) -> (View, View, View) {
@@ -669,24 +960,22 @@ pub fn step_kernel(
     batch: u32,
     sample_seed: u32,
     launch: Launch,
+    coop: bool,
 ) -> String {
     let s = launch.samples as usize;
-    let mut g = Gen {
+    let mut g = Gen::new(
         s,
-        r: s + 1,
-        wg: launch.threads as usize,
-        rows: 0,
-        body: String::new(),
-        accs: 0,
-        writeback: String::new(),
-    };
+        launch.threads as usize,
+        coop.then(|| Pad::of(net)),
+        net.param_count,
+    );
     let (y, t, dy) = build_body(&mut g, net);
     let x = View {
         base: 0,
         width: net.in_dims,
     };
     let od = net.out_dims;
-    let scale = 1.0 / (batch as usize * od) as f32;
+    let scale = loss_scale(batch, coop) / (batch as usize * od) as f32;
     let loss_code = format!(
         "    for (var e = lid; e < {n}u; e += WG) {{\n        let j = e / S; let s = e % S;\n\
          \x20       let p = {yv}; let t = {tv};\n\
@@ -754,10 +1043,35 @@ pub fn step_kernel(
     for a in 0..g.accs {
         let _ = writeln!(accs, "    var acc{a} = 0.0f;");
     }
-    let p = net.param_count.max(1);
+    let p = match &g.coop {
+        Some(pad) => pad.partial_len(net.param_count),
+        None => net.param_count.max(1),
+    };
     let shared = g.rows * g.r;
+    let (mut head, mut decls, mut init) = (String::new(), String::new(), String::new());
+    if coop {
+        head.push_str("enable f16;\nenable wgpu_cooperative_matrix;\n");
+        let nsg = launch.threads / 32;
+        let _ = write!(
+            decls,
+            "const NSG: u32 = {nsg}u;\n@group(0) @binding(5) var<storage, read> w16: array<f16>;\n\
+             var<workgroup> xh: array<f16, {}>;\nvar<workgroup> gh: array<f16, {}>;\n\
+             var<workgroup> zc: array<f32, {}>;\nvar<workgroup> zero16: array<f32, 256>;\n",
+            g.xh.max(1),
+            g.gh.max(1),
+            g.zc.max(1)
+        );
+        init.push_str("    let sgid = lid / 32u;\n    for (var e = lid; e < 256u; e += WG) { zero16[e] = 0.0f; }\n    workgroupBarrier();\n");
+        let _ = nsg;
+        for j in 0..g.dw_tiles {
+            let _ = writeln!(
+                init,
+                "    var dws{j} = coopLoadT<coop_mat16x16<f32, C>>(&zero16[0], 16u);"
+            );
+        }
+    }
     format!(
-        "{common}
+        "{head}{common}
 const S: u32 = {s}u;
 const R: u32 = {r}u;
 const WG: u32 = {wg}u;
@@ -775,10 +1089,10 @@ struct Step {{ step: u32, slot: u32, step_lr: f32, inv_c2: f32, mode: u32 }}
 
 var<workgroup> sh: array<f32, {shared}>;
 var<workgroup> red: array<f32, {wg}>;
-
+{decls}
 @compute @workgroup_size({wg})
 fn nsh_step(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {{
-{accs}    var loss_acc = 0.0f;
+{init}{accs}    var loss_acc = 0.0f;
     let step_h = nsh_pcg_hash(st.step ^ SEED_H);
     for (var c = 0u; c < CHUNKS; c++) {{
     let first = (wid.x * CHUNKS + c) * S;
@@ -802,6 +1116,17 @@ fn nsh_step(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wi
     )
 }
 
+/// The static loss scale: 1 on the f32 path; on the cooperative-matrix path the
+/// per-sample gradients are scaled by the power of two nearest the batch (so f16 keeps
+/// them in its normal range) and the Adam kernel divides it out exactly.
+pub fn loss_scale(batch: u32, coop: bool) -> f32 {
+    if coop {
+        2f32.powi((batch.max(1) as f32).log2().round() as i32)
+    } else {
+        1.0
+    }
+}
+
 /// The reduction + Adam kernel's WGSL. `mode` 0 updates the weights; mode 1 only writes
 /// the reduced gradient into `grads` (for tests).
 pub fn adam_kernel(
@@ -810,13 +1135,43 @@ pub fn adam_kernel(
     batch: u32,
     out_dims: usize,
     adam: nshade_core::optim::Adam,
+    pad: Option<&Pad>,
 ) -> String {
     let p = param_count.max(1);
     let npw = p.div_ceil(ADAM_THREADS as usize);
     let inv = 1.0 / (batch as f64 * out_dims as f64);
+    let (mut head, mut ppos, mut w16) = (String::new(), String::new(), String::new());
+    let (stride, inv_ls) = match pad {
+        Some(pad) => {
+            head.push_str("enable f16;\n");
+            ppos.push_str("fn ppos(p: u32) -> u32 {\n");
+            for l in &pad.layers {
+                let _ = writeln!(
+                    ppos,
+                    "    if (p >= {w}u && p < {e}u) {{ let q = p - {w}u; return {pw}u + (q / {i}u) * {ip}u + q % {i}u; }}",
+                    w = l.weight,
+                    e = l.weight + l.out_dims * l.in_dims,
+                    pw = l.padded,
+                    i = l.in_dims,
+                    ip = l.in_p
+                );
+            }
+            let _ = writeln!(ppos, "    return {}u + p;\n}}", pad.weights);
+            ppos.push_str("@group(0) @binding(7) var<storage, read_write> w16: array<f16>;\n");
+            let _ = write!(
+                w16,
+                "            let pp = ppos(p);\n            if (pp < {}u) {{ w16[pp] = f16(params[p]); }}\n",
+                pad.weights
+            );
+            (pad.partial_len(param_count), 1.0 / loss_scale(batch, true))
+        }
+        None => (p, 1.0),
+    };
+    let idx = if pad.is_some() { "ppos(p)" } else { "p" };
     format!(
-        "
+        "{head}
 const P: u32 = {p}u;
+const PS: u32 = {stride}u;
 const REAL_P: u32 = {param_count}u;
 const G: u32 = {groups}u;
 const NPW: u32 = {npw}u;
@@ -829,7 +1184,7 @@ struct Step {{ step: u32, slot: u32, step_lr: f32, inv_c2: f32, mode: u32 }}
 @group(0) @binding(5) var<storage, read_write> losses: array<f32>;
 @group(0) @binding(6) var<storage, read_write> grads: array<f32>;
 var<workgroup> red: array<f32, {t}>;
-
+{ppos}
 @compute @workgroup_size({t})
 fn nsh_adam(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {{
     if (wid.x == NPW) {{
@@ -844,9 +1199,12 @@ fn nsh_adam(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wi
         if (lid == 0u) {{ losses[st.slot] = red[0] * {inv}; }}
     }} else {{
         let p = wid.x * {t}u + lid;
-        if (p < REAL_P) {{
+        if (p < REAL_P && st.mode == 2u) {{
+{w16}        }} else if (p < REAL_P) {{
+            let pi = {idx};
             var g = 0.0f;
-            for (var w = 0u; w < G; w++) {{ g += partial[w * P + p]; }}
+            for (var w = 0u; w < G; w++) {{ g += partial[w * PS + pi]; }}
+            g = g * {inv_ls};
             if (st.mode == 1u) {{
                 grads[p] = g;
             }} else {{
@@ -855,7 +1213,7 @@ fn nsh_adam(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wi
                 moments[p] = m;
                 moments[P + p] = v;
                 params[p] = params[p] - st.step_lr * m / (sqrt(v * st.inv_c2) + {eps});
-            }}
+{w16}            }}
         }}
     }}
 }}
@@ -868,5 +1226,6 @@ fn nsh_adam(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wi
         b2 = lit(adam.beta2),
         omb2 = lit(1.0 - adam.beta2),
         eps = lit(adam.epsilon),
+        inv_ls = lit(inv_ls),
     )
 }

@@ -71,7 +71,11 @@ impl Backend for GpuBackend {
         format!("gpu ({})", self.ctx.summary.name)
     }
     fn path(&self) -> String {
-        "f32".into()
+        if coop_available(&self.ctx) {
+            "coop".into()
+        } else {
+            "f32".into()
+        }
     }
     fn start(
         &self,
@@ -95,40 +99,94 @@ fn env_u32(name: &str) -> Option<u32> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
 }
 
-/// Chooses the launch shape for `net` on this device.
-pub fn choose_launch(ctx: &GpuContext, net: &Network, batch: usize) -> Result<Launch, TrainError> {
+/// True when the cooperative-matrix path is asked for (`NSHADE_GPU_PATH=coop`; it is
+/// experimental: on the H200 it was at most a few per cent faster than f32, see
+/// docs/gpu-training.md) and the device can run it: 16×16×16 f16 → f32 matrices, f16 in
+/// shaders, and a fixed subgroup size of 32 (the kernels hand matrix tiles to subgroups
+/// by `local_invocation_index / 32`).
+pub fn coop_available(ctx: &GpuContext) -> bool {
+    ctx.has(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
+        && ctx.has(wgpu::Features::SHADER_F16)
+        && ctx.summary.subgroup_size == [32, 32]
+        && ctx
+            .summary
+            .cooperative_matrix_shapes
+            .iter()
+            .any(|s| s.starts_with("16x16x16") && s.contains("F16->F32"))
+        && std::env::var("NSHADE_GPU_PATH").is_ok_and(|v| v == "coop")
+}
+
+/// Chooses the launch shape for `net` on this device, and whether it runs on
+/// cooperative matrices (`coop`) or plain f32.
+pub fn choose_launch(
+    ctx: &GpuContext,
+    net: &Network,
+    batch: usize,
+) -> Result<(Launch, bool), TrainError> {
     let limits = ctx.device.limits();
+    let max = limits.max_compute_workgroup_storage_size as usize;
+    // 512 invocations for nets with layers of 64 or more (measured on the H200: 1.4× for
+    // freq(8) | mlp(64x4)); 256 for narrower ones (1.3× for the seed's 32-wide nets).
+    let wide = codegen::Pad::of(net)
+        .layers
+        .iter()
+        .any(|l| l.out_dims >= 64 && l.in_dims >= 64);
     let threads = env_u32("NSHADE_GPU_THREADS")
-        .unwrap_or(256)
+        .unwrap_or(if wide && !coop_available(ctx) {
+            512
+        } else {
+            256
+        })
         .min(limits.max_compute_invocations_per_workgroup)
         .min(limits.max_compute_workgroup_size_x)
         .max(1);
-    let rows = codegen::rows_per_sample(net);
-    let bytes = |s: u32| (rows * (s as usize + 1) + threads as usize) * 4;
-    let max = limits.max_compute_workgroup_storage_size as usize;
-    let mut samples = env_u32("NSHADE_GPU_SAMPLES")
+    let want = env_u32("NSHADE_GPU_SAMPLES")
         .unwrap_or(32)
         .next_power_of_two()
         .max(1);
-    while samples > 1 && bytes(samples) > max {
-        samples /= 2;
+    let fits =
+        |s: u32, coop: bool| codegen::shared_bytes(net, s as usize, threads as usize, coop) <= max;
+    let mut pick = None;
+    if coop_available(ctx) && threads.is_multiple_of(32) && has_mlp(net) {
+        let mut s = want.max(16);
+        while s > 16 && !fits(s, true) {
+            s /= 2;
+        }
+        if fits(s, true) {
+            pick = Some((s, true));
+        }
     }
-    if bytes(samples) > max {
-        return Err(backend_err(format!(
-            "the network needs {} bytes of workgroup memory per sample; the adapter has {max}",
-            bytes(1)
-        )));
+    if pick.is_none() {
+        let mut s = want;
+        while s > 1 && !fits(s, false) {
+            s /= 2;
+        }
+        if !fits(s, false) {
+            return Err(backend_err(format!(
+                "the network needs {} bytes of workgroup memory for one sample; the adapter has {max}",
+                codegen::shared_bytes(net, 1, threads as usize, false)
+            )));
+        }
+        pick = Some((s, false));
     }
+    let (samples, coop) = pick.unwrap();
     let total = (batch as u32).div_ceil(samples);
     let target = env_u32("NSHADE_GPU_GROUPS").unwrap_or(512).max(1);
     let chunks = total.div_ceil(target);
     let groups = total.div_ceil(chunks);
-    Ok(Launch {
-        samples,
-        threads,
-        groups,
-        chunks,
-    })
+    Ok((
+        Launch {
+            samples,
+            threads,
+            groups,
+            chunks,
+        },
+        coop,
+    ))
+}
+
+fn has_mlp(net: &Network) -> bool {
+    !codegen::Pad::of(net).layers.is_empty()
 }
 
 pub struct GpuTrainer {
@@ -136,6 +194,7 @@ pub struct GpuTrainer {
     cfg: TrainConfig,
     param_count: usize,
     launch: Launch,
+    coop: bool,
     adam_groups: u32,
     step_pipe: wgpu::ComputePipeline,
     adam_pipe: wgpu::ComputePipeline,
@@ -283,7 +342,8 @@ impl GpuTrainer {
         if cfg.batch > u32::MAX as usize / 2 {
             return Err(backend_err("batch too large"));
         }
-        let launch = choose_launch(&ctx, net, cfg.batch)?;
+        let (launch, coop) = choose_launch(&ctx, net, cfg.batch)?;
+        let pad = codegen::Pad::of(net);
         let (kind, values): (DataKind, &[f32]) = match data {
             TrainingData::Texture(t) => (
                 DataKind::Texture {
@@ -302,13 +362,15 @@ impl GpuTrainer {
             ),
         };
         let batch = cfg.batch as u32;
-        let step_src = codegen::step_kernel(net, cfg.loss, kind, batch, cfg.sample_seed(), launch);
+        let step_src =
+            codegen::step_kernel(net, cfg.loss, kind, batch, cfg.sample_seed(), launch, coop);
         let adam_src = codegen::adam_kernel(
             net.param_count,
             launch.groups,
             batch,
             net.out_dims,
             cfg.adam,
+            coop.then_some(&pad),
         );
         if std::env::var("NSHADE_GPU_DUMP").is_ok_and(|v| v == "1") {
             eprintln!("{step_src}\n{adam_src}");
@@ -316,7 +378,12 @@ impl GpuTrainer {
         let p = net.param_count.max(1) as u64;
         let device = &ctx.device;
         let max_binding = device.limits().max_storage_buffer_binding_size;
-        let partial_bytes = launch.groups as u64 * p * 4;
+        let stride = if coop {
+            pad.partial_len(net.param_count) as u64
+        } else {
+            p
+        };
+        let partial_bytes = launch.groups as u64 * stride * 4;
         if partial_bytes > max_binding || (values.len() as u64 * 4) > max_binding {
             return Err(backend_err(format!(
                 "buffers exceed the adapter's storage binding limit of {max_binding} bytes"
@@ -335,6 +402,16 @@ impl GpuTrainer {
         let loss_partial = storage(&ctx, "loss_partial", launch.groups as u64 * 4);
         let losses = storage(&ctx, "losses", MAX_STEPS_PER_SUBMIT as u64 * 4);
         let grads = storage(&ctx, "grads", p * 4);
+        // f16 copy of the weights in the padded layout (cooperative-matrix path only;
+        // zero-initialised so the padding contributes nothing)
+        let w16_bytes = if coop {
+            (pad.weights as u64 * 2).next_multiple_of(4)
+        } else {
+            4
+        };
+        let w16 = storage(&ctx, "w16", w16_bytes);
+        ctx.queue
+            .write_buffer(&w16, 0, &vec![0u8; w16_bytes as usize]);
         let records = device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("step records"),
             size: MAX_STEPS_PER_SUBMIT as u64 * RECORD,
@@ -353,6 +430,7 @@ impl GpuTrainer {
                 storage_ty(true),
                 storage_ty(false),
                 storage_ty(false),
+                storage_ty(true),
             ],
         );
         let (adam_pipe, adam_bgl) = pipeline(
@@ -368,6 +446,7 @@ impl GpuTrainer {
                 storage_ty(true),
                 storage_ty(false),
                 storage_ty(false),
+                storage_ty(false),
             ],
         );
         let step_bg = bind(
@@ -375,7 +454,7 @@ impl GpuTrainer {
             "step",
             &step_bgl,
             &records,
-            &[&params_buf, &data_buf, &partial, &loss_partial],
+            &[&params_buf, &data_buf, &partial, &loss_partial, &w16],
         );
         let adam_bg = bind(
             &ctx,
@@ -389,10 +468,12 @@ impl GpuTrainer {
                 &loss_partial,
                 &losses,
                 &grads,
+                &w16,
             ],
         );
-        Ok(GpuTrainer {
+        let mut trainer = GpuTrainer {
             adam_groups: (p as u32).div_ceil(ADAM_THREADS) + 1,
+            coop,
             ctx,
             cfg: cfg.clone(),
             param_count: net.param_count,
@@ -406,7 +487,45 @@ impl GpuTrainer {
             losses,
             records,
             t: 0,
-        })
+        };
+        if coop {
+            // fill the f16 weight copy from the fp32 master weights
+            trainer.submit_adam_only(2)?;
+        }
+        Ok(trainer)
+    }
+
+    /// Runs only the Adam kernel once in `mode` (2: refresh the f16 weight copy).
+    fn submit_adam_only(&mut self, mode: u32) -> Result<(), TrainError> {
+        let r = StepRecord {
+            step: self.t,
+            slot: 0,
+            step_lr: 0.0,
+            inv_c2: 0.0,
+            mode,
+            _pad: [0; 3],
+        };
+        let (device, queue) = (&self.ctx.device, &self.ctx.queue);
+        queue.write_buffer(&self.records, 0, bytemuck::bytes_of(&r));
+        let mut enc = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("nshade w16"),
+        });
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("nshade w16"),
+                timestamp_writes: None,
+            });
+            pass.set_pipeline(&self.adam_pipe);
+            pass.set_bind_group(0, &self.adam_bg, &[0]);
+            pass.dispatch_workgroups(self.adam_groups, 1, 1);
+        }
+        queue.submit([enc.finish()]);
+        Ok(())
+    }
+
+    /// `coop` (f16 cooperative matrices, f32 accumulation and master weights) or `f32`.
+    pub fn path(&self) -> &'static str {
+        if self.coop { "coop" } else { "f32" }
     }
 
     /// The launch shape chosen for this network and device.
@@ -531,5 +650,9 @@ impl Trainer for GpuTrainer {
 
     fn steps_done(&self) -> u32 {
         self.t
+    }
+
+    fn path(&self) -> String {
+        GpuTrainer::path(self).into()
     }
 }
