@@ -110,6 +110,8 @@ fn gradients_match_cpu_for_every_module_kind() {
         "mlp(8x1, tanh, out=4) | freq(1) | mlp(6x1, relu)",
         "mlp(5x1, sigmoid, out=3) | tri(2) | mlp(7x2, sine, none)",
         "mlp(3x0, none)",
+        "freq(1) | mlp(6x1, relu, swish)",
+        "mlp(5x1, tanh, softplus)",
     ] {
         compare_gradient(&backend, arch, tex.clone(), &c, 2e-3);
     }

@@ -55,6 +55,10 @@ pub struct Launch {
 
 /// Invocations per workgroup of the Adam kernel.
 pub const ADAM_THREADS: u32 = 256;
+/// Parameters per Adam workgroup: its invocations split the group sums 8 ways (a fixed
+/// interleaving, combined in a fixed order), so the reduction has 8× the parallelism of
+/// one invocation per parameter.
+pub const ADAM_PARAMS: u32 = 32;
 
 /// A tensor in workgroup memory: rows `base..base + width`.
 #[derive(Clone, Copy, Debug)]
@@ -131,6 +135,9 @@ struct Gen {
     dw_tiles: usize,
     /// Parameters of the network (the partials' dummy area follows them).
     param_count: usize,
+    /// The output layer (by weight offset) whose activation derivative the loss phase
+    /// applies, so its backward skips that phase.
+    fused_out: Option<usize>,
 }
 
 /// Padded (multiple-of-16) layout of every linear layer's weights for the cooperative
@@ -208,6 +215,7 @@ impl Gen {
     fn new(s: usize, wg: usize, coop: Option<Pad>, param_count: usize) -> Gen {
         Gen {
             param_count,
+            fused_out: None,
             s,
             r: s + 1,
             wg,
@@ -448,7 +456,9 @@ impl Gen {
                 // dz is formed in place over its own activations a (read-then-write by
                 // the same invocation, after the last reader of a has passed a barrier).
                 let last = layers.len() - 1;
-                self.act_backward(&layers[last], dy);
+                if self.fused_out != Some(layers[last].l.weight) {
+                    self.act_backward(&layers[last], dy);
+                }
                 let mut d = dy;
                 for (i, lf) in layers.iter().enumerate().rev() {
                     if self.coop.is_some() {
@@ -928,7 +938,7 @@ pub fn shared_bytes(net: &Network, samples: usize, threads: usize, coop: bool) -
         coop.then(|| Pad::of(net)),
         net.param_count,
     );
-    build_body(&mut g, net);
+    let _ = build_body(&mut g, net);
     let coop_extra = if coop {
         2 * (g.xh + g.gh) + 4 * g.zc + 4 * 256
     } else {
@@ -937,19 +947,34 @@ pub fn shared_bytes(net: &Network, samples: usize, threads: usize, coop: bool) -
     g.rows * g.r * 4 + threads * 4 + coop_extra
 }
 
-fn build_body(g: &mut Gen, net: &Network) -> (View, View, View) {
+/// The linear layer that produces the network output, if one does.
+fn out_layer<'a>(f: &'a Fwd<'a>) -> Option<&'a LayerFwd<'a>> {
+    match f {
+        Fwd::Mlp { layers } => layers.last(),
+        Fwd::Chain(s) => out_layer(s.last()?),
+        _ => None,
+    }
+}
+
+/// Output activation whose derivative the loss phase applies: (activation, z view).
+type OutAct = Option<(Activation, Option<View>)>;
+
+fn build_body(g: &mut Gen, net: &Network) -> (View, View, View, OutAct) {
     let x = g.alloc(net.in_dims);
     let t = g.alloc(net.out_dims);
     // forward
     let f = g.forward(&net.root, x, None);
     let y = fwd_out(&f);
-    // loss and dy
+    // loss and dy (times the output activation's derivative when a linear layer
+    // produces the output)
     let dy = g.alloc(net.out_dims);
+    let out = out_layer(&f).map(|l| (l.l.weight, l.l.act, l.z));
+    g.fused_out = out.map(|o| o.0);
     g.body.push_str("    //@LOSS@\n");
     if has_params(&net.root) {
         g.backward(&f, dy, None);
     }
-    (y, t, dy)
+    (y, t, dy, out.map(|o| (o.1, o.2)))
 }
 
 /// The step kernel's WGSL for `net` trained with `loss` on `data`.
@@ -969,7 +994,20 @@ pub fn step_kernel(
         coop.then(|| Pad::of(net)),
         net.param_count,
     );
-    let (y, t, dy) = build_body(&mut g, net);
+    let (y, t, dy, out_act) = build_body(&mut g, net);
+    let deriv = match out_act {
+        Some((act, z)) if act != Activation::None => {
+            let zz = match z {
+                Some(z) => g.at(z, "j", "s"),
+                None => "0.0f".into(),
+            };
+            format!(
+                " * {}",
+                wgsl::act_derivative(act, "zz", "p").replace("zz", &zz)
+            )
+        }
+        _ => String::new(),
+    };
     let x = View {
         base: 0,
         width: net.in_dims,
@@ -981,7 +1019,7 @@ pub fn step_kernel(
          \x20       let p = {yv}; let t = {tv};\n\
          \x20       let valid = first + s < BATCH;\n\
          \x20       loss_acc += select(0.0f, {lv}, valid);\n\
-         \x20       {dyv} = select(0.0f, ({lg}) * {sc}, valid);\n    }}\n    workgroupBarrier();\n",
+         \x20       {dyv} = select(0.0f, ({lg}) * {sc}{deriv}, valid);\n    }}\n    workgroupBarrier();\n",
         n = od * s,
         yv = g.at(y, "j", "s"),
         tv = g.at(t, "j", "s"),
@@ -1138,7 +1176,7 @@ pub fn adam_kernel(
     pad: Option<&Pad>,
 ) -> String {
     let p = param_count.max(1);
-    let npw = p.div_ceil(ADAM_THREADS as usize);
+    let npw = p.div_ceil(ADAM_PARAMS as usize);
     let inv = 1.0 / (batch as f64 * out_dims as f64);
     let (mut head, mut ppos, mut w16) = (String::new(), String::new(), String::new());
     let (stride, inv_ls) = match pad {
@@ -1198,12 +1236,19 @@ fn nsh_adam(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wi
         }}
         if (lid == 0u) {{ losses[st.slot] = red[0] * {inv}; }}
     }} else {{
-        let p = wid.x * {t}u + lid;
-        if (p < REAL_P && st.mode == 2u) {{
-{w16}        }} else if (p < REAL_P) {{
+        let pl = lid % {pb}u; let gs = lid / {pb}u;
+        let p = wid.x * {pb}u + pl;
+        var g = 0.0f;
+        if (p < REAL_P && st.mode != 2u) {{
             let pi = {idx};
-            var g = 0.0f;
-            for (var w = 0u; w < G; w++) {{ g += partial[w * PS + pi]; }}
+            for (var w = gs; w < G; w += {ns}u) {{ g += partial[w * PS + pi]; }}
+        }}
+        red[lid] = g;
+        workgroupBarrier();
+        if (p < REAL_P && gs == 0u && st.mode == 2u) {{
+{w16}        }} else if (p < REAL_P && gs == 0u) {{
+            g = red[pl];
+            for (var k = 1u; k < {ns}u; k++) {{ g += red[k * {pb}u + pl]; }}
             g = g * {inv_ls};
             if (st.mode == 1u) {{
                 grads[p] = g;
@@ -1220,6 +1265,8 @@ fn nsh_adam(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wi
 ",
         t = ADAM_THREADS,
         half = ADAM_THREADS / 2,
+        pb = ADAM_PARAMS,
+        ns = ADAM_THREADS / ADAM_PARAMS,
         inv = lit(inv as f32),
         b1 = lit(adam.beta1),
         omb1 = lit(1.0 - adam.beta1),

@@ -10,7 +10,7 @@ pub mod codegen;
 pub mod wgsl;
 
 use crate::context::{GpuContext, GpuError};
-use codegen::{ADAM_THREADS, DataKind, Launch};
+use codegen::{ADAM_PARAMS, DataKind, Launch};
 use nshade_core::data::TrainingData;
 use nshade_core::network::Network;
 use nshade_core::train::{Backend, TrainConfig, TrainError, Trainer, check_compatible};
@@ -472,7 +472,7 @@ impl GpuTrainer {
             ],
         );
         let mut trainer = GpuTrainer {
-            adam_groups: (p as u32).div_ceil(ADAM_THREADS) + 1,
+            adam_groups: (p as u32).div_ceil(ADAM_PARAMS) + 1,
             coop,
             ctx,
             cfg: cfg.clone(),
