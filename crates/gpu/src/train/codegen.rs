@@ -366,26 +366,26 @@ impl Gen {
                 );
             }
         }
-        let _ = writeln!(b, "        for (var i = 0u; i < {i_n}u; i++) {{");
+        let mut lb = String::new();
         for u in 0..ts {
             let _ = writeln!(
-                b,
+                lb,
                 "            let x{u} = {};",
                 self.at(x, "i", &format!("sg + {}u", u * sg))
             );
         }
         for t in 0..to {
             let _ = writeln!(
-                b,
+                lb,
                 "            let w{t} = params[{}u + (og + {}u) * {i_n}u + i];",
                 l.weight,
                 t * og
             );
             for u in 0..ts {
-                let _ = writeln!(b, "            c{t}_{u} = fma(w{t}, x{u}, c{t}_{u});");
+                let _ = writeln!(lb, "            c{t}_{u} = fma(w{t}, x{u}, c{t}_{u});");
             }
         }
-        b.push_str("        }\n");
+        b.push_str(&unroll("i", i_n, &lb));
         for t in 0..to {
             for u in 0..ts {
                 let (j, s) = (format!("og + {}u", t * og), format!("sg + {}u", u * sg));
@@ -572,17 +572,17 @@ impl Gen {
                 "    {{ let q = lid + {}u; if (q < {nq}u) {{ let og = q / {ig}u; let ig = q % {ig}u;",
                 k * self.wg
             );
-            let _ = writeln!(b, "        for (var s = 0u; s < S; s++) {{");
+            let mut lb = String::new();
             for t in 0..to {
                 let _ = writeln!(
-                    b,
+                    lb,
                     "            let d{t} = {};",
                     self.at(dz, &format!("og + {}u", t * og), "s")
                 );
             }
             for u in 0..ti {
                 let _ = writeln!(
-                    b,
+                    lb,
                     "            let x{u} = {};",
                     self.at(lf.x, &format!("ig + {}u", u * ig), "s")
                 );
@@ -590,10 +590,11 @@ impl Gen {
             for t in 0..to {
                 for u in 0..ti {
                     let a = base + t * ti + u;
-                    let _ = writeln!(b, "            acc{a} = fma(d{t}, x{u}, acc{a});");
+                    let _ = writeln!(lb, "            acc{a} = fma(d{t}, x{u}, acc{a});");
                 }
             }
-            b.push_str("        } } }\n");
+            b.push_str(&unroll("s", self.s, &lb));
+            b.push_str("    } }\n");
             let _ = writeln!(
                 self.writeback,
                 "    {{ let q = lid + {}u; if (q < {nq}u) {{ let og = q / {ig}u; let ig = q % {ig}u;",
@@ -666,26 +667,26 @@ impl Gen {
                 let _ = writeln!(b, "        var c{t}_{u} = 0.0f;");
             }
         }
-        let _ = writeln!(b, "        for (var o = 0u; o < {o_n}u; o++) {{");
+        let mut lb = String::new();
         for u in 0..ts {
             let _ = writeln!(
-                b,
+                lb,
                 "            let d{u} = {};",
                 self.at(dz, "o", &format!("sg + {}u", u * sg))
             );
         }
         for t in 0..ti {
             let _ = writeln!(
-                b,
+                lb,
                 "            let w{t} = params[{}u + o * {i_n}u + ig + {}u];",
                 l.weight,
                 t * ig
             );
             for u in 0..ts {
-                let _ = writeln!(b, "            c{t}_{u} = fma(w{t}, d{u}, c{t}_{u});");
+                let _ = writeln!(lb, "            c{t}_{u} = fma(w{t}, d{u}, c{t}_{u});");
             }
         }
-        b.push_str("        }\n");
+        b.push_str(&unroll("o", o_n, &lb));
         let op = if add { "+=" } else { "=" };
         for t in 0..ti {
             for u in 0..ts {
@@ -900,6 +901,22 @@ impl Gen {
             }
         }
         (tr, ts)
+    }
+}
+
+/// Loops of up to this many iterations are unrolled (constant indices let the compiler
+/// fold addresses and batch the loads).
+const UNROLL_MAX: usize = 64;
+
+/// `for (var v = 0u; v < n; v++) { body }`, unrolled into blocks with `let v = k;` when
+/// short.
+fn unroll(v: &str, n: usize, body: &str) -> String {
+    if n > UNROLL_MAX {
+        format!("        for (var {v} = 0u; {v} < {n}u; {v}++) {{\n{body}        }}\n")
+    } else {
+        (0..n)
+            .map(|k| format!("        {{ let {v} = {k}u;\n{body}        }}\n"))
+            .collect()
     }
 }
 
