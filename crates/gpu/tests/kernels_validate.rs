@@ -31,19 +31,24 @@ fn generated_kernels_validate() {
         "cat(identity, mlp(4x1, sine(2), out=5)) | mlp(6x1, leaky_relu(-0.2), exp)",
     ] {
         let net = Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
-        for coop in [false, true] {
+        for (coop, pingpong) in [(false, false), (false, true), (true, false)] {
             let launch = Launch {
                 samples: 32,
                 threads: 256,
                 groups: 7,
                 chunks: 3,
+                pingpong,
+                tile_k: 2,
             };
             let data = DataKind::Texture {
                 width: 64,
                 height: 48,
             };
             let step = codegen::step_kernel(&net, Loss::RelativeL2, data, 5000, 9, launch, coop);
-            validate(&step, &format!("{arch} step (coop {coop})"));
+            validate(
+                &step,
+                &format!("{arch} step (coop {coop}, pingpong {pingpong})"),
+            );
             let pad = Pad::of(&net);
             let adam = codegen::adam_kernel(
                 net.param_count,

@@ -115,6 +115,15 @@ fn gradients_match_cpu_for_every_module_kind() {
     ] {
         compare_gradient(&backend, arch, tex.clone(), &c, 2e-3);
     }
+    // the separate-gradient-buffer layout on a few of them
+    let separate = GpuBackend::with_context(backend.context().clone()).separate_gradient_buffers();
+    for arch in [
+        "freq(3) | mlp(32x3, leaky_relu, sigmoid)",
+        "cat(identity, mlp(4x1, sine(2), out=5)) | mlp(6x1, leaky_relu(-0.2))",
+        "mlp(5x1, sigmoid, out=3) | tri(2) | mlp(7x2, sine, none)",
+    ] {
+        compare_gradient(&separate, arch, tex.clone(), &c, 2e-3);
+    }
 }
 
 #[test]

@@ -51,6 +51,13 @@ pub struct Launch {
     pub groups: u32,
     /// Chunks per workgroup.
     pub chunks: u32,
+    /// f32 path: hidden-layer gradients in two extra buffers instead of in place, so a
+    /// layer's dW and dx share one phase (one barrier fewer per layer, more memory; on
+    /// the H200 it was slower, so it is off by default).
+    pub pingpong: bool,
+    /// Register tiles may leave up to 1 − 1/tile_k of the invocations idle in a phase
+    /// (bigger tiles, fewer workgroup-memory loads per multiply-add).
+    pub tile_k: u32,
 }
 
 /// Invocations per workgroup of the Adam kernel.
@@ -138,6 +145,9 @@ struct Gen {
     /// The output layer (by weight offset) whose activation derivative the loss phase
     /// applies, so its backward skips that phase.
     fused_out: Option<usize>,
+    pingpong: bool,
+    /// Register tiles may leave up to 1 − 1/tile_k of the invocations idle in a phase.
+    tile_k: usize,
 }
 
 /// Padded (multiple-of-16) layout of every linear layer's weights for the cooperative
@@ -212,10 +222,19 @@ impl Pad {
 }
 
 impl Gen {
-    fn new(s: usize, wg: usize, coop: Option<Pad>, param_count: usize) -> Gen {
+    fn new(
+        s: usize,
+        wg: usize,
+        coop: Option<Pad>,
+        param_count: usize,
+        pingpong: bool,
+        tile_k: usize,
+    ) -> Gen {
         Gen {
             param_count,
             fused_out: None,
+            pingpong: pingpong && coop.is_none(),
+            tile_k: tile_k.max(1),
             s,
             r: s + 1,
             wg,
@@ -460,8 +479,24 @@ impl Gen {
                     self.act_backward(&layers[last], dy);
                 }
                 let mut d = dy;
+                let ping = if self.pingpong && last > 0 {
+                    let w = layers[..last]
+                        .iter()
+                        .map(|l| l.l.out_dims)
+                        .max()
+                        .unwrap_or(0);
+                    Some([self.alloc(w), self.alloc(w)])
+                } else {
+                    None
+                };
                 for (i, lf) in layers.iter().enumerate().rev() {
-                    if self.coop.is_some() {
+                    if let (Some(ping), true) = (ping, i > 0) {
+                        let below = &layers[i - 1];
+                        let buf = ping[(last - i) % 2].sub(0, lf.l.in_dims);
+                        self.linear_backward(lf, d, None, false);
+                        self.linear_backward_dx(lf, d, buf, false, Some(below));
+                        d = buf;
+                    } else if self.coop.is_some() {
                         let below = (i > 0).then(|| &layers[i - 1]);
                         let target = match below {
                             Some(b) => Some((b.a, false)),
@@ -477,7 +512,7 @@ impl Gen {
                         self.linear_backward_dx(lf, d, below.a, false, Some(below));
                         d = below.a;
                     } else {
-                        self.linear_backward(lf, d, dx, false);
+                        self.linear_backward(lf, d, dx, dx.is_none());
                     }
                 }
             }
@@ -554,7 +589,7 @@ impl Gen {
         let (i_n, o_n) = (l.in_dims, l.out_dims);
         // dW tiles: as large as possible while every invocation still gets one.
         let (mut to, mut ti) = (largest_tile(o_n, 4), largest_tile(i_n, 4));
-        while (o_n / to) * (i_n / ti) < self.wg && (to > 1 || ti > 1) {
+        while (o_n / to) * (i_n / ti) * self.tile_k < self.wg && (to > 1 || ti > 1) {
             if to >= ti && to > 1 {
                 to = largest_tile(o_n, to / 2);
             } else {
@@ -630,8 +665,7 @@ impl Gen {
                 l.bias
             );
         }
-        let dx_in_phase = dx.is_some();
-        if barrier || !dx_in_phase {
+        if barrier {
             b.push_str("    workgroupBarrier();\n");
         }
         self.body.push_str(&b);
@@ -893,7 +927,7 @@ impl Gen {
     /// every invocation still gets an item.
     fn tiles(&self, rows: usize, s: usize) -> (usize, usize) {
         let (mut tr, mut ts) = (largest_tile(rows, 4), largest_tile(s, 4));
-        while (rows / tr) * (s / ts) < self.wg && (tr > 1 || ts > 1) {
+        while (rows / tr) * (s / ts) * self.tile_k < self.wg && (tr > 1 || ts > 1) {
             if ts >= tr && ts > 1 {
                 ts = largest_tile(s, ts / 2);
             } else {
@@ -948,12 +982,20 @@ fn fwd_has_params(f: &Fwd) -> bool {
 /// Workgroup-memory floats per sample of a network's step kernel (for choosing `samples`).
 /// Workgroup-memory bytes of a network's step kernel for `samples` per chunk and
 /// `threads` invocations (f32 path, or the cooperative-matrix path with `coop`).
-pub fn shared_bytes(net: &Network, samples: usize, threads: usize, coop: bool) -> usize {
+pub fn shared_bytes(
+    net: &Network,
+    samples: usize,
+    threads: usize,
+    coop: bool,
+    pingpong: bool,
+) -> usize {
     let mut g = Gen::new(
         samples,
         threads,
         coop.then(|| Pad::of(net)),
         net.param_count,
+        pingpong,
+        1,
     );
     let _ = build_body(&mut g, net);
     let coop_extra = if coop {
@@ -1010,6 +1052,8 @@ pub fn step_kernel(
         launch.threads as usize,
         coop.then(|| Pad::of(net)),
         net.param_count,
+        launch.pingpong,
+        launch.tile_k as usize,
     );
     let (y, t, dy, out_act) = build_body(&mut g, net);
     let deriv = match out_act {

@@ -36,18 +36,27 @@ struct StepRecord {
 /// Trains on the GPU through wgpu.
 pub struct GpuBackend {
     ctx: Arc<GpuContext>,
+    pingpong: bool,
 }
 
 impl GpuBackend {
     /// Opens the default (high-performance) adapter.
     pub fn new() -> Result<GpuBackend, GpuError> {
-        Ok(GpuBackend {
-            ctx: Arc::new(GpuContext::new()?),
-        })
+        Ok(GpuBackend::with_context(Arc::new(GpuContext::new()?)))
     }
 
     pub fn with_context(ctx: Arc<GpuContext>) -> GpuBackend {
-        GpuBackend { ctx }
+        GpuBackend {
+            ctx,
+            pingpong: false,
+        }
+    }
+
+    /// Keeps hidden-layer gradients in two separate buffers instead of in place (when
+    /// they fit; also `NSHADE_GPU_PINGPONG=1`), so tests cover both layouts.
+    pub fn separate_gradient_buffers(mut self) -> GpuBackend {
+        self.pingpong = true;
+        self
     }
 
     pub fn context(&self) -> &Arc<GpuContext> {
@@ -62,7 +71,7 @@ impl GpuBackend {
         data: Arc<TrainingData>,
         cfg: &TrainConfig,
     ) -> Result<GpuTrainer, TrainError> {
-        GpuTrainer::new(self.ctx.clone(), net, params, &data, cfg)
+        GpuTrainer::new(self.ctx.clone(), net, params, &data, cfg, self.pingpong)
     }
 }
 
@@ -122,6 +131,7 @@ pub fn choose_launch(
     ctx: &GpuContext,
     net: &Network,
     batch: usize,
+    allow_pingpong: bool,
 ) -> Result<(Launch, bool), TrainError> {
     let limits = ctx.device.limits();
     let max = limits.max_compute_workgroup_storage_size as usize;
@@ -144,32 +154,40 @@ pub fn choose_launch(
         .unwrap_or(32)
         .next_power_of_two()
         .max(1);
-    let fits =
-        |s: u32, coop: bool| codegen::shared_bytes(net, s as usize, threads as usize, coop) <= max;
+    let fits = |s: u32, coop: bool, pp: bool| {
+        codegen::shared_bytes(net, s as usize, threads as usize, coop, pp) <= max
+    };
     let mut pick = None;
     if coop_available(ctx) && threads.is_multiple_of(32) && has_mlp(net) {
         let mut s = want.max(16);
-        while s > 16 && !fits(s, true) {
+        while s > 16 && !fits(s, true, false) {
             s /= 2;
         }
-        if fits(s, true) {
-            pick = Some((s, true));
+        if fits(s, true, false) {
+            pick = Some((s, true, false));
         }
+    }
+    // f32: separate gradient buffers (one barrier fewer per layer) when asked for and
+    // they fit at the wanted chunk size, else gradients in place and the chunk halved
+    // until it fits.
+    let pingpong = allow_pingpong || env_u32("NSHADE_GPU_PINGPONG") == Some(1);
+    if pick.is_none() && pingpong && fits(want, false, true) {
+        pick = Some((want, false, true));
     }
     if pick.is_none() {
         let mut s = want;
-        while s > 1 && !fits(s, false) {
+        while s > 1 && !fits(s, false, false) {
             s /= 2;
         }
-        if !fits(s, false) {
+        if !fits(s, false, false) {
             return Err(backend_err(format!(
                 "the network needs {} bytes of workgroup memory for one sample; the adapter has {max}",
-                codegen::shared_bytes(net, 1, threads as usize, false)
+                codegen::shared_bytes(net, 1, threads as usize, false, false)
             )));
         }
-        pick = Some((s, false));
+        pick = Some((s, false, false));
     }
-    let (samples, coop) = pick.unwrap();
+    let (samples, coop, pingpong) = pick.unwrap();
     let total = (batch as u32).div_ceil(samples);
     let target = env_u32("NSHADE_GPU_GROUPS").unwrap_or(512).max(1);
     let chunks = total.div_ceil(target);
@@ -180,6 +198,10 @@ pub fn choose_launch(
             threads,
             groups,
             chunks,
+            pingpong,
+            // bigger register tiles paid off for 32-wide nets on the H200 (1.06×), not
+            // for 64-wide ones (0.7×)
+            tile_k: env_u32("NSHADE_GPU_TILEK").unwrap_or(if wide { 1 } else { 2 }),
         },
         coop,
     ))
@@ -330,6 +352,7 @@ impl GpuTrainer {
         params: Vec<f32>,
         data: &TrainingData,
         cfg: &TrainConfig,
+        pingpong: bool,
     ) -> Result<GpuTrainer, TrainError> {
         check_compatible(net, data, cfg)?;
         if params.len() != net.param_count {
@@ -342,7 +365,7 @@ impl GpuTrainer {
         if cfg.batch > u32::MAX as usize / 2 {
             return Err(backend_err("batch too large"));
         }
-        let (launch, coop) = choose_launch(&ctx, net, cfg.batch)?;
+        let (launch, coop) = choose_launch(&ctx, net, cfg.batch, pingpong)?;
         let pad = codegen::Pad::of(net);
         let (kind, values): (DataKind, &[f32]) = match data {
             TrainingData::Texture(t) => (
