@@ -2,7 +2,7 @@
 
 use crate::common::{self, BackendChoice};
 use crate::fit::{DEFAULT_ARCHS, human};
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use nshade_core::arch::NamedArch;
 use nshade_core::data::TrainingData;
 use nshade_core::network::Network;
@@ -37,12 +37,18 @@ pub struct Args {
     /// One JSON object per line.
     #[arg(long)]
     pub json: bool,
+    /// Measure inference of the generated shader at 1920x1080 instead of training.
+    #[arg(long)]
+    pub inference: bool,
     #[arg(long)]
     pub threads: Option<usize>,
 }
 
 pub fn run(args: Args) -> Result<()> {
     common::init_threads(args.threads)?;
+    if args.inference {
+        return run_inference(&args);
+    }
     let _ = DEFAULT_ARCHS;
     let specs: Vec<String> = if args.archs.is_empty() {
         BENCH_ARCHS.iter().map(|s| s.to_string()).collect()
@@ -90,6 +96,97 @@ pub fn run(args: Args) -> Result<()> {
                     named.arch.to_string(),
                     batch,
                     human(sps)
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `--inference`: evaluations per second of a full-HD frame of (u, v) pixel centres. On
+/// the GPU this runs the generated WGSL with its compute entry (f32, and f16 where the
+/// adapter has it; weights in the buffer and baked), inputs resident, every submission
+/// waited for; on the CPU, `Model::eval`.
+fn run_inference(args: &Args) -> Result<()> {
+    use nshade_core::model::{InputSpec, Model};
+    use nshade_gpu::context::GpuContext;
+    use nshade_gpu::infer::ShaderEvaluator;
+    use nshade_shader::{Precision, WeightMode};
+    const SIZE: (usize, usize) = (1920, 1080);
+    let specs: Vec<String> = if args.archs.is_empty() {
+        BENCH_ARCHS.iter().map(|s| s.to_string()).collect()
+    } else {
+        args.archs.clone()
+    };
+    let ctx = match args.backend {
+        BackendChoice::Cpu => None,
+        BackendChoice::Gpu => Some(GpuContext::new().context("--backend gpu")?),
+        // A software adapter (lavapipe, llvmpipe) is slower than the CPU backend and
+        // compiles the straight-line shader slowly: `auto` takes hardware GPUs only.
+        BackendChoice::Auto => GpuContext::new()
+            .ok()
+            .filter(|c| c.summary.device_type != "Cpu"),
+    };
+    let x = Texture::pixel_centres(SIZE.0, SIZE.1);
+    let rows = SIZE.0 * SIZE.1;
+    for s in &specs {
+        let named = NamedArch::parse(s).map_err(|e| anyhow::anyhow!("--arch '{s}': {e}"))?;
+        let net =
+            Network::build(&named.arch, 2, 3).map_err(|e| anyhow::anyhow!("--arch '{s}': {e}"))?;
+        let params = net.init_params(1);
+        let model = Model::new(net, params, InputSpec::uv());
+        let mut results: Vec<(String, &str, &str, f64)> = Vec::new();
+        match &ctx {
+            Some(ctx) => {
+                let mut paths = vec![Precision::F32];
+                if ctx.summary.shader_f16 {
+                    paths.push(Precision::F16);
+                }
+                for p in paths {
+                    for (weights, wname) in
+                        [(WeightMode::Buffer, "buffer"), (WeightMode::Baked, "baked")]
+                    {
+                        let ev = ShaderEvaluator::with_weights(ctx, &model, p, weights)?;
+                        let eps = ev.throughput(ctx, &x, args.seconds)?;
+                        let name = if p == Precision::F16 { "f16" } else { "f32" };
+                        results.push((format!("gpu ({})", ctx.summary.name), name, wname, eps));
+                    }
+                }
+            }
+            None => {
+                let _ = model.eval(&x); // warm-up
+                let start = Instant::now();
+                let mut n = 0usize;
+                while start.elapsed() < Duration::from_secs_f64(args.seconds) {
+                    let _ = model.eval(&x);
+                    n += rows;
+                }
+                results.push((
+                    "cpu".into(),
+                    "f32",
+                    "-",
+                    n as f64 / start.elapsed().as_secs_f64(),
+                ));
+            }
+        }
+        for (backend, path, weights, eps) in results {
+            let kind = if backend == "cpu" { "cpu" } else { "gpu" };
+            if args.json {
+                println!(
+                    "{}",
+                    json!({"arch": named.arch.to_string(), "name": named.name, "backend": kind,
+                           "adapter": backend, "path": path, "weights": weights, "mode": "inference",
+                           "width": SIZE.0, "height": SIZE.1, "batch": rows,
+                           "evals_per_s": eps, "samples_per_s": eps,
+                           "frame_ms": rows as f64 / eps * 1e3, "params": model.network.param_count})
+                );
+            } else {
+                println!(
+                    "{:>12}  {:<45} {backend} {path} {weights}  {:>10} evals/s  ({:.3} ms per 1920x1080 frame)",
+                    named.name,
+                    named.arch.to_string(),
+                    human(eps),
+                    rows as f64 / eps * 1e3
                 );
             }
         }

@@ -23,9 +23,6 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<()> {
     common::init_threads(args.threads)?;
-    if args.backend == BackendChoice::Gpu {
-        bail!("--backend gpu: this build has no GPU evaluation yet; use --backend cpu");
-    }
     let model = Model::load(&args.model)?;
     let bytes = std::fs::read(&args.input)
         .with_context(|| format!("reading --input {}", args.input.display()))?;
@@ -49,10 +46,38 @@ pub fn run(args: Args) -> Result<()> {
             i / model.network.in_dims
         );
     }
-    let y = model.eval(&x);
+    let (y, backend) = evaluate(&model, &x, args.backend)?;
     let out: Vec<u8> = y.iter().flat_map(|v| v.to_le_bytes()).collect();
     nshade_core::fsutil::write_atomic(&args.output, &out)
         .with_context(|| format!("writing --output {}", args.output.display()))?;
-    eprintln!("evaluated {} rows", x.len() / model.network.in_dims);
+    eprintln!(
+        "evaluated {} rows on {backend}",
+        x.len() / model.network.in_dims
+    );
     Ok(())
+}
+
+/// Evaluates raw input rows on the chosen backend: the GPU runs the model's generated
+/// inference shader (WGSL with a compute entry, weights baked); `auto` takes the GPU when a hardware adapter
+/// opens, else the CPU. Returns the outputs and the backend's description.
+pub fn evaluate(model: &Model, x: &[f32], backend: BackendChoice) -> Result<(Vec<f32>, String)> {
+    use nshade_gpu::context::GpuContext;
+    use nshade_gpu::infer::ShaderEvaluator;
+    let ctx = match backend {
+        BackendChoice::Cpu => None,
+        BackendChoice::Gpu => Some(GpuContext::new().context("--backend gpu")?),
+        // A software adapter (lavapipe, llvmpipe) is slower than the CPU backend and
+        // compiles the straight-line shader slowly: `auto` takes hardware GPUs only.
+        BackendChoice::Auto => GpuContext::new()
+            .ok()
+            .filter(|c| c.summary.device_type != "Cpu"),
+    };
+    match ctx {
+        None => Ok((model.eval(x), "the CPU".into())),
+        Some(ctx) => {
+            let ev = ShaderEvaluator::new(&ctx, model, nshade_shader::Precision::F32)?;
+            let y = ev.eval(&ctx, x)?;
+            Ok((y, format!("the GPU ({})", ctx.summary.name)))
+        }
+    }
 }

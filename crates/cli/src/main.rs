@@ -6,6 +6,7 @@
 mod bench;
 mod common;
 mod eval;
+mod export;
 mod fit;
 mod info;
 mod render;
@@ -33,6 +34,8 @@ enum Command {
     Render(render::Args),
     /// Measure training throughput (samples/s) per architecture and batch size.
     Bench(bench::Args),
+    /// Write the inference shader of a trained model (WGSL, GLSL, HLSL, Slang, MSL, SPIR-V, ShaderToy).
+    Export(export::Args),
     /// Show the backends and adapters found.
     Info(info::Args),
 }
@@ -45,6 +48,7 @@ fn main() {
         Command::Render(a) => render::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Info(a) => info::run(a),
+        Command::Export(a) => export::run(a),
     };
     if let Err(e) = result {
         // One line: the chain of causes joined by ': '.

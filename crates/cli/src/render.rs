@@ -40,9 +40,6 @@ pub fn pixel_inputs(model: &Model, w: usize, h: usize, t: f32) -> Result<Vec<f32
 
 pub fn run(args: Args) -> Result<()> {
     common::init_threads(args.threads)?;
-    if args.backend == BackendChoice::Gpu {
-        bail!("--backend gpu: this build has no GPU rendering yet; use --backend cpu");
-    }
     let model = Model::load(&args.model)?;
     if model.network.out_dims != 3 {
         bail!(
@@ -52,8 +49,8 @@ pub fn run(args: Args) -> Result<()> {
     }
     let (w, h) = args.size;
     let x = pixel_inputs(&model, w, h, args.t)?;
-    let rgb = model.eval(&x);
+    let (rgb, backend) = crate::eval::evaluate(&model, &x, args.backend)?;
     texture::write_image(w, h, &rgb, &args.output)?;
-    eprintln!("wrote {} ({w}x{h})", args.output.display());
+    eprintln!("wrote {} ({w}x{h}, on {backend})", args.output.display());
     Ok(())
 }

@@ -1,2 +1,3 @@
 pub mod context;
+pub mod infer;
 pub mod train;

@@ -1,0 +1,225 @@
+//! Renders the statements of an [`ir::Program`] as the body of the generated function.
+//! Every text writer uses this; only the spellings in [`Body`] differ.
+
+use crate::ir::{Program, Stmt};
+use crate::syntax::{self, Syntax, float_literal};
+use crate::{Options, Precision, WeightMode};
+use std::fmt::Write;
+
+/// Spellings of one target language.
+pub(crate) struct Body<'a> {
+    pub syntax: &'a dyn Syntax,
+    /// What precedes a new local's name: `let ` (WGSL) or `float ` (C-like).
+    pub decl: String,
+    /// Converts an f32 expression to the compute scalar (`f16(...)`), if they differ.
+    pub cast: Option<String>,
+    /// The name of the function's parameter (`p`).
+    pub param: String,
+    /// The expression reading the flat parameter at index expression `i` (a number, or
+    /// an expression of the loop counter `o`) from the buffer (buffer mode).
+    pub buffer_read: &'a dyn Fn(&str) -> String,
+    pub indent: &'a str,
+    /// The scalar type of locals, for arrays (`f32`, `float`, `half`, ...).
+    pub scalar: String,
+    /// WGSL spelling of arrays and loops, else the C-like one.
+    pub wgsl: bool,
+}
+
+/// Terms per line in a long multiply-add.
+const TERMS_PER_LINE: usize = 4;
+
+impl Body<'_> {
+    /// The function's statements, one per line, each ending in a newline; the outputs'
+    /// names are returned for the writer's `return`.
+    pub fn write(
+        &self,
+        model: &nshade_core::model::Model,
+        program: &Program,
+        opts: &Options,
+        out: &mut String,
+    ) -> Vec<String> {
+        let ind = self.indent;
+        // What each value is called: `v{n}`, or an element of a layer's array in loops.
+        let mut names: Vec<String> = (0..program.value_count).map(|v| format!("v{v}")).collect();
+        let loops = opts.loops && opts.weights == WeightMode::Buffer;
+        let mut skip = 0;
+        let weight = |i: usize| -> Weight {
+            match opts.weights {
+                WeightMode::Baked => {
+                    let v = model.params[i];
+                    let v = match opts.precision {
+                        Precision::F32 => v,
+                        Precision::F16 => half::f16::from_f32(v).to_f32(),
+                    };
+                    Weight::Literal(v)
+                }
+                WeightMode::Buffer => Weight::Expr((self.buffer_read)(&i.to_string())),
+            }
+        };
+        for (si, s) in program.stmts.iter().enumerate() {
+            if skip > 0 {
+                skip -= 1;
+                continue;
+            }
+            match s {
+                Stmt::Input {
+                    dst,
+                    index,
+                    scale,
+                    offset,
+                    mapped,
+                } => {
+                    let x = component(&self.param, *index, program.in_dims);
+                    let e = if *mapped {
+                        format!(
+                            "{x} * {}{}",
+                            float_literal(*scale),
+                            signed_term(*offset, None)
+                        )
+                    } else {
+                        x
+                    };
+                    let e = match &self.cast {
+                        Some(c) => format!("{c}({e})"),
+                        None => e,
+                    };
+                    writeln!(out, "{ind}{}v{dst} = {e};", self.decl).unwrap();
+                }
+                Stmt::Frequency {
+                    dst,
+                    src,
+                    octave,
+                    cos,
+                } => {
+                    let x = names[*src].clone();
+                    let e = if *cos {
+                        syntax::frequency_cos(&x, *octave)
+                    } else {
+                        syntax::frequency_sin(&x, *octave)
+                    };
+                    writeln!(out, "{ind}{}v{dst} = {e};", self.decl).unwrap();
+                }
+                Stmt::Triangle { dst, src, octave } => {
+                    let e = syntax::triangle(&names[*src], *octave);
+                    writeln!(out, "{ind}{}v{dst} = {e};", self.decl).unwrap();
+                }
+                Stmt::Neuron {
+                    dst,
+                    srcs,
+                    weight: w0,
+                    bias,
+                    act,
+                } if loops => {
+                    // The neurons of one layer follow each other: same inputs and
+                    // activation, weight rows `in` apart, consecutive biases.
+                    let rows = program.stmts[si..]
+                        .iter()
+                        .enumerate()
+                        .take_while(|(r, st)| {
+                            matches!(st, Stmt::Neuron { srcs: s2, weight: w2, bias: b2, act: a2, .. }
+                                if s2 == srcs && a2 == act && *w2 == w0 + r * srcs.len() && *b2 == bias + r)
+                        })
+                        .count();
+                    let n_in = srcs.len();
+                    let arr = format!("a{dst}");
+                    let (decl_arr, head) = if self.wgsl {
+                        (
+                            format!("var {arr}: array<{}, {rows}>;", self.scalar),
+                            format!("for (var o = 0u; o < {rows}u; o++) {{"),
+                        )
+                    } else {
+                        (
+                            format!("{} {arr}[{rows}];", self.scalar),
+                            format!("for (int o = 0; o < {rows}; o++) {{"),
+                        )
+                    };
+                    writeln!(out, "{ind}{decl_arr}\n{ind}{head}").unwrap();
+                    write!(out, "{ind}    {}z =", self.decl).unwrap();
+                    for (k, src) in srcs.iter().enumerate() {
+                        if k > 0 && k % TERMS_PER_LINE == 0 {
+                            write!(out, "\n{ind}        ").unwrap();
+                        }
+                        let plus = if k == 0 { "" } else { " +" };
+                        let idx = format!("o * {n_in} + {}", w0 + k);
+                        write!(out, "{plus} {} * {}", (self.buffer_read)(&idx), names[*src])
+                            .unwrap();
+                    }
+                    let b = (self.buffer_read)(&format!("o + {bias}"));
+                    writeln!(out, " + {b};").unwrap();
+                    let y = syntax::activation(self.syntax, act, "z");
+                    writeln!(out, "{ind}    {arr}[o] = {y};\n{ind}}}").unwrap();
+                    for r in 0..rows {
+                        names[dst + r] = format!("{arr}[{r}]");
+                    }
+                    skip = rows - 1;
+                }
+                Stmt::Neuron {
+                    dst,
+                    srcs,
+                    weight: w0,
+                    bias,
+                    act,
+                } => {
+                    let linear = *act == nshade_core::Activation::None;
+                    let name = if linear {
+                        format!("v{dst}")
+                    } else {
+                        format!("z{dst}")
+                    };
+                    write!(out, "{ind}{}{name} =", self.decl).unwrap();
+                    for (k, src) in srcs.iter().enumerate() {
+                        if k > 0 && k % TERMS_PER_LINE == 0 {
+                            write!(out, "\n{ind}    ").unwrap();
+                        }
+                        let term = match weight(w0 + k) {
+                            Weight::Literal(v) if k == 0 => {
+                                format!(" {} * {}", float_literal(v), names[*src])
+                            }
+                            Weight::Literal(v) => signed_term(v, Some(&names[*src])),
+                            Weight::Expr(e) if k == 0 => format!(" {e} * {}", names[*src]),
+                            Weight::Expr(e) => format!(" + {e} * {}", names[*src]),
+                        };
+                        out.push_str(&term);
+                    }
+                    let b = match weight(*bias) {
+                        Weight::Literal(v) => signed_term(v, None),
+                        Weight::Expr(e) => format!(" + {e}"),
+                    };
+                    writeln!(out, "{b};").unwrap();
+                    if !linear {
+                        let y = syntax::activation(self.syntax, act, &name);
+                        writeln!(out, "{ind}{}v{dst} = {y};", self.decl).unwrap();
+                    }
+                }
+            }
+        }
+        program.outputs.iter().map(|v| names[*v].clone()).collect()
+    }
+}
+
+enum Weight {
+    Literal(f32),
+    Expr(String),
+}
+
+/// ` + 0.5 * x` or ` - 0.5 * x` (exactly equal in IEEE arithmetic); without `x`, ` + 0.5`.
+fn signed_term(v: f32, x: Option<&str>) -> String {
+    let (sign, mag) = if v.is_sign_negative() {
+        ("-", -v)
+    } else {
+        ("+", v)
+    };
+    match x {
+        Some(x) => format!(" {sign} {} * {x}", float_literal(mag)),
+        None => format!(" {sign} {}", float_literal(mag)),
+    }
+}
+
+/// Input `i` of the function parameter: `p` when there is one input, else `p.x`, `p.y`, ...
+pub(crate) fn component(param: &str, i: usize, dims: usize) -> String {
+    if dims == 1 {
+        param.to_string()
+    } else {
+        format!("{param}.{}", ["x", "y", "z", "w"][i])
+    }
+}

@@ -1,0 +1,205 @@
+//! GLSL 450 (core and Vulkan), GLSL ES 3.00 (WebGL2) and the ShaderToy tab.
+//!
+//! Without `fragment` the output is a snippet to paste or `#include` into a shader of the
+//! matching version (no `#version` line); with it, a complete fragment shader.
+
+use crate::body::Body;
+use crate::header::{self, Interface};
+use crate::ir::Program;
+use crate::syntax::{CSyntax, float_literal};
+use crate::wgsl::fullscreen_input_with;
+use crate::{Error, Options, Target, WeightMode};
+use nshade_core::model::Model;
+use std::fmt::Write;
+
+pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<String, Error> {
+    let p = &opts.prefix;
+    let es = opts.target != Target::Glsl;
+    let (g, b) = (opts.group, opts.binding);
+    let in_ty = vec_type(program.in_dims);
+    let out_ty = vec_type(program.out_dims);
+    let signature = format!("{out_ty} {p}eval({in_ty} p)");
+    let n = model.params.len();
+
+    let set = if g != 0 {
+        format!("set = {g}, ")
+    } else {
+        String::new()
+    };
+    let buffer_decl = if es {
+        format!(
+            "layout(std140) uniform {p}Params {{\n    vec4 w[{}];\n}} {p}params;\n",
+            n.div_ceil(4)
+        )
+    } else {
+        format!(
+            "layout(std430, {set}binding = {b}) readonly buffer {p}Params {{\n    float w[{n}];\n}} {p}params;\n"
+        )
+    };
+    let buffer_doc = if es {
+        vec![
+            format!(
+                "weights: uniform block {p}Params (instance {p}params) of {} vec4 (std140, so the floats are tightly packed; the last vec4 is zero-padded);",
+                n.div_ceil(4)
+            ),
+            format!(
+                "  bind it with glUniformBlockBinding(program, glGetUniformBlockIndex(program, \"{p}Params\"), slot)"
+            ),
+        ]
+    } else {
+        vec![format!(
+            "weights: readonly buffer {p}Params (instance {p}params) {{ float w[{n}]; }}, std430, {set}binding = {b}"
+        )]
+    };
+
+    let mut entries = Vec::new();
+    let version = if es {
+        "#version 300 es"
+    } else {
+        "#version 450"
+    };
+    if opts.target == Target::ShaderToy {
+        entries.push(
+            "ShaderToy image tab: mainImage maps fragCoord / iResolution to (u, v) with v down and renders the model full-screen."
+                .into(),
+        );
+        if program.in_dims == 3 {
+            entries.push("  x, y span the first two inputs' domains; t sweeps the third input's domain back and forth every 16 s of iTime.".into());
+        }
+    } else if opts.fragment {
+        entries.push(format!(
+            "complete fragment shader ({version}): writes vec4(rgb, 1) to {p}color at location 0; draw a full-screen triangle."
+        ));
+        if es {
+            entries.push(format!(
+                "  uniforms: vec2 {p}view_size (viewport in pixels), float {p}view_t (the t input in its domain)"
+            ));
+        } else {
+            entries.push(format!(
+                "  uniform block {p}View {{ vec2 size; float t; }} {p}view, std140, {set}binding = {}: viewport in pixels, t in its domain",
+                b + 1
+            ));
+        }
+    } else {
+        entries.push(format!(
+            "this is a snippet for {version} shaders: paste or include it below the #version line."
+        ));
+    }
+    let iface = Interface {
+        signature: signature.clone(),
+        buffer: buffer_doc,
+        entries,
+    };
+
+    let mut s = String::new();
+    if opts.fragment && opts.target != Target::ShaderToy {
+        writeln!(s, "{version}").unwrap();
+        if es {
+            s.push_str("precision highp float;\n");
+        }
+    }
+    s.push_str(&header::write(model, opts, &iface));
+    s.push('\n');
+    if opts.weights == WeightMode::Buffer {
+        s.push_str(&buffer_decl);
+        s.push('\n');
+    }
+    let read = |i: &str| match i.parse::<usize>() {
+        Ok(i) if es => format!("{p}params.w[{}].{}", i / 4, ["x", "y", "z", "w"][i % 4]),
+        Err(_) if es => format!("{p}params.w[({i}) / 4][({i}) % 4]"),
+        _ => format!("{p}params.w[{i}]"),
+    };
+    let body = Body {
+        syntax: &CSyntax,
+        decl: "float ".into(),
+        cast: None,
+        param: "p".into(),
+        buffer_read: &read,
+        indent: "    ",
+        scalar: "float".into(),
+        wgsl: false,
+    };
+    writeln!(s, "{signature} {{").unwrap();
+    let outs = body.write(model, program, opts, &mut s);
+    let ret = if outs.len() == 1 {
+        outs[0].clone()
+    } else {
+        format!("{out_ty}({})", outs.join(", "))
+    };
+    writeln!(s, "    return {ret};\n}}").unwrap();
+
+    if opts.target == Target::ShaderToy {
+        let t = if program.in_dims == 3 {
+            let [lo, hi] = model.inputs.domain[2];
+            format!(
+                "{} + {} * abs(fract(iTime / 16.0) * 2.0 - 1.0)",
+                float_literal(lo),
+                float_literal(hi - lo)
+            )
+        } else {
+            String::new()
+        };
+        let input = fullscreen_input_with(model, "uv", "t", "vec2", "vec3");
+        write!(
+            s,
+            "
+void mainImage(out vec4 fragColor, in vec2 fragCoord) {{
+    // Pixel centres in [0, 1]; ShaderToy's y points up, the model's v points down.
+    vec2 uv = vec2(fragCoord.x / iResolution.x, 1.0 - fragCoord.y / iResolution.y);
+"
+        )
+        .unwrap();
+        if program.in_dims == 3 {
+            writeln!(s, "    float t = {t};").unwrap();
+        }
+        writeln!(s, "    fragColor = vec4({p}eval({input}), 1.0);\n}}").unwrap();
+    } else if opts.fragment {
+        if es {
+            let input = fullscreen_input_with(model, "uv", &format!("{p}view_t"), "vec2", "vec3");
+            write!(
+                s,
+                "
+uniform vec2 {p}view_size;
+uniform float {p}view_t;
+out vec4 {p}color;
+
+void main() {{
+    // Pixel centres in [0, 1]; gl_FragCoord's y points up, the model's v points down.
+    vec2 uv = vec2(gl_FragCoord.x / {p}view_size.x, 1.0 - gl_FragCoord.y / {p}view_size.y);
+    {p}color = vec4({p}eval({input}), 1.0);
+}}
+"
+            )
+            .unwrap();
+        } else {
+            let input = fullscreen_input_with(model, "uv", &format!("{p}view.t"), "vec2", "vec3");
+            write!(
+                s,
+                "
+layout(std140, {set}binding = {b1}) uniform {p}View {{
+    vec2 size;
+    float t;
+}} {p}view;
+layout(location = 0) out vec4 {p}color;
+
+void main() {{
+    // Pixel centres in [0, 1], v down: Vulkan's gl_FragCoord starts at the top left.
+    vec2 uv = gl_FragCoord.xy / {p}view.size;
+    {p}color = vec4({p}eval({input}), 1.0);
+}}
+",
+                b1 = b + 1
+            )
+            .unwrap();
+        }
+    }
+    Ok(s)
+}
+
+fn vec_type(n: usize) -> String {
+    if n == 1 {
+        "float".into()
+    } else {
+        format!("vec{n}")
+    }
+}

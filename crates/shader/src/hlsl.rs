@@ -1,0 +1,154 @@
+//! HLSL (shader model 5 and later) and Slang, which shares HLSL's syntax.
+
+use crate::body::Body;
+use crate::header::{self, Interface};
+use crate::ir::Program;
+use crate::syntax::CSyntax;
+use crate::wgsl::fullscreen_input_with;
+use crate::{Error, Options, Precision, Target, WeightMode};
+use nshade_core::model::Model;
+use std::fmt::Write;
+
+pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<String, Error> {
+    let p = &opts.prefix;
+    let slang = opts.target == Target::Slang;
+    let (g, b) = (opts.group, opts.binding);
+    let f16 = opts.precision == Precision::F16;
+    // HLSL: min16float is a minimum-precision hint valid from SM 5 on (true 16-bit `half`
+    // needs DXC's -enable-16bit-types); Slang has a real `half`.
+    let scalar = match (f16, slang) {
+        (false, _) => "float",
+        (true, false) => "min16float",
+        (true, true) => "half",
+    };
+    let vec = |s: &str, n: usize| {
+        if n == 1 {
+            s.to_string()
+        } else {
+            format!("{s}{n}")
+        }
+    };
+    let in_ty = vec("float", program.in_dims);
+    let out_ty = vec("float", program.out_dims);
+    let signature = format!("{out_ty} {p}eval({in_ty} p)");
+    let elem = if opts.buffer_is_f16() {
+        "half"
+    } else {
+        "float"
+    };
+    let space = if g != 0 {
+        format!(", space{g}")
+    } else {
+        String::new()
+    };
+    let buffer_decl = if slang {
+        format!("[[vk::binding({b}, {g})]]\nStructuredBuffer<{elem}> {p}params;\n")
+    } else {
+        format!("StructuredBuffer<{elem}> {p}params : register(t{b}{space});\n")
+    };
+    let buffer_doc = if slang {
+        vec![format!(
+            "weights: StructuredBuffer<{elem}> {p}params, Vulkan binding {b} set {g} (D3D: the next free t register)"
+        )]
+    } else {
+        vec![format!(
+            "weights: StructuredBuffer<{elem}> {p}params : register(t{b}{space}) (Vulkan via DXC: binding {b}, set {g})"
+        )]
+    };
+    let mut entries = Vec::new();
+    if opts.fragment {
+        entries.push(format!(
+            "full-screen pass: vertex {p}vs (SV_VertexID, draw 3 vertices) and pixel {p}fs (SV_Target = float4(rgb, 1));"
+        ));
+        if slang {
+            entries.push(format!(
+                "  {p}fs reads ConstantBuffer<{p}View> {p}view {{ float2 size; float t; }} at Vulkan binding {} set {g}: viewport in pixels, t in its domain",
+                b + 1
+            ));
+        } else {
+            entries.push(format!(
+                "  {p}fs reads cbuffer {p}View {{ float2 {p}view_size; float {p}view_t; }} : register(b{}{space}): viewport in pixels, t in its domain",
+                b + 1
+            ));
+        }
+    }
+    let iface = Interface {
+        signature: signature.clone(),
+        buffer: buffer_doc,
+        entries,
+    };
+    let mut s = header::write(model, opts, &iface);
+    s.push('\n');
+    if opts.weights == WeightMode::Buffer {
+        s.push_str(&buffer_decl);
+        s.push('\n');
+    }
+    let read = |i: &str| format!("{p}params[{i}]");
+    let body = Body {
+        syntax: &CSyntax,
+        decl: format!("{scalar} "),
+        cast: f16.then(|| scalar.to_string()),
+        param: "p".into(),
+        buffer_read: &read,
+        indent: "    ",
+        scalar: scalar.into(),
+        wgsl: false,
+    };
+    writeln!(s, "{signature} {{").unwrap();
+    let outs = body.write(model, program, opts, &mut s);
+    let ret = if outs.len() == 1 {
+        format!("float({})", outs[0])
+    } else if f16 {
+        format!("{out_ty}({}({}))", vec(scalar, outs.len()), outs.join(", "))
+    } else {
+        format!("{out_ty}({})", outs.join(", "))
+    };
+    writeln!(s, "    return {ret};\n}}").unwrap();
+
+    if opts.fragment {
+        let (view_decl, size, t) = if slang {
+            (
+                format!(
+                    "struct {p}View {{\n    float2 size;\n    float t;\n}};\n[[vk::binding({}, {g})]]\nConstantBuffer<{p}View> {p}view;\n",
+                    b + 1
+                ),
+                format!("{p}view.size"),
+                format!("{p}view.t"),
+            )
+        } else {
+            (
+                format!(
+                    "cbuffer {p}View : register(b{}{space}) {{\n    float2 {p}view_size;\n    float {p}view_t;\n}};\n",
+                    b + 1
+                ),
+                format!("{p}view_size"),
+                format!("{p}view_t"),
+            )
+        };
+        let (vs_attr, fs_attr) = if slang {
+            ("[shader(\"vertex\")]\n", "[shader(\"fragment\")]\n")
+        } else {
+            ("", "")
+        };
+        let input = fullscreen_input_with(model, "uv", &t, "float2", "float3");
+        write!(
+            s,
+            "
+{view_decl}
+// One triangle that covers the viewport.
+{vs_attr}float4 {p}vs(uint i : SV_VertexID) : SV_Position {{
+    float2 xy = float2(float((i << 1) & 2), float(i & 2));
+    return float4(xy * 2.0 - 1.0, 0.0, 1.0);
+}}
+
+// Pixel centres in [0, 1], v down (SV_Position starts at the top left).
+{fs_attr}float4 {p}fs(float4 pos : SV_Position) : SV_Target {{
+    float2 uv = pos.xy / {size};
+    return float4({p}eval({input}), 1.0);
+}}
+"
+        )
+        .unwrap();
+    }
+    Ok(s)
+}

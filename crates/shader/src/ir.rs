@@ -1,0 +1,284 @@
+//! The language-neutral walk of a model: every module lowered to straight-line scalar
+//! statements over numbered values. Every writer renders this one program.
+//!
+//! Lowering unrolls everything: the networks are small (thousands of multiply-adds), and
+//! straight-line code keeps every activation in a register on every GPU and needs no
+//! arrays, which differ most between the shading languages. (With `Options::loops`, the
+//! body writer folds the consecutive `Neuron`s of a layer back into one loop.)
+
+use nshade_core::Activation;
+use nshade_core::model::Model;
+use nshade_core::module::{Layer, Module};
+
+/// A scalar value of the program, written `v{n}` by the writers.
+pub type Value = usize;
+
+/// One statement; each defines one new value (`Neuron` also a pre-activation `z{n}`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stmt {
+    /// `v = input[index] · scale + offset` (just `input[index]` when `mapped` is false).
+    Input {
+        dst: Value,
+        index: usize,
+        scale: f32,
+        offset: f32,
+        mapped: bool,
+    },
+    /// `v = sin(src · 2^k·π)` or `cos(...)`: one output of `freq(K)`.
+    Frequency {
+        dst: Value,
+        src: Value,
+        octave: usize,
+        cos: bool,
+    },
+    /// `v = tri(src, k)`: one output of `tri(K)`.
+    Triangle {
+        dst: Value,
+        src: Value,
+        octave: usize,
+    },
+    /// `z = Σ_i W[row, i] · src_i + b[row]`, `v = act(z)`: one neuron of an `mlp` layer.
+    /// `weight` is the flat-parameter offset of `W[row, 0]`, `bias` that of `b[row]`.
+    Neuron {
+        dst: Value,
+        srcs: Vec<Value>,
+        weight: usize,
+        bias: usize,
+        act: Activation,
+    },
+}
+
+/// A lowered model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Program {
+    pub in_dims: usize,
+    pub out_dims: usize,
+    pub stmts: Vec<Stmt>,
+    /// The values returned, in output order.
+    pub outputs: Vec<Value>,
+    pub value_count: usize,
+}
+
+impl Program {
+    /// Lowers `model` (its network and input mapping).
+    pub fn lower(model: &Model) -> Program {
+        let mut p = Program {
+            in_dims: model.network.in_dims,
+            out_dims: model.network.out_dims,
+            stmts: Vec::new(),
+            outputs: Vec::new(),
+            value_count: 0,
+        };
+        // The CPU applies the mapping only when some input is not the identity; applying
+        // x·1 + 0 would give the same numbers, skipping it keeps the code short.
+        let spec = &model.inputs;
+        let mapped = spec.scale.iter().any(|s| *s != 1.0) || spec.offset.iter().any(|o| *o != 0.0);
+        let inputs: Vec<Value> = (0..p.in_dims)
+            .map(|i| {
+                let dst = p.new_value();
+                p.stmts.push(Stmt::Input {
+                    dst,
+                    index: i,
+                    scale: spec.scale[i],
+                    offset: spec.offset[i],
+                    mapped,
+                });
+                dst
+            })
+            .collect();
+        p.outputs = p.module(&model.network.root, &inputs);
+        p
+    }
+
+    fn new_value(&mut self) -> Value {
+        self.value_count += 1;
+        self.value_count - 1
+    }
+
+    fn module(&mut self, m: &Module, x: &[Value]) -> Vec<Value> {
+        debug_assert_eq!(x.len(), m.in_dims());
+        match m {
+            Module::Identity(_) => x.to_vec(),
+            Module::Frequency(f) => {
+                // Output order: all sines (input-major, octave-minor), then all cosines.
+                let mut out = Vec::with_capacity(m.out_dims());
+                for cos in [false, true] {
+                    for &src in x {
+                        for octave in 0..f.octaves {
+                            let dst = self.new_value();
+                            self.stmts.push(Stmt::Frequency {
+                                dst,
+                                src,
+                                octave,
+                                cos,
+                            });
+                            out.push(dst);
+                        }
+                    }
+                }
+                out
+            }
+            Module::Triangle(t) => {
+                let mut out = Vec::with_capacity(m.out_dims());
+                for &src in x {
+                    for octave in 0..t.octaves {
+                        let dst = self.new_value();
+                        self.stmts.push(Stmt::Triangle { dst, src, octave });
+                        out.push(dst);
+                    }
+                }
+                out
+            }
+            Module::Mlp(mlp) => {
+                let mut a = x.to_vec();
+                for layer in &mlp.layers {
+                    a = (0..layer.out_dims)
+                        .map(|row| {
+                            let dst = self.new_value();
+                            self.stmts.push(Stmt::Neuron {
+                                dst,
+                                srcs: a.clone(),
+                                weight: layer.weight + row * layer.in_dims,
+                                bias: layer.bias + row,
+                                act: layer.act,
+                            });
+                            dst
+                        })
+                        .collect();
+                }
+                a
+            }
+            Module::Chain(c) => {
+                let mut a = x.to_vec();
+                for s in &c.stages {
+                    a = self.module(s, &a);
+                }
+                a
+            }
+            Module::Cat(c) => c
+                .children
+                .iter()
+                .flat_map(|ch| self.module(ch, x))
+                .collect(),
+        }
+    }
+
+    /// Every activation the program uses, in first-use order.
+    pub fn activations(&self) -> Vec<Activation> {
+        let mut acts = Vec::new();
+        for s in &self.stmts {
+            if let Stmt::Neuron { act, .. } = s
+                && !acts.contains(act)
+            {
+                acts.push(*act);
+            }
+        }
+        acts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nshade_core::model::InputSpec;
+    use nshade_core::{Arch, Network};
+
+    /// Evaluates the program directly (f32, the statements' maths as documented), the
+    /// reference the writers' spellings are checked against on the GPU.
+    fn interpret(p: &Program, params: &[f32], x: &[f32], spec: &InputSpec) -> Vec<f32> {
+        let mut v = vec![0.0f32; p.value_count];
+        for s in &p.stmts {
+            match s {
+                Stmt::Input {
+                    dst,
+                    index,
+                    scale,
+                    offset,
+                    mapped,
+                } => {
+                    v[*dst] = if *mapped {
+                        x[*index] * scale + offset
+                    } else {
+                        x[*index]
+                    };
+                    assert_eq!(*scale, spec.scale[*index]);
+                }
+                Stmt::Frequency {
+                    dst,
+                    src,
+                    octave,
+                    cos,
+                } => {
+                    let a = v[*src] * crate::syntax::frequency_scale(*octave);
+                    v[*dst] = if *cos { a.cos() } else { a.sin() };
+                }
+                Stmt::Triangle { dst, src, octave } => {
+                    let u = v[*src] * crate::syntax::triangle_scale(*octave);
+                    v[*dst] = 4.0 * (u - (u + 0.5).floor()).abs() - 1.0;
+                }
+                Stmt::Neuron {
+                    dst,
+                    srcs,
+                    weight,
+                    bias,
+                    act,
+                } => {
+                    let z = srcs
+                        .iter()
+                        .enumerate()
+                        .map(|(k, s)| params[weight + k] * v[*s])
+                        .sum::<f32>()
+                        + params[*bias];
+                    v[*dst] = act.apply(z);
+                }
+            }
+        }
+        p.outputs.iter().map(|o| v[*o]).collect()
+    }
+
+    #[test]
+    fn lowering_matches_the_cpu_network() {
+        for (arch, i, o) in [
+            ("freq(3) | mlp(8x2, leaky_relu, sigmoid)", 2, 3),
+            ("cat(identity, tri(3), freq(1)) | mlp(6x1, tanh, exp)", 3, 3),
+            (
+                "cat(freq(2), identity | mlp(4x1, sine(2), none)) | mlp(6x1, swish, softplus)",
+                3,
+                2,
+            ),
+            (
+                "tri(2) | mlp(4x1, softplus, relu) | mlp(3x1, leaky_relu(0.2), none)",
+                1,
+                4,
+            ),
+        ] {
+            let net = Network::build(&Arch::parse(arch).unwrap(), i, o).unwrap();
+            let params: Vec<f32> = net
+                .init_params(3)
+                .iter()
+                .enumerate()
+                .map(|(k, p)| p + 0.01 * (k % 7) as f32)
+                .collect();
+            let mut spec = InputSpec::xyt();
+            spec.names.truncate(i);
+            spec.domain.truncate(i);
+            spec.scale = (0..i).map(|k| 0.5 + k as f32).collect();
+            spec.offset = (0..i).map(|k| 0.25 * k as f32).collect();
+            let model = Model::new(net, params.clone(), spec.clone());
+            let p = Program::lower(&model);
+            for row in 0..20 {
+                let x: Vec<f32> = (0..i)
+                    .map(|k| (row * 7 + k * 3) as f32 / 23.0 - 0.4)
+                    .collect();
+                let want = model.eval(&x);
+                let got = interpret(&p, &params, &x, &spec);
+                for (a, b) in got.iter().zip(&want) {
+                    assert!(
+                        (a - b).abs() <= 1e-5 * b.abs().max(1.0),
+                        "{arch}: {got:?} vs {want:?}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,324 @@
+//! nshade inference-shader emission: a trained [`Model`] in, shader source out.
+//!
+//! Like naga's backends: one language-neutral walk of the model ([`ir::Program`]), then
+//! one writer per target language. WGSL, GLSL (450 and ES 3.00, ShaderToy), HLSL and
+//! Slang are written as text directly; MSL and SPIR-V are translated by naga from the
+//! generated WGSL, which naga validates first.
+//!
+//! Architecture invariant: emission is pure — no GPU, no files, no printing.
+//!
+//! ```
+//! use nshade_core::{Arch, Network, model::{InputSpec, Model}};
+//! use nshade_shader::{Options, Target, export};
+//! let net = Network::build(&Arch::parse("freq(2) | mlp(8x1, relu, sigmoid)").unwrap(), 2, 3).unwrap();
+//! let params = net.init_params(1);
+//! let model = Model::new(net, params, InputSpec::uv());
+//! let src = export(&model, &Options::new(Target::Wgsl)).unwrap().into_text().unwrap();
+//! assert!(src.contains("fn nshade_eval(p: vec2<f32>) -> vec3<f32>"));
+//! ```
+
+mod body;
+mod glsl;
+mod header;
+mod hlsl;
+pub mod ir;
+mod naga_out;
+pub mod syntax;
+pub mod wgsl;
+
+use nshade_core::model::Model;
+use std::fmt;
+
+/// A shading language (and flavour) to emit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// WGSL (WebGPU, wgpu).
+    Wgsl,
+    /// GLSL 450 core, also valid Vulkan GLSL.
+    Glsl,
+    /// GLSL ES 3.00 (WebGL2).
+    GlslEs,
+    /// HLSL, shader model 5 and later.
+    Hlsl,
+    /// Slang.
+    Slang,
+    /// Metal Shading Language (translated by naga).
+    Msl,
+    /// SPIR-V binary (translated by naga), with a compute entry point.
+    SpirV,
+    /// A complete ShaderToy image tab (GLSL ES 3.00 `mainImage`, weights baked).
+    ShaderToy,
+}
+
+impl Target {
+    pub const ALL: [Target; 8] = [
+        Target::Wgsl,
+        Target::Glsl,
+        Target::GlslEs,
+        Target::Hlsl,
+        Target::Slang,
+        Target::Msl,
+        Target::SpirV,
+        Target::ShaderToy,
+    ];
+
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::Wgsl => "wgsl",
+            Target::Glsl => "glsl",
+            Target::GlslEs => "glsl-es",
+            Target::Hlsl => "hlsl",
+            Target::Slang => "slang",
+            Target::Msl => "msl",
+            Target::SpirV => "spirv",
+            Target::ShaderToy => "shadertoy",
+        }
+    }
+
+    /// The usual file extension.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Target::Wgsl => "wgsl",
+            Target::Glsl => "glsl",
+            Target::GlslEs => "glsl",
+            Target::Hlsl => "hlsl",
+            Target::Slang => "slang",
+            Target::Msl => "metal",
+            Target::SpirV => "spv",
+            Target::ShaderToy => "glsl",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Target> {
+        Target::ALL.into_iter().find(|t| t.name() == s)
+    }
+
+    /// Whether the target can compute in f16.
+    pub fn supports_f16(self) -> bool {
+        matches!(
+            self,
+            Target::Wgsl | Target::Hlsl | Target::Slang | Target::Msl | Target::SpirV
+        )
+    }
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Where the weights live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeightMode {
+    /// Literals in the source.
+    Baked,
+    /// A read-only buffer holding the flat parameter vector in model order.
+    Buffer,
+}
+
+/// The arithmetic precision inside the generated function. Its interface is f32 always.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Precision {
+    F32,
+    F16,
+}
+
+/// What to emit.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    pub target: Target,
+    pub weights: WeightMode,
+    pub precision: Precision,
+    /// Prefix of every global name (`nshade_` gives `nshade_eval`, `nshade_params`, ...).
+    pub prefix: String,
+    /// Also emit the full-screen vertex + fragment entry points (GLSL: a complete fragment shader).
+    pub fragment: bool,
+    /// Also emit the compute entry point `{prefix}main` (WGSL only; always in SPIR-V).
+    pub compute: bool,
+    /// Buffer mode: one loop per `mlp` layer instead of straight-line code. The code
+    /// grows with the layer widths instead of the parameter count and compiles much
+    /// faster for large networks; straight-line code keeps every value in a register.
+    pub loops: bool,
+    /// Descriptor set / bind group of every resource.
+    pub group: u32,
+    /// Binding of the parameter buffer; the view uniform is `binding + 1`, the compute
+    /// entry's inputs and outputs `binding + 2` and `binding + 3`.
+    pub binding: u32,
+}
+
+impl Options {
+    pub fn new(target: Target) -> Options {
+        Options {
+            target,
+            weights: WeightMode::Baked,
+            precision: Precision::F32,
+            prefix: "nshade_".into(),
+            fragment: false,
+            compute: false,
+            loops: false,
+            group: 0,
+            binding: 0,
+        }
+    }
+
+    /// The element type of the parameter buffer in buffer mode: f16 where the target
+    /// computes in f16 and can store it (WGSL, Slang, MSL, SPIR-V), else f32.
+    pub fn buffer_is_f16(&self) -> bool {
+        self.precision == Precision::F16 && self.target != Target::Hlsl
+    }
+}
+
+/// Why a model cannot be exported with the given options.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("target {target} does not support {what}")]
+    Unsupported { target: Target, what: String },
+    #[error("the model cannot be exported: {0}")]
+    Model(String),
+    #[error("invalid option: {0}")]
+    Option(String),
+    #[error("naga rejected the generated WGSL (a bug in nshade-shader): {0}")]
+    NagaValidation(String),
+    #[error("naga could not translate to {target}: {message}")]
+    Translate { target: Target, message: String },
+}
+
+/// Generated shader: text, or a SPIR-V binary.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Output {
+    Text(String),
+    Binary(Vec<u8>),
+}
+
+impl Output {
+    pub fn into_text(self) -> Option<String> {
+        match self {
+            Output::Text(s) => Some(s),
+            Output::Binary(_) => None,
+        }
+    }
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Output::Text(s) => s.as_bytes(),
+            Output::Binary(b) => b,
+        }
+    }
+}
+
+/// Emits the inference shader of `model`.
+pub fn export(model: &Model, opts: &Options) -> Result<Output, Error> {
+    check(model, opts)?;
+    let program = ir::Program::lower(model);
+    let text = match opts.target {
+        Target::Wgsl => wgsl::write_string(model, &program, opts)?,
+        Target::Glsl | Target::GlslEs | Target::ShaderToy => {
+            glsl::write_string(model, &program, opts)?
+        }
+        Target::Hlsl | Target::Slang => hlsl::write_string(model, &program, opts)?,
+        Target::Msl => naga_out::write_msl(model, &program, opts)?,
+        Target::SpirV => return naga_out::write_spirv(model, &program, opts).map(Output::Binary),
+    };
+    Ok(Output::Text(text))
+}
+
+/// The bytes of the parameter buffer that buffer-mode shaders for `opts` read: the flat
+/// parameter vector in model order, little-endian f32 (f16 where
+/// [`Options::buffer_is_f16`]), no padding.
+pub fn pack_weights(model: &Model, opts: &Options) -> Vec<u8> {
+    if opts.buffer_is_f16() {
+        model
+            .params
+            .iter()
+            .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
+            .collect()
+    } else {
+        model.params.iter().flat_map(|v| v.to_le_bytes()).collect()
+    }
+}
+
+/// Largest parameter count a GLSL ES 3.00 buffer-mode shader can hold: WebGL2 guarantees
+/// uniform blocks of 16 KiB.
+pub const GLSL_ES_MAX_BUFFER_PARAMS: usize = 16384 / 4;
+
+fn check(model: &Model, opts: &Options) -> Result<(), Error> {
+    let t = opts.target;
+    let unsupported = |what: &str| {
+        Err(Error::Unsupported {
+            target: t,
+            what: what.into(),
+        })
+    };
+    if !opts.prefix.is_empty() {
+        let p = &opts.prefix;
+        let ok = p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            && !p.starts_with(|c: char| c.is_ascii_digit())
+            && !p.starts_with("gl_")
+            && !p.contains("__");
+        if !ok {
+            return Err(Error::Option(format!(
+                "prefix '{p}' must be letters, digits and single underscores, not start with a digit or gl_"
+            )));
+        }
+    } else {
+        return Err(Error::Option("the prefix must not be empty".into()));
+    }
+    if opts.precision == Precision::F16 && !t.supports_f16() {
+        return unsupported("f16 precision (use --precision f32)");
+    }
+    if t == Target::ShaderToy && opts.weights == WeightMode::Buffer {
+        return unsupported("buffer weights (a ShaderToy tab has no buffers; use --weights baked)");
+    }
+    if opts.loops && opts.weights != WeightMode::Buffer {
+        return Err(Error::Option(
+            "loops need buffer weights (baked weights are literals, which a loop cannot index)"
+                .into(),
+        ));
+    }
+    if opts.compute && !matches!(t, Target::Wgsl | Target::SpirV) {
+        return unsupported("the compute entry point (only wgsl and spirv have one)");
+    }
+    if t == Target::GlslEs
+        && opts.weights == WeightMode::Buffer
+        && model.params.len() > GLSL_ES_MAX_BUFFER_PARAMS
+    {
+        return unsupported(&format!(
+            "buffer weights for {} parameters: WebGL2 guarantees uniform blocks of {GLSL_ES_MAX_BUFFER_PARAMS} floats (use --weights baked)",
+            model.params.len()
+        ));
+    }
+    let (i, o) = (model.network.in_dims, model.network.out_dims);
+    if !(1..=4).contains(&i) || !(1..=4).contains(&o) {
+        return Err(Error::Model(format!(
+            "it has {i} inputs and {o} outputs; the generated function takes and returns vectors of 1 to 4 values"
+        )));
+    }
+    if (opts.fragment || t == Target::ShaderToy) && (o != 3 || !(2..=3).contains(&i)) {
+        return unsupported(&format!(
+            "a full-screen entry point for a model with {i} inputs and {o} outputs (it needs 2 (u, v) or 3 (x, y, t) inputs and 3 outputs)"
+        ));
+    }
+    if let Some(k) = model.params.iter().position(|v| !v.is_finite()) {
+        return Err(Error::Model(format!("parameter {k} is not finite")));
+    }
+    for (k, v) in model
+        .inputs
+        .scale
+        .iter()
+        .chain(&model.inputs.offset)
+        .enumerate()
+    {
+        if !v.is_finite() {
+            return Err(Error::Model(format!(
+                "input mapping value {k} (scale then offset) is not finite"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Parses and validates WGSL with naga (f16 allowed): what every generated WGSL passes.
+pub fn validate_wgsl(src: &str) -> Result<(), Error> {
+    naga_out::parse_and_validate(src, true).map(|_| ())
+}

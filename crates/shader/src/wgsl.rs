@@ -1,0 +1,321 @@
+//! WGSL: the shared per-module building blocks, and the WGSL writer.
+//!
+//! # Building blocks
+//!
+//! The GPU training kernels (crate `nshade-gpu`) and the exported inference shaders build
+//! each module's WGSL from these functions, so a model evaluates identically in training
+//! and in export. Each returns one WGSL expression (or function) as text. Arguments are
+//! WGSL expressions; pass identifiers where the doc says an argument is used twice.
+//! Float literals carry no suffix, so the expressions type-check at `f32` and at `f16`.
+//!
+//! | module | forward | derivative |
+//! |---|---|---|
+//! | activation `act` | [`activation`]`(act, z)` = f(z) | [`activation_derivative`]`(act, z, y)` = f'(z) |
+//! | `freq(K)`, octave k | [`frequency_sin`] / [`frequency_cos`]`(x, k)` = sin/cos(x·2^k·π) | d/dx = ±[`frequency_scale`]`(k)`·cos/sin |
+//! | `tri(K)`, octave k | [`triangle`]`(x, k)` | [`triangle_derivative`]`(x, k)` |
+//!
+//! Output order of the encodings (see `nshade_core::module`): `freq(K)` on D inputs
+//! gives all D·K sines (input-major, octave-minor) then all D·K cosines; `tri(K)` gives
+//! D·K values, input-major.
+
+use crate::body::Body;
+use crate::header::{self, Interface};
+use crate::ir::Program;
+use crate::syntax::WgslSyntax;
+use crate::{Error, Options, Precision, WeightMode, syntax};
+use nshade_core::Activation;
+use nshade_core::model::Model;
+use std::fmt::Write;
+
+pub use crate::syntax::{float_literal, frequency_scale, triangle_derivative, triangle_scale};
+
+/// y = f(z) as a WGSL expression. `z` is used more than once by `leaky_relu`, `swish`
+/// and `softplus`: pass an identifier.
+///
+/// ```
+/// use nshade_core::Activation;
+/// assert_eq!(nshade_shader::wgsl::activation(&Activation::Relu, "z"), "max(z, 0.0)");
+/// assert_eq!(nshade_shader::wgsl::activation(&Activation::Sigmoid, "z"), "(1.0 / (1.0 + exp(-z)))");
+/// ```
+pub fn activation(act: &Activation, z: &str) -> String {
+    syntax::activation(&WgslSyntax, act, z)
+}
+
+/// f'(z) as a WGSL expression, given the pre-activation `z` and the output `y = f(z)`
+/// (formulas as in `nshade_core::activation`: sigmoid `y(1−y)`, tanh `1−y²`, exp `y`,
+/// relu `z > 0 ? 1 : 0` written `1.0 - step(z, 0.0)`, ...). Every result has the type of
+/// `z`/`y` except `none`'s, the abstract literal `1.0`.
+pub fn activation_derivative(act: &Activation, z: &str, y: &str) -> String {
+    syntax::activation_derivative(act, z, y)
+}
+
+/// `fn {name}(z: {scalar}) -> {scalar} { return f(z); }`, `scalar` being `f32` or `f16`.
+pub fn activation_fn(act: &Activation, name: &str, scalar: &str) -> String {
+    format!(
+        "fn {name}(z: {scalar}) -> {scalar} {{\n    return {};\n}}\n",
+        activation(act, "z")
+    )
+}
+
+/// `fn {name}(z: {scalar}, y: {scalar}) -> {scalar} { return f'(z); }`.
+pub fn activation_derivative_fn(act: &Activation, name: &str, scalar: &str) -> String {
+    format!(
+        "fn {name}(z: {scalar}, y: {scalar}) -> {scalar} {{\n    return {};\n}}\n",
+        activation_derivative(act, "z", "y")
+    )
+}
+
+/// `sin(x · 2^k·π)`: output `i*K + k` of `freq(K)` for input element `x = x[i]`.
+pub fn frequency_sin(x: &str, octave: usize) -> String {
+    syntax::frequency_sin(x, octave)
+}
+
+/// `cos(x · 2^k·π)`: output `D*K + i*K + k` of `freq(K)`.
+pub fn frequency_cos(x: &str, octave: usize) -> String {
+    syntax::frequency_cos(x, octave)
+}
+
+/// `4·|u − floor(u + 0.5)| − 1` with `u = x · 2^(k−1)`: output `i*K + k` of `tri(K)`.
+/// `x` is used twice: pass an identifier.
+pub fn triangle(x: &str, octave: usize) -> String {
+    syntax::triangle(x, octave)
+}
+
+/// WGSL source of `model` for `opts` (target `wgsl`).
+pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<String, Error> {
+    let p = &opts.prefix;
+    let f16 = opts.precision == Precision::F16;
+    let (g, b) = (opts.group, opts.binding);
+    let in_ty = vec_type(program.in_dims, "f32");
+    let out_ty = vec_type(program.out_dims, "f32");
+    let signature = format!("fn {p}eval(p: {in_ty}) -> {out_ty}");
+    let elem = if opts.buffer_is_f16() { "f16" } else { "f32" };
+
+    let mut entries = Vec::new();
+    if opts.fragment {
+        entries.push(format!(
+            "full-screen pass: @vertex {p}vs (3 vertices, no buffers) and @fragment {p}fs (writes vec4(rgb, 1) to @location(0));"
+        ));
+        entries.push(format!(
+            "  {p}fs reads the uniform {p}view at @group({g}) @binding({}): size (viewport in pixels, vec2<f32>), t (f32, the t input in its domain)",
+            b + 1
+        ));
+    }
+    if opts.compute {
+        entries.push(format!(
+            "compute entry {p}main, @workgroup_size(64): row = id.x + id.y * 64 * num_workgroups.x evaluates inputs[row * {}..] into outputs[row * {}..] for row < arrayLength(outputs) / {};",
+            program.in_dims, program.out_dims, program.out_dims
+        ));
+        entries.push(format!(
+            "  inputs: array<f32> at @group({g}) @binding({}) (read), outputs: array<f32> at @group({g}) @binding({}) (read_write); bind exactly n rows of each",
+            b + 2,
+            b + 3
+        ));
+    }
+    let iface = Interface {
+        signature: signature.clone(),
+        buffer: vec![format!(
+            "weights: var<storage, read> {p}params: array<{elem}, {n}> at @group({g}) @binding({b})",
+            n = model.params.len()
+        )],
+        entries,
+    };
+    let mut s = header::write(model, opts, &iface);
+    s.push('\n');
+    if f16 {
+        s.push_str("enable f16;\n\n");
+    }
+    if opts.weights == WeightMode::Buffer {
+        writeln!(
+            s,
+            "@group({g}) @binding({b}) var<storage, read> {p}params: array<{elem}, {}>;\n",
+            model.params.len()
+        )
+        .unwrap();
+    }
+    let read = |i: &str| format!("{p}params[{i}]");
+    let body = Body {
+        syntax: &WgslSyntax,
+        decl: "let ".into(),
+        cast: f16.then(|| "f16".to_string()),
+        param: "p".into(),
+        buffer_read: &read,
+        indent: "    ",
+        scalar: if f16 { "f16" } else { "f32" }.into(),
+        wgsl: true,
+    };
+    writeln!(s, "{signature} {{").unwrap();
+    let outs = body.write(model, program, opts, &mut s);
+    let ret = if f16 {
+        if outs.len() == 1 {
+            format!("f32({})", outs[0])
+        } else {
+            format!(
+                "{out_ty}({}({}))",
+                vec_type(outs.len(), "f16"),
+                outs.join(", ")
+            )
+        }
+    } else if outs.len() == 1 {
+        outs[0].clone()
+    } else {
+        format!("{out_ty}({})", outs.join(", "))
+    };
+    writeln!(s, "    return {ret};\n}}").unwrap();
+
+    if opts.fragment {
+        let uv_input = fullscreen_input(model, "uv", &format!("{p}view.t"));
+        write!(
+            s,
+            "
+struct {p}View {{
+    size: vec2<f32>,
+    t: f32,
+}}
+
+@group({g}) @binding({b1}) var<uniform> {p}view: {p}View;
+
+// One triangle that covers the viewport.
+@vertex
+fn {p}vs(@builtin(vertex_index) i: u32) -> @builtin(position) vec4<f32> {{
+    let xy = vec2<f32>(f32((i << 1u) & 2u), f32(i & 2u));
+    return vec4<f32>(xy * 2.0 - 1.0, 0.0, 1.0);
+}}
+
+// Pixel centres in [0, 1], v down (framebuffer coordinates start at the top left).
+@fragment
+fn {p}fs(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {{
+    let uv = pos.xy / {p}view.size;
+    return vec4<f32>({p}eval({uv_input}), 1.0);
+}}
+",
+            b1 = b + 1
+        )
+        .unwrap();
+    }
+    if opts.compute {
+        let (i, o) = (program.in_dims, program.out_dims);
+        let args: Vec<String> = (0..i)
+            .map(|k| format!("{p}inputs[row * {i}u + {k}u]"))
+            .collect();
+        let arg = if i == 1 {
+            args[0].clone()
+        } else {
+            format!("{in_ty}({})", args.join(", "))
+        };
+        write!(
+            s,
+            "
+@group({g}) @binding({b2}) var<storage, read> {p}inputs: array<f32>;
+@group({g}) @binding({b3}) var<storage, read_write> {p}outputs: array<f32>;
+
+@compute @workgroup_size(64)
+fn {p}main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {{
+    let row = id.x + id.y * 64u * groups.x;
+    if row >= arrayLength(&{p}outputs) / {o}u {{
+        return;
+    }}
+    let y = {p}eval({arg});
+",
+            b2 = b + 2,
+            b3 = b + 3
+        )
+        .unwrap();
+        for k in 0..o {
+            let c = crate::body::component("y", k, o);
+            writeln!(s, "    {p}outputs[row * {o}u + {k}u] = {c};").unwrap();
+        }
+        s.push_str("}\n");
+    }
+    Ok(s)
+}
+
+/// `f32`, `vec2<f32>`, ...
+fn vec_type(n: usize, scalar: &str) -> String {
+    if n == 1 {
+        scalar.to_string()
+    } else {
+        format!("vec{n}<{scalar}>")
+    }
+}
+
+/// The model input of a full-screen pass from `uv` (pixel centres in [0, 1], v down)
+/// and the `t` expression, as a constructor call for any language whose vectors are
+/// spelled `vec2`/`vec3`-like; the caller substitutes its constructor names via
+/// [`fullscreen_input_with`].
+fn fullscreen_input(model: &Model, uv: &str, t: &str) -> String {
+    fullscreen_input_with(model, uv, t, "vec2<f32>", "vec3<f32>")
+}
+
+/// See [`fullscreen_input`]: u and v are mapped linearly onto the first two inputs'
+/// domains (identity for [0, 1]), t is passed through.
+pub(crate) fn fullscreen_input_with(
+    model: &Model,
+    uv: &str,
+    t: &str,
+    vec2: &str,
+    vec3: &str,
+) -> String {
+    let axis = |k: usize, c: &str| {
+        let [lo, hi] = model.inputs.domain[k];
+        if lo == 0.0 && hi == 1.0 {
+            format!("{uv}.{c}")
+        } else {
+            format!(
+                "({} + {} * {uv}.{c})",
+                float_literal(lo),
+                float_literal(hi - lo)
+            )
+        }
+    };
+    let (x, y) = (axis(0, "x"), axis(1, "y"));
+    if model.network.in_dims == 2 {
+        if x == format!("{uv}.x") && y == format!("{uv}.y") {
+            uv.to_string()
+        } else {
+            format!("{vec2}({x}, {y})")
+        }
+    } else {
+        format!("{vec3}({x}, {y}, {t})")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [Activation; 10] = [
+        Activation::None,
+        Activation::Relu,
+        Activation::LeakyRelu { slope: 0.01 },
+        Activation::LeakyRelu { slope: 0.3 },
+        Activation::Sigmoid,
+        Activation::Tanh,
+        Activation::Exp,
+        Activation::Swish,
+        Activation::Sine { w0: 30.0 },
+        Activation::Softplus,
+    ];
+
+    #[test]
+    fn building_blocks_are_valid_wgsl_at_f32_and_f16() {
+        for scalar in ["f32", "f16"] {
+            let mut src = String::new();
+            if scalar == "f16" {
+                src.push_str("enable f16;\n");
+            }
+            for (k, act) in ALL.iter().enumerate() {
+                src.push_str(&activation_fn(act, &format!("act{k}"), scalar));
+                src.push_str(&activation_derivative_fn(act, &format!("dact{k}"), scalar));
+            }
+            src.push_str(&format!(
+                "fn enc(x: {scalar}) -> {scalar} {{\n    return {} + {} + {} + {};\n}}\n",
+                frequency_sin("x", 3),
+                frequency_cos("x", 0),
+                triangle("x", 2),
+                triangle_derivative("x", 1)
+            ));
+            crate::validate_wgsl(&src).unwrap_or_else(|e| panic!("{scalar}: {e}\n{src}"));
+        }
+    }
+}
