@@ -24,6 +24,7 @@ use nshade_core::Activation;
 use nshade_core::loss::Loss;
 use nshade_core::module::{Layer, Linear, Module};
 use nshade_core::network::Network;
+use nshade_shader::wgsl as shader_wgsl;
 use std::fmt::Write;
 
 /// Where samples come from, as the kernel sees it.
@@ -300,28 +301,39 @@ impl Gen {
             Module::Frequency(f) => {
                 let y = out.unwrap_or_else(|| self.alloc(m.out_dims()));
                 let (d, k) = (f.in_dims, f.octaves);
-                let body = format!(
-                    "        let j = e / S; let s = e % S; let i = j / {k}u; let k = j % {k}u;\n\
-                     \x20       let a = (f32(1u << k) * 3.1415927f) * {x};\n\
-                     \x20       {ys} = sin(a);\n        {yc} = cos(a);\n",
-                    x = self.at(x, "i", "s"),
-                    ys = self.at(y, "j", "s"),
-                    yc = self.at(y, &format!("{}u + j", d * k), "s"),
+                let mut body = format!(
+                    "        let i = e / S; let s = e % S;\n        let xv = {};\n",
+                    self.at(x, "i", "s")
                 );
-                self.items(d * k * self.s, &body);
+                for o in 0..k {
+                    let _ = writeln!(
+                        body,
+                        "        {} = {};\n        {} = {};",
+                        self.at(y, &format!("i * {k}u + {o}u"), "s"),
+                        shader_wgsl::frequency_sin("xv", o),
+                        self.at(y, &format!("{}u + i * {k}u + {o}u", d * k), "s"),
+                        shader_wgsl::frequency_cos("xv", o),
+                    );
+                }
+                self.items(d * self.s, &body);
                 Fwd::Leaf { m, x, y }
             }
             Module::Triangle(t) => {
                 let y = out.unwrap_or_else(|| self.alloc(m.out_dims()));
-                let k = t.octaves;
-                let body = format!(
-                    "        let j = e / S; let s = e % S; let i = j / {k}u; let k = j % {k}u;\n\
-                     \x20       let u = (f32(1u << k) * 0.5f) * {x};\n\
-                     \x20       {y} = 4.0f * abs(u - floor(u + 0.5f)) - 1.0f;\n",
-                    x = self.at(x, "i", "s"),
-                    y = self.at(y, "j", "s"),
+                let (d, k) = (t.in_dims, t.octaves);
+                let mut body = format!(
+                    "        let i = e / S; let s = e % S;\n        let xv = {};\n",
+                    self.at(x, "i", "s")
                 );
-                self.items(m.out_dims() * self.s, &body);
+                for o in 0..k {
+                    let _ = writeln!(
+                        body,
+                        "        {} = {};",
+                        self.at(y, &format!("i * {k}u + {o}u"), "s"),
+                        shader_wgsl::triangle("xv", o),
+                    );
+                }
+                self.items(d * self.s, &body);
                 Fwd::Leaf { m, x, y }
             }
             Module::Mlp(mlp) => {
@@ -434,37 +446,43 @@ impl Gen {
                     Module::Frequency(fq) => {
                         let (d, k) = (fq.in_dims, fq.octaves);
                         let op = if add { "+=" } else { "=" };
-                        let body = format!(
-                            "        let i = e / S; let s = e % S;\n        var acc = 0.0f;\n\
-                             \x20       for (var k = 0u; k < {k}u; k++) {{\n\
-                             \x20           let j = i * {k}u + k;\n\
-                             \x20           let sc = f32(1u << k) * 3.1415927f;\n\
-                             \x20           acc += sc * ({yc} * {dys} - {ys} * {dyc});\n        }}\n\
-                             \x20       {dxv} {op} acc;\n",
-                            yc = self.at(*y, &format!("{}u + j", d * k), "s"),
-                            ys = self.at(*y, "j", "s"),
-                            dys = self.at(dy, "j", "s"),
-                            dyc = self.at(dy, &format!("{}u + j", d * k), "s"),
-                            dxv = self.at(dx, "i", "s"),
+                        let mut body = String::from(
+                            "        let i = e / S; let s = e % S;\n        var acc = 0.0f;\n",
                         );
+                        for o in 0..k {
+                            let (js, jc) = (
+                                format!("i * {k}u + {o}u"),
+                                format!("{}u + i * {k}u + {o}u", d * k),
+                            );
+                            let _ = writeln!(
+                                body,
+                                "        acc += {} * ({} * {} - {} * {});",
+                                lit(shader_wgsl::frequency_scale(o)),
+                                self.at(*y, &jc, "s"),
+                                self.at(dy, &js, "s"),
+                                self.at(*y, &js, "s"),
+                                self.at(dy, &jc, "s"),
+                            );
+                        }
+                        let _ = writeln!(body, "        {} {op} acc;", self.at(dx, "i", "s"));
                         self.items(d * self.s, &body);
                     }
                     Module::Triangle(t) => {
                         let (d, k) = (t.in_dims, t.octaves);
                         let op = if add { "+=" } else { "=" };
-                        let body = format!(
-                            "        let i = e / S; let s = e % S;\n        var acc = 0.0f;\n\
-                             \x20       let xi = {xv};\n\
-                             \x20       for (var k = 0u; k < {k}u; k++) {{\n\
-                             \x20           let sc = f32(1u << k) * 0.5f;\n\
-                             \x20           let u = sc * xi;\n\
-                             \x20           let r = u - floor(u + 0.5f);\n\
-                             \x20           acc += 4.0f * sc * nsh_sign(r) * {dyv};\n        }}\n\
-                             \x20       {dxv} {op} acc;\n",
-                            xv = self.at(*x, "i", "s"),
-                            dyv = self.at(dy, &format!("i * {k}u + k"), "s"),
-                            dxv = self.at(dx, "i", "s"),
+                        let mut body = format!(
+                            "        let i = e / S; let s = e % S;\n        var acc = 0.0f;\n        let xi = {};\n",
+                            self.at(*x, "i", "s")
                         );
+                        for o in 0..k {
+                            let _ = writeln!(
+                                body,
+                                "        acc += {} * {};",
+                                shader_wgsl::triangle_derivative("xi", o),
+                                self.at(dy, &format!("i * {k}u + {o}u"), "s"),
+                            );
+                        }
+                        let _ = writeln!(body, "        {} {op} acc;", self.at(dx, "i", "s"));
                         self.items(d * self.s, &body);
                     }
                     _ => unreachable!("leaf modules are identity, freq and tri"),

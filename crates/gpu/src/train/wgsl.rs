@@ -1,7 +1,9 @@
-//! WGSL snippets the training kernels are built from: activations (value and derivative),
-//! losses (value and gradient), the sample hash and the texture lookup. Each mirrors the
-//! formula documented in `nshade_core` (activation.rs, loss.rs, rng.rs, texture.rs); the
-//! tests in `crates/gpu/tests` check the GPU against the CPU on the same batch.
+//! WGSL snippets the training kernels are built from. Activations (value and derivative)
+//! and the encodings come from the shared emitters in `nshade_shader::wgsl` (one emitter
+//! per module for training and export); the losses (value and gradient), the sample hash
+//! and the texture lookup live here. Each mirrors the formula documented in `nshade_core`
+//! (activation.rs, loss.rs, rng.rs, texture.rs); the tests in `crates/gpu/tests` check the
+//! GPU against the CPU on the same batch.
 
 use nshade_core::Activation;
 use nshade_core::loss::Loss;
@@ -29,38 +31,19 @@ pub fn needs_z(act: Activation) -> bool {
     }
 }
 
-/// y = f(z) as a WGSL expression of the expression `z` (which must be a plain name).
+/// y = f(z) as a WGSL expression of the plain name `z`: the shared emitter of
+/// `nshade_shader::wgsl`, so training and the exported shaders evaluate the same text.
 pub fn act_value(act: Activation, z: &str) -> String {
-    match act {
-        Activation::None => z.to_string(),
-        Activation::Relu => format!("max({z}, 0.0f)"),
-        Activation::LeakyRelu { slope } => format!("select({} * {z}, {z}, {z} > 0.0f)", lit(slope)),
-        Activation::Sigmoid => format!("(1.0f / (1.0f + exp(-{z})))"),
-        Activation::Tanh => format!("tanh({z})"),
-        Activation::Exp => format!("exp({z})"),
-        Activation::Swish => format!("({z} / (1.0f + exp(-{z})))"),
-        Activation::Sine { w0 } => format!("sin({} * {z})", lit(w0)),
-        Activation::Softplus => format!("select(log(1.0f + exp({z})), {z}, {z} > 20.0f)"),
-    }
+    nshade_shader::wgsl::activation(&act, z)
 }
 
-/// f'(z) as a WGSL expression of `z` (valid when [`needs_z`]) and of the output `y`
-/// (both plain names).
+/// f'(z) as a WGSL expression (shared emitter of `nshade_shader::wgsl`). `z` is only
+/// read when [`needs_z`]; otherwise the output `y` stands in for it, which gives the same
+/// value (relu and leaky_relu with a positive slope test `z > 0`, and `y > 0` exactly
+/// when `z > 0`; the other activations use y alone).
 pub fn act_derivative(act: Activation, z: &str, y: &str) -> String {
-    match act {
-        Activation::None => "1.0f".into(),
-        Activation::Relu => format!("select(0.0f, 1.0f, {y} > 0.0f)"),
-        Activation::LeakyRelu { slope } if slope > 0.0 => {
-            format!("select({}, 1.0f, {y} > 0.0f)", lit(slope))
-        }
-        Activation::LeakyRelu { slope } => format!("select({}, 1.0f, {z} > 0.0f)", lit(slope)),
-        Activation::Sigmoid => format!("({y} * (1.0f - {y}))"),
-        Activation::Tanh => format!("(1.0f - {y} * {y})"),
-        Activation::Exp => y.to_string(),
-        Activation::Swish => format!("nsh_swish_d({z})"),
-        Activation::Sine { w0 } => format!("({w} * cos({w} * {z}))", w = lit(w0)),
-        Activation::Softplus => format!("(1.0f / (1.0f + exp(-{z})))"),
-    }
+    let z = if needs_z(act) { z } else { y };
+    nshade_shader::wgsl::activation_derivative(&act, z, y)
 }
 
 /// Helper functions every training kernel includes.
@@ -80,10 +63,6 @@ fn nsh_mulhi(a: u32, b: u32) -> u32 {
     let p00 = a0 * b0; let p01 = a0 * b1; let p10 = a1 * b0; let p11 = a1 * b1;
     let mid = (p00 >> 16u) + (p01 & 0xffffu) + (p10 & 0xffffu);
     return p11 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u);
-}
-fn nsh_swish_d(z: f32) -> f32 {
-    let s = 1.0f / (1.0f + exp(-z));
-    return s * (1.0f + z * (1.0f - s));
 }
 fn nsh_sign(d: f32) -> f32 {
     return select(select(0.0f, -1.0f, d < 0.0f), 1.0f, d > 0.0f);
