@@ -85,7 +85,7 @@ pub fn run(args: Args) -> Result<()> {
             if args.json {
                 println!(
                     "{}",
-                    json!({"arch": named.arch.to_string(), "name": named.name, "backend": backend.name(), "path": "f32",
+                    json!({"arch": named.arch.to_string(), "name": named.name, "backend": backend.name(), "path": trainer.path(),
                            "batch": batch, "steps": steps, "seconds": secs, "samples_per_s": sps,
                            "params": net.param_count, "threads": rayon::current_num_threads()})
                 );

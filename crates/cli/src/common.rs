@@ -30,13 +30,19 @@ pub enum BackendChoice {
     Gpu,
 }
 
-/// Picks the training backend.
+/// Picks the training backend: `gpu` needs an adapter; `auto` takes the GPU when the
+/// adapter is a real one (not a CPU rasteriser such as lavapipe), else the CPU.
 pub fn training_backend(choice: BackendChoice) -> Result<Box<dyn Backend>> {
+    use nshade_gpu::train::GpuBackend;
     match choice {
-        BackendChoice::Cpu | BackendChoice::Auto => Ok(Box::new(nshade_core::cpu::CpuBackend)),
-        BackendChoice::Gpu => {
-            bail!("--backend gpu: this build has no GPU training backend yet; use --backend cpu")
-        }
+        BackendChoice::Cpu => Ok(Box::new(nshade_core::cpu::CpuBackend)),
+        BackendChoice::Gpu => Ok(Box::new(
+            GpuBackend::new().map_err(|e| anyhow::anyhow!("--backend gpu: {e}"))?,
+        )),
+        BackendChoice::Auto => match GpuBackend::new() {
+            Ok(b) if b.context().summary.device_type != "Cpu" => Ok(Box::new(b)),
+            _ => Ok(Box::new(nshade_core::cpu::CpuBackend)),
+        },
     }
 }
 

@@ -65,12 +65,20 @@ pub trait Trainer: Send {
     fn params(&mut self) -> Result<Vec<f32>, TrainError>;
     /// Steps taken so far.
     fn steps_done(&self) -> u32;
+    /// The numeric path this trainer runs: `f32`, `f16` or `coop` (cooperative matrices).
+    fn path(&self) -> String {
+        "f32".into()
+    }
 }
 
 /// A place where training runs.
 pub trait Backend {
     /// `cpu`, or the adapter's name for the GPU.
     fn name(&self) -> String;
+    /// The numeric path training takes: `f32`, `f16` or `coop` (cooperative matrices).
+    fn path(&self) -> String {
+        "f32".into()
+    }
     /// Starts training `net` from `params` on `data`.
     fn start(
         &self,

@@ -1,3 +1,4 @@
 pub mod capture;
 pub mod context;
 pub mod infer;
+pub mod train;

@@ -1,0 +1,1357 @@
+//! Generates the WGSL of one training step for a resolved network.
+//!
+//! **Step kernel** (`nsh_step`): `groups` workgroups of `threads` invocations. Each
+//! workgroup handles `chunks` chunks of `samples` consecutive samples; per chunk it draws
+//! the samples (the same hash as `TrainingData::fill`), runs forward, the loss gradient
+//! and backward with every intermediate tensor in workgroup memory, and adds the chunk's
+//! weight gradients into per-invocation register accumulators. Each parameter's
+//! accumulator belongs to exactly one invocation, so a workgroup's partial sum is written
+//! once at the end (`partial[group · P + p]`), with no atomics. The loss of the
+//! workgroup's samples is reduced in a fixed order into `loss_partial[group]`.
+//!
+//! **Adam kernel** (`nsh_adam`): one invocation per parameter adds the partial sums in
+//! group order (fixed, so the result is bit-reproducible), then applies Adam to the fp32
+//! master weights; one extra workgroup reduces the loss partials into the step's slot.
+//!
+//! Workgroup-memory layout: a tensor of width D occupies D rows of `R = samples + 1`
+//! floats (value j of sample s at `(base + j)·R + s`); the odd stride keeps the
+//! column-wise reads of the weight-gradient loops free of bank conflicts. GEMM-like loops
+//! compute small register tiles (up to 4×4) with strided assignment so that neighbouring
+//! invocations read neighbouring words.
+
+use super::wgsl::{self, lit};
+use nshade_core::Activation;
+use nshade_core::loss::Loss;
+use nshade_core::module::{Layer, Linear, Module};
+use nshade_core::network::Network;
+use nshade_shader::wgsl as shader_wgsl;
+use std::fmt::Write;
+
+/// Where samples come from, as the kernel sees it.
+#[derive(Clone, Copy, Debug)]
+pub enum DataKind {
+    Texture {
+        width: u32,
+        height: u32,
+    },
+    Rows {
+        rows: u32,
+        in_dims: u32,
+        out_dims: u32,
+    },
+}
+
+/// The shape of the launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Launch {
+    /// Samples per chunk (a power of two).
+    pub samples: u32,
+    /// Invocations per workgroup.
+    pub threads: u32,
+    /// Workgroups per step.
+    pub groups: u32,
+    /// Chunks per workgroup.
+    pub chunks: u32,
+    /// f32 path: hidden-layer gradients in two extra buffers instead of in place, so a
+    /// layer's dW and dx share one phase (one barrier fewer per layer, more memory; on
+    /// the H200 it was slower, so it is off by default).
+    pub pingpong: bool,
+    /// Register tiles may leave up to 1 − 1/tile_k of the invocations idle in a phase
+    /// (bigger tiles, fewer workgroup-memory loads per multiply-add).
+    pub tile_k: u32,
+}
+
+/// Invocations per workgroup of the Adam kernel.
+pub const ADAM_THREADS: u32 = 256;
+/// Parameters per Adam workgroup: its invocations split the group sums 8 ways (a fixed
+/// interleaving, combined in a fixed order), so the reduction has 8× the parallelism of
+/// one invocation per parameter.
+pub const ADAM_PARAMS: u32 = 32;
+
+/// A tensor in workgroup memory: rows `base..base + width`.
+#[derive(Clone, Copy, Debug)]
+struct View {
+    base: usize,
+    width: usize,
+}
+
+impl View {
+    fn sub(self, col: usize, width: usize) -> View {
+        View {
+            base: self.base + col,
+            width,
+        }
+    }
+}
+
+/// The forward pass of a module, kept for its backward pass.
+enum Fwd<'a> {
+    Leaf {
+        m: &'a Module,
+        x: View,
+        y: View,
+    },
+    Mlp {
+        layers: Vec<LayerFwd<'a>>,
+    },
+    Chain(Vec<Fwd<'a>>),
+    Cat {
+        x: View,
+        y: View,
+        children: Vec<Fwd<'a>>,
+    },
+}
+
+struct LayerFwd<'a> {
+    l: &'a Linear,
+    x: View,
+    z: Option<View>,
+    a: View,
+}
+
+fn has_params(m: &Module) -> bool {
+    match m {
+        Module::Mlp(_) => true,
+        Module::Chain(c) => c.stages.iter().any(has_params),
+        Module::Cat(c) => c.children.iter().any(has_params),
+        _ => false,
+    }
+}
+
+fn largest_tile(n: usize, max: usize) -> usize {
+    [4, 2, 1]
+        .into_iter()
+        .find(|&t| t <= max && n.is_multiple_of(t))
+        .unwrap_or(1)
+}
+
+struct Gen {
+    s: usize,
+    r: usize,
+    wg: usize,
+    rows: usize,
+    body: String,
+    accs: usize,
+    writeback: String,
+    /// Cooperative-matrix layout (None: the plain f32 path).
+    coop: Option<Pad>,
+    /// f16 elements of the `xh` / `gh` staging arrays and f32 elements of `zc`.
+    xh: usize,
+    gh: usize,
+    zc: usize,
+    /// dW accumulator slots (one 16×16 tile per subgroup each) handed out so far.
+    dw_tiles: usize,
+    /// Parameters of the network (the partials' dummy area follows them).
+    param_count: usize,
+    /// The output layer (by weight offset) whose activation derivative the loss phase
+    /// applies, so its backward skips that phase.
+    fused_out: Option<usize>,
+    pingpong: bool,
+    /// Register tiles may leave up to 1 − 1/tile_k of the invocations idle in a phase.
+    tile_k: usize,
+}
+
+/// Padded (multiple-of-16) layout of every linear layer's weights for the cooperative
+/// matrix path: the f16 weight copy `w16` and the gradient partials use it.
+#[derive(Clone, Debug, Default)]
+pub struct Pad {
+    /// (weight offset in the flat vector, out, in, padded offset, padded out, padded in)
+    pub layers: Vec<PadLayer>,
+    /// Padded weight elements; biases follow at `weights + p` in the partials.
+    pub weights: usize,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct PadLayer {
+    pub weight: usize,
+    pub bias: usize,
+    pub out_dims: usize,
+    pub in_dims: usize,
+    pub padded: usize,
+    pub out_p: usize,
+    pub in_p: usize,
+}
+
+impl Pad {
+    pub fn of(net: &Network) -> Pad {
+        fn walk(m: &Module, pad: &mut Pad) {
+            match m {
+                Module::Mlp(mlp) => {
+                    for l in &mlp.layers {
+                        let (op, ip) = (
+                            l.out_dims.next_multiple_of(16),
+                            l.in_dims.next_multiple_of(16),
+                        );
+                        pad.layers.push(PadLayer {
+                            weight: l.weight,
+                            bias: l.bias,
+                            out_dims: l.out_dims,
+                            in_dims: l.in_dims,
+                            padded: pad.weights,
+                            out_p: op,
+                            in_p: ip,
+                        });
+                        pad.weights += op * ip;
+                    }
+                }
+                Module::Chain(c) => c.stages.iter().for_each(|s| walk(s, pad)),
+                Module::Cat(c) => c.children.iter().for_each(|s| walk(s, pad)),
+                _ => {}
+            }
+        }
+        let mut pad = Pad::default();
+        walk(&net.root, &mut pad);
+        pad
+    }
+    fn layer(&self, weight: usize) -> PadLayer {
+        *self
+            .layers
+            .iter()
+            .find(|l| l.weight == weight)
+            .expect("layer in pad table")
+    }
+    /// Offset of the per-group scratch tile (for surplus accumulator slots), aligned to
+    /// 16 floats: matrix stores need 16-byte-aligned addresses.
+    pub fn dummy(&self, p: usize) -> usize {
+        (self.weights + p).next_multiple_of(16)
+    }
+    /// Floats per group in the partials buffer (a multiple of 16, so every group's
+    /// base address is aligned for matrix stores).
+    pub fn partial_len(&self, p: usize) -> usize {
+        self.dummy(p) + 256
+    }
+}
+
+impl Gen {
+    fn new(
+        s: usize,
+        wg: usize,
+        coop: Option<Pad>,
+        param_count: usize,
+        pingpong: bool,
+        tile_k: usize,
+    ) -> Gen {
+        Gen {
+            param_count,
+            fused_out: None,
+            pingpong: pingpong && coop.is_none(),
+            tile_k: tile_k.max(1),
+            s,
+            r: s + 1,
+            wg,
+            rows: 0,
+            body: String::new(),
+            accs: 0,
+            writeback: String::new(),
+            coop,
+            xh: 0,
+            gh: 0,
+            zc: 0,
+            dw_tiles: 0,
+        }
+    }
+
+    fn alloc(&mut self, width: usize) -> View {
+        let v = View {
+            base: self.rows,
+            width,
+        };
+        self.rows += width;
+        v
+    }
+
+    /// `sh[...]` of value `j` (expression) of sample `s` (expression) in `v`.
+    fn at(&self, v: View, j: &str, s: &str) -> String {
+        format!("sh[({}u + {j}) * R + {s}]", v.base)
+    }
+
+    /// A loop over `n` items spread over the workgroup, then a barrier.
+    fn items(&mut self, n: usize, body: &str) {
+        let _ = writeln!(
+            self.body,
+            "    for (var e = lid; e < {n}u; e += WG) {{\n{body}    }}\n    workgroupBarrier();"
+        );
+    }
+
+    /// Per element (j < width, s < S): `dst[j][s] = f(src[j][s])` given as `expr(x)`.
+    fn map(&mut self, src: View, dst: View, f: impl Fn(&str) -> String, add: bool) {
+        let n = src.width * self.s;
+        let op = if add { "+=" } else { "=" };
+        let body = format!(
+            "        let j = e / S; let s = e % S;\n        let x = {};\n        {} {op} {};\n",
+            self.at(src, "j", "s"),
+            self.at(dst, "j", "s"),
+            f("x")
+        );
+        self.items(n, &body);
+    }
+
+    fn forward<'a>(&mut self, m: &'a Module, x: View, out: Option<View>) -> Fwd<'a> {
+        match m {
+            Module::Identity(_) => {
+                let y = match out {
+                    Some(o) => {
+                        self.map(x, o, |v| v.to_string(), false);
+                        o
+                    }
+                    None => x,
+                };
+                Fwd::Leaf { m, x, y }
+            }
+            Module::Frequency(f) => {
+                let y = out.unwrap_or_else(|| self.alloc(m.out_dims()));
+                let (d, k) = (f.in_dims, f.octaves);
+                let mut body = format!(
+                    "        let i = e / S; let s = e % S;\n        let xv = {};\n",
+                    self.at(x, "i", "s")
+                );
+                for o in 0..k {
+                    let _ = writeln!(
+                        body,
+                        "        {} = {};\n        {} = {};",
+                        self.at(y, &format!("i * {k}u + {o}u"), "s"),
+                        shader_wgsl::frequency_sin("xv", o),
+                        self.at(y, &format!("{}u + i * {k}u + {o}u", d * k), "s"),
+                        shader_wgsl::frequency_cos("xv", o),
+                    );
+                }
+                self.items(d * self.s, &body);
+                Fwd::Leaf { m, x, y }
+            }
+            Module::Triangle(t) => {
+                let y = out.unwrap_or_else(|| self.alloc(m.out_dims()));
+                let (d, k) = (t.in_dims, t.octaves);
+                let mut body = format!(
+                    "        let i = e / S; let s = e % S;\n        let xv = {};\n",
+                    self.at(x, "i", "s")
+                );
+                for o in 0..k {
+                    let _ = writeln!(
+                        body,
+                        "        {} = {};",
+                        self.at(y, &format!("i * {k}u + {o}u"), "s"),
+                        shader_wgsl::triangle("xv", o),
+                    );
+                }
+                self.items(d * self.s, &body);
+                Fwd::Leaf { m, x, y }
+            }
+            Module::Mlp(mlp) => {
+                let mut layers = Vec::new();
+                let mut input = x;
+                let last = mlp.layers.len() - 1;
+                for (i, l) in mlp.layers.iter().enumerate() {
+                    let a = match out {
+                        Some(o) if i == last => o,
+                        _ => self.alloc(l.out_dims),
+                    };
+                    let z = wgsl::needs_z(l.act).then(|| self.alloc(l.out_dims));
+                    if self.coop.is_some() {
+                        self.coop_forward(l, input, z, a);
+                    } else {
+                        self.linear_forward(l, input, z, a);
+                    }
+                    layers.push(LayerFwd { l, x: input, z, a });
+                    input = a;
+                }
+                Fwd::Mlp { layers }
+            }
+            Module::Chain(c) => {
+                let mut stages = Vec::new();
+                let mut input = x;
+                let last = c.stages.len() - 1;
+                for (i, st) in c.stages.iter().enumerate() {
+                    let f = self.forward(st, input, if i == last { out } else { None });
+                    input = fwd_out(&f);
+                    stages.push(f);
+                }
+                Fwd::Chain(stages)
+            }
+            Module::Cat(c) => {
+                let y = out.unwrap_or_else(|| self.alloc(m.out_dims()));
+                let mut col = 0;
+                let mut children = Vec::new();
+                for ch in &c.children {
+                    let w = ch.out_dims();
+                    children.push(self.forward(ch, x, Some(y.sub(col, w))));
+                    col += w;
+                }
+                Fwd::Cat { x, y, children }
+            }
+        }
+    }
+
+    /// z = W·x + b, a = act(z), tiled TO (outputs) × TS (samples) per invocation.
+    fn linear_forward(&mut self, l: &Linear, x: View, z: Option<View>, a: View) {
+        let (i_n, o_n) = (l.in_dims, l.out_dims);
+        let (to, ts) = self.tiles(o_n, self.s);
+        let (og, sg) = (o_n / to, self.s / ts);
+        let mut b = format!("        let og = e / {sg}u; let sg = e % {sg}u;\n");
+        for t in 0..to {
+            for u in 0..ts {
+                let _ = writeln!(
+                    b,
+                    "        var c{t}_{u} = params[{}u + og + {}u];",
+                    l.bias,
+                    t * og
+                );
+            }
+        }
+        let mut lb = String::new();
+        for u in 0..ts {
+            let _ = writeln!(
+                lb,
+                "            let x{u} = {};",
+                self.at(x, "i", &format!("sg + {}u", u * sg))
+            );
+        }
+        for t in 0..to {
+            let _ = writeln!(
+                lb,
+                "            let w{t} = params[{}u + (og + {}u) * {i_n}u + i];",
+                l.weight,
+                t * og
+            );
+            for u in 0..ts {
+                let _ = writeln!(lb, "            c{t}_{u} = fma(w{t}, x{u}, c{t}_{u});");
+            }
+        }
+        b.push_str(&unroll("i", i_n, &lb));
+        for t in 0..to {
+            for u in 0..ts {
+                let (j, s) = (format!("og + {}u", t * og), format!("sg + {}u", u * sg));
+                let _ = writeln!(b, "        {{ let zz = c{t}_{u};");
+                if let Some(z) = z {
+                    let _ = writeln!(b, "        {} = zz;", self.at(z, &j, &s));
+                }
+                let _ = writeln!(
+                    b,
+                    "        {} = {}; }}",
+                    self.at(a, &j, &s),
+                    wgsl::act_value(l.act, "zz")
+                );
+            }
+        }
+        self.items(og * sg, &b);
+    }
+
+    /// Backward of `f` given ∂L/∂y in `dy` (may be overwritten); writes ∂L/∂x into `dx`
+    /// when asked (`add`: accumulate instead of overwrite).
+    fn backward(&mut self, f: &Fwd, dy: View, dx: Option<(View, bool)>) {
+        match f {
+            Fwd::Leaf { m, x, y } => {
+                let Some((dx, add)) = dx else { return };
+                match m {
+                    Module::Identity(_) => self.map(dy, dx, |v| v.to_string(), add),
+                    Module::Frequency(fq) => {
+                        let (d, k) = (fq.in_dims, fq.octaves);
+                        let op = if add { "+=" } else { "=" };
+                        let mut body = String::from(
+                            "        let i = e / S; let s = e % S;\n        var acc = 0.0f;\n",
+                        );
+                        for o in 0..k {
+                            let (js, jc) = (
+                                format!("i * {k}u + {o}u"),
+                                format!("{}u + i * {k}u + {o}u", d * k),
+                            );
+                            let _ = writeln!(
+                                body,
+                                "        acc += {} * ({} * {} - {} * {});",
+                                lit(shader_wgsl::frequency_scale(o)),
+                                self.at(*y, &jc, "s"),
+                                self.at(dy, &js, "s"),
+                                self.at(*y, &js, "s"),
+                                self.at(dy, &jc, "s"),
+                            );
+                        }
+                        let _ = writeln!(body, "        {} {op} acc;", self.at(dx, "i", "s"));
+                        self.items(d * self.s, &body);
+                    }
+                    Module::Triangle(t) => {
+                        let (d, k) = (t.in_dims, t.octaves);
+                        let op = if add { "+=" } else { "=" };
+                        let mut body = format!(
+                            "        let i = e / S; let s = e % S;\n        var acc = 0.0f;\n        let xi = {};\n",
+                            self.at(*x, "i", "s")
+                        );
+                        for o in 0..k {
+                            let _ = writeln!(
+                                body,
+                                "        acc += {} * {};",
+                                shader_wgsl::triangle_derivative("xi", o),
+                                self.at(dy, &format!("i * {k}u + {o}u"), "s"),
+                            );
+                        }
+                        let _ = writeln!(body, "        {} {op} acc;", self.at(dx, "i", "s"));
+                        self.items(d * self.s, &body);
+                    }
+                    _ => unreachable!("leaf modules are identity, freq and tri"),
+                }
+            }
+            Fwd::Mlp { layers } => {
+                // The output layer's dz is formed in place in `dy`; every hidden layer's
+                // dz is formed in place over its own activations a (read-then-write by
+                // the same invocation, after the last reader of a has passed a barrier).
+                let last = layers.len() - 1;
+                if self.fused_out != Some(layers[last].l.weight) {
+                    self.act_backward(&layers[last], dy);
+                }
+                let mut d = dy;
+                let ping = if self.pingpong && last > 0 {
+                    let w = layers[..last]
+                        .iter()
+                        .map(|l| l.l.out_dims)
+                        .max()
+                        .unwrap_or(0);
+                    Some([self.alloc(w), self.alloc(w)])
+                } else {
+                    None
+                };
+                for (i, lf) in layers.iter().enumerate().rev() {
+                    if let (Some(ping), true) = (ping, i > 0) {
+                        let below = &layers[i - 1];
+                        let buf = ping[(last - i) % 2].sub(0, lf.l.in_dims);
+                        self.linear_backward(lf, d, None, false);
+                        self.linear_backward_dx(lf, d, buf, false, Some(below));
+                        d = buf;
+                    } else if self.coop.is_some() {
+                        let below = (i > 0).then(|| &layers[i - 1]);
+                        let target = match below {
+                            Some(b) => Some((b.a, false)),
+                            None => dx,
+                        };
+                        self.coop_backward(lf, d, target, below);
+                        if let Some(b) = below {
+                            d = b.a;
+                        }
+                    } else if i > 0 {
+                        let below = &layers[i - 1];
+                        self.linear_backward(lf, d, None, true);
+                        self.linear_backward_dx(lf, d, below.a, false, Some(below));
+                        d = below.a;
+                    } else {
+                        self.linear_backward(lf, d, dx, dx.is_none());
+                    }
+                }
+            }
+            Fwd::Chain(stages) => {
+                let mut d = dy;
+                for i in (0..stages.len()).rev() {
+                    let upstream = stages[..i].iter().any(fwd_has_params);
+                    let target = if i == 0 {
+                        dx
+                    } else if upstream {
+                        Some((self.alloc(fwd_in(&stages[i]).width), false))
+                    } else {
+                        None
+                    };
+                    if target.is_none() && !fwd_has_params(&stages[i]) {
+                        break;
+                    }
+                    self.backward(&stages[i], d, target);
+                    match target {
+                        Some((t, _)) => d = t,
+                        None => break,
+                    }
+                }
+            }
+            Fwd::Cat { children, .. } => {
+                let mut col = 0;
+                let mut wrote = false;
+                for ch in children {
+                    let w = fwd_out(ch).width;
+                    let dyc = dy.sub(col, w);
+                    col += w;
+                    let target = dx.map(|(v, add)| (v, add || wrote));
+                    if target.is_none() && !fwd_has_params(ch) {
+                        continue;
+                    }
+                    self.backward(ch, dyc, target);
+                    if target.is_some() {
+                        wrote = true;
+                    }
+                }
+            }
+        }
+    }
+
+    /// dz = dy ⊙ f'(z), in place.
+    fn act_backward(&mut self, lf: &LayerFwd, d: View) {
+        if lf.l.act == Activation::None {
+            return;
+        }
+        let n = lf.l.out_dims * self.s;
+        let zexpr = match lf.z {
+            Some(z) => self.at(z, "j", "s"),
+            None => "0.0f".into(),
+        };
+        let body = format!(
+            "        let j = e / S; let s = e % S;\n        let z = {zexpr};\n        let y = {};\n        {} *= {};\n",
+            self.at(lf.a, "j", "s"),
+            self.at(d, "j", "s"),
+            wgsl::act_derivative(lf.l.act, "z", "y")
+        );
+        self.items(n, &body);
+    }
+
+    /// Weight-gradient accumulation (dW += dz·xᵀ, db += Σ dz) into register
+    /// accumulators, and dx = Wᵀ·dz when asked; one phase, one barrier.
+    fn linear_backward(
+        &mut self,
+        lf: &LayerFwd,
+        dz: View,
+        dx: Option<(View, bool)>,
+        barrier: bool,
+    ) {
+        let l = lf.l;
+        let (i_n, o_n) = (l.in_dims, l.out_dims);
+        // dW tiles: as large as possible while every invocation still gets one.
+        let (mut to, mut ti) = (largest_tile(o_n, 4), largest_tile(i_n, 4));
+        while (o_n / to) * (i_n / ti) * self.tile_k < self.wg && (to > 1 || ti > 1) {
+            if to >= ti && to > 1 {
+                to = largest_tile(o_n, to / 2);
+            } else {
+                ti = largest_tile(i_n, ti / 2);
+            }
+        }
+        let (og, ig) = (o_n / to, i_n / ti);
+        let nq = og * ig;
+        let mut b = String::new();
+        for k in 0..nq.div_ceil(self.wg) {
+            let base = self.accs;
+            self.accs += to * ti;
+            let _ = writeln!(
+                b,
+                "    {{ let q = lid + {}u; if (q < {nq}u) {{ let og = q / {ig}u; let ig = q % {ig}u;",
+                k * self.wg
+            );
+            let mut lb = String::new();
+            for t in 0..to {
+                let _ = writeln!(
+                    lb,
+                    "            let d{t} = {};",
+                    self.at(dz, &format!("og + {}u", t * og), "s")
+                );
+            }
+            for u in 0..ti {
+                let _ = writeln!(
+                    lb,
+                    "            let x{u} = {};",
+                    self.at(lf.x, &format!("ig + {}u", u * ig), "s")
+                );
+            }
+            for t in 0..to {
+                for u in 0..ti {
+                    let a = base + t * ti + u;
+                    let _ = writeln!(lb, "            acc{a} = fma(d{t}, x{u}, acc{a});");
+                }
+            }
+            b.push_str(&unroll("s", self.s, &lb));
+            b.push_str("    } }\n");
+            let _ = writeln!(
+                self.writeback,
+                "    {{ let q = lid + {}u; if (q < {nq}u) {{ let og = q / {ig}u; let ig = q % {ig}u;",
+                k * self.wg
+            );
+            for t in 0..to {
+                for u in 0..ti {
+                    let _ = writeln!(
+                        self.writeback,
+                        "        partial[pbase + {}u + (og + {}u) * {i_n}u + ig + {}u] = acc{};",
+                        l.weight,
+                        t * og,
+                        u * ig,
+                        base + t * ti + u
+                    );
+                }
+            }
+            self.writeback.push_str("    } }\n");
+        }
+        for k in 0..o_n.div_ceil(self.wg) {
+            let a = self.accs;
+            self.accs += 1;
+            let _ = writeln!(
+                b,
+                "    {{ let o = lid + {}u; if (o < {o_n}u) {{ for (var s = 0u; s < S; s++) {{ acc{a} += {}; }} }} }}",
+                k * self.wg,
+                self.at(dz, "o", "s")
+            );
+            let _ = writeln!(
+                self.writeback,
+                "    {{ let o = lid + {}u; if (o < {o_n}u) {{ partial[pbase + {}u + o] = acc{a}; }} }}",
+                k * self.wg,
+                l.bias
+            );
+        }
+        if barrier {
+            b.push_str("    workgroupBarrier();\n");
+        }
+        self.body.push_str(&b);
+        if let Some((dxv, add)) = dx {
+            self.linear_backward_dx(lf, dz, dxv, add, None);
+        }
+    }
+
+    /// dx = Wᵀ·dz (or += with `add`), tiled TI (inputs) × TS (samples); with `fused`,
+    /// dx is multiplied by the derivative of that layer's activation and written in place
+    /// over its activations. Ends with a barrier.
+    fn linear_backward_dx(
+        &mut self,
+        lf: &LayerFwd,
+        dz: View,
+        dxv: View,
+        add: bool,
+        fused: Option<&LayerFwd>,
+    ) {
+        let l = lf.l;
+        let (i_n, o_n) = (l.in_dims, l.out_dims);
+        let s_n = self.s;
+        let mut b = String::new();
+        let (ti, ts) = self.tiles(i_n, s_n);
+        let (ig, sg) = (i_n / ti, s_n / ts);
+        let _ = writeln!(
+            b,
+            "    for (var e = lid; e < {}u; e += WG) {{\n        let ig = e / {sg}u; let sg = e % {sg}u;",
+            ig * sg
+        );
+        for t in 0..ti {
+            for u in 0..ts {
+                let _ = writeln!(b, "        var c{t}_{u} = 0.0f;");
+            }
+        }
+        let mut lb = String::new();
+        for u in 0..ts {
+            let _ = writeln!(
+                lb,
+                "            let d{u} = {};",
+                self.at(dz, "o", &format!("sg + {}u", u * sg))
+            );
+        }
+        for t in 0..ti {
+            let _ = writeln!(
+                lb,
+                "            let w{t} = params[{}u + o * {i_n}u + ig + {}u];",
+                l.weight,
+                t * ig
+            );
+            for u in 0..ts {
+                let _ = writeln!(lb, "            c{t}_{u} = fma(w{t}, d{u}, c{t}_{u});");
+            }
+        }
+        b.push_str(&unroll("o", o_n, &lb));
+        let op = if add { "+=" } else { "=" };
+        for t in 0..ti {
+            for u in 0..ts {
+                let (j, s) = (format!("ig + {}u", t * ig), format!("sg + {}u", u * sg));
+                let dst = self.at(dxv, &j, &s);
+                match fused {
+                    Some(below) if below.l.act != Activation::None => {
+                        let z = match below.z {
+                            Some(z) => self.at(z, &j, &s),
+                            None => "0.0f".into(),
+                        };
+                        let _ = writeln!(
+                            b,
+                            "        {{ let z = {z}; let y = {}; {dst} = c{t}_{u} * {}; }}",
+                            self.at(below.a, &j, &s),
+                            wgsl::act_derivative(below.l.act, "z", "y")
+                        );
+                    }
+                    _ => {
+                        let _ = writeln!(b, "        {dst} {op} c{t}_{u};");
+                    }
+                }
+            }
+        }
+        b.push_str("    }\n    workgroupBarrier();\n");
+        self.body.push_str(&b);
+    }
+
+    /// f16 copy of `rows` rows of `src` into the staging array `dst` (`xh` or `gh`,
+    /// row-major `[row][s]`, stride S), zero-padded to `rows_p` rows. No barrier.
+    fn coop_convert(&mut self, b: &mut String, src: View, rows: usize, rows_p: usize, dst: &str) {
+        let _ = writeln!(
+            b,
+            "    for (var e = lid; e < {n}u; e += WG) {{\n        let j = e / S; let s = e % S;\n        var v = 0.0f;\n        if (j < {rows}u) {{ v = {src}; }}\n        {dst}[e] = f16(v);\n    }}",
+            n = rows_p * self.s,
+            src = self.at(src, "j", "s"),
+        );
+        let need = rows_p * self.s;
+        if dst == "xh" {
+            self.xh = self.xh.max(need);
+        } else {
+            self.gh = self.gh.max(need);
+        }
+    }
+
+    /// zc (rows_p × S, f32) = A·B with 16×16×16 cooperative matrices; output tiles are
+    /// spread over the subgroups. `a(ot, k)` / `b(k, st)` give the load expressions.
+    fn coop_gemm(
+        &mut self,
+        b: &mut String,
+        rows_p: usize,
+        k_p: usize,
+        a: impl Fn(&str, &str) -> String,
+        bm: impl Fn(&str, &str) -> String,
+    ) {
+        // Cooperative-matrix operations need workgroup-uniform control flow, so every
+        // subgroup runs the same number of iterations; surplus ones recompute the last
+        // tile and store identical values.
+        let st = self.s / 16;
+        let nt = (rows_p / 16) * st;
+        let nsg = self.wg / 32;
+        let _ = writeln!(
+            b,
+            "    for (var j = 0u; j < {nj}u; j++) {{\n        let t = min(j * NSG + sgid, {last}u);\n        let ot = t / {st}u; let st = t % {st}u;\n        var c = coopLoadT<coop_mat16x16<f32, C>>(&zero16[0], 16u);\n        for (var k = 0u; k < {kt}u; k++) {{\n            c = coopMultiplyAdd({a}, {bb}, c);\n        }}\n        let cc = c;\n        let zo = (ot * 16u) * S + st * 16u;\n        coopStoreT(cc, &zc[zo], S);\n    }}",
+            nj = nt.div_ceil(nsg),
+            last = nt - 1,
+            kt = k_p / 16,
+            a = a("ot", "k"),
+            bb = bm("k", "st"),
+        );
+        self.zc = self.zc.max(rows_p * self.s);
+    }
+
+    /// Forward of one linear layer on cooperative matrices: x → f16 staging, W·x into
+    /// `zc`, then bias and activation in f32.
+    fn coop_forward(&mut self, l: &Linear, x: View, z: Option<View>, a: View) {
+        let pl = self.coop.as_ref().unwrap().layer(l.weight);
+        let mut b = String::new();
+        self.coop_convert(&mut b, x, l.in_dims, pl.in_p, "xh");
+        b.push_str("    workgroupBarrier();\n");
+        let (wp, ip) = (pl.padded, pl.in_p);
+        self.coop_gemm(
+            &mut b,
+            pl.out_p,
+            pl.in_p,
+            |ot, k| format!("coopLoadT<coop_mat16x16<f16, A>>(&w16[{wp}u + ({ot} * 16u) * {ip}u + {k} * 16u], {ip}u)"),
+            |k, st| format!("coopLoadT<coop_mat16x16<f16, B>>(&xh[({k} * 16u) * S + {st} * 16u], S)"),
+        );
+        b.push_str("    workgroupBarrier();\n");
+        self.body.push_str(&b);
+        let zs = match z {
+            Some(z) => format!("{} = zz;", self.at(z, "j", "s")),
+            None => String::new(),
+        };
+        let body = format!(
+            "        let j = e / S; let s = e % S;\n        let zz = zc[j * S + s] + params[{}u + j];\n        {zs}\n        {} = {};\n",
+            l.bias,
+            self.at(a, "j", "s"),
+            wgsl::act_value(l.act, "zz")
+        );
+        self.items(l.out_dims * self.s, &body);
+    }
+
+    /// Backward of one linear layer on cooperative matrices: dz and x → f16 staging;
+    /// dW += dz·xᵀ into the subgroups' persistent accumulator slots, db += Σ dz in f32,
+    /// dx = Wᵀ·dz into `zc`; then dx is written (times the activation derivative of the
+    /// layer below, in place over its activations, when `below` is given).
+    fn coop_backward(
+        &mut self,
+        lf: &LayerFwd,
+        dz: View,
+        dx: Option<(View, bool)>,
+        below: Option<&LayerFwd>,
+    ) {
+        let l = lf.l;
+        let pl = self.coop.as_ref().unwrap().layer(l.weight);
+        let bias_base = self.coop.as_ref().unwrap().weights;
+        let (op, ip, wp) = (pl.out_p, pl.in_p, pl.padded);
+        let nsg = self.wg / 32;
+        let mut b = String::new();
+        self.coop_convert(&mut b, dz, l.out_dims, op, "gh");
+        self.coop_convert(&mut b, lf.x, l.in_dims, ip, "xh");
+        b.push_str("    workgroupBarrier();\n");
+        // dW tiles of this layer: tile j·NSG + sgid lives in slot dws{first + j} of
+        // subgroup sgid. Control flow stays uniform: surplus slots accumulate a clamped
+        // tile and are stored into the per-group scratch area at `dummy`.
+        let it_n = ip / 16;
+        let nt = (op / 16) * it_n;
+        let first = self.dw_tiles;
+        let slots = nt.div_ceil(nsg);
+        self.dw_tiles += slots;
+        let dummy = self.coop.as_ref().unwrap().dummy(self.param_count);
+        for j in 0..slots {
+            let slot = first + j;
+            let tile = format!(
+                "        let t = {j}u * NSG + sgid; let q = min(t, {last}u); let ot = q / {it_n}u; let it = q % {it_n}u;",
+                last = nt - 1
+            );
+            let _ = writeln!(
+                b,
+                "    {{\n{tile}\n        for (var k = 0u; k < S / 16u; k++) {{\n            dws{slot} = coopMultiplyAdd(coopLoadT<coop_mat16x16<f16, A>>(&gh[(ot * 16u) * S + k * 16u], S), coopLoad<coop_mat16x16<f16, B>>(&xh[(it * 16u) * S + k * 16u], S), dws{slot});\n        }}\n    }}"
+            );
+            let _ = writeln!(
+                self.writeback,
+                "    {{\n{tile}\n        let real = t < {nt}u;\n        let v = dws{slot};\n        let stride = select(16u, {ip}u, real);\n        let off = pbase + select({dummy}u, {wp}u + (ot * 16u) * {ip}u + it * 16u, real);\n        coopStoreT(v, &partial[off], stride);\n    }}"
+            );
+        }
+        let o_n = l.out_dims;
+        for k in 0..o_n.div_ceil(self.wg) {
+            let a = self.accs;
+            self.accs += 1;
+            let _ = writeln!(
+                b,
+                "    {{ let o = lid + {}u; if (o < {o_n}u) {{ for (var s = 0u; s < S; s++) {{ acc{a} += {}; }} }} }}",
+                k * self.wg,
+                self.at(dz, "o", "s")
+            );
+            let _ = writeln!(
+                self.writeback,
+                "    {{ let o = lid + {}u; if (o < {o_n}u) {{ partial[pbase + {}u + o] = acc{a}; }} }}",
+                k * self.wg,
+                bias_base + l.bias
+            );
+        }
+        if let Some((dxv, add)) = dx {
+            self.coop_gemm(
+                &mut b,
+                ip,
+                op,
+                |it, k| format!("coopLoad<coop_mat16x16<f16, A>>(&w16[{wp}u + ({k} * 16u) * {ip}u + {it} * 16u], {ip}u)"),
+                |k, st| format!("coopLoadT<coop_mat16x16<f16, B>>(&gh[({k} * 16u) * S + {st} * 16u], S)"),
+            );
+            b.push_str("    workgroupBarrier();\n");
+            self.body.push_str(&b);
+            let v = "zc[j * S + s]";
+            let line = match below {
+                Some(bl) if bl.l.act != Activation::None => {
+                    let z = match bl.z {
+                        Some(z) => self.at(z, "j", "s"),
+                        None => "0.0f".into(),
+                    };
+                    format!(
+                        "        let z = {z}; let y = {};\n        {} = {v} * {};\n",
+                        self.at(bl.a, "j", "s"),
+                        self.at(dxv, "j", "s"),
+                        wgsl::act_derivative(bl.l.act, "z", "y")
+                    )
+                }
+                _ => format!(
+                    "        {} {} {v};\n",
+                    self.at(dxv, "j", "s"),
+                    if add { "+=" } else { "=" }
+                ),
+            };
+            let body = format!("        let j = e / S; let s = e % S;\n{line}");
+            self.items(l.in_dims * self.s, &body);
+        } else {
+            b.push_str("    workgroupBarrier();\n");
+            self.body.push_str(&b);
+        }
+    }
+
+    /// Register tile (rows × samples) for a `rows × S` output: as large as 4×4 while
+    /// every invocation still gets an item.
+    fn tiles(&self, rows: usize, s: usize) -> (usize, usize) {
+        let (mut tr, mut ts) = (largest_tile(rows, 4), largest_tile(s, 4));
+        while (rows / tr) * (s / ts) * self.tile_k < self.wg && (tr > 1 || ts > 1) {
+            if ts >= tr && ts > 1 {
+                ts = largest_tile(s, ts / 2);
+            } else {
+                tr = largest_tile(rows, tr / 2);
+            }
+        }
+        (tr, ts)
+    }
+}
+
+/// Loops of up to this many iterations are unrolled (constant indices let the compiler
+/// fold addresses and batch the loads).
+const UNROLL_MAX: usize = 64;
+
+/// `for (var v = 0u; v < n; v++) { body }`, unrolled into blocks with `let v = k;` when
+/// short.
+fn unroll(v: &str, n: usize, body: &str) -> String {
+    if n > UNROLL_MAX {
+        format!("        for (var {v} = 0u; {v} < {n}u; {v}++) {{\n{body}        }}\n")
+    } else {
+        (0..n)
+            .map(|k| format!("        {{ let {v} = {k}u;\n{body}        }}\n"))
+            .collect()
+    }
+}
+
+fn fwd_out(f: &Fwd) -> View {
+    match f {
+        Fwd::Leaf { y, .. } | Fwd::Cat { y, .. } => *y,
+        Fwd::Mlp { layers } => layers.last().unwrap().a,
+        Fwd::Chain(s) => fwd_out(s.last().unwrap()),
+    }
+}
+
+fn fwd_in(f: &Fwd) -> View {
+    match f {
+        Fwd::Leaf { x, .. } | Fwd::Cat { x, .. } => *x,
+        Fwd::Mlp { layers } => layers[0].x,
+        Fwd::Chain(s) => fwd_in(&s[0]),
+    }
+}
+
+fn fwd_has_params(f: &Fwd) -> bool {
+    match f {
+        Fwd::Leaf { .. } => false,
+        Fwd::Mlp { .. } => true,
+        Fwd::Chain(s) => s.iter().any(fwd_has_params),
+        Fwd::Cat { children, .. } => children.iter().any(fwd_has_params),
+    }
+}
+
+/// Workgroup-memory floats per sample of a network's step kernel (for choosing `samples`).
+/// Workgroup-memory bytes of a network's step kernel for `samples` per chunk and
+/// `threads` invocations (f32 path, or the cooperative-matrix path with `coop`).
+pub fn shared_bytes(
+    net: &Network,
+    samples: usize,
+    threads: usize,
+    coop: bool,
+    pingpong: bool,
+) -> usize {
+    let mut g = Gen::new(
+        samples,
+        threads,
+        coop.then(|| Pad::of(net)),
+        net.param_count,
+        pingpong,
+        1,
+    );
+    let _ = build_body(&mut g, net);
+    let coop_extra = if coop {
+        2 * (g.xh + g.gh) + 4 * g.zc + 4 * 256
+    } else {
+        0
+    };
+    g.rows * g.r * 4 + threads * 4 + coop_extra
+}
+
+/// The linear layer that produces the network output, if one does.
+fn out_layer<'a>(f: &'a Fwd<'a>) -> Option<&'a LayerFwd<'a>> {
+    match f {
+        Fwd::Mlp { layers } => layers.last(),
+        Fwd::Chain(s) => out_layer(s.last()?),
+        _ => None,
+    }
+}
+
+/// Output activation whose derivative the loss phase applies: (activation, z view).
+type OutAct = Option<(Activation, Option<View>)>;
+
+fn build_body(g: &mut Gen, net: &Network) -> (View, View, View, OutAct) {
+    let x = g.alloc(net.in_dims);
+    let t = g.alloc(net.out_dims);
+    // forward
+    let f = g.forward(&net.root, x, None);
+    let y = fwd_out(&f);
+    // loss and dy (times the output activation's derivative when a linear layer
+    // produces the output)
+    let dy = g.alloc(net.out_dims);
+    let out = out_layer(&f).map(|l| (l.l.weight, l.l.act, l.z));
+    g.fused_out = out.map(|o| o.0);
+    g.body.push_str("    //@LOSS@\n");
+    if has_params(&net.root) {
+        g.backward(&f, dy, None);
+    }
+    (y, t, dy, out.map(|o| (o.1, o.2)))
+}
+
+/// The step kernel's WGSL for `net` trained with `loss` on `data`.
+pub fn step_kernel(
+    net: &Network,
+    loss: Loss,
+    data: DataKind,
+    batch: u32,
+    sample_seed: u32,
+    launch: Launch,
+    coop: bool,
+) -> String {
+    let s = launch.samples as usize;
+    let mut g = Gen::new(
+        s,
+        launch.threads as usize,
+        coop.then(|| Pad::of(net)),
+        net.param_count,
+        launch.pingpong,
+        launch.tile_k as usize,
+    );
+    let (y, t, dy, out_act) = build_body(&mut g, net);
+    let deriv = match out_act {
+        Some((act, z)) if act != Activation::None => {
+            let zz = match z {
+                Some(z) => g.at(z, "j", "s"),
+                None => "0.0f".into(),
+            };
+            format!(
+                " * {}",
+                wgsl::act_derivative(act, "zz", "p").replace("zz", &zz)
+            )
+        }
+        _ => String::new(),
+    };
+    let x = View {
+        base: 0,
+        width: net.in_dims,
+    };
+    let od = net.out_dims;
+    let scale = loss_scale(batch, coop) / (batch as usize * od) as f32;
+    let loss_code = format!(
+        "    for (var e = lid; e < {n}u; e += WG) {{\n        let j = e / S; let s = e % S;\n\
+         \x20       let p = {yv}; let t = {tv};\n\
+         \x20       let valid = first + s < BATCH;\n\
+         \x20       loss_acc += select(0.0f, {lv}, valid);\n\
+         \x20       {dyv} = select(0.0f, ({lg}) * {sc}{deriv}, valid);\n    }}\n    workgroupBarrier();\n",
+        n = od * s,
+        yv = g.at(y, "j", "s"),
+        tv = g.at(t, "j", "s"),
+        lv = wgsl::loss_value(loss, "p", "t"),
+        lg = wgsl::loss_gradient(loss, "p", "t"),
+        dyv = g.at(dy, "j", "s"),
+        sc = lit(scale),
+    );
+    let body = g.body.replace("    //@LOSS@\n", &loss_code);
+
+    // sample generation
+    let mut draw = String::from(
+        "    for (var e = lid; e < S; e += WG) {\n        let idx = first + e;\n        let valid = idx < BATCH;\n        let h = nsh_pcg_hash(idx ^ step_h);\n",
+    );
+    match data {
+        DataKind::Texture { width, height } => {
+            let _ = write!(
+                draw,
+                "        let u = nsh_unit(h); let v = nsh_unit(nsh_pcg_hash(h));\n\
+                 \x20       let fx = u * {w}.0f - 0.5f; let fy = v * {h}.0f - 0.5f;\n\
+                 \x20       let x0f = floor(fx); let y0f = floor(fy);\n\
+                 \x20       let tx = fx - x0f; let ty = fy - y0f;\n\
+                 \x20       let x0 = min(u32(max(x0f, 0.0f)), {wm}u); let x1 = min(u32(max(x0f + 1.0f, 0.0f)), {wm}u);\n\
+                 \x20       let y0 = min(u32(max(y0f, 0.0f)), {hm}u); let y1 = min(u32(max(y0f + 1.0f, 0.0f)), {hm}u);\n\
+                 \x20       for (var k = 0u; k < 3u; k++) {{\n\
+                 \x20           let a = data[(y0 * {w}u + x0) * 3u + k]; let b = data[(y0 * {w}u + x1) * 3u + k];\n\
+                 \x20           let c = data[(y1 * {w}u + x0) * 3u + k]; let d = data[(y1 * {w}u + x1) * 3u + k];\n\
+                 \x20           let top = a + (b - a) * tx; let bottom = c + (d - c) * tx;\n\
+                 \x20           {tk} = top + (bottom - top) * ty;\n        }}\n\
+                 \x20       {x0v} = select(0.0f, u, valid); {x1v} = select(0.0f, v, valid);\n",
+                w = width,
+                h = height,
+                wm = width - 1,
+                hm = height - 1,
+                tk = g.at(t, "k", "e"),
+                x0v = g.at(x, "0u", "e"),
+                x1v = g.at(x, "1u", "e"),
+            );
+        }
+        DataKind::Rows {
+            rows,
+            in_dims,
+            out_dims,
+        } => {
+            let w = in_dims + out_dims;
+            let _ = write!(
+                draw,
+                "        let r = nsh_mulhi(h, {rows}u);\n\
+                 \x20       for (var k = 0u; k < {in_dims}u; k++) {{ {xk} = select(0.0f, data[r * {w}u + k], valid); }}\n\
+                 \x20       for (var k = 0u; k < {out_dims}u; k++) {{ {tk} = data[r * {w}u + {in_dims}u + k]; }}\n",
+                xk = g.at(x, "k", "e"),
+                tk = g.at(t, "k", "e"),
+            );
+        }
+    }
+    draw.push_str("    }\n    workgroupBarrier();\n");
+
+    let mut accs = String::new();
+    for a in 0..g.accs {
+        let _ = writeln!(accs, "    var acc{a} = 0.0f;");
+    }
+    let p = match &g.coop {
+        Some(pad) => pad.partial_len(net.param_count),
+        None => net.param_count.max(1),
+    };
+    let shared = g.rows * g.r;
+    let (mut head, mut decls, mut init) = (String::new(), String::new(), String::new());
+    if coop {
+        head.push_str("enable f16;\nenable wgpu_cooperative_matrix;\n");
+        let nsg = launch.threads / 32;
+        let _ = write!(
+            decls,
+            "const NSG: u32 = {nsg}u;\n@group(0) @binding(5) var<storage, read> w16: array<f16>;\n\
+             var<workgroup> xh: array<f16, {}>;\nvar<workgroup> gh: array<f16, {}>;\n\
+             var<workgroup> zc: array<f32, {}>;\nvar<workgroup> zero16: array<f32, 256>;\n",
+            g.xh.max(1),
+            g.gh.max(1),
+            g.zc.max(1)
+        );
+        init.push_str("    let sgid = lid / 32u;\n    for (var e = lid; e < 256u; e += WG) { zero16[e] = 0.0f; }\n    workgroupBarrier();\n");
+        let _ = nsg;
+        for j in 0..g.dw_tiles {
+            let _ = writeln!(
+                init,
+                "    var dws{j} = coopLoadT<coop_mat16x16<f32, C>>(&zero16[0], 16u);"
+            );
+        }
+    }
+    format!(
+        "{head}{common}
+const S: u32 = {s}u;
+const R: u32 = {r}u;
+const WG: u32 = {wg}u;
+const CHUNKS: u32 = {chunks}u;
+const BATCH: u32 = {batch}u;
+const P: u32 = {p}u;
+const SEED_H: u32 = {seed_h}u;
+
+struct Step {{ step: u32, slot: u32, step_lr: f32, inv_c2: f32, mode: u32 }}
+@group(0) @binding(0) var<uniform> st: Step;
+@group(0) @binding(1) var<storage, read> params: array<f32>;
+@group(0) @binding(2) var<storage, read> data: array<f32>;
+@group(0) @binding(3) var<storage, read_write> partial: array<f32>;
+@group(0) @binding(4) var<storage, read_write> loss_partial: array<f32>;
+
+var<workgroup> sh: array<f32, {shared}>;
+var<workgroup> red: array<f32, {wg}>;
+{decls}
+@compute @workgroup_size({wg})
+fn nsh_step(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {{
+{init}{accs}    var loss_acc = 0.0f;
+    let step_h = nsh_pcg_hash(st.step ^ SEED_H);
+    for (var c = 0u; c < CHUNKS; c++) {{
+    let first = (wid.x * CHUNKS + c) * S;
+{draw}{body}    }}
+    let pbase = wid.x * P;
+{writeback}    red[lid] = loss_acc;
+    workgroupBarrier();
+    if (lid == 0u) {{
+        var total = 0.0f;
+        for (var i = 0u; i < WG; i++) {{ total += red[i]; }}
+        loss_partial[wid.x] = total;
+    }}
+}}
+",
+        common = wgsl::COMMON,
+        r = g.r,
+        wg = launch.threads,
+        chunks = launch.chunks,
+        seed_h = nshade_core::rng::pcg_hash(sample_seed),
+        writeback = g.writeback,
+    )
+}
+
+/// The static loss scale: 1 on the f32 path; on the cooperative-matrix path the
+/// per-sample gradients are scaled by the power of two nearest the batch (so f16 keeps
+/// them in its normal range) and the Adam kernel divides it out exactly.
+pub fn loss_scale(batch: u32, coop: bool) -> f32 {
+    if coop {
+        2f32.powi((batch.max(1) as f32).log2().round() as i32)
+    } else {
+        1.0
+    }
+}
+
+/// The reduction + Adam kernel's WGSL. `mode` 0 updates the weights; mode 1 only writes
+/// the reduced gradient into `grads` (for tests).
+pub fn adam_kernel(
+    param_count: usize,
+    groups: u32,
+    batch: u32,
+    out_dims: usize,
+    adam: nshade_core::optim::Adam,
+    pad: Option<&Pad>,
+) -> String {
+    let p = param_count.max(1);
+    let npw = p.div_ceil(ADAM_PARAMS as usize);
+    let inv = 1.0 / (batch as f64 * out_dims as f64);
+    let (mut head, mut ppos, mut w16) = (String::new(), String::new(), String::new());
+    let (stride, inv_ls) = match pad {
+        Some(pad) => {
+            head.push_str("enable f16;\n");
+            ppos.push_str("fn ppos(p: u32) -> u32 {\n");
+            for l in &pad.layers {
+                let _ = writeln!(
+                    ppos,
+                    "    if (p >= {w}u && p < {e}u) {{ let q = p - {w}u; return {pw}u + (q / {i}u) * {ip}u + q % {i}u; }}",
+                    w = l.weight,
+                    e = l.weight + l.out_dims * l.in_dims,
+                    pw = l.padded,
+                    i = l.in_dims,
+                    ip = l.in_p
+                );
+            }
+            let _ = writeln!(ppos, "    return {}u + p;\n}}", pad.weights);
+            ppos.push_str("@group(0) @binding(7) var<storage, read_write> w16: array<f16>;\n");
+            let _ = write!(
+                w16,
+                "            let pp = ppos(p);\n            if (pp < {}u) {{ w16[pp] = f16(params[p]); }}\n",
+                pad.weights
+            );
+            (pad.partial_len(param_count), 1.0 / loss_scale(batch, true))
+        }
+        None => (p, 1.0),
+    };
+    let idx = if pad.is_some() { "ppos(p)" } else { "p" };
+    format!(
+        "{head}
+const P: u32 = {p}u;
+const PS: u32 = {stride}u;
+const REAL_P: u32 = {param_count}u;
+const G: u32 = {groups}u;
+const NPW: u32 = {npw}u;
+struct Step {{ step: u32, slot: u32, step_lr: f32, inv_c2: f32, mode: u32 }}
+@group(0) @binding(0) var<uniform> st: Step;
+@group(0) @binding(1) var<storage, read_write> params: array<f32>;
+@group(0) @binding(2) var<storage, read_write> moments: array<f32>;
+@group(0) @binding(3) var<storage, read> partial: array<f32>;
+@group(0) @binding(4) var<storage, read> loss_partial: array<f32>;
+@group(0) @binding(5) var<storage, read_write> losses: array<f32>;
+@group(0) @binding(6) var<storage, read_write> grads: array<f32>;
+var<workgroup> red: array<f32, {t}>;
+{ppos}
+@compute @workgroup_size({t})
+fn nsh_adam(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {{
+    if (wid.x == NPW) {{
+        var s = 0.0f;
+        for (var g = lid; g < G; g += {t}u) {{ s += loss_partial[g]; }}
+        red[lid] = s;
+        workgroupBarrier();
+        for (var stride = {half}u; stride > 0u; stride >>= 1u) {{
+            if (lid < stride) {{ red[lid] += red[lid + stride]; }}
+            workgroupBarrier();
+        }}
+        if (lid == 0u) {{ losses[st.slot] = red[0] * {inv}; }}
+    }} else {{
+        let pl = lid % {pb}u; let gs = lid / {pb}u;
+        let p = wid.x * {pb}u + pl;
+        var g = 0.0f;
+        if (p < REAL_P && st.mode != 2u) {{
+            let pi = {idx};
+            for (var w = gs; w < G; w += {ns}u) {{ g += partial[w * PS + pi]; }}
+        }}
+        red[lid] = g;
+        workgroupBarrier();
+        if (p < REAL_P && gs == 0u && st.mode == 2u) {{
+{w16}        }} else if (p < REAL_P && gs == 0u) {{
+            g = red[pl];
+            for (var k = 1u; k < {ns}u; k++) {{ g += red[k * {pb}u + pl]; }}
+            g = g * {inv_ls};
+            if (st.mode == 1u) {{
+                grads[p] = g;
+            }} else {{
+                let m = {b1} * moments[p] + {omb1} * g;
+                let v = {b2} * moments[P + p] + {omb2} * g * g;
+                moments[p] = m;
+                moments[P + p] = v;
+                params[p] = params[p] - st.step_lr * m / (sqrt(v * st.inv_c2) + {eps});
+{w16}            }}
+        }}
+    }}
+}}
+",
+        t = ADAM_THREADS,
+        half = ADAM_THREADS / 2,
+        pb = ADAM_PARAMS,
+        ns = ADAM_THREADS / ADAM_PARAMS,
+        inv = lit(inv as f32),
+        b1 = lit(adam.beta1),
+        omb1 = lit(1.0 - adam.beta1),
+        b2 = lit(adam.beta2),
+        omb2 = lit(1.0 - adam.beta2),
+        eps = lit(adam.epsilon),
+        inv_ls = lit(inv_ls),
+    )
+}

@@ -1,0 +1,681 @@
+//! The GPU training backend: generated WGSL per architecture (see [`codegen`]), many
+//! steps recorded into one command buffer, the loss read back once per `run`.
+//!
+//! Per step two dispatches: the fused step kernel (sample draw, forward, loss, backward,
+//! per-workgroup weight-gradient partial sums) and the reduction + Adam kernel. Both read
+//! the step's constants (step index, learning rate, bias corrections) from a uniform
+//! buffer at a dynamic offset, so a whole `run` is one submission.
+
+pub mod codegen;
+pub mod wgsl;
+
+use crate::context::{GpuContext, GpuError};
+use codegen::{ADAM_PARAMS, DataKind, Launch};
+use nshade_core::data::TrainingData;
+use nshade_core::network::Network;
+use nshade_core::train::{Backend, TrainConfig, TrainError, Trainer, check_compatible};
+use std::sync::Arc;
+
+/// Most steps recorded into one submission (and losses read back per submission).
+const MAX_STEPS_PER_SUBMIT: u32 = 1024;
+/// Bytes of one step's record in the uniform buffer (≥ every adapter's offset alignment).
+const RECORD: u64 = 256;
+
+/// The per-step constants (mirrors `struct Step` in the kernels).
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+struct StepRecord {
+    step: u32,
+    slot: u32,
+    step_lr: f32,
+    inv_c2: f32,
+    mode: u32,
+    _pad: [u32; 3],
+}
+
+/// Trains on the GPU through wgpu.
+pub struct GpuBackend {
+    ctx: Arc<GpuContext>,
+    pingpong: bool,
+}
+
+impl GpuBackend {
+    /// Opens the default (high-performance) adapter.
+    pub fn new() -> Result<GpuBackend, GpuError> {
+        Ok(GpuBackend::with_context(Arc::new(GpuContext::new()?)))
+    }
+
+    pub fn with_context(ctx: Arc<GpuContext>) -> GpuBackend {
+        GpuBackend {
+            ctx,
+            pingpong: false,
+        }
+    }
+
+    /// Keeps hidden-layer gradients in two separate buffers instead of in place (when
+    /// they fit; also `NSHADE_GPU_PINGPONG=1`), so tests cover both layouts.
+    pub fn separate_gradient_buffers(mut self) -> GpuBackend {
+        self.pingpong = true;
+        self
+    }
+
+    pub fn context(&self) -> &Arc<GpuContext> {
+        &self.ctx
+    }
+
+    /// Starts a trainer with the concrete type (tests use [`GpuTrainer::gradient`]).
+    pub fn trainer(
+        &self,
+        net: &Network,
+        params: Vec<f32>,
+        data: Arc<TrainingData>,
+        cfg: &TrainConfig,
+    ) -> Result<GpuTrainer, TrainError> {
+        GpuTrainer::new(self.ctx.clone(), net, params, &data, cfg, self.pingpong)
+    }
+}
+
+impl Backend for GpuBackend {
+    fn name(&self) -> String {
+        format!("gpu ({})", self.ctx.summary.name)
+    }
+    fn path(&self) -> String {
+        if coop_available(&self.ctx) {
+            "coop".into()
+        } else {
+            "f32".into()
+        }
+    }
+    fn start(
+        &self,
+        net: &Network,
+        params: Vec<f32>,
+        data: Arc<TrainingData>,
+        cfg: &TrainConfig,
+    ) -> Result<Box<dyn Trainer>, TrainError> {
+        Ok(Box::new(self.trainer(net, params, data, cfg)?))
+    }
+}
+
+fn backend_err(message: impl Into<String>) -> TrainError {
+    TrainError::Backend {
+        backend: "gpu".into(),
+        message: message.into(),
+    }
+}
+
+fn env_u32(name: &str) -> Option<u32> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+/// True when the cooperative-matrix path is asked for (`NSHADE_GPU_PATH=coop`; it is
+/// experimental: on the H200 it was at most a few per cent faster than f32, see
+/// docs/gpu-training.md) and the device can run it: 16×16×16 f16 → f32 matrices, f16 in
+/// shaders, and a fixed subgroup size of 32 (the kernels hand matrix tiles to subgroups
+/// by `local_invocation_index / 32`).
+pub fn coop_available(ctx: &GpuContext) -> bool {
+    ctx.has(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
+        && ctx.has(wgpu::Features::SHADER_F16)
+        && ctx.summary.subgroup_size == [32, 32]
+        && ctx
+            .summary
+            .cooperative_matrix_shapes
+            .iter()
+            .any(|s| s.starts_with("16x16x16") && s.contains("F16->F32"))
+        && std::env::var("NSHADE_GPU_PATH").is_ok_and(|v| v == "coop")
+}
+
+/// Chooses the launch shape for `net` on this device, and whether it runs on
+/// cooperative matrices (`coop`) or plain f32.
+pub fn choose_launch(
+    ctx: &GpuContext,
+    net: &Network,
+    batch: usize,
+    allow_pingpong: bool,
+) -> Result<(Launch, bool), TrainError> {
+    let limits = ctx.device.limits();
+    let max = limits.max_compute_workgroup_storage_size as usize;
+    // 512 invocations for nets with layers of 64 or more (measured on the H200: 1.4× for
+    // freq(8) | mlp(64x4)); 256 for narrower ones (1.3× for the seed's 32-wide nets).
+    let wide = codegen::Pad::of(net)
+        .layers
+        .iter()
+        .any(|l| l.out_dims >= 64 && l.in_dims >= 64);
+    let threads = env_u32("NSHADE_GPU_THREADS")
+        .unwrap_or(if wide && !coop_available(ctx) {
+            512
+        } else {
+            256
+        })
+        .min(limits.max_compute_invocations_per_workgroup)
+        .min(limits.max_compute_workgroup_size_x)
+        .max(1);
+    let want = env_u32("NSHADE_GPU_SAMPLES")
+        .unwrap_or(32)
+        .next_power_of_two()
+        .max(1);
+    let fits = |s: u32, coop: bool, pp: bool| {
+        codegen::shared_bytes(net, s as usize, threads as usize, coop, pp) <= max
+    };
+    let mut pick = None;
+    if coop_available(ctx) && threads.is_multiple_of(32) && has_mlp(net) {
+        let mut s = want.max(16);
+        while s > 16 && !fits(s, true, false) {
+            s /= 2;
+        }
+        if fits(s, true, false) {
+            pick = Some((s, true, false));
+        }
+    }
+    // f32: separate gradient buffers (one barrier fewer per layer) when asked for and
+    // they fit at the wanted chunk size, else gradients in place and the chunk halved
+    // until it fits.
+    let pingpong = allow_pingpong || env_u32("NSHADE_GPU_PINGPONG") == Some(1);
+    if pick.is_none() && pingpong && fits(want, false, true) {
+        pick = Some((want, false, true));
+    }
+    if pick.is_none() {
+        let mut s = want;
+        while s > 1 && !fits(s, false, false) {
+            s /= 2;
+        }
+        if !fits(s, false, false) {
+            return Err(backend_err(format!(
+                "the network needs {} bytes of workgroup memory for one sample; the adapter has {max}",
+                codegen::shared_bytes(net, 1, threads as usize, false, false)
+            )));
+        }
+        pick = Some((s, false, false));
+    }
+    let (samples, coop, pingpong) = pick.unwrap();
+    let total = (batch as u32).div_ceil(samples);
+    let target = env_u32("NSHADE_GPU_GROUPS").unwrap_or(512).max(1);
+    let chunks = total.div_ceil(target);
+    let groups = total.div_ceil(chunks);
+    Ok((
+        Launch {
+            samples,
+            threads,
+            groups,
+            chunks,
+            pingpong,
+            // bigger register tiles paid off for 32-wide nets on the H200 (1.06×), not
+            // for 64-wide ones (0.7×)
+            tile_k: env_u32("NSHADE_GPU_TILEK").unwrap_or(if wide { 1 } else { 2 }),
+        },
+        coop,
+    ))
+}
+
+fn has_mlp(net: &Network) -> bool {
+    !codegen::Pad::of(net).layers.is_empty()
+}
+
+pub struct GpuTrainer {
+    ctx: Arc<GpuContext>,
+    cfg: TrainConfig,
+    param_count: usize,
+    launch: Launch,
+    coop: bool,
+    adam_groups: u32,
+    step_pipe: wgpu::ComputePipeline,
+    adam_pipe: wgpu::ComputePipeline,
+    step_bg: wgpu::BindGroup,
+    adam_bg: wgpu::BindGroup,
+    params: wgpu::Buffer,
+    grads: wgpu::Buffer,
+    losses: wgpu::Buffer,
+    records: wgpu::Buffer,
+    t: u32,
+}
+
+fn storage(ctx: &GpuContext, label: &str, bytes: u64) -> wgpu::Buffer {
+    ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some(label),
+        size: bytes.max(4),
+        usage: wgpu::BufferUsages::STORAGE
+            | wgpu::BufferUsages::COPY_SRC
+            | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    })
+}
+
+fn layout_entry(binding: u32, ty: wgpu::BindingType) -> wgpu::BindGroupLayoutEntry {
+    wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty,
+        count: None,
+    }
+}
+
+fn storage_ty(read_only: bool) -> wgpu::BindingType {
+    wgpu::BindingType::Buffer {
+        ty: wgpu::BufferBindingType::Storage { read_only },
+        has_dynamic_offset: false,
+        min_binding_size: None,
+    }
+}
+
+fn uniform_ty() -> wgpu::BindingType {
+    wgpu::BindingType::Buffer {
+        ty: wgpu::BufferBindingType::Uniform,
+        has_dynamic_offset: true,
+        min_binding_size: wgpu::BufferSize::new(std::mem::size_of::<StepRecord>() as u64),
+    }
+}
+
+/// Compiles `wgsl` into a pipeline with the given binding types.
+fn pipeline(
+    ctx: &GpuContext,
+    label: &str,
+    wgsl: &str,
+    entry: &str,
+    types: &[wgpu::BindingType],
+) -> (wgpu::ComputePipeline, wgpu::BindGroupLayout) {
+    let device = &ctx.device;
+    let desc = wgpu::ShaderModuleDescriptor {
+        label: Some(label),
+        source: wgpu::ShaderSource::Wgsl(wgsl.into()),
+    };
+    let module = if std::env::var("NSHADE_GPU_CHECKED").is_ok_and(|v| v == "1") {
+        device.create_shader_module(desc)
+    } else {
+        // SAFETY: every index in the generated kernels is in range by construction:
+        // workgroup-memory indices are `(base + j)·R + s` with j < the tensor's width and
+        // s < S inside loops bounded by those constants; parameter indices are offsets of
+        // the network's own tensors (< P); `partial` is indexed by group < G and p < P;
+        // texture texels are clamped to the image; row indices are ⌊h·rows/2³²⌋ < rows.
+        // Every loop has a constant bound.
+        unsafe { device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
+    };
+    let entries: Vec<_> = types
+        .iter()
+        .enumerate()
+        .map(|(i, t)| layout_entry(i as u32, *t))
+        .collect();
+    let bgl = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some(label),
+        entries: &entries,
+    });
+    let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some(label),
+        bind_group_layouts: &[Some(&bgl)],
+        immediate_size: 0,
+    });
+    let pipe = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(label),
+        layout: Some(&layout),
+        module: &module,
+        entry_point: Some(entry),
+        compilation_options: wgpu::PipelineCompilationOptions {
+            constants: &[],
+            zero_initialize_workgroup_memory: false,
+        },
+        cache: None,
+    });
+    (pipe, bgl)
+}
+
+fn bind(
+    ctx: &GpuContext,
+    label: &str,
+    bgl: &wgpu::BindGroupLayout,
+    records: &wgpu::Buffer,
+    bufs: &[&wgpu::Buffer],
+) -> wgpu::BindGroup {
+    let mut entries = vec![wgpu::BindGroupEntry {
+        binding: 0,
+        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+            buffer: records,
+            offset: 0,
+            size: wgpu::BufferSize::new(std::mem::size_of::<StepRecord>() as u64),
+        }),
+    }];
+    for (i, b) in bufs.iter().enumerate() {
+        entries.push(wgpu::BindGroupEntry {
+            binding: i as u32 + 1,
+            resource: b.as_entire_binding(),
+        });
+    }
+    ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some(label),
+        layout: bgl,
+        entries: &entries,
+    })
+}
+
+impl GpuTrainer {
+    pub fn new(
+        ctx: Arc<GpuContext>,
+        net: &Network,
+        params: Vec<f32>,
+        data: &TrainingData,
+        cfg: &TrainConfig,
+        pingpong: bool,
+    ) -> Result<GpuTrainer, TrainError> {
+        check_compatible(net, data, cfg)?;
+        if params.len() != net.param_count {
+            return Err(backend_err(format!(
+                "{} parameters given for a network of {}",
+                params.len(),
+                net.param_count
+            )));
+        }
+        if cfg.batch > u32::MAX as usize / 2 {
+            return Err(backend_err("batch too large"));
+        }
+        let (launch, coop) = choose_launch(&ctx, net, cfg.batch, pingpong)?;
+        let pad = codegen::Pad::of(net);
+        let (kind, values): (DataKind, &[f32]) = match data {
+            TrainingData::Texture(t) => (
+                DataKind::Texture {
+                    width: t.width as u32,
+                    height: t.height as u32,
+                },
+                &t.data,
+            ),
+            TrainingData::Rows(r) => (
+                DataKind::Rows {
+                    rows: r.len() as u32,
+                    in_dims: r.in_dims as u32,
+                    out_dims: r.out_dims as u32,
+                },
+                &r.data,
+            ),
+        };
+        let batch = cfg.batch as u32;
+        let step_src =
+            codegen::step_kernel(net, cfg.loss, kind, batch, cfg.sample_seed(), launch, coop);
+        let adam_src = codegen::adam_kernel(
+            net.param_count,
+            launch.groups,
+            batch,
+            net.out_dims,
+            cfg.adam,
+            coop.then_some(&pad),
+        );
+        if std::env::var("NSHADE_GPU_DUMP").is_ok_and(|v| v == "1") {
+            eprintln!("{step_src}\n{adam_src}");
+        }
+        let p = net.param_count.max(1) as u64;
+        let device = &ctx.device;
+        let max_binding = device.limits().max_storage_buffer_binding_size;
+        let stride = if coop {
+            pad.partial_len(net.param_count) as u64
+        } else {
+            p
+        };
+        let partial_bytes = launch.groups as u64 * stride * 4;
+        if partial_bytes > max_binding || (values.len() as u64 * 4) > max_binding {
+            return Err(backend_err(format!(
+                "buffers exceed the adapter's storage binding limit of {max_binding} bytes"
+            )));
+        }
+        let params_buf = storage(&ctx, "params", p * 4);
+        ctx.queue
+            .write_buffer(&params_buf, 0, bytemuck::cast_slice(&params));
+        let moments = storage(&ctx, "moments", 2 * p * 4);
+        ctx.queue
+            .write_buffer(&moments, 0, &vec![0u8; (2 * p * 4) as usize]);
+        let data_buf = storage(&ctx, "data", values.len() as u64 * 4);
+        ctx.queue
+            .write_buffer(&data_buf, 0, bytemuck::cast_slice(values));
+        let partial = storage(&ctx, "partial", partial_bytes);
+        let loss_partial = storage(&ctx, "loss_partial", launch.groups as u64 * 4);
+        let losses = storage(&ctx, "losses", MAX_STEPS_PER_SUBMIT as u64 * 4);
+        let grads = storage(&ctx, "grads", p * 4);
+        // f16 copy of the weights in the padded layout (cooperative-matrix path only;
+        // zero-initialised so the padding contributes nothing)
+        let w16_bytes = if coop {
+            (pad.weights as u64 * 2).next_multiple_of(4)
+        } else {
+            4
+        };
+        let w16 = storage(&ctx, "w16", w16_bytes);
+        ctx.queue
+            .write_buffer(&w16, 0, &vec![0u8; w16_bytes as usize]);
+        let records = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("step records"),
+            size: MAX_STEPS_PER_SUBMIT as u64 * RECORD,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+
+        let (step_pipe, step_bgl) = pipeline(
+            &ctx,
+            "nshade step",
+            &step_src,
+            "nsh_step",
+            &[
+                uniform_ty(),
+                storage_ty(true),
+                storage_ty(true),
+                storage_ty(false),
+                storage_ty(false),
+                storage_ty(true),
+            ],
+        );
+        let (adam_pipe, adam_bgl) = pipeline(
+            &ctx,
+            "nshade adam",
+            &adam_src,
+            "nsh_adam",
+            &[
+                uniform_ty(),
+                storage_ty(false),
+                storage_ty(false),
+                storage_ty(true),
+                storage_ty(true),
+                storage_ty(false),
+                storage_ty(false),
+                storage_ty(false),
+            ],
+        );
+        let step_bg = bind(
+            &ctx,
+            "step",
+            &step_bgl,
+            &records,
+            &[&params_buf, &data_buf, &partial, &loss_partial, &w16],
+        );
+        let adam_bg = bind(
+            &ctx,
+            "adam",
+            &adam_bgl,
+            &records,
+            &[
+                &params_buf,
+                &moments,
+                &partial,
+                &loss_partial,
+                &losses,
+                &grads,
+                &w16,
+            ],
+        );
+        let mut trainer = GpuTrainer {
+            adam_groups: (p as u32).div_ceil(ADAM_PARAMS) + 1,
+            coop,
+            ctx,
+            cfg: cfg.clone(),
+            param_count: net.param_count,
+            launch,
+            step_pipe,
+            adam_pipe,
+            step_bg,
+            adam_bg,
+            params: params_buf,
+            grads,
+            losses,
+            records,
+            t: 0,
+        };
+        if coop {
+            // fill the f16 weight copy from the fp32 master weights
+            trainer.submit_adam_only(2)?;
+        }
+        Ok(trainer)
+    }
+
+    /// Runs only the Adam kernel once in `mode` (2: refresh the f16 weight copy).
+    fn submit_adam_only(&mut self, mode: u32) -> Result<(), TrainError> {
+        let r = StepRecord {
+            step: self.t,
+            slot: 0,
+            step_lr: 0.0,
+            inv_c2: 0.0,
+            mode,
+            _pad: [0; 3],
+        };
+        let (device, queue) = (&self.ctx.device, &self.ctx.queue);
+        queue.write_buffer(&self.records, 0, bytemuck::bytes_of(&r));
+        let mut enc = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("nshade w16"),
+        });
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("nshade w16"),
+                timestamp_writes: None,
+            });
+            pass.set_pipeline(&self.adam_pipe);
+            pass.set_bind_group(0, &self.adam_bg, &[0]);
+            pass.dispatch_workgroups(self.adam_groups, 1, 1);
+        }
+        queue.submit([enc.finish()]);
+        Ok(())
+    }
+
+    /// `coop` (f16 cooperative matrices, f32 accumulation and master weights) or `f32`.
+    pub fn path(&self) -> &'static str {
+        if self.coop { "coop" } else { "f32" }
+    }
+
+    /// The launch shape chosen for this network and device.
+    pub fn launch(&self) -> Launch {
+        self.launch
+    }
+
+    /// Records and submits `n` steps from step `self.t` (mode 0: train; mode 1: only the
+    /// gradient of step `self.t`, weights untouched); returns the per-step losses.
+    fn submit(&mut self, n: u32, mode: u32) -> Result<Vec<f32>, TrainError> {
+        let recs: Vec<u8> = (0..n)
+            .flat_map(|k| {
+                let t = self.t + k;
+                let lr = self.cfg.lr.at(t);
+                let (step_lr, inv_c2) = self.cfg.adam.corrections(lr, t + 1);
+                let mut bytes = vec![0u8; RECORD as usize];
+                let r = StepRecord {
+                    step: t,
+                    slot: k,
+                    step_lr,
+                    inv_c2,
+                    mode,
+                    _pad: [0; 3],
+                };
+                bytes[..std::mem::size_of::<StepRecord>()].copy_from_slice(bytemuck::bytes_of(&r));
+                bytes
+            })
+            .collect();
+        let (device, queue) = (&self.ctx.device, &self.ctx.queue);
+        queue.write_buffer(&self.records, 0, &recs);
+        let mut enc = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("nshade steps"),
+        });
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("nshade steps"),
+                timestamp_writes: None,
+            });
+            for k in 0..n {
+                let off = [(k as u64 * RECORD) as u32];
+                pass.set_pipeline(&self.step_pipe);
+                pass.set_bind_group(0, &self.step_bg, &off);
+                pass.dispatch_workgroups(self.launch.groups, 1, 1);
+                pass.set_pipeline(&self.adam_pipe);
+                pass.set_bind_group(0, &self.adam_bg, &off);
+                pass.dispatch_workgroups(self.adam_groups, 1, 1);
+            }
+        }
+        queue.submit([enc.finish()]);
+        self.read(&self.losses, n as usize)
+    }
+
+    /// Copies the first `len` floats of `buf` back to the host (waits for the GPU).
+    fn read(&self, buf: &wgpu::Buffer, len: usize) -> Result<Vec<f32>, TrainError> {
+        let (device, queue) = (&self.ctx.device, &self.ctx.queue);
+        let bytes = (len.max(1) * 4) as u64;
+        let staging = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("readback"),
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut enc = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("readback"),
+        });
+        enc.copy_buffer_to_buffer(buf, 0, &staging, 0, bytes);
+        queue.submit([enc.finish()]);
+        let slice = staging.slice(..);
+        let (tx, rx) = std::sync::mpsc::channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| backend_err(format!("waiting for the GPU: {e}")))?;
+        rx.recv()
+            .map_err(|e| backend_err(e.to_string()))?
+            .map_err(|e| backend_err(format!("reading back: {e}")))?;
+        let view = slice
+            .get_mapped_range()
+            .map_err(|e| backend_err(format!("reading back: {e:?}")))?;
+        let out: Vec<f32> = bytemuck::cast_slice(&view)[..len].to_vec();
+        drop(view);
+        staging.unmap();
+        Ok(out)
+    }
+
+    /// The gradient of the mean loss over the batch of step `self.steps_done()` at the
+    /// current weights, and that loss; the weights are not changed.
+    pub fn gradient(&mut self) -> Result<(f32, Vec<f32>), TrainError> {
+        let loss = self.submit(1, 1)?[0];
+        let g = self.read(&self.grads, self.param_count)?;
+        Ok((loss, g))
+    }
+}
+
+impl Trainer for GpuTrainer {
+    fn run(&mut self, steps: u32) -> Result<f32, TrainError> {
+        let mut total = 0.0f64;
+        let mut left = steps;
+        while left > 0 {
+            let n = left.min(MAX_STEPS_PER_SUBMIT);
+            let losses = self.submit(n, 0)?;
+            if let Some(k) = losses.iter().position(|l| !l.is_finite()) {
+                let step = self.t + k as u32;
+                self.t += n;
+                return Err(TrainError::Diverged {
+                    step,
+                    loss: losses[k],
+                });
+            }
+            total += losses.iter().map(|&l| l as f64).sum::<f64>();
+            self.t += n;
+            left -= n;
+        }
+        Ok((total / steps.max(1) as f64) as f32)
+    }
+
+    fn params(&mut self) -> Result<Vec<f32>, TrainError> {
+        self.read(&self.params, self.param_count)
+    }
+
+    fn steps_done(&self) -> u32 {
+        self.t
+    }
+
+    fn path(&self) -> String {
+        GpuTrainer::path(self).into()
+    }
+}

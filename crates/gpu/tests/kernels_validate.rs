@@ -1,0 +1,64 @@
+//! The generated kernels of both paths parse and validate with naga and translate to
+//! SPIR-V, for every module kind — also the cooperative-matrix path, which lavapipe
+//! cannot run (it is exercised against the CPU on a GPU that has it).
+
+use nshade_core::arch::Arch;
+use nshade_core::loss::Loss;
+use nshade_core::network::Network;
+use nshade_core::optim::Adam;
+use nshade_gpu::train::codegen::{self, DataKind, Launch, Pad};
+
+fn validate(src: &str, what: &str) {
+    let module = naga::front::wgsl::parse_str(src)
+        .unwrap_or_else(|e| panic!("{what}: {}\n{src}", e.emit_to_string(src)));
+    let info = naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::all(),
+    )
+    .validate(&module)
+    .unwrap_or_else(|e| panic!("{what}: {}\n{src}", e.emit_to_string(src)));
+    naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None)
+        .unwrap_or_else(|e| panic!("{what}: SPIR-V: {e}"));
+}
+
+#[test]
+fn generated_kernels_validate() {
+    for arch in [
+        "freq(3) | mlp(32x3, leaky_relu, sigmoid)",
+        "freq(8) | mlp(64x4, relu)",
+        "cat(identity, freq(2), tri(2)) | mlp(12x2, softplus)",
+        "mlp(8x1, tanh, out=4) | freq(1) | mlp(6x1, swish)",
+        "cat(identity, mlp(4x1, sine(2), out=5)) | mlp(6x1, leaky_relu(-0.2), exp)",
+    ] {
+        let net = Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
+        for (coop, pingpong) in [(false, false), (false, true), (true, false)] {
+            let launch = Launch {
+                samples: 32,
+                threads: 256,
+                groups: 7,
+                chunks: 3,
+                pingpong,
+                tile_k: 2,
+            };
+            let data = DataKind::Texture {
+                width: 64,
+                height: 48,
+            };
+            let step = codegen::step_kernel(&net, Loss::RelativeL2, data, 5000, 9, launch, coop);
+            validate(
+                &step,
+                &format!("{arch} step (coop {coop}, pingpong {pingpong})"),
+            );
+            let pad = Pad::of(&net);
+            let adam = codegen::adam_kernel(
+                net.param_count,
+                7,
+                5000,
+                3,
+                Adam::default(),
+                coop.then_some(&pad),
+            );
+            validate(&adam, &format!("{arch} adam (coop {coop})"));
+        }
+    }
+}

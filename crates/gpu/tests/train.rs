@@ -1,0 +1,215 @@
+//! GPU training against the CPU reference (runs on lavapipe in CI; kept small).
+//!
+//! Tolerances (f32 on both sides; the GPU sums in a different order, uses its own
+//! `sin`/`exp`, and may fuse multiply-adds):
+//! - one step's gradient: max |g_gpu − g_cpu| ≤ 2e-3 · max |g_cpu| + 1e-6 and the loss
+//!   within 1e-4 relative;
+//! - a 40-step run: the mean loss of the last steps within 5 % of the CPU's.
+//!
+//! On the cooperative-matrix path (f16 matrix operands, f32 accumulation; GPUs that have
+//! it) the tolerances are wider: gradient 3e-2 · max |g_cpu|, loss 1e-2 relative, first
+//! steps 2 %, after 40 steps 10 %.
+
+use nshade_core::arch::Arch;
+use nshade_core::cpu::CpuTrainer;
+use nshade_core::data::{Rows, TrainingData};
+use nshade_core::loss::Loss;
+use nshade_core::network::Network;
+use nshade_core::texture::Texture;
+use nshade_core::train::{TrainConfig, Trainer};
+use nshade_gpu::context::context_or_skip;
+use nshade_gpu::train::GpuBackend;
+use std::sync::Arc;
+
+fn small_texture() -> Texture {
+    // 37×23: not a power of two, so the bilinear lookup's rounding is exercised.
+    let (w, h) = (37usize, 23usize);
+    let mut data = Vec::with_capacity(w * h * 3);
+    for y in 0..h {
+        for x in 0..w {
+            let (u, v) = (x as f32 / w as f32, y as f32 / h as f32);
+            data.push(0.5 + 0.4 * (9.0 * u).sin());
+            data.push(if (x / 4 + y / 4) % 2 == 0 { 0.9 } else { 0.1 });
+            data.push(u * v);
+        }
+    }
+    Texture {
+        width: w,
+        height: h,
+        data,
+        source: "test".into(),
+        sha256: String::new(),
+    }
+}
+
+fn cfg(batch: usize, loss: Loss) -> TrainConfig {
+    TrainConfig {
+        batch,
+        seed: 11,
+        loss,
+        ..TrainConfig::default()
+    }
+}
+
+/// Compares one step's gradient and loss; returns the max abs difference relative to
+/// the largest CPU gradient entry.
+fn compare_gradient(
+    backend: &GpuBackend,
+    arch: &str,
+    data: Arc<TrainingData>,
+    c: &TrainConfig,
+    tol: f32,
+) {
+    let (i, o) = (data.in_dims(), data.out_dims());
+    let net = Network::build(&Arch::parse(arch).unwrap(), i, o).unwrap();
+    let mut params = net.init_params(3);
+    // non-zero biases, so every path is exercised
+    for (k, p) in params.iter_mut().enumerate() {
+        *p += 0.01 * ((k % 7) as f32 - 3.0);
+    }
+    let mut cpu = CpuTrainer::new(net.clone(), params.clone(), data.clone(), c.clone()).unwrap();
+    let cpu_loss = cpu.gradient(0);
+    let cpu_g = cpu.last_gradient().to_vec();
+    let mut gpu = backend.trainer(&net, params, data, c).unwrap();
+    let (gpu_loss, gpu_g) = gpu.gradient().unwrap();
+    let coop = gpu.path() == "coop";
+    let (tol, loss_tol) = if coop { (3e-2, 1e-2) } else { (tol, 1e-4) };
+    assert_eq!(gpu_g.len(), cpu_g.len());
+    let max = cpu_g.iter().fold(0.0f32, |m, g| m.max(g.abs()));
+    let diff = cpu_g
+        .iter()
+        .zip(&gpu_g)
+        .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+    assert!(
+        diff <= tol * max + 1e-6,
+        "{arch}: gradient differs by {diff} (max |g| {max}); launch {:?}, path {}",
+        gpu.launch(),
+        gpu.path()
+    );
+    assert!(
+        (gpu_loss - cpu_loss).abs() <= loss_tol * cpu_loss.abs() + 1e-7,
+        "{arch}: loss {gpu_loss} vs CPU {cpu_loss}"
+    );
+}
+
+#[test]
+fn gradients_match_cpu_for_every_module_kind() {
+    let Some(ctx) = context_or_skip() else { return };
+    let backend = GpuBackend::with_context(Arc::new(ctx));
+    let tex = Arc::new(TrainingData::Texture(small_texture()));
+    // batch 300: not a multiple of the chunk size, so the partial last chunk is exercised
+    let c = cfg(300, Loss::RelativeL2);
+    for arch in [
+        "mlp(32x3, relu)",
+        "mlp(32x3, leaky_relu, sigmoid)",
+        "freq(3) | mlp(32x3, leaky_relu, sigmoid)",
+        "tri(3) | mlp(8x1, tanh)",
+        "identity | mlp(6x2, swish, exp)",
+        "cat(identity, freq(2), tri(2)) | mlp(12x2, softplus)",
+        "cat(identity, mlp(4x1, sine(2), out=5)) | mlp(6x1, leaky_relu(-0.2))",
+        "mlp(8x1, tanh, out=4) | freq(1) | mlp(6x1, relu)",
+        "mlp(5x1, sigmoid, out=3) | tri(2) | mlp(7x2, sine, none)",
+        "mlp(3x0, none)",
+        "freq(1) | mlp(6x1, relu, swish)",
+        "mlp(5x1, tanh, softplus)",
+    ] {
+        compare_gradient(&backend, arch, tex.clone(), &c, 2e-3);
+    }
+    // the separate-gradient-buffer layout on a few of them
+    let separate = GpuBackend::with_context(backend.context().clone()).separate_gradient_buffers();
+    for arch in [
+        "freq(3) | mlp(32x3, leaky_relu, sigmoid)",
+        "cat(identity, mlp(4x1, sine(2), out=5)) | mlp(6x1, leaky_relu(-0.2))",
+        "mlp(5x1, sigmoid, out=3) | tri(2) | mlp(7x2, sine, none)",
+    ] {
+        compare_gradient(&separate, arch, tex.clone(), &c, 2e-3);
+    }
+}
+
+#[test]
+fn gradients_match_cpu_for_every_loss_and_rows_data() {
+    let Some(ctx) = context_or_skip() else { return };
+    let backend = GpuBackend::with_context(Arc::new(ctx));
+    let tex = Arc::new(TrainingData::Texture(small_texture()));
+    for loss in Loss::ALL {
+        compare_gradient(
+            &backend,
+            "freq(2) | mlp(8x2, relu)",
+            tex.clone(),
+            &cfg(200, loss),
+            2e-3,
+        );
+    }
+    // a seed-002 style dataset: x, y, t → r, g, b
+    let mut data = Vec::new();
+    for r in 0..517 {
+        let x = (r % 23) as f32 / 11.0 - 1.0;
+        let y = (r % 19) as f32 / 9.0 - 1.0;
+        let t = (r % 7) as f32 / 3.0 - 1.0;
+        data.extend([x, y, t, (x * 3.0 + t).sin(), y * y, 0.5 * x * y]);
+    }
+    let rows = Arc::new(TrainingData::Rows(Rows {
+        in_dims: 3,
+        out_dims: 3,
+        data,
+    }));
+    compare_gradient(
+        &backend,
+        "freq(2) | mlp(16x2, leaky_relu)",
+        rows,
+        &cfg(333, Loss::L2),
+        2e-3,
+    );
+}
+
+#[test]
+fn short_run_reaches_the_cpu_loss_and_is_deterministic() {
+    let Some(ctx) = context_or_skip() else { return };
+    let backend = GpuBackend::with_context(Arc::new(ctx));
+    let tex = Arc::new(TrainingData::Texture(small_texture()));
+    let c = TrainConfig {
+        lr: nshade_core::optim::LrSchedule::constant(0.01),
+        ..cfg(512, Loss::RelativeL2)
+    };
+    let net = Network::build(
+        &Arch::parse("freq(2) | mlp(16x2, leaky_relu, sigmoid)").unwrap(),
+        2,
+        3,
+    )
+    .unwrap();
+    let params = net.init_params(5);
+    let mut cpu = CpuTrainer::new(net.clone(), params.clone(), tex.clone(), c.clone()).unwrap();
+    let cpu_first = cpu.run(5).unwrap();
+    cpu.run(30).unwrap();
+    let cpu_last = cpu.run(5).unwrap();
+
+    let run = || {
+        let mut g = backend
+            .trainer(&net, params.clone(), tex.clone(), &c)
+            .unwrap();
+        let first = g.run(5).unwrap();
+        g.run(30).unwrap();
+        let last = g.run(5).unwrap();
+        assert_eq!(g.steps_done(), 40);
+        (first, last, g.params().unwrap(), g.path() == "coop")
+    };
+    let (first, last, p1, coop) = run();
+    let (t_first, t_last) = if coop { (2e-2, 0.1) } else { (1e-3, 0.05) };
+    assert!(
+        (first - cpu_first).abs() <= t_first * cpu_first,
+        "first steps: GPU {first} vs CPU {cpu_first}"
+    );
+    assert!(
+        last < 0.9 * first,
+        "GPU loss did not fall: {first} → {last}"
+    );
+    assert!(
+        (last - cpu_last).abs() <= t_last * cpu_last,
+        "after 40 steps: GPU {last} vs CPU {cpu_last}"
+    );
+    let (_, _, p2, _) = run();
+    assert!(
+        p1.iter().zip(&p2).all(|(a, b)| a.to_bits() == b.to_bits()),
+        "same seed, same device: weights differ"
+    );
+}
