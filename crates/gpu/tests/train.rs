@@ -33,13 +33,7 @@ fn small_texture() -> Texture {
             data.push(u * v);
         }
     }
-    Texture {
-        width: w,
-        height: h,
-        data,
-        source: "test".into(),
-        sha256: String::new(),
-    }
+    Texture::new(w, h, data, "test".into(), String::new())
 }
 
 fn cfg(batch: usize, loss: Loss) -> TrainConfig {
