@@ -10,6 +10,7 @@ mod export;
 mod fit;
 mod info;
 mod render;
+mod report;
 mod train;
 
 use clap::{Parser, Subcommand};
@@ -39,6 +40,8 @@ enum Command {
     Bench(bench::Args),
     /// Write the inference shader of a trained model (WGSL, GLSL, HLSL, Slang, MSL, SPIR-V, ShaderToy).
     Export(export::Args),
+    /// Regenerate report.html of a finished `fit` or `train` run from its files.
+    Report(report::Args),
     /// Show the backends and adapters found.
     Info(info::Args),
 }
@@ -53,6 +56,7 @@ fn main() {
         Command::Bench(a) => bench::run(a),
         Command::Info(a) => info::run(a),
         Command::Export(a) => export::run(a),
+        Command::Report(a) => report::run(a),
     };
     if let Err(e) = result {
         // One line: the chain of causes joined by ': '.
