@@ -363,9 +363,9 @@ th,td{border:1px solid #bbb;padding:0.25em 0.6em}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
 tr.best{background:#e6f4e6;font-weight:bold}
 figure{display:inline-block;margin:0.3em;vertical-align:top}
-figure img{max-width:420px;height:auto;image-rendering:pixelated;border:1px solid #999}
+figure img{width:384px;height:auto;image-rendering:pixelated;border:1px solid #999}
 figcaption{font-size:0.85em;color:#444}
-.zoom img{max-width:none}
+.zoom img{width:auto}
 pre{background:#f4f4f4;padding:0.6em;white-space:pre-wrap;word-break:break-all}
 .status{padding:0.4em 0.8em;background:#fff3cd;display:inline-block}
 .done{background:#e6f4e6}
@@ -631,11 +631,58 @@ fn fit_html(
     }
     o.push_str("</tbody>\n</table>\n<p class=\"note\">PSNR: peak 1.0 over all RGB values, on every pixel of the image. Time is training time only (evaluation for this report excluded).</p>\n");
 
-    // Curves.
     let mut names: Vec<String> = done.iter().map(|a| text(a, "name").to_string()).collect();
     if let Some(l) = live {
         names.extend(l.archs.iter().skip(done.len()).map(|(n, _)| n.clone()));
     }
+    // Images per architecture.
+    let _ = writeln!(
+        o,
+        "<h2>Images</h2>\n<p class=\"note\">Reference, fit and error |fit − reference| × {} per architecture; click an image for it at full resolution.{}</p>",
+        metrics::ERROR_GAIN,
+        if live.is_some() {
+            " The architecture in training shows a preview on a subsampled grid."
+        } else {
+            ""
+        }
+    );
+    for n in &names {
+        let rec = done.iter().find(|a| text(a, "name") == n);
+        let detail = match rec {
+            Some(a) => format!("loss {:.5}, PSNR {:.2} dB", num(a, "loss"), num(a, "psnr")),
+            None => match lines.iter().rev().find(|m| text(m, "arch") == n) {
+                Some(m) => format!(
+                    "in training: step {}, loss {:.5}, PSNR {:.2} dB (subsampled)",
+                    m["step"],
+                    num(m, "loss"),
+                    num(m, "psnr")
+                ),
+                None => "waiting".into(),
+            },
+        };
+        let _ = writeln!(
+            o,
+            "<section class=\"arch\" id=\"arch-{}\">\n<h3>{}{} <small>({})</small></h3>",
+            esc(n),
+            esc(n),
+            if rec.is_some_and(|a| a["best"].as_bool() == Some(true)) {
+                " ★ best"
+            } else {
+                ""
+            },
+            esc(&detail)
+        );
+        figure(&mut o, dir, "reference.png", "reference");
+        figure(&mut o, dir, &format!("{n}/fit.png"), &format!("{n}: fit"));
+        figure(
+            &mut o,
+            dir,
+            &format!("{n}/error.png"),
+            &format!("{n}: error ×{}", metrics::ERROR_GAIN),
+        );
+        o.push_str("</section>\n");
+    }
+    // Curves.
     let series = |x: &str, y: &str, scale: f64| -> Vec<Series> {
         names
             .iter()
@@ -693,53 +740,6 @@ fn fit_html(
         o.push_str("</div>\n");
     }
 
-    // Images per architecture.
-    let _ = writeln!(
-        o,
-        "<h2>Images</h2>\n<p class=\"note\">Reference, fit and error |fit − reference| × {} per architecture; click an image for it at full resolution.{}</p>",
-        metrics::ERROR_GAIN,
-        if live.is_some() {
-            " The architecture in training shows a preview on a subsampled grid."
-        } else {
-            ""
-        }
-    );
-    for n in &names {
-        let rec = done.iter().find(|a| text(a, "name") == n);
-        let detail = match rec {
-            Some(a) => format!("loss {:.5}, PSNR {:.2} dB", num(a, "loss"), num(a, "psnr")),
-            None => match lines.iter().rev().find(|m| text(m, "arch") == n) {
-                Some(m) => format!(
-                    "in training: step {}, loss {:.5}, PSNR {:.2} dB (subsampled)",
-                    m["step"],
-                    num(m, "loss"),
-                    num(m, "psnr")
-                ),
-                None => "waiting".into(),
-            },
-        };
-        let _ = writeln!(
-            o,
-            "<section class=\"arch\" id=\"arch-{}\">\n<h3>{}{} <small>({})</small></h3>",
-            esc(n),
-            esc(n),
-            if rec.is_some_and(|a| a["best"].as_bool() == Some(true)) {
-                " ★ best"
-            } else {
-                ""
-            },
-            esc(&detail)
-        );
-        figure(&mut o, dir, "reference.png", "reference");
-        figure(&mut o, dir, &format!("{n}/fit.png"), &format!("{n}: fit"));
-        figure(
-            &mut o,
-            dir,
-            &format!("{n}/error.png"),
-            &format!("{n}: error ×{}", metrics::ERROR_GAIN),
-        );
-        o.push_str("</section>\n");
-    }
     o.push_str(
         "<p class=\"note\">Written by nshade; regenerate with <code>nshade report RUN_DIR</code>.</p>\n</body>\n</html>\n",
     );
