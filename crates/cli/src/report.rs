@@ -246,7 +246,9 @@ fn range(vals: impl Iterator<Item = f64>, pad: f64) -> Option<(f64, f64)> {
 }
 
 /// A line chart of several series on shared axes, as an SVG string. `log_y` draws the y
-/// axis logarithmically (for losses). `points` marks every sample (for sparse series).
+/// axis logarithmically (for losses), labelled with the values themselves. `points` marks
+/// every sample (for sparse series). `legend_top` puts the legend in the upper right corner
+/// (for falling curves) instead of the lower right (for rising ones).
 fn line_chart(
     title: &str,
     x_label: &str,
@@ -254,7 +256,10 @@ fn line_chart(
     series: &[Series],
     log_y: bool,
     points: bool,
+    legend_top: bool,
 ) -> Result<String> {
+    // On a log axis, plot log10(y) on a linear axis and label it with 10^v: plotters' own
+    // log axis labels only powers of ten, too few over less than a decade.
     let series: Vec<Series> = series
         .iter()
         .map(|s| Series {
@@ -262,86 +267,91 @@ fn line_chart(
             points: s
                 .points
                 .iter()
-                .copied()
                 .filter(|(x, y)| x.is_finite() && y.is_finite() && (!log_y || *y > 0.0))
+                .map(|&(x, y)| (x, if log_y { y.log10() } else { y }))
                 .collect(),
         })
         .collect();
     let all = || series.iter().flat_map(|s| s.points.iter());
     let (x0, x1) = range(all().map(|p| p.0), 0.0).unwrap_or((0.0, 1.0));
-    let (y0, y1) = if log_y {
-        let (lo, hi) = range(all().map(|p| p.1.log10()), 0.05).unwrap_or((-3.0, 0.0));
-        (10f64.powf(lo), 10f64.powf(hi))
-    } else {
-        range(all().map(|p| p.1), 0.05).unwrap_or((0.0, 1.0))
+    let (y0, y1) = range(all().map(|p| p.1), 0.05).unwrap_or((0.0, 1.0));
+    let y_fmt = |v: &f64| {
+        if log_y {
+            let y = 10f64.powf(*v);
+            if y >= 100.0 {
+                format!("{y:.0}")
+            } else {
+                // three significant digits
+                let digits = (2 - y.log10().floor() as i32).clamp(0, 12) as usize;
+                format!("{y:.digits$}")
+            }
+        } else {
+            let step = (y1 - y0) / 8.0;
+            let digits = (-(step.log10().floor()) as i32).clamp(0, 12) as usize;
+            format!("{v:.digits$}")
+        }
+    };
+    let x_fmt = |v: &f64| {
+        let step = (x1 - x0) / 8.0;
+        let digits = (-(step.log10().floor()) as i32).clamp(0, 12) as usize;
+        format!("{v:.digits$}")
     };
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (640, 400)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err)?;
-        let mut builder = ChartBuilder::on(&root);
-        builder
+        let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 20))
             .margin(12)
             .x_label_area_size(44)
-            .y_label_area_size(70);
-        macro_rules! draw {
-            ($chart:expr) => {{
-                let mut chart = $chart;
+            .y_label_area_size(70)
+            .build_cartesian_2d(x0..x1, y0..y1)
+            .map_err(plot_err)?;
+        chart
+            .configure_mesh()
+            .x_desc(x_label)
+            .y_desc(y_label)
+            .label_style(("sans-serif", 13))
+            .axis_desc_style(("sans-serif", 15))
+            .x_labels(8)
+            .y_labels(8)
+            .x_label_formatter(&x_fmt)
+            .y_label_formatter(&y_fmt)
+            .light_line_style(WHITE.mix(0.0))
+            .bold_line_style(BLACK.mix(0.12))
+            .draw()
+            .map_err(plot_err)?;
+        for (i, s) in series.iter().enumerate() {
+            let colour = PALETTE[i % PALETTE.len()];
+            chart
+                .draw_series(LineSeries::new(
+                    s.points.iter().copied(),
+                    colour.stroke_width(2),
+                ))
+                .map_err(plot_err)?
+                .label(s.name.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(3))
+                });
+            if points {
                 chart
-                    .configure_mesh()
-                    .x_desc(x_label)
-                    .y_desc(y_label)
-                    .label_style(("sans-serif", 13))
-                    .axis_desc_style(("sans-serif", 15))
-                    .x_labels(8)
-                    .y_labels(8)
-                    .draw()
+                    .draw_series(s.points.iter().map(|&p| Circle::new(p, 3, colour.filled())))
                     .map_err(plot_err)?;
-                for (i, s) in series.iter().enumerate() {
-                    let colour = PALETTE[i % PALETTE.len()];
-                    chart
-                        .draw_series(LineSeries::new(
-                            s.points.iter().copied(),
-                            colour.stroke_width(2),
-                        ))
-                        .map_err(plot_err)?
-                        .label(s.name.clone())
-                        .legend(move |(x, y)| {
-                            PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(3))
-                        });
-                    if points {
-                        chart
-                            .draw_series(
-                                s.points.iter().map(|&p| Circle::new(p, 3, colour.filled())),
-                            )
-                            .map_err(plot_err)?;
-                    }
-                }
-                if !series.is_empty() {
-                    chart
-                        .configure_series_labels()
-                        .background_style(WHITE.mix(0.85))
-                        .border_style(BLACK)
-                        .label_font(("sans-serif", 13))
-                        .position(SeriesLabelPosition::LowerRight)
-                        .draw()
-                        .map_err(plot_err)?;
-                }
-            }};
+            }
         }
-        if log_y {
-            draw!(
-                builder
-                    .build_cartesian_2d(x0..x1, (y0..y1).log_scale())
-                    .map_err(plot_err)?
-            );
-        } else {
-            draw!(
-                builder
-                    .build_cartesian_2d(x0..x1, y0..y1)
-                    .map_err(plot_err)?
-            );
+        if !series.is_empty() {
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .label_font(("sans-serif", 13))
+                .position(if legend_top {
+                    SeriesLabelPosition::UpperRight
+                } else {
+                    SeriesLabelPosition::LowerRight
+                })
+                .draw()
+                .map_err(plot_err)?;
         }
         root.present().map_err(plot_err)?;
     }
@@ -705,6 +715,7 @@ fn fit_html(
         &series("samples", "loss", 1e-6),
         true,
         false,
+        true,
     )?);
     o.push('\n');
     o.push_str(&line_chart(
@@ -712,6 +723,7 @@ fn fit_html(
         "training time (s)",
         "PSNR (dB)",
         &series("seconds", "psnr", 1.0),
+        false,
         false,
         false,
     )?);
@@ -805,6 +817,7 @@ pub fn write_train(dir: &Path) -> Result<()> {
         }],
         false,
         true,
+        false,
     )?);
     o.push('\n');
     o.push_str(&line_chart(
@@ -820,6 +833,7 @@ pub fn write_train(dir: &Path) -> Result<()> {
         }],
         true,
         false,
+        true,
     )?);
     o.push_str("\n</div>\n<table id=\"slices\">\n<thead><tr><th>parameter</th><th>t</th><th>rows</th><th>RMSE</th><th>PSNR (dB)</th></tr></thead>\n<tbody>\n");
     for s in &slices {

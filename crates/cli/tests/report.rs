@@ -426,6 +426,9 @@ fn train_writes_a_report_with_the_slice_plot_and_regenerates() {
     );
     ok(&o);
     let m = d.path().join("m");
+    if let Ok(keep) = std::env::var("NSHADE_KEEP_TRAIN_REPORT") {
+        std::fs::copy(m.join("report.html"), keep).unwrap();
+    }
     let html = std::fs::read_to_string(m.join("report.html")).unwrap();
     let doc = parse(&html);
     check_references(&doc, &m);
