@@ -228,7 +228,7 @@ pub fn run(args: Args) -> Result<()> {
             bar.set_position(done as u64);
             bar.set_message(format!("loss {last_loss:.5}"));
             // report: one metrics.jsonl line per chunk (PSNR on the subsampled grid);
-            // the preview images and the page at most every second.
+            // the preview images and the page after the first chunk, then at most every second.
             if done < args.steps {
                 let t0 = Instant::now();
                 let seconds = (t0 - start - eval_time).as_secs_f64();
@@ -236,7 +236,7 @@ pub fn run(args: Args) -> Result<()> {
                 let (preview, psnr) = probe.eval(&probe_model);
                 mlog.append(&json!({"arch": named.name, "step": done, "samples": done as u64 * args.batch as u64,
                     "seconds": seconds, "loss": last_loss, "psnr": psnr}))?;
-                if last_page.elapsed().as_secs_f64() >= 1.0 {
+                if done == chunk || last_page.elapsed().as_secs_f64() >= 1.0 {
                     probe.write_preview(&preview, &out.path().join(&named.name))?;
                     live_page(&records, Some(&named.name))?;
                     last_page = Instant::now();

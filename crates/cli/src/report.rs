@@ -855,3 +855,38 @@ pub fn write_train(dir: &Path) -> Result<()> {
 pub fn train_line(step: u32, samples: u64, seconds: f64, loss: f32) -> Value {
     json!({"step": step, "samples": samples, "seconds": seconds, "loss": loss})
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_markup_and_quotes() {
+        assert_eq!(
+            esc(r#"a<b>&"c"'d'"#),
+            "a&lt;b&gt;&amp;&quot;c&quot;&#39;d&#39;"
+        );
+        assert_eq!(esc("plain ★"), "plain ★");
+    }
+
+    #[test]
+    fn quotes_shell_words_only_when_needed() {
+        assert_eq!(shell_quote("--steps"), "--steps");
+        assert_eq!(shell_quote("a=mlp(16x2, relu)"), "'a=mlp(16x2, relu)'");
+        assert_eq!(shell_quote("it's"), r"'it'\''s'");
+        assert_eq!(shell_quote(""), "''");
+    }
+
+    #[test]
+    fn torn_last_metrics_line_is_ignored_but_bad_lines_are_errors() {
+        let d = std::env::temp_dir().join(format!("nshade-report-test-{}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        let p = d.join("metrics.jsonl");
+        std::fs::write(&p, "{\"step\":1}\n{\"step\":2}\n{\"ste").unwrap();
+        assert_eq!(read_metrics(&p).unwrap().len(), 2);
+        std::fs::write(&p, "{\"step\":1}\nnot json\n{\"step\":2}\n").unwrap();
+        assert!(read_metrics(&p).is_err());
+        assert!(read_metrics(&d.join("missing.jsonl")).unwrap().is_empty());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}

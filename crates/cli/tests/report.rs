@@ -45,16 +45,18 @@ fn write_test_image(path: &Path, w: u32, h: u32) {
     img.save(path).unwrap();
 }
 
+const TEX: &str = "t&x <'1'>.png";
 const ARCH_A: &str = "small=mlp(16x2, relu)";
 const ARCH_B: &str = "freq=freq(3) | mlp(16x2, leaky_relu, sigmoid)";
 
 /// Runs a small fit into `dir/run` and returns the run directory.
 fn small_fit(dir: &Path) -> PathBuf {
-    write_test_image(&dir.join("tex.png"), 96, 64);
+    // A name that needs escaping in HTML and quoting in a shell.
+    write_test_image(&dir.join(TEX), 96, 64);
     let o = nshade(
         &[
             "fit",
-            "tex.png",
+            TEX,
             "--arch",
             ARCH_A,
             "--arch",
@@ -170,7 +172,12 @@ fn fit_writes_a_complete_report_that_matches_the_summary_and_regenerates() {
     }
     // The command and the seed to reproduce the run.
     let command = by_id(&doc, "command").text().unwrap().to_string();
-    assert!(command.starts_with("nshade fit tex.png"), "{command}");
+    assert!(
+        command.starts_with(r"nshade fit 't&x <'\''1'\''>.png'"),
+        "{command}"
+    );
+    let title = doc.descendants().find(|n| n.has_tag_name("h1")).unwrap();
+    assert!(title.text().unwrap().contains(TEX), "{:?}", title.text());
     assert!(command.contains("--seed 7"), "{command}");
     assert!(command.contains(&format!("'{ARCH_B}'")), "{command}");
     assert_eq!(by_id(&doc, "seed").text(), Some("7"));
@@ -277,7 +284,7 @@ fn fit_page_reloads_while_training_and_stops_when_done() {
             "--arch",
             ARCH_B,
             "--steps",
-            "300",
+            "2000",
             "--batch",
             "4096",
             "--backend",
