@@ -153,7 +153,8 @@ pub fn run(args: Args) -> Result<()> {
     let uv = Texture::pixel_centres(tex.width, tex.height);
     // report (issue 6): metrics.jsonl, the live report.html and its reference image.
     let command = report::command_line(args.seed);
-    let probe = report::Probe::new(&tex);
+    let probe = report::Probe::new(&tex, report::PSNR_PIXELS);
+    let preview = report::Probe::new(&tex, report::PREVIEW_PIXELS);
     let mut mlog = report::MetricsLog::create(&out.path().join("metrics.jsonl"))?;
     let arch_list: Vec<(String, String)> = archs
         .iter()
@@ -233,11 +234,12 @@ pub fn run(args: Args) -> Result<()> {
                 let t0 = Instant::now();
                 let seconds = (t0 - start - eval_time).as_secs_f64();
                 let probe_model = Model::new(net.clone(), trainer.params()?, InputSpec::uv());
-                let (preview, psnr) = probe.eval(&probe_model);
+                let (_, psnr) = probe.eval(&probe_model);
                 mlog.append(&json!({"arch": named.name, "step": done, "samples": done as u64 * args.batch as u64,
                     "seconds": seconds, "loss": last_loss, "psnr": psnr}))?;
                 if done == chunk || last_page.elapsed().as_secs_f64() >= 1.0 {
-                    probe.write_preview(&preview, &out.path().join(&named.name))?;
+                    let (fit, _) = preview.eval(&probe_model);
+                    preview.write_preview(&fit, &out.path().join(&named.name))?;
                     live_page(&records, Some(&named.name))?;
                     last_page = Instant::now();
                 }

@@ -41,8 +41,11 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// Largest number of pixels the in-training PSNR and preview images are evaluated on.
-pub const PROBE_PIXELS: usize = 65536;
+/// Largest number of pixels the PSNR logged every progress chunk is evaluated on (about a
+/// quarter of a default training step's forward pass, so logging costs a few per cent).
+pub const PSNR_PIXELS: usize = 16384;
+/// Largest number of pixels of the live preview images (evaluated at most once a second).
+pub const PREVIEW_PIXELS: usize = 65536;
 /// Seconds the live page waits before reloading itself.
 pub const REFRESH_SECONDS: u32 = 2;
 
@@ -148,9 +151,9 @@ fn text<'a>(v: &'a Value, key: &str) -> &'a str {
 // ---------------------------------------------------------------------------------------
 // Cheap evaluation during training
 
-/// A subsampled grid of pixel centres (at most [`PROBE_PIXELS`]) and the reference colours
-/// there: PSNR on it is cheap enough to log every progress chunk, and the model evaluated
-/// on it is the live preview image.
+/// A subsampled grid of pixel centres (at most `max_pixels`, e.g. [`PSNR_PIXELS`] or
+/// [`PREVIEW_PIXELS`]) and the reference colours there: PSNR on a small one is cheap enough
+/// to log every progress chunk, and the model evaluated on a larger one is the live preview.
 pub struct Probe {
     pub width: usize,
     pub height: usize,
@@ -159,9 +162,9 @@ pub struct Probe {
 }
 
 impl Probe {
-    pub fn new(tex: &Texture) -> Probe {
+    pub fn new(tex: &Texture, max_pixels: usize) -> Probe {
         let mut stride = 1;
-        while tex.width.div_ceil(stride) * tex.height.div_ceil(stride) > PROBE_PIXELS {
+        while tex.width.div_ceil(stride) * tex.height.div_ceil(stride) > max_pixels.max(1) {
             stride += 1;
         }
         let (w, h) = (tex.width.div_ceil(stride), tex.height.div_ceil(stride));
@@ -727,7 +730,10 @@ fn fit_html(
         false,
         false,
     )?);
-    o.push_str("\n</div>\n<p class=\"note\">From metrics.jsonl: loss is the training loss of the last step of each progress chunk; PSNR during training is measured on a subsampled grid of at most 65536 pixel centres, the last point of each curve on the full image.</p>\n");
+    let _ = writeln!(
+        o,
+        "\n</div>\n<p class=\"note\">From metrics.jsonl: loss is the training loss of the last step of each progress chunk; PSNR during training is measured on a subsampled grid of at most {PSNR_PIXELS} pixel centres, the last point of each curve on the full image.</p>"
+    );
 
     // Zoom.
     if let Some(z) = zoom {
