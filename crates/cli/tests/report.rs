@@ -523,7 +523,7 @@ fn a_real_browser_renders_the_report_with_its_images() {
             .unwrap()
             .display()
     );
-    let o = Command::new(chromium)
+    let mut o = Command::new(chromium)
         .args([
             "--headless",
             "--no-sandbox",
@@ -543,8 +543,20 @@ fn a_real_browser_renders_the_report_with_its_images() {
         .arg("--window-size=1400,1000")
         .arg(&url)
         .stdin(Stdio::null())
-        .output()
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    // Never hang the suite on a browser that does not exit.
+    let start = Instant::now();
+    while o.try_wait().unwrap().is_none() {
+        if start.elapsed() > Duration::from_secs(120) {
+            let _ = o.kill();
+            panic!("chromium did not exit within 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = o.wait_with_output().unwrap();
     assert!(
         shot.is_file(),
         "chromium wrote no screenshot: {}",
