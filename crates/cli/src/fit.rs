@@ -322,7 +322,7 @@ pub fn run(args: Args) -> Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    report::write_fit_final(out.path(), Some(&format!("../{final_name}/report.html")))?;
+    report::write_fit_final(out.path(), Some(&report::sibling_page_url(&final_name)))?;
     let path = out.commit()?;
     report::write_fit_final(&path, None)?;
     println!("report in {}", path.join("report.html").display());

@@ -94,6 +94,20 @@ pub fn command_line(seed: u64) -> String {
     parts.join(" ")
 }
 
+/// The relative URL, from a sibling directory, of the page in directory `name`
+/// (`../NAME/report.html`, percent-encoded).
+pub fn sibling_page_url(name: &str) -> String {
+    let mut enc = String::new();
+    for b in name.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            enc.push(b as char);
+        } else {
+            let _ = write!(enc, "%{b:02X}");
+        }
+    }
+    format!("../{enc}/report.html")
+}
+
 // ---------------------------------------------------------------------------------------
 // metrics.jsonl
 
@@ -873,6 +887,12 @@ mod tests {
             "a&lt;b&gt;&amp;&quot;c&quot;&#39;d&#39;"
         );
         assert_eq!(esc("plain ★"), "plain ★");
+    }
+
+    #[test]
+    fn sibling_urls_are_percent_encoded() {
+        assert_eq!(sibling_page_url("run-001"), "../run-001/report.html");
+        assert_eq!(sibling_page_url("my run#2"), "../my%20run%232/report.html");
     }
 
     #[test]
