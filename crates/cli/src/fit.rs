@@ -212,13 +212,13 @@ pub fn run(args: Args) -> Result<()> {
             .with_context(|| format!("starting '{}'", named.name))?;
         let bar = common::progress(args.steps as u64, &named.name);
         let chunk = (args.steps / 100).clamp(1, 50);
+        live_page(&records, Some(&named.name))?; // report
         let start = Instant::now();
         let mut last_loss = f32::NAN;
         let mut done = 0;
         // report: time spent evaluating for the log is not training time.
         let mut eval_time = std::time::Duration::ZERO;
         let mut last_page = Instant::now();
-        live_page(&records, Some(&named.name))?;
         while done < args.steps {
             common::check_cancelled()?;
             let n = chunk.min(args.steps - done);
