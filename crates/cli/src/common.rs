@@ -199,9 +199,13 @@ pub fn ensure_runtime_dir() {
     #[cfg(target_os = "linux")]
     if std::env::var_os("XDG_RUNTIME_DIR").is_none() {
         use std::os::unix::fs::PermissionsExt;
-        let uid = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m)).unwrap_or(0);
+        let uid = std::fs::metadata("/proc/self")
+            .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+            .unwrap_or(0);
         let dir = std::env::temp_dir().join(format!("nshade-runtime-{uid}"));
-        if std::fs::create_dir_all(&dir).is_ok() && std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).is_ok() {
+        if std::fs::create_dir_all(&dir).is_ok()
+            && std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).is_ok()
+        {
             // SAFETY: called first thing in main, before any other thread exists.
             unsafe { std::env::set_var("XDG_RUNTIME_DIR", &dir) };
         }

@@ -2,6 +2,7 @@
 //! images, each model, and a summary.
 
 use crate::common::{self, BackendChoice, OutDir};
+use crate::report;
 use anyhow::{Context, Result, bail};
 use nshade_core::arch::NamedArch;
 use nshade_core::data::TrainingData;
@@ -77,6 +78,17 @@ struct Record {
     psnr: f64,
 }
 
+impl Record {
+    /// Its entry in `summary.json` (and in the live report).
+    fn to_json(&self, best: bool) -> serde_json::Value {
+        json!({
+            "name": self.name, "arch": self.arch, "params": self.params, "steps": self.steps, "samples": self.samples,
+            "seconds": self.seconds, "samples_per_s": self.samples as f64 / self.seconds, "loss": self.loss, "psnr": self.psnr,
+            "best": best,
+        })
+    }
+}
+
 pub fn run(args: Args) -> Result<()> {
     common::init_threads(args.threads)?;
     common::install_cancel_handler();
@@ -139,6 +151,46 @@ pub fn run(args: Args) -> Result<()> {
     let data = Arc::new(TrainingData::Texture(tex.clone()));
     let reference = tex.data.clone();
     let uv = Texture::pixel_centres(tex.width, tex.height);
+    // report (issue 6): metrics.jsonl, the live report.html and its reference image.
+    let command = report::command_line(args.seed);
+    let probe = report::Probe::new(&tex, report::PSNR_PIXELS);
+    let preview = report::Probe::new(&tex, report::PREVIEW_PIXELS);
+    let mut mlog = report::MetricsLog::create(&out.path().join("metrics.jsonl"))?;
+    let arch_list: Vec<(String, String)> = archs
+        .iter()
+        .map(|a| (a.name.clone(), a.arch.to_string()))
+        .collect();
+    let live_summary = |records: &[Record]| {
+        json!({
+            "image": tex.source, "width": tex.width, "height": tex.height, "image_sha256": tex.sha256,
+            "steps": args.steps, "batch": args.batch, "seed": args.seed, "loss": loss.name(), "lr": args.lr,
+            "backend": backend.name(), "command": command,
+            "architectures": records.iter().map(|r| r.to_json(false)).collect::<Vec<_>>(),
+        })
+    };
+    texture::write_image(
+        tex.width,
+        tex.height,
+        &reference,
+        &out.path().join("reference.png"),
+    )?;
+    let live_page = |records: &[Record], current: Option<&str>| {
+        report::write_fit_live(
+            out.path(),
+            &live_summary(records),
+            &report::FitLive {
+                archs: &arch_list,
+                current,
+            },
+        )
+    };
+    live_page(&[], None)?;
+    eprintln!(
+        "live report: {} (moves to {} when done)",
+        std::path::absolute(out.path().join("report.html"))?.display(),
+        out.target().join("report.html").display()
+    );
+    // end report
 
     eprintln!(
         "fitting {} architecture(s) on {} ({}x{}), {} steps of {} samples, {} backend",
@@ -160,9 +212,13 @@ pub fn run(args: Args) -> Result<()> {
             .with_context(|| format!("starting '{}'", named.name))?;
         let bar = common::progress(args.steps as u64, &named.name);
         let chunk = (args.steps / 100).clamp(1, 50);
+        live_page(&records, Some(&named.name))?; // report
         let start = Instant::now();
         let mut last_loss = f32::NAN;
         let mut done = 0;
+        // report: time spent evaluating for the log is not training time.
+        let mut eval_time = std::time::Duration::ZERO;
+        let mut last_page = Instant::now();
         while done < args.steps {
             common::check_cancelled()?;
             let n = chunk.min(args.steps - done);
@@ -172,14 +228,34 @@ pub fn run(args: Args) -> Result<()> {
             done += n;
             bar.set_position(done as u64);
             bar.set_message(format!("loss {last_loss:.5}"));
+            // report: one metrics.jsonl line per chunk (PSNR on the subsampled grid);
+            // the preview images and the page after the first chunk, then at most every second.
+            if done < args.steps {
+                let t0 = Instant::now();
+                let seconds = (t0 - start - eval_time).as_secs_f64();
+                let probe_model = Model::new(net.clone(), trainer.params()?, InputSpec::uv());
+                let (_, psnr) = probe.eval(&probe_model);
+                mlog.append(&json!({"arch": named.name, "step": done, "samples": done as u64 * args.batch as u64,
+                    "seconds": seconds, "loss": last_loss, "psnr": psnr}))?;
+                if done == chunk || last_page.elapsed().as_secs_f64() >= 1.0 {
+                    let (fit, _) = preview.eval(&probe_model);
+                    preview.write_preview(&fit, &out.path().join(&named.name))?;
+                    live_page(&records, Some(&named.name))?;
+                    last_page = Instant::now();
+                }
+                eval_time += t0.elapsed();
+            }
         }
         let params = trainer.params()?;
-        let seconds = start.elapsed().as_secs_f64();
+        let seconds = (start.elapsed() - eval_time).as_secs_f64();
         bar.finish_and_clear();
 
         let mut model = Model::new(net, params, InputSpec::uv());
         let fit = model.eval(&uv);
         let psnr = metrics::psnr(&fit, &reference);
+        // report: the last line of each architecture has the PSNR on the full image.
+        mlog.append(&json!({"arch": named.name, "step": args.steps, "samples": args.steps as u64 * args.batch as u64,
+            "seconds": seconds, "loss": last_loss, "psnr": psnr, "full_image": true}))?;
         let rec = Record {
             name: named.name.clone(),
             arch: named.arch.to_string(),
@@ -217,6 +293,7 @@ pub fn run(args: Args) -> Result<()> {
             rec.name, rec.loss, rec.psnr, rec.seconds
         );
         records.push(rec);
+        live_page(&records, None)?; // report
     }
 
     let best = records
@@ -224,22 +301,12 @@ pub fn run(args: Args) -> Result<()> {
         .max_by(|a, b| a.psnr.total_cmp(&b.psnr))
         .expect("at least one architecture");
     copy_dir(&out.path().join(&best.name), &out.path().join("best"))?;
-    texture::write_image(
-        tex.width,
-        tex.height,
-        &reference,
-        &out.path().join("reference.png"),
-    )?;
     let summary = json!({
         "image": tex.source, "width": tex.width, "height": tex.height, "image_sha256": tex.sha256,
         "steps": args.steps, "batch": args.batch, "seed": args.seed, "loss": loss.name(), "lr": args.lr,
-        "backend": backend.name(),
+        "backend": backend.name(), "command": command,
         "best": best.name,
-        "architectures": records.iter().map(|r| json!({
-            "name": r.name, "arch": r.arch, "params": r.params, "steps": r.steps, "samples": r.samples,
-            "seconds": r.seconds, "samples_per_s": r.samples as f64 / r.seconds, "loss": r.loss, "psnr": r.psnr,
-            "best": r.name == best.name,
-        })).collect::<Vec<_>>(),
+        "architectures": records.iter().map(|r| r.to_json(r.name == best.name)).collect::<Vec<_>>(),
     });
     nshade_core::fsutil::write_atomic(
         &out.path().join("summary.json"),
@@ -248,7 +315,18 @@ pub fn run(args: Args) -> Result<()> {
     .context("writing summary.json")?;
     let best_name = best.name.clone();
     print_table(&records, &best_name);
+    // report: the finished page; the copy left in the temporary directory sends a browser
+    // still showing it on to the final directory's page.
+    let final_name = out
+        .target()
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    report::write_fit_final(out.path(), Some(&report::sibling_page_url(&final_name)))?;
     let path = out.commit()?;
+    report::write_fit_final(&path, None)?;
+    println!("report in {}", path.join("report.html").display());
+    // end report
     println!(
         "results in {} (best: {best_name}; model {}/best/weights.json)",
         path.display(),

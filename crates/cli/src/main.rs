@@ -12,6 +12,7 @@ mod export;
 mod fit;
 mod info;
 mod render;
+mod report;
 mod train;
 
 use clap::{Parser, Subcommand};
@@ -45,6 +46,8 @@ enum Command {
     Capture(capture::Args),
     /// Capture, train, export and report on a shader in one command.
     Distill(distill::Args),
+    /// Regenerate report.html of a finished `fit` or `train` run from its files.
+    Report(report::Args),
     /// Show the backends and adapters found.
     Info(info::Args),
 }
@@ -62,6 +65,7 @@ fn main() {
         Command::Distill(a) => distill::run(a),
         Command::Export(a) => export::run(a),
         Command::Capture(a) => capture::run(a),
+        Command::Report(a) => report::run(a),
     };
     if let Err(e) = result {
         // One line: the chain of causes joined by ': '.

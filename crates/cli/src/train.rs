@@ -179,6 +179,8 @@ pub fn run(args: Args) -> Result<()> {
     } else {
         None
     };
+    // report (issue 6): the loss log behind report.html.
+    let mut mlog = crate::report::MetricsLog::create(&out.tmp.join("metrics.jsonl"))?;
     let start = Instant::now();
     let report_every = (args.steps / 20).max(1);
     let chunk = report_every.clamp(1, 100);
@@ -203,6 +205,12 @@ pub fn run(args: Args) -> Result<()> {
                 cfg.lr.at(done - 1),
                 start.elapsed().as_secs_f64()
             ));
+            mlog.append(&crate::report::train_line(
+                done,
+                done as u64 * args.batch as u64,
+                start.elapsed().as_secs_f64(),
+                last_loss,
+            ))?; // report
             since = 0;
             acc = 0.0;
         }
@@ -227,6 +235,7 @@ pub fn run(args: Args) -> Result<()> {
     let metrics = json!({
         "arch": named.arch.to_string(), "steps": args.steps, "batch": args.batch, "seconds": seconds,
         "samples_per_s": args.steps as f64 * args.batch as f64 / seconds, "final_loss": last_loss, "backend": backend.name(),
+        "seed": args.seed, "command": crate::report::command_line(args.seed), // report
         "validation": validation,
     });
     common::check_cancelled()?;
@@ -241,6 +250,8 @@ pub fn run(args: Args) -> Result<()> {
         serde_json::to_string_pretty(&metrics)? + "\n",
     )
     .context("writing metrics.json")?;
+    drop(mlog);
+    crate::report::write_train(&out.tmp)?; // report
     model.save(&out.tmp.join("weights.json"))?;
     let path = out.commit()?;
     if terminal {
