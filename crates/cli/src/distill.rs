@@ -190,6 +190,7 @@ pub fn run(args: Args) -> Result<()> {
     )
     .context("writing report.json")?;
     let _ = shader_text;
+    crate::report::write_distill(out.path())?;
     let path = out.commit()?;
 
     let ms = |v: Option<f64>, wall: f64| {

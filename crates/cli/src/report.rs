@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A finished `nshade fit` directory (holding summary.json) or `nshade train` model
-    /// directory (holding metrics.json).
+    /// A finished `nshade fit` directory (holding summary.json), `nshade train` model
+    /// directory (holding metrics.json) or `nshade distill` directory (holding report.json).
     pub run_dir: PathBuf,
 }
 
@@ -31,9 +31,11 @@ pub fn run(args: Args) -> Result<()> {
         write_fit_final(dir, None)?;
     } else if dir.join("metrics.json").is_file() {
         write_train(dir)?;
+    } else if dir.join("report.json").is_file() {
+        write_distill(dir)?;
     } else {
         bail!(
-            "{}: holds neither summary.json (a fit run) nor metrics.json (a train run)",
+            "{}: holds none of summary.json (a fit run), metrics.json (a train run), report.json (a distill run)",
             dir.display()
         );
     }
@@ -868,6 +870,98 @@ pub fn write_train(dir: &Path) -> Result<()> {
         );
     }
     o.push_str("</tbody>\n</table>\n<p class=\"note\">No images: a dataset holds randomly drawn validation pixels per parameter value, not whole frames, so original vs neural vs error images cannot be drawn from it. Render the model with <code>nshade render</code> to look at it.</p>\n<p class=\"note\">Written by nshade; regenerate with <code>nshade report MODEL_DIR</code>.</p>\n</body>\n</html>\n");
+    write_page(dir, &o)
+}
+
+/// The page of a `distill` run, from its `report.json` and images: validation PSNR per
+/// parameter slice, original vs neural vs amplified error at a few parameter values, and
+/// the render cost of the original shader against the neural one.
+pub fn write_distill(dir: &Path) -> Result<()> {
+    let path = dir.join("report.json");
+    let r: Value = serde_json::from_str(
+        &std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?,
+    )
+    .with_context(|| format!("parsing {}", path.display()))?;
+    let v = &r["validation"];
+    let title = format!("nshade distill: {}", text(&r, "shader"));
+    let mut o = String::new();
+    page_head(&mut o, &title, None);
+    let _ = writeln!(o, "<h1>{}</h1>", esc(&title));
+    let _ = writeln!(
+        o,
+        "<p>Architecture <code>{}</code> ({} parameters), trained {} steps in {:.1} s on {}. Validation PSNR <b>{:.2} dB</b> (RMSE {:.5}) on held-out parameter slices. Details of training: <a href=\"model/report.html\">model/report.html</a>.</p>",
+        esc(text(&r, "arch")),
+        r["params"],
+        r["training"]["steps"],
+        num(&r["training"], "seconds"),
+        esc(text(&r["training"], "backend")),
+        num(v, "psnr"),
+        num(v, "rmse")
+    );
+    let c = &r["render_cost"];
+    let ms = |k: &str| {
+        c[k].as_f64()
+            .map_or("n/a".to_string(), |x| format!("{x:.3} ms"))
+    };
+    let _ = writeln!(
+        o,
+        "<h2>Render cost</h2>\n<table id=\"cost\"><thead><tr><th>shader</th><th>GPU time per frame</th><th>wall time per frame</th></tr></thead><tbody>\n<tr><td>original</td><td>{}</td><td>{}</td></tr>\n<tr><td>neural</td><td>{}</td><td>{}</td></tr>\n</tbody></table>\n<p class=\"note\">{} × {} pixels on {}, median of {} frames (GPU time from timestamp queries).</p>",
+        ms("original_gpu_ms"),
+        ms("original_wall_ms"),
+        ms("neural_gpu_ms"),
+        ms("neural_wall_ms"),
+        r["size"][0],
+        r["size"][1],
+        esc(text(c, "adapter")),
+        c["frames_timed"]
+    );
+    let slices: Vec<&Value> = v["slices"]
+        .as_array()
+        .map(|a| a.iter().collect())
+        .unwrap_or_default();
+    o.push_str("<h2>Validation by parameter slice</h2>\n<div class=\"plots\">\n");
+    o.push_str(&line_chart(
+        "Validation PSNR per parameter slice",
+        "shader parameter",
+        "PSNR (dB)",
+        &[Series {
+            name: "validation".into(),
+            points: slices
+                .iter()
+                .map(|s| (num(s, "parameter"), num(s, "psnr")))
+                .collect(),
+        }],
+        false,
+        true,
+        false,
+    )?);
+    o.push_str("\n</div>\n<h2>Original, neural, amplified error</h2>\n");
+    for f in r["frames"]
+        .as_array()
+        .map(|a| a.as_slice())
+        .unwrap_or_default()
+    {
+        let _ = writeln!(
+            o,
+            "<h3>parameter {:.4} — PSNR {:.2} dB</h3>\n<div>",
+            num(f, "parameter"),
+            num(f, "psnr")
+        );
+        figure(&mut o, dir, text(f, "original"), "original shader");
+        figure(&mut o, dir, text(f, "neural"), "neural shader");
+        figure(&mut o, dir, text(f, "error"), "|neural − original| × 8");
+        o.push_str("</div>\n");
+    }
+    let _ = writeln!(o, "<h2>Exported shaders</h2>\n<ul>");
+    for e in r["exports"]
+        .as_array()
+        .map(|a| a.as_slice())
+        .unwrap_or_default()
+    {
+        let e = e.as_str().unwrap_or("");
+        let _ = writeln!(o, "<li><a href=\"{0}\">{0}</a></li>", esc(e));
+    }
+    o.push_str("</ul>\n<p class=\"note\">Written by nshade; regenerate with <code>nshade report DIR</code>.</p>\n</body>\n</html>\n");
     write_page(dir, &o)
 }
 
