@@ -65,6 +65,23 @@ pub fn check_cancelled() -> Result<()> {
     Ok(())
 }
 
+/// Creates an empty directory `.NAME.tmp-PID` beside `target` (same file system, so it can
+/// be renamed into place), creating `target`'s parent if needed.
+pub fn create_temp_sibling_dir(target: &Path) -> Result<PathBuf> {
+    let parent = target
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+    let tmp = nshade_core::fsutil::temp_sibling(target);
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp)
+            .with_context(|| format!("removing stale {}", tmp.display()))?;
+    }
+    std::fs::create_dir(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    Ok(tmp)
+}
+
 /// An output directory written under a temporary sibling name and renamed into place by
 /// [`OutDir::commit`]; dropped uncommitted, it is removed.
 pub struct OutDir {
@@ -104,22 +121,7 @@ impl OutDir {
                     .expect("some run number is free")
             }
         };
-        let parent = target
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("creating {}", parent.display()))?;
-        let name = target
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "out".into());
-        let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
-        if tmp.exists() {
-            std::fs::remove_dir_all(&tmp)
-                .with_context(|| format!("removing stale {}", tmp.display()))?;
-        }
-        std::fs::create_dir(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        let tmp = create_temp_sibling_dir(&target)?;
         Ok(OutDir {
             tmp,
             target,

@@ -826,21 +826,7 @@ pub fn write_train(dir: &Path) -> Result<()> {
         .map(|a| a.iter().collect())
         .unwrap_or_default();
     o.push_str("<h2>Validation by parameter slice</h2>\n<div class=\"plots\">\n");
-    o.push_str(&line_chart(
-        "Validation PSNR per parameter slice",
-        "shader parameter",
-        "PSNR (dB)",
-        &[Series {
-            name: "validation".into(),
-            points: slices
-                .iter()
-                .map(|s| (num(s, "parameter"), num(s, "psnr")))
-                .collect(),
-        }],
-        false,
-        true,
-        false,
-    )?);
+    o.push_str(&slice_chart(&slices)?);
     o.push('\n');
     o.push_str(&line_chart(
         "Training loss vs samples seen",
@@ -871,6 +857,25 @@ pub fn write_train(dir: &Path) -> Result<()> {
     }
     o.push_str("</tbody>\n</table>\n<p class=\"note\">No images: a dataset holds randomly drawn validation pixels per parameter value, not whole frames, so original vs neural vs error images cannot be drawn from it. Render the model with <code>nshade render</code> to look at it.</p>\n<p class=\"note\">Written by nshade; regenerate with <code>nshade report MODEL_DIR</code>.</p>\n</body>\n</html>\n");
     write_page(dir, &o)
+}
+
+/// Validation PSNR against the shader parameter, one point per validation slice.
+fn slice_chart(slices: &[&Value]) -> Result<String> {
+    line_chart(
+        "Validation PSNR per parameter slice",
+        "shader parameter",
+        "PSNR (dB)",
+        &[Series {
+            name: "validation".into(),
+            points: slices
+                .iter()
+                .map(|s| (num(s, "parameter"), num(s, "psnr")))
+                .collect(),
+        }],
+        false,
+        true,
+        false,
+    )
 }
 
 /// The page of a `distill` run, from its `report.json` and images: validation PSNR per
@@ -920,21 +925,7 @@ pub fn write_distill(dir: &Path) -> Result<()> {
         .map(|a| a.iter().collect())
         .unwrap_or_default();
     o.push_str("<h2>Validation by parameter slice</h2>\n<div class=\"plots\">\n");
-    o.push_str(&line_chart(
-        "Validation PSNR per parameter slice",
-        "shader parameter",
-        "PSNR (dB)",
-        &[Series {
-            name: "validation".into(),
-            points: slices
-                .iter()
-                .map(|s| (num(s, "parameter"), num(s, "psnr")))
-                .collect(),
-        }],
-        false,
-        true,
-        false,
-    )?);
+    o.push_str(&slice_chart(&slices)?);
     o.push_str("\n</div>\n<h2>Original, neural, amplified error</h2>\n");
     for f in r["frames"]
         .as_array()

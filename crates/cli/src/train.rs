@@ -297,22 +297,7 @@ impl ModelDir {
                 }
             }
         }
-        let parent = target
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("creating {}", parent.display()))?;
-        let name = target
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "model".into());
-        let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
-        if tmp.exists() {
-            std::fs::remove_dir_all(&tmp)
-                .with_context(|| format!("removing stale {}", tmp.display()))?;
-        }
-        std::fs::create_dir(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        let tmp = common::create_temp_sibling_dir(target)?;
         Ok(ModelDir {
             tmp,
             target: target.to_path_buf(),

@@ -1,7 +1,8 @@
 //! report.html and metrics.jsonl of `fit` and `train`, and `nshade report RUN_DIR`,
 //! through the real binary; and a real browser rendering the page.
 
-use nshade_core::dataset::{DatasetMeta, SplitData, write_dataset};
+mod common;
+
 use serde_json::Value;
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -348,71 +349,10 @@ fn fit_page_reloads_while_training_and_stops_when_done() {
     }
 }
 
-/// A smooth animated function sampled like a capture (as in tests/train.rs).
-fn make_dataset(dir: &Path) {
-    let (w, h) = (32u32, 24u32);
-    let mut state = 99u64;
-    let mut rand = |n: u32| {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((state >> 33) % n as u64) as u32
-    };
-    let mut split = |count: usize, train: bool| {
-        let mut rows = Vec::new();
-        let mut params = Vec::new();
-        for f in 0..count {
-            let frac = if train {
-                f as f32 / (count - 1) as f32
-            } else {
-                (f as f32 + 0.381966) / count as f32
-            };
-            let t = frac * 2.0 - 1.0;
-            params.push(t);
-            for _ in 0..256 {
-                let (px, py) = (rand(w), rand(h));
-                let x = (px as f32 + 0.5) / w as f32 * 2.0 - 1.0;
-                let y = (py as f32 + 0.5) / h as f32 * 2.0 - 1.0;
-                rows.extend([x, y, t]);
-                rows.extend([
-                    0.5 + 0.3 * (3.0 * x + 2.0 * t).sin(),
-                    0.5 + 0.3 * (2.0 * (x + y) + t).sin(),
-                    0.5 + 0.3 * (4.0 * y - t).cos(),
-                ]);
-            }
-        }
-        (rows, params)
-    };
-    let (tr, tp) = split(6, true);
-    let (va, vp) = split(4, false);
-    let meta = DatasetMeta {
-        source_kind: "test-function".into(),
-        source_digest: "0".repeat(64),
-        fixed_state: "all".into(),
-        resolution: [w, h],
-        parameter_range: [-1.0, 1.0],
-        seed: 1,
-    };
-    write_dataset(
-        dir,
-        &meta,
-        SplitData {
-            rows: &tr,
-            parameters: &tp,
-        },
-        SplitData {
-            rows: &va,
-            parameters: &vp,
-        },
-        &[],
-    )
-    .unwrap();
-}
-
 #[test]
 fn train_writes_a_report_with_the_slice_plot_and_regenerates() {
     let d = tempfile::tempdir().unwrap();
-    make_dataset(&d.path().join("data"));
+    common::make_dataset(&d.path().join("data"), (6, 4), 128);
     let o = nshade(
         &[
             "train",
