@@ -36,7 +36,7 @@ pub struct Args {
     #[arg(long = "arch", value_name = "SPEC")]
     pub archs: Vec<String>,
     /// Training steps per architecture.
-    #[arg(long, default_value_t = 400)]
+    #[arg(long, default_value_t = 1000)]
     pub steps: u32,
     /// Samples per step.
     #[arg(long, default_value_t = 65536)]
