@@ -96,15 +96,15 @@ pub fn sin_cos_slice(a: &[f32], sin: &mut [f32], cos: &mut [f32]) {
 /// sin and cos of an f32 angle, accurate to a few ulp: Cody–Waite reduction by π with a
 /// three-part constant, then Taylor polynomials on [−π/2, π/2]. Several times faster than
 /// the C library and vectorisable; falls back to it for |a| > 8192.
-#[inline(always)]
-pub fn sin_cos(a: f32) -> (f32, f32) {
+#[cfg(test)]
+fn sin_cos(a: f32) -> (f32, f32) {
     if a.abs() > 8192.0 {
         return a.sin_cos();
     }
     sin_cos_reduced(a)
 }
 
-/// The polynomial path of [`sin_cos`], valid for |a| ≤ 8192.
+/// sin and cos by Cody–Waite reduction and Taylor polynomials, valid for |a| ≤ 8192.
 #[inline(always)]
 fn sin_cos_reduced(a: f32) -> (f32, f32) {
     const INV_PI: f32 = std::f32::consts::FRAC_1_PI;
