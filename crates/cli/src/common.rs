@@ -213,3 +213,41 @@ pub fn ensure_runtime_dir() {
         }
     }
 }
+
+/// Validates the training flags `fit` and `train` share and builds the training config;
+/// `default_decay` applies when no `--lr-decay` is given.
+pub fn train_config(
+    batch: usize,
+    seed: u64,
+    loss: &str,
+    lr: f32,
+    warmup: u32,
+    decay: Option<&str>,
+    default_decay: Option<nshade_core::optim::Decay>,
+) -> Result<nshade_core::train::TrainConfig> {
+    use nshade_core::optim::LrSchedule;
+    let loss: nshade_core::loss::Loss = loss
+        .parse()
+        .map_err(|e: String| anyhow::anyhow!("--loss: {e}"))?;
+    let decay = match decay {
+        Some(d) => Some(LrSchedule::parse_decay(d).map_err(anyhow::Error::msg)?),
+        None => default_decay,
+    };
+    if !(lr > 0.0 && lr.is_finite()) {
+        bail!("--lr must be a positive number, got {lr}");
+    }
+    if batch == 0 {
+        bail!("--batch must be at least 1");
+    }
+    Ok(nshade_core::train::TrainConfig {
+        batch,
+        seed,
+        loss,
+        lr: LrSchedule {
+            base: lr,
+            warmup,
+            decay,
+        },
+        ..Default::default()
+    })
+}

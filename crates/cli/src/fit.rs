@@ -6,13 +6,10 @@ use crate::report;
 use anyhow::{Context, Result, bail};
 use nshade_core::arch::NamedArch;
 use nshade_core::data::TrainingData;
-use nshade_core::loss::Loss;
 use nshade_core::metrics;
 use nshade_core::model::{InputSpec, Model};
 use nshade_core::network::Network;
-use nshade_core::optim::LrSchedule;
 use nshade_core::texture::{self, Texture};
-use nshade_core::train::TrainConfig;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -92,22 +89,16 @@ impl Record {
 pub fn run(args: Args) -> Result<()> {
     common::init_threads(args.threads)?;
     common::install_cancel_handler();
-    let loss: Loss = args
-        .loss
-        .parse()
-        .map_err(|e: String| anyhow::anyhow!("--loss: {e}"))?;
-    let decay = args
-        .lr_decay
-        .as_deref()
-        .map(LrSchedule::parse_decay)
-        .transpose()
-        .map_err(anyhow::Error::msg)?;
-    if !(args.lr > 0.0 && args.lr.is_finite()) {
-        bail!("--lr must be a positive number, got {}", args.lr);
-    }
-    if args.batch == 0 {
-        bail!("--batch must be at least 1");
-    }
+    let cfg = common::train_config(
+        args.batch,
+        args.seed,
+        &args.loss,
+        args.lr,
+        args.lr_warmup,
+        args.lr_decay.as_deref(),
+        None,
+    )?;
+    let loss = cfg.loss;
     if args.steps == 0 {
         bail!("--steps must be at least 1");
     }
@@ -137,17 +128,6 @@ pub fn run(args: Args) -> Result<()> {
     };
     let backend = common::training_backend(args.backend)?;
     let out = OutDir::create(args.out.as_deref(), Path::new("nshade-out"))?;
-    let cfg = TrainConfig {
-        batch: args.batch,
-        seed: args.seed,
-        loss,
-        lr: LrSchedule {
-            base: args.lr,
-            warmup: args.lr_warmup,
-            decay,
-        },
-        ..TrainConfig::default()
-    };
     let data = Arc::new(TrainingData::Texture(tex.clone()));
     let reference = tex.data.clone();
     let uv = Texture::pixel_centres(tex.width, tex.height);

@@ -8,12 +8,9 @@ use anyhow::{Context, Result, bail};
 use nshade_core::arch::NamedArch;
 use nshade_core::data::TrainingData;
 use nshade_core::dataset::{Dataset, ROW_FLOATS};
-use nshade_core::loss::Loss;
 use nshade_core::metrics;
 use nshade_core::model::{InputSpec, Model};
 use nshade_core::network::Network;
-use nshade_core::optim::LrSchedule;
-use nshade_core::train::TrainConfig;
 use serde_json::json;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -105,27 +102,23 @@ fn validate(model: &Model, ds: &Dataset) -> serde_json::Value {
 pub fn run(args: Args) -> Result<()> {
     common::init_threads(args.threads)?;
     common::install_cancel_handler();
-    let loss: Loss = args
-        .loss
-        .parse()
-        .map_err(|e: String| anyhow::anyhow!("--loss: {e}"))?;
     if args.steps == 0 || args.steps > 10_000_000 {
         bail!("--steps must be in 1..=10000000, got {}", args.steps);
     }
-    if args.batch == 0 {
-        bail!("--batch must be at least 1");
-    }
-    if !(args.lr > 0.0 && args.lr.is_finite()) {
-        bail!("--lr must be a positive number, got {}", args.lr);
-    }
-    let decay = match &args.lr_decay {
-        Some(s) => Some(LrSchedule::parse_decay(s).map_err(anyhow::Error::msg)?),
-        None => Some(nshade_core::optim::Decay {
+    let cfg = common::train_config(
+        args.batch,
+        args.seed,
+        &args.loss,
+        args.lr,
+        args.lr_warmup,
+        args.lr_decay.as_deref(),
+        Some(nshade_core::optim::Decay {
             start: 0,
             interval: (args.steps / 4).max(1),
             factor: 0.5,
         }),
-    };
+    )?;
+    let loss = cfg.loss;
     let spec = args
         .arch
         .clone()
@@ -138,17 +131,6 @@ pub fn run(args: Args) -> Result<()> {
         .with_context(|| format!("--dataset {}", args.dataset.display()))?;
 
     let backend = common::training_backend(args.backend)?;
-    let cfg = TrainConfig {
-        batch: args.batch,
-        seed: args.seed,
-        loss,
-        lr: LrSchedule {
-            base: args.lr,
-            warmup: args.lr_warmup,
-            decay,
-        },
-        ..TrainConfig::default()
-    };
     let terminal = std::io::stdout().is_terminal();
     let mut log = Log {
         file: if out.caller_log {
