@@ -38,6 +38,99 @@ pub enum Arch {
     Chain { modules: Vec<Arch> },
     /// `cat(a, b)`: every child sees the same input; outputs are concatenated in order.
     Cat { modules: Vec<Arch> },
+    /// `hashgrid(levels=16, features=2, log2_size=19, base=16, scale=1.5)`: a trainable
+    /// multiresolution hash grid (see `module/grid.rs`).
+    Hashgrid(GridSpec),
+    /// `densegrid(levels=8, features=2, base=4, scale=2)`: the same grid with every level
+    /// stored densely (no hashing).
+    Densegrid(GridSpec),
+}
+
+/// The arguments of `hashgrid(...)` and `densegrid(...)`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GridSpec {
+    /// Number of resolution levels.
+    pub levels: u32,
+    /// Trainable features per grid vertex and level.
+    pub features: u32,
+    /// Entries per level table are at most 2^log2_size (hashgrid only; ignored by densegrid).
+    #[serde(default = "GridSpec::default_log2_size")]
+    pub log2_size: u32,
+    /// Cells per unit at the coarsest level.
+    pub base: u32,
+    /// Growth of the resolution from one level to the next.
+    pub scale: f32,
+    /// The input range the grid covers (per dimension); inputs are clamped to it.
+    #[serde(default)]
+    pub min: f32,
+    #[serde(default = "GridSpec::default_max")]
+    pub max: f32,
+}
+
+impl GridSpec {
+    fn default_log2_size() -> u32 {
+        19
+    }
+    fn default_max() -> f32 {
+        1.0
+    }
+    /// The defaults of `hashgrid()` (Instant-NGP's for images, a smaller table).
+    pub fn hash_default() -> GridSpec {
+        GridSpec {
+            levels: 16,
+            features: 2,
+            log2_size: 19,
+            base: 16,
+            scale: 1.5,
+            min: 0.0,
+            max: 1.0,
+        }
+    }
+    /// The defaults of `densegrid()`.
+    pub fn dense_default() -> GridSpec {
+        GridSpec {
+            levels: 8,
+            features: 2,
+            log2_size: 19,
+            base: 4,
+            scale: 2.0,
+            min: 0.0,
+            max: 1.0,
+        }
+    }
+    fn validate(&self, dense: bool) -> Result<(), String> {
+        if !(1..=32).contains(&self.levels) {
+            return Err(format!(
+                "grid levels must be in 1..=32, got {}",
+                self.levels
+            ));
+        }
+        if !(1..=16).contains(&self.features) {
+            return Err(format!(
+                "grid features must be in 1..=16, got {}",
+                self.features
+            ));
+        }
+        if !dense && !(4..=24).contains(&self.log2_size) {
+            return Err(format!(
+                "hashgrid log2_size must be in 4..=24, got {}",
+                self.log2_size
+            ));
+        }
+        if !(1..=65536).contains(&self.base) {
+            return Err(format!("grid base must be in 1..=65536, got {}", self.base));
+        }
+        if !(self.scale.is_finite() && (1.0..=8.0).contains(&self.scale)) {
+            return Err(format!("grid scale must be in 1..=8, got {}", self.scale));
+        }
+        if !(self.min.is_finite() && self.max.is_finite() && self.min < self.max) {
+            return Err(format!(
+                "grid min must be below max, got min={} max={}",
+                self.min, self.max
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// A parse error, with the 1-based column it points at.
@@ -124,6 +217,8 @@ impl Arch {
                 }
                 modules.iter().try_for_each(Arch::validate)
             }
+            Arch::Hashgrid(g) => g.validate(false),
+            Arch::Densegrid(g) => g.validate(true),
         }
     }
 
@@ -191,8 +286,31 @@ impl fmt::Display for Arch {
                 }
                 write!(f, ")")
             }
+            Arch::Hashgrid(g) => {
+                write!(
+                    f,
+                    "hashgrid(levels={}, features={}, log2_size={}, base={}, scale={}",
+                    g.levels, g.features, g.log2_size, g.base, g.scale
+                )?;
+                write_range(f, g)
+            }
+            Arch::Densegrid(g) => {
+                write!(
+                    f,
+                    "densegrid(levels={}, features={}, base={}, scale={}",
+                    g.levels, g.features, g.base, g.scale
+                )?;
+                write_range(f, g)
+            }
         }
     }
+}
+
+fn write_range(f: &mut fmt::Formatter<'_>, g: &GridSpec) -> fmt::Result {
+    if g.min != 0.0 || g.max != 1.0 {
+        write!(f, ", min={}, max={}", g.min, g.max)?;
+    }
+    write!(f, ")")
 }
 
 // ---------------------------------------------------------------------------------------
@@ -716,11 +834,86 @@ fn call_to_arch(call: &Call) -> Result<Arch, ArchError> {
                 out,
             })
         }
+        "hashgrid" => Ok(Arch::Hashgrid(grid_from_call(call, false)?)),
+        "densegrid" => Ok(Arch::Densegrid(grid_from_call(call, true)?)),
         other => Err(err(
             call.col,
-            format!("unknown module '{other}' (known: identity, freq, tri, mlp, cat)"),
+            format!(
+                "unknown module '{other}' (known: identity, freq, tri, mlp, cat, hashgrid, densegrid)"
+            ),
         )),
     }
+}
+
+/// `hashgrid(...)` / `densegrid(...)`: keyword arguments, or positional ones in the order
+/// levels, features, [log2_size,] base, scale, min, max.
+fn grid_from_call(call: &Call, dense: bool) -> Result<GridSpec, ArchError> {
+    let mut g = if dense {
+        GridSpec::dense_default()
+    } else {
+        GridSpec::hash_default()
+    };
+    let keys: &[&str] = if dense {
+        &["levels", "features", "base", "scale", "min", "max"]
+    } else {
+        &[
+            "levels",
+            "features",
+            "log2_size",
+            "base",
+            "scale",
+            "min",
+            "max",
+        ]
+    };
+    let mut seen = vec![false; keys.len()];
+    for (i, a) in call.args.iter().enumerate() {
+        let k = match &a.key {
+            Some((k, kc)) => match keys.iter().position(|n| n == k) {
+                Some(p) => p,
+                None => {
+                    return Err(err(
+                        *kc,
+                        format!(
+                            "unknown argument '{k}' for '{}' (expected {})",
+                            call.name,
+                            keys.join(", ")
+                        ),
+                    ));
+                }
+            },
+            None if i < keys.len() && call.args[..i].iter().all(|b| b.key.is_none()) => i,
+            None => {
+                return Err(err(
+                    a.col,
+                    format!(
+                        "positional arguments of '{}' must come first; name this one",
+                        call.name
+                    ),
+                ));
+            }
+        };
+        if seen[k] {
+            return Err(err(a.col, format!("'{}' is given twice", keys[k])));
+        }
+        seen[k] = true;
+        let number = |a: &Arg| match a.value {
+            Value::Number(n) => Ok(n),
+            _ => Err(err(a.col, format!("{} must be a number", keys[k]))),
+        };
+        match keys[k] {
+            "levels" => g.levels = positive_int(a, "levels", 1..=32)?,
+            "features" => g.features = positive_int(a, "features", 1..=16)?,
+            "log2_size" => g.log2_size = positive_int(a, "log2_size", 4..=24)?,
+            "base" => g.base = positive_int(a, "base", 1..=65536)?,
+            "scale" => g.scale = number(a)? as f32,
+            "min" => g.min = number(a)? as f32,
+            _ => g.max = number(a)? as f32,
+        }
+    }
+    g.validate(dense)
+        .map_err(|m| err(call.args.first().map_or(call.col, |a| a.col), m))?;
+    Ok(g)
 }
 
 /// A named architecture as given on the command line: `name=spec` or just `spec`.
@@ -796,6 +989,10 @@ mod tests {
             "tri(4) | mlp(16x2, swish, tanh)",
             "mlp(8x1, sine(30), exp, out=4) | mlp(8x1, softplus)",
             "cat(identity, freq(2) | mlp(8x1, relu, out=5)) | mlp(16x0, none)",
+            "hashgrid(levels=16, features=2, log2_size=19, base=16, scale=1.5) | mlp(64x2, relu)",
+            "hashgrid(8, 4, 14, 8, 1.3, min=-1, max=1) | mlp(16x1, relu)",
+            "densegrid(levels=4, features=2, base=4, scale=2) | mlp(16x1, relu)",
+            "densegrid() | mlp(8x1, relu)",
         ] {
             roundtrip(t);
         }
@@ -829,6 +1026,11 @@ mod tests {
             ("mlp(relu)", 5, "size first"),
             ("freq(3) | $", 11, "unexpected character"),
             ("mlp(32x3, relu, out=0)", 17, "out must be"),
+            ("hashgrid(levels=0)", 10, "levels must be"),
+            ("hashgrid(lvls=4)", 10, "unknown argument 'lvls'"),
+            ("hashgrid(scale=1.5, 4)", 21, "positional arguments"),
+            ("densegrid(min=1, max=0)", 11, "min must be below max"),
+            ("hashgrid(4, levels=3)", 13, "'levels' is given twice"),
         ];
         for (text, col, msg) in cases {
             let e = Arch::parse(text).unwrap_err();

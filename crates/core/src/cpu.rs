@@ -4,9 +4,13 @@
 //! samples, runs forward and backward through GEMMs, and writes its own weight-gradient
 //! partial sum; the partial sums are then added in chunk order. Because the chunking does
 //! not depend on the number of threads, the result is bit-identical for any `--threads`.
+//!
+//! Grid tables are too large for a copy per chunk: their contributions are listed per
+//! chunk and per bucket (grid level), then added bucket by bucket (in parallel, buckets
+//! cover disjoint ranges), chunk after chunk — again a fixed order.
 
 use crate::data::TrainingData;
-use crate::module::{Layer, Workspace};
+use crate::module::{Grads, Layer, Workspace};
 use crate::network::Network;
 use crate::optim::AdamState;
 use crate::train::{Backend, TrainConfig, TrainError, Trainer, check_compatible};
@@ -55,8 +59,10 @@ pub struct CpuTrainer {
     cfg: TrainConfig,
     params: Vec<f32>,
     adam: AdamState,
-    /// One gradient vector per chunk, `chunks × param_count`.
+    /// One dense-gradient vector per chunk, `chunks × dense_count`.
     chunk_grads: Vec<f32>,
+    /// Sparse contributions per chunk and bucket.
+    chunk_sparse: Vec<Vec<Vec<(u32, f32)>>>,
     grads: Vec<f32>,
 }
 
@@ -72,7 +78,8 @@ impl CpuTrainer {
         let chunks = cfg.batch.div_ceil(CHUNK);
         Ok(CpuTrainer {
             adam: AdamState::new(p),
-            chunk_grads: vec![0.0; chunks * p.max(1)],
+            chunk_grads: vec![0.0; chunks * net.dense_count.max(1)],
+            chunk_sparse: vec![vec![Vec::new(); net.buckets.len()]; chunks],
             grads: vec![0.0; p],
             net,
             data,
@@ -84,7 +91,7 @@ impl CpuTrainer {
     /// Computes the gradient of the mean loss over the batch of step `step` at the
     /// current parameters into `self.grads`; returns the mean loss.
     pub fn gradient(&mut self, step: u32) -> f32 {
-        let p = self.net.param_count.max(1);
+        let p = self.net.dense_count.max(1);
         let batch = self.cfg.batch;
         let (ind, outd) = (self.net.in_dims, self.net.out_dims);
         let scale = 1.0 / (batch * outd) as f32;
@@ -93,6 +100,7 @@ impl CpuTrainer {
         let losses: Vec<f64> = self
             .chunk_grads
             .par_chunks_mut(p)
+            .zip(self.chunk_sparse.par_iter_mut())
             .enumerate()
             .map_init(
                 || ChunkScratch {
@@ -102,7 +110,7 @@ impl CpuTrainer {
                     y: Vec::new(),
                     dy: Vec::new(),
                 },
-                |s, (c, g)| {
+                |s, (c, (g, sparse))| {
                     let first = c * CHUNK;
                     let n = CHUNK.min(batch - first);
                     s.x.resize(n * ind, 0.0);
@@ -117,8 +125,11 @@ impl CpuTrainer {
                         *d = cfg.loss.gradient(y, t) * scale;
                     }
                     g.fill(0.0);
-                    net.root
-                        .backward(params, &s.x, &s.y, n, &mut s.dy, None, g, &mut s.ws);
+                    sparse.iter_mut().for_each(Vec::clear);
+                    let mut grads = Grads { dense: g, sparse };
+                    net.root.backward(
+                        params, &s.x, &s.y, n, &mut s.dy, None, &mut grads, &mut s.ws,
+                    );
                     loss
                 },
             )
@@ -126,7 +137,9 @@ impl CpuTrainer {
         // Fixed-order reduction of the chunk partial sums.
         let chunk_grads = &self.chunk_grads;
         let chunks = chunk_grads.len() / p;
-        self.grads
+        let dense = self.net.dense_count;
+        let (dense_grads, table_grads) = self.grads.split_at_mut(dense);
+        dense_grads
             .par_chunks_mut(PARAM_BLOCK)
             .enumerate()
             .for_each(|(b, out)| {
@@ -137,6 +150,29 @@ impl CpuTrainer {
                     out.iter_mut().zip(src).for_each(|(a, b)| *a += b);
                 }
             });
+        // Sparse buckets: each owns a disjoint range of the table gradients.
+        let mut order: Vec<usize> = (0..self.net.buckets.len()).collect();
+        order.sort_by_key(|&b| self.net.buckets[b].start);
+        let mut jobs = Vec::with_capacity(order.len());
+        let (mut rest, mut pos) = (table_grads, dense);
+        for b in order {
+            let r = self.net.buckets[b].clone();
+            let tail = std::mem::take(&mut rest);
+            let (_, tail) = tail.split_at_mut(r.start - pos);
+            let (mine, tail) = tail.split_at_mut(r.len());
+            jobs.push((b, r.start, mine));
+            rest = tail;
+            pos = r.end;
+        }
+        let chunk_sparse = &self.chunk_sparse;
+        jobs.into_par_iter().for_each(|(b, start, out)| {
+            out.fill(0.0);
+            for chunk in chunk_sparse {
+                for &(i, v) in &chunk[b] {
+                    out[i as usize - start] += v;
+                }
+            }
+        });
         (losses.iter().sum::<f64>() / (batch * outd) as f64) as f32
     }
 
@@ -217,6 +253,47 @@ mod tests {
     }
 
     #[test]
+    fn grid_gradient_matches_a_single_chunk_sum() {
+        // The chunked, bucketed gradient equals one backward pass over the whole batch.
+        let arch = "cat(hashgrid(levels=3, features=2, log2_size=6, base=4, scale=2), identity) | mlp(8x1, relu)";
+        let mut t = trainer(arch, 700);
+        t.gradient(0);
+        let net = t.net.clone();
+        let (mut x, mut tt) = (vec![0.0; 700 * 2], vec![0.0; 700 * 3]);
+        t.data.fill(t.cfg.sample_seed(), 0, 0, 700, &mut x, &mut tt);
+        let mut ws = net.workspace();
+        let mut y = vec![0.0; 700 * 3];
+        net.forward(&t.params, &x, 700, &mut y, &mut ws);
+        let scale = 1.0 / (700.0 * 3.0);
+        let mut dy: Vec<f32> = y
+            .iter()
+            .zip(&tt)
+            .map(|(y, t)| t_loss(y, t) * scale)
+            .collect();
+        fn t_loss(y: &f32, t: &f32) -> f32 {
+            TrainConfig::default().loss.gradient(*y, *t)
+        }
+        let mut full = vec![0.0; net.param_count];
+        let mut sparse = vec![Vec::new(); net.buckets.len()];
+        let mut g = Grads {
+            dense: &mut full[..net.dense_count],
+            sparse: &mut sparse,
+        };
+        net.root
+            .backward(&t.params, &x, &y, 700, &mut dy, None, &mut g, &mut ws);
+        Grads::scatter(&sparse, &mut full);
+        let got = t.last_gradient();
+        let table = &got[net.dense_count..];
+        assert!(table.iter().any(|v| *v != 0.0));
+        for (i, (a, b)) in got.iter().zip(&full).enumerate() {
+            assert!(
+                (a - b).abs() <= 1e-6 + 1e-4 * b.abs(),
+                "param {i}: {a} vs {b}"
+            );
+        }
+    }
+
+    #[test]
     fn deterministic_for_any_thread_count() {
         let run = |threads: usize| {
             let pool = rayon::ThreadPoolBuilder::new()
@@ -226,7 +303,12 @@ mod tests {
             pool.install(|| {
                 let mut t = trainer("cat(identity, freq(2)) | mlp(16x2, relu)", 1000);
                 t.run(3).unwrap();
-                t.params().unwrap()
+                let mut g = trainer(
+                    "cat(hashgrid(levels=4, features=2, log2_size=8, base=4, scale=2), identity) | mlp(8x1, relu)",
+                    1000,
+                );
+                g.run(3).unwrap();
+                (t.params().unwrap(), g.params().unwrap())
             })
         };
         assert_eq!(run(1), run(3));

@@ -357,6 +357,14 @@ pub fn describe(m: &Module) -> Value {
         Module::Cat(c) => {
             json!({"type": "cat", "in": c.in_dims(), "out": c.out_dims(), "children": c.children.iter().map(describe).collect::<Vec<_>>()})
         }
+        Module::Grid(g) => json!({
+            "type": if g.hash { "hashgrid" } else { "densegrid" },
+            "in": g.in_dims, "out": g.out_dims(), "features": g.features,
+            "min": g.min, "max": g.max,
+            "levels": g.levels.iter().map(|l| json!({
+                "res": l.res, "entries": l.entries, "hashed": l.hashed, "offset": l.offset,
+            })).collect::<Vec<_>>(),
+        }),
     }
 }
 

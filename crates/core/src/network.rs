@@ -3,7 +3,8 @@
 
 use crate::arch::Arch;
 use crate::module::{
-    Allocator, Cat, Chain, Frequency, Identity, Layer, Mlp, Module, TensorInfo, Triangle, Workspace,
+    Allocator, Cat, Chain, Frequency, Grid, Identity, Layer, Mlp, Module, TensorInfo, Triangle,
+    Workspace,
 };
 use crate::rng::Pcg32;
 
@@ -25,7 +26,12 @@ pub struct Network {
     pub in_dims: usize,
     pub out_dims: usize,
     pub param_count: usize,
+    /// Parameters `0..dense_count` are dense (every sample's gradient touches them); the
+    /// rest are grid tables, whose gradients travel through sparse buckets.
+    pub dense_count: usize,
     pub slot_count: usize,
+    /// Sparse-gradient buckets: the parameter range each one covers (one per grid level).
+    pub buckets: Vec<std::ops::Range<usize>>,
 }
 
 impl Network {
@@ -34,20 +40,37 @@ impl Network {
     /// else its own hidden width.
     pub fn build(arch: &Arch, in_dims: usize, out_dims: usize) -> Result<Network, BuildError> {
         let mut alloc = Allocator::default();
-        let root = resolve(arch, in_dims, Some(out_dims), &mut alloc)?;
+        let mut root = resolve(arch, in_dims, Some(out_dims), &mut alloc)?;
         if root.out_dims() != out_dims {
             return Err(BuildError::OutputWidth {
                 got: root.out_dims(),
                 want: out_dims,
             });
         }
+        // Grid tables go behind the dense parameters.
+        let dense_count = alloc.params;
+        let mut buckets = vec![0..0; alloc.buckets];
+        root.for_each_grid_mut(&mut |g| {
+            for (l, level) in g.levels.iter_mut().enumerate() {
+                level.offset += dense_count;
+                buckets[g.bucket + l] = level.offset..level.offset + level.entries * g.features;
+            }
+        });
+        let param_count = dense_count + alloc.tables;
+        if param_count > u32::MAX as usize / 2 {
+            return Err(BuildError::Invalid(format!(
+                "the architecture has {param_count} parameters (at most 2^31)"
+            )));
+        }
         Ok(Network {
             arch: arch.clone(),
             root,
             in_dims,
             out_dims,
-            param_count: alloc.params,
+            param_count,
+            dense_count,
             slot_count: alloc.slots,
+            buckets,
         })
     }
 
@@ -153,6 +176,33 @@ fn resolve(
                 Module::Chain(Chain::new(stages, base))
             }
         }
+        Arch::Hashgrid(g) | Arch::Densegrid(g) => {
+            let hash = matches!(arch, Arch::Hashgrid(_));
+            let mut levels = Grid::levels(
+                in_dims,
+                g.levels,
+                g.features,
+                hash.then_some(g.log2_size),
+                g.base,
+                g.scale,
+            )
+            .map_err(BuildError::Invalid)?;
+            let count: usize =
+                levels.iter().map(|l| l.entries).sum::<usize>() * g.features as usize;
+            let start = alloc.tables(count);
+            for l in &mut levels {
+                l.offset += start;
+            }
+            Module::Grid(Grid {
+                in_dims,
+                features: g.features as usize,
+                min: g.min,
+                max: g.max,
+                bucket: alloc.buckets(levels.len()),
+                levels,
+                hash,
+            })
+        }
         Arch::Cat { modules } => {
             if modules.is_empty() {
                 return Err(BuildError::Invalid("cat needs at least one module".into()));
@@ -195,6 +245,32 @@ mod tests {
         assert_eq!(net.root.in_dims(), 3);
         let e = Network::build(&Arch::parse("freq(3)").unwrap(), 2, 3).unwrap_err();
         assert_eq!(e, BuildError::OutputWidth { got: 12, want: 3 });
+    }
+
+    #[test]
+    fn grid_tables_follow_the_dense_parameters() {
+        let arch = Arch::parse(
+            "cat(hashgrid(levels=2, features=2, log2_size=4, base=2, scale=2), densegrid(levels=1, features=1, base=1, scale=1)) | mlp(4x1, relu)",
+        )
+        .unwrap();
+        let net = Network::build(&arch, 2, 3).unwrap();
+        let dense = 5 * 4 + 4 + 4 * 3 + 3;
+        assert_eq!(net.dense_count, dense);
+        // level 0: 3x3 = 9 entries, level 1: 5x5 = 25 > 16 → hashed into 16; densegrid: 2x2
+        assert_eq!(net.param_count, dense + (9 + 16) * 2 + 4);
+        assert_eq!(
+            net.buckets,
+            vec![
+                dense..dense + 18,
+                dense + 18..dense + 50,
+                dense + 50..dense + 54
+            ]
+        );
+        let t = net.tensors();
+        assert_eq!(t.last().unwrap().name, "0.1.levels.0");
+        assert!(
+            Network::build(&Arch::parse("hashgrid() | mlp(8x1, relu)").unwrap(), 5, 3).is_err()
+        );
     }
 
     #[test]

@@ -98,6 +98,7 @@ impl Program {
     fn module(&mut self, m: &Module, x: &[Value]) -> Vec<Value> {
         debug_assert_eq!(x.len(), m.in_dims());
         match m {
+            Module::Grid(_) => unreachable!("export() rejects grids before lowering"),
             Module::Identity(_) => x.to_vec(),
             Module::Frequency(f) => {
                 // Output order: all sines (input-major, octave-minor), then all cosines.

@@ -243,6 +243,13 @@ pub fn pack_weights(model: &Model, opts: &Options) -> Vec<u8> {
 pub const GLSL_ES_MAX_BUFFER_PARAMS: usize = 16384 / 4;
 
 fn check(model: &Model, opts: &Options) -> Result<(), Error> {
+    let mut grids = false;
+    model.network.root.for_each_grid(&mut |_| grids = true);
+    if grids {
+        return Err(Error::Model(
+            "grid encodings (hashgrid, densegrid) are not exported yet".into(),
+        ));
+    }
     let t = opts.target;
     let unsupported = |what: &str| {
         Err(Error::Unsupported {

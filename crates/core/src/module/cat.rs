@@ -1,7 +1,7 @@
 //! `cat(a, b, ...)`: every child sees the same input; their outputs are concatenated in
 //! order (child 0's values first within each sample).
 
-use super::{Layer, Module, TensorInfo, Workspace};
+use super::{Grads, Layer, Module, TensorInfo, Workspace};
 use crate::rng::Pcg32;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -68,7 +68,7 @@ impl Layer for Cat {
         n: usize,
         dy: &mut [f32],
         mut dx: Option<&mut [f32]>,
-        grads: &mut [f32],
+        grads: &mut Grads<'_>,
         ws: &mut Workspace,
     ) {
         let od = self.out_dims();

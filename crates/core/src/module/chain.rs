@@ -1,7 +1,7 @@
 //! `a | b | c`: module chaining (the seed's ModuleChain, n-ary). Stage i's input width is
 //! stage i−1's output width.
 
-use super::{Layer, Module, TensorInfo, Workspace};
+use super::{Grads, Layer, Module, TensorInfo, Workspace};
 use crate::rng::Pcg32;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -69,7 +69,7 @@ impl Layer for Chain {
         n: usize,
         dy: &mut [f32],
         mut dx: Option<&mut [f32]>,
-        grads: &mut [f32],
+        grads: &mut Grads<'_>,
         ws: &mut Workspace,
     ) {
         let last = self.stages.len() - 1;

@@ -10,7 +10,7 @@
 //!
 //! The raw input is not included (use `cat(identity, freq(K))` for that).
 
-use super::{Layer, Workspace};
+use super::{Grads, Layer, Workspace};
 use std::f32::consts::PI;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -59,7 +59,7 @@ impl Layer for Frequency {
         n: usize,
         dy: &mut [f32],
         dx: Option<&mut [f32]>,
-        _grads: &mut [f32],
+        _grads: &mut Grads<'_>,
         _ws: &mut Workspace,
     ) {
         let Some(dx) = dx else { return };

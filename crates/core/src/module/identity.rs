@@ -1,6 +1,6 @@
 //! `identity`: y = x.
 
-use super::{Layer, Workspace};
+use super::{Grads, Layer, Workspace};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Identity {
@@ -25,7 +25,7 @@ impl Layer for Identity {
         _n: usize,
         dy: &mut [f32],
         dx: Option<&mut [f32]>,
-        _grads: &mut [f32],
+        _grads: &mut Grads<'_>,
         _ws: &mut Workspace,
     ) {
         if let Some(dx) = dx {

@@ -5,7 +5,7 @@
 //! vector. Hidden layers use the hidden activation, the last layer the output activation.
 //! Initialisation: Xavier-uniform weights, U(−√(6/(in+out)), +√(6/(in+out))); zero biases.
 
-use super::{Allocator, Layer, TensorInfo, Workspace};
+use super::{Allocator, Grads, Layer, TensorInfo, Workspace};
 use crate::activation::Activation;
 use crate::rng::Pcg32;
 
@@ -230,7 +230,7 @@ impl Layer for Mlp {
         n: usize,
         dy: &mut [f32],
         mut dx: Option<&mut [f32]>,
-        grads: &mut [f32],
+        grads: &mut Grads<'_>,
         ws: &mut Workspace,
     ) {
         let last = self.layers.len() - 1;
@@ -257,9 +257,9 @@ impl Layer for Mlp {
             let dz: &[f32] = if l == last { dy } else { &cur };
             if l > 0 {
                 next.resize(n * layer.in_dims, 0.0);
-                linear_backward(layer, params, input, n, dz, Some(&mut next), grads);
+                linear_backward(layer, params, input, n, dz, Some(&mut next), grads.dense);
             } else {
-                linear_backward(layer, params, input, n, dz, dx.as_deref_mut(), grads);
+                linear_backward(layer, params, input, n, dz, dx.as_deref_mut(), grads.dense);
             }
             if let Some(a) = a_prev {
                 ws.put(self.a_slot(l - 1), a);

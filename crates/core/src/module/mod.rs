@@ -8,6 +8,7 @@
 mod cat;
 mod chain;
 mod frequency;
+mod grid;
 mod identity;
 mod mlp;
 mod triangle;
@@ -15,6 +16,7 @@ mod triangle;
 pub use cat::Cat;
 pub use chain::Chain;
 pub use frequency::Frequency;
+pub use grid::{Grid, GridLevel};
 pub use identity::Identity;
 pub use mlp::{Linear, Mlp};
 pub use triangle::Triangle;
@@ -55,6 +57,29 @@ impl Workspace {
     }
 }
 
+/// Where a backward pass puts parameter gradients: a dense slice for the parameters every
+/// sample touches (mlp weights), and sparse buckets for the grid tables, of which a batch
+/// touches only a few entries. A bucket holds `(flat parameter index, contribution)`
+/// pairs in the order they were made; every bucket's indices fall in one disjoint range
+/// (one grid level), so buckets can be reduced in parallel and still in a fixed order.
+pub struct Grads<'a> {
+    /// ∂L/∂p for the dense parameters `0..dense.len()` (added to).
+    pub dense: &'a mut [f32],
+    /// One list per bucket (see [`crate::network::Network::buckets`]).
+    pub sparse: &'a mut [Vec<(u32, f32)>],
+}
+
+impl Grads<'_> {
+    /// Adds every sparse contribution, in order, into `full` (the whole parameter vector).
+    pub fn scatter(sparse: &[Vec<(u32, f32)>], full: &mut [f32]) {
+        for bucket in sparse {
+            for &(i, v) in bucket {
+                full[i as usize] += v;
+            }
+        }
+    }
+}
+
 /// A named parameter tensor inside the flat parameter vector.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TensorInfo {
@@ -87,7 +112,8 @@ pub trait Layer {
     fn forward(&self, params: &[f32], x: &[f32], n: usize, y: &mut [f32], ws: &mut Workspace);
 
     /// Given x and y from the matching forward call and dy = ∂L/∂y (may be overwritten as
-    /// scratch), accumulates ∂L/∂params into `grads` and, when asked, writes ∂L/∂x into `dx`.
+    /// scratch), accumulates ∂L/∂params into `grads` (dense parameters added in place, table
+    /// parameters appended to their sparse bucket) and, when asked, writes ∂L/∂x into `dx`.
     #[allow(clippy::too_many_arguments)]
     fn backward(
         &self,
@@ -97,7 +123,7 @@ pub trait Layer {
         n: usize,
         dy: &mut [f32],
         dx: Option<&mut [f32]>,
-        grads: &mut [f32],
+        grads: &mut Grads<'_>,
         ws: &mut Workspace,
     );
 
@@ -114,6 +140,7 @@ pub enum Module {
     Mlp(Mlp),
     Chain(Chain),
     Cat(Cat),
+    Grid(Grid),
 }
 
 macro_rules! dispatch {
@@ -125,6 +152,7 @@ macro_rules! dispatch {
             Module::Mlp($m) => $e,
             Module::Chain($m) => $e,
             Module::Cat($m) => $e,
+            Module::Grid($m) => $e,
         }
     };
 }
@@ -150,7 +178,7 @@ impl Layer for Module {
         n: usize,
         dy: &mut [f32],
         dx: Option<&mut [f32]>,
-        grads: &mut [f32],
+        grads: &mut Grads<'_>,
         ws: &mut Workspace,
     ) {
         dispatch!(self, m => m.backward(params, x, y, n, dy, dx, grads, ws))
@@ -160,14 +188,50 @@ impl Layer for Module {
     }
 }
 
-/// Allocates parameter offsets and workspace slots while a tree is resolved.
+impl Module {
+    /// Calls `f` on every grid of the tree, in tree order.
+    pub fn for_each_grid_mut(&mut self, f: &mut impl FnMut(&mut Grid)) {
+        match self {
+            Module::Grid(g) => f(g),
+            Module::Chain(c) => c.stages.iter_mut().for_each(|s| s.for_each_grid_mut(f)),
+            Module::Cat(c) => c.children.iter_mut().for_each(|s| s.for_each_grid_mut(f)),
+            _ => {}
+        }
+    }
+
+    /// Calls `f` on every grid of the tree, in tree order.
+    pub fn for_each_grid(&self, f: &mut impl FnMut(&Grid)) {
+        match self {
+            Module::Grid(g) => f(g),
+            Module::Chain(c) => c.stages.iter().for_each(|s| s.for_each_grid(f)),
+            Module::Cat(c) => c.children.iter().for_each(|s| s.for_each_grid(f)),
+            _ => {}
+        }
+    }
+}
+
+/// Allocates parameter offsets, workspace slots and sparse-gradient buckets while a tree
+/// is resolved. Grid tables are counted apart (`tables`) and moved behind every dense
+/// parameter once the tree is complete.
 #[derive(Default)]
 pub(crate) struct Allocator {
     pub params: usize,
     pub slots: usize,
+    pub tables: usize,
+    pub buckets: usize,
 }
 
 impl Allocator {
+    pub fn tables(&mut self, n: usize) -> usize {
+        let o = self.tables;
+        self.tables += n;
+        o
+    }
+    pub fn buckets(&mut self, n: usize) -> usize {
+        let o = self.buckets;
+        self.buckets += n;
+        o
+    }
     pub fn params(&mut self, n: usize) -> usize {
         let o = self.params;
         self.params += n;
@@ -195,6 +259,19 @@ pub(crate) mod gradcheck {
 
     /// Checks ∂L/∂params and ∂L/∂x against central differences.
     pub fn check(m: &Module, param_count: usize, slots: usize, x: &[f32], n: usize, tol: f64) {
+        check_with_buckets(m, param_count, slots, 0, x, n, tol)
+    }
+
+    /// [`check`] for a module that also writes sparse buckets (grids).
+    pub fn check_with_buckets(
+        m: &Module,
+        param_count: usize,
+        slots: usize,
+        buckets: usize,
+        x: &[f32],
+        n: usize,
+        tol: f64,
+    ) {
         let mut rng = Pcg32::new(7);
         let mut params = vec![0.0f32; param_count];
         m.init(&mut params, &mut rng);
@@ -211,16 +288,13 @@ pub(crate) mod gradcheck {
         let mut dy = r.clone();
         let mut dx = vec![0.0; x.len()];
         let mut grads = vec![0.0; param_count];
-        m.backward(
-            &params,
-            x,
-            &y,
-            n,
-            &mut dy,
-            Some(&mut dx),
-            &mut grads,
-            &mut ws,
-        );
+        let mut sparse = vec![Vec::new(); buckets];
+        let mut g = Grads {
+            dense: &mut grads,
+            sparse: &mut sparse,
+        };
+        m.backward(&params, x, &y, n, &mut dy, Some(&mut dx), &mut g, &mut ws);
+        Grads::scatter(&sparse, &mut grads);
 
         let h = 1e-3f32;
         let close = |fd: f64, an: f64, what: &str| {

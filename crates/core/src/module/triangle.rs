@@ -7,7 +7,7 @@
 //! y[i*K + k] = 4 · |u − floor(u + 0.5)| − 1    (range [−1, 1]; −1 at integers u)
 //! ```
 
-use super::{Layer, Workspace};
+use super::{Grads, Layer, Workspace};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Triangle {
@@ -47,7 +47,7 @@ impl Layer for Triangle {
         n: usize,
         dy: &mut [f32],
         dx: Option<&mut [f32]>,
-        _grads: &mut [f32],
+        _grads: &mut Grads<'_>,
         _ws: &mut Workspace,
     ) {
         let Some(dx) = dx else { return };

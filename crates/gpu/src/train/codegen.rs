@@ -288,6 +288,7 @@ impl Gen {
 
     fn forward<'a>(&mut self, m: &'a Module, x: View, out: Option<View>) -> Fwd<'a> {
         match m {
+            Module::Grid(_) => unreachable!("GpuBackend::trainer rejects grids"),
             Module::Identity(_) => {
                 let y = match out {
                     Some(o) => {

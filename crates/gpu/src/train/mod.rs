@@ -71,6 +71,13 @@ impl GpuBackend {
         data: Arc<TrainingData>,
         cfg: &TrainConfig,
     ) -> Result<GpuTrainer, TrainError> {
+        let mut grids = false;
+        net.root.for_each_grid(&mut |_| grids = true);
+        if grids {
+            return Err(backend_err(
+                "grid encodings (hashgrid, densegrid) train on the CPU backend only for now",
+            ));
+        }
         GpuTrainer::new(self.ctx.clone(), net, params, &data, cfg, self.pingpong)
     }
 }

@@ -1,0 +1,403 @@
+//! `hashgrid(...)` and `densegrid(...)`: trainable multiresolution grid encodings
+//! (Instant-NGP's hash grid; the dense grid is the same without hashing).
+//!
+//! For an input of D values (1 ≤ D ≤ 4), L levels and F features per vertex, the output
+//! has L·F values, level-major: `y[l*F + f]`. For level `l`:
+//!
+//! ```text
+//! res_l   = floor(base · scale^l)                 (computed in f64; cells per dimension)
+//! u_d     = clamp((x_d - min) / (max - min), 0, 1)
+//! p_d     = u_d · res_l
+//! i_d     = min(floor(p_d), res_l - 1)            (the cell; its vertices are i_d and i_d + 1)
+//! t_d     = p_d - i_d                             (in [0, 1])
+//! y[l*F + f] = Σ over the 2^D corners c ∈ {0,1}^D of
+//!              Π_d (c_d ? t_d : 1 - t_d) · table_l[index_l(i + c)][f]
+//! ```
+//!
+//! A level whose (res_l + 1)^D vertices fit in its table (always, for `densegrid`) is
+//! stored densely: `index = v_0 + v_1·(res_l+1) + v_2·(res_l+1)^2 + …` and the table has
+//! exactly (res_l + 1)^D entries. Larger levels of `hashgrid` use Instant-NGP's spatial
+//! hash into 2^log2_size entries: `index = (v_0·1 ⊕ v_1·2654435761 ⊕ v_2·805459861 ⊕
+//! v_3·3674653429) mod 2^log2_size`, products wrapping in 32 bits.
+//!
+//! Each level's table is one parameter tensor `[entries, F]` (row-major, features of an
+//! entry adjacent). Tables live after every dense parameter in the flat vector (see
+//! [`crate::network::Network::dense_count`]) and their gradients travel through the sparse
+//! channel of [`super::Grads`], one bucket per level, because a batch touches only a small
+//! part of a large table.
+
+use super::{Grads, Layer, TensorInfo, Workspace};
+use crate::rng::Pcg32;
+
+/// Instant-NGP's per-dimension hash primes (the first is 1 for coherence along x).
+pub const PRIMES: [u32; 4] = [1, 2_654_435_761, 805_459_861, 3_674_653_429];
+
+/// Initial table values are uniform in ±INIT_RANGE (as Instant-NGP).
+pub const INIT_RANGE: f32 = 1e-4;
+
+/// One resolution level of a grid.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GridLevel {
+    /// Cells per dimension (vertices: `res + 1`).
+    pub res: u32,
+    /// Entries of the table.
+    pub entries: usize,
+    /// Whether vertices are hashed into the table (else dense indexing).
+    pub hashed: bool,
+    /// Offset of entry 0, feature 0 in the flat parameter vector.
+    pub offset: usize,
+}
+
+impl GridLevel {
+    /// The table entry of integer vertex `v`.
+    #[inline(always)]
+    pub fn index(&self, v: &[u32]) -> usize {
+        if self.hashed {
+            let mut h = 0u32;
+            for (d, &c) in v.iter().enumerate() {
+                h ^= c.wrapping_mul(PRIMES[d]);
+            }
+            (h as usize) & (self.entries - 1)
+        } else {
+            let mut i = 0usize;
+            let mut stride = 1usize;
+            for &c in v {
+                i += c as usize * stride;
+                stride *= self.res as usize + 1;
+            }
+            i
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Grid {
+    pub in_dims: usize,
+    pub features: usize,
+    /// Input range covered: inputs are clamped to [min, max].
+    pub min: f32,
+    pub max: f32,
+    pub levels: Vec<GridLevel>,
+    /// The first sparse-gradient bucket (one per level, in level order).
+    pub bucket: usize,
+    /// `true` for `hashgrid`, `false` for `densegrid`.
+    pub hash: bool,
+}
+
+/// Total parameters a grid may hold (1 GiB of f32).
+pub const MAX_GRID_PARAMS: u64 = 1 << 28;
+
+impl Grid {
+    /// The levels of a grid over `in_dims` inputs; offsets count from 0 (the network moves
+    /// them behind its dense parameters). `log2_size = None` means dense (`densegrid`).
+    pub fn levels(
+        in_dims: usize,
+        levels: u32,
+        features: u32,
+        log2_size: Option<u32>,
+        base: u32,
+        scale: f32,
+    ) -> Result<Vec<GridLevel>, String> {
+        if !(1..=4).contains(&in_dims) {
+            return Err(format!(
+                "a grid encodes 1 to 4 inputs, got {in_dims} (use pick(...) to choose the inputs it sees)"
+            ));
+        }
+        let mut out = Vec::with_capacity(levels as usize);
+        let mut offset = 0u64;
+        for l in 0..levels {
+            let res = (base as f64 * (scale as f64).powi(l as i32)).floor();
+            if res > (1u64 << 24) as f64 {
+                return Err(format!(
+                    "grid level {l} would have {res} cells per dimension (at most 2^24); use fewer levels or a smaller scale"
+                ));
+            }
+            let res = (res as u32).max(1);
+            let dense = (res as u64 + 1)
+                .checked_pow(in_dims as u32)
+                .unwrap_or(u64::MAX);
+            let (entries, hashed) = match log2_size {
+                Some(t) if dense > 1u64 << t => (1u64 << t, true),
+                _ => (dense, false),
+            };
+            out.push(GridLevel {
+                res,
+                entries: entries.min(MAX_GRID_PARAMS) as usize,
+                hashed,
+                offset: offset as usize,
+            });
+            offset = offset.saturating_add(entries.saturating_mul(features as u64));
+            if offset > MAX_GRID_PARAMS {
+                return Err(format!(
+                    "the grid needs more than 2^28 parameters by level {l}; use fewer levels, fewer features, a smaller table or a smaller scale"
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Parameters of all tables.
+    pub fn param_count(&self) -> usize {
+        self.levels.iter().map(|l| l.entries * self.features).sum()
+    }
+
+    #[inline(always)]
+    fn inv_range(&self) -> f32 {
+        1.0 / (self.max - self.min)
+    }
+}
+
+/// Cell and interpolation weights of one sample at one level.
+#[derive(Clone, Copy)]
+struct Cell<const D: usize> {
+    base: [u32; D],
+    t: [f32; D],
+    /// ∂p_d/∂x_d (0 where the input was clamped).
+    dp: [f32; D],
+}
+
+#[inline(always)]
+#[allow(clippy::needless_range_loop)] // four parallel arrays indexed by dimension
+fn cell<const D: usize>(x: &[f32], min: f32, inv: f32, res: u32) -> Cell<D> {
+    let mut c = Cell {
+        base: [0; D],
+        t: [0.0; D],
+        dp: [0.0; D],
+    };
+    let r = res as f32;
+    for d in 0..D {
+        let raw = (x[d] - min) * inv;
+        let u = raw.clamp(0.0, 1.0);
+        let p = u * r;
+        let i = (p.floor() as u32).min(res - 1);
+        c.base[d] = i;
+        c.t[d] = p - i as f32;
+        c.dp[d] = if (0.0..=1.0).contains(&raw) {
+            r * inv
+        } else {
+            0.0
+        };
+    }
+    c
+}
+
+#[inline(always)]
+#[allow(clippy::needless_range_loop)]
+fn corner<const D: usize>(c: &Cell<D>, k: usize) -> ([u32; D], f32) {
+    let mut v = c.base;
+    let mut w = 1.0f32;
+    for d in 0..D {
+        if (k >> d) & 1 == 1 {
+            v[d] += 1;
+            w *= c.t[d];
+        } else {
+            w *= 1.0 - c.t[d];
+        }
+    }
+    (v, w)
+}
+
+impl Grid {
+    fn forward_d<const D: usize>(&self, params: &[f32], x: &[f32], n: usize, y: &mut [f32]) {
+        let (f, od, inv) = (self.features, self.out_dims(), self.inv_range());
+        for s in 0..n {
+            let xs = &x[s * D..(s + 1) * D];
+            let ys = &mut y[s * od..(s + 1) * od];
+            for (l, level) in self.levels.iter().enumerate() {
+                let c = cell::<D>(xs, self.min, inv, level.res);
+                let out = &mut ys[l * f..(l + 1) * f];
+                out.fill(0.0);
+                for k in 0..1 << D {
+                    let (v, w) = corner(&c, k);
+                    let e = level.offset + level.index(&v) * f;
+                    for (o, p) in out.iter_mut().zip(&params[e..e + f]) {
+                        *o += w * p;
+                    }
+                }
+            }
+        }
+    }
+
+    fn backward_d<const D: usize>(
+        &self,
+        params: &[f32],
+        x: &[f32],
+        n: usize,
+        dy: &[f32],
+        mut dx: Option<&mut [f32]>,
+        grads: &mut Grads<'_>,
+    ) {
+        let (f, od, inv) = (self.features, self.out_dims(), self.inv_range());
+        if let Some(dx) = dx.as_deref_mut() {
+            dx[..n * D].fill(0.0);
+        }
+        for (l, level) in self.levels.iter().enumerate() {
+            let bucket = &mut grads.sparse[self.bucket + l];
+            for s in 0..n {
+                let xs = &x[s * D..(s + 1) * D];
+                let g = &dy[s * od + l * f..s * od + (l + 1) * f];
+                let c = cell::<D>(xs, self.min, inv, level.res);
+                let mut dp = [0.0f32; D];
+                for k in 0..1 << D {
+                    let (v, w) = corner(&c, k);
+                    let e = level.offset + level.index(&v) * f;
+                    for (j, gj) in g.iter().enumerate() {
+                        bucket.push(((e + j) as u32, w * gj));
+                    }
+                    if dx.is_some() {
+                        // ∂w/∂t_d = ±Π_{e≠d}(…); dot with the features and dy.
+                        let dot: f32 = g.iter().zip(&params[e..e + f]).map(|(a, b)| a * b).sum();
+                        for (d, dpd) in dp.iter_mut().enumerate() {
+                            let mut wd = if (k >> d) & 1 == 1 { 1.0 } else { -1.0 };
+                            for e2 in 0..D {
+                                if e2 != d {
+                                    wd *= if (k >> e2) & 1 == 1 {
+                                        c.t[e2]
+                                    } else {
+                                        1.0 - c.t[e2]
+                                    };
+                                }
+                            }
+                            *dpd += wd * dot;
+                        }
+                    }
+                }
+                if let Some(dx) = dx.as_deref_mut() {
+                    for d in 0..D {
+                        dx[s * D + d] += dp[d] * c.dp[d];
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Layer for Grid {
+    fn in_dims(&self) -> usize {
+        self.in_dims
+    }
+    fn out_dims(&self) -> usize {
+        self.levels.len() * self.features
+    }
+    fn init(&self, params: &mut [f32], rng: &mut Pcg32) {
+        for l in &self.levels {
+            for p in &mut params[l.offset..l.offset + l.entries * self.features] {
+                *p = (rng.next_f32() * 2.0 - 1.0) * INIT_RANGE;
+            }
+        }
+    }
+    fn forward(&self, params: &[f32], x: &[f32], n: usize, y: &mut [f32], _ws: &mut Workspace) {
+        match self.in_dims {
+            1 => self.forward_d::<1>(params, x, n, y),
+            2 => self.forward_d::<2>(params, x, n, y),
+            3 => self.forward_d::<3>(params, x, n, y),
+            _ => self.forward_d::<4>(params, x, n, y),
+        }
+    }
+    fn backward(
+        &self,
+        params: &[f32],
+        x: &[f32],
+        _y: &[f32],
+        n: usize,
+        dy: &mut [f32],
+        dx: Option<&mut [f32]>,
+        grads: &mut Grads<'_>,
+        _ws: &mut Workspace,
+    ) {
+        match self.in_dims {
+            1 => self.backward_d::<1>(params, x, n, dy, dx, grads),
+            2 => self.backward_d::<2>(params, x, n, dy, dx, grads),
+            3 => self.backward_d::<3>(params, x, n, dy, dx, grads),
+            _ => self.backward_d::<4>(params, x, n, dy, dx, grads),
+        }
+    }
+    fn tensors(&self, prefix: &str, out: &mut Vec<TensorInfo>) {
+        for (l, level) in self.levels.iter().enumerate() {
+            out.push(TensorInfo {
+                name: format!("{prefix}levels.{l}"),
+                shape: vec![level.entries, self.features],
+                offset: level.offset,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Module, gradcheck};
+    use super::*;
+
+    fn grid(in_dims: usize, levels: u32, log2: Option<u32>, base: u32, min: f32) -> Grid {
+        Grid {
+            in_dims,
+            features: 2,
+            min,
+            max: 1.0,
+            levels: Grid::levels(in_dims, levels, 2, log2, base, 1.5).unwrap(),
+            bucket: 0,
+            hash: log2.is_some(),
+        }
+    }
+
+    #[test]
+    fn levels_switch_from_dense_to_hashed() {
+        let l = Grid::levels(2, 4, 2, Some(6), 4, 2.0).unwrap();
+        let res: Vec<u32> = l.iter().map(|l| l.res).collect();
+        assert_eq!(res, [4, 8, 16, 32]);
+        assert_eq!(l[0].entries, 25);
+        assert!(!l[0].hashed);
+        assert_eq!(l[1].entries, 64);
+        assert!(l[1].hashed, "81 vertices do not fit 64 entries");
+        assert_eq!(l[1].offset, 50);
+        assert_eq!(l[2].offset, 50 + 128);
+        let dense = Grid::levels(3, 2, 1, None, 3, 2.0).unwrap();
+        assert_eq!(dense[1].entries, 7 * 7 * 7);
+        assert!(Grid::levels(5, 2, 1, None, 3, 2.0).is_err());
+        assert!(Grid::levels(3, 20, 8, None, 16, 2.0).is_err());
+    }
+
+    #[test]
+    fn interpolates_vertices_exactly() {
+        // A dense 1-level 2-D grid: at a vertex the output is that vertex's features.
+        let g = Grid {
+            features: 1,
+            ..grid(2, 1, None, 4, 0.0)
+        };
+        let params: Vec<f32> = (0..25).map(|i| i as f32).collect();
+        let mut y = [0.0];
+        let mut ws = Workspace::new(0);
+        g.forward(&params, &[0.5, 0.25], 1, &mut y, &mut ws);
+        assert_eq!(y[0], (2 + 5) as f32); // vertex (2, 1)
+        g.forward(&params, &[0.125, 0.0], 1, &mut y, &mut ws);
+        assert_eq!(y[0], 0.5); // halfway between (0,0) and (1,0)
+        g.forward(&params, &[2.0, -1.0], 1, &mut y, &mut ws);
+        assert_eq!(y[0], 4.0); // clamped to (4, 0)
+    }
+
+    #[test]
+    fn gradients_match_finite_differences() {
+        for (d, log2, min) in [
+            (1, Some(4), 0.0),
+            (2, Some(5), 0.0),
+            (2, None, -1.0),
+            (3, Some(6), 0.0),
+        ] {
+            let g = grid(d, 3, log2, 2, min);
+            let count = g.param_count();
+            let m = Module::Grid(Grid {
+                bucket: 0,
+                ..g.clone()
+            });
+            // inputs away from cell boundaries (the encoding is piecewise linear)
+            let x: Vec<f32> = gradcheck::inputs(5, d, 0.0, 1.0)
+                .iter()
+                .map(|v| {
+                    let v = v * 0.9 + 0.05;
+                    if min < 0.0 { v * 1.8 - 0.9 } else { v }
+                })
+                .collect();
+            gradcheck::check_with_buckets(&m, count, 0, 3, &x, 5, 2e-2);
+        }
+    }
+}
