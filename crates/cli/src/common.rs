@@ -181,6 +181,19 @@ pub fn progress(len: u64, prefix: &str) -> ProgressBar {
     bar
 }
 
+/// A progress bar over a time budget (positions in tenths of a second).
+pub fn progress_timed(seconds: f64, prefix: &str) -> ProgressBar {
+    let bar = ProgressBar::new((seconds * 10.0).ceil() as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>14.bold} [{bar:30}] {msg}  ({elapsed})")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(prefix.to_string());
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
 /// Parses `WxH`.
 pub fn parse_size(s: &str) -> Result<(usize, usize), String> {
     let (w, h) = s

@@ -32,9 +32,13 @@ pub struct Args {
     /// seed's four plus a stronger one).
     #[arg(long = "arch", value_name = "SPEC")]
     pub archs: Vec<String>,
-    /// Training steps per architecture.
-    #[arg(long, default_value_t = 1000)]
-    pub steps: u32,
+    /// Training steps per architecture (default 1000; with --seconds, no step limit).
+    #[arg(long)]
+    pub steps: Option<u32>,
+    /// Train each architecture for this many seconds of training time (evaluation for the
+    /// report excluded) instead of a number of steps; --steps then caps the steps.
+    #[arg(long, value_name = "S")]
+    pub seconds: Option<f64>,
     /// Samples per step.
     #[arg(long, default_value_t = 65536)]
     pub batch: usize,
@@ -99,8 +103,16 @@ pub fn run(args: Args) -> Result<()> {
         None,
     )?;
     let loss = cfg.loss;
-    if args.steps == 0 {
-        bail!("--steps must be at least 1");
+    let max_steps = match (args.steps, args.seconds) {
+        (Some(0), _) => bail!("--steps must be at least 1"),
+        (Some(s), _) => s,
+        (None, Some(_)) => u32::MAX,
+        (None, None) => 1000,
+    };
+    if let Some(s) = args.seconds
+        && !(s.is_finite() && s > 0.0)
+    {
+        bail!("--seconds must be a positive number of seconds, got {s}");
     }
     let specs: Vec<String> = if args.archs.is_empty() {
         DEFAULT_ARCHS.iter().map(|s| s.to_string()).collect()
@@ -143,7 +155,7 @@ pub fn run(args: Args) -> Result<()> {
     let live_summary = |records: &[Record]| {
         json!({
             "image": tex.source, "width": tex.width, "height": tex.height, "image_sha256": tex.sha256,
-            "steps": args.steps, "batch": args.batch, "seed": args.seed, "loss": loss.name(), "lr": args.lr,
+            "steps": args.steps, "seconds_per_arch": args.seconds, "batch": args.batch, "seed": args.seed, "loss": loss.name(), "lr": args.lr,
             "backend": backend.name(), "command": command,
             "architectures": records.iter().map(|r| r.to_json(false)).collect::<Vec<_>>(),
         })
@@ -172,13 +184,16 @@ pub fn run(args: Args) -> Result<()> {
     );
     // end report
 
+    let budget = match args.seconds {
+        Some(s) => format!("{s} s each"),
+        None => format!("{max_steps} steps"),
+    };
     eprintln!(
-        "fitting {} architecture(s) on {} ({}x{}), {} steps of {} samples, {} backend",
+        "fitting {} architecture(s) on {} ({}x{}), {budget} of {} samples, {} backend",
         archs.len(),
         tex.source,
         tex.width,
         tex.height,
-        args.steps,
         args.batch,
         backend.name()
     );
@@ -190,8 +205,16 @@ pub fn run(args: Args) -> Result<()> {
         let mut trainer = backend
             .start(&net, params, data.clone(), &cfg)
             .with_context(|| format!("starting '{}'", named.name))?;
-        let bar = common::progress(args.steps as u64, &named.name);
-        let chunk = (args.steps / 100).clamp(1, 50);
+        let bar = match args.seconds {
+            Some(s) => common::progress_timed(s, &named.name),
+            None => common::progress(max_steps as u64, &named.name),
+        };
+        // With a time budget, chunks adapt to the measured step time (see below).
+        let mut chunk = if args.seconds.is_some() {
+            1
+        } else {
+            (max_steps / 100).clamp(1, 50)
+        };
         live_page(&records, Some(&named.name))?; // report
         let start = Instant::now();
         let mut last_loss = f32::NAN;
@@ -199,18 +222,32 @@ pub fn run(args: Args) -> Result<()> {
         // report: time spent evaluating for the log is not training time.
         let mut eval_time = std::time::Duration::ZERO;
         let mut last_page = Instant::now();
-        while done < args.steps {
+        let train_time = |eval_time| (start.elapsed() - eval_time).as_secs_f64();
+        while done < max_steps && args.seconds.is_none_or(|s| train_time(eval_time) < s) {
             common::check_cancelled()?;
-            let n = chunk.min(args.steps - done);
+            let mut n = chunk.min(max_steps - done);
+            if let Some(s) = args.seconds
+                && done > 0
+            {
+                // Aim a chunk at 1/50 of the budget (at most 0.1 s) and do not overrun it.
+                let per_step = train_time(eval_time) / done as f64;
+                let left = ((s - train_time(eval_time)) / per_step).ceil().max(1.0);
+                chunk = ((s / 50.0).min(0.1) / per_step).clamp(1.0, 1e6) as u32;
+                n = chunk.min(left as u32).min(max_steps - done);
+            }
             last_loss = trainer
                 .run(n)
                 .with_context(|| format!("training '{}'", named.name))?;
             done += n;
-            bar.set_position(done as u64);
-            bar.set_message(format!("loss {last_loss:.5}"));
+            match args.seconds {
+                Some(_) => bar.set_position((train_time(eval_time) * 10.0) as u64),
+                None => bar.set_position(done as u64),
+            }
+            bar.set_message(format!("step {done}, loss {last_loss:.5}"));
             // report: one metrics.jsonl line per chunk (PSNR on the subsampled grid);
             // the preview images and the page after the first chunk, then at most every second.
-            if done < args.steps {
+            let more = done < max_steps && args.seconds.is_none_or(|s| train_time(eval_time) < s);
+            if more {
                 let t0 = Instant::now();
                 let seconds = (t0 - start - eval_time).as_secs_f64();
                 let probe_model = Model::new(net.clone(), trainer.params()?, InputSpec::uv());
@@ -234,20 +271,22 @@ pub fn run(args: Args) -> Result<()> {
         let fit = model.eval(&uv);
         let psnr = metrics::psnr(&fit, &reference);
         // report: the last line of each architecture has the PSNR on the full image.
-        mlog.append(&json!({"arch": named.name, "step": args.steps, "samples": args.steps as u64 * args.batch as u64,
-            "seconds": seconds, "loss": last_loss, "psnr": psnr, "full_image": true}))?;
+        mlog.append(
+            &json!({"arch": named.name, "step": done, "samples": done as u64 * args.batch as u64,
+            "seconds": seconds, "loss": last_loss, "psnr": psnr, "full_image": true}),
+        )?;
         let rec = Record {
             name: named.name.clone(),
             arch: named.arch.to_string(),
             params: model.network.param_count,
-            steps: args.steps,
-            samples: args.steps as u64 * args.batch as u64,
+            steps: done,
+            samples: done as u64 * args.batch as u64,
             seconds,
             loss: last_loss,
             psnr,
         };
         model.training = json!({
-            "name": rec.name, "arch": rec.arch, "seed": args.seed, "steps": args.steps, "batch": args.batch,
+            "name": rec.name, "arch": rec.arch, "seed": args.seed, "steps": done, "batch": args.batch,
             "loss": loss.name(), "lr": cfg.lr, "adam": cfg.adam, "backend": backend.name(),
             "data": {"kind": "texture", "source": tex.source, "width": tex.width, "height": tex.height, "sha256": tex.sha256},
         })
@@ -283,7 +322,8 @@ pub fn run(args: Args) -> Result<()> {
     copy_dir(&out.path().join(&best.name), &out.path().join("best"))?;
     let summary = json!({
         "image": tex.source, "width": tex.width, "height": tex.height, "image_sha256": tex.sha256,
-        "steps": args.steps, "batch": args.batch, "seed": args.seed, "loss": loss.name(), "lr": args.lr,
+        "steps": max_steps.min(records.iter().map(|r| r.steps).max().unwrap_or(0)), "seconds_per_arch": args.seconds,
+        "batch": args.batch, "seed": args.seed, "loss": loss.name(), "lr": args.lr,
         "backend": backend.name(), "command": command,
         "best": best.name,
         "architectures": records.iter().map(|r| r.to_json(r.name == best.name)).collect::<Vec<_>>(),

@@ -247,6 +247,71 @@ fn seed_progression_holds_on_the_builtin_texture() {
 }
 
 #[test]
+fn hash_grid_beats_the_frequency_mlp_at_equal_steps() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = nshade(
+        &[
+            "fit",
+            "--arch",
+            "freq=freq(3) | mlp(32x3, leaky_relu, sigmoid)",
+            "--arch",
+            "grid=hashgrid(levels=8, features=2, log2_size=12, base=8, scale=1.5) | mlp(16x1, relu)",
+            "--steps",
+            "400",
+            "--batch",
+            "16384",
+            "--out",
+            "run",
+        ],
+        dir.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("run/summary.json")).unwrap())
+            .unwrap();
+    let psnr = |i: usize| s["architectures"][i]["psnr"].as_f64().unwrap();
+    assert!(
+        psnr(1) > psnr(0) + 3.0,
+        "grid {} vs freq {}",
+        psnr(1),
+        psnr(0)
+    );
+    assert_eq!(s["best"], "grid");
+}
+
+#[test]
+fn fit_with_a_time_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let png = small_png(dir.path());
+    let o = nshade(
+        &[
+            "fit",
+            png.to_str().unwrap(),
+            "--arch",
+            "a=mlp(8x1, relu)",
+            "--seconds",
+            "0.4",
+            "--batch",
+            "256",
+            "--out",
+            "run",
+        ],
+        dir.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let s: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("run/summary.json")).unwrap())
+            .unwrap();
+    let rec = &s["architectures"][0];
+    assert!(rec["seconds"].as_f64().unwrap() >= 0.4, "{rec}");
+    assert!(rec["steps"].as_u64().unwrap() >= 1, "{rec}");
+    assert_eq!(s["seconds_per_arch"], 0.4);
+    let o = nshade(&["fit", "--seconds", "0", "--out", "bad"], dir.path());
+    assert_error(&o, "--seconds must be a positive number");
+    assert!(!dir.path().join("bad").exists());
+}
+
+#[test]
 fn bad_input_fails_cleanly_and_leaves_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

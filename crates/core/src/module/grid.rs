@@ -200,17 +200,17 @@ fn corner<const D: usize>(c: &Cell<D>, k: usize) -> ([u32; D], f32) {
 impl Grid {
     fn forward_d<const D: usize>(&self, params: &[f32], x: &[f32], n: usize, y: &mut [f32]) {
         let (f, od, inv) = (self.features, self.out_dims(), self.inv_range());
-        for s in 0..n {
-            let xs = &x[s * D..(s + 1) * D];
-            let ys = &mut y[s * od..(s + 1) * od];
-            for (l, level) in self.levels.iter().enumerate() {
-                let c = cell::<D>(xs, self.min, inv, level.res);
-                let out = &mut ys[l * f..(l + 1) * f];
+        // Level-major: one table at a time stays warm in the cache for the whole chunk.
+        for (l, level) in self.levels.iter().enumerate() {
+            let table = &params[level.offset..level.offset + level.entries * f];
+            for s in 0..n {
+                let c = cell::<D>(&x[s * D..(s + 1) * D], self.min, inv, level.res);
+                let out = &mut y[s * od + l * f..s * od + (l + 1) * f];
                 out.fill(0.0);
                 for k in 0..1 << D {
                     let (v, w) = corner(&c, k);
-                    let e = level.offset + level.index(&v) * f;
-                    for (o, p) in out.iter_mut().zip(&params[e..e + f]) {
+                    let e = level.index(&v) * f;
+                    for (o, p) in out.iter_mut().zip(&table[e..e + f]) {
                         *o += w * p;
                     }
                 }
