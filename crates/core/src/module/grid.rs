@@ -198,23 +198,55 @@ fn corner<const D: usize>(c: &Cell<D>, k: usize) -> ([u32; D], f32) {
 }
 
 impl Grid {
-    fn forward_d<const D: usize>(&self, params: &[f32], x: &[f32], n: usize, y: &mut [f32]) {
-        let (f, od, inv) = (self.features, self.out_dims(), self.inv_range());
+    /// Forward for D inputs and `FC` features (`FC = 0`: any count, read at run time).
+    fn forward_d<const D: usize, const FC: usize>(
+        &self,
+        params: &[f32],
+        x: &[f32],
+        n: usize,
+        y: &mut [f32],
+    ) {
+        let (od, inv) = (self.out_dims(), self.inv_range());
+        let f = if FC == 0 { self.features } else { FC };
         // Level-major: one table at a time stays warm in the cache for the whole chunk.
         for (l, level) in self.levels.iter().enumerate() {
             let table = &params[level.offset..level.offset + level.entries * f];
             for s in 0..n {
                 let c = cell::<D>(&x[s * D..(s + 1) * D], self.min, inv, level.res);
                 let out = &mut y[s * od + l * f..s * od + (l + 1) * f];
-                out.fill(0.0);
-                for k in 0..1 << D {
-                    let (v, w) = corner(&c, k);
-                    let e = level.index(&v) * f;
-                    for (o, p) in out.iter_mut().zip(&table[e..e + f]) {
-                        *o += w * p;
+                if FC == 0 {
+                    out.fill(0.0);
+                    for k in 0..1 << D {
+                        let (v, w) = corner(&c, k);
+                        let e = level.index(&v) * f;
+                        for (o, p) in out.iter_mut().zip(&table[e..e + f]) {
+                            *o += w * p;
+                        }
                     }
+                } else {
+                    // Accumulate in registers: the corner loads are independent.
+                    let mut acc = [0.0f32; 16];
+                    for k in 0..1 << D {
+                        let (v, w) = corner(&c, k);
+                        let e = level.index(&v) * FC;
+                        let row: &[f32; FC] = table[e..e + FC].try_into().unwrap();
+                        for j in 0..FC {
+                            acc[j] += w * row[j];
+                        }
+                    }
+                    out.copy_from_slice(&acc[..FC]);
                 }
             }
+        }
+    }
+
+    fn forward_dims<const D: usize>(&self, params: &[f32], x: &[f32], n: usize, y: &mut [f32]) {
+        match self.features {
+            1 => self.forward_d::<D, 1>(params, x, n, y),
+            2 => self.forward_d::<D, 2>(params, x, n, y),
+            4 => self.forward_d::<D, 4>(params, x, n, y),
+            8 => self.forward_d::<D, 8>(params, x, n, y),
+            _ => self.forward_d::<D, 0>(params, x, n, y),
         }
     }
 
@@ -288,10 +320,10 @@ impl Layer for Grid {
     }
     fn forward(&self, params: &[f32], x: &[f32], n: usize, y: &mut [f32], _ws: &mut Workspace) {
         match self.in_dims {
-            1 => self.forward_d::<1>(params, x, n, y),
-            2 => self.forward_d::<2>(params, x, n, y),
-            3 => self.forward_d::<3>(params, x, n, y),
-            _ => self.forward_d::<4>(params, x, n, y),
+            1 => self.forward_dims::<1>(params, x, n, y),
+            2 => self.forward_dims::<2>(params, x, n, y),
+            3 => self.forward_dims::<3>(params, x, n, y),
+            _ => self.forward_dims::<4>(params, x, n, y),
         }
     }
     fn backward(
