@@ -10,6 +10,9 @@ mod chain;
 mod frequency;
 mod identity;
 mod mlp;
+mod oneblob;
+mod pick;
+mod sh;
 mod triangle;
 
 pub use cat::Cat;
@@ -17,6 +20,9 @@ pub use chain::Chain;
 pub use frequency::Frequency;
 pub use identity::Identity;
 pub use mlp::{Linear, Mlp};
+pub use oneblob::{OneBlob, oneblob_centre, oneblob_k};
+pub use pick::Pick;
+pub use sh::{SH_TERMS, ShTerm, SphericalHarmonics, sh_derivative_terms};
 pub use triangle::Triangle;
 
 use crate::rng::Pcg32;
@@ -114,6 +120,9 @@ pub enum Module {
     Mlp(Mlp),
     Chain(Chain),
     Cat(Cat),
+    OneBlob(OneBlob),
+    SphericalHarmonics(SphericalHarmonics),
+    Pick(Pick),
 }
 
 macro_rules! dispatch {
@@ -125,6 +134,9 @@ macro_rules! dispatch {
             Module::Mlp($m) => $e,
             Module::Chain($m) => $e,
             Module::Cat($m) => $e,
+            Module::OneBlob($m) => $e,
+            Module::SphericalHarmonics($m) => $e,
+            Module::Pick($m) => $e,
         }
     };
 }
