@@ -44,6 +44,14 @@ pub enum Arch {
     /// `densegrid(levels=8, features=2, base=4, scale=2)`: the same grid with every level
     /// stored densely (no hashing).
     Densegrid(GridSpec),
+    /// `oneblob(bins)`: one-blob encoding, `bins` Gaussian bumps over [0, 1] per input
+    /// (see `module/oneblob.rs`).
+    Oneblob { bins: u32 },
+    /// `sh(degree)`: real spherical harmonics of bands 0..=degree of a 3-vector
+    /// (see `module/sh.rs`).
+    Sh { degree: u32 },
+    /// `pick(i, j, ...)`: the input values at these indices, in this order.
+    Pick { indices: Vec<u32> },
 }
 
 /// The arguments of `hashgrid(...)` and `densegrid(...)`.
@@ -133,6 +141,13 @@ impl GridSpec {
     }
 }
 
+/// Largest `oneblob` bin count.
+pub const ONEBLOB_MAX_BINS: u32 = 64;
+/// Largest `sh` degree.
+pub const SH_MAX_DEGREE: u32 = 4;
+/// Largest `pick` index, and most indices in one `pick`.
+pub const PICK_MAX: u32 = 4096;
+
 /// A parse error, with the 1-based column it points at.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("column {column}: {message}")]
@@ -219,6 +234,39 @@ impl Arch {
             }
             Arch::Hashgrid(g) => g.validate(false),
             Arch::Densegrid(g) => g.validate(true),
+            Arch::Oneblob { bins } => {
+                if (1..=ONEBLOB_MAX_BINS).contains(bins) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "oneblob bins must be in 1..={ONEBLOB_MAX_BINS}, got {bins}"
+                    ))
+                }
+            }
+            Arch::Sh { degree } => {
+                if *degree <= SH_MAX_DEGREE {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "sh degree must be in 0..={SH_MAX_DEGREE}, got {degree}"
+                    ))
+                }
+            }
+            Arch::Pick { indices } => {
+                if indices.is_empty() {
+                    return Err("pick needs at least one input index".into());
+                }
+                if indices.len() > PICK_MAX as usize {
+                    return Err(format!(
+                        "pick takes at most {PICK_MAX} indices, got {}",
+                        indices.len()
+                    ));
+                }
+                match indices.iter().find(|i| **i >= PICK_MAX) {
+                    Some(i) => Err(format!("pick index must be below {PICK_MAX}, got {i}")),
+                    None => Ok(()),
+                }
+            }
         }
     }
 
@@ -301,6 +349,18 @@ impl fmt::Display for Arch {
                     g.levels, g.features, g.base, g.scale
                 )?;
                 write_range(f, g)
+            }
+            Arch::Oneblob { bins } => write!(f, "oneblob({bins})"),
+            Arch::Sh { degree } => write!(f, "sh({degree})"),
+            Arch::Pick { indices } => {
+                write!(f, "pick(")?;
+                for (i, k) in indices.iter().enumerate() {
+                    if i > 0 {
+                        write!(f, ", ")?;
+                    }
+                    write!(f, "{k}")?;
+                }
+                write!(f, ")")
             }
         }
     }
@@ -517,7 +577,7 @@ impl Parser {
                 let (c, what) = self.describe_next();
                 return Err(self.err_at(
                     c,
-                    format!("expected a module name (identity, freq, tri, mlp, cat), found {what}"),
+                    format!("expected a module name ({KNOWN_MODULES}), found {what}"),
                 ));
             }
         };
@@ -729,6 +789,42 @@ fn activation_from_call(call: &Call) -> Result<Activation, ArchError> {
     Activation::from_name(&call.name, param).map_err(|m| err(call.col, m))
 }
 
+/// The module names the parser knows, for error messages.
+const KNOWN_MODULES: &str = "identity, freq, tri, mlp, cat, oneblob, sh, pick, hashgrid, densegrid";
+
+/// A module with one whole-number argument, positional or named `key`: `oneblob(16)`,
+/// `sh(degree=3)`.
+fn one_int_module(
+    call: &Call,
+    key: &str,
+    range: std::ops::RangeInclusive<u32>,
+    example: &str,
+) -> Result<u32, ArchError> {
+    match call.args.as_slice() {
+        [a] if a.key.as_ref().is_none_or(|(k, _)| k == key) => {
+            positive_int(a, &format!("{} {key}", call.name), range)
+        }
+        [a] => {
+            let (k, kc) = a.key.as_ref().unwrap();
+            Err(err(
+                *kc,
+                format!(
+                    "unknown argument '{k}' for '{}' (expected {key})",
+                    call.name
+                ),
+            ))
+        }
+        [] => Err(err(
+            call.end_col,
+            format!("'{}' needs its {key}, e.g. {example}", call.name),
+        )),
+        [_, b, ..] => Err(err(
+            b.col,
+            format!("'{}' takes one argument ({key})", call.name),
+        )),
+    }
+}
+
 fn call_to_arch(call: &Call) -> Result<Arch, ArchError> {
     match call.name.as_str() {
         "identity" | "id" => {
@@ -754,6 +850,38 @@ fn call_to_arch(call: &Call) -> Result<Arch, ArchError> {
                 }
             }
             Ok(Arch::Cat { modules })
+        }
+        "oneblob" => Ok(Arch::Oneblob {
+            bins: one_int_module(call, "bins", 1..=ONEBLOB_MAX_BINS, "oneblob(16)")?,
+        }),
+        "sh" => Ok(Arch::Sh {
+            degree: one_int_module(call, "degree", 0..=SH_MAX_DEGREE, "sh(4)")?,
+        }),
+        "pick" => {
+            if call.args.is_empty() {
+                return Err(err(
+                    call.end_col,
+                    "'pick' needs at least one input index, e.g. pick(0, 1)",
+                ));
+            }
+            if let Some(a) = call.args.get(PICK_MAX as usize) {
+                return Err(err(
+                    a.col,
+                    format!("'pick' takes at most {PICK_MAX} indices"),
+                ));
+            }
+            let indices = call
+                .args
+                .iter()
+                .map(|a| match &a.key {
+                    Some((k, kc)) => Err(err(
+                        *kc,
+                        format!("'pick' takes input indices only, not '{k}='"),
+                    )),
+                    None => positive_int(a, "pick index", 0..=PICK_MAX - 1),
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok(Arch::Pick { indices })
         }
         "mlp" => {
             let mut dims = None;
@@ -838,9 +966,7 @@ fn call_to_arch(call: &Call) -> Result<Arch, ArchError> {
         "densegrid" => Ok(Arch::Densegrid(grid_from_call(call, true)?)),
         other => Err(err(
             call.col,
-            format!(
-                "unknown module '{other}' (known: identity, freq, tri, mlp, cat, hashgrid, densegrid)"
-            ),
+            format!("unknown module '{other}' (known: {KNOWN_MODULES})"),
         )),
     }
 }
@@ -1037,6 +1163,93 @@ mod tests {
             assert_eq!(e.column, col, "{text}: {e}");
             assert!(e.message.contains(msg), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn encodings_round_trip() {
+        for t in [
+            "oneblob(16) | mlp(32x2, relu)",
+            "sh(0)",
+            "sh(4) | mlp(16x1, relu)",
+            "pick(2, 0, 0)",
+            "cat(pick(0, 1) | freq(6), pick(2) | oneblob(16)) | mlp(64x2, relu)",
+            "cat(identity, pick(0, 1, 2) | sh(3)) | mlp(8x1, tanh)",
+        ] {
+            roundtrip(t);
+        }
+        assert_eq!(
+            roundtrip("pick( 1,0 )|oneblob(bins=8)|sh(degree=2)").to_string(),
+            "pick(1, 0) | oneblob(8) | sh(2)"
+        );
+        assert_eq!(
+            Arch::parse("pick(0, 2)").unwrap(),
+            Arch::Pick {
+                indices: vec![0, 2]
+            }
+        );
+        let json = Arch::parse("cat(pick(1) | oneblob(4), sh(2))")
+            .unwrap()
+            .to_json();
+        assert_eq!(
+            json,
+            serde_json::json!({"type": "cat", "modules": [
+                {"type": "chain", "modules": [{"type": "pick", "indices": [1]}, {"type": "oneblob", "bins": 4}]},
+                {"type": "sh", "degree": 2},
+            ]})
+        );
+        assert_eq!(
+            Arch::parse("cat(pick(0, 1) | freq(6), pick(2) | oneblob(16))")
+                .unwrap()
+                .slug(),
+            "cat-pick0-1-freq6-pick2-oneblob16"
+        );
+    }
+
+    #[test]
+    fn encoding_errors_name_the_column() {
+        let cases = [
+            (
+                "oneblob(0)",
+                9,
+                "oneblob bins must be a whole number in 1..=64, got 0",
+            ),
+            ("oneblob(65)", 9, "1..=64"),
+            ("oneblob", 8, "'oneblob' needs its bins"),
+            ("oneblob(4, 5)", 12, "takes one argument (bins)"),
+            ("oneblob(octaves=4)", 9, "unknown argument 'octaves'"),
+            (
+                "sh(5)",
+                4,
+                "sh degree must be a whole number in 0..=4, got 5",
+            ),
+            ("sh(1.5)", 4, "sh degree"),
+            ("freq(2) | sh()", 14, "'sh' needs its degree"),
+            ("pick()", 6, "'pick' needs at least one input index"),
+            ("pick(0, -1)", 9, "pick index must be a whole number"),
+            ("pick(0, 1.5)", 9, "pick index"),
+            ("pick(0, i=1)", 9, "input indices only"),
+            ("pick(relu)", 6, "pick index must be a number"),
+            (
+                "pick(0) | blob(3)",
+                11,
+                "known: identity, freq, tri, mlp, cat, oneblob, sh, pick",
+            ),
+        ];
+        for (text, col, msg) in cases {
+            let e = Arch::parse(text).unwrap_err();
+            assert_eq!(e.column, col, "{text}: {e}");
+            assert!(e.message.contains(msg), "{text}: {e}");
+        }
+        for json in [
+            r#"{"type":"oneblob","bins":0}"#,
+            r#"{"type":"oneblob","bins":65}"#,
+            r#"{"type":"sh","degree":5}"#,
+            r#"{"type":"pick","indices":[]}"#,
+            r#"{"type":"pick","indices":[4096]}"#,
+        ] {
+            assert!(Arch::parse(json).is_err(), "{json}");
+        }
+        assert!(Arch::parse(r#"{"type":"sh","degree":0}"#).is_ok());
     }
 
     #[test]

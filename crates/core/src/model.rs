@@ -365,6 +365,15 @@ pub fn describe(m: &Module) -> Value {
                 "res": l.res, "entries": l.entries, "hashed": l.hashed, "offset": l.offset,
             })).collect::<Vec<_>>(),
         }),
+        Module::OneBlob(o) => {
+            json!({"type": "oneblob", "in": o.in_dims, "out": o.out_dims(), "bins": o.bins})
+        }
+        Module::SphericalHarmonics(h) => {
+            json!({"type": "sh", "in": 3, "out": h.out_dims(), "degree": h.degree})
+        }
+        Module::Pick(p) => {
+            json!({"type": "pick", "in": p.in_dims, "out": p.out_dims(), "indices": p.indices})
+        }
     }
 }
 
@@ -432,6 +441,8 @@ mod tests {
             "freq(3) | mlp(32x3, leaky_relu, sigmoid)",
             "cat(identity, tri(2), freq(1)) | mlp(8x2, sine(3), softplus)",
             "mlp(4x0, none)",
+            "cat(pick(0) | oneblob(8), pick(1, 0, 1) | sh(3), pick(1) | freq(2)) | mlp(8x1, relu)",
+            "oneblob(3) | mlp(4x1, tanh)",
         ] {
             let m = model(arch);
             let text = m.to_json_string();

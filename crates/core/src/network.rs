@@ -3,8 +3,8 @@
 
 use crate::arch::Arch;
 use crate::module::{
-    Allocator, Cat, Chain, Frequency, Grid, Identity, Layer, Mlp, Module, TensorInfo, Triangle,
-    Workspace,
+    Allocator, Cat, Chain, Frequency, Grid, Identity, Layer, Mlp, Module, OneBlob, Pick,
+    SphericalHarmonics, TensorInfo, Triangle, Workspace,
 };
 use crate::rng::Pcg32;
 
@@ -214,6 +214,32 @@ fn resolve(
             let base = alloc.slots(Cat::slots_needed(children.len()));
             Module::Cat(Cat::new(children, base))
         }
+        Arch::Oneblob { bins } => Module::OneBlob(OneBlob {
+            in_dims,
+            bins: *bins as usize,
+        }),
+        Arch::Sh { degree } => {
+            if in_dims != 3 {
+                return Err(BuildError::Invalid(format!(
+                    "sh({degree}) needs exactly 3 inputs (a unit direction x, y, z) but gets {in_dims}; select three with pick(i, j, k) | sh({degree})"
+                )));
+            }
+            Module::SphericalHarmonics(SphericalHarmonics {
+                degree: *degree as usize,
+            })
+        }
+        Arch::Pick { indices } => {
+            if let Some(i) = indices.iter().find(|i| **i as usize >= in_dims) {
+                return Err(BuildError::Invalid(format!(
+                    "pick index {i} is out of range: its input has width {in_dims} (indices 0..={})",
+                    in_dims.saturating_sub(1)
+                )));
+            }
+            Module::Pick(Pick {
+                in_dims,
+                indices: indices.iter().map(|i| *i as usize).collect(),
+            })
+        }
     })
 }
 
@@ -271,6 +297,56 @@ mod tests {
         assert!(
             Network::build(&Arch::parse("hashgrid() | mlp(8x1, relu)").unwrap(), 5, 3).is_err()
         );
+    }
+
+    #[test]
+    fn encodings_resolve_with_their_widths() {
+        let arch =
+            Arch::parse("cat(pick(0, 1) | freq(6), pick(2) | oneblob(16)) | mlp(64x2, relu)")
+                .unwrap();
+        let net = Network::build(&arch, 3, 3).unwrap();
+        let Module::Chain(c) = &net.root else {
+            panic!("chain")
+        };
+        assert_eq!(c.stages[0].out_dims(), 2 * 2 * 6 + 16);
+        let net = Network::build(&Arch::parse("sh(3) | mlp(8x1, relu)").unwrap(), 3, 3).unwrap();
+        assert_eq!(net.param_count, 16 * 8 + 8 + 8 * 3 + 3);
+        let e = Network::build(&Arch::parse("sh(2) | mlp(8x1, relu)").unwrap(), 2, 3).unwrap_err();
+        assert!(
+            e.to_string().contains("sh(2) needs exactly 3 inputs")
+                && e.to_string().contains("gets 2"),
+            "{e}"
+        );
+        let e =
+            Network::build(&Arch::parse("pick(0, 2) | mlp(8x1, relu)").unwrap(), 2, 3).unwrap_err();
+        assert!(
+            e.to_string().contains("pick index 2") && e.to_string().contains("width 2"),
+            "{e}"
+        );
+        // inside a chain the width is that of the previous stage
+        let e = Network::build(
+            &Arch::parse("pick(1) | pick(1) | mlp(4x1, relu)").unwrap(),
+            2,
+            3,
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string().contains("pick index 1") && e.to_string().contains("width 1"),
+            "{e}"
+        );
+        // a whole network through the gradient check
+        let net = Network::build(
+            &Arch::parse(
+                "cat(pick(0) | oneblob(5), pick(1, 0, 1) | sh(2), identity) | mlp(6x1, tanh)",
+            )
+            .unwrap(),
+            2,
+            3,
+        )
+        .unwrap();
+        use crate::module::gradcheck;
+        let x = gradcheck::inputs(3, 2, 0.05, 0.95);
+        gradcheck::check(&net.root, net.param_count, net.slot_count, &x, 3, 5e-3);
     }
 
     #[test]

@@ -29,6 +29,9 @@ fn generated_kernels_validate() {
         "cat(identity, freq(2), tri(2)) | mlp(12x2, softplus)",
         "mlp(8x1, tanh, out=4) | freq(1) | mlp(6x1, swish)",
         "cat(identity, mlp(4x1, sine(2), out=5)) | mlp(6x1, leaky_relu(-0.2), exp)",
+        "cat(pick(0) | oneblob(16), pick(1, 0, 1) | sh(4)) | mlp(16x1, relu)",
+        "mlp(6x1, tanh, out=3) | sh(2) | mlp(6x1, relu)",
+        "mlp(5x1, tanh, out=4) | pick(3, 0, 0) | oneblob(3) | mlp(6x1, relu)",
     ] {
         let net = Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
         for (coop, pingpong) in [(false, false), (false, true), (true, false)] {

@@ -106,6 +106,13 @@ fn gradients_match_cpu_for_every_module_kind() {
         "mlp(3x0, none)",
         "freq(1) | mlp(6x1, relu, swish)",
         "mlp(5x1, tanh, softplus)",
+        // pick, oneblob, sh: as first stages, and behind an mlp (so their dx is used)
+        "cat(pick(0) | oneblob(8), pick(1) | oneblob(3)) | mlp(8x1, relu)",
+        "pick(1, 0, 1) | sh(4) | mlp(8x1, tanh)",
+        "cat(identity, pick(1, 1, 0) | sh(2), pick(1)) | mlp(6x1, swish)",
+        "mlp(6x1, tanh, out=3) | sh(3) | mlp(6x1, relu)",
+        "mlp(6x1, sigmoid, out=2) | oneblob(5) | mlp(6x1, relu)",
+        "mlp(5x1, tanh, out=4) | pick(3, 0, 0) | mlp(6x1, relu)",
     ] {
         compare_gradient(&backend, arch, tex.clone(), &c, 2e-3);
     }
@@ -150,6 +157,14 @@ fn gradients_match_cpu_for_every_loss_and_rows_data() {
     compare_gradient(
         &backend,
         "freq(2) | mlp(16x2, leaky_relu)",
+        rows.clone(),
+        &cfg(333, Loss::L2),
+        2e-3,
+    );
+    // per-dimension encodings of (x, y, t)
+    compare_gradient(
+        &backend,
+        "cat(pick(0, 1) | freq(2), pick(2) | oneblob(8), sh(2)) | mlp(8x1, relu)",
         rows,
         &cfg(333, Loss::L2),
         2e-3,
@@ -160,17 +175,21 @@ fn gradients_match_cpu_for_every_loss_and_rows_data() {
 fn short_run_reaches_the_cpu_loss_and_is_deterministic() {
     let Some(ctx) = context_or_skip() else { return };
     let backend = GpuBackend::with_context(Arc::new(ctx));
+    for arch in [
+        "freq(2) | mlp(16x2, leaky_relu, sigmoid)",
+        "cat(pick(0) | oneblob(16), pick(1, 0, 1) | sh(2)) | mlp(16x2, leaky_relu, sigmoid)",
+    ] {
+        short_run(&backend, arch);
+    }
+}
+
+fn short_run(backend: &GpuBackend, arch: &str) {
     let tex = Arc::new(TrainingData::Texture(small_texture()));
     let c = TrainConfig {
         lr: nshade_core::optim::LrSchedule::constant(0.01),
         ..cfg(512, Loss::RelativeL2)
     };
-    let net = Network::build(
-        &Arch::parse("freq(2) | mlp(16x2, leaky_relu, sigmoid)").unwrap(),
-        2,
-        3,
-    )
-    .unwrap();
+    let net = Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
     let params = net.init_params(5);
     let mut cpu = CpuTrainer::new(net.clone(), params.clone(), tex.clone(), c.clone()).unwrap();
     let cpu_first = cpu.run(5).unwrap();
@@ -191,19 +210,19 @@ fn short_run_reaches_the_cpu_loss_and_is_deterministic() {
     let (t_first, t_last) = if coop { (2e-2, 0.1) } else { (1e-3, 0.05) };
     assert!(
         (first - cpu_first).abs() <= t_first * cpu_first,
-        "first steps: GPU {first} vs CPU {cpu_first}"
+        "{arch}: first steps: GPU {first} vs CPU {cpu_first}"
     );
     assert!(
         last < 0.9 * first,
-        "GPU loss did not fall: {first} → {last}"
+        "{arch}: GPU loss did not fall: {first} → {last}"
     );
     assert!(
         (last - cpu_last).abs() <= t_last * cpu_last,
-        "after 40 steps: GPU {last} vs CPU {cpu_last}"
+        "{arch}: after 40 steps: GPU {last} vs CPU {cpu_last}"
     );
     let (_, _, p2, _) = run();
     assert!(
         p1.iter().zip(&p2).all(|(a, b)| a.to_bits() == b.to_bits()),
-        "same seed, same device: weights differ"
+        "{arch}: same seed, same device: weights differ"
     );
 }

@@ -103,6 +103,26 @@ impl Body<'_> {
                     let e = syntax::triangle(&names[*src], *octave);
                     writeln!(out, "{ind}{}v{dst} = {e};", self.decl).unwrap();
                 }
+                Stmt::OneBlob {
+                    dst,
+                    src,
+                    bin,
+                    bins,
+                } => {
+                    let e = syntax::oneblob(&names[*src], *bin, *bins);
+                    writeln!(out, "{ind}{}v{dst} = {e};", self.decl).unwrap();
+                }
+                Stmt::SphericalHarmonic { dst, srcs, index } => {
+                    let [x, y, z] = srcs.map(|s| names[s].as_str());
+                    let mut e = syntax::spherical_harmonic(x, y, z, *index);
+                    // Y_0 is a bare literal: give it the compute type (f16 in WGSL).
+                    if *index == 0
+                        && let Some(c) = &self.cast
+                    {
+                        e = format!("{c}({e})");
+                    }
+                    writeln!(out, "{ind}{}v{dst} = {e};", self.decl).unwrap();
+                }
                 Stmt::Neuron {
                     dst,
                     srcs,

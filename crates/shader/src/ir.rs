@@ -37,6 +37,20 @@ pub enum Stmt {
         src: Value,
         octave: usize,
     },
+    /// `v = exp((src − c_b)² · K)`: output `bin` of `oneblob(bins)` for one input.
+    OneBlob {
+        dst: Value,
+        src: Value,
+        bin: usize,
+        bins: usize,
+    },
+    /// `v = Y_index(x, y, z)`: output `index` of `sh(L)` (the polynomial of
+    /// `nshade_core::module::SH_TERMS[index]`).
+    SphericalHarmonic {
+        dst: Value,
+        srcs: [Value; 3],
+        index: usize,
+    },
     /// `z = Σ_i W[row, i] · src_i + b[row]`, `v = act(z)`: one neuron of an `mlp` layer.
     /// `weight` is the flat-parameter offset of `W[row, 0]`, `bias` that of `b[row]`.
     Neuron {
@@ -161,6 +175,36 @@ impl Program {
                 .iter()
                 .flat_map(|ch| self.module(ch, x))
                 .collect(),
+            // Input-major: all bins of input 0, then of input 1, ...
+            Module::OneBlob(o) => {
+                let mut out = Vec::with_capacity(m.out_dims());
+                for &src in x {
+                    for bin in 0..o.bins {
+                        let dst = self.new_value();
+                        self.stmts.push(Stmt::OneBlob {
+                            dst,
+                            src,
+                            bin,
+                            bins: o.bins,
+                        });
+                        out.push(dst);
+                    }
+                }
+                out
+            }
+            Module::SphericalHarmonics(h) => (0..h.count())
+                .map(|index| {
+                    let dst = self.new_value();
+                    self.stmts.push(Stmt::SphericalHarmonic {
+                        dst,
+                        srcs: [x[0], x[1], x[2]],
+                        index,
+                    });
+                    dst
+                })
+                .collect(),
+            // No code: the selected values are the outputs.
+            Module::Pick(p) => p.indices.iter().map(|&i| x[i]).collect(),
         }
     }
 
@@ -217,6 +261,26 @@ mod tests {
                     let u = v[*src] * crate::syntax::triangle_scale(*octave);
                     v[*dst] = 4.0 * (u - (u + 0.5).floor()).abs() - 1.0;
                 }
+                Stmt::OneBlob {
+                    dst,
+                    src,
+                    bin,
+                    bins,
+                } => {
+                    let d = v[*src] - nshade_core::module::oneblob_centre(*bin, *bins);
+                    v[*dst] = (d * d * nshade_core::module::oneblob_k(*bins)).exp();
+                }
+                Stmt::SphericalHarmonic { dst, srcs, index } => {
+                    let p = srcs.map(|s| v[s]);
+                    v[*dst] = nshade_core::module::SH_TERMS[*index]
+                        .iter()
+                        .map(|(c, e)| {
+                            c * p[0].powi(e[0] as i32)
+                                * p[1].powi(e[1] as i32)
+                                * p[2].powi(e[2] as i32)
+                        })
+                        .sum();
+                }
                 Stmt::Neuron {
                     dst,
                     srcs,
@@ -252,6 +316,12 @@ mod tests {
                 1,
                 4,
             ),
+            (
+                "cat(pick(0, 1) | freq(2), pick(2) | oneblob(6), sh(4)) | mlp(6x1, relu)",
+                3,
+                3,
+            ),
+            ("pick(1, 0, 1) | sh(2) | mlp(5x1, tanh)", 2, 3),
         ] {
             let net = Network::build(&Arch::parse(arch).unwrap(), i, o).unwrap();
             let params: Vec<f32> = net

@@ -154,6 +154,80 @@ pub fn triangle_derivative(x: &str, octave: usize) -> String {
     format!("(4.0 * {sc} * sign({u} - floor({u} + 0.5)))")
 }
 
+/// `exp(d · d · K)` with `d = x − c_b`, `c_b = (b + 0.5)/B`, `K = −B²/2`: output
+/// `i*B + b` of `oneblob(B)` for input element `x = x[i]`. `x` is used twice: pass an
+/// identifier.
+pub fn oneblob(x: &str, bin: usize, bins: usize) -> String {
+    let d = format!(
+        "({} - {})",
+        paren(x),
+        float_literal(nshade_core::module::oneblob_centre(bin, bins))
+    );
+    format!(
+        "exp({d} * {d} * {})",
+        float_literal(nshade_core::module::oneblob_k(bins))
+    )
+}
+
+/// ∂y/∂x of [`oneblob`] given its value `y`: `2K · (x − c_b) · y` (= −(x − c_b)/σ² · y).
+pub fn oneblob_derivative(x: &str, y: &str, bin: usize, bins: usize) -> String {
+    format!(
+        "({} * ({} - {}) * {})",
+        float_literal(2.0 * nshade_core::module::oneblob_k(bins)),
+        paren(x),
+        float_literal(nshade_core::module::oneblob_centre(bin, bins)),
+        paren(y)
+    )
+}
+
+/// A polynomial `Σ c · x^a · y^b · z^c` as a parenthesised sum of products (powers as
+/// repeated multiplication); `0.0` when it has no terms.
+fn polynomial(terms: &[nshade_core::module::ShTerm], v: [&str; 3]) -> String {
+    if terms.is_empty() {
+        return "0.0".into();
+    }
+    let v = v.map(paren);
+    let mut s = String::new();
+    for (i, (c, e)) in terms.iter().enumerate() {
+        let (sign, mag) = if i == 0 {
+            ("", *c)
+        } else if c.is_sign_negative() {
+            (" - ", -c)
+        } else {
+            (" + ", *c)
+        };
+        s.push_str(sign);
+        s.push_str(&float_literal(mag));
+        for (axis, name) in v.iter().enumerate() {
+            for _ in 0..e[axis] {
+                s.push_str(" * ");
+                s.push_str(name);
+            }
+        }
+    }
+    if terms.len() == 1 && terms[0].1 == [0, 0, 0] {
+        s
+    } else {
+        format!("({s})")
+    }
+}
+
+/// Real spherical harmonic `k` (index l² + l + m) of the direction (x, y, z): output `k`
+/// of `sh(L)`, the polynomial of `nshade_core::module::SH_TERMS[k]`. For k = 0 this is a
+/// bare literal (give it a type where the language needs one). Pass identifiers.
+pub fn spherical_harmonic(x: &str, y: &str, z: &str, k: usize) -> String {
+    polynomial(nshade_core::module::SH_TERMS[k], [x, y, z])
+}
+
+/// ∂Y_k/∂(axis) (0 = x, 1 = y, 2 = z) as a polynomial expression (`0.0` when Y_k does
+/// not depend on that axis).
+pub fn spherical_harmonic_derivative(x: &str, y: &str, z: &str, k: usize, axis: usize) -> String {
+    polynomial(
+        &nshade_core::module::sh_derivative_terms(k, axis),
+        [x, y, z],
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,6 +252,30 @@ mod tests {
                 "{s}"
             );
         }
+    }
+
+    #[test]
+    fn encoding_expressions() {
+        assert_eq!(oneblob("x", 1, 4), "exp((x - 0.375) * (x - 0.375) * -8.0)");
+        assert_eq!(
+            oneblob_derivative("x", "y", 0, 2),
+            "(-4.0 * (x - 0.25) * y)"
+        );
+        assert_eq!(spherical_harmonic("x", "y", "z", 0), "0.2820948");
+        assert_eq!(spherical_harmonic("x", "y", "z", 1), "(-0.48860252 * y)");
+        assert_eq!(
+            spherical_harmonic("a", "b[1]", "c", 9),
+            "(-1.7701308 * a * a * (b[1]) + 0.5900436 * (b[1]) * (b[1]) * (b[1]))"
+        );
+        assert_eq!(
+            spherical_harmonic("x", "y", "z", 6),
+            "(0.9461747 * z * z - 0.31539157)"
+        );
+        assert_eq!(spherical_harmonic_derivative("x", "y", "z", 6, 0), "0.0");
+        assert_eq!(
+            spherical_harmonic_derivative("x", "y", "z", 6, 2),
+            "(1.8923494 * z)"
+        );
     }
 
     #[test]

@@ -13,10 +13,14 @@
 //! | activation `act` | [`activation`]`(act, z)` = f(z) | [`activation_derivative`]`(act, z, y)` = f'(z) |
 //! | `freq(K)`, octave k | [`frequency_sin`] / [`frequency_cos`]`(x, k)` = sin/cos(x·2^k·π) | d/dx = ±[`frequency_scale`]`(k)`·cos/sin |
 //! | `tri(K)`, octave k | [`triangle`]`(x, k)` | [`triangle_derivative`]`(x, k)` |
+//! | `oneblob(B)`, bin b | [`oneblob`]`(x, b, B)` | [`oneblob_derivative`]`(x, y, b, B)` |
+//! | `sh(L)`, output k | [`spherical_harmonic`]`(x, y, z, k)` | [`spherical_harmonic_derivative`]`(x, y, z, k, axis)` |
 //!
 //! Output order of the encodings (see `nshade_core::module`): `freq(K)` on D inputs
 //! gives all D·K sines (input-major, octave-minor) then all D·K cosines; `tri(K)` gives
-//! D·K values, input-major.
+//! D·K values, input-major; `oneblob(B)` gives D·B values, input-major (dimension, then
+//! bin); `sh(L)` gives (L+1)² values, index l² + l + m. `pick` has no code: it selects
+//! values.
 
 use crate::body::Body;
 use crate::header::{self, Interface};
@@ -27,7 +31,10 @@ use nshade_core::Activation;
 use nshade_core::model::Model;
 use std::fmt::Write;
 
-pub use crate::syntax::{float_literal, frequency_scale, triangle_derivative, triangle_scale};
+pub use crate::syntax::{
+    float_literal, frequency_scale, oneblob_derivative, spherical_harmonic_derivative,
+    triangle_derivative, triangle_scale,
+};
 
 /// y = f(z) as a WGSL expression. `z` is used more than once by `leaky_relu`, `swish`
 /// and `softplus`: pass an identifier.
@@ -79,6 +86,18 @@ pub fn frequency_cos(x: &str, octave: usize) -> String {
 /// `x` is used twice: pass an identifier.
 pub fn triangle(x: &str, octave: usize) -> String {
     syntax::triangle(x, octave)
+}
+
+/// `exp((x − c_b)² · K)`, `c_b = (b + 0.5)/B`, `K = −B²/2`: output `i*B + b` of
+/// `oneblob(B)` for input element `x = x[i]`. `x` is used twice: pass an identifier.
+pub fn oneblob(x: &str, bin: usize, bins: usize) -> String {
+    syntax::oneblob(x, bin, bins)
+}
+
+/// Real spherical harmonic `k` of (x, y, z): output `k` of `sh(L)`. For k = 0 a bare
+/// literal (wrap it in `f16(...)` where an f16 value is needed). Pass identifiers.
+pub fn spherical_harmonic(x: &str, y: &str, z: &str, k: usize) -> String {
+    syntax::spherical_harmonic(x, y, z, k)
 }
 
 /// WGSL source of `model` for `opts` (target `wgsl`).
@@ -309,11 +328,28 @@ mod tests {
                 src.push_str(&activation_derivative_fn(act, &format!("dact{k}"), scalar));
             }
             src.push_str(&format!(
-                "fn enc(x: {scalar}) -> {scalar} {{\n    return {} + {} + {} + {};\n}}\n",
+                "fn enc(x: {scalar}) -> {scalar} {{\n    return {} + {} + {} + {} + {} + {};\n}}\n",
                 frequency_sin("x", 3),
                 frequency_cos("x", 0),
                 triangle("x", 2),
-                triangle_derivative("x", 1)
+                triangle_derivative("x", 1),
+                oneblob("x", 3, 7),
+                oneblob_derivative("x", "x", 0, 64),
+            ));
+            let mut sh = String::new();
+            for k in 0..25 {
+                write!(sh, " + {}", spherical_harmonic("x", "y", "z", k)).unwrap();
+                for axis in 0..3 {
+                    write!(
+                        sh,
+                        " + {}",
+                        spherical_harmonic_derivative("x", "y", "z", k, axis)
+                    )
+                    .unwrap();
+                }
+            }
+            src.push_str(&format!(
+                "fn sh(x: {scalar}, y: {scalar}, z: {scalar}) -> {scalar} {{\n    return x{sh};\n}}\n"
             ));
             crate::validate_wgsl(&src).unwrap_or_else(|e| panic!("{scalar}: {e}\n{src}"));
         }

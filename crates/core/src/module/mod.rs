@@ -11,6 +11,9 @@ mod frequency;
 mod grid;
 mod identity;
 mod mlp;
+mod oneblob;
+mod pick;
+mod sh;
 mod triangle;
 
 pub use cat::Cat;
@@ -19,6 +22,9 @@ pub use frequency::Frequency;
 pub use grid::{Grid, GridLevel};
 pub use identity::Identity;
 pub use mlp::{Linear, Mlp};
+pub use oneblob::{OneBlob, oneblob_centre, oneblob_k};
+pub use pick::Pick;
+pub use sh::{SH_TERMS, ShTerm, SphericalHarmonics, sh_derivative_terms};
 pub use triangle::Triangle;
 
 use crate::rng::Pcg32;
@@ -141,6 +147,9 @@ pub enum Module {
     Chain(Chain),
     Cat(Cat),
     Grid(Grid),
+    OneBlob(OneBlob),
+    SphericalHarmonics(SphericalHarmonics),
+    Pick(Pick),
 }
 
 macro_rules! dispatch {
@@ -153,6 +162,9 @@ macro_rules! dispatch {
             Module::Chain($m) => $e,
             Module::Cat($m) => $e,
             Module::Grid($m) => $e,
+            Module::OneBlob($m) => $e,
+            Module::SphericalHarmonics($m) => $e,
+            Module::Pick($m) => $e,
         }
     };
 }

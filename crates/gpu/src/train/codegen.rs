@@ -379,6 +379,59 @@ impl Gen {
                 }
                 Fwd::Cat { x, y, children }
             }
+            Module::OneBlob(o) => {
+                let y = out.unwrap_or_else(|| self.alloc(m.out_dims()));
+                let (d, b) = (o.in_dims, o.bins);
+                let mut body = format!(
+                    "        let i = e / S; let s = e % S;\n        let xv = {};\n",
+                    self.at(x, "i", "s")
+                );
+                for k in 0..b {
+                    let _ = writeln!(
+                        body,
+                        "        {} = {};",
+                        self.at(y, &format!("i * {b}u + {k}u"), "s"),
+                        shader_wgsl::oneblob("xv", k, b),
+                    );
+                }
+                self.items(d * self.s, &body);
+                Fwd::Leaf { m, x, y }
+            }
+            Module::SphericalHarmonics(h) => {
+                let y = out.unwrap_or_else(|| self.alloc(m.out_dims()));
+                let mut body = String::from("        let s = e;\n");
+                for (a, v) in ["xv", "yv", "zv"].iter().enumerate() {
+                    let _ = writeln!(
+                        body,
+                        "        let {v} = {};",
+                        self.at(x, &a.to_string(), "s")
+                    );
+                }
+                for k in 0..h.count() {
+                    let _ = writeln!(
+                        body,
+                        "        {} = {};",
+                        self.at(y, &k.to_string(), "s"),
+                        shader_wgsl::spherical_harmonic("xv", "yv", "zv", k),
+                    );
+                }
+                self.items(self.s, &body);
+                Fwd::Leaf { m, x, y }
+            }
+            Module::Pick(p) => {
+                let y = out.unwrap_or_else(|| self.alloc(m.out_dims()));
+                let mut body = String::from("        let s = e;\n");
+                for (j, &i) in p.indices.iter().enumerate() {
+                    let _ = writeln!(
+                        body,
+                        "        {} = {};",
+                        self.at(y, &j.to_string(), "s"),
+                        self.at(x, &i.to_string(), "s"),
+                    );
+                }
+                self.items(self.s, &body);
+                Fwd::Leaf { m, x, y }
+            }
         }
     }
 
@@ -486,7 +539,86 @@ impl Gen {
                         let _ = writeln!(body, "        {} {op} acc;", self.at(dx, "i", "s"));
                         self.items(d * self.s, &body);
                     }
-                    _ => unreachable!("leaf modules are identity, freq and tri"),
+                    Module::OneBlob(o) => {
+                        let (d, b) = (o.in_dims, o.bins);
+                        let op = if add { "+=" } else { "=" };
+                        let mut body = format!(
+                            "        let i = e / S; let s = e % S;\n        var acc = 0.0f;\n        let xi = {};\n",
+                            self.at(*x, "i", "s")
+                        );
+                        for k in 0..b {
+                            let j = format!("i * {b}u + {k}u");
+                            let _ = writeln!(
+                                body,
+                                "        acc += {} * {};",
+                                shader_wgsl::oneblob_derivative("xi", &self.at(*y, &j, "s"), k, b),
+                                self.at(dy, &j, "s"),
+                            );
+                        }
+                        let _ = writeln!(body, "        {} {op} acc;", self.at(dx, "i", "s"));
+                        self.items(d * self.s, &body);
+                    }
+                    Module::SphericalHarmonics(h) => {
+                        let op = if add { "+=" } else { "=" };
+                        let mut body = String::from("        let s = e;\n");
+                        for (a, v) in ["xv", "yv", "zv"].iter().enumerate() {
+                            let _ = writeln!(
+                                body,
+                                "        let {v} = {};",
+                                self.at(*x, &a.to_string(), "s")
+                            );
+                        }
+                        for axis in 0..3 {
+                            let _ = writeln!(body, "        var g{axis} = 0.0f;");
+                            // Y_0 is constant: its derivative is zero.
+                            for k in 1..h.count() {
+                                let dk = shader_wgsl::spherical_harmonic_derivative(
+                                    "xv", "yv", "zv", k, axis,
+                                );
+                                if dk != "0.0" {
+                                    let _ = writeln!(
+                                        body,
+                                        "        g{axis} += {dk} * {};",
+                                        self.at(dy, &k.to_string(), "s")
+                                    );
+                                }
+                            }
+                        }
+                        for axis in 0..3 {
+                            let _ = writeln!(
+                                body,
+                                "        {} {op} g{axis};",
+                                self.at(dx, &axis.to_string(), "s")
+                            );
+                        }
+                        self.items(self.s, &body);
+                    }
+                    Module::Pick(p) => {
+                        // A gather per input (no write conflicts): the sum of the output
+                        // gradients of every position that picked it.
+                        let mut body = String::from("        let s = e;\n");
+                        for i in 0..p.in_dims {
+                            let terms: Vec<String> = p
+                                .indices
+                                .iter()
+                                .enumerate()
+                                .filter(|(_, k)| **k == i)
+                                .map(|(j, _)| self.at(dy, &j.to_string(), "s"))
+                                .collect();
+                            let target = self.at(dx, &i.to_string(), "s");
+                            if terms.is_empty() {
+                                if !add {
+                                    let _ = writeln!(body, "        {target} = 0.0f;");
+                                }
+                            } else {
+                                let op = if add { "+=" } else { "=" };
+                                let _ =
+                                    writeln!(body, "        {target} {op} {};", terms.join(" + "));
+                            }
+                        }
+                        self.items(self.s, &body);
+                    }
+                    _ => unreachable!("leaf modules are identity, freq, tri, oneblob, sh and pick"),
                 }
             }
             Fwd::Mlp { layers } => {

@@ -29,6 +29,18 @@ pub const MODELS: &[(&str, &str, usize, usize)] = &[
         3,
         3,
     ),
+    (
+        "encodings",
+        "cat(pick(0, 1) | freq(2), pick(2) | oneblob(4), sh(2)) | mlp(6x1, relu, sigmoid)",
+        3,
+        3,
+    ),
+    (
+        "sh4_oneblob",
+        "cat(pick(1, 0, 1) | sh(4), oneblob(16)) | mlp(6x1, tanh, sigmoid)",
+        2,
+        3,
+    ),
 ];
 
 /// The model `name` of [`MODELS`] with parameters from `seed`.
