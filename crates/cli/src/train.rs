@@ -154,6 +154,9 @@ pub fn run(args: Args) -> Result<()> {
         args.batch,
         backend.name()
     ));
+    if let Some(w) = grid_range_warning(&net, &ds.train) {
+        log.line(&w);
+    }
     let data = Arc::new(TrainingData::Rows(ds.train.clone()));
     let mut trainer = backend.start(&net, net.init_params(args.seed), data, &cfg)?;
     let bar = if terminal {
@@ -320,4 +323,28 @@ impl Drop for ModelDir {
             let _ = std::fs::remove_dir_all(&self.tmp);
         }
     }
+}
+
+/// A warning when a grid encoding covers less than the inputs span (seed-002 datasets have
+/// x, y, t in [-1, 1]; grids default to [0, 1] and clamp what lies outside).
+fn grid_range_warning(net: &Network, rows: &nshade_core::data::Rows) -> Option<String> {
+    let (lo, hi) = rows
+        .data
+        .chunks(rows.in_dims + rows.out_dims)
+        .flat_map(|r| &r[..rows.in_dims])
+        .fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &v| {
+            (a.min(v), b.max(v))
+        });
+    let mut warning = None;
+    net.root.for_each_grid(&mut |g| {
+        let slack = 0.01 * (hi - lo);
+        if warning.is_none() && (lo < g.min - slack || hi > g.max + slack) {
+            let kind = if g.hash { "hashgrid" } else { "densegrid" };
+            warning = Some(format!(
+                "warning: a {kind} covers [{}, {}] but the dataset's inputs span [{lo}, {hi}]; inputs outside are clamped (give it min={lo}, max={hi})",
+                g.min, g.max
+            ));
+        }
+    });
+    warning
 }

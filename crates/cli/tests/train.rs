@@ -56,6 +56,49 @@ fn trains_writes_model_metrics_and_log() {
 }
 
 #[test]
+fn trains_a_hash_grid_over_x_y_t_and_warns_about_its_range() {
+    let d = tempfile::tempdir().unwrap();
+    make_dataset(&d.path().join("data"), (12, 5), 512);
+    let run = |out: &str, grid: &str| {
+        let arch = format!("{grid} | mlp(16x1, relu)");
+        let o = nshade(
+            &[
+                "train",
+                "--dataset",
+                "data",
+                "--out",
+                out,
+                "--steps",
+                "200",
+                "--batch",
+                "1024",
+                "--arch",
+                &arch,
+            ],
+            d.path(),
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let log = std::fs::read_to_string(d.path().join(out).join("training.log")).unwrap();
+        let metrics: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(d.path().join(out).join("metrics.json")).unwrap(),
+        )
+        .unwrap();
+        (log, metrics["validation"]["psnr"].as_f64().unwrap())
+    };
+    let (log, _) = run(
+        "clamped",
+        "hashgrid(levels=4, features=2, log2_size=10, base=4, scale=2)",
+    );
+    assert!(log.contains("warning: a hashgrid covers [0, 1]"), "{log}");
+    let (log, psnr) = run(
+        "full",
+        "hashgrid(levels=4, features=2, log2_size=10, base=4, scale=2, min=-1, max=1)",
+    );
+    assert!(!log.contains("warning"), "{log}");
+    assert!(psnr > 20.0, "validation PSNR {psnr}");
+}
+
+#[test]
 fn accepts_a_directory_holding_only_the_callers_log() {
     // The seed's renderer creates M/ and redirects our output into M/training.log.
     let d = tempfile::tempdir().unwrap();

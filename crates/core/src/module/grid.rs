@@ -265,6 +265,7 @@ impl Grid {
         }
         for (l, level) in self.levels.iter().enumerate() {
             let bucket = &mut grads.sparse[self.bucket + l];
+            bucket.reserve((n << D) * f);
             for s in 0..n {
                 let xs = &x[s * D..(s + 1) * D];
                 let g = &dy[s * od + l * f..s * od + (l + 1) * f];
