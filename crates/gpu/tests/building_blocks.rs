@@ -191,7 +191,7 @@ fn oneblob_and_sh_building_blocks_match_the_cpu() {
         }
     }
     let xs: Vec<f32> = (0..300 * 3)
-        .map(|i| ((i as f32 * 0.618_034).fract() * 2.2 - 1.1))
+        .map(|i| (i as f32 * 0.618_034).fract() * 2.2 - 1.1)
         .collect();
     let gpu = run_rows(&ctx, 3, per_row, &body, &xs);
     for (r, x) in xs.chunks(3).enumerate() {
