@@ -335,6 +335,15 @@ fn bad_input_fails_cleanly_and_leaves_nothing() {
         "unknown activation 'gelu'",
     );
     assert_error(&fit(&["--loss", "l3", "--out", "o6"]), "unknown loss");
+    // the encodings' build errors name the module and the width it got
+    assert_error(
+        &fit(&["--arch", "sh(2) | mlp(8x1, relu)", "--out", "o7"]),
+        "sh(2) needs exactly 3 inputs (a unit direction x, y, z) but gets 2",
+    );
+    assert_error(
+        &fit(&["--arch", "pick(0, 2) | mlp(8x1, relu)", "--out", "o8"]),
+        "pick index 2 is out of range: its input has width 2",
+    );
     std::fs::create_dir(d.join("full")).unwrap();
     std::fs::write(d.join("full/keep.txt"), b"precious").unwrap();
     assert_error(
@@ -342,7 +351,7 @@ fn bad_input_fails_cleanly_and_leaves_nothing() {
         "not empty",
     );
     assert_eq!(std::fs::read(d.join("full/keep.txt")).unwrap(), b"precious");
-    for o in ["o1", "o2", "o3", "o4", "o5", "o6"] {
+    for o in ["o1", "o2", "o3", "o4", "o5", "o6", "o7", "o8"] {
         assert!(!d.join(o).exists(), "{o} was created");
     }
 
@@ -440,9 +449,11 @@ fn documented_evaluator_agrees_with_nshade() {
     }
     let dir = tempfile::tempdir().unwrap();
     let arch = "m=cat(identity, freq(3), tri(2)) | mlp(12x2, leaky_relu(0.2), sigmoid) | mlp(8x1, swish, none, out=5) | cat(mlp(6x1, sine(2), tanh), mlp(4x1, softplus, exp)) | mlp(5x1, relu)";
+    // per-dimension encodings: pick, oneblob and sh (of a non-unit vector; sh uses it as given)
+    let enc = "e=cat(pick(0) | oneblob(16), pick(1, 0, 1) | sh(4), pick(1) | oneblob(3)) | mlp(12x1, relu, sigmoid)";
     let o = nshade(
         &[
-            "fit", "--arch", arch, "--steps", "10", "--batch", "512", "--out", "run",
+            "fit", "--arch", arch, "--arch", enc, "--steps", "10", "--batch", "512", "--out", "run",
         ],
         dir.path(),
     );
@@ -455,31 +466,34 @@ fn documented_evaluator_agrees_with_nshade() {
         x.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(),
     )
     .unwrap();
-    let o = nshade(
-        &["eval", "run/m", "--input", "in.f32", "--output", "ours.f32"],
-        dir.path(),
-    );
-    assert!(o.status.success(), "{}", stderr(&o));
-    let st = Command::new("python3")
-        .arg(root.join("tools/eval_model.py"))
-        .args(["run/m/weights.json", "in.f32", "theirs.f32"])
-        .current_dir(dir.path())
-        .status()
-        .unwrap();
-    assert!(st.success());
-    let read = |f: &str| -> Vec<f32> {
-        std::fs::read(dir.path().join(f))
-            .unwrap()
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-            .collect()
-    };
-    let (a, b) = (read("ours.f32"), read("theirs.f32"));
-    assert_eq!(a.len(), b.len());
-    for (i, (p, q)) in a.iter().zip(&b).enumerate() {
-        assert!(
-            (p - q).abs() <= 1e-5 * (1.0 + q.abs()),
-            "value {i}: nshade {p} vs documented evaluator {q}"
+    for m in ["m", "e"] {
+        let model = format!("run/{m}");
+        let o = nshade(
+            &["eval", &model, "--input", "in.f32", "--output", "ours.f32"],
+            dir.path(),
         );
+        assert!(o.status.success(), "{}", stderr(&o));
+        let st = Command::new("python3")
+            .arg(root.join("tools/eval_model.py"))
+            .args([&format!("{model}/weights.json"), "in.f32", "theirs.f32"])
+            .current_dir(dir.path())
+            .status()
+            .unwrap();
+        assert!(st.success());
+        let read = |f: &str| -> Vec<f32> {
+            std::fs::read(dir.path().join(f))
+                .unwrap()
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+                .collect()
+        };
+        let (a, b) = (read("ours.f32"), read("theirs.f32"));
+        assert_eq!(a.len(), b.len());
+        for (i, (p, q)) in a.iter().zip(&b).enumerate() {
+            assert!(
+                (p - q).abs() <= 1e-5 * (1.0 + q.abs()),
+                "{m}: value {i}: nshade {p} vs documented evaluator {q}"
+            );
+        }
     }
 }

@@ -77,7 +77,7 @@ fn model(name: &str, arch: &str) -> PathBuf {
 fn exports_every_target() {
     let m = model(
         "enc",
-        "cat(identity, freq(2), tri(2)) | mlp(8x2, swish, sigmoid)",
+        "cat(identity, freq(2), tri(2), pick(1) | oneblob(4), pick(0, 1, 1) | sh(2)) | mlp(8x2, swish, sigmoid)",
     );
     let m = m.to_str().unwrap();
     for target in [
@@ -94,7 +94,9 @@ fn exports_every_target() {
         let text = String::from_utf8(o.stdout).unwrap();
         assert!(text.contains("nshade_eval"), "{target}");
         assert!(
-            text.contains("cat(identity, freq(2), tri(2))"),
+            text.contains(
+                "cat(identity, freq(2), tri(2), pick(1) | oneblob(4), pick(0, 1, 1) | sh(2))"
+            ),
             "{target}: header names the architecture"
         );
         // The same through -o, written whole.

@@ -1,5 +1,6 @@
 //! The shared WGSL building blocks (`nshade_shader::wgsl`), run on the GPU, against the
-//! CPU maths of `nshade_core`: every activation and its derivative, and the encodings.
+//! CPU maths of `nshade_core`: every activation and its derivative, and the encodings
+//! (oneblob and sh against the CPU modules' forward and backward passes).
 
 use nshade_core::Activation;
 use nshade_gpu::context::context_or_skip;
@@ -81,5 +82,132 @@ fn building_blocks_match_the_cpu() {
             4.0 * wgsl::triangle_scale(3) * r.signum() * (r != 0.0) as u8 as f32,
             "tri'",
         );
+    }
+}
+
+/// Runs `body` (WGSL statements over `x0..x{in_dims-1}` that set `outputs[o + k]`) for
+/// every row of `xs` on the GPU.
+fn run_rows(
+    ctx: &nshade_gpu::context::GpuContext,
+    in_dims: usize,
+    per_row: usize,
+    body: &str,
+    xs: &[f32],
+) -> Vec<f32> {
+    let mut src = String::new();
+    src += "@group(0) @binding(2) var<storage, read> inputs: array<f32>;\n";
+    src += "@group(0) @binding(3) var<storage, read_write> outputs: array<f32>;\n";
+    src += "@compute @workgroup_size(64)\nfn nshade_main(@builtin(global_invocation_id) id: vec3<u32>) {\n";
+    src += &format!(
+        "    let row = id.x;\n    if row >= arrayLength(&outputs) / {per_row}u {{ return; }}\n    let o = row * {per_row}u;\n"
+    );
+    for i in 0..in_dims {
+        src += &format!("    let x{i} = inputs[row * {in_dims}u + {i}u];\n");
+    }
+    src += body;
+    src += "}\n";
+    let ev = ShaderEvaluator::from_kernel(
+        ctx,
+        Kernel::Wgsl(&src),
+        "nshade_main",
+        in_dims,
+        per_row,
+        None,
+    )
+    .unwrap();
+    ev.eval(ctx, xs).unwrap()
+}
+
+/// ∂y_k/∂x of a parameter-free module for one sample, from its CPU backward pass with a
+/// one-hot output gradient: `[k][input]`.
+fn cpu_jacobian(m: &nshade_core::module::Module, x: &[f32]) -> Vec<Vec<f32>> {
+    use nshade_core::module::{Layer, Workspace};
+    let mut ws = Workspace::default();
+    let mut y = vec![0.0; m.out_dims()];
+    m.forward(&[], x, 1, &mut y, &mut ws);
+    (0..m.out_dims())
+        .map(|k| {
+            let mut dy = vec![0.0; m.out_dims()];
+            dy[k] = 1.0;
+            let mut dx = vec![0.0; m.in_dims()];
+            m.backward(&[], x, &y, 1, &mut dy, Some(&mut dx), &mut [], &mut ws);
+            dx
+        })
+        .collect()
+}
+
+#[test]
+fn oneblob_and_sh_building_blocks_match_the_cpu() {
+    use nshade_core::module::{Layer, Module, OneBlob, SphericalHarmonics, Workspace};
+    let Some(ctx) = context_or_skip() else { return };
+    let close = |a: f32, b: f32, what: &str| {
+        assert!(
+            (a - b).abs() <= 2e-5 * b.abs().max(1.0),
+            "{what}: gpu {a} cpu {b}"
+        );
+    };
+
+    // oneblob(7) of one input, values and derivatives (inputs slightly beyond [0, 1])
+    let bins = 7;
+    let m = Module::OneBlob(OneBlob { in_dims: 1, bins });
+    let mut body = String::new();
+    for b in 0..bins {
+        body += &format!(
+            "    let y{b} = {};\n    outputs[o + {b}u] = y{b};\n    outputs[o + {}u] = {};\n",
+            wgsl::oneblob("x0", b, bins),
+            bins + b,
+            wgsl::oneblob_derivative("x0", &format!("y{b}"), b, bins)
+        );
+    }
+    let xs: Vec<f32> = (0..500).map(|i| i as f32 * 0.0029 - 0.2).collect();
+    let gpu = run_rows(&ctx, 1, 2 * bins, &body, &xs);
+    for (r, &x) in xs.iter().enumerate() {
+        let g = &gpu[r * 2 * bins..(r + 1) * 2 * bins];
+        let mut y = vec![0.0; bins];
+        m.forward(&[], &[x], 1, &mut y, &mut Workspace::default());
+        let jac = cpu_jacobian(&m, &[x]);
+        for b in 0..bins {
+            close(g[b], y[b], &format!("oneblob bin {b} at {x}"));
+            close(g[bins + b], jac[b][0], &format!("oneblob' bin {b} at {x}"));
+        }
+    }
+
+    // sh(4) of (x, y, z), values and the three partial derivatives of every function
+    let m = Module::SphericalHarmonics(SphericalHarmonics { degree: 4 });
+    let per_row = 25 * 4;
+    let mut body = String::new();
+    for k in 0..25 {
+        body += &format!(
+            "    outputs[o + {}u] = {};\n",
+            4 * k,
+            wgsl::spherical_harmonic("x0", "x1", "x2", k)
+        );
+        for axis in 0..3 {
+            body += &format!(
+                "    outputs[o + {}u] = {};\n",
+                4 * k + 1 + axis,
+                wgsl::spherical_harmonic_derivative("x0", "x1", "x2", k, axis)
+            );
+        }
+    }
+    let xs: Vec<f32> = (0..300 * 3)
+        .map(|i| (i as f32 * 0.618_034).fract() * 2.2 - 1.1)
+        .collect();
+    let gpu = run_rows(&ctx, 3, per_row, &body, &xs);
+    for (r, x) in xs.chunks(3).enumerate() {
+        let g = &gpu[r * per_row..(r + 1) * per_row];
+        let mut y = vec![0.0; 25];
+        m.forward(&[], x, 1, &mut y, &mut Workspace::default());
+        let jac = cpu_jacobian(&m, x);
+        for k in 0..25 {
+            close(g[4 * k], y[k], &format!("Y{k} at {x:?}"));
+            for axis in 0..3 {
+                close(
+                    g[4 * k + 1 + axis],
+                    jac[k][axis],
+                    &format!("dY{k}/d{axis} at {x:?}"),
+                );
+            }
+        }
     }
 }

@@ -113,6 +113,9 @@ fn gradients_match_cpu_for_every_module_kind() {
         "mlp(6x1, tanh, out=3) | sh(3) | mlp(6x1, relu)",
         "mlp(6x1, sigmoid, out=2) | oneblob(5) | mlp(6x1, relu)",
         "mlp(5x1, tanh, out=4) | pick(3, 0, 0) | mlp(6x1, relu)",
+        // an encoding produces the network output (no linear output layer to fuse)
+        "mlp(8x1, tanh, out=5) | pick(4, 0, 2)",
+        "pick(0, 1, 1) | sh(0) | mlp(4x1, relu)",
     ] {
         compare_gradient(&backend, arch, tex.clone(), &c, 2e-3);
     }
