@@ -453,6 +453,7 @@ fn grid_models_carry_their_sidecar() {
     let o = eval("one/hg");
     assert_error(&o, "cannot read its sidecar");
     assert_error(&o, "one/hg/weights.safetensors");
+    assert_eq!(stderr(&o).matches("os error").count(), 1, "{}", stderr(&o));
     let o = nshade(
         &["render", "one/hg", "--size", "4x4", "-o", "x.png"],
         dir.path(),

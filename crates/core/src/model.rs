@@ -17,30 +17,27 @@ pub const FORMAT: &str = "nshade-model";
 /// The `version` this build writes and reads.
 pub const VERSION: u32 = 1;
 
+/// Errors of reading and writing model files. The message is complete on its own (the
+/// underlying error is part of it, not a separate `source`, so an error chain printed
+/// with `{:#}` does not repeat it).
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
-    #[error("cannot read model {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("model {path} is not valid JSON: {source}")]
+    #[error("cannot read model {path}: {error}")]
+    Read { path: String, error: std::io::Error },
+    #[error("model {path} is not valid JSON: {error}")]
     Json {
         path: String,
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
     #[error("model {path}: {message}")]
     Invalid { path: String, message: String },
-    #[error("cannot write model {path}: {source}")]
-    Write {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("model {path}: cannot read its sidecar {sidecar}: {source}")]
+    #[error("cannot write model {path}: {error}")]
+    Write { path: String, error: std::io::Error },
+    #[error("model {path}: cannot read its sidecar {sidecar}: {error}")]
     SidecarRead {
         path: String,
         sidecar: String,
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -240,7 +237,7 @@ impl Model {
     pub fn save(&self, path: &Path) -> Result<(), ModelError> {
         let werr = |p: &Path, e| ModelError::Write {
             path: p.display().to_string(),
-            source: e,
+            error: e,
         };
         let side = Model::sidecar_path(path);
         let name = side
@@ -280,11 +277,11 @@ impl Model {
         let p = file.display().to_string();
         let text = std::fs::read_to_string(&file).map_err(|e| ModelError::Read {
             path: p.clone(),
-            source: e,
+            error: e,
         })?;
         let value: Value = serde_json::from_str(&text).map_err(|e| ModelError::Json {
             path: p.clone(),
-            source: e,
+            error: e,
         })?;
         let invalid = |message| ModelError::Invalid {
             path: p.clone(),
@@ -296,7 +293,7 @@ impl Model {
                 Some(std::fs::read(&side).map_err(|e| ModelError::SidecarRead {
                     path: p.clone(),
                     sidecar: side.display().to_string(),
-                    source: e,
+                    error: e,
                 })?)
             }
             None => None,
