@@ -64,23 +64,25 @@ pub struct Encoded {
     pub spans: Vec<Span>,
 }
 
-struct Raw {
-    shape: Vec<usize>,
-    bytes: Vec<u8>,
+/// A tensor as safetensors sees it; its bytes are made when the writer asks for them, so
+/// only one tensor's copy exists beside the output buffer at a time.
+struct Raw<'a> {
+    shape: &'a [usize],
+    values: &'a [f32],
 }
 
-impl View for &Raw {
+impl View for &Raw<'_> {
     fn dtype(&self) -> Dtype {
         Dtype::F32
     }
     fn shape(&self) -> &[usize] {
-        &self.shape
+        self.shape
     }
     fn data(&self) -> Cow<'_, [u8]> {
-        Cow::Borrowed(&self.bytes)
+        Cow::Owned(self.values.iter().flat_map(|v| v.to_le_bytes()).collect())
     }
     fn data_len(&self) -> usize {
-        self.bytes.len()
+        self.values.len() * 4
     }
 }
 
@@ -88,12 +90,11 @@ impl View for &Raw {
 /// orders tensors by name and pads the header with spaces to a multiple of 8 bytes, so the
 /// same tensors always give the same bytes.
 pub fn encode(tensors: &[Tensor<'_>]) -> Encoded {
-    let raws: Vec<(&str, Raw)> = tensors
+    let raws: Vec<(&str, Raw<'_>)> = tensors
         .iter()
         .map(|t| {
-            let bytes = t.values.iter().flat_map(|v| v.to_le_bytes()).collect();
-            let shape = t.shape.to_vec();
-            (t.name, Raw { shape, bytes })
+            let (shape, values) = (t.shape, t.values);
+            (t.name, Raw { shape, values })
         })
         .collect();
     // Fails only for a header over 100 MB (millions of tensors) or for values that do not
