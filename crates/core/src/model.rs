@@ -243,14 +243,14 @@ impl Model {
         let name = side
             .file_name()
             .and_then(|n| n.to_str())
-            .filter(|_| side != path)
+            .filter(|n| side != path && sidecar::check_file_name(n).is_ok())
             .map(str::to_owned);
         if self.has_sidecar() && name.is_none() {
             return Err(werr(
                 path,
                 std::io::Error::new(
                     std::io::ErrorKind::InvalidInput,
-                    "a model with a sidecar needs a UTF-8 file name that does not end in .safetensors",
+                    "a model with a sidecar needs a UTF-8 file name without ':' that does not end in .safetensors",
                 ),
             ));
         }
@@ -752,6 +752,7 @@ mod tests {
         assert!(dir.path().join("model.safetensors").is_file());
         assert_eq!(Model::load(&other).unwrap(), m);
         assert!(m.save(&dir.path().join("x.safetensors")).is_err());
+        assert!(m.save(&dir.path().join("a:b.json")).is_err());
     }
 
     #[test]
