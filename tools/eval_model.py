@@ -2,7 +2,9 @@
 """Evaluates an nshade model from docs/model-format.md alone (NumPy), as an independent check.
 
 Usage: eval_model.py MODEL.json IN.f32 OUT.f32   (rows of little-endian float32)
-The evaluator below is copied verbatim from docs/model-format.md; a test keeps them equal.
+MODEL.json may have a sidecar (grid tables); MODEL may also be the directory holding it.
+The evaluator below is copied verbatim from docs/model-format.md (both of its Python
+blocks, in order); a test keeps them equal.
 """
 import sys
 
@@ -26,6 +28,7 @@ def act(a, z):
 
 def node(n, x, P):
     t = n["type"]
+    if t in ("hashgrid", "densegrid"): return grid(n, x, P)
     if t == "identity": return x
     if t == "freq":
         K = n["octaves"]; a = np.array([np.float32(2.0**k * math.pi) * xi for xi in x for k in range(K)], np.float32)
@@ -80,8 +83,55 @@ SH = [  # real spherical harmonics Y_k, k = l*l + l + m: terms (c, (a, b, e)) = 
 ]
 
 
+import hashlib, os, struct
+
+def load(path):                                # path: weights.json or the directory holding it
+    if os.path.isdir(path): path = os.path.join(path, "weights.json")
+    model = json.load(open(path))
+    if "sidecar" not in model: return model
+    sc = model["sidecar"]
+    data = open(os.path.join(os.path.dirname(path), sc["file"]), "rb").read()
+    assert sc["format"] == "safetensors" and len(data) == sc["bytes"], "sidecar length"
+    assert hashlib.sha256(data).hexdigest() == sc["sha256"].lower(), "sidecar sha256"
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    for t in model["tensors"]:
+        if "sidecar" not in t: continue
+        h = header[t["name"]]
+        begin, end = 8 + n + h["data_offsets"][0], 8 + n + h["data_offsets"][1]
+        assert h["dtype"] == "F32" and h["shape"] == t["shape"], t["name"]
+        assert (begin, end - begin) == (t["sidecar"]["byte_offset"], t["sidecar"]["byte_length"])
+        t["values"] = np.frombuffer(data[begin:end], "<f4")
+    return model
+
+PRIMES = [1, 2654435761, 805459861, 3674653429]
+
+def grid(n, x, P):                             # hashgrid / densegrid node, x: D float32 values
+    D, F, f32 = n["in"], n["features"], np.float32
+    lo = f32(n["min"]); inv = f32(1) / (f32(n["max"]) - lo)
+    y = np.zeros(len(n["levels"]) * F, np.float32)
+    for l, L in enumerate(n["levels"]):
+        res, i, t = L["res"], [], []
+        for d in range(D):
+            p = min(max((f32(x[d]) - lo) * inv, f32(0)), f32(1)) * f32(res)
+            i.append(min(int(np.floor(p)), res - 1)); t.append(p - f32(i[d]))
+        out = np.zeros(F, np.float32)
+        for k in range(1 << D):
+            w, v = f32(1), [i[d] + ((k >> d) & 1) for d in range(D)]
+            for d in range(D): w = w * (t[d] if (k >> d) & 1 else f32(1) - t[d])
+            if L["hashed"]:
+                h = 0
+                for d in range(D): h ^= (v[d] * PRIMES[d]) & 0xFFFFFFFF
+                e = h & (L["entries"] - 1)
+            else:
+                e = sum(v[d] * (res + 1) ** d for d in range(D))
+            out = out + w * P[L["offset"] + e * F:L["offset"] + (e + 1) * F]
+        y[l * F:(l + 1) * F] = out
+    return y
+
+
 def main():
-    model = json.load(open(sys.argv[1]))
+    model = load(sys.argv[1])
     x = np.fromfile(sys.argv[2], dtype="<f4").reshape(-1, model["input_dims"])
     y = np.stack([evaluate(model, list(row)) for row in x]).astype("<f4")
     y.tofile(sys.argv[3])

@@ -355,12 +355,18 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
+/// Copies every file of an architecture's directory (the model, its sidecar if it has one,
+/// the images), `weights.json` last so the copy never names a sidecar not yet there.
 fn copy_dir(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
-    for entry in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
-        let entry = entry?;
-        std::fs::copy(entry.path(), to.join(entry.file_name()))
-            .with_context(|| format!("copying {}", entry.path().display()))?;
+    let mut names = std::fs::read_dir(from)
+        .with_context(|| format!("reading {}", from.display()))?
+        .map(|e| e.map(|e| e.file_name()))
+        .collect::<Result<Vec<_>, _>>()?;
+    names.sort_by(|a, b| (a == "weights.json", a).cmp(&(b == "weights.json", b)));
+    for name in names {
+        std::fs::copy(from.join(&name), to.join(&name))
+            .with_context(|| format!("copying {}", from.join(&name).display()))?;
     }
     Ok(())
 }
@@ -378,8 +384,15 @@ fn print_table(records: &[Record], best: &str) {
         .max()
         .unwrap_or(4)
         .max(4);
+    // hash grids reach hundreds of millions of parameters: widen the column, never cut
+    let params_w = records
+        .iter()
+        .map(|r| r.params.to_string().len())
+        .max()
+        .unwrap_or(8)
+        .max(8);
     println!(
-        "  {:<name_w$}  {:<arch_w$}  {:>8}  {:>6}  {:>11}  {:>8}  {:>10}  {:>9}  {:>8}",
+        "  {:<name_w$}  {:<arch_w$}  {:>params_w$}  {:>6}  {:>11}  {:>8}  {:>10}  {:>9}  {:>8}",
         "name",
         "architecture",
         "params",
@@ -392,7 +405,7 @@ fn print_table(records: &[Record], best: &str) {
     );
     for r in records {
         println!(
-            "{} {:<name_w$}  {:<arch_w$}  {:>8}  {:>6}  {:>11}  {:>8.2}  {:>10}  {:>9.5}  {:>8.2}",
+            "{} {:<name_w$}  {:<arch_w$}  {:>params_w$}  {:>6}  {:>11}  {:>8.2}  {:>10}  {:>9.5}  {:>8.2}",
             if r.name == best { "*" } else { " " },
             r.name,
             r.arch,

@@ -1,5 +1,7 @@
 //! Integration tests that run the real `nshade` binary on real files.
 
+mod common;
+
 use nshade_core::model::Model;
 use nshade_core::texture::write_image;
 use std::path::{Path, PathBuf};
@@ -405,6 +407,163 @@ fn bad_input_fails_cleanly_and_leaves_nothing() {
     );
 }
 
+/// A hash-grid model is weights.json plus a safetensors sidecar: fit writes both (also
+/// into best/), the same seed gives the same bytes, train moves both into a directory the
+/// caller prepared, eval and render read both, and a damaged sidecar is a one-line error.
+#[test]
+fn grid_models_carry_their_sidecar() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = small_png(dir.path());
+    let hg = "hg=hashgrid(levels=6, features=2, log2_size=10, base=4, scale=1.8) | mlp(16x1, relu)";
+    let fit = |out: &str| {
+        // grids train on the CPU only for now; `auto` would pick a real GPU if present
+        let mut args = vec![
+            "fit",
+            img.to_str().unwrap(),
+            "--arch",
+            hg,
+            "--out",
+            out,
+            "--backend",
+            "cpu",
+        ];
+        args.extend(FAST);
+        let o = nshade(&args, dir.path());
+        assert!(o.status.success(), "{}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let stdout = fit("one");
+    let run = dir.path().join("one");
+    let model = Model::load(&run.join("hg")).unwrap();
+    assert!(model.has_sidecar());
+    assert!(
+        stdout.contains(&model.network.param_count.to_string()),
+        "{stdout}"
+    );
+    for d in ["hg", "best"] {
+        for f in [
+            "weights.json",
+            "weights.safetensors",
+            "fit.png",
+            "error.png",
+        ] {
+            assert!(run.join(d).join(f).is_file(), "missing {d}/{f}");
+        }
+    }
+    fit("two");
+    for f in [
+        "hg/weights.json",
+        "hg/weights.safetensors",
+        "best/weights.safetensors",
+    ] {
+        assert_eq!(
+            std::fs::read(run.join(f)).unwrap(),
+            std::fs::read(dir.path().join("two").join(f)).unwrap(),
+            "{f} differs between two runs with the same seed"
+        );
+    }
+    assert_eq!(
+        std::fs::read(run.join("best/weights.json")).unwrap(),
+        std::fs::read(run.join("hg/weights.json")).unwrap()
+    );
+    assert!(
+        !tree(dir.path()).iter().any(|p| p.contains(".tmp")),
+        "temporary files left: {:?}",
+        tree(dir.path())
+    );
+
+    // eval and render read the sidecar
+    let x: Vec<f32> = (0..40)
+        .flat_map(|i| [(i as f32 * 0.29).fract(), (i as f32 * 0.53).fract()])
+        .collect();
+    std::fs::write(
+        dir.path().join("in.f32"),
+        x.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    let eval = |model: &str| {
+        nshade(
+            &["eval", model, "--input", "in.f32", "--output", "out.f32"],
+            dir.path(),
+        )
+    };
+    let o = eval("one/best");
+    assert!(o.status.success(), "{}", stderr(&o));
+    let y: Vec<f32> = std::fs::read(dir.path().join("out.f32"))
+        .unwrap()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    assert_eq!(y, model.eval(&x));
+    let o = nshade(
+        &[
+            "render",
+            "one/hg/weights.json",
+            "--size",
+            "20x10",
+            "-o",
+            "hg.png",
+        ],
+        dir.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+
+    // a damaged sidecar: modified, truncated, missing
+    let side = run.join("hg/weights.safetensors");
+    let good = std::fs::read(&side).unwrap();
+    let mut bad = good.clone();
+    let n = bad.len();
+    bad[n - 5] ^= 0x10;
+    std::fs::write(&side, &bad).unwrap();
+    let o = eval("one/hg");
+    assert_error(&o, "sidecar weights.safetensors: sha256 mismatch");
+    assert_error(&o, "one/hg/weights.json");
+    std::fs::write(&side, &good[..n / 2]).unwrap();
+    assert_error(
+        &eval("one/hg/weights.json"),
+        &format!("is {} bytes but the model file says {n}", n / 2),
+    );
+    std::fs::remove_file(&side).unwrap();
+    let o = eval("one/hg");
+    assert_error(&o, "cannot read its sidecar");
+    assert_error(&o, "one/hg/weights.safetensors");
+    assert_eq!(stderr(&o).matches("os error").count(), 1, "{}", stderr(&o));
+    let o = nshade(
+        &["render", "one/hg", "--size", "4x4", "-o", "x.png"],
+        dir.path(),
+    );
+    assert_error(&o, "one/hg/weights.safetensors");
+
+    // train into a directory holding the caller's log: files are moved in one by one
+    common::make_dataset(&dir.path().join("data"), (3, 2), 128);
+    let m = dir.path().join("m");
+    std::fs::create_dir(&m).unwrap();
+    std::fs::write(m.join("training.log"), "").unwrap();
+    let o = nshade(
+        &[
+            "train",
+            "--dataset",
+            "data",
+            "--out",
+            "m",
+            "--arch",
+            "densegrid(levels=2, features=2, base=3, scale=2, min=-1, max=1) | mlp(8x1, relu)",
+            "--backend",
+            "cpu",
+            "--steps",
+            "10",
+            "--batch",
+            "256",
+        ],
+        dir.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(m.join("weights.safetensors").is_file());
+    let dg = Model::load(&m).unwrap();
+    assert_eq!(dg.network.in_dims, 3);
+    assert!(dg.has_sidecar());
+}
+
 #[test]
 fn usage_errors_exit_2() {
     let dir = tempfile::tempdir().unwrap();
@@ -415,23 +574,27 @@ fn usage_errors_exit_2() {
 }
 
 /// The evaluator in docs/model-format.md (copied to tools/eval_model.py) agrees with
-/// nshade: the document alone is enough to evaluate a model.
+/// nshade: the document alone is enough to evaluate a model, grid encodings and sidecar
+/// included.
 #[test]
 fn documented_evaluator_agrees_with_nshade() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let doc = std::fs::read_to_string(root.join("docs/model-format.md")).unwrap();
-    let code = doc
-        .split("```python\n")
-        .nth(1)
-        .unwrap()
-        .split("```")
-        .next()
-        .unwrap();
     let tool = std::fs::read_to_string(root.join("tools/eval_model.py")).unwrap();
-    assert!(
-        tool.contains(code.trim_end()),
-        "tools/eval_model.py differs from the evaluator in docs/model-format.md"
-    );
+    // every Python block of the document, in the document's order
+    let mut at = 0;
+    let blocks: Vec<&str> = doc
+        .split("```python\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap().trim_end())
+        .collect();
+    assert!(blocks.len() >= 2, "the evaluator and its grid/sidecar part");
+    for (i, code) in blocks.iter().enumerate() {
+        let found = tool[at..].find(code).unwrap_or_else(|| {
+            panic!("tools/eval_model.py differs from Python block {i} of docs/model-format.md")
+        });
+        at += found + code.len();
+    }
 
     let has_numpy = Command::new("python3")
         .args(["-c", "import numpy"])
@@ -451,49 +614,106 @@ fn documented_evaluator_agrees_with_nshade() {
     let arch = "m=cat(identity, freq(3), tri(2)) | mlp(12x2, leaky_relu(0.2), sigmoid) | mlp(8x1, swish, none, out=5) | cat(mlp(6x1, sine(2), tanh), mlp(4x1, softplus, exp)) | mlp(5x1, relu)";
     // per-dimension encodings: pick, oneblob and sh (of a non-unit vector; sh uses it as given)
     let enc = "e=cat(pick(0) | oneblob(16), pick(1, 0, 1) | sh(4), pick(1) | oneblob(3)) | mlp(12x1, relu, sigmoid)";
+    // levels 0 and 1 dense (25 and 81 vertices fit 256 entries), 2 and 3 hashed; one grid
+    // beside identity inside a cat, so its tables sit behind the MLP's parameters
+    let hash = "hg=cat(identity, hashgrid(levels=4, features=2, log2_size=8, base=4, scale=2.2)) | mlp(8x1, relu)";
     let o = nshade(
         &[
-            "fit", "--arch", arch, "--arch", enc, "--steps", "10", "--batch", "512", "--out", "run",
+            "fit",
+            "--arch",
+            arch,
+            "--arch",
+            enc,
+            "--arch",
+            hash,
+            "--steps",
+            "10",
+            "--batch",
+            "512",
+            "--out",
+            "run",
+            "--backend",
+            "cpu",
         ],
         dir.path(),
     );
     assert!(o.status.success(), "{}", stderr(&o));
-    let x: Vec<f32> = (0..64)
+    assert!(!dir.path().join("run/m/weights.safetensors").exists());
+    assert!(dir.path().join("run/hg/weights.safetensors").is_file());
+    // 2-D inputs: inside the unit square, on its edges and corners, and outside (clamped)
+    let mut x: Vec<f32> = (0..64)
         .flat_map(|i| [(i as f32 * 0.37).fract(), (i as f32 * 0.61).fract()])
         .collect();
+    x.extend([
+        0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.5, 1.0, -0.3, 0.25, 1.7, -2.0,
+    ]);
+    compare_with_documented_evaluator(dir.path(), &root, "run/m/weights.json", &x, 2);
+    compare_with_documented_evaluator(dir.path(), &root, "run/e", &x, 2);
+    compare_with_documented_evaluator(dir.path(), &root, "run/hg", &x, 2);
+
+    // 3-D: a dense grid over [-1, 1] on (x, y, t) dataset rows
+    common::make_dataset(&dir.path().join("data"), (4, 2), 256);
+    let o = nshade(
+        &[
+            "train",
+            "--dataset",
+            "data",
+            "--out",
+            "dg",
+            "--arch",
+            "densegrid(levels=3, features=2, base=2, scale=1.7, min=-1, max=1) | mlp(8x1, tanh)",
+            "--backend",
+            "cpu",
+            "--steps",
+            "20",
+            "--batch",
+            "256",
+        ],
+        dir.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(dir.path().join("dg/weights.safetensors").is_file());
+    let x: Vec<f32> = (0..96)
+        .map(|i| (i as f32 * 0.713).fract() * 2.6 - 1.3)
+        .chain([-1.0, -1.0, -1.0, 1.0, 1.0, 1.0, 0.0, 0.5, -0.5])
+        .collect();
+    compare_with_documented_evaluator(dir.path(), &root, "dg/weights.json", &x, 3);
+}
+
+/// Runs `nshade eval` and tools/eval_model.py on the same rows and compares the outputs.
+fn compare_with_documented_evaluator(dir: &Path, root: &Path, model: &str, x: &[f32], d: usize) {
+    assert_eq!(x.len() % d, 0);
     std::fs::write(
-        dir.path().join("in.f32"),
+        dir.join("in.f32"),
         x.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>(),
     )
     .unwrap();
-    for m in ["m", "e"] {
-        let model = format!("run/{m}");
-        let o = nshade(
-            &["eval", &model, "--input", "in.f32", "--output", "ours.f32"],
-            dir.path(),
+    let o = nshade(
+        &["eval", model, "--input", "in.f32", "--output", "ours.f32"],
+        dir,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let py = Command::new("python3")
+        .arg(root.join("tools/eval_model.py"))
+        .args([model, "in.f32", "theirs.f32"])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(py.status.success(), "{model}: {}", stderr(&py));
+    let read = |f: &str| -> Vec<f32> {
+        std::fs::read(dir.join(f))
+            .unwrap()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect()
+    };
+    let (a, b) = (read("ours.f32"), read("theirs.f32"));
+    assert_eq!(a.len(), b.len());
+    assert!(!a.is_empty());
+    for (i, (p, q)) in a.iter().zip(&b).enumerate() {
+        assert!(
+            (p - q).abs() <= 1e-5 * (1.0 + q.abs()),
+            "{model} value {i}: nshade {p} vs documented evaluator {q}"
         );
-        assert!(o.status.success(), "{}", stderr(&o));
-        let st = Command::new("python3")
-            .arg(root.join("tools/eval_model.py"))
-            .args([&format!("{model}/weights.json"), "in.f32", "theirs.f32"])
-            .current_dir(dir.path())
-            .status()
-            .unwrap();
-        assert!(st.success());
-        let read = |f: &str| -> Vec<f32> {
-            std::fs::read(dir.path().join(f))
-                .unwrap()
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-                .collect()
-        };
-        let (a, b) = (read("ours.f32"), read("theirs.f32"));
-        assert_eq!(a.len(), b.len());
-        for (i, (p, q)) in a.iter().zip(&b).enumerate() {
-            assert!(
-                (p - q).abs() <= 1e-5 * (1.0 + q.abs()),
-                "{m}: value {i}: nshade {p} vs documented evaluator {q}"
-            );
-        }
     }
 }

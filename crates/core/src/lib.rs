@@ -17,6 +17,7 @@ pub mod module;
 pub mod network;
 pub mod optim;
 pub mod rng;
+pub mod sidecar;
 pub mod texture;
 pub mod train;
 

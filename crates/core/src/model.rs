@@ -1,10 +1,13 @@
 //! The model file (`weights.json`): a trained network with everything needed to evaluate
 //! it elsewhere. `docs/model-format.md` documents every field; keep the two in step.
+//! Grid tables and very large tensors live in a binary sidecar beside it
+//! (`weights.safetensors`, see [`crate::sidecar`]); models without them are one file.
 
 use crate::activation::Activation;
 use crate::arch::Arch;
-use crate::module::{Layer, Module};
+use crate::module::{Layer, Module, TensorInfo};
 use crate::network::Network;
+use crate::sidecar;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::path::{Path, PathBuf};
@@ -14,26 +17,32 @@ pub const FORMAT: &str = "nshade-model";
 /// The `version` this build writes and reads.
 pub const VERSION: u32 = 1;
 
+/// Errors of reading and writing model files. The message is complete on its own (the
+/// underlying error is part of it, not a separate `source`, so an error chain printed
+/// with `{:#}` does not repeat it).
 #[derive(Debug, thiserror::Error)]
 pub enum ModelError {
-    #[error("cannot read model {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("model {path} is not valid JSON: {source}")]
+    #[error("cannot read model {path}: {error}")]
+    Read { path: String, error: std::io::Error },
+    #[error("model {path} is not valid JSON: {error}")]
     Json {
         path: String,
-        source: serde_json::Error,
+        error: serde_json::Error,
     },
     #[error("model {path}: {message}")]
     Invalid { path: String, message: String },
-    #[error("cannot write model {path}: {source}")]
-    Write {
+    #[error("cannot write model {path}: {error}")]
+    Write { path: String, error: std::io::Error },
+    #[error("model {path}: cannot read its sidecar {sidecar}: {error}")]
+    SidecarRead {
         path: String,
-        source: std::io::Error,
+        sidecar: String,
+        error: std::io::Error,
     },
 }
+
+/// The sidecar's name beside a `weights.json` written by [`Model::save`] to that name.
+pub const SIDECAR_FILE: &str = "weights.safetensors";
 
 /// What the inputs mean and how they are mapped before the network sees them:
 /// `x_network = x · scale + offset`, per input.
@@ -124,23 +133,70 @@ impl Model {
         self.network.eval(&self.params, &x)
     }
 
-    /// The model file as JSON.
+    /// Whether tensor `t` is stored in the sidecar: every grid table (the parameters after
+    /// [`Network::dense_count`]) and every tensor of at least [`sidecar::MIN_VALUES`] values.
+    pub fn in_sidecar(&self, t: &TensorInfo) -> bool {
+        t.offset >= self.network.dense_count || t.len() >= sidecar::MIN_VALUES
+    }
+
+    /// Whether saving this model writes a sidecar beside the JSON.
+    pub fn has_sidecar(&self) -> bool {
+        self.network.tensors().iter().any(|t| self.in_sidecar(t))
+    }
+
+    /// The model file as JSON, naming its sidecar (if it has one) [`SIDECAR_FILE`].
     pub fn to_json(&self) -> Value {
-        let tensors: Vec<Value> = self
-            .network
-            .tensors()
+        self.to_files(SIDECAR_FILE).0
+    }
+
+    /// The model file as JSON and, for a model with grid tables or huge tensors, the bytes
+    /// of its sidecar, which the JSON names `sidecar_file` (relative to the JSON's
+    /// directory). Both are the same bytes for the same model.
+    pub fn to_files(&self, sidecar_file: &str) -> (Value, Option<Vec<u8>>) {
+        let all = self.network.tensors();
+        let values = |t: &TensorInfo| &self.params[t.offset..t.offset + t.len()];
+        let stored: Vec<&TensorInfo> = all.iter().filter(|t| self.in_sidecar(t)).collect();
+        let encoded = (!stored.is_empty()).then(|| {
+            sidecar::encode(
+                &stored
+                    .iter()
+                    .map(|t| sidecar::Tensor {
+                        name: &t.name,
+                        shape: &t.shape,
+                        values: values(t),
+                    })
+                    .collect::<Vec<_>>(),
+            )
+        });
+        let mut spans = stored.iter().zip(encoded.iter().flat_map(|e| &e.spans));
+        let tensors: Vec<Value> = all
             .iter()
             .map(|t| {
-                json!({
-                    "name": t.name,
-                    "shape": t.shape,
-                    "order": if t.shape.len() == 2 { "row-major [out][in]" } else { "vector" },
-                    "offset": t.offset,
-                    "values": self.params[t.offset..t.offset + t.len()],
-                })
+                let order = if t.offset >= self.network.dense_count {
+                    "row-major [entry][feature]"
+                } else if t.shape.len() == 2 {
+                    "row-major [out][in]"
+                } else {
+                    "vector"
+                };
+                if self.in_sidecar(t) {
+                    let (_, span) = spans.next().expect("one span per sidecar tensor");
+                    json!({
+                        "name": t.name, "shape": t.shape, "order": order, "offset": t.offset,
+                        "sidecar": {"byte_offset": span.byte_offset, "byte_length": span.byte_length},
+                    })
+                } else {
+                    json!({
+                        "name": t.name,
+                        "shape": t.shape,
+                        "order": order,
+                        "offset": t.offset,
+                        "values": values(t),
+                    })
+                }
             })
             .collect();
-        json!({
+        let mut v = json!({
             "format": FORMAT,
             "version": VERSION,
             "input_dims": self.network.in_dims,
@@ -154,25 +210,55 @@ impl Model {
             "tensors": tensors,
             "training": self.training,
             "metrics": self.metrics,
-        })
+        });
+        if let Some(e) = &encoded {
+            v["sidecar"] = json!({
+                "file": sidecar_file, "format": sidecar::FORMAT,
+                "bytes": e.bytes.len(), "sha256": e.sha256,
+            });
+        }
+        (v, encoded.map(|e| e.bytes))
     }
 
     /// The model file's text: pretty JSON with each tensor's values on one line.
     pub fn to_json_string(&self) -> String {
-        let mut s = String::new();
-        write_json(&self.to_json(), 0, &mut s);
-        s.push('\n');
-        s
+        json_text(&self.to_json())
     }
 
-    /// Writes `weights.json` atomically (temporary sibling, then rename).
+    /// The sidecar path of the model file `path`: the same name with the extension
+    /// `.safetensors` (`weights.json` → `weights.safetensors`).
+    pub fn sidecar_path(path: &Path) -> PathBuf {
+        path.with_extension("safetensors")
+    }
+
+    /// Writes the model file and, if the model has one, its sidecar ([`Model::sidecar_path`]),
+    /// each atomically (temporary sibling, then rename): the sidecar first and the JSON
+    /// last, so the JSON never names a sidecar that is not there yet.
     pub fn save(&self, path: &Path) -> Result<(), ModelError> {
-        crate::fsutil::write_atomic(path, self.to_json_string().as_bytes()).map_err(|e| {
-            ModelError::Write {
-                path: path.display().to_string(),
-                source: e,
-            }
-        })
+        let werr = |p: &Path, e| ModelError::Write {
+            path: p.display().to_string(),
+            error: e,
+        };
+        let side = Model::sidecar_path(path);
+        let name = side
+            .file_name()
+            .and_then(|n| n.to_str())
+            .filter(|n| side != path && sidecar::check_file_name(n).is_ok())
+            .map(str::to_owned);
+        if self.has_sidecar() && name.is_none() {
+            return Err(werr(
+                path,
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "a model with a sidecar needs a UTF-8 file name without ':' that does not end in .safetensors",
+                ),
+            ));
+        }
+        let (json, bytes) = self.to_files(name.as_deref().unwrap_or(SIDECAR_FILE));
+        if let Some(bytes) = bytes {
+            crate::fsutil::write_atomic(&side, &bytes).map_err(|e| werr(&side, e))?;
+        }
+        crate::fsutil::write_atomic(path, json_text(&json).as_bytes()).map_err(|e| werr(path, e))
     }
 
     /// `path` itself if it is a file, else `path/weights.json`.
@@ -184,23 +270,46 @@ impl Model {
         }
     }
 
-    /// Loads and validates a model file (or a directory holding `weights.json`).
+    /// Loads and validates a model file (or a directory holding `weights.json`) and the
+    /// sidecar it names, if any.
     pub fn load(path: &Path) -> Result<Model, ModelError> {
         let file = Model::resolve_path(path);
         let p = file.display().to_string();
         let text = std::fs::read_to_string(&file).map_err(|e| ModelError::Read {
             path: p.clone(),
-            source: e,
+            error: e,
         })?;
         let value: Value = serde_json::from_str(&text).map_err(|e| ModelError::Json {
             path: p.clone(),
-            source: e,
+            error: e,
         })?;
-        Model::from_json(&value).map_err(|message| ModelError::Invalid { path: p, message })
+        let invalid = |message| ModelError::Invalid {
+            path: p.clone(),
+            message,
+        };
+        let bytes = match declared_sidecar(&value).map_err(invalid)? {
+            Some(d) => {
+                let side = file.with_file_name(&d.file);
+                Some(std::fs::read(&side).map_err(|e| ModelError::SidecarRead {
+                    path: p.clone(),
+                    sidecar: side.display().to_string(),
+                    error: e,
+                })?)
+            }
+            None => None,
+        };
+        Model::from_json_and_sidecar(&value, bytes.as_deref()).map_err(invalid)
     }
 
-    /// Validates and builds a model from its JSON; the error says which field is wrong.
+    /// Validates and builds a model from its JSON alone; a model whose JSON names a sidecar
+    /// needs [`Model::from_json_and_sidecar`] (or [`Model::load`]).
     pub fn from_json(v: &Value) -> Result<Model, String> {
+        Model::from_json_and_sidecar(v, None)
+    }
+
+    /// Validates and builds a model from its JSON and the bytes of the sidecar it names
+    /// (if any); the error says which field or which part of the sidecar is wrong.
+    pub fn from_json_and_sidecar(v: &Value, sidecar_bytes: Option<&[u8]>) -> Result<Model, String> {
         let obj = v.as_object().ok_or("the top level must be a JSON object")?;
         let field = |k: &str| obj.get(k).ok_or_else(|| format!("missing field '{k}'"));
         if field("format")?.as_str() != Some(FORMAT) {
@@ -276,7 +385,11 @@ impl Model {
                 tensors.len()
             ));
         }
+        let declared = declared_sidecar(v)?;
         let mut params = vec![0.0f32; network.param_count];
+        // tensors stored in the sidecar, and where each goes in `params`
+        let mut wanted: Vec<sidecar::Wanted<'_>> = Vec::new();
+        let mut wanted_at: Vec<usize> = Vec::new();
         for (t, e) in tensors.iter().zip(&expected) {
             let name = t.get("name").and_then(Value::as_str).unwrap_or("");
             if name != e.name {
@@ -293,6 +406,44 @@ impl Model {
             }
             if t.get("offset").and_then(Value::as_u64) != Some(e.offset as u64) {
                 return Err(format!("tensor '{name}' must have offset {}", e.offset));
+            }
+            if let Some(place) = t.get("sidecar") {
+                if t.get("values").is_some() {
+                    return Err(format!("tensor '{name}' has both 'values' and 'sidecar'"));
+                }
+                let Some(d) = &declared else {
+                    return Err(format!(
+                        "tensor '{name}' is in a sidecar but the model names none (field 'sidecar' is missing)"
+                    ));
+                };
+                let num = |k: &str| {
+                    place.get(k).and_then(Value::as_u64).ok_or_else(|| {
+                        format!("tensor '{name}': field 'sidecar.{k}' must be a whole number")
+                    })
+                };
+                let span = sidecar::Span {
+                    byte_offset: num("byte_offset")?,
+                    byte_length: num("byte_length")?,
+                };
+                if span.byte_length != 4 * e.len() as u64 {
+                    return Err(format!(
+                        "tensor '{name}': field 'sidecar.byte_length' must be {} (4 bytes per value)",
+                        4 * e.len()
+                    ));
+                }
+                if span.byte_offset.saturating_add(span.byte_length) > d.bytes {
+                    return Err(format!(
+                        "tensor '{name}': its sidecar bytes end past the sidecar's {} bytes",
+                        d.bytes
+                    ));
+                }
+                wanted.push(sidecar::Wanted {
+                    name: &e.name,
+                    shape: &e.shape,
+                    span,
+                });
+                wanted_at.push(e.offset);
+                continue;
             }
             let values = t
                 .get("values")
@@ -316,6 +467,26 @@ impl Model {
                 params[e.offset + i] = f;
             }
         }
+        if let Some(d) = &declared {
+            if wanted.is_empty() {
+                return Err(format!(
+                    "field 'sidecar' names '{}' but no tensor is stored there",
+                    d.file
+                ));
+            }
+            let bytes = sidecar_bytes.ok_or_else(|| {
+                format!(
+                    "the tensors in sidecar '{}' were not read (load the model from its file)",
+                    d.file
+                )
+            })?;
+            sidecar::read(bytes, d, &wanted, |i, values| {
+                for (p, v) in params[wanted_at[i]..].iter_mut().zip(values) {
+                    *p = v;
+                }
+            })
+            .map_err(|m| format!("sidecar {}: {m}", d.file))?;
+        }
         let map = |k: &str| {
             obj.get(k)
                 .and_then(Value::as_object)
@@ -331,6 +502,46 @@ impl Model {
             metrics: map("metrics"),
         })
     }
+}
+
+/// The top-level `sidecar` field, checked: `{file, format, bytes, sha256}`, or `None`.
+fn declared_sidecar(v: &Value) -> Result<Option<sidecar::Declared>, String> {
+    let Some(s) = v.get("sidecar") else {
+        return Ok(None);
+    };
+    let file = s
+        .get("file")
+        .and_then(Value::as_str)
+        .ok_or("field 'sidecar.file' must be a string")?;
+    sidecar::check_file_name(file).map_err(|e| format!("field 'sidecar.file': {e}"))?;
+    if s.get("format").and_then(Value::as_str) != Some(sidecar::FORMAT) {
+        return Err(format!(
+            "field 'sidecar.format' must be \"{}\"",
+            sidecar::FORMAT
+        ));
+    }
+    let bytes = s
+        .get("bytes")
+        .and_then(Value::as_u64)
+        .ok_or("field 'sidecar.bytes' must be a whole number")?;
+    let sha256 = s
+        .get("sha256")
+        .and_then(Value::as_str)
+        .filter(|h| h.len() == 64 && h.bytes().all(|c| c.is_ascii_hexdigit()))
+        .ok_or("field 'sidecar.sha256' must be 64 hexadecimal digits")?;
+    Ok(Some(sidecar::Declared {
+        file: file.to_owned(),
+        bytes,
+        sha256: sha256.to_ascii_lowercase(),
+    }))
+}
+
+/// Pretty JSON text of a model file, newline-terminated.
+fn json_text(v: &Value) -> String {
+    let mut s = String::new();
+    write_json(v, 0, &mut s);
+    s.push('\n');
+    s
 }
 
 /// The resolved module tree with widths, as stored in the `network` field.
@@ -452,6 +663,244 @@ mod tests {
             let x: Vec<f32> = (0..200).map(|i| i as f32 / 200.0).collect();
             assert_eq!(back.eval(&x), m.eval(&x));
         }
+    }
+
+    const GRID: &str =
+        "hashgrid(levels=4, features=2, log2_size=6, base=4, scale=2) | mlp(8x1, relu)";
+
+    fn grid_model() -> Model {
+        let mut m = model(GRID);
+        // distinct, non-tiny table values so that a mix-up of tensors changes outputs
+        for (i, p) in m.params[m.network.dense_count..].iter_mut().enumerate() {
+            *p = ((i * 37 % 101) as f32 - 50.0) * 0.02;
+        }
+        m
+    }
+
+    fn read_err(e: ModelError) -> String {
+        let s = e.to_string();
+        assert!(!s.contains('\n'), "one line: {s}");
+        s
+    }
+
+    #[test]
+    fn models_without_grids_stay_one_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = model("freq(3) | mlp(32x3, leaky_relu, sigmoid)");
+        assert!(!m.has_sidecar());
+        let path = dir.path().join("weights.json");
+        m.save(&path).unwrap();
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["weights.json"]);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text, m.to_json_string());
+        assert!(!text.contains("sidecar"));
+        assert_eq!(Model::load(dir.path()).unwrap(), m);
+    }
+
+    #[test]
+    fn grid_tables_go_to_the_sidecar_and_load_back_identically() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = grid_model();
+        assert!(m.has_sidecar());
+        let path = dir.path().join("weights.json");
+        m.save(&path).unwrap();
+        let side = dir.path().join("weights.safetensors");
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let bytes = std::fs::read(&side).unwrap();
+        assert_eq!(v["sidecar"]["file"], "weights.safetensors");
+        assert_eq!(v["sidecar"]["format"], "safetensors");
+        assert_eq!(v["sidecar"]["bytes"], bytes.len());
+        use sha2::Digest;
+        assert_eq!(
+            v["sidecar"]["sha256"],
+            crate::texture::hex(&sha2::Sha256::digest(&bytes))
+        );
+        // dense tensors inline, every level table in the sidecar, nothing else there
+        let tensors = v["tensors"].as_array().unwrap();
+        let levels: Vec<&Value> = tensors
+            .iter()
+            .filter(|t| t["name"].as_str().unwrap().starts_with("0.levels."))
+            .collect();
+        assert_eq!(levels.len(), 4);
+        for t in tensors {
+            let is_level = t["name"].as_str().unwrap().starts_with("0.levels.");
+            assert_eq!(t.get("sidecar").is_some(), is_level, "{t}");
+            assert_eq!(t.get("values").is_none(), is_level, "{t}");
+        }
+        // the byte range in weights.json holds the table's values
+        let l1 = levels[1];
+        assert_eq!(l1["order"], "row-major [entry][feature]");
+        assert_eq!(l1["shape"], json!([64, 2]));
+        let at = l1["sidecar"]["byte_offset"].as_u64().unwrap() as usize;
+        let off = l1["offset"].as_u64().unwrap() as usize;
+        let stored: Vec<f32> = bytes[at..at + 64 * 2 * 4]
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        assert_eq!(stored, m.params[off..off + 128]);
+
+        let back = Model::load(&path).unwrap();
+        assert_eq!(back, m);
+        let x: Vec<f32> = (0..400).map(|i| (i as f32 * 0.137).fract()).collect();
+        assert_eq!(back.eval(&x), m.eval(&x));
+        // saving again gives the same bytes (also through a directory path)
+        let again = tempfile::tempdir().unwrap();
+        back.save(&again.path().join("weights.json")).unwrap();
+        for f in ["weights.json", "weights.safetensors"] {
+            assert_eq!(
+                std::fs::read(dir.path().join(f)).unwrap(),
+                std::fs::read(again.path().join(f)).unwrap(),
+                "{f}"
+            );
+        }
+        // another file name gets its own sidecar name
+        let other = dir.path().join("model.json");
+        m.save(&other).unwrap();
+        assert!(dir.path().join("model.safetensors").is_file());
+        assert_eq!(Model::load(&other).unwrap(), m);
+        assert!(m.save(&dir.path().join("x.safetensors")).is_err());
+        assert!(m.save(&dir.path().join("a:b.json")).is_err());
+    }
+
+    #[test]
+    fn huge_dense_tensors_go_to_the_sidecar_too() {
+        // a 1024x1024 hidden layer holds exactly sidecar::MIN_VALUES weights
+        let m = model("mlp(1024x2, relu)");
+        let (v, bytes) = m.to_files("w.safetensors");
+        assert!(bytes.is_some());
+        let t = &v["tensors"];
+        assert!(t[0].get("values").is_some(), "[1024, 2] stays inline");
+        assert_eq!(t[2]["name"], "layers.1.weight");
+        assert_eq!(t[2]["order"], "row-major [out][in]");
+        assert!(t[2].get("sidecar").is_some());
+        assert_eq!(
+            Model::from_json_and_sidecar(&v, bytes.as_deref()).unwrap(),
+            m
+        );
+    }
+
+    #[test]
+    fn a_broken_sidecar_is_reported_in_one_line_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = grid_model();
+        let path = dir.path().join("weights.json");
+        let side = dir.path().join("weights.safetensors");
+        m.save(&path).unwrap();
+        let good = std::fs::read(&side).unwrap();
+
+        // tampered: one byte of a table changed
+        let mut bad = good.clone();
+        let n = bad.len();
+        bad[n - 3] ^= 0x40;
+        std::fs::write(&side, &bad).unwrap();
+        let e = read_err(Model::load(dir.path()).unwrap_err());
+        assert!(
+            e.contains("sidecar weights.safetensors: sha256 mismatch"),
+            "{e}"
+        );
+        assert!(e.contains(&path.display().to_string()), "{e}");
+
+        // truncated
+        std::fs::write(&side, &good[..n - 8]).unwrap();
+        let e = read_err(Model::load(&path).unwrap_err());
+        assert!(
+            e.contains(&format!("is {} bytes but the model file says {n}", n - 8)),
+            "{e}"
+        );
+
+        // missing
+        std::fs::remove_file(&side).unwrap();
+        let e = read_err(Model::load(&path).unwrap_err());
+        assert!(
+            e.contains(&format!("cannot read its sidecar {}", side.display())),
+            "{e}"
+        );
+
+        // JSON alone cannot give the tables
+        let (v, bytes) = m.to_files(SIDECAR_FILE);
+        let e = Model::from_json(&v).unwrap_err();
+        assert!(e.contains("were not read"), "{e}");
+        assert_eq!(
+            Model::from_json_and_sidecar(&v, bytes.as_deref()).unwrap(),
+            m
+        );
+    }
+
+    #[test]
+    fn inconsistent_sidecar_fields_are_reported() {
+        let m = grid_model();
+        let (good, bytes) = m.to_files(SIDECAR_FILE);
+        let bytes = bytes.unwrap();
+        let level = good["tensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|t| t["name"] == "0.levels.2")
+            .unwrap();
+        type Tamper = Box<dyn Fn(&mut Value)>;
+        let cases: Vec<(Tamper, &str)> = vec![
+            (
+                Box::new(|v| v["sidecar"]["file"] = json!("../w.safetensors")),
+                "not a plain file name",
+            ),
+            (
+                Box::new(|v| v["sidecar"]["format"] = json!("npy")),
+                "sidecar.format",
+            ),
+            (
+                Box::new(|v| v["sidecar"]["sha256"] = json!("abc")),
+                "64 hexadecimal digits",
+            ),
+            (
+                Box::new(|v| {
+                    v.as_object_mut().unwrap().remove("sidecar");
+                }),
+                "names none",
+            ),
+            (
+                Box::new(move |v| v["tensors"][level]["values"] = json!([0.0])),
+                "both 'values' and 'sidecar'",
+            ),
+            (
+                Box::new(move |v| v["tensors"][level]["sidecar"]["byte_length"] = json!(4)),
+                "must be 512",
+            ),
+            (
+                Box::new(move |v| {
+                    v["tensors"][level]["sidecar"]["byte_offset"] = json!(1u64 << 40)
+                }),
+                "end past",
+            ),
+            (
+                Box::new(move |v| v["tensors"][level]["sidecar"]["byte_offset"] = json!(8)),
+                "lies at bytes",
+            ),
+            (
+                Box::new(|v| v["sidecar"]["sha256"] = json!("0".repeat(64))),
+                "sha256 mismatch",
+            ),
+        ];
+        for (tamper, expect) in cases {
+            let mut v = good.clone();
+            tamper(&mut v);
+            let e = Model::from_json_and_sidecar(&v, Some(&bytes)).unwrap_err();
+            assert!(e.contains(expect), "expected '{expect}' in '{e}'");
+        }
+        // a table stored inline instead is accepted (placement is the writer's choice),
+        // but then the sidecar holds a tensor the model file does not place there
+        let mut v = good.clone();
+        let (o, len) = (m.network.tensors()[level].offset, 64 * 2);
+        v["tensors"][level]
+            .as_object_mut()
+            .unwrap()
+            .remove("sidecar");
+        v["tensors"][level]["values"] = json!(m.params[o..o + len]);
+        let e = Model::from_json_and_sidecar(&v, Some(&bytes)).unwrap_err();
+        assert!(e.contains("holds tensor '0.levels.2' that"), "{e}");
     }
 
     #[test]
