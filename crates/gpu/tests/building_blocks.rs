@@ -130,7 +130,11 @@ fn cpu_jacobian(m: &nshade_core::module::Module, x: &[f32]) -> Vec<Vec<f32>> {
             let mut dy = vec![0.0; m.out_dims()];
             dy[k] = 1.0;
             let mut dx = vec![0.0; m.in_dims()];
-            m.backward(&[], x, &y, 1, &mut dy, Some(&mut dx), &mut [], &mut ws);
+            let mut grads = nshade_core::module::Grads {
+                dense: &mut [],
+                sparse: &mut [],
+            };
+            m.backward(&[], x, &y, 1, &mut dy, Some(&mut dx), &mut grads, &mut ws);
             dx
         })
         .collect()
