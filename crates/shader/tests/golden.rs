@@ -60,7 +60,7 @@ fn generated_shaders_match_golden_files() {
     let mut failures = Vec::new();
     // Two models keep the golden set small: one 2-input image model and one 3-input
     // model with every other module kind and a non-trivial input mapping.
-    for name in ["seed3", "mapped"] {
+    for name in ["seed3", "mapped", "hashgrid2", "densegrid"] {
         let model = common::model(name);
         let dir = root.join(name);
         std::fs::create_dir_all(&dir).unwrap();
