@@ -143,9 +143,16 @@ fn run_inference(args: &Args) -> Result<()> {
                     paths.push(Precision::F16);
                 }
                 for p in paths {
+                    // Grid tables too large to bake are measured from the buffer only.
+                    let tables = model.network.param_count - model.network.dense_count;
                     for (weights, wname) in
                         [(WeightMode::Buffer, "buffer"), (WeightMode::Baked, "baked")]
                     {
+                        if weights == WeightMode::Baked
+                            && tables > nshade_shader::MAX_BAKED_TABLE_PARAMS
+                        {
+                            continue;
+                        }
                         let ev = ShaderEvaluator::with_weights(ctx, &model, p, weights)?;
                         let eps = ev.throughput(ctx, &x, args.seconds)?;
                         let name = if p == Precision::F16 { "f16" } else { "f32" };

@@ -78,7 +78,15 @@ impl ShaderEvaluator {
         model: &Model,
         precision: Precision,
     ) -> Result<ShaderEvaluator, GpuError> {
-        ShaderEvaluator::with_weights(ctx, model, precision, WeightMode::Baked)
+        // Grid tables too large to bake (see `nshade_shader::MAX_BAKED_TABLE_PARAMS`)
+        // are read from the buffer.
+        let tables = model.network.param_count - model.network.dense_count;
+        let weights = if tables > nshade_shader::MAX_BAKED_TABLE_PARAMS {
+            WeightMode::Buffer
+        } else {
+            WeightMode::Baked
+        };
+        ShaderEvaluator::with_weights(ctx, model, precision, weights)
     }
 
     /// Like [`ShaderEvaluator::new`], with the weights baked into the shader or in the buffer.
@@ -152,7 +160,9 @@ impl ShaderEvaluator {
                     source: wgpu::ShaderSource::Wgsl(src.into()),
                 };
                 // SAFETY: the generated kernel reads parameter indices that are constants
-                // below the parameter count (the buffer bound below holds them all), and
+                // below the parameter count (the buffer bound below holds them all) or,
+                // for grid tables, computed indices inside the level's table by
+                // construction (cells clamped to res - 1, hashes masked to the table), and
                 // input/output rows only below arrayLength(outputs) / out_dims, with the
                 // input binding holding exactly as many rows as the output binding.
                 unsafe {

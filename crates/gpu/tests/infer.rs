@@ -193,3 +193,64 @@ fn large_inputs_are_chunked() {
     let cpu = model.eval(&x);
     assert_close("chunked", &gpu, &cpu, 1e-5);
 }
+
+/// Grids whose tables are too large to bake: `export` refuses baked weights, and the
+/// evaluator (`nshade eval/render --backend gpu`) reads the tables from the buffer. 2-D and
+/// 3-D, each with dense and hashed levels; inputs beyond the grid's range are clamped.
+#[test]
+fn large_grids_run_from_the_buffer() {
+    use nshade_core::{Arch, Network, model::InputSpec, rng::Pcg32};
+    let Some(ctx) = context_or_skip() else { return };
+    for (arch, i, spec) in [
+        (
+            "hashgrid(levels=6, features=2, log2_size=12, base=8, scale=2) | mlp(8x1, relu)",
+            2,
+            InputSpec::uv(),
+        ),
+        (
+            "hashgrid(levels=3, features=2, log2_size=13, base=8, scale=2, min=-1, max=1) | mlp(8x1, tanh)",
+            3,
+            InputSpec::xyt(),
+        ),
+    ] {
+        let net = Network::build(&Arch::parse(arch).unwrap(), i, 3).unwrap();
+        let levels = match &net.root {
+            nshade_core::module::Module::Chain(c) => match &c.stages[0] {
+                nshade_core::module::Module::Grid(g) => g.levels.clone(),
+                _ => unreachable!(),
+            },
+            _ => unreachable!(),
+        };
+        assert!(levels.iter().any(|l| l.hashed) && levels.iter().any(|l| !l.hashed));
+        assert!(net.param_count - net.dense_count > nshade_shader::MAX_BAKED_TABLE_PARAMS);
+        let mut params = net.init_params(5);
+        let mut rng = Pcg32::new(9);
+        for p in params.iter_mut() {
+            *p += 0.5 * (rng.next_f32() - 0.5);
+        }
+        let model = Model::new(net, params, spec);
+        let e = export(
+            &model,
+            &kernel_options(Target::Wgsl, Precision::F32).clone(),
+        )
+        .map(|_| ())
+        .and_then(|_| {
+            export(
+                &model,
+                &Options {
+                    weights: WeightMode::Baked,
+                    ..Options::new(Target::Glsl)
+                },
+            )
+            .map(|_| ())
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("--weights buffer"), "{e}");
+        let x = common::random_inputs(&model, ROWS, 3);
+        let cpu = model.eval(&x);
+        let ev = ShaderEvaluator::new(&ctx, &model, Precision::F32).unwrap();
+        let gpu = ev.eval(&ctx, &x).unwrap();
+        assert_close(&format!("{arch} evaluator (buffer)"), &gpu, &cpu, 1e-5);
+    }
+}

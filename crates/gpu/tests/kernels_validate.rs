@@ -65,3 +65,46 @@ fn generated_kernels_validate() {
         }
     }
 }
+
+/// The kernels of networks with grids (both paths), and the table Adam kernel.
+#[test]
+fn grid_kernels_validate() {
+    for (arch, i) in [
+        (
+            "hashgrid(levels=4, features=2, log2_size=8, base=4, scale=2) | mlp(16x1, relu)",
+            2,
+        ),
+        (
+            "cat(densegrid(levels=2, features=3, base=3, scale=2), freq(1)) | tri(1) | mlp(8x1, tanh)",
+            2,
+        ),
+        (
+            "hashgrid(levels=3, features=4, log2_size=9, base=3, scale=2, min=-1, max=1) | mlp(8x1, relu)",
+            3,
+        ),
+    ] {
+        let net = Network::build(&Arch::parse(arch).unwrap(), i, 3).unwrap();
+        for coop in [false, true] {
+            let launch = Launch {
+                samples: 32,
+                threads: 256,
+                groups: 7,
+                chunks: 3,
+                pingpong: false,
+                tile_k: 2,
+            };
+            let data = DataKind::Rows {
+                rows: 100,
+                in_dims: i as u32,
+                out_dims: 3,
+            };
+            let step = codegen::step_kernel(&net, Loss::L2, data, 5000, 9, launch, coop);
+            assert!(step.contains("nsh_gacc_add"), "{arch}: no table gradient");
+            validate(&step, &format!("{arch} step (coop {coop})"));
+        }
+        validate(
+            &nshade_gpu::train::grid::adam_kernel(&net, Adam::default()),
+            &format!("{arch} grid adam"),
+        );
+    }
+}

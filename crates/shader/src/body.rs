@@ -2,7 +2,7 @@
 //! Every text writer uses this; only the spellings in [`Body`] differ.
 
 use crate::ir::{Program, Stmt};
-use crate::syntax::{self, Syntax, float_literal};
+use crate::syntax::{self, Syntax, float_literal, paren};
 use crate::{Options, Precision, WeightMode};
 use std::fmt::Write;
 
@@ -43,6 +43,9 @@ impl Body<'_> {
         let mut names: Vec<String> = (0..program.value_count).map(|v| format!("v{v}")).collect();
         let loops = opts.loops && opts.weights == WeightMode::Buffer;
         let mut skip = 0;
+        // The f32 expression of each input value, for the grid lookups (which compute in
+        // f32 at every precision) when the locals are f16.
+        let mut input_f32: Vec<Option<String>> = vec![None; program.value_count];
         let weight = |i: usize| -> Weight {
             match opts.weights {
                 WeightMode::Baked => {
@@ -80,7 +83,10 @@ impl Body<'_> {
                         x
                     };
                     let e = match &self.cast {
-                        Some(c) => format!("{c}({e})"),
+                        Some(c) => {
+                            input_f32[*dst] = Some(e.clone());
+                            format!("{c}({e})")
+                        }
                         None => e,
                     };
                     writeln!(out, "{ind}{}v{dst} = {e};", self.decl).unwrap();
@@ -98,6 +104,9 @@ impl Body<'_> {
                         syntax::frequency_sin(&x, *octave)
                     };
                     writeln!(out, "{ind}{}v{dst} = {e};", self.decl).unwrap();
+                }
+                Stmt::Grid { dsts, srcs, lookup } => {
+                    self.grid(model, opts, (dsts, srcs, lookup), &names, &input_f32, out);
                 }
                 Stmt::Triangle { dst, src, octave } => {
                     let e = syntax::triangle(&names[*src], *octave);
@@ -215,6 +224,103 @@ impl Body<'_> {
         }
         program.outputs.iter().map(|v| names[*v].clone()).collect()
     }
+
+    /// One grid level: the shared lookup of [`syntax::grid_level`], reading the tables
+    /// from the parameter buffer (buffer mode) or from the baked `{prefix}tables` array.
+    fn grid(
+        &self,
+        model: &nshade_core::model::Model,
+        opts: &Options,
+        (dsts, srcs, lookup): (&[usize], &[usize], &crate::ir::GridLookup),
+        names: &[String],
+        input_f32: &[Option<String>],
+        out: &mut String,
+    ) {
+        let sp = if self.wgsl {
+            &syntax::WGSL_GRID
+        } else {
+            &syntax::C_GRID
+        };
+        let x: Vec<String> = srcs
+            .iter()
+            .map(|s| match (&input_f32[*s], &self.cast) {
+                (Some(e), _) => paren(e),
+                (None, Some(_)) => format!("{}({})", sp.to_float, names[*s]),
+                (None, None) => names[*s].clone(),
+            })
+            .collect();
+        let p = &opts.prefix;
+        let es = opts.target == crate::Target::GlslEs;
+        let f16_buffer = opts.buffer_is_f16();
+        let read = |e: &str| -> String {
+            match opts.weights {
+                WeightMode::Baked => format!("{p}tables[{e}]"),
+                // GLSL ES has no implicit uint → int conversion for its `/ 4` indexing.
+                WeightMode::Buffer if es => (self.buffer_read)(&format!("int({e})")),
+                WeightMode::Buffer if f16_buffer => {
+                    format!("{}({})", sp.to_float, (self.buffer_read)(e))
+                }
+                WeightMode::Buffer => (self.buffer_read)(e),
+            }
+        };
+        let table_base = match opts.weights {
+            WeightMode::Baked => model.network.dense_count,
+            WeightMode::Buffer => 0,
+        };
+        let l = &lookup.level;
+        let name = format!("g{}_", dsts[0]);
+        writeln!(
+            out,
+            "{}// grid level {}: {} cells per input, {} table of {} x {} at parameter {}",
+            self.indent,
+            lookup.index,
+            l.res,
+            if l.hashed { "hashed" } else { "dense" },
+            l.entries,
+            lookup.features,
+            l.offset
+        )
+        .unwrap();
+        let (code, outs) =
+            syntax::grid_level(sp, &name, self.indent, &x, lookup, table_base, &read);
+        out.push_str(&code);
+        for (dst, e) in dsts.iter().zip(outs) {
+            let e = match &self.cast {
+                Some(c) => format!("{c}({e})"),
+                None => e,
+            };
+            writeln!(out, "{}{}v{dst} = {e};", self.indent, self.decl).unwrap();
+        }
+    }
+}
+
+/// The baked grid tables (flat parameters `dense_count..`, f16-rounded at f16), as
+/// comma-separated literals, eight per line with `indent`; `None` without grids.
+pub(crate) fn baked_tables(
+    model: &nshade_core::model::Model,
+    opts: &Options,
+    indent: &str,
+) -> Option<(usize, String)> {
+    let tables = &model.params[model.network.dense_count..];
+    if tables.is_empty() || opts.weights != WeightMode::Baked {
+        return None;
+    }
+    let mut s = String::new();
+    for (k, chunk) in tables.chunks(8).enumerate() {
+        if k > 0 {
+            s.push_str(",\n");
+        }
+        s.push_str(indent);
+        let lits: Vec<String> = chunk
+            .iter()
+            .map(|v| match opts.precision {
+                Precision::F32 => float_literal(*v),
+                Precision::F16 => float_literal(half::f16::from_f32(*v).to_f32()),
+            })
+            .collect();
+        s.push_str(&lits.join(", "));
+    }
+    Some((tables.len(), s))
 }
 
 enum Weight {

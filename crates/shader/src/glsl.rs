@@ -104,6 +104,14 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
         s.push_str(&buffer_decl);
         s.push('\n');
     }
+    if let Some((n, lits)) = crate::body::baked_tables(model, opts, "    ") {
+        writeln!(
+            s,
+            "// The grid tables: flat parameters {d}.. (index = parameter - {d}).\nconst float {p}tables[{n}] = float[{n}](\n{lits}\n);\n",
+            d = model.network.dense_count
+        )
+        .unwrap();
+    }
     let read = |i: &str| match i.parse::<usize>() {
         Ok(i) if es => format!("{p}params.w[{}].{}", i / 4, ["x", "y", "z", "w"][i % 4]),
         Err(_) if es => format!("{p}params.w[({i}) / 4][({i}) % 4]"),

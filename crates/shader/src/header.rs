@@ -90,7 +90,9 @@ pub(crate) fn write(model: &Model, opts: &Options, iface: &Interface) -> String 
             net.param_count
         ));
         for t in net.tensors() {
-            let order = if t.shape.len() == 2 {
+            let order = if t.name.contains("levels.") {
+                " row-major (entry x feature): a grid level's table"
+            } else if t.shape.len() == 2 {
                 " row-major (out x in)"
             } else {
                 ""

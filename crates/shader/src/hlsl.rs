@@ -83,6 +83,14 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
         s.push_str(&buffer_decl);
         s.push('\n');
     }
+    if let Some((n, lits)) = crate::body::baked_tables(model, opts, "    ") {
+        writeln!(
+            s,
+            "// The grid tables: flat parameters {d}.. (index = parameter - {d}).\nstatic const float {p}tables[{n}] = {{\n{lits}\n}};\n",
+            d = model.network.dense_count
+        )
+        .unwrap();
+    }
     let read = |i: &str| format!("{p}params[{i}]");
     let body = Body {
         syntax: &CSyntax,

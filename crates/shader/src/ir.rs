@@ -60,6 +60,39 @@ pub enum Stmt {
         bias: usize,
         act: Activation,
     },
+    /// One level of a `hashgrid`/`densegrid`: `dsts[f]` (F values) is the trilinear
+    /// (bi-, quadri-) interpolation of the level's table at the point `srcs` (D values),
+    /// exactly as `nshade_core::module::Grid` computes it (see [`GridLookup`]).
+    Grid {
+        dsts: Vec<Value>,
+        srcs: Vec<Value>,
+        lookup: GridLookup,
+    },
+}
+
+/// What one grid level's lookup needs: the maths of `nshade_core::module::grid`.
+///
+/// ```text
+/// p_d = clamp((x_d - min) · inv, 0, 1) · res      (inv = 1 / (max - min), rounded to f32)
+/// i_d = min(u32(floor(p_d)), res - 1)             t_d = p_d - f32(i_d)
+/// corner k (bit d of k set: vertex i_d + 1, weight t_d; else i_d, 1 - t_d):
+///   w_k = Π_d weights (left to right), e_k = index(vertex) · F + table offset
+/// y_f = Σ_k w_k · table[e_k + f]                 (k = 0, 1, ..., 2^D - 1)
+/// ```
+///
+/// `index` is dense (`v_0 + v_1·(res+1) + …`) or Instant-NGP's hash (`(v_0·1 ⊕
+/// v_1·2654435761 ⊕ v_2·805459861 ⊕ v_3·3674653429) & (entries − 1)`, u32 products
+/// wrapping).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GridLookup {
+    /// The level's geometry and its table's offset in the flat parameter vector.
+    pub level: nshade_core::module::GridLevel,
+    /// Which level of its grid this is (for comments).
+    pub index: usize,
+    pub features: usize,
+    pub min: f32,
+    /// `1 / (max - min)` in f32, as the CPU computes it.
+    pub inv: f32,
 }
 
 /// A lowered model.
@@ -112,7 +145,26 @@ impl Program {
     fn module(&mut self, m: &Module, x: &[Value]) -> Vec<Value> {
         debug_assert_eq!(x.len(), m.in_dims());
         match m {
-            Module::Grid(_) => unreachable!("export() rejects grids before lowering"),
+            Module::Grid(g) => {
+                let inv = 1.0 / (g.max - g.min);
+                let mut out = Vec::with_capacity(m.out_dims());
+                for (index, level) in g.levels.iter().enumerate() {
+                    let dsts: Vec<Value> = (0..g.features).map(|_| self.new_value()).collect();
+                    out.extend(&dsts);
+                    self.stmts.push(Stmt::Grid {
+                        dsts,
+                        srcs: x.to_vec(),
+                        lookup: GridLookup {
+                            level: level.clone(),
+                            index,
+                            features: g.features,
+                            min: g.min,
+                            inv,
+                        },
+                    });
+                }
+                out
+            }
             Module::Identity(_) => x.to_vec(),
             Module::Frequency(f) => {
                 // Output order: all sines (input-major, octave-minor), then all cosines.
@@ -296,6 +348,33 @@ mod tests {
                         + params[*bias];
                     v[*dst] = act.apply(z);
                 }
+                Stmt::Grid { dsts, srcs, lookup } => {
+                    let l = &lookup.level;
+                    let (mut i, mut t) = (Vec::new(), Vec::new());
+                    for s in srcs {
+                        let p = ((v[*s] - lookup.min) * lookup.inv).clamp(0.0, 1.0) * l.res as f32;
+                        let c = (p.floor() as u32).min(l.res - 1);
+                        i.push(c);
+                        t.push(p - c as f32);
+                    }
+                    for (f, dst) in dsts.iter().enumerate() {
+                        v[*dst] = 0.0;
+                        for k in 0..1usize << srcs.len() {
+                            let mut w = 1.0f32;
+                            let mut vert = i.clone();
+                            for d in 0..srcs.len() {
+                                if (k >> d) & 1 == 1 {
+                                    vert[d] += 1;
+                                    w *= t[d];
+                                } else {
+                                    w *= 1.0 - t[d];
+                                }
+                            }
+                            let e = l.offset + l.index(&vert) * lookup.features + f;
+                            v[*dst] += w * params[e];
+                        }
+                    }
+                }
             }
         }
         p.outputs.iter().map(|o| v[*o]).collect()
@@ -322,6 +401,26 @@ mod tests {
                 3,
             ),
             ("pick(1, 0, 1) | sh(2) | mlp(5x1, tanh)", 2, 3),
+            (
+                "hashgrid(levels=3, features=2, log2_size=5, base=2, scale=2) | mlp(4x1, relu)",
+                2,
+                3,
+            ),
+            (
+                "hashgrid(levels=3, features=1, log2_size=4, base=5, scale=2) | mlp(4x1, relu)",
+                1,
+                2,
+            ),
+            (
+                "hashgrid(levels=2, features=2, log2_size=6, base=2, scale=2) | mlp(4x1, relu)",
+                4,
+                1,
+            ),
+            (
+                "cat(densegrid(levels=2, features=3, base=2, scale=1.5, min=-1, max=1), identity) | mlp(4x1, relu)",
+                3,
+                2,
+            ),
         ] {
             let net = Network::build(&Arch::parse(arch).unwrap(), i, o).unwrap();
             let params: Vec<f32> = net
@@ -331,8 +430,8 @@ mod tests {
                 .map(|(k, p)| p + 0.01 * (k % 7) as f32)
                 .collect();
             let mut spec = InputSpec::xyt();
-            spec.names.truncate(i);
-            spec.domain.truncate(i);
+            spec.names.resize(i, "w".into());
+            spec.domain.resize(i, [-1.0, 1.0]);
             spec.scale = (0..i).map(|k| 0.5 + k as f32).collect();
             spec.offset = (0..i).map(|k| 0.25 * k as f32).collect();
             let model = Model::new(net, params.clone(), spec.clone());

@@ -242,13 +242,22 @@ pub fn pack_weights(model: &Model, opts: &Options) -> Vec<u8> {
 /// uniform blocks of 16 KiB.
 pub const GLSL_ES_MAX_BUFFER_PARAMS: usize = 16384 / 4;
 
+/// Largest number of grid-table parameters baked into the source as a constant array
+/// (64 KiB of f32): larger tables make huge sources that drivers compile slowly, if at
+/// all; they need `--weights buffer`.
+pub const MAX_BAKED_TABLE_PARAMS: usize = 16384;
+
 fn check(model: &Model, opts: &Options) -> Result<(), Error> {
-    let mut grids = false;
-    model.network.root.for_each_grid(&mut |_| grids = true);
-    if grids {
-        return Err(Error::Model(
-            "grid encodings (hashgrid, densegrid) are not exported yet".into(),
-        ));
+    let tables = model.network.param_count - model.network.dense_count;
+    if opts.weights == WeightMode::Baked && tables > MAX_BAKED_TABLE_PARAMS {
+        let hint = if opts.target == Target::ShaderToy {
+            "a ShaderToy tab can only bake them; use a smaller grid"
+        } else {
+            "use --weights buffer"
+        };
+        return Err(Error::Model(format!(
+            "its grid tables hold {tables} parameters, more than the {MAX_BAKED_TABLE_PARAMS} that baked weights allow ({hint})"
+        )));
     }
     let t = opts.target;
     let unsupported = |what: &str| {

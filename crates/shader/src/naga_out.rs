@@ -35,7 +35,7 @@ fn wgsl_for(
         compute,
         ..opts.clone()
     };
-    crate::wgsl::write_string(model, program, &wopts)
+    crate::wgsl::write_tables_as(model, program, &wopts, opts.target == Target::Msl)
 }
 
 /// Metal Shading Language. naga passes the parameter buffer (buffer mode) to the

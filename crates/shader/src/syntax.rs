@@ -228,6 +228,158 @@ pub fn spherical_harmonic_derivative(x: &str, y: &str, z: &str, k: usize, axis: 
     )
 }
 
+/// Spellings of the integer and float types a grid lookup uses.
+pub struct GridSpelling<'a> {
+    /// What precedes a new f32 local (`let ` / `float `).
+    pub float_decl: &'a str,
+    /// What precedes a new u32 local (`let ` / `uint `).
+    pub uint_decl: &'a str,
+    /// Conversion to u32 / to f32 (`u32` / `uint`, `f32` / `float`).
+    pub to_uint: &'a str,
+    pub to_float: &'a str,
+}
+
+/// WGSL's spellings.
+pub const WGSL_GRID: GridSpelling<'static> = GridSpelling {
+    float_decl: "let ",
+    uint_decl: "let ",
+    to_uint: "u32",
+    to_float: "f32",
+};
+
+/// GLSL's, HLSL's and Slang's spellings.
+pub const C_GRID: GridSpelling<'static> = GridSpelling {
+    float_decl: "float ",
+    uint_decl: "uint ",
+    to_uint: "uint",
+    to_float: "float",
+};
+
+/// The statements of one grid level's lookup (see [`crate::ir::GridLookup`] for the
+/// maths), one per line with `indent`, in f32 and u32 arithmetic whatever the precision.
+///
+/// `name` prefixes the locals: `{name}p{d}` (position in cells), `{name}i{d}` (cell),
+/// `{name}t{d}` (fraction), and per corner k `{name}w{k}` (weight, f32) and `{name}e{k}`
+/// (u32: index of the corner's feature 0 in the table storage, i.e. the flat parameter
+/// index minus `table_base`). `x` holds the D input expressions (f32, evaluated once
+/// each). `read(e)` is an f32 expression reading table storage at u32 index expression
+/// `e`. Returns the code and the F output expressions (sums over the corners).
+pub fn grid_level(
+    sp: &GridSpelling,
+    name: &str,
+    indent: &str,
+    x: &[String],
+    lookup: &crate::ir::GridLookup,
+    table_base: usize,
+    read: &dyn Fn(&str) -> String,
+) -> (String, Vec<String>) {
+    use std::fmt::Write;
+    let l = &lookup.level;
+    let d = x.len();
+    let mut s = String::new();
+    let fl = sp.float_decl;
+    let ul = sp.uint_decl;
+    for (k, xk) in x.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "{indent}{fl}{name}p{k} = clamp(({} - {}) * {}, 0.0, 1.0) * {};",
+            paren(xk),
+            float_literal(lookup.min),
+            float_literal(lookup.inv),
+            float_literal(l.res as f32)
+        );
+        let _ = writeln!(
+            s,
+            "{indent}{ul}{name}i{k} = min({}(floor({name}p{k})), {}u);",
+            sp.to_uint,
+            l.res - 1
+        );
+        let _ = writeln!(
+            s,
+            "{indent}{fl}{name}t{k} = {name}p{k} - {}({name}i{k});",
+            sp.to_float
+        );
+    }
+    const PRIMES: [u32; 4] = nshade_core::module::GRID_PRIMES;
+    for c in 0..1usize << d {
+        let bit = |k: usize| (c >> k) & 1 == 1;
+        let w: Vec<String> = (0..d)
+            .map(|k| {
+                if bit(k) {
+                    format!("{name}t{k}")
+                } else {
+                    format!("(1.0 - {name}t{k})")
+                }
+            })
+            .collect();
+        let _ = writeln!(s, "{indent}{fl}{name}w{c} = {};", w.join(" * "));
+        let vert: Vec<String> = (0..d)
+            .map(|k| {
+                if bit(k) {
+                    format!("({name}i{k} + 1u)")
+                } else {
+                    format!("{name}i{k}")
+                }
+            })
+            .collect();
+        let index = if l.hashed {
+            let terms: Vec<String> = vert
+                .iter()
+                .enumerate()
+                .map(|(k, v)| {
+                    if PRIMES[k] == 1 {
+                        v.clone()
+                    } else {
+                        format!("({v} * {}u)", PRIMES[k])
+                    }
+                })
+                .collect();
+            format!("(({}) & {}u)", terms.join(" ^ "), l.entries - 1)
+        } else {
+            let mut stride = 1usize;
+            let mut terms = Vec::new();
+            for v in &vert {
+                terms.push(if stride == 1 {
+                    v.clone()
+                } else {
+                    format!("{v} * {stride}u")
+                });
+                stride *= l.res as usize + 1;
+            }
+            format!("({})", terms.join(" + "))
+        };
+        let base = match l.offset - table_base {
+            0 => String::new(),
+            b => format!(" + {b}u"),
+        };
+        let _ = writeln!(
+            s,
+            "{indent}{ul}{name}e{c} = {index} * {}u{base};",
+            lookup.features
+        );
+    }
+    let outs = (0..lookup.features)
+        .map(|f| {
+            let mut e = String::new();
+            for c in 0..1usize << d {
+                if c > 0 && c % 4 == 0 {
+                    let _ = write!(e, "\n{indent}    + ");
+                } else if c > 0 {
+                    e.push_str(" + ");
+                }
+                let at = if f == 0 {
+                    format!("{name}e{c}")
+                } else {
+                    format!("{name}e{c} + {f}u")
+                };
+                let _ = write!(e, "{name}w{c} * {}", read(&at));
+            }
+            e
+        })
+        .collect();
+    (s, outs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

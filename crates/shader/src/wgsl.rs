@@ -15,6 +15,7 @@
 //! | `tri(K)`, octave k | [`triangle`]`(x, k)` | [`triangle_derivative`]`(x, k)` |
 //! | `oneblob(B)`, bin b | [`oneblob`]`(x, b, B)` | [`oneblob_derivative`]`(x, y, b, B)` |
 //! | `sh(L)`, output k | [`spherical_harmonic`]`(x, y, z, k)` | [`spherical_harmonic_derivative`]`(x, y, z, k, axis)` |
+//! | `hashgrid` / `densegrid`, one level | [`grid_level`] (weights `w_k` and indices `e_k` of the 2^D corners, then Σ w_k·table) | ∂y_f/∂table[e_k + f] = w_k |
 //!
 //! Output order of the encodings (see `nshade_core::module`): `freq(K)` on D inputs
 //! gives all D·K sines (input-major, octave-minor) then all D·K cosines; `tri(K)` gives
@@ -100,8 +101,45 @@ pub fn spherical_harmonic(x: &str, y: &str, z: &str, k: usize) -> String {
     syntax::spherical_harmonic(x, y, z, k)
 }
 
+/// One grid level's lookup in WGSL (f32/u32 arithmetic): the code every target's
+/// exported shader runs and the GPU training kernels reuse. See [`syntax::grid_level`]:
+/// the lines define `{name}p{d}`, `{name}i{d}`, `{name}t{d}`, and per corner k the
+/// weight `{name}w{k}` and the u32 table index `{name}e{k}` of its feature 0 (flat
+/// parameter index minus `table_base`); `read(e)` reads table storage. Returns the code
+/// and the F output expressions.
+pub fn grid_level(
+    name: &str,
+    indent: &str,
+    x: &[String],
+    lookup: &crate::ir::GridLookup,
+    table_base: usize,
+    read: &dyn Fn(&str) -> String,
+) -> (String, Vec<String>) {
+    syntax::grid_level(
+        &syntax::WGSL_GRID,
+        name,
+        indent,
+        x,
+        lookup,
+        table_base,
+        read,
+    )
+}
+
 /// WGSL source of `model` for `opts` (target `wgsl`).
 pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<String, Error> {
+    write_tables_as(model, program, opts, false)
+}
+
+/// [`write_string`], with baked grid tables as a WGSL `const` (`const_tables`, for naga's
+/// MSL, which makes it a `constant` global) or a private variable (WGSL, SPIR-V: naga
+/// copies a const array into a local at every run-time index).
+pub(crate) fn write_tables_as(
+    model: &Model,
+    program: &Program,
+    opts: &Options,
+    const_tables: bool,
+) -> Result<String, Error> {
     let p = &opts.prefix;
     let f16 = opts.precision == Precision::F16;
     let (g, b) = (opts.group, opts.binding);
@@ -149,6 +187,16 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
             s,
             "@group({g}) @binding({b}) var<storage, read> {p}params: array<{elem}, {}>;\n",
             model.params.len()
+        )
+        .unwrap();
+    }
+    if let Some((n, lits)) = crate::body::baked_tables(model, opts, "    ") {
+        writeln!(
+            s,
+            "// The grid tables: flat parameters {}.. (index = parameter - {}).\n{decl} {p}tables: array<f32, {n}> = array<f32, {n}>(\n{lits}\n);\n",
+            model.network.dense_count,
+            model.network.dense_count,
+            decl = if const_tables { "const" } else { "var<private>" }
         )
         .unwrap();
     }

@@ -58,9 +58,9 @@ fn generated_shaders_match_golden_files() {
     let bless = std::env::var("NSHADE_BLESS").is_ok_and(|v| v == "1");
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
     let mut failures = Vec::new();
-    // Three models keep the golden set small: one 2-input image model, one 3-input
-    // model with a non-trivial input mapping, and one with pick, oneblob and sh.
-    for name in ["seed3", "mapped", "encodings"] {
+    // Five models keep the golden set small: one 2-input image model, one 3-input model
+    // with a non-trivial input mapping, one with pick, oneblob and sh, and two grids.
+    for name in ["seed3", "mapped", "encodings", "hashgrid2", "densegrid"] {
         let model = common::model(name);
         let dir = root.join(name);
         std::fs::create_dir_all(&dir).unwrap();

@@ -19,7 +19,7 @@ mod triangle;
 pub use cat::Cat;
 pub use chain::Chain;
 pub use frequency::Frequency;
-pub use grid::{Grid, GridLevel};
+pub use grid::{Grid, GridLevel, PRIMES as GRID_PRIMES};
 pub use identity::Identity;
 pub use mlp::{Linear, Mlp};
 pub use oneblob::{OneBlob, oneblob_centre, oneblob_k};

@@ -114,6 +114,7 @@ fn has_params(m: &Module) -> bool {
         Module::Mlp(_) => true,
         Module::Chain(c) => c.stages.iter().any(has_params),
         Module::Cat(c) => c.children.iter().any(has_params),
+        Module::Grid(_) => true,
         _ => false,
     }
 }
@@ -288,7 +289,14 @@ impl Gen {
 
     fn forward<'a>(&mut self, m: &'a Module, x: View, out: Option<View>) -> Fwd<'a> {
         match m {
-            Module::Grid(_) => unreachable!("GpuBackend::trainer rejects grids"),
+            Module::Grid(gr) => {
+                let y = out.unwrap_or_else(|| self.alloc(m.out_dims()));
+                let body = super::grid::forward_body(gr, &|j, s| self.at(x, j, s), &|j, s| {
+                    self.at(y, j, s)
+                });
+                self.items(gr.levels.len() * self.s, &body);
+                Fwd::Leaf { m, x, y }
+            }
             Module::Identity(_) => {
                 let y = match out {
                     Some(o) => {
@@ -494,6 +502,16 @@ impl Gen {
     fn backward(&mut self, f: &Fwd, dy: View, dx: Option<(View, bool)>) {
         match f {
             Fwd::Leaf { m, x, y } => {
+                if let Module::Grid(gr) = m {
+                    // `grid::check` guarantees no input gradient is asked of a grid.
+                    debug_assert!(dx.is_none());
+                    let body =
+                        super::grid::backward_body(gr, &|j, s| self.at(*x, j, s), &|j, s| {
+                            self.at(dy, j, s)
+                        });
+                    self.items(gr.levels.len() * self.s, &body);
+                    return;
+                }
                 let Some((dx, add)) = dx else { return };
                 match m {
                     Module::Identity(_) => self.map(dy, dx, |v| v.to_string(), add),
@@ -1123,7 +1141,7 @@ fn fwd_in(f: &Fwd) -> View {
 
 fn fwd_has_params(f: &Fwd) -> bool {
     match f {
-        Fwd::Leaf { .. } => false,
+        Fwd::Leaf { m, .. } => matches!(m, Module::Grid(_)),
         Fwd::Mlp { .. } => true,
         Fwd::Chain(s) => s.iter().any(fwd_has_params),
         Fwd::Cat { children, .. } => children.iter().any(fwd_has_params),
@@ -1144,7 +1162,7 @@ pub fn shared_bytes(
         samples,
         threads,
         coop.then(|| Pad::of(net)),
-        net.param_count,
+        net.dense_count,
         pingpong,
         1,
     );
@@ -1202,7 +1220,7 @@ pub fn step_kernel(
         s,
         launch.threads as usize,
         coop.then(|| Pad::of(net)),
-        net.param_count,
+        net.dense_count,
         launch.pingpong,
         launch.tile_k as usize,
     );
@@ -1294,11 +1312,12 @@ pub fn step_kernel(
         let _ = writeln!(accs, "    var acc{a} = 0.0f;");
     }
     let p = match &g.coop {
-        Some(pad) => pad.partial_len(net.param_count),
-        None => net.param_count.max(1),
+        Some(pad) => pad.partial_len(net.dense_count),
+        None => net.dense_count.max(1),
     };
     let shared = g.rows * g.r;
     let (mut head, mut decls, mut init) = (String::new(), String::new(), String::new());
+    decls.push_str(&super::grid::step_decls(net));
     if coop {
         head.push_str("enable f16;\nenable wgpu_cooperative_matrix;\n");
         let nsg = launch.threads / 32;

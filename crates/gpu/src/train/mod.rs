@@ -7,6 +7,7 @@
 //! buffer at a dynamic offset, so a whole `run` is one submission.
 
 pub mod codegen;
+pub mod grid;
 pub mod wgsl;
 
 use crate::context::{GpuContext, GpuError};
@@ -71,13 +72,7 @@ impl GpuBackend {
         data: Arc<TrainingData>,
         cfg: &TrainConfig,
     ) -> Result<GpuTrainer, TrainError> {
-        let mut grids = false;
-        net.root.for_each_grid(&mut |_| grids = true);
-        if grids {
-            return Err(backend_err(
-                "grid encodings (hashgrid, densegrid) train on the CPU backend only for now",
-            ));
-        }
+        grid::check(net).map_err(backend_err)?;
         GpuTrainer::new(self.ctx.clone(), net, params, &data, cfg, self.pingpong)
     }
 }
@@ -233,6 +228,8 @@ pub struct GpuTrainer {
     grads: wgpu::Buffer,
     losses: wgpu::Buffer,
     records: wgpu::Buffer,
+    /// The table Adam kernel, for networks with grids.
+    grid_pass: Option<grid::GridPass>,
     t: u32,
 }
 
@@ -292,7 +289,9 @@ fn pipeline(
         // workgroup-memory indices are `(base + j)·R + s` with j < the tensor's width and
         // s < S inside loops bounded by those constants; parameter indices are offsets of
         // the network's own tensors (< P); `partial` is indexed by group < G and p < P;
-        // texture texels are clamped to the image; row indices are ⌊h·rows/2³²⌋ < rows.
+        // texture texels are clamped to the image; row indices are ⌊h·rows/2³²⌋ < rows;
+        // grid-table indices lie inside their level's table (cells clamped to res − 1,
+        // hashes masked to the table size) and so do their accumulator words.
         // Every loop has a constant bound.
         unsafe { device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
     };
@@ -394,8 +393,10 @@ impl GpuTrainer {
         let batch = cfg.batch as u32;
         let step_src =
             codegen::step_kernel(net, cfg.loss, kind, batch, cfg.sample_seed(), launch, coop);
+        // The dense parameters go through partial sums and this kernel; grid tables
+        // through fixed-point atomics and `grid::adam_kernel`.
         let adam_src = codegen::adam_kernel(
-            net.param_count,
+            net.dense_count,
             launch.groups,
             batch,
             net.out_dims,
@@ -406,12 +407,13 @@ impl GpuTrainer {
             eprintln!("{step_src}\n{adam_src}");
         }
         let p = net.param_count.max(1) as u64;
+        let dense = net.dense_count.max(1) as u64;
         let device = &ctx.device;
         let max_binding = device.limits().max_storage_buffer_binding_size;
         let stride = if coop {
-            pad.partial_len(net.param_count) as u64
+            pad.partial_len(net.dense_count) as u64
         } else {
-            p
+            dense
         };
         let partial_bytes = launch.groups as u64 * stride * 4;
         if partial_bytes > max_binding || (values.len() as u64 * 4) > max_binding {
@@ -449,20 +451,26 @@ impl GpuTrainer {
             mapped_at_creation: false,
         });
 
-        let (step_pipe, step_bgl) = pipeline(
-            &ctx,
-            "nshade step",
-            &step_src,
-            "nsh_step",
-            &[
-                uniform_ty(),
-                storage_ty(true),
-                storage_ty(true),
-                storage_ty(false),
-                storage_ty(false),
-                storage_ty(true),
-            ],
-        );
+        if p * 4 > max_binding {
+            return Err(backend_err(format!(
+                "the {} parameters exceed the adapter's storage binding limit of {max_binding} bytes",
+                net.param_count
+            )));
+        }
+        let gacc = grid::accumulators(&ctx, net)?;
+        let mut step_types = vec![
+            uniform_ty(),
+            storage_ty(true),
+            storage_ty(true),
+            storage_ty(false),
+            storage_ty(false),
+            storage_ty(true),
+        ];
+        if gacc.is_some() {
+            step_types.push(storage_ty(false));
+        }
+        let (step_pipe, step_bgl) =
+            pipeline(&ctx, "nshade step", &step_src, "nsh_step", &step_types);
         let (adam_pipe, adam_bgl) = pipeline(
             &ctx,
             "nshade adam",
@@ -484,8 +492,20 @@ impl GpuTrainer {
             "step",
             &step_bgl,
             &records,
-            &[&params_buf, &data_buf, &partial, &loss_partial, &w16],
+            &[&params_buf, &data_buf, &partial, &loss_partial, &w16]
+                .into_iter()
+                .chain(gacc.as_ref())
+                .collect::<Vec<_>>(),
         );
+        let grid_pass = gacc.as_ref().map(|acc| {
+            grid::GridPass::new(
+                &ctx,
+                net,
+                cfg.adam,
+                &records,
+                [&params_buf, &moments, acc, &grads],
+            )
+        });
         let adam_bg = bind(
             &ctx,
             "adam",
@@ -502,7 +522,7 @@ impl GpuTrainer {
             ],
         );
         let mut trainer = GpuTrainer {
-            adam_groups: (p as u32).div_ceil(ADAM_PARAMS) + 1,
+            adam_groups: (dense as u32).div_ceil(ADAM_PARAMS) + 1,
             coop,
             ctx,
             cfg: cfg.clone(),
@@ -516,6 +536,7 @@ impl GpuTrainer {
             grads,
             losses,
             records,
+            grid_pass,
             t: 0,
         };
         if coop {
@@ -602,6 +623,9 @@ impl GpuTrainer {
                 pass.set_pipeline(&self.adam_pipe);
                 pass.set_bind_group(0, &self.adam_bg, &off);
                 pass.dispatch_workgroups(self.adam_groups, 1, 1);
+                if let Some(g) = &self.grid_pass {
+                    g.record(&mut pass, &off);
+                }
             }
         }
         queue.submit([enc.finish()]);

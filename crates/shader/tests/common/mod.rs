@@ -41,6 +41,26 @@ pub const MODELS: &[(&str, &str, usize, usize)] = &[
         2,
         3,
     ),
+    // Grids: dense levels (res 4, 8) and hashed ones (16, 32 into 256 entries) in 2-D;
+    // dense (3, 6) and hashed (12 into 512) in 3-D over [-1, 1], beside the raw input.
+    (
+        "hashgrid2",
+        "hashgrid(levels=4, features=2, log2_size=8, base=4, scale=2) | mlp(8x1, relu, sigmoid)",
+        2,
+        3,
+    ),
+    (
+        "hashgrid3",
+        "cat(hashgrid(levels=3, features=2, log2_size=9, base=3, scale=2, min=-1, max=1), identity) | mlp(8x1, tanh)",
+        3,
+        3,
+    ),
+    (
+        "densegrid",
+        "densegrid(levels=2, features=3, base=2, scale=3) | mlp(6x1, swish, none)",
+        2,
+        3,
+    ),
 ];
 
 /// The model `name` of [`MODELS`] with parameters from `seed`.

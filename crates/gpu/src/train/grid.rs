@@ -1,0 +1,331 @@
+//! Grid encodings (`hashgrid`, `densegrid`) in the GPU training kernels.
+//!
+//! **Forward**: the step kernel looks each (level, sample) up with the shared emitter
+//! [`nshade_shader::wgsl::grid_level`], the code the exported shaders run, reading the
+//! tables from the parameter buffer (global memory).
+//!
+//! **Backward**: a batch touches a small, data-dependent part of tables that may hold
+//! millions of entries, so table gradients cannot be per-workgroup partial sums. Each
+//! contribution `w_corner · dy` is added with integer atomics into a signed 64-bit
+//! fixed-point accumulator per table parameter, two `atomic<u32>` words (`lo` at `2i`,
+//! `hi` at `2i + 1`): `old = atomicAdd(lo, l)`, `carry = old > 0xffffffff − l`,
+//! `atomicAdd(hi, h + carry)`. Integer addition is associative, so the sums are exact and
+//! independent of the order in which invocations arrive: runs stay bit-reproducible, with
+//! no float atomics.
+//!
+//! Fixed point: a value v is `round-toward-zero(v · 2^48)` as a two's-complement 64-bit
+//! integer; [`FIXED_RANGE`] bounds each contribution (|v| is clamped to it) and the sum
+//! (|Σ| < 2^15), and the resolution is 2^−48 ≈ 3.6·10^−15 (contributions are truncated
+//! to it). The f32 → (hi, lo) split works on |v|: `a = |v|·2^16` (exact), `hi =
+//! floor(a)`, `lo = (a − hi)·2^32` (both exact: `a − floor(a)` is exact in f32), then
+//! the pair is negated in two's complement for v < 0.
+//!
+//! **Adam** (`nsh_grid_adam`, one invocation per table parameter, after the dense Adam
+//! kernel): converts the accumulator back (magnitude as `f32(hi) + f32(lo)·2^−32`, times
+//! 2^−16, sign applied; no cancellation), clears it for the next step, and applies the
+//! same Adam update as the dense parameters (and the CPU's `Adam::update`) to the fp32
+//! master table, with the moments after the dense ones in the moments buffer.
+
+use nshade_core::module::{Grid, Module};
+use nshade_core::network::Network;
+use nshade_shader::ir::GridLookup;
+use std::fmt::Write;
+
+/// Largest |contribution| and |sum| of one table parameter's gradient accumulator.
+pub const FIXED_RANGE: f32 = 32767.0;
+
+/// Grid-table parameters of `net` (they follow its `dense_count` dense parameters).
+pub fn table_count(net: &Network) -> usize {
+    net.param_count - net.dense_count
+}
+
+/// Refuses networks the kernels cannot train: a grid whose input gradient would be
+/// needed (a module with parameters before it).
+pub fn check(net: &Network) -> Result<(), String> {
+    fn walk(m: &Module, upstream: bool) -> Result<bool, String> {
+        // returns whether `m` has parameters
+        Ok(match m {
+            Module::Grid(_) if upstream => {
+                return Err(
+                    "a grid encoding after a module with parameters (its input gradient) trains on the CPU backend only"
+                        .into(),
+                );
+            }
+            Module::Grid(_) | Module::Mlp(_) => true,
+            Module::Chain(c) => {
+                let mut any = false;
+                for s in &c.stages {
+                    any |= walk(s, upstream || any)?;
+                }
+                any
+            }
+            Module::Cat(c) => {
+                let mut any = false;
+                for ch in &c.children {
+                    any |= walk(ch, upstream)?;
+                }
+                any
+            }
+            _ => false,
+        })
+    }
+    walk(&net.root, false).map(|_| ())
+}
+
+fn lookups(g: &Grid) -> impl Iterator<Item = (usize, GridLookup)> + '_ {
+    let inv = 1.0 / (g.max - g.min);
+    g.levels.iter().enumerate().map(move |(index, level)| {
+        (
+            index,
+            GridLookup {
+                level: level.clone(),
+                index,
+                features: g.features,
+                min: g.min,
+                inv,
+            },
+        )
+    })
+}
+
+/// One `case` per level of a loop body over `e < levels · S` (`l = e / S`, `s = e % S`):
+/// `level(lookup, x)` gives the case's code for the level's D input expressions.
+fn per_level(
+    g: &Grid,
+    x_at: &dyn Fn(&str, &str) -> String,
+    level: &dyn Fn(&GridLookup, &[String]) -> String,
+) -> String {
+    let mut b = String::from("        let l = e / S; let s = e % S;\n");
+    for d in 0..g.in_dims {
+        let _ = writeln!(b, "        let x{d} = {};", x_at(&format!("{d}u"), "s"));
+    }
+    let x: Vec<String> = (0..g.in_dims).map(|d| format!("x{d}")).collect();
+    b.push_str("        switch l {\n");
+    for (index, lookup) in lookups(g) {
+        let _ = write!(
+            b,
+            "        case {index}u: {{\n{}        }}\n",
+            level(&lookup, &x)
+        );
+    }
+    b.push_str("        default: {}\n        }\n");
+    b
+}
+
+/// The forward pass of grid `g` as the body of a loop over `e < levels · S`: `x_at(j, s)`
+/// and `y_at(j, s)` are the workgroup-memory expressions of input / output value `j` of
+/// sample `s`. Tables are read from `params` (flat indices).
+pub fn forward_body(
+    g: &Grid,
+    x_at: &dyn Fn(&str, &str) -> String,
+    y_at: &dyn Fn(&str, &str) -> String,
+) -> String {
+    per_level(g, x_at, &|lookup, x| {
+        let read = |e: &str| format!("params[{e}]");
+        let (mut code, outs) =
+            nshade_shader::wgsl::grid_level("q", "            ", x, lookup, 0, &read);
+        for (f, o) in outs.iter().enumerate() {
+            let j = format!("{}u", lookup.index * lookup.features + f);
+            let _ = writeln!(code, "            {} = {o};", y_at(&j, "s"));
+        }
+        code
+    })
+}
+
+/// The table-gradient pass of grid `g` as the body of a loop over `e < levels · S`:
+/// every corner's `w · dy` goes into the fixed-point accumulators (`nsh_gacc_add`).
+/// `dy` is zero for samples past the batch end, whose contributions are skipped.
+pub fn backward_body(
+    g: &Grid,
+    x_at: &dyn Fn(&str, &str) -> String,
+    dy_at: &dyn Fn(&str, &str) -> String,
+) -> String {
+    per_level(g, x_at, &|lookup, x| {
+        let read = |e: &str| format!("params[{e}]");
+        let (mut code, _) =
+            nshade_shader::wgsl::grid_level("q", "            ", x, lookup, 0, &read);
+        for f in 0..lookup.features {
+            let j = format!("{}u", lookup.index * lookup.features + f);
+            let _ = writeln!(code, "            let dy{f} = {};", dy_at(&j, "s"));
+        }
+        for c in 0..1usize << x.len() {
+            for f in 0..lookup.features {
+                let _ = writeln!(
+                    code,
+                    "            nsh_gacc_add(qe{c} + {f}u, qw{c} * dy{f});"
+                );
+            }
+        }
+        code
+    })
+}
+
+/// Declarations the step kernel needs when `net` has grids: the accumulators at
+/// binding 6 and `nsh_gacc_add(flat parameter index, value)`.
+pub fn step_decls(net: &Network) -> String {
+    let mut grids = false;
+    net.root.for_each_grid(&mut |_| grids = true);
+    if !grids {
+        return String::new();
+    }
+    format!(
+        "@group(0) @binding(6) var<storage, read_write> gacc: array<atomic<u32>>;
+const GRID_BASE: u32 = {base}u;
+// Adds v to table parameter i's signed 64-bit fixed-point accumulator (v·2^48).
+fn nsh_gacc_add(i: u32, v: f32) {{
+    if (v == 0.0f) {{ return; }}
+    let a = min(abs(v), {range}) * 65536.0f;
+    let hf = floor(a);
+    var hi = u32(hf);
+    var lo = u32((a - hf) * 4294967296.0f);
+    if (v < 0.0f) {{
+        hi = ~hi + select(0u, 1u, lo == 0u);
+        lo = 0u - lo;
+    }}
+    let k = 2u * (i - GRID_BASE);
+    let old = atomicAdd(&gacc[k], lo);
+    atomicAdd(&gacc[k + 1u], hi + select(0u, 1u, old > 0xffffffffu - lo));
+}}
+",
+        base = net.dense_count,
+        range = super::wgsl::lit(FIXED_RANGE),
+    )
+}
+
+/// Invocations per workgroup of the table Adam kernel.
+pub const ADAM_THREADS: u32 = 256;
+
+/// Workgroups (x, y) of the table Adam kernel for `tables` parameters.
+pub fn adam_groups(tables: usize) -> (u32, u32) {
+    let n = (tables as u32).div_ceil(ADAM_THREADS).max(1);
+    let x = n.min(65535);
+    (x, n.div_ceil(x))
+}
+
+/// The table Adam kernel (`nsh_grid_adam`): bindings 0 step record, 1 params, 2 moments,
+/// 3 accumulators, 4 grads. Mode 0 updates, mode 1 writes the gradient into `grads`;
+/// both clear the accumulators.
+pub fn adam_kernel(net: &Network, adam: nshade_core::optim::Adam) -> String {
+    let lit = super::wgsl::lit;
+    let t = table_count(net);
+    format!(
+        "const T: u32 = {t}u;
+const DENSE: u32 = {dense}u;
+const M0: u32 = {m0}u;
+struct Step {{ step: u32, slot: u32, step_lr: f32, inv_c2: f32, mode: u32 }}
+@group(0) @binding(0) var<uniform> st: Step;
+@group(0) @binding(1) var<storage, read_write> params: array<f32>;
+@group(0) @binding(2) var<storage, read_write> moments: array<f32>;
+@group(0) @binding(3) var<storage, read_write> gacc: array<u32>;
+@group(0) @binding(4) var<storage, read_write> grads: array<f32>;
+
+@compute @workgroup_size({threads})
+fn nsh_grid_adam(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) n: vec3<u32>) {{
+    let i = id.x + id.y * n.x * {threads}u;
+    if (i >= T || st.mode == 2u) {{ return; }}
+    let lo = gacc[2u * i];
+    let hi = gacc[2u * i + 1u];
+    gacc[2u * i] = 0u;
+    gacc[2u * i + 1u] = 0u;
+    let neg = (hi >> 31u) == 1u;
+    var ml = lo;
+    var mh = hi;
+    if (neg) {{
+        ml = 0u - lo;
+        mh = ~hi + select(0u, 1u, lo == 0u);
+    }}
+    var g = (f32(mh) + f32(ml) * 2.3283064e-10f) * 1.5258789e-5f;
+    if (neg) {{ g = -g; }}
+    let p = DENSE + i;
+    if (st.mode == 1u) {{
+        grads[p] = g;
+    }} else {{
+        let m = {b1} * moments[M0 + i] + {omb1} * g;
+        let v = {b2} * moments[M0 + T + i] + {omb2} * g * g;
+        moments[M0 + i] = m;
+        moments[M0 + T + i] = v;
+        params[p] = params[p] - st.step_lr * m / (sqrt(v * st.inv_c2) + {eps});
+    }}
+}}
+",
+        dense = net.dense_count,
+        m0 = 2 * net.dense_count,
+        threads = ADAM_THREADS,
+        b1 = lit(adam.beta1),
+        omb1 = lit(1.0 - adam.beta1),
+        b2 = lit(adam.beta2),
+        omb2 = lit(1.0 - adam.beta2),
+        eps = lit(adam.epsilon),
+    )
+}
+
+/// The table accumulators (two u32 words per table parameter, zeroed), or `None` when
+/// `net` has no grid.
+pub(super) fn accumulators(
+    ctx: &crate::context::GpuContext,
+    net: &Network,
+) -> Result<Option<wgpu::Buffer>, nshade_core::train::TrainError> {
+    let t = table_count(net) as u64;
+    if t == 0 {
+        return Ok(None);
+    }
+    let max = ctx.device.limits().max_storage_buffer_binding_size;
+    if 8 * t > max {
+        return Err(super::backend_err(format!(
+            "the grid tables need {} bytes of gradient accumulators; the adapter binds at most {max} bytes per buffer",
+            8 * t
+        )));
+    }
+    let buf = super::storage(ctx, "grid accumulators", 8 * t);
+    ctx.queue
+        .write_buffer(&buf, 0, &vec![0u8; (8 * t) as usize]);
+    Ok(Some(buf))
+}
+
+/// The table Adam dispatch of a network with grids.
+pub(super) struct GridPass {
+    pipe: wgpu::ComputePipeline,
+    bg: wgpu::BindGroup,
+    groups: (u32, u32),
+}
+
+impl GridPass {
+    pub(super) fn new(
+        ctx: &crate::context::GpuContext,
+        net: &Network,
+        adam: nshade_core::optim::Adam,
+        records: &wgpu::Buffer,
+        bufs: [&wgpu::Buffer; 4],
+    ) -> GridPass {
+        let src = adam_kernel(net, adam);
+        if std::env::var("NSHADE_GPU_DUMP").is_ok_and(|v| v == "1") {
+            eprintln!("{src}");
+        }
+        let (pipe, bgl) = super::pipeline(
+            ctx,
+            "nshade grid adam",
+            &src,
+            "nsh_grid_adam",
+            &[
+                super::uniform_ty(),
+                super::storage_ty(false),
+                super::storage_ty(false),
+                super::storage_ty(false),
+                super::storage_ty(false),
+            ],
+        );
+        let bg = super::bind(ctx, "grid adam", &bgl, records, &bufs);
+        GridPass {
+            pipe,
+            bg,
+            groups: adam_groups(table_count(net)),
+        }
+    }
+
+    /// Records the table Adam dispatch of the step whose record is at `off`.
+    pub(super) fn record(&self, pass: &mut wgpu::ComputePass<'_>, off: &[u32]) {
+        pass.set_pipeline(&self.pipe);
+        pass.set_bind_group(0, &self.bg, off);
+        pass.dispatch_workgroups(self.groups.0, self.groups.1, 1);
+    }
+}
