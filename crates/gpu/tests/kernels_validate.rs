@@ -39,6 +39,7 @@ fn generated_kernels_validate() {
                 chunks: 3,
                 pingpong,
                 tile_k: 2,
+                vec: !coop,
             };
             let data = DataKind::Texture {
                 width: 64,
@@ -57,6 +58,7 @@ fn generated_kernels_validate() {
                 3,
                 Adam::default(),
                 coop.then_some(&pad),
+                (!coop).then(|| codegen::VecPad::of(&net)).as_ref(),
             );
             validate(&adam, &format!("{arch} adam (coop {coop})"));
         }

@@ -154,8 +154,19 @@ pub fn choose_launch(
         .unwrap_or(32)
         .next_power_of_two()
         .max(1);
+    // vec4 matrix loops on the f32 path (NSHADE_GPU_VEC=0: the scalar loops) whenever
+    // the chunk is a multiple of 4 samples
+    let vec_on = env_u32("NSHADE_GPU_VEC") != Some(0);
+    let vec_for = |s: u32, coop: bool| vec_on && !coop && s.is_multiple_of(4);
     let fits = |s: u32, coop: bool, pp: bool| {
-        codegen::shared_bytes(net, s as usize, threads as usize, coop, pp) <= max
+        codegen::shared_bytes(
+            net,
+            s as usize,
+            threads as usize,
+            coop,
+            pp,
+            vec_for(s, coop),
+        ) <= max
     };
     let mut pick = None;
     if coop_available(ctx) && threads.is_multiple_of(32) && has_mlp(net) {
@@ -182,7 +193,7 @@ pub fn choose_launch(
         if !fits(s, false, false) {
             return Err(backend_err(format!(
                 "the network needs {} bytes of workgroup memory for one sample; the adapter has {max}",
-                codegen::shared_bytes(net, 1, threads as usize, false, false)
+                codegen::shared_bytes(net, 1, threads as usize, false, false, false)
             )));
         }
         pick = Some((s, false, false));
@@ -202,6 +213,7 @@ pub fn choose_launch(
             // bigger register tiles paid off for 32-wide nets on the H200 (1.06×), not
             // for 64-wide ones (0.7×)
             tile_k: env_u32("NSHADE_GPU_TILEK").unwrap_or(if wide { 1 } else { 2 }),
+            vec: vec_for(samples, coop),
         },
         coop,
     ))
@@ -367,6 +379,7 @@ impl GpuTrainer {
         }
         let (launch, coop) = choose_launch(&ctx, net, cfg.batch, pingpong)?;
         let pad = codegen::Pad::of(net);
+        let vpad = codegen::VecPad::of(net);
         let (kind, values): (DataKind, &[f32]) = match data {
             TrainingData::Texture(t) => (
                 DataKind::Texture {
@@ -394,6 +407,7 @@ impl GpuTrainer {
             net.out_dims,
             cfg.adam,
             coop.then_some(&pad),
+            launch.vec.then_some(&vpad),
         );
         if std::env::var("NSHADE_GPU_DUMP").is_ok_and(|v| v == "1") {
             eprintln!("{step_src}\n{adam_src}");
@@ -427,8 +441,11 @@ impl GpuTrainer {
         let grads = storage(&ctx, "grads", p * 4);
         // f16 copy of the weights in the padded layout (cooperative-matrix path only;
         // zero-initialised so the padding contributes nothing)
+        // (or, on the vec4 f32 path, the padded f32 copies of `VecPad`)
         let w16_bytes = if coop {
             (pad.weights as u64 * 2).next_multiple_of(4)
+        } else if launch.vec {
+            vpad.len as u64 * 4
         } else {
             4
         };
@@ -511,8 +528,8 @@ impl GpuTrainer {
             records,
             t: 0,
         };
-        if coop {
-            // fill the f16 weight copy from the fp32 master weights
+        if coop || launch.vec {
+            // fill the f16 (or padded f32) weight copy from the fp32 master weights
             trainer.submit_adam_only(2)?;
         }
         Ok(trainer)
