@@ -334,13 +334,15 @@ impl Gen {
         v
     }
 
-    /// `sh[...]` of value `j` (expression) of sample `s` (expression) in `v` (`sh` is
-    /// an array of `vec4<f32>`; this is one component).
+    /// `sh[...]` of value `j` (expression) of sample `s` (expression) in `v` (on the
+    /// vec4 path `sh` is an array of `vec4<f32>` with rows of RV vectors, and this is one
+    /// component).
     fn at(&self, v: View, j: &str, s: &str) -> String {
-        format!(
-            "sh[(({}u + {j}) * R + {s}) / 4u][(({}u + {j}) * R + {s}) % 4u]",
-            v.base, v.base
-        )
+        if self.vec.is_some() {
+            format!("sh[({}u + {j}) * RV + ({s}) / 4u][({s}) % 4u]", v.base)
+        } else {
+            format!("sh[({}u + {j}) * R + {s}]", v.base)
+        }
     }
 
     /// The `vec4` of samples `4·sg .. 4·sg + 4` of value `j` in `v` (vec4 path).
@@ -1121,11 +1123,14 @@ impl Gen {
                     )
                 })
                 .collect();
+            // `//@EPI<weight>@`: where the loss phase is fused in when this layer
+            // produces the network output (see `step_kernel`)
             let _ = writeln!(
                 b,
-                "        {{ var av = c{t}; {}\n        {} = av; }}",
+                "        {{ var av = c{t}; {}\n        {} = av;\n        let lzv = c{t}; let lj = {j};\n        //@EPI{}@\n        }}",
                 acts.join(" "),
-                self.at4(a, &j, "sg")
+                self.at4(a, &j, "sg"),
+                l.weight
             );
         }
         self.items(og * sv, &b);
@@ -1407,7 +1412,7 @@ fn out_layer<'a>(f: &'a Fwd<'a>) -> Option<&'a LayerFwd<'a>> {
 /// Output activation whose derivative the loss phase applies: (activation, z view).
 type OutAct = Option<(Activation, Option<View>)>;
 
-fn build_body(g: &mut Gen, net: &Network) -> (View, View, View, OutAct) {
+fn build_body(g: &mut Gen, net: &Network) -> (View, View, View, OutAct, Option<usize>) {
     let x = g.alloc(net.in_dims);
     let t = g.alloc(net.out_dims);
     // forward
@@ -1422,7 +1427,7 @@ fn build_body(g: &mut Gen, net: &Network) -> (View, View, View, OutAct) {
     if has_params(&net.root) {
         g.backward(&f, dy, None);
     }
-    (y, t, dy, out.map(|o| (o.1, o.2)))
+    (y, t, dy, out.map(|o| (o.1, o.2)), out.map(|o| o.0))
 }
 
 /// The step kernel's WGSL for `net` trained with `loss` on `data`.
@@ -1445,7 +1450,7 @@ pub fn step_kernel(
         launch.tile_k as usize,
         launch.vec.then(|| VecPad::of(net)),
     );
-    let (y, t, dy, out_act) = build_body(&mut g, net);
+    let (y, t, dy, out_act, out_layer_weight) = build_body(&mut g, net);
     let deriv = match out_act {
         Some((act, z)) if act != Activation::None => {
             let zz = match z {
@@ -1479,7 +1484,38 @@ pub fn step_kernel(
         dyv = g.at(dy, "j", "s"),
         sc = lit(scale),
     );
-    let body = g.body.replace("    //@LOSS@\n", &loss_code);
+    // vec4 path: the loss and dy are computed in the epilogue of the output layer's
+    // forward (one phase and barrier fewer)
+    let epi = out_layer_weight.map(|w| format!("        //@EPI{w}@\n"));
+    let body = match epi {
+        Some(epi) if g.vec.is_some() && g.body.contains(&epi) => {
+            let deriv = match out_act {
+                Some((act, _)) if act != Activation::None => {
+                    format!(" * {}", wgsl::act_derivative(act, "zl", "p"))
+                }
+                _ => String::new(),
+            };
+            let mut fused = format!(
+                "        var dyv = vec4<f32>(0.0f); let tv4 = {};\n",
+                g.at4(t, "lj", "sg")
+            );
+            for (c, lane) in ["x", "y", "z", "w"].iter().enumerate() {
+                let _ = writeln!(
+                    fused,
+                    "        {{ let p = av.{lane}; let zl = lzv.{lane}; let t = tv4.{lane};\n\
+                     \x20         let valid = first + sg * 4u + {c}u < BATCH;\n\
+                     \x20         loss_acc += select(0.0f, {lv}, valid);\n\
+                     \x20         dyv.{lane} = select(0.0f, ({lg}) * {sc}{deriv}, valid); }}",
+                    lv = wgsl::loss_value(loss, "p", "t"),
+                    lg = wgsl::loss_gradient(loss, "p", "t"),
+                    sc = lit(scale),
+                );
+            }
+            let _ = writeln!(fused, "        {} = dyv;", g.at4(dy, "lj", "sg"));
+            g.body.replace("    //@LOSS@\n", "").replace(&epi, &fused)
+        }
+        _ => g.body.replace("    //@LOSS@\n", &loss_code),
+    };
 
     // sample generation
     let mut draw = String::from(
@@ -1536,7 +1572,11 @@ pub fn step_kernel(
         Some(pad) => pad.partial_len(net.param_count),
         None => net.param_count.max(1),
     };
-    let shared = (g.rows * g.r).div_ceil(4).max(1);
+    let (shared, sh_ty) = if g.vec.is_some() {
+        ((g.rows * g.r).div_ceil(4).max(1), "vec4<f32>")
+    } else {
+        (g.rows * g.r, "f32")
+    };
     let (mut head, mut decls, mut init) = (String::new(), String::new(), String::new());
     if g.vec.is_some() {
         let _ = write!(
@@ -1583,7 +1623,7 @@ struct Step {{ step: u32, slot: u32, step_lr: f32, inv_c2: f32, mode: u32 }}
 @group(0) @binding(3) var<storage, read_write> partial: array<f32>;
 @group(0) @binding(4) var<storage, read_write> loss_partial: array<f32>;
 
-var<workgroup> sh: array<vec4<f32>, {shared}>;
+var<workgroup> sh: array<{sh_ty}, {shared}>;
 var<workgroup> red: array<f32, {wg}>;
 {decls}
 @compute @workgroup_size({wg})

@@ -141,8 +141,12 @@ pub fn choose_launch(
         .layers
         .iter()
         .any(|l| l.out_dims >= 64 && l.in_dims >= 64);
+    // vec4 matrix loops on the f32 path (NSHADE_GPU_VEC=0: the scalar loops) whenever
+    // the chunk is a multiple of 4 samples; they were fastest with 256 invocations for
+    // every network on the H200 (freq(8) | mlp(64x4): 191 M against 148 M with 512)
+    let vec_on = env_u32("NSHADE_GPU_VEC") != Some(0);
     let threads = env_u32("NSHADE_GPU_THREADS")
-        .unwrap_or(if wide && !coop_available(ctx) {
+        .unwrap_or(if wide && !coop_available(ctx) && !vec_on {
             512
         } else {
             256
@@ -154,9 +158,6 @@ pub fn choose_launch(
         .unwrap_or(32)
         .next_power_of_two()
         .max(1);
-    // vec4 matrix loops on the f32 path (NSHADE_GPU_VEC=0: the scalar loops) whenever
-    // the chunk is a multiple of 4 samples
-    let vec_on = env_u32("NSHADE_GPU_VEC") != Some(0);
     let vec_for = |s: u32, coop: bool| vec_on && !coop && s.is_multiple_of(4);
     let fits = |s: u32, coop: bool, pp: bool| {
         codegen::shared_bytes(
