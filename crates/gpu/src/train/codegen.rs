@@ -17,7 +17,9 @@
 //! floats (value j of sample s at `(base + j)·R + s`); the odd stride keeps the
 //! column-wise reads of the weight-gradient loops free of bank conflicts. GEMM-like loops
 //! compute small register tiles (up to 4×4) with strided assignment so that neighbouring
-//! invocations read neighbouring words.
+//! invocations read neighbouring words. On the vec4 path (`Launch::vec`) rows are
+//! `vec4<f32>`s of 4 consecutive samples, every matrix loop reads 4 samples per load, and
+//! weights come from the padded `vec4` copy described by [`VecPad`].
 
 use super::wgsl::{self, lit};
 use nshade_core::Activation;

@@ -296,8 +296,12 @@ fn pipeline(
     } else {
         // SAFETY: every index in the generated kernels is in range by construction:
         // workgroup-memory indices are `(base + j)·R + s` with j < the tensor's width and
-        // s < S inside loops bounded by those constants; parameter indices are offsets of
-        // the network's own tensors (< P); `partial` is indexed by group < G and p < P;
+        // s < S inside loops bounded by those constants (vec4 path: vector
+        // `(base + j)·RV + sg` with sg < S/4 ≤ RV = R/4, or component `s % 4` of
+        // `(base + j)·RV + s/4`; the array holds ⌈rows·R/4⌉ vectors); parameter indices are
+        // offsets of the network's own tensors (< P); the padded weight copy `wv` is
+        // indexed by layer block offset + row < out (in) times the padded row length +
+        // group < ⌈in/4⌉ (⌈out/4⌉), inside its block; `partial` is indexed by group < G and p < P;
         // texture texels are clamped to the image; row indices are ⌊h·rows/2³²⌋ < rows.
         // Every loop has a constant bound.
         unsafe { device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
