@@ -37,6 +37,7 @@ struct StepRecord {
 pub struct GpuBackend {
     ctx: Arc<GpuContext>,
     pingpong: bool,
+    scalar: bool,
 }
 
 impl GpuBackend {
@@ -49,6 +50,7 @@ impl GpuBackend {
         GpuBackend {
             ctx,
             pingpong: false,
+            scalar: false,
         }
     }
 
@@ -56,6 +58,13 @@ impl GpuBackend {
     /// they fit; also `NSHADE_GPU_PINGPONG=1`), so tests cover both layouts.
     pub fn separate_gradient_buffers(mut self) -> GpuBackend {
         self.pingpong = true;
+        self
+    }
+
+    /// Uses the scalar matrix loops instead of the vec4 ones (also `NSHADE_GPU_VEC=0`;
+    /// they remain the fallback for chunks of fewer than 4 samples), so tests cover both.
+    pub fn scalar_loops(mut self) -> GpuBackend {
+        self.scalar = true;
         self
     }
 
@@ -71,7 +80,15 @@ impl GpuBackend {
         data: Arc<TrainingData>,
         cfg: &TrainConfig,
     ) -> Result<GpuTrainer, TrainError> {
-        GpuTrainer::new(self.ctx.clone(), net, params, &data, cfg, self.pingpong)
+        GpuTrainer::new(
+            self.ctx.clone(),
+            net,
+            params,
+            &data,
+            cfg,
+            self.pingpong,
+            self.scalar,
+        )
     }
 }
 
@@ -132,6 +149,7 @@ pub fn choose_launch(
     net: &Network,
     batch: usize,
     allow_pingpong: bool,
+    scalar: bool,
 ) -> Result<(Launch, bool), TrainError> {
     let limits = ctx.device.limits();
     let max = limits.max_compute_workgroup_storage_size as usize;
@@ -144,7 +162,7 @@ pub fn choose_launch(
     // vec4 matrix loops on the f32 path (NSHADE_GPU_VEC=0: the scalar loops) whenever
     // the chunk is a multiple of 4 samples; they were fastest with 256 invocations for
     // every network on the H200 (freq(8) | mlp(64x4): 191 M against 148 M with 512)
-    let vec_on = env_u32("NSHADE_GPU_VEC") != Some(0);
+    let vec_on = !scalar && env_u32("NSHADE_GPU_VEC") != Some(0);
     let threads = env_u32("NSHADE_GPU_THREADS")
         .unwrap_or(if wide && !coop_available(ctx) && !vec_on {
             512
@@ -370,6 +388,7 @@ impl GpuTrainer {
         data: &TrainingData,
         cfg: &TrainConfig,
         pingpong: bool,
+        scalar: bool,
     ) -> Result<GpuTrainer, TrainError> {
         check_compatible(net, data, cfg)?;
         if params.len() != net.param_count {
@@ -382,7 +401,7 @@ impl GpuTrainer {
         if cfg.batch > u32::MAX as usize / 2 {
             return Err(backend_err("batch too large"));
         }
-        let (launch, coop) = choose_launch(&ctx, net, cfg.batch, pingpong)?;
+        let (launch, coop) = choose_launch(&ctx, net, cfg.batch, pingpong, scalar)?;
         let pad = codegen::Pad::of(net);
         let vpad = codegen::VecPad::of(net);
         let (kind, values): (DataKind, &[f32]) = match data {
