@@ -42,6 +42,7 @@ fn generated_kernels_validate() {
                 chunks: 3,
                 pingpong,
                 tile_k: 2,
+                vec: !coop,
             };
             let data = DataKind::Texture {
                 width: 64,
@@ -60,6 +61,7 @@ fn generated_kernels_validate() {
                 3,
                 Adam::default(),
                 coop.then_some(&pad),
+                (!coop).then(|| codegen::VecPad::of(&net)).as_ref(),
             );
             validate(&adam, &format!("{arch} adam (coop {coop})"));
         }
@@ -84,7 +86,7 @@ fn grid_kernels_validate() {
         ),
     ] {
         let net = Network::build(&Arch::parse(arch).unwrap(), i, 3).unwrap();
-        for coop in [false, true] {
+        for (coop, vec) in [(false, false), (false, true), (true, false)] {
             let launch = Launch {
                 samples: 32,
                 threads: 256,
@@ -92,6 +94,7 @@ fn grid_kernels_validate() {
                 chunks: 3,
                 pingpong: false,
                 tile_k: 2,
+                vec,
             };
             let data = DataKind::Rows {
                 rows: 100,
@@ -100,7 +103,7 @@ fn grid_kernels_validate() {
             };
             let step = codegen::step_kernel(&net, Loss::L2, data, 5000, 9, launch, coop);
             assert!(step.contains("nsh_gacc_add"), "{arch}: no table gradient");
-            validate(&step, &format!("{arch} step (coop {coop})"));
+            validate(&step, &format!("{arch} step (coop {coop}, vec {vec})"));
         }
         validate(
             &nshade_gpu::train::grid::adam_kernel(&net, Adam::default()),

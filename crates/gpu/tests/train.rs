@@ -128,6 +128,14 @@ fn gradients_match_cpu_for_every_module_kind() {
     ] {
         compare_gradient(&separate, arch, tex.clone(), &c, 2e-3);
     }
+    // the scalar matrix loops (the fallback for chunks of fewer than 4 samples)
+    let scalar = GpuBackend::with_context(backend.context().clone()).scalar_loops();
+    for arch in [
+        "freq(3) | mlp(32x3, leaky_relu, sigmoid)",
+        "cat(identity, mlp(4x1, sine(2), out=5)) | mlp(6x1, leaky_relu(-0.2))",
+    ] {
+        compare_gradient(&scalar, arch, tex.clone(), &c, 2e-3);
+    }
 }
 
 #[test]

@@ -17,7 +17,9 @@
 //! floats (value j of sample s at `(base + j)·R + s`); the odd stride keeps the
 //! column-wise reads of the weight-gradient loops free of bank conflicts. GEMM-like loops
 //! compute small register tiles (up to 4×4) with strided assignment so that neighbouring
-//! invocations read neighbouring words.
+//! invocations read neighbouring words. On the vec4 path (`Launch::vec`) rows are
+//! `vec4<f32>`s of 4 consecutive samples, every matrix loop reads 4 samples per load, and
+//! weights come from the padded `vec4` copy described by [`VecPad`].
 
 use super::wgsl::{self, lit};
 use nshade_core::Activation;
@@ -59,6 +61,10 @@ pub struct Launch {
     /// Register tiles may leave up to 1 − 1/tile_k of the invocations idle in a phase
     /// (bigger tiles, fewer workgroup-memory loads per multiply-add).
     pub tile_k: u32,
+    /// f32 path: matrix loops on 4-sample vectors (`vec4` loads from workgroup memory,
+    /// weights from a padded `vec4` copy kept by the Adam kernel); needs `samples` to be
+    /// a multiple of 4.
+    pub vec: bool,
 }
 
 /// Invocations per workgroup of the Adam kernel.
@@ -150,6 +156,8 @@ struct Gen {
     pingpong: bool,
     /// Register tiles may leave up to 1 − 1/tile_k of the invocations idle in a phase.
     tile_k: usize,
+    /// The `vec4` f32 path's padded weight layout (None: scalar loops).
+    vec: Option<VecPad>,
 }
 
 /// Padded (multiple-of-16) layout of every linear layer's weights for the cooperative
@@ -223,7 +231,65 @@ impl Pad {
     }
 }
 
+/// Padded f32 weight layout of the `vec4` path: every linear layer's weights twice,
+/// row-major `out × in4` (rows padded to a multiple of 4) and transposed `in × out4`,
+/// each block starting at a multiple of 4 floats, so the step kernel reads 4 consecutive
+/// weights of a row (or of a column) with one `vec4` load. The padding stays zero.
+#[derive(Clone, Debug, Default)]
+pub struct VecPad {
+    pub layers: Vec<VecLayer>,
+    /// Floats in the buffer (a multiple of 4, at least 4).
+    pub len: usize,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct VecLayer {
+    pub weight: usize,
+    pub out_dims: usize,
+    pub in_dims: usize,
+    /// Offset (floats) of the row-major copy and its padded row length.
+    pub fwd: usize,
+    pub in4: usize,
+    /// Offset (floats) of the transposed copy and its padded row length.
+    pub tr: usize,
+    pub out4: usize,
+}
+
+impl VecPad {
+    pub fn of(net: &Network) -> VecPad {
+        let mut v = VecPad::default();
+        for l in Pad::of(net).layers {
+            let (in4, out4) = (
+                l.in_dims.next_multiple_of(4),
+                l.out_dims.next_multiple_of(4),
+            );
+            let fwd = v.len;
+            let tr = fwd + l.out_dims * in4;
+            v.len = tr + l.in_dims * out4;
+            v.layers.push(VecLayer {
+                weight: l.weight,
+                out_dims: l.out_dims,
+                in_dims: l.in_dims,
+                fwd,
+                in4,
+                tr,
+                out4,
+            });
+        }
+        v.len = v.len.max(4);
+        v
+    }
+    fn layer(&self, weight: usize) -> VecLayer {
+        *self
+            .layers
+            .iter()
+            .find(|l| l.weight == weight)
+            .expect("layer in vec pad table")
+    }
+}
+
 impl Gen {
+    #[allow(clippy::too_many_arguments)]
     fn new(
         s: usize,
         wg: usize,
@@ -231,14 +297,24 @@ impl Gen {
         param_count: usize,
         pingpong: bool,
         tile_k: usize,
+        vec: Option<VecPad>,
     ) -> Gen {
+        // vec4 path: rows of R floats, R a multiple of 4 with R/4 odd (column reads of
+        // neighbouring rows by neighbouring invocations hit different banks)
+        let vec = vec.filter(|_| coop.is_none() && s.is_multiple_of(4));
+        let r = if vec.is_some() {
+            if (s / 4).is_multiple_of(2) { s + 4 } else { s }
+        } else {
+            s + 1
+        };
         Gen {
+            vec,
             param_count,
             fused_out: None,
             pingpong: pingpong && coop.is_none(),
             tile_k: tile_k.max(1),
             s,
-            r: s + 1,
+            r,
             wg,
             rows: 0,
             body: String::new(),
@@ -261,9 +337,20 @@ impl Gen {
         v
     }
 
-    /// `sh[...]` of value `j` (expression) of sample `s` (expression) in `v`.
+    /// `sh[...]` of value `j` (expression) of sample `s` (expression) in `v` (on the
+    /// vec4 path `sh` is an array of `vec4<f32>` with rows of RV vectors, and this is one
+    /// component).
     fn at(&self, v: View, j: &str, s: &str) -> String {
-        format!("sh[({}u + {j}) * R + {s}]", v.base)
+        if self.vec.is_some() {
+            format!("sh[({}u + {j}) * RV + ({s}) / 4u][({s}) % 4u]", v.base)
+        } else {
+            format!("sh[({}u + {j}) * R + {s}]", v.base)
+        }
+    }
+
+    /// The `vec4` of samples `4·sg .. 4·sg + 4` of value `j` in `v` (vec4 path).
+    fn at4(&self, v: View, j: &str, sg: &str) -> String {
+        format!("sh[({}u + {j}) * RV + {sg}]", v.base)
     }
 
     /// A loop over `n` items spread over the workgroup, then a barrier.
@@ -445,6 +532,9 @@ impl Gen {
 
     /// z = W·x + b, a = act(z), tiled TO (outputs) × TS (samples) per invocation.
     fn linear_forward(&mut self, l: &Linear, x: View, z: Option<View>, a: View) {
+        if self.vec.is_some() {
+            return self.vec_forward(l, x, z, a);
+        }
         let (i_n, o_n) = (l.in_dims, l.out_dims);
         let (to, ts) = self.tiles(o_n, self.s);
         let (og, sg) = (o_n / to, self.s / ts);
@@ -754,6 +844,9 @@ impl Gen {
         dx: Option<(View, bool)>,
         barrier: bool,
     ) {
+        if self.vec.is_some() {
+            return self.vec_backward(lf, dz, dx, barrier);
+        }
         let l = lf.l;
         let (i_n, o_n) = (l.in_dims, l.out_dims);
         // dW tiles: as large as possible while every invocation still gets one.
@@ -854,6 +947,9 @@ impl Gen {
         add: bool,
         fused: Option<&LayerFwd>,
     ) {
+        if self.vec.is_some() {
+            return self.vec_backward_dx(lf, dz, dxv, add, fused);
+        }
         let l = lf.l;
         let (i_n, o_n) = (l.in_dims, l.out_dims);
         let s_n = self.s;
@@ -1092,6 +1188,286 @@ impl Gen {
         }
     }
 
+    /// Rows per register tile of the vec4 path (`rows` × one 4-sample vector): up to 4
+    /// while every invocation (or 1/tile_k of them) still gets an item.
+    fn vec_rows(&self, rows: usize) -> usize {
+        let sv = self.s / 4;
+        let mut t = largest_tile(rows, 4);
+        while (rows / t) * sv * self.tile_k < self.wg && t > 1 {
+            t = largest_tile(rows, t / 2);
+        }
+        t
+    }
+
+    /// `for g in 0..⌊n/4⌋` (unrolled when short) over groups of 4 of a reduction axis
+    /// of length `n`, then the remainder group: `body(group expr, lanes)` gives the
+    /// statements for one group using `lanes` (4, or fewer in the remainder) of it.
+    fn groups4(n: usize, body: impl Fn(&str, usize) -> String) -> String {
+        let full = n / 4;
+        let mut out = unroll("g", full, &body("g", 4));
+        if !n.is_multiple_of(4) {
+            let _ = write!(
+                out,
+                "        {{ let g = {full}u;\n{}        }}\n",
+                body("g", n % 4)
+            );
+        }
+        out
+    }
+
+    /// vec4 path: z = W·x + b, a = act(z); an invocation computes `to` outputs
+    /// (strided) × 4 consecutive samples, reading 4 inputs × 4 samples and one `vec4` of
+    /// weights per output row per step of the reduction.
+    fn vec_forward(&mut self, l: &Linear, x: View, z: Option<View>, a: View) {
+        let vl = self.vec.as_ref().unwrap().layer(l.weight);
+        let (i_n, o_n) = (l.in_dims, l.out_dims);
+        let sv = self.s / 4;
+        let to = self.vec_rows(o_n);
+        let og = o_n / to;
+        let mut b = format!("        let og = e / {sv}u; let sg = e % {sv}u;\n");
+        for t in 0..to {
+            let _ = writeln!(
+                b,
+                "        var c{t} = vec4<f32>(params[{}u + og + {}u]);",
+                l.bias,
+                t * og
+            );
+        }
+        let lanes = ["x", "y", "z", "w"];
+        let body = |g: &str, n: usize| {
+            let mut lb = String::new();
+            for c in 0..n {
+                let _ = writeln!(
+                    lb,
+                    "            let x{c} = {};",
+                    self.at4(x, &format!("{g} * 4u + {c}u"), "sg")
+                );
+            }
+            for t in 0..to {
+                let _ = writeln!(
+                    lb,
+                    "            let w{t} = wv[{}u + (og + {}u) * {}u + {g}];",
+                    vl.fwd / 4,
+                    t * og,
+                    vl.in4 / 4
+                );
+                for (c, lane) in lanes.iter().enumerate().take(n) {
+                    let _ = writeln!(
+                        lb,
+                        "            c{t} = fma(vec4<f32>(w{t}.{lane}), x{c}, c{t});"
+                    );
+                }
+            }
+            lb
+        };
+        b.push_str(&Self::groups4(i_n, body));
+        for t in 0..to {
+            let j = format!("og + {}u", t * og);
+            if let Some(z) = z {
+                let _ = writeln!(b, "        {} = c{t};", self.at4(z, &j, "sg"));
+            }
+            let acts: Vec<String> = lanes
+                .iter()
+                .map(|lane| {
+                    format!(
+                        "{{ let zz = c{t}.{lane}; {}.{lane} = {}; }}",
+                        "av",
+                        wgsl::act_value(l.act, "zz")
+                    )
+                })
+                .collect();
+            // `//@EPI<weight>@`: where the loss phase is fused in when this layer
+            // produces the network output (see `step_kernel`)
+            let _ = writeln!(
+                b,
+                "        {{ var av = c{t}; {}\n        {} = av;\n        let lzv = c{t}; let lj = {j};\n        //@EPI{}@\n        }}",
+                acts.join(" "),
+                self.at4(a, &j, "sg"),
+                l.weight
+            );
+        }
+        self.items(og * sv, &b);
+    }
+
+    /// vec4 path: dW += dz·xᵀ and db += Σ dz into register accumulators (an invocation
+    /// owns a to × ti tile of W, strided, and reads 4 samples per `vec4` load), then
+    /// dx = Wᵀ·dz when asked.
+    fn vec_backward(&mut self, lf: &LayerFwd, dz: View, dx: Option<(View, bool)>, barrier: bool) {
+        let l = lf.l;
+        let (i_n, o_n) = (l.in_dims, l.out_dims);
+        let sv = self.s / 4;
+        let (mut to, mut ti) = (largest_tile(o_n, 4), largest_tile(i_n, 4));
+        while (o_n / to) * (i_n / ti) * self.tile_k < self.wg && (to > 1 || ti > 1) {
+            if to >= ti && to > 1 {
+                to = largest_tile(o_n, to / 2);
+            } else {
+                ti = largest_tile(i_n, ti / 2);
+            }
+        }
+        let (og, ig) = (o_n / to, i_n / ti);
+        let nq = og * ig;
+        let lanes = ["x", "y", "z", "w"];
+        let mut b = String::new();
+        for k in 0..nq.div_ceil(self.wg) {
+            let base = self.accs;
+            self.accs += to * ti;
+            let head = format!(
+                "    {{ let q = lid + {}u; if (q < {nq}u) {{ let og = q / {ig}u; let ig = q % {ig}u;\n",
+                k * self.wg
+            );
+            b.push_str(&head);
+            let mut lb = String::new();
+            for t in 0..to {
+                let _ = writeln!(
+                    lb,
+                    "            let d{t} = {};",
+                    self.at4(dz, &format!("og + {}u", t * og), "sg")
+                );
+            }
+            for u in 0..ti {
+                let _ = writeln!(
+                    lb,
+                    "            let x{u} = {};",
+                    self.at4(lf.x, &format!("ig + {}u", u * ig), "sg")
+                );
+            }
+            for lane in lanes {
+                for t in 0..to {
+                    for u in 0..ti {
+                        let a = base + t * ti + u;
+                        let _ = writeln!(
+                            lb,
+                            "            acc{a} = fma(d{t}.{lane}, x{u}.{lane}, acc{a});"
+                        );
+                    }
+                }
+            }
+            b.push_str(&unroll("sg", sv, &lb));
+            b.push_str("    } }\n");
+            self.writeback.push_str(&head);
+            for t in 0..to {
+                for u in 0..ti {
+                    let _ = writeln!(
+                        self.writeback,
+                        "        partial[pbase + {}u + (og + {}u) * {i_n}u + ig + {}u] = acc{};",
+                        l.weight,
+                        t * og,
+                        u * ig,
+                        base + t * ti + u
+                    );
+                }
+            }
+            self.writeback.push_str("    } }\n");
+        }
+        for k in 0..o_n.div_ceil(self.wg) {
+            let a = self.accs;
+            self.accs += 1;
+            let _ = writeln!(
+                b,
+                "    {{ let o = lid + {}u; if (o < {o_n}u) {{ for (var sg = 0u; sg < {sv}u; sg++) {{ let v = {}; acc{a} += v.x; acc{a} += v.y; acc{a} += v.z; acc{a} += v.w; }} }} }}",
+                k * self.wg,
+                self.at4(dz, "o", "sg")
+            );
+            let _ = writeln!(
+                self.writeback,
+                "    {{ let o = lid + {}u; if (o < {o_n}u) {{ partial[pbase + {}u + o] = acc{a}; }} }}",
+                k * self.wg,
+                l.bias
+            );
+        }
+        if barrier {
+            b.push_str("    workgroupBarrier();\n");
+        }
+        self.body.push_str(&b);
+        if let Some((dxv, add)) = dx {
+            self.vec_backward_dx(lf, dz, dxv, add, None);
+        }
+    }
+
+    /// vec4 path: dx = Wᵀ·dz (or += with `add`); an invocation computes `ti` inputs
+    /// (strided) × 4 samples from the transposed weight copy; with `fused`, times the
+    /// derivative of that layer's activation, in place over its activations. Ends with a
+    /// barrier.
+    fn vec_backward_dx(
+        &mut self,
+        lf: &LayerFwd,
+        dz: View,
+        dxv: View,
+        add: bool,
+        fused: Option<&LayerFwd>,
+    ) {
+        let l = lf.l;
+        let vl = self.vec.as_ref().unwrap().layer(l.weight);
+        let (i_n, o_n) = (l.in_dims, l.out_dims);
+        let sv = self.s / 4;
+        let ti = self.vec_rows(i_n);
+        let ig = i_n / ti;
+        let lanes = ["x", "y", "z", "w"];
+        let mut b = format!("        let ig = e / {sv}u; let sg = e % {sv}u;\n");
+        for t in 0..ti {
+            let _ = writeln!(b, "        var c{t} = vec4<f32>(0.0f);");
+        }
+        let body = |g: &str, n: usize| {
+            let mut lb = String::new();
+            for c in 0..n {
+                let _ = writeln!(
+                    lb,
+                    "            let d{c} = {};",
+                    self.at4(dz, &format!("{g} * 4u + {c}u"), "sg")
+                );
+            }
+            for t in 0..ti {
+                let _ = writeln!(
+                    lb,
+                    "            let w{t} = wv[{}u + (ig + {}u) * {}u + {g}];",
+                    vl.tr / 4,
+                    t * ig,
+                    vl.out4 / 4
+                );
+                for (c, lane) in lanes.iter().enumerate().take(n) {
+                    let _ = writeln!(
+                        lb,
+                        "            c{t} = fma(vec4<f32>(w{t}.{lane}), d{c}, c{t});"
+                    );
+                }
+            }
+            lb
+        };
+        b.push_str(&Self::groups4(o_n, body));
+        for t in 0..ti {
+            let j = format!("ig + {}u", t * ig);
+            let dst = self.at4(dxv, &j, "sg");
+            match fused {
+                Some(below) if below.l.act != Activation::None => {
+                    let zv = match below.z {
+                        Some(z) => self.at4(z, &j, "sg"),
+                        None => "vec4<f32>(0.0f)".into(),
+                    };
+                    let parts: Vec<String> = lanes
+                        .iter()
+                        .map(|lane| {
+                            format!(
+                                "{{ let z = zv.{lane}; let y = yv.{lane}; r.{lane} = c{t}.{lane} * {}; }}",
+                                wgsl::act_derivative(below.l.act, "z", "y")
+                            )
+                        })
+                        .collect();
+                    let _ = writeln!(
+                        b,
+                        "        {{ let zv = {zv}; let yv = {}; var r = c{t};\n        {}\n        {dst} = r; }}",
+                        self.at4(below.a, &j, "sg"),
+                        parts.join(" ")
+                    );
+                }
+                _ => {
+                    let op = if add { "+=" } else { "=" };
+                    let _ = writeln!(b, "        {dst} {op} c{t};");
+                }
+            }
+        }
+        self.items(ig * sv, &b);
+    }
+
     /// Register tile (rows × samples) for a `rows × S` output: as large as 4×4 while
     /// every invocation still gets an item.
     fn tiles(&self, rows: usize, s: usize) -> (usize, usize) {
@@ -1157,6 +1533,7 @@ pub fn shared_bytes(
     threads: usize,
     coop: bool,
     pingpong: bool,
+    vec: bool,
 ) -> usize {
     let mut g = Gen::new(
         samples,
@@ -1165,6 +1542,7 @@ pub fn shared_bytes(
         net.dense_count,
         pingpong,
         1,
+        vec.then(|| VecPad::of(net)),
     );
     let _ = build_body(&mut g, net);
     let coop_extra = if coop {
@@ -1172,7 +1550,7 @@ pub fn shared_bytes(
     } else {
         0
     };
-    g.rows * g.r * 4 + threads * 4 + coop_extra
+    (g.rows * g.r).next_multiple_of(4) * 4 + threads * 4 + coop_extra
 }
 
 /// The linear layer that produces the network output, if one does.
@@ -1187,7 +1565,7 @@ fn out_layer<'a>(f: &'a Fwd<'a>) -> Option<&'a LayerFwd<'a>> {
 /// Output activation whose derivative the loss phase applies: (activation, z view).
 type OutAct = Option<(Activation, Option<View>)>;
 
-fn build_body(g: &mut Gen, net: &Network) -> (View, View, View, OutAct) {
+fn build_body(g: &mut Gen, net: &Network) -> (View, View, View, OutAct, Option<usize>) {
     let x = g.alloc(net.in_dims);
     let t = g.alloc(net.out_dims);
     // forward
@@ -1202,7 +1580,7 @@ fn build_body(g: &mut Gen, net: &Network) -> (View, View, View, OutAct) {
     if has_params(&net.root) {
         g.backward(&f, dy, None);
     }
-    (y, t, dy, out.map(|o| (o.1, o.2)))
+    (y, t, dy, out.map(|o| (o.1, o.2)), out.map(|o| o.0))
 }
 
 /// The step kernel's WGSL for `net` trained with `loss` on `data`.
@@ -1223,8 +1601,9 @@ pub fn step_kernel(
         net.dense_count,
         launch.pingpong,
         launch.tile_k as usize,
+        launch.vec.then(|| VecPad::of(net)),
     );
-    let (y, t, dy, out_act) = build_body(&mut g, net);
+    let (y, t, dy, out_act, out_layer_weight) = build_body(&mut g, net);
     let deriv = match out_act {
         Some((act, z)) if act != Activation::None => {
             let zz = match z {
@@ -1258,7 +1637,38 @@ pub fn step_kernel(
         dyv = g.at(dy, "j", "s"),
         sc = lit(scale),
     );
-    let body = g.body.replace("    //@LOSS@\n", &loss_code);
+    // vec4 path: the loss and dy are computed in the epilogue of the output layer's
+    // forward (one phase and barrier fewer)
+    let epi = out_layer_weight.map(|w| format!("        //@EPI{w}@\n"));
+    let body = match epi {
+        Some(epi) if g.vec.is_some() && g.body.contains(&epi) => {
+            let deriv = match out_act {
+                Some((act, _)) if act != Activation::None => {
+                    format!(" * {}", wgsl::act_derivative(act, "zl", "p"))
+                }
+                _ => String::new(),
+            };
+            let mut fused = format!(
+                "        var dyv = vec4<f32>(0.0f); let tv4 = {};\n",
+                g.at4(t, "lj", "sg")
+            );
+            for (c, lane) in ["x", "y", "z", "w"].iter().enumerate() {
+                let _ = writeln!(
+                    fused,
+                    "        {{ let p = av.{lane}; let zl = lzv.{lane}; let t = tv4.{lane};\n\
+                     \x20         let valid = first + sg * 4u + {c}u < BATCH;\n\
+                     \x20         loss_acc += select(0.0f, {lv}, valid);\n\
+                     \x20         dyv.{lane} = select(0.0f, ({lg}) * {sc}{deriv}, valid); }}",
+                    lv = wgsl::loss_value(loss, "p", "t"),
+                    lg = wgsl::loss_gradient(loss, "p", "t"),
+                    sc = lit(scale),
+                );
+            }
+            let _ = writeln!(fused, "        {} = dyv;", g.at4(dy, "lj", "sg"));
+            g.body.replace("    //@LOSS@\n", "").replace(&epi, &fused)
+        }
+        _ => g.body.replace("    //@LOSS@\n", &loss_code),
+    };
 
     // sample generation
     let mut draw = String::from(
@@ -1315,8 +1725,19 @@ pub fn step_kernel(
         Some(pad) => pad.partial_len(net.dense_count),
         None => net.dense_count.max(1),
     };
-    let shared = g.rows * g.r;
+    let (shared, sh_ty) = if g.vec.is_some() {
+        ((g.rows * g.r).div_ceil(4).max(1), "vec4<f32>")
+    } else {
+        (g.rows * g.r, "f32")
+    };
     let (mut head, mut decls, mut init) = (String::new(), String::new(), String::new());
+    if g.vec.is_some() {
+        let _ = write!(
+            decls,
+            "const RV: u32 = {}u;\n@group(0) @binding(5) var<storage, read> wv: array<vec4<f32>>;\n",
+            g.r / 4
+        );
+    }
     decls.push_str(&super::grid::step_decls(net));
     if coop {
         head.push_str("enable f16;\nenable wgpu_cooperative_matrix;\n");
@@ -1356,7 +1777,7 @@ struct Step {{ step: u32, slot: u32, step_lr: f32, inv_c2: f32, mode: u32 }}
 @group(0) @binding(3) var<storage, read_write> partial: array<f32>;
 @group(0) @binding(4) var<storage, read_write> loss_partial: array<f32>;
 
-var<workgroup> sh: array<f32, {shared}>;
+var<workgroup> sh: array<{sh_ty}, {shared}>;
 var<workgroup> red: array<f32, {wg}>;
 {decls}
 @compute @workgroup_size({wg})
@@ -1405,6 +1826,7 @@ pub fn adam_kernel(
     out_dims: usize,
     adam: nshade_core::optim::Adam,
     pad: Option<&Pad>,
+    vpad: Option<&VecPad>,
 ) -> String {
     let p = param_count.max(1);
     let npw = p.div_ceil(ADAM_PARAMS as usize);
@@ -1434,7 +1856,27 @@ pub fn adam_kernel(
             );
             (pad.partial_len(param_count), 1.0 / loss_scale(batch, true))
         }
-        None => (p, 1.0),
+        None => {
+            if let Some(vp) = vpad {
+                // the vec4 path's padded row-major and transposed f32 weight copies
+                ppos.push_str("@group(0) @binding(7) var<storage, read_write> wv: array<f32>;\n");
+                w16.push_str("            let wval = params[p];\n");
+                for l in &vp.layers {
+                    let _ = writeln!(
+                        w16,
+                        "            if (p >= {w}u && p < {e}u) {{ let q = p - {w}u; let o = q / {i}u; let i = q % {i}u; wv[{f}u + o * {i4}u + i] = wval; wv[{t}u + i * {o4}u + o] = wval; }}",
+                        w = l.weight,
+                        e = l.weight + l.out_dims * l.in_dims,
+                        i = l.in_dims,
+                        f = l.fwd,
+                        i4 = l.in4,
+                        t = l.tr,
+                        o4 = l.out4
+                    );
+                }
+            }
+            (p, 1.0)
+        }
     };
     let idx = if pad.is_some() { "ppos(p)" } else { "p" };
     format!(

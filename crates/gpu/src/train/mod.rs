@@ -38,6 +38,7 @@ struct StepRecord {
 pub struct GpuBackend {
     ctx: Arc<GpuContext>,
     pingpong: bool,
+    scalar: bool,
 }
 
 impl GpuBackend {
@@ -50,6 +51,7 @@ impl GpuBackend {
         GpuBackend {
             ctx,
             pingpong: false,
+            scalar: false,
         }
     }
 
@@ -57,6 +59,13 @@ impl GpuBackend {
     /// they fit; also `NSHADE_GPU_PINGPONG=1`), so tests cover both layouts.
     pub fn separate_gradient_buffers(mut self) -> GpuBackend {
         self.pingpong = true;
+        self
+    }
+
+    /// Uses the scalar matrix loops instead of the vec4 ones (also `NSHADE_GPU_VEC=0`;
+    /// they remain the fallback for chunks of fewer than 4 samples), so tests cover both.
+    pub fn scalar_loops(mut self) -> GpuBackend {
+        self.scalar = true;
         self
     }
 
@@ -73,7 +82,15 @@ impl GpuBackend {
         cfg: &TrainConfig,
     ) -> Result<GpuTrainer, TrainError> {
         grid::check(net).map_err(backend_err)?;
-        GpuTrainer::new(self.ctx.clone(), net, params, &data, cfg, self.pingpong)
+        GpuTrainer::new(
+            self.ctx.clone(),
+            net,
+            params,
+            &data,
+            cfg,
+            self.pingpong,
+            self.scalar,
+        )
     }
 }
 
@@ -134,6 +151,7 @@ pub fn choose_launch(
     net: &Network,
     batch: usize,
     allow_pingpong: bool,
+    scalar: bool,
 ) -> Result<(Launch, bool), TrainError> {
     let limits = ctx.device.limits();
     let max = limits.max_compute_workgroup_storage_size as usize;
@@ -143,8 +161,12 @@ pub fn choose_launch(
         .layers
         .iter()
         .any(|l| l.out_dims >= 64 && l.in_dims >= 64);
+    // vec4 matrix loops on the f32 path (NSHADE_GPU_VEC=0: the scalar loops) whenever
+    // the chunk is a multiple of 4 samples; they were fastest with 256 invocations for
+    // every network on the H200 (freq(8) | mlp(64x4): 191 M against 148 M with 512)
+    let vec_on = !scalar && env_u32("NSHADE_GPU_VEC") != Some(0);
     let threads = env_u32("NSHADE_GPU_THREADS")
-        .unwrap_or(if wide && !coop_available(ctx) {
+        .unwrap_or(if wide && !coop_available(ctx) && !vec_on {
             512
         } else {
             256
@@ -156,8 +178,16 @@ pub fn choose_launch(
         .unwrap_or(32)
         .next_power_of_two()
         .max(1);
+    let vec_for = |s: u32, coop: bool| vec_on && !coop && s.is_multiple_of(4);
     let fits = |s: u32, coop: bool, pp: bool| {
-        codegen::shared_bytes(net, s as usize, threads as usize, coop, pp) <= max
+        codegen::shared_bytes(
+            net,
+            s as usize,
+            threads as usize,
+            coop,
+            pp,
+            vec_for(s, coop),
+        ) <= max
     };
     let mut pick = None;
     if coop_available(ctx) && threads.is_multiple_of(32) && has_mlp(net) {
@@ -184,7 +214,7 @@ pub fn choose_launch(
         if !fits(s, false, false) {
             return Err(backend_err(format!(
                 "the network needs {} bytes of workgroup memory for one sample; the adapter has {max}",
-                codegen::shared_bytes(net, 1, threads as usize, false, false)
+                codegen::shared_bytes(net, 1, threads as usize, false, false, false)
             )));
         }
         pick = Some((s, false, false));
@@ -204,6 +234,7 @@ pub fn choose_launch(
             // bigger register tiles paid off for 32-wide nets on the H200 (1.06×), not
             // for 64-wide ones (0.7×)
             tile_k: env_u32("NSHADE_GPU_TILEK").unwrap_or(if wide { 1 } else { 2 }),
+            vec: vec_for(samples, coop),
         },
         coop,
     ))
@@ -287,8 +318,12 @@ fn pipeline(
     } else {
         // SAFETY: every index in the generated kernels is in range by construction:
         // workgroup-memory indices are `(base + j)·R + s` with j < the tensor's width and
-        // s < S inside loops bounded by those constants; parameter indices are offsets of
-        // the network's own tensors (< P); `partial` is indexed by group < G and p < P;
+        // s < S inside loops bounded by those constants (vec4 path: vector
+        // `(base + j)·RV + sg` with sg < S/4 ≤ RV = R/4, or component `s % 4` of
+        // `(base + j)·RV + s/4`; the array holds ⌈rows·R/4⌉ vectors); parameter indices are
+        // offsets of the network's own tensors (< P); the padded weight copy `wv` is
+        // indexed by layer block offset + row < out (in) times the padded row length +
+        // group < ⌈in/4⌉ (⌈out/4⌉), inside its block; `partial` is indexed by group < G and p < P;
         // texture texels are clamped to the image; row indices are ⌊h·rows/2³²⌋ < rows;
         // grid-table indices lie inside their level's table (cells clamped to res − 1,
         // hashes masked to the table size) and so do their accumulator words.
@@ -359,6 +394,7 @@ impl GpuTrainer {
         data: &TrainingData,
         cfg: &TrainConfig,
         pingpong: bool,
+        scalar: bool,
     ) -> Result<GpuTrainer, TrainError> {
         check_compatible(net, data, cfg)?;
         if params.len() != net.param_count {
@@ -371,8 +407,9 @@ impl GpuTrainer {
         if cfg.batch > u32::MAX as usize / 2 {
             return Err(backend_err("batch too large"));
         }
-        let (launch, coop) = choose_launch(&ctx, net, cfg.batch, pingpong)?;
+        let (launch, coop) = choose_launch(&ctx, net, cfg.batch, pingpong, scalar)?;
         let pad = codegen::Pad::of(net);
+        let vpad = codegen::VecPad::of(net);
         let (kind, values): (DataKind, &[f32]) = match data {
             TrainingData::Texture(t) => (
                 DataKind::Texture {
@@ -402,6 +439,7 @@ impl GpuTrainer {
             net.out_dims,
             cfg.adam,
             coop.then_some(&pad),
+            launch.vec.then_some(&vpad),
         );
         if std::env::var("NSHADE_GPU_DUMP").is_ok_and(|v| v == "1") {
             eprintln!("{step_src}\n{adam_src}");
@@ -436,8 +474,11 @@ impl GpuTrainer {
         let grads = storage(&ctx, "grads", p * 4);
         // f16 copy of the weights in the padded layout (cooperative-matrix path only;
         // zero-initialised so the padding contributes nothing)
+        // (or, on the vec4 f32 path, the padded f32 copies of `VecPad`)
         let w16_bytes = if coop {
             (pad.weights as u64 * 2).next_multiple_of(4)
+        } else if launch.vec {
+            vpad.len as u64 * 4
         } else {
             4
         };
@@ -539,8 +580,8 @@ impl GpuTrainer {
             grid_pass,
             t: 0,
         };
-        if coop {
-            // fill the f16 weight copy from the fp32 master weights
+        if coop || launch.vec {
+            // fill the f16 (or padded f32) weight copy from the fp32 master weights
             trainer.submit_adam_only(2)?;
         }
         Ok(trainer)
