@@ -143,14 +143,14 @@ fn run_inference(args: &Args) -> Result<()> {
                     paths.push(Precision::F16);
                 }
                 for p in paths {
-                    // Grid tables too large to bake are measured from the buffer only.
+                    // Models with grid tables are measured from the buffer only, as
+                    // `eval`/`render` run them (baked tables are run-time indexed
+                    // arrays that some drivers compile very slowly, or too large).
                     let tables = model.network.param_count - model.network.dense_count;
                     for (weights, wname) in
                         [(WeightMode::Buffer, "buffer"), (WeightMode::Baked, "baked")]
                     {
-                        if weights == WeightMode::Baked
-                            && tables > nshade_shader::MAX_BAKED_TABLE_PARAMS
-                        {
+                        if weights == WeightMode::Baked && tables > 0 {
                             continue;
                         }
                         let ev = ShaderEvaluator::with_weights(ctx, &model, p, weights)?;

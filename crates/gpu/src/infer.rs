@@ -72,16 +72,18 @@ impl ShaderEvaluator {
     /// are fixed for the evaluator's lifetime and drivers compile literals far faster
     /// than thousands of buffer loads (seed arch #3 on lavapipe: 1.2 s against 138 s);
     /// literals are also operands of the multiply-adds on hardware. The buffer-mode
-    /// kernel, identical otherwise, is [`ShaderEvaluator::with_weights`].
+    /// kernel, identical otherwise, is [`ShaderEvaluator::with_weights`]. Models with
+    /// grid encodings use the buffer-mode kernel (their tables are data, not code).
     pub fn new(
         ctx: &GpuContext,
         model: &Model,
         precision: Precision,
     ) -> Result<ShaderEvaluator, GpuError> {
-        // Grid tables too large to bake (see `nshade_shader::MAX_BAKED_TABLE_PARAMS`)
-        // are read from the buffer.
+        // Grid tables are read from the buffer: a baked table is an array indexed at run
+        // time, which some drivers compile very slowly (lavapipe: minutes for a few
+        // thousand entries), and large ones cannot be baked at all.
         let tables = model.network.param_count - model.network.dense_count;
-        let weights = if tables > nshade_shader::MAX_BAKED_TABLE_PARAMS {
+        let weights = if tables > 0 {
             WeightMode::Buffer
         } else {
             WeightMode::Baked

@@ -226,3 +226,129 @@ fn grids_after_parameters_are_refused() {
         .to_string();
     assert!(e.contains("CPU backend"), "{e}");
 }
+
+/// The fixed-point accumulation itself: many contributions of both signs and of very
+/// different magnitudes (carries and borrows between the words, truncation of tiny
+/// values, clamping of huge ones) add up to exactly Σ trunc(v·2^48) in 64-bit two's
+/// complement, whatever order the invocations run in.
+#[test]
+fn fixed_point_accumulators_are_exact() {
+    use wgpu::util::DeviceExt;
+    let Some(ctx) = context_or_skip() else { return };
+    let net = Network::build(
+        &Arch::parse(
+            "hashgrid(levels=1, features=1, log2_size=4, base=2, scale=2) | mlp(2x0, none)",
+        )
+        .unwrap(),
+        2,
+        3,
+    )
+    .unwrap();
+    const K: usize = 5;
+    let mut rng = nshade_core::rng::Pcg32::new(21);
+    let vals: Vec<f32> = (0..4099)
+        .map(|i| {
+            let mag = 10f32.powf(rng.next_f32() * 15.0 - 14.0); // 1e-14 .. 10
+            let v = if rng.next_f32() < 0.5 { -mag } else { mag };
+            match (i, i % 97) {
+                // clamped to ±FIXED_RANGE, into the same accumulator: they cancel
+                (0, _) => 1e6,
+                (5, _) => -1e6,
+                (_, 1) => -3e-16, // below the resolution: truncated to 0
+                (_, 2) => 0.0,
+                _ => v,
+            }
+        })
+        .collect();
+    let src = format!(
+        "{}@group(0) @binding(7) var<storage, read> vals: array<f32>;
+@compute @workgroup_size(64)
+fn main(@builtin(global_invocation_id) id: vec3<u32>) {{
+    if (id.x < {n}u) {{ nsh_gacc_add(GRID_BASE + id.x % {K}u, vals[id.x]); }}
+}}
+",
+        nshade_gpu::train::grid::step_decls(&net),
+        n = vals.len()
+    );
+    let device = &ctx.device;
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("fixed point"),
+        source: wgpu::ShaderSource::Wgsl(src.into()),
+    });
+    let acc = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+        label: Some("acc"),
+        contents: &[0u8; 8 * K],
+        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+    });
+    let input = device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+        label: Some("vals"),
+        contents: &vals
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect::<Vec<u8>>(),
+        usage: wgpu::BufferUsages::STORAGE,
+    });
+    let pipe = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some("fixed point"),
+        layout: None,
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    let bg = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: None,
+        layout: &pipe.get_bind_group_layout(0),
+        entries: &[
+            wgpu::BindGroupEntry {
+                binding: 6,
+                resource: acc.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 7,
+                resource: input.as_entire_binding(),
+            },
+        ],
+    });
+    let staging = device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: 8 * K as u64,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut enc = device.create_command_encoder(&Default::default());
+    {
+        let mut pass = enc.begin_compute_pass(&Default::default());
+        pass.set_pipeline(&pipe);
+        pass.set_bind_group(0, &bg, &[]);
+        pass.dispatch_workgroups((vals.len() as u32).div_ceil(64), 1, 1);
+    }
+    enc.copy_buffer_to_buffer(&acc, 0, &staging, 0, 8 * K as u64);
+    ctx.queue.submit([enc.finish()]);
+    staging
+        .slice(..)
+        .map_async(wgpu::MapMode::Read, |r| r.unwrap());
+    device.poll(wgpu::PollType::wait_indefinitely()).unwrap();
+    let words: Vec<u32> = staging
+        .slice(..)
+        .get_mapped_range()
+        .unwrap()
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    let range = nshade_gpu::train::grid::FIXED_RANGE as f64;
+    for k in 0..K {
+        let want: i128 = vals
+            .iter()
+            .skip(k)
+            .step_by(K)
+            .map(|&v| {
+                let q = ((v.abs() as f64).min(range) * 2f64.powi(48)).floor() as i128;
+                if v < 0.0 { -q } else { q }
+            })
+            .sum();
+        let got = ((words[2 * k + 1] as u64) << 32 | words[2 * k] as u64) as i64;
+        assert!(want.abs() < 1i128 << 63, "the test's sums stay in range");
+        assert_eq!(got as i128, want, "accumulator {k}");
+    }
+}

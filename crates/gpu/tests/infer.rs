@@ -76,7 +76,7 @@ fn wgsl_matches_cpu() {
                 1e-5,
             );
         }
-        // The path `nshade eval --backend gpu` takes (baked weights).
+        // The path `nshade eval --backend gpu` takes (baked weights; buffer for grids).
         let ev = ShaderEvaluator::new(&ctx, &model, Precision::F32).unwrap();
         let gpu = ev
             .eval(&ctx, &common::random_inputs(&model, ROWS, 11))
