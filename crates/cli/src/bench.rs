@@ -1,6 +1,6 @@
 //! `nshade bench`: training throughput per architecture and batch size.
 
-use crate::common::{self, BackendChoice};
+use crate::common::{self, BackendChoice, GpuPathChoice};
 use crate::fit::{DEFAULT_ARCHS, human};
 use anyhow::{Context, Result, bail};
 use nshade_core::arch::NamedArch;
@@ -25,6 +25,11 @@ const BENCH_ARCHS: &[&str] = &[
 pub struct Args {
     #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
     pub backend: BackendChoice,
+    /// Precision path of the GPU backend: f32 (the default) or coop (f16 cooperative
+    /// matrices with dynamic loss scaling; needs an adapter that has them). Default: the
+    /// `NSHADE_GPU_PATH` environment variable, else f32.
+    #[arg(long, value_enum)]
+    pub gpu_path: Option<GpuPathChoice>,
     /// Architectures (default: the seed's four and freq(8) | mlp(64x4, relu)).
     #[arg(long = "arch", value_name = "SPEC")]
     pub archs: Vec<String>,
@@ -55,7 +60,7 @@ pub fn run(args: Args) -> Result<()> {
     } else {
         args.archs.clone()
     };
-    let backend = common::training_backend(args.backend)?;
+    let backend = common::training_backend_on(args.backend, args.gpu_path)?;
     let data = Arc::new(TrainingData::Texture(Texture::builtin()));
     for s in &specs {
         let named = NamedArch::parse(s).map_err(|e| anyhow::anyhow!("--arch '{s}': {e}"))?;

@@ -46,6 +46,48 @@ pub fn training_backend(choice: BackendChoice) -> Result<Box<dyn Backend>> {
     }
 }
 
+/// The GPU backend's precision path (`--gpu-path`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum GpuPathChoice {
+    /// fp32 everywhere (the default).
+    F32,
+    /// f16 × f16 → f32 cooperative-matrix GEMMs with dynamic loss scaling.
+    Coop,
+}
+
+/// [`training_backend`] with the GPU precision path chosen by `--gpu-path` (`None`: the
+/// `NSHADE_GPU_PATH` environment variable decides, else f32). `coop` on an adapter
+/// without cooperative matrices is an error; it is ignored when the CPU backend runs.
+pub fn training_backend_on(
+    choice: BackendChoice,
+    path: Option<GpuPathChoice>,
+) -> Result<Box<dyn Backend>> {
+    use nshade_gpu::train::{GpuBackend, coop_supported};
+    let Some(path) = path else {
+        return training_backend(choice);
+    };
+    let open = |b: GpuBackend| -> Result<Box<dyn Backend>> {
+        let coop = path == GpuPathChoice::Coop;
+        if coop && !coop_supported(b.context()) {
+            bail!(
+                "--gpu-path coop: adapter {} has no usable cooperative matrices (16x16x16 f16->f32, f16, subgroups of 32); see `nshade info`",
+                b.context().summary.name
+            );
+        }
+        Ok(Box::new(b.precision_path(coop)))
+    };
+    match choice {
+        BackendChoice::Cpu => Ok(Box::new(nshade_core::cpu::CpuBackend)),
+        BackendChoice::Gpu => {
+            open(GpuBackend::new().map_err(|e| anyhow::anyhow!("--backend gpu: {e}"))?)
+        }
+        BackendChoice::Auto => match GpuBackend::new() {
+            Ok(b) if b.context().summary.device_type != "Cpu" => open(b),
+            _ => Ok(Box::new(nshade_core::cpu::CpuBackend)),
+        },
+    }
+}
+
 static CANCELLED: AtomicBool = AtomicBool::new(false);
 
 /// Makes SIGINT/SIGTERM set a flag that long loops poll with [`cancelled`], so they stop

@@ -92,6 +92,7 @@ pub fn run(args: Args) -> Result<()> {
         loss: "l2".into(),
         seed: 1337,
         backend: args.backend,
+        gpu_path: None,
         threads: args.threads,
     })?;
     common::check_cancelled()?;

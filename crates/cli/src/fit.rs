@@ -1,7 +1,7 @@
 //! `nshade fit`: train every `--arch` on one image, side by side, and write fit and error
 //! images, each model, and a summary.
 
-use crate::common::{self, BackendChoice, OutDir};
+use crate::common::{self, BackendChoice, GpuPathChoice, OutDir};
 use crate::report;
 use anyhow::{Context, Result, bail};
 use nshade_core::arch::NamedArch;
@@ -62,6 +62,11 @@ pub struct Args {
     pub loss: String,
     #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     pub backend: BackendChoice,
+    /// Precision path of the GPU backend: f32 (the default) or coop (f16 cooperative
+    /// matrices with dynamic loss scaling; needs an adapter that has them). Default: the
+    /// `NSHADE_GPU_PATH` environment variable, else f32.
+    #[arg(long, value_enum)]
+    pub gpu_path: Option<GpuPathChoice>,
     /// Output directory (must be new or empty; default: a fresh nshade-out/run-NNN).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -141,7 +146,7 @@ pub fn run(args: Args) -> Result<()> {
         Some(p) => Texture::load(p)?,
         None => Texture::builtin(),
     };
-    let backend = common::training_backend(args.backend)?;
+    let backend = common::training_backend_on(args.backend, args.gpu_path)?;
     let out = OutDir::create(args.out.as_deref(), Path::new("nshade-out"))?;
     let data = Arc::new(TrainingData::Texture(tex.clone()));
     let reference = tex.data.clone();

@@ -3,7 +3,7 @@
 //! `M/metrics.json` (validation scores per parameter slice) and `M/training.log`; never
 //! leaves a partial `weights.json`, and stops promptly on SIGINT/SIGTERM.
 
-use crate::common::{self, BackendChoice};
+use crate::common::{self, BackendChoice, GpuPathChoice};
 use anyhow::{Context, Result, bail};
 use nshade_core::arch::NamedArch;
 use nshade_core::data::TrainingData;
@@ -50,6 +50,11 @@ pub struct Args {
     pub seed: u64,
     #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     pub backend: BackendChoice,
+    /// Precision path of the GPU backend: f32 (the default) or coop (f16 cooperative
+    /// matrices with dynamic loss scaling; needs an adapter that has them). Default: the
+    /// `NSHADE_GPU_PATH` environment variable, else f32.
+    #[arg(long, value_enum)]
+    pub gpu_path: Option<GpuPathChoice>,
     #[arg(long)]
     pub threads: Option<usize>,
 }
@@ -130,7 +135,7 @@ pub fn run(args: Args) -> Result<()> {
     let ds = Dataset::load(&args.dataset)
         .with_context(|| format!("--dataset {}", args.dataset.display()))?;
 
-    let backend = common::training_backend(args.backend)?;
+    let backend = common::training_backend_on(args.backend, args.gpu_path)?;
     let terminal = std::io::stdout().is_terminal();
     let mut log = Log {
         file: if out.caller_log {

@@ -158,6 +158,8 @@ struct Gen {
     tile_k: usize,
     /// The `vec4` f32 path's padded weight layout (None: scalar loops).
     vec: Option<VecPad>,
+    /// Dynamic loss scaling: gradients staged as f16 are checked for overflow.
+    scaled: bool,
 }
 
 /// Padded (multiple-of-16) layout of every linear layer's weights for the cooperative
@@ -325,6 +327,7 @@ impl Gen {
             gh: 0,
             zc: 0,
             dw_tiles: 0,
+            scaled: false,
         }
     }
 
@@ -1017,9 +1020,15 @@ impl Gen {
     /// f16 copy of `rows` rows of `src` into the staging array `dst` (`xh` or `gh`,
     /// row-major `[row][s]`, stride S), zero-padded to `rows_p` rows. No barrier.
     fn coop_convert(&mut self, b: &mut String, src: View, rows: usize, rows_p: usize, dst: &str) {
+        // dynamic loss scaling: a scaled gradient that f16 cannot hold is an overflow
+        let check = if self.scaled && dst == "gh" {
+            "\n        if (nsh_ls_over(v, 65504.0f)) { atomicOr(&lsbad, 1u); }"
+        } else {
+            ""
+        };
         let _ = writeln!(
             b,
-            "    for (var e = lid; e < {n}u; e += WG) {{\n        let j = e / S; let s = e % S;\n        var v = 0.0f;\n        if (j < {rows}u) {{ v = {src}; }}\n        {dst}[e] = f16(v);\n    }}",
+            "    for (var e = lid; e < {n}u; e += WG) {{\n        let j = e / S; let s = e % S;\n        var v = 0.0f;\n        if (j < {rows}u) {{ v = {src}; }}{check}\n        {dst}[e] = f16(v);\n    }}",
             n = rows_p * self.s,
             src = self.at(src, "j", "s"),
         );
@@ -1583,7 +1592,8 @@ fn build_body(g: &mut Gen, net: &Network) -> (View, View, View, OutAct, Option<u
     (y, t, dy, out.map(|o| (o.1, o.2)), out.map(|o| o.0))
 }
 
-/// The step kernel's WGSL for `net` trained with `loss` on `data`.
+/// The step kernel's WGSL for `net` trained with `loss` on `data`; the
+/// cooperative-matrix path (`coop`) uses dynamic loss scaling.
 pub fn step_kernel(
     net: &Network,
     loss: Loss,
@@ -1592,6 +1602,42 @@ pub fn step_kernel(
     sample_seed: u32,
     launch: Launch,
     coop: bool,
+) -> String {
+    step_kernel_scaled(net, loss, data, batch, sample_seed, launch, coop, coop)
+}
+
+/// WGSL of the dynamic loss-scaling state for the step kernel (`scaled`): the state
+/// buffer `ls` (binding 7: per step parity k, words 4k.. hold the scale S as f32 bits,
+/// the count of good steps since the last change of S, the count of skipped steps, and
+/// the overflow decision of the step), the per-group overflow flags (binding 8), the
+/// workgroup flag `lsbad` and the overflow test.
+const LS_STEP_DECLS: &str = "@group(0) @binding(7) var<storage, read> ls: array<u32>;
+@group(0) @binding(8) var<storage, read_write> lsflags: array<u32>;
+var<workgroup> lsbad: atomic<u32>;
+// true when v is not finite or |v| > lim (bit test: no reliance on NaN comparisons)
+fn nsh_ls_over(v: f32, lim: f32) -> bool {
+    return (bitcast<u32>(v) & 0x7f800000u) == 0x7f800000u || abs(v) > lim;
+}
+fn nsh_ls_bits(v: f32) -> u32 {
+    return select(0u, 1u, (bitcast<u32>(v) & 0x7f800000u) == 0x7f800000u);
+}
+";
+
+/// [`step_kernel`] with dynamic loss scaling on or off independently of the path
+/// (`scaled`: the loss gradient is multiplied by the scale S of the state buffer, and
+/// every workgroup flags overflow — a non-finite weight-gradient sum, a scaled gradient
+/// beyond f16's range when staged as f16, a grid contribution beyond the fixed-point
+/// range — into `lsflags[group]`; see [`adam_kernel_scaled`]).
+#[allow(clippy::too_many_arguments)]
+pub fn step_kernel_scaled(
+    net: &Network,
+    loss: Loss,
+    data: DataKind,
+    batch: u32,
+    sample_seed: u32,
+    launch: Launch,
+    coop: bool,
+    scaled: bool,
 ) -> String {
     let s = launch.samples as usize;
     let mut g = Gen::new(
@@ -1603,6 +1649,7 @@ pub fn step_kernel(
         launch.tile_k as usize,
         launch.vec.then(|| VecPad::of(net)),
     );
+    g.scaled = scaled;
     let (y, t, dy, out_act, out_layer_weight) = build_body(&mut g, net);
     let deriv = match out_act {
         Some((act, z)) if act != Activation::None => {
@@ -1622,13 +1669,19 @@ pub fn step_kernel(
         width: net.in_dims,
     };
     let od = net.out_dims;
-    let scale = loss_scale(batch, coop) / (batch as usize * od) as f32;
+    // the per-sample gradient of the mean loss, times the static scale (unscaled f32,
+    // or coop without dynamic scaling) or the dynamic scale `lsc`
+    let (scale, lsm) = if scaled {
+        (1.0 / (batch as usize * od) as f32, " * lsc")
+    } else {
+        (loss_scale(batch, coop) / (batch as usize * od) as f32, "")
+    };
     let loss_code = format!(
         "    for (var e = lid; e < {n}u; e += WG) {{\n        let j = e / S; let s = e % S;\n\
          \x20       let p = {yv}; let t = {tv};\n\
          \x20       let valid = first + s < BATCH;\n\
          \x20       loss_acc += select(0.0f, {lv}, valid);\n\
-         \x20       {dyv} = select(0.0f, ({lg}) * {sc}{deriv}, valid);\n    }}\n    workgroupBarrier();\n",
+         \x20       {dyv} = select(0.0f, ({lg}) * {sc}{lsm}{deriv}, valid);\n    }}\n    workgroupBarrier();\n",
         n = od * s,
         yv = g.at(y, "j", "s"),
         tv = g.at(t, "j", "s"),
@@ -1658,7 +1711,7 @@ pub fn step_kernel(
                     "        {{ let p = av.{lane}; let zl = lzv.{lane}; let t = tv4.{lane};\n\
                      \x20         let valid = first + sg * 4u + {c}u < BATCH;\n\
                      \x20         loss_acc += select(0.0f, {lv}, valid);\n\
-                     \x20         dyv.{lane} = select(0.0f, ({lg}) * {sc}{deriv}, valid); }}",
+                     \x20         dyv.{lane} = select(0.0f, ({lg}) * {sc}{lsm}{deriv}, valid); }}",
                     lv = wgsl::loss_value(loss, "p", "t"),
                     lg = wgsl::loss_gradient(loss, "p", "t"),
                     sc = lit(scale),
@@ -1738,7 +1791,29 @@ pub fn step_kernel(
             g.r / 4
         );
     }
-    decls.push_str(&super::grid::step_decls(net));
+    decls.push_str(&super::grid::step_decls_scaled(net, scaled));
+    let mut writeback = g.writeback.clone();
+    let mut ls_end = String::new();
+    if scaled {
+        decls.push_str(LS_STEP_DECLS);
+        init.push_str(
+            "    if (lid == 0u) { atomicStore(&lsbad, 0u); }\n    let lsc = bitcast<f32>(ls[(st.step & 1u) * 4u]) + st.poison;\n",
+        );
+        // a non-finite weight-gradient sum in any register accumulator (unused ones are 0)
+        if g.accs > 0 {
+            writeback.push_str("    { var lsb = 0u;\n");
+            for a in 0..g.accs {
+                let _ = writeln!(writeback, "      lsb |= nsh_ls_bits(acc{a});");
+            }
+            writeback.push_str("      if (lsb != 0u) { atomicOr(&lsbad, 1u); } }\n");
+        }
+        ls_end.push_str("        lsflags[wid.x] = atomicLoad(&lsbad);\n");
+    }
+    let step_struct = if scaled {
+        "struct Step { step: u32, slot: u32, step_lr: f32, inv_c2: f32, mode: u32, poison: f32 }"
+    } else {
+        "struct Step { step: u32, slot: u32, step_lr: f32, inv_c2: f32, mode: u32 }"
+    };
     if coop {
         head.push_str("enable f16;\nenable wgpu_cooperative_matrix;\n");
         let nsg = launch.threads / 32;
@@ -1770,7 +1845,7 @@ const BATCH: u32 = {batch}u;
 const P: u32 = {p}u;
 const SEED_H: u32 = {seed_h}u;
 
-struct Step {{ step: u32, slot: u32, step_lr: f32, inv_c2: f32, mode: u32 }}
+{step_struct}
 @group(0) @binding(0) var<uniform> st: Step;
 @group(0) @binding(1) var<storage, read> params: array<f32>;
 @group(0) @binding(2) var<storage, read> data: array<f32>;
@@ -1794,7 +1869,7 @@ fn nsh_step(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wi
         var total = 0.0f;
         for (var i = 0u; i < WG; i++) {{ total += red[i]; }}
         loss_partial[wid.x] = total;
-    }}
+{ls_end}    }}
 }}
 ",
         common = wgsl::COMMON,
@@ -1802,7 +1877,6 @@ fn nsh_step(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wi
         wg = launch.threads,
         chunks = launch.chunks,
         seed_h = nshade_core::rng::pcg_hash(sample_seed),
-        writeback = g.writeback,
     )
 }
 
@@ -1817,8 +1891,38 @@ pub fn loss_scale(batch: u32, coop: bool) -> f32 {
     }
 }
 
+/// Consecutive good steps after which the dynamic loss scale doubles.
+pub const LOSS_SCALE_INTERVAL: u32 = 2000;
+/// Smallest and largest dynamic loss scale (halving and doubling stop there).
+pub const LOSS_SCALE_MIN: f32 = 1.0 / 65536.0;
+pub const LOSS_SCALE_MAX: f32 = 18446744073709551616.0; // 2^64
+
+/// Dynamic loss scaling: the loss gradient is multiplied by a scale S kept on the GPU;
+/// a step whose gradients overflow is skipped and halves S, and `interval` consecutive
+/// good steps double it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LossScale {
+    /// S at the first step (a power of two keeps scaling exact).
+    pub initial: f32,
+    /// Consecutive good steps before S doubles.
+    pub interval: u32,
+}
+
+impl LossScale {
+    /// The default for a batch: S starts at the power of two nearest the batch (the
+    /// per-sample gradients of the mean loss then sit in f16's normal range) and doubles
+    /// after [`LOSS_SCALE_INTERVAL`] good steps.
+    pub fn for_batch(batch: u32) -> LossScale {
+        LossScale {
+            initial: loss_scale(batch, true),
+            interval: LOSS_SCALE_INTERVAL,
+        }
+    }
+}
+
 /// The reduction + Adam kernel's WGSL. `mode` 0 updates the weights; mode 1 only writes
-/// the reduced gradient into `grads` (for tests).
+/// the reduced gradient into `grads` (for tests). The cooperative-matrix path (`pad`)
+/// uses dynamic loss scaling with the defaults of [`LossScale::for_batch`].
 pub fn adam_kernel(
     param_count: usize,
     groups: u32,
@@ -1827,6 +1931,40 @@ pub fn adam_kernel(
     adam: nshade_core::optim::Adam,
     pad: Option<&Pad>,
     vpad: Option<&VecPad>,
+) -> String {
+    let scaling = pad.map(|_| LossScale::for_batch(batch));
+    adam_kernel_scaled(
+        param_count,
+        groups,
+        batch,
+        out_dims,
+        adam,
+        pad,
+        vpad,
+        scaling,
+    )
+}
+
+/// [`adam_kernel`] with dynamic loss scaling on (`scaling`) or off, whatever the path.
+/// With it, every workgroup ORs the step kernel's per-group overflow flags (binding 9);
+/// the gradient is divided by the step's scale S (state buffer, binding 8, slot of the
+/// step's parity); on overflow the update is skipped (weights, moments and the weight
+/// copies unchanged); the loss workgroup writes the step's decision for the table Adam
+/// kernel and the next step's state into the other slot: S halved on overflow (at least
+/// [`LOSS_SCALE_MIN`]) with the good-step count reset and the skipped count raised, else
+/// the count raised and, when it reaches `interval`, S doubled (at most
+/// [`LOSS_SCALE_MAX`]) and the count reset. Mode 1 (gradient only) writes the unscaled
+/// gradient and leaves the state alone.
+#[allow(clippy::too_many_arguments)]
+pub fn adam_kernel_scaled(
+    param_count: usize,
+    groups: u32,
+    batch: u32,
+    out_dims: usize,
+    adam: nshade_core::optim::Adam,
+    pad: Option<&Pad>,
+    vpad: Option<&VecPad>,
+    scaling: Option<LossScale>,
 ) -> String {
     let p = param_count.max(1);
     let npw = p.div_ceil(ADAM_PARAMS as usize);
@@ -1879,6 +2017,53 @@ pub fn adam_kernel(
         }
     };
     let idx = if pad.is_some() { "ppos(p)" } else { "p" };
+    let (mut ls_decl, mut ls_init, mut ls_next) = (String::new(), String::new(), String::new());
+    let (mut inv_g, mut skip) = (lit(inv_ls), "");
+    let mut step_struct =
+        "struct Step { step: u32, slot: u32, step_lr: f32, inv_c2: f32, mode: u32 }";
+    if let Some(ls) = scaling {
+        step_struct = "struct Step { step: u32, slot: u32, step_lr: f32, inv_c2: f32, mode: u32, poison: f32 }";
+        ls_decl = "@group(0) @binding(8) var<storage, read_write> ls: array<u32>;\n\
+                   @group(0) @binding(9) var<storage, read> lsflags: array<u32>;\n\
+                   var<workgroup> lsb: atomic<u32>;\n"
+            .into();
+        ls_init = format!(
+            "    if (lid == 0u) {{ atomicStore(&lsb, 0u); }}\n    workgroupBarrier();\n\
+             \x20   var fb = 0u;\n    for (var g = lid; g < G; g += {t}u) {{ fb |= lsflags[g]; }}\n\
+             \x20   if (fb != 0u) {{ atomicOr(&lsb, 1u); }}\n    workgroupBarrier();\n\
+             \x20   let bad = atomicLoad(&lsb) != 0u;\n\
+             \x20   let lcur = (st.step & 1u) * 4u;\n    let inv_s = 1.0f / bitcast<f32>(ls[lcur]);\n",
+            t = ADAM_THREADS
+        );
+        ls_next = format!(
+            "        if (lid == 0u && st.mode != 2u) {{\n\
+             \x20           ls[lcur + 3u] = select(0u, 1u, bad);\n\
+             \x20       }}\n\
+             \x20       if (lid == 0u && st.mode == 0u) {{\n\
+             \x20           let lnext = 4u - lcur;\n\
+             \x20           var sc = bitcast<f32>(ls[lcur]);\n\
+             \x20           var good = ls[lcur + 1u];\n\
+             \x20           var skipped = ls[lcur + 2u];\n\
+             \x20           if (bad) {{\n\
+             \x20               sc = max(sc * 0.5f, {min});\n\
+             \x20               good = 0u;\n\
+             \x20               skipped += 1u;\n\
+             \x20           }} else {{\n\
+             \x20               good += 1u;\n\
+             \x20               if (good >= {n}u) {{ sc = min(sc * 2.0f, {max}); good = 0u; }}\n\
+             \x20           }}\n\
+             \x20           ls[lnext] = bitcast<u32>(sc);\n\
+             \x20           ls[lnext + 1u] = good;\n\
+             \x20           ls[lnext + 2u] = skipped;\n\
+             \x20           ls[lnext + 3u] = 0u;\n\
+             \x20       }}\n",
+            min = lit(LOSS_SCALE_MIN),
+            max = lit(LOSS_SCALE_MAX),
+            n = ls.interval.max(1),
+        );
+        inv_g = "inv_s".into();
+        skip = " if (!bad)";
+    }
     format!(
         "{head}
 const P: u32 = {p}u;
@@ -1886,7 +2071,7 @@ const PS: u32 = {stride}u;
 const REAL_P: u32 = {param_count}u;
 const G: u32 = {groups}u;
 const NPW: u32 = {npw}u;
-struct Step {{ step: u32, slot: u32, step_lr: f32, inv_c2: f32, mode: u32 }}
+{step_struct}
 @group(0) @binding(0) var<uniform> st: Step;
 @group(0) @binding(1) var<storage, read_write> params: array<f32>;
 @group(0) @binding(2) var<storage, read_write> moments: array<f32>;
@@ -1895,10 +2080,10 @@ struct Step {{ step: u32, slot: u32, step_lr: f32, inv_c2: f32, mode: u32 }}
 @group(0) @binding(5) var<storage, read_write> losses: array<f32>;
 @group(0) @binding(6) var<storage, read_write> grads: array<f32>;
 var<workgroup> red: array<f32, {t}>;
-{ppos}
+{ppos}{ls_decl}
 @compute @workgroup_size({t})
 fn nsh_adam(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {{
-    if (wid.x == NPW) {{
+{ls_init}    if (wid.x == NPW) {{
         var s = 0.0f;
         for (var g = lid; g < G; g += {t}u) {{ s += loss_partial[g]; }}
         red[lid] = s;
@@ -1908,7 +2093,7 @@ fn nsh_adam(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wi
             workgroupBarrier();
         }}
         if (lid == 0u) {{ losses[st.slot] = red[0] * {inv}; }}
-    }} else {{
+{ls_next}    }} else {{
         let pl = lid % {pb}u; let gs = lid / {pb}u;
         let p = wid.x * {pb}u + pl;
         var g = 0.0f;
@@ -1922,10 +2107,10 @@ fn nsh_adam(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wi
 {w16}        }} else if (p < REAL_P && gs == 0u) {{
             g = red[pl];
             for (var k = 1u; k < {ns}u; k++) {{ g += red[k * {pb}u + pl]; }}
-            g = g * {inv_ls};
+            g = g * {inv_g};
             if (st.mode == 1u) {{
                 grads[p] = g;
-            }} else {{
+            }} else{skip} {{
                 let m = {b1} * moments[p] + {omb1} * g;
                 let v = {b2} * moments[P + p] + {omb2} * g * g;
                 moments[p] = m;
@@ -1946,6 +2131,5 @@ fn nsh_adam(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wi
         b2 = lit(adam.beta2),
         omb2 = lit(1.0 - adam.beta2),
         eps = lit(adam.epsilon),
-        inv_ls = lit(inv_ls),
     )
 }

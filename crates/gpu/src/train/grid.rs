@@ -163,6 +163,12 @@ pub fn backward_body(
 /// Declarations the step kernel needs when `net` has grids: the accumulators at
 /// binding 6 and `nsh_gacc_add(flat parameter index, value)`.
 pub fn step_decls(net: &Network) -> String {
+    step_decls_scaled(net, false)
+}
+
+/// [`step_decls`]; with dynamic loss scaling (`scaled`) a contribution that is not
+/// finite or exceeds [`FIXED_RANGE`] also flags the step's overflow (`lsbad`).
+pub fn step_decls_scaled(net: &Network, scaled: bool) -> String {
     let mut grids = false;
     net.root.for_each_grid(&mut |_| grids = true);
     if !grids {
@@ -173,7 +179,7 @@ pub fn step_decls(net: &Network) -> String {
 const GRID_BASE: u32 = {base}u;
 // Adds v to table parameter i's signed 64-bit fixed-point accumulator (v·2^48).
 fn nsh_gacc_add(i: u32, v: f32) {{
-    if (v == 0.0f) {{ return; }}
+{check}    if (v == 0.0f) {{ return; }}
     let a = min(abs(v), {range}) * 65536.0f;
     let hf = floor(a);
     var hi = u32(hf);
@@ -189,6 +195,14 @@ fn nsh_gacc_add(i: u32, v: f32) {{
 ",
         base = net.dense_count,
         range = super::wgsl::lit(FIXED_RANGE),
+        check = if scaled {
+            format!(
+                "    if (nsh_ls_over(v, {})) {{ atomicOr(&lsbad, 1u); }}\n",
+                super::wgsl::lit(FIXED_RANGE)
+            )
+        } else {
+            String::new()
+        },
     )
 }
 
@@ -206,8 +220,25 @@ pub fn adam_groups(tables: usize) -> (u32, u32) {
 /// 3 accumulators, 4 grads. Mode 0 updates, mode 1 writes the gradient into `grads`;
 /// both clear the accumulators.
 pub fn adam_kernel(net: &Network, adam: nshade_core::optim::Adam) -> String {
+    adam_kernel_scaled(net, adam, false)
+}
+
+/// [`adam_kernel`]; with dynamic loss scaling (`scaled`, binding 5: the state buffer)
+/// the gradient is divided by the step's scale S, and a step whose overflow decision
+/// (written by the dense Adam kernel) is set leaves tables and moments unchanged (the
+/// accumulators are still cleared).
+pub fn adam_kernel_scaled(net: &Network, adam: nshade_core::optim::Adam, scaled: bool) -> String {
     let lit = super::wgsl::lit;
     let t = table_count(net);
+    let (ls_decl, ls_g, ls_skip) = if scaled {
+        (
+            "@group(0) @binding(5) var<storage, read> ls: array<u32>;\n",
+            "    let lcur = (st.step & 1u) * 4u;\n    g = g * (1.0f / bitcast<f32>(ls[lcur]));\n",
+            " else if (ls[lcur + 3u] != 0u) {\n        return;\n    }",
+        )
+    } else {
+        ("", "", "")
+    };
     format!(
         "const T: u32 = {t}u;
 const DENSE: u32 = {dense}u;
@@ -218,7 +249,7 @@ struct Step {{ step: u32, slot: u32, step_lr: f32, inv_c2: f32, mode: u32 }}
 @group(0) @binding(2) var<storage, read_write> moments: array<f32>;
 @group(0) @binding(3) var<storage, read_write> gacc: array<u32>;
 @group(0) @binding(4) var<storage, read_write> grads: array<f32>;
-
+{ls_decl}
 @compute @workgroup_size({threads})
 fn nsh_grid_adam(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) n: vec3<u32>) {{
     let i = id.x + id.y * n.x * {threads}u;
@@ -236,10 +267,10 @@ fn nsh_grid_adam(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_work
     }}
     var g = (f32(mh) + f32(ml) * 2.3283064e-10f) * 1.5258789e-5f;
     if (neg) {{ g = -g; }}
-    let p = DENSE + i;
+{ls_g}    let p = DENSE + i;
     if (st.mode == 1u) {{
         grads[p] = g;
-    }} else {{
+    }}{ls_skip} else {{
         let m = {b1} * moments[M0 + i] + {omb1} * g;
         let v = {b2} * moments[M0 + T + i] + {omb2} * g * g;
         moments[M0 + i] = m;
@@ -295,9 +326,11 @@ impl GridPass {
         net: &Network,
         adam: nshade_core::optim::Adam,
         records: &wgpu::Buffer,
-        bufs: [&wgpu::Buffer; 4],
+        bufs: &[&wgpu::Buffer],
     ) -> GridPass {
-        let src = adam_kernel(net, adam);
+        // a fifth buffer: the loss-scale state (dynamic loss scaling)
+        let scaled = bufs.len() == 5;
+        let src = adam_kernel_scaled(net, adam, scaled);
         if std::env::var("NSHADE_GPU_DUMP").is_ok_and(|v| v == "1") {
             eprintln!("{src}");
         }
@@ -312,9 +345,10 @@ impl GridPass {
                 super::storage_ty(false),
                 super::storage_ty(false),
                 super::storage_ty(false),
-            ],
+                super::storage_ty(true),
+            ][..1 + bufs.len()],
         );
-        let bg = super::bind(ctx, "grid adam", &bgl, records, &bufs);
+        let bg = super::bind(ctx, "grid adam", &bgl, records, bufs);
         GridPass {
             pipe,
             bg,

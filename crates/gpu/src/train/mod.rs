@@ -11,7 +11,7 @@ pub mod grid;
 pub mod wgsl;
 
 use crate::context::{GpuContext, GpuError};
-use codegen::{ADAM_PARAMS, DataKind, Launch};
+use codegen::{ADAM_PARAMS, DataKind, Launch, LossScale};
 use nshade_core::data::TrainingData;
 use nshade_core::network::Network;
 use nshade_core::train::{Backend, TrainConfig, TrainError, Trainer, check_compatible};
@@ -31,7 +31,9 @@ struct StepRecord {
     step_lr: f32,
     inv_c2: f32,
     mode: u32,
-    _pad: [u32; 3],
+    /// Added to the loss scale by the step kernel (0; +∞ injects an overflow, for tests).
+    poison: f32,
+    _pad: [u32; 2],
 }
 
 /// Trains on the GPU through wgpu.
@@ -39,6 +41,8 @@ pub struct GpuBackend {
     ctx: Arc<GpuContext>,
     pingpong: bool,
     scalar: bool,
+    scaling: Option<LossScale>,
+    want_coop: Option<bool>,
 }
 
 impl GpuBackend {
@@ -52,6 +56,8 @@ impl GpuBackend {
             ctx,
             pingpong: false,
             scalar: false,
+            scaling: None,
+            want_coop: None,
         }
     }
 
@@ -69,6 +75,27 @@ impl GpuBackend {
         self
     }
 
+    /// Dynamic loss scaling with these settings on whatever path runs (the
+    /// cooperative-matrix path always scales, by default with
+    /// [`LossScale::for_batch`]); on the f32 path it changes nothing but lets tests
+    /// drive the state machine (with a power-of-two scale and no overflow the weights
+    /// are those of an unscaled run).
+    pub fn loss_scaling(mut self, scaling: LossScale) -> GpuBackend {
+        self.scaling = Some(scaling);
+        self
+    }
+
+    /// Chooses the precision path instead of `NSHADE_GPU_PATH`: `coop` is used only
+    /// when [`coop_supported`] (else f32).
+    pub fn precision_path(mut self, coop: bool) -> GpuBackend {
+        self.want_coop = Some(coop);
+        self
+    }
+
+    fn coop_wanted(&self) -> bool {
+        self.want_coop.unwrap_or_else(coop_requested) && coop_supported(&self.ctx)
+    }
+
     pub fn context(&self) -> &Arc<GpuContext> {
         &self.ctx
     }
@@ -82,7 +109,7 @@ impl GpuBackend {
         cfg: &TrainConfig,
     ) -> Result<GpuTrainer, TrainError> {
         grid::check(net).map_err(backend_err)?;
-        GpuTrainer::new(
+        GpuTrainer::with_options(
             self.ctx.clone(),
             net,
             params,
@@ -90,6 +117,8 @@ impl GpuBackend {
             cfg,
             self.pingpong,
             self.scalar,
+            self.coop_wanted(),
+            self.scaling,
         )
     }
 }
@@ -99,7 +128,7 @@ impl Backend for GpuBackend {
         format!("gpu ({})", self.ctx.summary.name)
     }
     fn path(&self) -> String {
-        if coop_available(&self.ctx) {
+        if self.coop_wanted() {
             "coop".into()
         } else {
             "f32".into()
@@ -133,6 +162,16 @@ fn env_u32(name: &str) -> Option<u32> {
 /// shaders, and a fixed subgroup size of 32 (the kernels hand matrix tiles to subgroups
 /// by `local_invocation_index / 32`).
 pub fn coop_available(ctx: &GpuContext) -> bool {
+    coop_supported(ctx) && coop_requested()
+}
+
+/// `NSHADE_GPU_PATH=coop` is set.
+pub fn coop_requested() -> bool {
+    std::env::var("NSHADE_GPU_PATH").is_ok_and(|v| v == "coop")
+}
+
+/// The device can run the cooperative-matrix path (see [`coop_available`]).
+pub fn coop_supported(ctx: &GpuContext) -> bool {
     ctx.has(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
         && ctx.has(wgpu::Features::SHADER_F16)
         && ctx.summary.subgroup_size == [32, 32]
@@ -141,7 +180,6 @@ pub fn coop_available(ctx: &GpuContext) -> bool {
             .cooperative_matrix_shapes
             .iter()
             .any(|s| s.starts_with("16x16x16") && s.contains("F16->F32"))
-        && std::env::var("NSHADE_GPU_PATH").is_ok_and(|v| v == "coop")
 }
 
 /// Chooses the launch shape for `net` on this device, and whether it runs on
@@ -153,6 +191,20 @@ pub fn choose_launch(
     allow_pingpong: bool,
     scalar: bool,
 ) -> Result<(Launch, bool), TrainError> {
+    choose_launch_for(ctx, net, batch, allow_pingpong, scalar, coop_available(ctx))
+}
+
+/// [`choose_launch`] with the cooperative-matrix path wanted or not (`coop`: the caller
+/// checked [`coop_supported`]).
+pub fn choose_launch_for(
+    ctx: &GpuContext,
+    net: &Network,
+    batch: usize,
+    allow_pingpong: bool,
+    scalar: bool,
+    coop: bool,
+) -> Result<(Launch, bool), TrainError> {
+    let coop_ok = coop;
     let limits = ctx.device.limits();
     let max = limits.max_compute_workgroup_storage_size as usize;
     // 512 invocations for nets with layers of 64 or more (measured on the H200: 1.4× for
@@ -166,7 +218,7 @@ pub fn choose_launch(
     // every network on the H200 (freq(8) | mlp(64x4): 191 M against 148 M with 512)
     let vec_on = !scalar && env_u32("NSHADE_GPU_VEC") != Some(0);
     let threads = env_u32("NSHADE_GPU_THREADS")
-        .unwrap_or(if wide && !coop_available(ctx) && !vec_on {
+        .unwrap_or(if wide && !coop_ok && !vec_on {
             512
         } else {
             256
@@ -190,7 +242,7 @@ pub fn choose_launch(
         ) <= max
     };
     let mut pick = None;
-    if coop_available(ctx) && threads.is_multiple_of(32) && has_mlp(net) {
+    if coop_ok && threads.is_multiple_of(32) && has_mlp(net) {
         let mut s = want.max(16);
         while s > 16 && !fits(s, true, false) {
             s /= 2;
@@ -262,6 +314,21 @@ pub struct GpuTrainer {
     /// The table Adam kernel, for networks with grids.
     grid_pass: Option<grid::GridPass>,
     t: u32,
+    /// Dynamic loss scaling: its settings and state buffer (two slots of 4 words).
+    scaling: Option<(LossScale, wgpu::Buffer)>,
+    /// Steps whose loss scale is made infinite ([`GpuTrainer::inject_overflow`]).
+    poison: Vec<u32>,
+}
+
+/// The dynamic loss-scale state before the next step (see [`codegen::adam_kernel_scaled`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LossScaleState {
+    /// The scale S the next step multiplies the loss gradient by.
+    pub scale: f32,
+    /// Consecutive good steps since S last changed.
+    pub good_steps: u32,
+    /// Steps skipped for overflow so far.
+    pub skipped: u32,
 }
 
 fn storage(ctx: &GpuContext, label: &str, bytes: u64) -> wgpu::Buffer {
@@ -396,6 +463,26 @@ impl GpuTrainer {
         pingpong: bool,
         scalar: bool,
     ) -> Result<GpuTrainer, TrainError> {
+        let coop = coop_available(&ctx);
+        GpuTrainer::with_options(ctx, net, params, data, cfg, pingpong, scalar, coop, None)
+    }
+
+    /// [`GpuTrainer::new`] with the cooperative-matrix path wanted or not (`coop`,
+    /// checked against [`coop_supported`] by the caller) and dynamic loss scaling forced
+    /// on with `scaling` (the cooperative-matrix path always scales, by default with
+    /// [`LossScale::for_batch`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn with_options(
+        ctx: Arc<GpuContext>,
+        net: &Network,
+        params: Vec<f32>,
+        data: &TrainingData,
+        cfg: &TrainConfig,
+        pingpong: bool,
+        scalar: bool,
+        coop: bool,
+        scaling: Option<LossScale>,
+    ) -> Result<GpuTrainer, TrainError> {
         check_compatible(net, data, cfg)?;
         if params.len() != net.param_count {
             return Err(backend_err(format!(
@@ -407,7 +494,8 @@ impl GpuTrainer {
         if cfg.batch > u32::MAX as usize / 2 {
             return Err(backend_err("batch too large"));
         }
-        let (launch, coop) = choose_launch(&ctx, net, cfg.batch, pingpong, scalar)?;
+        let (launch, coop) = choose_launch_for(&ctx, net, cfg.batch, pingpong, scalar, coop)?;
+        let scaling = scaling.or(coop.then(|| LossScale::for_batch(cfg.batch as u32)));
         let pad = codegen::Pad::of(net);
         let vpad = codegen::VecPad::of(net);
         let (kind, values): (DataKind, &[f32]) = match data {
@@ -428,11 +516,19 @@ impl GpuTrainer {
             ),
         };
         let batch = cfg.batch as u32;
-        let step_src =
-            codegen::step_kernel(net, cfg.loss, kind, batch, cfg.sample_seed(), launch, coop);
+        let step_src = codegen::step_kernel_scaled(
+            net,
+            cfg.loss,
+            kind,
+            batch,
+            cfg.sample_seed(),
+            launch,
+            coop,
+            scaling.is_some(),
+        );
         // The dense parameters go through partial sums and this kernel; grid tables
         // through fixed-point atomics and `grid::adam_kernel`.
-        let adam_src = codegen::adam_kernel(
+        let adam_src = codegen::adam_kernel_scaled(
             net.dense_count,
             launch.groups,
             batch,
@@ -440,6 +536,7 @@ impl GpuTrainer {
             cfg.adam,
             coop.then_some(&pad),
             launch.vec.then_some(&vpad),
+            scaling,
         );
         if std::env::var("NSHADE_GPU_DUMP").is_ok_and(|v| v == "1") {
             eprintln!("{step_src}\n{adam_src}");
@@ -499,6 +596,18 @@ impl GpuTrainer {
             )));
         }
         let gacc = grid::accumulators(&ctx, net)?;
+        // dynamic loss scaling: the state (both parity slots start at S, 0 good steps,
+        // 0 skipped, no overflow) and the per-group overflow flags
+        let ls = scaling.map(|sc| {
+            let buf = storage(&ctx, "loss scale", 32);
+            let w = [sc.initial.to_bits(), 0, 0, 0, sc.initial.to_bits(), 0, 0, 0];
+            ctx.queue.write_buffer(&buf, 0, bytemuck::cast_slice(&w));
+            let flags = storage(&ctx, "overflow flags", launch.groups as u64 * 4);
+            ctx.queue
+                .write_buffer(&flags, 0, &vec![0u8; launch.groups as usize * 4]);
+            (buf, flags)
+        });
+        let no_grid = storage(&ctx, "no grid", 4);
         let mut step_types = vec![
             uniform_ty(),
             storage_ty(true),
@@ -507,27 +616,31 @@ impl GpuTrainer {
             storage_ty(false),
             storage_ty(true),
         ];
-        if gacc.is_some() {
+        if gacc.is_some() || ls.is_some() {
             step_types.push(storage_ty(false));
+        }
+        if ls.is_some() {
+            step_types.push(storage_ty(true));
+            step_types.push(storage_ty(false));
+        }
+        let mut adam_types = vec![
+            uniform_ty(),
+            storage_ty(false),
+            storage_ty(false),
+            storage_ty(true),
+            storage_ty(true),
+            storage_ty(false),
+            storage_ty(false),
+            storage_ty(false),
+        ];
+        if ls.is_some() {
+            adam_types.push(storage_ty(false));
+            adam_types.push(storage_ty(true));
         }
         let (step_pipe, step_bgl) =
             pipeline(&ctx, "nshade step", &step_src, "nsh_step", &step_types);
-        let (adam_pipe, adam_bgl) = pipeline(
-            &ctx,
-            "nshade adam",
-            &adam_src,
-            "nsh_adam",
-            &[
-                uniform_ty(),
-                storage_ty(false),
-                storage_ty(false),
-                storage_ty(true),
-                storage_ty(true),
-                storage_ty(false),
-                storage_ty(false),
-                storage_ty(false),
-            ],
-        );
+        let (adam_pipe, adam_bgl) =
+            pipeline(&ctx, "nshade adam", &adam_src, "nsh_adam", &adam_types);
         let step_bg = bind(
             &ctx,
             "step",
@@ -535,7 +648,9 @@ impl GpuTrainer {
             &records,
             &[&params_buf, &data_buf, &partial, &loss_partial, &w16]
                 .into_iter()
-                .chain(gacc.as_ref())
+                .chain(gacc.as_ref().or(ls.as_ref().map(|_| &no_grid)))
+                .chain(ls.as_ref().map(|l| &l.0))
+                .chain(ls.as_ref().map(|l| &l.1))
                 .collect::<Vec<_>>(),
         );
         let grid_pass = gacc.as_ref().map(|acc| {
@@ -544,7 +659,10 @@ impl GpuTrainer {
                 net,
                 cfg.adam,
                 &records,
-                [&params_buf, &moments, acc, &grads],
+                &[&params_buf, &moments, acc, &grads]
+                    .into_iter()
+                    .chain(ls.as_ref().map(|l| &l.0))
+                    .collect::<Vec<_>>(),
             )
         });
         let adam_bg = bind(
@@ -560,7 +678,11 @@ impl GpuTrainer {
                 &losses,
                 &grads,
                 &w16,
-            ],
+            ]
+            .into_iter()
+            .chain(ls.as_ref().map(|l| &l.0))
+            .chain(ls.as_ref().map(|l| &l.1))
+            .collect::<Vec<_>>(),
         );
         let mut trainer = GpuTrainer {
             adam_groups: (dense as u32).div_ceil(ADAM_PARAMS) + 1,
@@ -579,6 +701,8 @@ impl GpuTrainer {
             records,
             grid_pass,
             t: 0,
+            scaling: scaling.zip(ls.map(|l| l.0)),
+            poison: Vec::new(),
         };
         if coop || launch.vec {
             // fill the f16 (or padded f32) weight copy from the fp32 master weights
@@ -595,7 +719,8 @@ impl GpuTrainer {
             step_lr: 0.0,
             inv_c2: 0.0,
             mode,
-            _pad: [0; 3],
+            poison: 0.0,
+            _pad: [0; 2],
         };
         let (device, queue) = (&self.ctx.device, &self.ctx.queue);
         queue.write_buffer(&self.records, 0, bytemuck::bytes_of(&r));
@@ -620,6 +745,38 @@ impl GpuTrainer {
         if self.coop { "coop" } else { "f32" }
     }
 
+    /// Makes step `step` overflow (its loss scale becomes +∞, so every gradient is
+    /// non-finite), to test the skip and back-off; needs dynamic loss scaling.
+    pub fn inject_overflow(&mut self, step: u32) -> Result<(), TrainError> {
+        if self.scaling.is_none() {
+            return Err(backend_err(
+                "an overflow can be injected only with dynamic loss scaling",
+            ));
+        }
+        self.poison.push(step);
+        Ok(())
+    }
+
+    /// The dynamic loss-scale settings, if this trainer scales.
+    pub fn loss_scaling(&self) -> Option<LossScale> {
+        self.scaling.as_ref().map(|s| s.0)
+    }
+
+    /// The loss-scale state the next step starts from (reads it back), if this trainer
+    /// scales.
+    pub fn loss_scale_state(&self) -> Result<Option<LossScaleState>, TrainError> {
+        let Some((_, buf)) = &self.scaling else {
+            return Ok(None);
+        };
+        let w = self.read(buf, 8)?;
+        let k = (self.t as usize & 1) * 4;
+        Ok(Some(LossScaleState {
+            scale: w[k],
+            good_steps: w[k + 1].to_bits(),
+            skipped: w[k + 2].to_bits(),
+        }))
+    }
+
     /// The launch shape chosen for this network and device.
     pub fn launch(&self) -> Launch {
         self.launch
@@ -640,7 +797,12 @@ impl GpuTrainer {
                     step_lr,
                     inv_c2,
                     mode,
-                    _pad: [0; 3],
+                    poison: if self.poison.contains(&t) {
+                        f32::INFINITY
+                    } else {
+                        0.0
+                    },
+                    _pad: [0; 2],
                 };
                 bytes[..std::mem::size_of::<StepRecord>()].copy_from_slice(bytemuck::bytes_of(&r));
                 bytes

@@ -1,0 +1,285 @@
+//! Dynamic loss scaling (see `codegen::adam_kernel_scaled`): the generated kernels of
+//! every path validate with naga, and on lavapipe (through the f32 path with scaling
+//! forced on, since lavapipe has no cooperative matrices) the state machine skips an
+//! overflowing step (weights unchanged), halves the scale, doubles it after `interval`
+//! good steps, and is deterministic; with a power-of-two scale and no overflow the
+//! weights are bit for bit those of an unscaled run (grids: within 1e-5 · max |w|, the
+//! fixed-point accumulators truncate scaled values at a different place).
+
+use nshade_core::arch::Arch;
+use nshade_core::data::TrainingData;
+use nshade_core::loss::Loss;
+use nshade_core::network::Network;
+use nshade_core::optim::Adam;
+use nshade_core::texture::Texture;
+use nshade_core::train::{TrainConfig, Trainer};
+use nshade_gpu::context::context_or_skip;
+use nshade_gpu::train::codegen::{self, DataKind, Launch, LossScale, Pad, VecPad};
+use nshade_gpu::train::{GpuBackend, LossScaleState};
+use std::sync::Arc;
+
+fn validate(src: &str, what: &str) {
+    let module = naga::front::wgsl::parse_str(src)
+        .unwrap_or_else(|e| panic!("{what}: {}\n{src}", e.emit_to_string(src)));
+    let info = naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::all(),
+    )
+    .validate(&module)
+    .unwrap_or_else(|e| panic!("{what}: {}\n{src}", e.emit_to_string(src)));
+    naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None)
+        .unwrap_or_else(|e| panic!("{what}: SPIR-V: {e}"));
+}
+
+#[test]
+fn scaled_kernels_validate() {
+    for (arch, i) in [
+        ("freq(3) | mlp(32x3, leaky_relu, sigmoid)", 2),
+        (
+            "cat(identity, mlp(4x1, sine(2), out=5)) | mlp(6x1, relu)",
+            2,
+        ),
+        ("mlp(8x1, tanh, out=5) | pick(4, 0, 2)", 2),
+        (
+            "hashgrid(levels=4, features=2, log2_size=8, base=4, scale=2) | mlp(16x1, relu)",
+            2,
+        ),
+        (
+            "hashgrid(levels=3, features=4, log2_size=9, base=3, scale=2, min=-1, max=1) | mlp(8x1, relu)",
+            3,
+        ),
+    ] {
+        let net = Network::build(&Arch::parse(arch).unwrap(), i, 3).unwrap();
+        let grid = net.param_count > net.dense_count;
+        for (coop, vec, pingpong) in [
+            (false, false, false),
+            (false, true, false),
+            (false, false, true),
+            (true, false, false),
+        ] {
+            let launch = Launch {
+                samples: 32,
+                threads: 256,
+                groups: 7,
+                chunks: 3,
+                pingpong,
+                tile_k: 2,
+                vec,
+            };
+            let data = DataKind::Rows {
+                rows: 100,
+                in_dims: i as u32,
+                out_dims: 3,
+            };
+            let what = format!("{arch} (coop {coop}, vec {vec}, pingpong {pingpong})");
+            let step =
+                codegen::step_kernel_scaled(&net, Loss::L2, data, 5000, 9, launch, coop, true);
+            assert!(step.contains("lsflags[wid.x]"), "{what}: no overflow flag");
+            assert!(step.contains("* lsc"), "{what}: loss gradient not scaled");
+            if coop {
+                assert!(step.contains("65504.0f"), "{what}: no f16 range check");
+            }
+            if grid {
+                assert!(step.contains("nsh_ls_over(v, "), "{what}: no table check");
+            }
+            validate(&step, &format!("{what} step"));
+            let pad = Pad::of(&net);
+            let vpad = VecPad::of(&net);
+            let adam = codegen::adam_kernel_scaled(
+                net.dense_count,
+                7,
+                5000,
+                3,
+                Adam::default(),
+                coop.then_some(&pad),
+                vec.then_some(&vpad),
+                Some(LossScale::for_batch(5000)),
+            );
+            assert!(adam.contains("if (!bad)"), "{what}: no skip");
+            validate(&adam, &format!("{what} adam"));
+        }
+        if grid {
+            validate(
+                &nshade_gpu::train::grid::adam_kernel_scaled(&net, Adam::default(), true),
+                &format!("{arch} grid adam"),
+            );
+        }
+    }
+    // the cooperative-matrix path scales by default
+    let net = Network::build(&Arch::parse("mlp(16x1, relu)").unwrap(), 2, 3).unwrap();
+    let launch = Launch {
+        samples: 32,
+        threads: 256,
+        groups: 7,
+        chunks: 3,
+        pingpong: false,
+        tile_k: 2,
+        vec: false,
+    };
+    let data = DataKind::Texture {
+        width: 8,
+        height: 8,
+    };
+    let coop = codegen::step_kernel(&net, Loss::L2, data, 5000, 9, launch, true);
+    assert!(coop.contains("lsflags[wid.x]"));
+    let f32_path = codegen::step_kernel(&net, Loss::L2, data, 5000, 9, launch, false);
+    assert!(
+        !f32_path.contains("lsflags"),
+        "the f32 default must not scale"
+    );
+    assert_eq!(LossScale::for_batch(5000).initial, 4096.0);
+    assert_eq!(LossScale::for_batch(5000).interval, 2000);
+}
+
+fn texture() -> Arc<TrainingData> {
+    let (w, h) = (37usize, 23usize);
+    let mut data = Vec::with_capacity(w * h * 3);
+    for y in 0..h {
+        for x in 0..w {
+            let (u, v) = (x as f32 / w as f32, y as f32 / h as f32);
+            data.push(0.5 + 0.4 * (9.0 * u).sin());
+            data.push(if (x / 4 + y / 4) % 2 == 0 { 0.9 } else { 0.1 });
+            data.push(u * v);
+        }
+    }
+    Arc::new(TrainingData::Texture(Texture::new(
+        w,
+        h,
+        data,
+        "test".into(),
+        String::new(),
+    )))
+}
+
+fn cfg() -> TrainConfig {
+    TrainConfig {
+        batch: 300,
+        seed: 11,
+        loss: Loss::RelativeL2,
+        lr: nshade_core::optim::LrSchedule::constant(0.01),
+        ..TrainConfig::default()
+    }
+}
+
+fn state(scale: f32, good_steps: u32, skipped: u32) -> Option<LossScaleState> {
+    Some(LossScaleState {
+        scale,
+        good_steps,
+        skipped,
+    })
+}
+
+fn same_bits(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
+const ARCH: &str = "freq(2) | mlp(16x2, leaky_relu, sigmoid)";
+const GRID: &str = "hashgrid(levels=3, features=2, log2_size=8, base=4, scale=2) | mlp(8x1, relu)";
+
+/// Skip, back-off and growth, step by step; then the same run again gives the same
+/// weights and state.
+#[test]
+fn overflow_skips_the_step_halves_the_scale_and_good_steps_double_it() {
+    let Some(ctx) = context_or_skip() else { return };
+    let ls = LossScale {
+        initial: 1024.0,
+        interval: 3,
+    };
+    let backend = GpuBackend::with_context(Arc::new(ctx)).loss_scaling(ls);
+    let tex = texture();
+    let c = cfg();
+    for arch in [ARCH, GRID] {
+        let net = Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
+        let p0 = net.init_params(5);
+        let run = || {
+            let mut g = backend.trainer(&net, p0.clone(), tex.clone(), &c).unwrap();
+            assert_eq!(g.path(), "f32");
+            assert_eq!(g.loss_scaling(), Some(ls));
+            assert_eq!(g.loss_scale_state().unwrap(), state(1024.0, 0, 0));
+            // an overflow at the first step: nothing moves
+            g.inject_overflow(0).unwrap();
+            g.inject_overflow(3).unwrap();
+            let l0 = g.run(1).unwrap();
+            assert!(l0.is_finite(), "{arch}: the loss itself is not scaled");
+            assert!(
+                same_bits(&g.params().unwrap(), &p0),
+                "{arch}: skipped step 0 moved weights"
+            );
+            assert_eq!(g.loss_scale_state().unwrap(), state(512.0, 0, 1), "{arch}");
+            g.run(2).unwrap();
+            assert_eq!(g.loss_scale_state().unwrap(), state(512.0, 2, 1), "{arch}");
+            let p3 = g.params().unwrap();
+            assert!(!same_bits(&p3, &p0), "{arch}: good steps did not train");
+            // step 3 overflows: weights (and moments, see the next steps) unchanged
+            g.run(1).unwrap();
+            assert!(
+                same_bits(&g.params().unwrap(), &p3),
+                "{arch}: skipped step 3 moved weights"
+            );
+            assert_eq!(g.loss_scale_state().unwrap(), state(256.0, 0, 2), "{arch}");
+            // three good steps double the scale, in one submission
+            g.run(3).unwrap();
+            assert_eq!(g.loss_scale_state().unwrap(), state(512.0, 0, 2), "{arch}");
+            g.run(4).unwrap();
+            assert_eq!(g.loss_scale_state().unwrap(), state(1024.0, 1, 2), "{arch}");
+            assert_eq!(g.steps_done(), 11);
+            g.params().unwrap()
+        };
+        let a = run();
+        let b = run();
+        assert!(
+            same_bits(&a, &b),
+            "{arch}: same seed, same device: weights differ"
+        );
+    }
+}
+
+/// With a power-of-two scale that grows during the run and no overflow, scaled f32
+/// training reproduces the unscaled weights (and one step's gradient) exactly.
+#[test]
+fn scaling_without_overflow_matches_the_unscaled_run() {
+    let Some(ctx) = context_or_skip() else { return };
+    let ctx = Arc::new(ctx);
+    let ls = LossScale {
+        initial: 4096.0,
+        interval: 2,
+    };
+    let plain = GpuBackend::with_context(ctx.clone());
+    let scaled = GpuBackend::with_context(ctx).loss_scaling(ls);
+    let tex = texture();
+    let c = cfg();
+    for arch in [ARCH, GRID] {
+        let net = Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
+        let p0 = net.init_params(5);
+        let mut a = plain.trainer(&net, p0.clone(), tex.clone(), &c).unwrap();
+        let mut b = scaled.trainer(&net, p0.clone(), tex.clone(), &c).unwrap();
+        let (la, ga) = a.gradient().unwrap();
+        let (lb, gb) = b.gradient().unwrap();
+        assert_eq!(la.to_bits(), lb.to_bits(), "{arch}: loss");
+        assert_eq!(b.loss_scale_state().unwrap(), state(4096.0, 0, 0));
+        let la = a.run(6).unwrap();
+        let lb = b.run(6).unwrap();
+        assert_eq!(
+            b.loss_scale_state().unwrap(),
+            state(32768.0, 0, 0),
+            "{arch}"
+        );
+        let (pa, pb) = (a.params().unwrap(), b.params().unwrap());
+        if net.param_count == net.dense_count {
+            assert!(same_bits(&ga, &gb), "{arch}: scaled gradient differs");
+            assert_eq!(la.to_bits(), lb.to_bits(), "{arch}: mean loss");
+            assert!(same_bits(&pa, &pb), "{arch}: scaled weights differ");
+        } else {
+            let close = |x: &[f32], y: &[f32], tol: f32| {
+                let max = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+                let diff = x
+                    .iter()
+                    .zip(y)
+                    .fold(0.0f32, |m, (p, q)| m.max((p - q).abs()));
+                assert!(diff <= tol * max, "{arch}: differs by {diff} (max {max})");
+            };
+            close(&ga, &gb, 1e-5);
+            close(&pa, &pb, 1e-5);
+        }
+    }
+}
