@@ -51,6 +51,8 @@ pub fn training_backend(choice: BackendChoice) -> Result<Box<dyn Backend>> {
 pub enum GpuPathChoice {
     /// fp32 everywhere (the default).
     F32,
+    /// f16 matrix operands with f32 accumulation and dynamic loss scaling (needs f16).
+    F16,
     /// f16 × f16 → f32 cooperative-matrix GEMMs with dynamic loss scaling.
     Coop,
 }
@@ -62,19 +64,30 @@ pub fn training_backend_on(
     choice: BackendChoice,
     path: Option<GpuPathChoice>,
 ) -> Result<Box<dyn Backend>> {
-    use nshade_gpu::train::{GpuBackend, coop_supported};
+    use nshade_gpu::train::codegen::Precision;
+    use nshade_gpu::train::{GpuBackend, precision_supported};
     let Some(path) = path else {
         return training_backend(choice);
     };
+    let precision = match path {
+        GpuPathChoice::F32 => Precision::F32,
+        GpuPathChoice::F16 => Precision::F16,
+        GpuPathChoice::Coop => Precision::Coop,
+    };
     let open = |b: GpuBackend| -> Result<Box<dyn Backend>> {
-        let coop = path == GpuPathChoice::Coop;
-        if coop && !coop_supported(b.context()) {
+        if !precision_supported(b.context(), precision) {
+            let need = if precision == Precision::Coop {
+                "usable cooperative matrices (16x16x16 f16->f32, f16, subgroups of 32)"
+            } else {
+                "f16 in shaders (SHADER_F16)"
+            };
             bail!(
-                "--gpu-path coop: adapter {} has no usable cooperative matrices (16x16x16 f16->f32, f16, subgroups of 32); see `nshade info`",
+                "--gpu-path {}: adapter {} has no {need}; see `nshade info`",
+                precision.name(),
                 b.context().summary.name
             );
         }
-        Ok(Box::new(b.precision_path(coop)))
+        Ok(Box::new(b.precision(precision)))
     };
     match choice {
         BackendChoice::Cpu => Ok(Box::new(nshade_core::cpu::CpuBackend)),

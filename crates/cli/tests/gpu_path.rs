@@ -1,5 +1,5 @@
-//! `--gpu-path f32|coop` through the real binary (lavapipe in CI: f32 only; an adapter
-//! with cooperative matrices runs `coop`, one without refuses it with an error).
+//! `--gpu-path f32|f16|coop` through the real binary (lavapipe in CI: f32 and f16; an
+//! adapter with cooperative matrices runs `coop`, one without refuses it with an error).
 
 use std::process::{Command, Output};
 
@@ -42,6 +42,18 @@ fn bench_reports_the_chosen_gpu_path() {
         String::from_utf8_lossy(&f32_run.stderr)
     );
     assert_eq!(json_path(&f32_run), "f32");
+
+    let f16_run = bench("f16");
+    if nshade_gpu::train::precision_supported(&ctx, nshade_gpu::train::codegen::Precision::F16) {
+        assert!(
+            f16_run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&f16_run.stderr)
+        );
+        assert_eq!(json_path(&f16_run), "f16");
+    } else {
+        assert_eq!(f16_run.status.code(), Some(1));
+    }
 
     let coop_run = bench("coop");
     if nshade_gpu::train::coop_supported(&ctx) {

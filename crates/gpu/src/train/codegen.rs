@@ -160,6 +160,10 @@ struct Gen {
     vec: Option<VecPad>,
     /// Dynamic loss scaling: gradients staged as f16 are checked for overflow.
     scaled: bool,
+    /// The f16 path: the cooperative-matrix path's layout and f16 staging (`coop` is
+    /// set), with plain multiply-add loops (f16 operands, f32 accumulation) instead of
+    /// cooperative matrices.
+    f16: bool,
 }
 
 /// Padded (multiple-of-16) layout of every linear layer's weights for the cooperative
@@ -328,6 +332,7 @@ impl Gen {
             zc: 0,
             dw_tiles: 0,
             scaled: false,
+            f16: false,
         }
     }
 
@@ -1068,6 +1073,32 @@ impl Gen {
         self.zc = self.zc.max(rows_p * self.s);
     }
 
+    /// f16 path: zc (rows × S, f32) = A·B over `k_n` with f16 operands (`a(row, k)`,
+    /// `bm(k, s)` give the f16 element expressions) and f32 accumulation, one output per
+    /// item. No barrier.
+    fn f16_gemm(
+        &mut self,
+        b: &mut String,
+        rows: usize,
+        k_n: usize,
+        a: impl Fn(&str, &str) -> String,
+        bm: impl Fn(&str, &str) -> String,
+    ) {
+        let _ = writeln!(
+            b,
+            "    for (var e = lid; e < {n}u; e += WG) {{\n        let j = e / S; let s = e % S;\n        var c = 0.0f;",
+            n = rows * self.s
+        );
+        let lb = format!(
+            "            c = fma(f32({}), f32({}), c);\n",
+            a("j", "k"),
+            bm("k", "s")
+        );
+        b.push_str(&unroll("k", k_n, &lb));
+        b.push_str("        zc[j * S + s] = c;\n    }\n");
+        self.zc = self.zc.max(rows * self.s);
+    }
+
     /// Forward of one linear layer on cooperative matrices: x → f16 staging, W·x into
     /// `zc`, then bias and activation in f32.
     fn coop_forward(&mut self, l: &Linear, x: View, z: Option<View>, a: View) {
@@ -1076,13 +1107,23 @@ impl Gen {
         self.coop_convert(&mut b, x, l.in_dims, pl.in_p, "xh");
         b.push_str("    workgroupBarrier();\n");
         let (wp, ip) = (pl.padded, pl.in_p);
-        self.coop_gemm(
+        if self.f16 {
+            self.f16_gemm(
+                &mut b,
+                l.out_dims,
+                l.in_dims,
+                |o, k| format!("w16[{wp}u + {o} * {ip}u + {k}]"),
+                |k, s| format!("xh[{k} * S + {s}]"),
+            );
+        } else {
+            self.coop_gemm(
             &mut b,
             pl.out_p,
             pl.in_p,
             |ot, k| format!("coopLoadT<coop_mat16x16<f16, A>>(&w16[{wp}u + ({ot} * 16u) * {ip}u + {k} * 16u], {ip}u)"),
             |k, st| format!("coopLoadT<coop_mat16x16<f16, B>>(&xh[({k} * 16u) * S + {st} * 16u], S)"),
         );
+        }
         b.push_str("    workgroupBarrier();\n");
         self.body.push_str(&b);
         let zs = match z {
@@ -1124,8 +1165,31 @@ impl Gen {
         let it_n = ip / 16;
         let nt = (op / 16) * it_n;
         let first = self.dw_tiles;
-        let slots = nt.div_ceil(nsg);
+        let slots = if self.f16 { 0 } else { nt.div_ceil(nsg) };
         self.dw_tiles += slots;
+        if self.f16 {
+            // f16 path: dW += dz·xᵀ from the f16 staging into per-invocation f32
+            // registers (one weight each), written into the padded partials layout
+            let (o_n, i_n) = (l.out_dims, l.in_dims);
+            let nq = o_n * i_n;
+            let lb = "            acc@ = fma(f32(gh[o * S + s]), f32(xh[i * S + s]), acc@);\n";
+            for k in 0..nq.div_ceil(self.wg) {
+                let a = self.accs;
+                self.accs += 1;
+                let head = format!(
+                    "    {{ let q = lid + {}u; if (q < {nq}u) {{ let o = q / {i_n}u; let i = q % {i_n}u;\n",
+                    k * self.wg
+                );
+                b.push_str(&head);
+                b.push_str(&unroll("s", self.s, &lb.replace('@', &a.to_string())));
+                b.push_str("    } }\n");
+                self.writeback.push_str(&head);
+                let _ = writeln!(
+                    self.writeback,
+                    "        partial[pbase + {wp}u + o * {ip}u + i] = acc{a};\n    }} }}"
+                );
+            }
+        }
         let dummy = self.coop.as_ref().unwrap().dummy(self.param_count);
         for j in 0..slots {
             let slot = first + j;
@@ -1160,13 +1224,23 @@ impl Gen {
             );
         }
         if let Some((dxv, add)) = dx {
-            self.coop_gemm(
+            if self.f16 {
+                self.f16_gemm(
+                    &mut b,
+                    l.in_dims,
+                    l.out_dims,
+                    |i, k| format!("w16[{wp}u + {k} * {ip}u + {i}]"),
+                    |k, s| format!("gh[{k} * S + {s}]"),
+                );
+            } else {
+                self.coop_gemm(
                 &mut b,
                 ip,
                 op,
                 |it, k| format!("coopLoad<coop_mat16x16<f16, A>>(&w16[{wp}u + ({k} * 16u) * {ip}u + {it} * 16u], {ip}u)"),
                 |k, st| format!("coopLoadT<coop_mat16x16<f16, B>>(&gh[({k} * 16u) * S + {st} * 16u], S)"),
             );
+            }
             b.push_str("    workgroupBarrier();\n");
             self.body.push_str(&b);
             let v = "zc[j * S + s]";
@@ -1623,6 +1697,33 @@ fn nsh_ls_bits(v: f32) -> u32 {
 }
 ";
 
+/// The arithmetic of the step kernel's linear layers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Precision {
+    /// fp32 everywhere (the default).
+    F32,
+    /// f16 operands staged in workgroup memory (layer inputs, output gradients) and an
+    /// f16 weight copy, multiply-add loops accumulating in f32 (needs `SHADER_F16`).
+    F16,
+    /// f16 × f16 → f32 cooperative matrices.
+    Coop,
+}
+
+impl Precision {
+    /// `f32`, `f16` or `coop`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::F32 => "f32",
+            Precision::F16 => "f16",
+            Precision::Coop => "coop",
+        }
+    }
+    /// Uses the padded f16 weight copy and layout of [`Pad`].
+    pub fn padded(self) -> bool {
+        self != Precision::F32
+    }
+}
+
 /// [`step_kernel`] with dynamic loss scaling on or off independently of the path
 /// (`scaled`: the loss gradient is multiplied by the scale S of the state buffer, and
 /// every workgroup flags overflow — a non-finite weight-gradient sum, a scaled gradient
@@ -1639,6 +1740,37 @@ pub fn step_kernel_scaled(
     coop: bool,
     scaled: bool,
 ) -> String {
+    let precision = if coop {
+        Precision::Coop
+    } else {
+        Precision::F32
+    };
+    step_kernel_for(
+        net,
+        loss,
+        data,
+        batch,
+        sample_seed,
+        launch,
+        precision,
+        scaled,
+    )
+}
+
+/// The step kernel for any [`Precision`] (the f16 and cooperative-matrix paths should
+/// run `scaled`).
+#[allow(clippy::too_many_arguments)]
+pub fn step_kernel_for(
+    net: &Network,
+    loss: Loss,
+    data: DataKind,
+    batch: u32,
+    sample_seed: u32,
+    launch: Launch,
+    precision: Precision,
+    scaled: bool,
+) -> String {
+    let coop = precision.padded();
     let s = launch.samples as usize;
     let mut g = Gen::new(
         s,
@@ -1650,6 +1782,7 @@ pub fn step_kernel_scaled(
         launch.vec.then(|| VecPad::of(net)),
     );
     g.scaled = scaled;
+    g.f16 = precision == Precision::F16;
     let (y, t, dy, out_act, out_layer_weight) = build_body(&mut g, net);
     let deriv = match out_act {
         Some((act, z)) if act != Activation::None => {
@@ -1814,7 +1947,18 @@ pub fn step_kernel_scaled(
     } else {
         "struct Step { step: u32, slot: u32, step_lr: f32, inv_c2: f32, mode: u32 }"
     };
-    if coop {
+    if precision == Precision::F16 {
+        head.push_str("enable f16;\n");
+        let _ = write!(
+            decls,
+            "@group(0) @binding(5) var<storage, read> w16: array<f16>;\n\
+             var<workgroup> xh: array<f16, {}>;\nvar<workgroup> gh: array<f16, {}>;\n\
+             var<workgroup> zc: array<f32, {}>;\n",
+            g.xh.max(1),
+            g.gh.max(1),
+            g.zc.max(1)
+        );
+    } else if coop {
         head.push_str("enable f16;\nenable wgpu_cooperative_matrix;\n");
         let nsg = launch.threads / 32;
         let _ = write!(

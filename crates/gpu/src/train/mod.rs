@@ -11,7 +11,7 @@ pub mod grid;
 pub mod wgsl;
 
 use crate::context::{GpuContext, GpuError};
-use codegen::{ADAM_PARAMS, DataKind, Launch, LossScale};
+use codegen::{ADAM_PARAMS, DataKind, Launch, LossScale, Precision};
 use nshade_core::data::TrainingData;
 use nshade_core::network::Network;
 use nshade_core::train::{Backend, TrainConfig, TrainError, Trainer, check_compatible};
@@ -42,7 +42,7 @@ pub struct GpuBackend {
     pingpong: bool,
     scalar: bool,
     scaling: Option<LossScale>,
-    want_coop: Option<bool>,
+    want: Option<Precision>,
 }
 
 impl GpuBackend {
@@ -57,7 +57,7 @@ impl GpuBackend {
             pingpong: false,
             scalar: false,
             scaling: None,
-            want_coop: None,
+            want: None,
         }
     }
 
@@ -85,15 +85,21 @@ impl GpuBackend {
         self
     }
 
-    /// Chooses the precision path instead of `NSHADE_GPU_PATH`: `coop` is used only
-    /// when [`coop_supported`] (else f32).
-    pub fn precision_path(mut self, coop: bool) -> GpuBackend {
-        self.want_coop = Some(coop);
+    /// Chooses the precision path instead of `NSHADE_GPU_PATH`; a path the adapter
+    /// cannot run ([`precision_supported`]) falls back to f32.
+    pub fn precision(mut self, precision: Precision) -> GpuBackend {
+        self.want = Some(precision);
         self
     }
 
-    fn coop_wanted(&self) -> bool {
-        self.want_coop.unwrap_or_else(coop_requested) && coop_supported(&self.ctx)
+    /// The path trainers of this backend use (for networks with an mlp; others f32).
+    pub fn precision_wanted(&self) -> Precision {
+        let p = self.want.unwrap_or_else(requested_precision);
+        if precision_supported(&self.ctx, p) {
+            p
+        } else {
+            Precision::F32
+        }
     }
 
     pub fn context(&self) -> &Arc<GpuContext> {
@@ -117,7 +123,7 @@ impl GpuBackend {
             cfg,
             self.pingpong,
             self.scalar,
-            self.coop_wanted(),
+            self.precision_wanted(),
             self.scaling,
         )
     }
@@ -128,11 +134,7 @@ impl Backend for GpuBackend {
         format!("gpu ({})", self.ctx.summary.name)
     }
     fn path(&self) -> String {
-        if self.coop_wanted() {
-            "coop".into()
-        } else {
-            "f32".into()
-        }
+        self.precision_wanted().name().into()
     }
     fn start(
         &self,
@@ -168,6 +170,25 @@ pub fn coop_available(ctx: &GpuContext) -> bool {
 /// `NSHADE_GPU_PATH=coop` is set.
 pub fn coop_requested() -> bool {
     std::env::var("NSHADE_GPU_PATH").is_ok_and(|v| v == "coop")
+}
+
+/// The path `NSHADE_GPU_PATH` asks for (`f16`, `coop`; anything else: f32).
+pub fn requested_precision() -> Precision {
+    match std::env::var("NSHADE_GPU_PATH").as_deref() {
+        Ok("coop") => Precision::Coop,
+        Ok("f16") => Precision::F16,
+        _ => Precision::F32,
+    }
+}
+
+/// The device can run `p`: f32 always, f16 with `SHADER_F16`, coop see
+/// [`coop_supported`].
+pub fn precision_supported(ctx: &GpuContext, p: Precision) -> bool {
+    match p {
+        Precision::F32 => true,
+        Precision::F16 => ctx.has(wgpu::Features::SHADER_F16),
+        Precision::Coop => coop_supported(ctx),
+    }
 }
 
 /// The device can run the cooperative-matrix path (see [`coop_available`]).
@@ -301,7 +322,7 @@ pub struct GpuTrainer {
     cfg: TrainConfig,
     param_count: usize,
     launch: Launch,
-    coop: bool,
+    precision: Precision,
     adam_groups: u32,
     step_pipe: wgpu::ComputePipeline,
     adam_pipe: wgpu::ComputePipeline,
@@ -463,14 +484,19 @@ impl GpuTrainer {
         pingpong: bool,
         scalar: bool,
     ) -> Result<GpuTrainer, TrainError> {
-        let coop = coop_available(&ctx);
-        GpuTrainer::with_options(ctx, net, params, data, cfg, pingpong, scalar, coop, None)
+        let p = if coop_available(&ctx) {
+            Precision::Coop
+        } else {
+            Precision::F32
+        };
+        GpuTrainer::with_options(ctx, net, params, data, cfg, pingpong, scalar, p, None)
     }
 
-    /// [`GpuTrainer::new`] with the cooperative-matrix path wanted or not (`coop`,
-    /// checked against [`coop_supported`] by the caller) and dynamic loss scaling forced
-    /// on with `scaling` (the cooperative-matrix path always scales, by default with
-    /// [`LossScale::for_batch`]).
+    /// [`GpuTrainer::new`] on the `precision` path (checked against
+    /// [`precision_supported`] by the caller; networks without an mlp, or whose f16
+    /// layout does not fit workgroup memory, run f32) and dynamic loss scaling forced on
+    /// with `scaling` (the f16 and cooperative-matrix paths always scale, by default
+    /// with [`LossScale::for_batch`]).
     #[allow(clippy::too_many_arguments)]
     pub fn with_options(
         ctx: Arc<GpuContext>,
@@ -480,7 +506,7 @@ impl GpuTrainer {
         cfg: &TrainConfig,
         pingpong: bool,
         scalar: bool,
-        coop: bool,
+        precision: Precision,
         scaling: Option<LossScale>,
     ) -> Result<GpuTrainer, TrainError> {
         check_compatible(net, data, cfg)?;
@@ -494,7 +520,10 @@ impl GpuTrainer {
         if cfg.batch > u32::MAX as usize / 2 {
             return Err(backend_err("batch too large"));
         }
-        let (launch, coop) = choose_launch_for(&ctx, net, cfg.batch, pingpong, scalar, coop)?;
+        // `coop` below: the padded f16 layout of the f16 and cooperative-matrix paths
+        let (launch, coop) =
+            choose_launch_for(&ctx, net, cfg.batch, pingpong, scalar, precision.padded())?;
+        let precision = if coop { precision } else { Precision::F32 };
         let scaling = scaling.or(coop.then(|| LossScale::for_batch(cfg.batch as u32)));
         let pad = codegen::Pad::of(net);
         let vpad = codegen::VecPad::of(net);
@@ -516,14 +545,14 @@ impl GpuTrainer {
             ),
         };
         let batch = cfg.batch as u32;
-        let step_src = codegen::step_kernel_scaled(
+        let step_src = codegen::step_kernel_for(
             net,
             cfg.loss,
             kind,
             batch,
             cfg.sample_seed(),
             launch,
-            coop,
+            precision,
             scaling.is_some(),
         );
         // The dense parameters go through partial sums and this kernel; grid tables
@@ -686,7 +715,7 @@ impl GpuTrainer {
         );
         let mut trainer = GpuTrainer {
             adam_groups: (dense as u32).div_ceil(ADAM_PARAMS) + 1,
-            coop,
+            precision,
             ctx,
             cfg: cfg.clone(),
             param_count: net.param_count,
@@ -740,9 +769,10 @@ impl GpuTrainer {
         Ok(())
     }
 
-    /// `coop` (f16 cooperative matrices, f32 accumulation and master weights) or `f32`.
+    /// `coop` (f16 cooperative matrices, f32 accumulation and master weights), `f16`
+    /// (f16 operands, f32 accumulation and master weights) or `f32`.
     pub fn path(&self) -> &'static str {
-        if self.coop { "coop" } else { "f32" }
+        self.precision.name()
     }
 
     /// Makes step `step` overflow (its loss scale becomes +∞, so every gradient is
