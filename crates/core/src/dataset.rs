@@ -20,15 +20,9 @@ pub enum DatasetError {
     #[error("{path}: {message}")]
     Invalid { path: String, message: String },
     #[error("cannot read {path}: {cause}")]
-    Read {
-        path: String,
-        cause: std::io::Error,
-    },
+    Read { path: String, cause: std::io::Error },
     #[error("cannot write {path}: {cause}")]
-    Write {
-        path: String,
-        cause: std::io::Error,
-    },
+    Write { path: String, cause: std::io::Error },
 }
 
 /// One split (`train` or `validation`) as described in the manifest.
