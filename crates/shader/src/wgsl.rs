@@ -13,7 +13,7 @@
 //! | activation `act` | [`activation`]`(act, z)` = f(z) | [`activation_derivative`]`(act, z, y)` = f'(z) |
 //! | `freq(K)`, octave k | [`frequency_sin`] / [`frequency_cos`]`(x, k)` = sin/cos(x·2^k·π) | d/dx = ±[`frequency_scale`]`(k)`·cos/sin |
 //! | `tri(K)`, octave k | [`triangle`]`(x, k)` | [`triangle_derivative`]`(x, k)` |
-//! | `oneblob(B)`, bin b | [`oneblob`]`(x, b, B)` | [`oneblob_derivative`]`(x, y, b, B)` |
+//! | `oneblob(B)`, bin b | [`oneblob`]`(x, c_b, K)` | [`oneblob_derivative`]`(x, y, c_b, K)` |
 //! | `sh(L)`, output k | [`spherical_harmonic`]`(x, y, z, k)` | [`spherical_harmonic_derivative`]`(x, y, z, k, axis)` |
 //! | `hashgrid` / `densegrid`, one level | [`grid_level`] (weights `w_k` and indices `e_k` of the 2^D corners, then Σ w_k·table) | ∂y_f/∂table[e_k + f] = w_k |
 //!
@@ -89,10 +89,11 @@ pub fn triangle(x: &str, octave: usize) -> String {
     syntax::triangle(x, octave)
 }
 
-/// `exp((x − c_b)² · K)`, `c_b = (b + 0.5)/B`, `K = −B²/2`: output `i*B + b` of
-/// `oneblob(B)` for input element `x = x[i]`. `x` is used twice: pass an identifier.
-pub fn oneblob(x: &str, bin: usize, bins: usize) -> String {
-    syntax::oneblob(x, bin, bins)
+/// `exp((x − c_b)² · K)` with the bin's centre `c_b` and the module's `K`
+/// (`OneBlob::centre`, `OneBlob::k`): output `i*B + b` of `oneblob(B)` for input element
+/// `x = x[i]`. `x` is used twice: pass an identifier.
+pub fn oneblob(x: &str, centre: f32, k: f32) -> String {
+    syntax::oneblob(x, centre, k)
 }
 
 /// Real spherical harmonic `k` of (x, y, z): output `k` of `sh(L)`. For k = 0 a bare
@@ -381,8 +382,8 @@ mod tests {
                 frequency_cos("x", 0),
                 triangle("x", 2),
                 triangle_derivative("x", 1),
-                oneblob("x", 3, 7),
-                oneblob_derivative("x", "x", 0, 64),
+                oneblob("x", 0.5, -24.5),
+                oneblob_derivative("x", "x", 0.0078125, -2048.0),
             ));
             let mut sh = String::new();
             for k in 0..25 {

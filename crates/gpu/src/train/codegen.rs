@@ -486,7 +486,7 @@ impl Gen {
                         body,
                         "        {} = {};",
                         self.at(y, &format!("i * {b}u + {k}u"), "s"),
-                        shader_wgsl::oneblob("xv", k, b),
+                        shader_wgsl::oneblob("xv", o.centre(k), o.k()),
                     );
                 }
                 self.items(d * self.s, &body);
@@ -659,7 +659,12 @@ impl Gen {
                             let _ = writeln!(
                                 body,
                                 "        acc += {} * {};",
-                                shader_wgsl::oneblob_derivative("xi", &self.at(*y, &j, "s"), k, b),
+                                shader_wgsl::oneblob_derivative(
+                                    "xi",
+                                    &self.at(*y, &j, "s"),
+                                    o.centre(k),
+                                    o.k()
+                                ),
                                 self.at(dy, &j, "s"),
                             );
                         }
