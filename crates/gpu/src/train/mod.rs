@@ -72,7 +72,6 @@ impl GpuBackend {
         data: Arc<TrainingData>,
         cfg: &TrainConfig,
     ) -> Result<GpuTrainer, TrainError> {
-        grid::check(net).map_err(backend_err)?;
         GpuTrainer::new(self.ctx.clone(), net, params, &data, cfg, self.pingpong)
     }
 }
