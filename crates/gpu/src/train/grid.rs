@@ -20,6 +20,9 @@
 //! floor(a)`, `lo = (a − hi)·2^32` (both exact: `a − floor(a)` is exact in f32), then
 //! the pair is negated in two's complement for v < 0.
 //!
+//! **Input gradient** (only when a module with parameters precedes the grid): one item
+//! per sample, summing the levels in the CPU's order (see [`input_gradient_body`]).
+//!
 //! **Adam** (`nsh_grid_adam`, one invocation per table parameter, after the dense Adam
 //! kernel): converts the accumulator back (magnitude as `f32(hi) + f32(lo)·2^−32`, times
 //! 2^−16, sign applied; no cancellation), clears it for the next step, and applies the
