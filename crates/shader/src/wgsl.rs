@@ -366,6 +366,40 @@ mod tests {
     ];
 
     #[test]
+    fn grids_of_every_input_width_validate() {
+        use nshade_core::model::{InputSpec, Model};
+        use nshade_core::{Arch, Network};
+        // level 0 dense (res 6), level 1 hashed (res 12 into 16 entries) for D = 1..4
+        let arch = Arch::parse(
+            "hashgrid(levels=2, features=2, log2_size=4, base=6, scale=2, min=-1, max=1) | mlp(4x1, relu)",
+        )
+        .unwrap();
+        for d in 1..=4 {
+            let net = Network::build(&arch, d, 2).unwrap();
+            let params = net.init_params(1);
+            let mut spec = InputSpec::xyt();
+            spec.names.resize(d, "w".into());
+            spec.domain.resize(d, [-1.0, 1.0]);
+            spec.scale.resize(d, 1.0);
+            spec.offset.resize(d, 0.0);
+            let model = Model::new(net, params, spec);
+            for weights in [WeightMode::Baked, WeightMode::Buffer] {
+                for precision in [Precision::F32, Precision::F16] {
+                    let opts = Options {
+                        weights,
+                        precision,
+                        compute: true,
+                        ..Options::new(crate::Target::Wgsl)
+                    };
+                    let src = crate::export(&model, &opts).unwrap().into_text().unwrap();
+                    crate::validate_wgsl(&src)
+                        .unwrap_or_else(|e| panic!("{d} inputs, {opts:?}: {e}\n{src}"));
+                }
+            }
+        }
+    }
+
+    #[test]
     fn building_blocks_are_valid_wgsl_at_f32_and_f16() {
         for scalar in ["f32", "f16"] {
             let mut src = String::new();

@@ -593,13 +593,21 @@ impl Gen {
         match f {
             Fwd::Leaf { m, x, y } => {
                 if let Module::Grid(gr) = m {
-                    // `grid::check` guarantees no input gradient is asked of a grid.
-                    debug_assert!(dx.is_none());
                     let body =
                         super::grid::backward_body(gr, &|j, s| self.at(*x, j, s), &|j, s| {
                             self.at(dy, j, s)
                         });
                     self.items(gr.levels.len() * self.s, &body);
+                    if let Some((dxv, add)) = dx {
+                        let body = super::grid::input_gradient_body(
+                            gr,
+                            &|j, s| self.at(*x, j, s),
+                            &|j, s| self.at(dy, j, s),
+                            &|j, s| self.at(dxv, j, s),
+                            add,
+                        );
+                        self.items(self.s, &body);
+                    }
                     return;
                 }
                 let Some((dx, add)) = dx else { return };
