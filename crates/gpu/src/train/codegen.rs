@@ -910,19 +910,7 @@ impl Gen {
                 "    {{ let q = lid + {}u; if (q < {nq}u) {{ let og = q / {ig}u; let ig = q % {ig}u;",
                 k * self.wg
             );
-            for t in 0..to {
-                for u in 0..ti {
-                    let _ = writeln!(
-                        self.writeback,
-                        "        partial[pbase + {}u + (og + {}u) * {i_n}u + ig + {}u] = acc{};",
-                        l.weight,
-                        t * og,
-                        u * ig,
-                        base + t * ti + u
-                    );
-                }
-            }
-            self.writeback.push_str("    } }\n");
+            self.write_weight_partials(l.weight, to, ti, og, ig, i_n, base);
         }
         for k in 0..o_n.div_ceil(self.wg) {
             let a = self.accs;
@@ -933,12 +921,7 @@ impl Gen {
                 k * self.wg,
                 self.at(dz, "o", "s")
             );
-            let _ = writeln!(
-                self.writeback,
-                "    {{ let o = lid + {}u; if (o < {o_n}u) {{ partial[pbase + {}u + o] = acc{a}; }} }}",
-                k * self.wg,
-                l.bias
-            );
+            self.write_bias_partial(k, o_n, l.bias, a);
         }
         if barrier {
             b.push_str("    workgroupBarrier();\n");
@@ -947,6 +930,43 @@ impl Gen {
         if let Some((dxv, add)) = dx {
             self.linear_backward_dx(lf, dz, dxv, add, None);
         }
+    }
+
+    /// The write-back of a weight-gradient tile: accumulators `base..` of `to × ti`
+    /// outputs × inputs (strides `og`, `ig`) into this group's partial sums, then the
+    /// close of the guard the caller opened.
+    #[allow(clippy::too_many_arguments)]
+    fn write_weight_partials(
+        &mut self,
+        weight: usize,
+        to: usize,
+        ti: usize,
+        og: usize,
+        ig: usize,
+        i_n: usize,
+        base: usize,
+    ) {
+        for t in 0..to {
+            for u in 0..ti {
+                let _ = writeln!(
+                    self.writeback,
+                    "        partial[pbase + {weight}u + (og + {}u) * {i_n}u + ig + {}u] = acc{};",
+                    t * og,
+                    u * ig,
+                    base + t * ti + u
+                );
+            }
+        }
+        self.writeback.push_str("    } }\n");
+    }
+
+    /// The write-back of bias accumulator `a` (outputs `k·wg + lid` of `o_n`).
+    fn write_bias_partial(&mut self, k: usize, o_n: usize, bias: usize, a: usize) {
+        let _ = writeln!(
+            self.writeback,
+            "    {{ let o = lid + {}u; if (o < {o_n}u) {{ partial[pbase + {bias}u + o] = acc{a}; }} }}",
+            k * self.wg
+        );
     }
 
     /// dx = Wᵀ·dz (or += with `add`), tiled TI (inputs) × TS (samples); with `fused`,
@@ -1358,19 +1378,7 @@ impl Gen {
             b.push_str(&unroll("sg", sv, &lb));
             b.push_str("    } }\n");
             self.writeback.push_str(&head);
-            for t in 0..to {
-                for u in 0..ti {
-                    let _ = writeln!(
-                        self.writeback,
-                        "        partial[pbase + {}u + (og + {}u) * {i_n}u + ig + {}u] = acc{};",
-                        l.weight,
-                        t * og,
-                        u * ig,
-                        base + t * ti + u
-                    );
-                }
-            }
-            self.writeback.push_str("    } }\n");
+            self.write_weight_partials(l.weight, to, ti, og, ig, i_n, base);
         }
         for k in 0..o_n.div_ceil(self.wg) {
             let a = self.accs;
@@ -1381,12 +1389,7 @@ impl Gen {
                 k * self.wg,
                 self.at4(dz, "o", "sg")
             );
-            let _ = writeln!(
-                self.writeback,
-                "    {{ let o = lid + {}u; if (o < {o_n}u) {{ partial[pbase + {}u + o] = acc{a}; }} }}",
-                k * self.wg,
-                l.bias
-            );
+            self.write_bias_partial(k, o_n, l.bias, a);
         }
         if barrier {
             b.push_str("    workgroupBarrier();\n");
