@@ -47,9 +47,10 @@ def node(n, x, P):
     if t == "cat": return np.concatenate([node(c, x, P) for c in n["children"]])
     if t == "pick": return x[n["indices"]]
     if t == "oneblob":
-        B = n["bins"]; c = np.array([(b + 0.5) / B for b in range(B)], np.float32)
+        B, f = n["bins"], np.float32; lo, r = f(n["min"]), f(n["max"]) - f(n["min"])
+        c = np.array([lo + (f(b) + f(0.5)) / f(B) * r for b in range(B)], np.float32)
         d = x[:, None] - c[None, :]                  # [input, bin]: input-major
-        return np.exp(d * d * np.float32(-0.5 * B * B)).reshape(-1)
+        return np.exp(d * d * (f(-0.5 * B * B) / (r * r))).reshape(-1)
     if t == "sh":
         return np.array([sum(c * x[0]**a * x[1]**b * x[2]**e for c, (a, b, e) in SH[k])
                          for k in range((n["degree"] + 1)**2)], np.float32)

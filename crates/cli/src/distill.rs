@@ -11,7 +11,7 @@ use nshade_core::model::Model;
 use nshade_core::texture::{self, Texture};
 use nshade_gpu::capture::{ShaderRenderer, ShaderSource, SourceKind, neural_fragment_wgsl};
 use nshade_gpu::context::GpuContext;
-use nshade_shader::{Options, Target, export};
+use nshade_shader::{Options, Target, WeightMode, export, pack_weights};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 
@@ -98,16 +98,33 @@ pub fn run(args: Args) -> Result<()> {
     common::check_cancelled()?;
     let model = Model::load(&model_dir)?;
 
-    // Export: every text target, baked weights, plus the full-screen WGSL used for timing.
+    // Export: every text target with baked weights — or, for a model too large to bake
+    // (big grid tables), with the parameters in a buffer (`neural.bin` beside) — plus the
+    // full-screen WGSL used for timing. The buffer sits at binding 1: binding 0 is the
+    // capture interface's Params block.
+    let baked = export(&model, &Options::new(Target::Wgsl)).is_ok();
+    let options = |target: Target| Options {
+        weights: if baked {
+            WeightMode::Baked
+        } else {
+            WeightMode::Buffer
+        },
+        binding: if baked { 0 } else { 1 },
+        ..Options::new(target)
+    };
     let mut wgsl = String::new();
     for (target, name) in TARGETS {
-        let text = export(&model, &Options::new(*target))?
+        let text = export(&model, &options(*target))?
             .into_text()
             .expect("text target");
         if *target == Target::Wgsl {
             wgsl = text.clone();
         }
         std::fs::write(model_dir.join(name), text).with_context(|| format!("writing {name}"))?;
+    }
+    let weights = (!baked).then(|| pack_weights(&model, &options(Target::Wgsl)));
+    if let Some(w) = &weights {
+        std::fs::write(model_dir.join("neural.bin"), w).context("writing neural.bin")?;
     }
 
     // Report: images at a few parameter values, and render cost of original vs neural.
@@ -118,7 +135,8 @@ pub fn run(args: Args) -> Result<()> {
         "neural.wgsl",
         &neural_fragment_wgsl(&wgsl, [range.0, range.1]),
     );
-    let neural = ShaderRenderer::new(&ctx, &neural_src, w as u32, h as u32)?;
+    let neural =
+        ShaderRenderer::with_storage(&ctx, &neural_src, w as u32, h as u32, weights.as_deref())?;
     let metrics_json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(model_dir.join("metrics.json"))?)?;
     let shows: Vec<f32> = if args.show.is_empty() {
@@ -183,7 +201,8 @@ pub fn run(args: Args) -> Result<()> {
             "original_gpu_ms": t_orig.gpu_ms_median, "neural_gpu_ms": t_neural.gpu_ms_median,
             "original_wall_ms": t_orig.wall_ms_per_frame, "neural_wall_ms": t_neural.wall_ms_per_frame,
         },
-        "exports": TARGETS.iter().map(|(_, n)| format!("model/{n}")).collect::<Vec<_>>(),
+        "exports": TARGETS.iter().map(|(_, n)| format!("model/{n}")).chain(weights.as_ref().map(|_| "model/neural.bin".to_string())).collect::<Vec<_>>(),
+        "export_weights": if weights.is_some() { "buffer" } else { "baked" },
     });
     std::fs::write(
         out.path().join("report.json"),

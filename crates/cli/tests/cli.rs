@@ -613,7 +613,7 @@ fn documented_evaluator_agrees_with_nshade() {
     let dir = tempfile::tempdir().unwrap();
     let arch = "m=cat(identity, freq(3), tri(2)) | mlp(12x2, leaky_relu(0.2), sigmoid) | mlp(8x1, swish, none, out=5) | cat(mlp(6x1, sine(2), tanh), mlp(4x1, softplus, exp)) | mlp(5x1, relu)";
     // per-dimension encodings: pick, oneblob and sh (of a non-unit vector; sh uses it as given)
-    let enc = "e=cat(pick(0) | oneblob(16), pick(1, 0, 1) | sh(4), pick(1) | oneblob(3)) | mlp(12x1, relu, sigmoid)";
+    let enc = "e=cat(pick(0) | oneblob(16), pick(1, 0, 1) | sh(4), pick(1) | oneblob(3, min=-0.5, max=2)) | mlp(12x1, relu, sigmoid)";
     // levels 0 and 1 dense (25 and 81 vertices fit 256 entries), 2 and 3 hashed; one grid
     // beside identity inside a cat, so its tables sit behind the MLP's parameters
     let hash = "hg=cat(identity, hashgrid(levels=4, features=2, log2_size=8, base=4, scale=2.2)) | mlp(8x1, relu)";

@@ -66,3 +66,55 @@ fn distills_an_example_shader_end_to_end() {
         assert!(run.join(f).is_file(), "missing {f}");
     }
 }
+
+/// A grid too large to bake: the exports read the parameters from a buffer (`neural.bin`
+/// beside them), and the report's neural frames are drawn from that buffer.
+#[test]
+fn distills_a_hash_grid_with_buffer_weights() {
+    let Some(_) = nshade_gpu::context::context_or_skip() else {
+        return;
+    };
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let shader = root.join("examples/shaders/plasma.wgsl");
+    let d = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_nshade"))
+        .arg("distill")
+        .arg(&shader)
+        .args([
+            "--out",
+            "run",
+            "--size",
+            "32x18",
+            "--train-frames",
+            "4",
+            "--validation-frames",
+            "2",
+            "--pixels-per-frame",
+            "256",
+            "--steps",
+            "100",
+            "--batch",
+            "512",
+            "--backend",
+            "cpu",
+            "--arch",
+            "hashgrid(levels=3, features=2, log2_size=12, base=8, scale=4, min=-1, max=1) | mlp(8x1, relu)",
+        ])
+        .current_dir(d.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let run = d.path().join("run");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["export_weights"], "buffer");
+    let model = nshade_core::model::Model::load(&run.join("model")).unwrap();
+    let bin = std::fs::read(run.join("model/neural.bin")).unwrap();
+    assert_eq!(bin.len(), model.network.param_count * 4);
+    assert!(run.join("model/weights.safetensors").is_file());
+    for f in report["frames"].as_array().unwrap() {
+        assert!(f["gpu_vs_cpu_max_abs_diff"].as_f64().unwrap() < 1e-4, "{f}");
+    }
+    let glsl = std::fs::read_to_string(run.join("model/neural.glsl")).unwrap();
+    assert!(glsl.contains("buffer"), "GLSL export should read a buffer");
+}

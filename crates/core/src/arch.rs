@@ -44,9 +44,16 @@ pub enum Arch {
     /// `densegrid(levels=8, features=2, base=4, scale=2)`: the same grid with every level
     /// stored densely (no hashing).
     Densegrid(GridSpec),
-    /// `oneblob(bins)`: one-blob encoding, `bins` Gaussian bumps over [0, 1] per input
-    /// (see `module/oneblob.rs`).
-    Oneblob { bins: u32 },
+    /// `oneblob(bins[, min, max])`: one-blob encoding, `bins` Gaussian bumps over
+    /// [min, max] (default [0, 1]) per input (see `module/oneblob.rs`).
+    Oneblob {
+        bins: u32,
+        /// The input range the bins cover (default [0, 1]).
+        #[serde(default)]
+        min: f32,
+        #[serde(default = "GridSpec::default_max")]
+        max: f32,
+    },
     /// `sh(degree)`: real spherical harmonics of bands 0..=degree of a 3-vector
     /// (see `module/sh.rs`).
     Sh { degree: u32 },
@@ -234,8 +241,12 @@ impl Arch {
             }
             Arch::Hashgrid(g) => g.validate(false),
             Arch::Densegrid(g) => g.validate(true),
-            Arch::Oneblob { bins } => {
-                if (1..=ONEBLOB_MAX_BINS).contains(bins) {
+            Arch::Oneblob { bins, min, max } => {
+                if !(min.is_finite() && max.is_finite() && min < max) {
+                    Err(format!(
+                        "oneblob min must be below max, got min={min} max={max}"
+                    ))
+                } else if (1..=ONEBLOB_MAX_BINS).contains(bins) {
                     Ok(())
                 } else {
                     Err(format!(
@@ -350,7 +361,13 @@ impl fmt::Display for Arch {
                 )?;
                 write_range(f, g)
             }
-            Arch::Oneblob { bins } => write!(f, "oneblob({bins})"),
+            Arch::Oneblob { bins, min, max } => {
+                write!(f, "oneblob({bins}")?;
+                if *min != 0.0 || *max != 1.0 {
+                    write!(f, ", min={min}, max={max}")?;
+                }
+                write!(f, ")")
+            }
             Arch::Sh { degree } => write!(f, "sh({degree})"),
             Arch::Pick { indices } => {
                 write!(f, "pick(")?;
@@ -851,9 +868,7 @@ fn call_to_arch(call: &Call) -> Result<Arch, ArchError> {
             }
             Ok(Arch::Cat { modules })
         }
-        "oneblob" => Ok(Arch::Oneblob {
-            bins: one_int_module(call, "bins", 1..=ONEBLOB_MAX_BINS, "oneblob(16)")?,
-        }),
+        "oneblob" => oneblob_from_call(call),
         "sh" => Ok(Arch::Sh {
             degree: one_int_module(call, "degree", 0..=SH_MAX_DEGREE, "sh(4)")?,
         }),
@@ -969,6 +984,38 @@ fn call_to_arch(call: &Call) -> Result<Arch, ArchError> {
             format!("unknown module '{other}' (known: {KNOWN_MODULES})"),
         )),
     }
+}
+
+/// `oneblob(bins[, min=A, max=B])`.
+fn oneblob_from_call(call: &Call) -> Result<Arch, ArchError> {
+    let (mut min, mut max) = (0.0f32, 1.0f32);
+    let mut rest = Vec::new();
+    for a in &call.args {
+        match (&a.key, &a.value) {
+            (Some((k, _)), Value::Number(n)) if k == "min" => min = *n as f32,
+            (Some((k, _)), Value::Number(n)) if k == "max" => max = *n as f32,
+            (Some((k, _)), _) if k == "min" || k == "max" => {
+                return Err(err(a.col, format!("{k} must be a number")));
+            }
+            _ => rest.push(a.clone()),
+        }
+    }
+    let bins = one_int_module(
+        &Call {
+            args: rest,
+            ..call.clone()
+        },
+        "bins",
+        1..=ONEBLOB_MAX_BINS,
+        "oneblob(16)",
+    )?;
+    if !(min.is_finite() && max.is_finite() && min < max) {
+        return Err(err(
+            call.args.first().map_or(call.col, |a| a.col),
+            format!("oneblob min must be below max, got min={min} max={max}"),
+        ));
+    }
+    Ok(Arch::Oneblob { bins, min, max })
 }
 
 /// `hashgrid(...)` / `densegrid(...)`: keyword arguments, or positional ones in the order
@@ -1169,6 +1216,8 @@ mod tests {
     fn encodings_round_trip() {
         for t in [
             "oneblob(16) | mlp(32x2, relu)",
+            "oneblob(16, min=-1, max=1) | mlp(32x2, relu)",
+            "cat(pick(0, 1) | hashgrid(min=-1), pick(2) | oneblob(8, min=-1)) | mlp(16x1, relu)",
             "sh(0)",
             "sh(4) | mlp(16x1, relu)",
             "pick(2, 0, 0)",
@@ -1193,7 +1242,7 @@ mod tests {
         assert_eq!(
             json,
             serde_json::json!({"type": "cat", "modules": [
-                {"type": "chain", "modules": [{"type": "pick", "indices": [1]}, {"type": "oneblob", "bins": 4}]},
+                {"type": "chain", "modules": [{"type": "pick", "indices": [1]}, {"type": "oneblob", "bins": 4, "min": 0.0, "max": 1.0}]},
                 {"type": "sh", "degree": 2},
             ]})
         );

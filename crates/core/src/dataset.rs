@@ -19,16 +19,10 @@ const ROW_BYTES: usize = ROW_FLOATS * 4;
 pub enum DatasetError {
     #[error("{path}: {message}")]
     Invalid { path: String, message: String },
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("cannot write {path}: {source}")]
-    Write {
-        path: String,
-        source: std::io::Error,
-    },
+    #[error("cannot read {path}: {cause}")]
+    Read { path: String, cause: std::io::Error },
+    #[error("cannot write {path}: {cause}")]
+    Write { path: String, cause: std::io::Error },
 }
 
 /// One split (`train` or `validation`) as described in the manifest.
@@ -68,7 +62,7 @@ impl Dataset {
         };
         let text = std::fs::read_to_string(&mpath).map_err(|e| DatasetError::Read {
             path: mp.clone(),
-            source: e,
+            cause: e,
         })?;
         let manifest: Value =
             serde_json::from_str(&text).map_err(|e| invalid(format!("not valid JSON: {e}")))?;
@@ -117,7 +111,7 @@ impl Dataset {
             let fp = fpath.display().to_string();
             let bytes = std::fs::read(&fpath).map_err(|e| DatasetError::Read {
                 path: fp.clone(),
-                source: e,
+                cause: e,
             })?;
             let bad = |message: String| DatasetError::Invalid {
                 path: fp.clone(),
@@ -238,7 +232,7 @@ pub fn write_dataset(
         && std::fs::read_dir(dir)
             .map_err(|e| DatasetError::Read {
                 path: dp.clone(),
-                source: e,
+                cause: e,
             })?
             .next()
             .is_some()
@@ -251,7 +245,7 @@ pub fn write_dataset(
     let tmp = crate::fsutil::temp_sibling(dir);
     let werr = |p: &Path, e: std::io::Error| DatasetError::Write {
         path: p.display().to_string(),
-        source: e,
+        cause: e,
     };
     let result = (|| {
         if tmp.exists() {

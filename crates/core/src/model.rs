@@ -577,7 +577,7 @@ pub fn describe(m: &Module) -> Value {
             })).collect::<Vec<_>>(),
         }),
         Module::OneBlob(o) => {
-            json!({"type": "oneblob", "in": o.in_dims, "out": o.out_dims(), "bins": o.bins})
+            json!({"type": "oneblob", "in": o.in_dims, "out": o.out_dims(), "bins": o.bins, "min": o.min, "max": o.max})
         }
         Module::SphericalHarmonics(h) => {
             json!({"type": "sh", "in": 3, "out": h.out_dims(), "degree": h.degree})

@@ -214,9 +214,11 @@ fn resolve(
             let base = alloc.slots(Cat::slots_needed(children.len()));
             Module::Cat(Cat::new(children, base))
         }
-        Arch::Oneblob { bins } => Module::OneBlob(OneBlob {
+        Arch::Oneblob { bins, min, max } => Module::OneBlob(OneBlob {
             in_dims,
             bins: *bins as usize,
+            min: *min,
+            max: *max,
         }),
         Arch::Sh { degree } => {
             if in_dims != 3 {

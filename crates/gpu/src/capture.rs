@@ -212,6 +212,12 @@ impl ShaderSource {
     /// fragment entry point's name. Errors are one line with the line and column in the
     /// user's source.
     pub fn compile(&self) -> Result<(naga::Module, String), CaptureError> {
+        self.compile_with(false)
+    }
+
+    /// [`ShaderSource::compile`]; with `storage`, a read-only storage buffer at
+    /// `@group(0) @binding(1)` is allowed too (see [`ShaderRenderer::with_storage`]).
+    pub fn compile_with(&self, storage: bool) -> Result<(naga::Module, String), CaptureError> {
         let text = self.text()?;
         let err = |message: String| CaptureError::Compile {
             name: self.name.clone(),
@@ -287,6 +293,12 @@ impl ShaderSource {
         for (_, g) in module.global_variables.iter() {
             let Some(rb) = &g.binding else { continue };
             let name = g.name.as_deref().unwrap_or("a global");
+            if storage
+                && (rb.group, rb.binding) == (0, 1)
+                && matches!(g.space, naga::AddressSpace::Storage { access } if !access.contains(naga::StorageAccess::STORE))
+            {
+                continue;
+            }
             if (rb.group, rb.binding) != (0, 0) {
                 return Err(err(format!(
                     "{name} is bound at @group({}) @binding({}); capture binds only the Params uniform block at @group(0) @binding(0) (docs/capture.md)",
@@ -561,6 +573,8 @@ pub struct ShaderRenderer<'a> {
     height: u32,
     pipeline: wgpu::RenderPipeline,
     bind_group: wgpu::BindGroup,
+    /// Kept alive for the bind group (see [`ShaderRenderer::with_storage`]).
+    _storage: Option<wgpu::Buffer>,
     uniform: wgpu::Buffer,
     view: wgpu::TextureView,
     texture: wgpu::Texture,
@@ -579,6 +593,18 @@ impl<'a> ShaderRenderer<'a> {
         source: &ShaderSource,
         width: u32,
         height: u32,
+    ) -> Result<ShaderRenderer<'a>, CaptureError> {
+        ShaderRenderer::with_storage(ctx, source, width, height, None)
+    }
+
+    /// [`ShaderRenderer::new`] with a read-only storage buffer holding `storage` at
+    /// `@group(0) @binding(1)` (an exported neural shader's parameters in buffer mode).
+    pub fn with_storage(
+        ctx: &'a GpuContext,
+        source: &ShaderSource,
+        width: u32,
+        height: u32,
+        storage: Option<&[u8]>,
     ) -> Result<ShaderRenderer<'a>, CaptureError> {
         if width == 0 || height == 0 {
             return Err(CaptureError::Settings(format!(
@@ -599,7 +625,7 @@ impl<'a> ShaderRenderer<'a> {
                 "size {width}x{height}: an RGBA32F readback of it exceeds the adapter's largest buffer ({limit} bytes)"
             )));
         }
-        let (module, entry) = source.compile()?;
+        let (module, entry) = source.compile_with(storage.is_some())?;
         let device = &ctx.device;
         let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let internal = device.push_error_scope(wgpu::ErrorFilter::Internal);
@@ -611,18 +637,26 @@ impl<'a> ShaderRenderer<'a> {
             label: Some("nshade capture fragment"),
             source: wgpu::ShaderSource::Naga(Cow::Owned(module)),
         });
+        let layout_entry = |binding, ty| wgpu::BindGroupLayoutEntry {
+            binding,
+            visibility: wgpu::ShaderStages::FRAGMENT,
+            ty: wgpu::BindingType::Buffer {
+                ty,
+                has_dynamic_offset: false,
+                min_binding_size: None,
+            },
+            count: None,
+        };
+        let mut layout_entries = vec![layout_entry(0, wgpu::BufferBindingType::Uniform)];
+        if storage.is_some() {
+            layout_entries.push(layout_entry(
+                1,
+                wgpu::BufferBindingType::Storage { read_only: true },
+            ));
+        }
         let bgl = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
             label: Some("nshade capture params"),
-            entries: &[wgpu::BindGroupLayoutEntry {
-                binding: 0,
-                visibility: wgpu::ShaderStages::FRAGMENT,
-                ty: wgpu::BindingType::Buffer {
-                    ty: wgpu::BufferBindingType::Uniform,
-                    has_dynamic_offset: false,
-                    min_binding_size: None,
-                },
-                count: None,
-            }],
+            entries: &layout_entries,
         });
         let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
             label: Some("nshade capture"),
@@ -660,13 +694,32 @@ impl<'a> ShaderRenderer<'a> {
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
+        let storage_buf = storage.map(|bytes| {
+            let b = device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("nshade capture storage"),
+                size: (bytes.len() as u64).next_multiple_of(4).max(4),
+                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            let mut padded = bytes.to_vec();
+            padded.resize(b.size() as usize, 0);
+            ctx.queue.write_buffer(&b, 0, &padded);
+            b
+        });
+        let mut group_entries = vec![wgpu::BindGroupEntry {
+            binding: 0,
+            resource: uniform.as_entire_binding(),
+        }];
+        if let Some(b) = &storage_buf {
+            group_entries.push(wgpu::BindGroupEntry {
+                binding: 1,
+                resource: b.as_entire_binding(),
+            });
+        }
         let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some("nshade capture params"),
             layout: &bgl,
-            entries: &[wgpu::BindGroupEntry {
-                binding: 0,
-                resource: uniform.as_entire_binding(),
-            }],
+            entries: &group_entries,
         });
         let texture = device.create_texture(&wgpu::TextureDescriptor {
             label: Some("nshade capture target"),
@@ -707,6 +760,7 @@ impl<'a> ShaderRenderer<'a> {
             height,
             pipeline,
             bind_group,
+            _storage: storage_buf,
             uniform,
             view,
             texture,

@@ -151,19 +151,26 @@ fn oneblob_and_sh_building_blocks_match_the_cpu() {
         );
     };
 
-    // oneblob(7) of one input, values and derivatives (inputs slightly beyond [0, 1])
+    // oneblob(7, min=-0.5, max=1.5) of one input, values and derivatives (inputs
+    // slightly beyond the range)
     let bins = 7;
-    let m = Module::OneBlob(OneBlob { in_dims: 1, bins });
+    let ob = OneBlob {
+        in_dims: 1,
+        bins,
+        min: -0.5,
+        max: 1.5,
+    };
     let mut body = String::new();
     for b in 0..bins {
         body += &format!(
             "    let y{b} = {};\n    outputs[o + {b}u] = y{b};\n    outputs[o + {}u] = {};\n",
-            wgsl::oneblob("x0", b, bins),
+            wgsl::oneblob("x0", ob.centre(b), ob.k()),
             bins + b,
-            wgsl::oneblob_derivative("x0", &format!("y{b}"), b, bins)
+            wgsl::oneblob_derivative("x0", &format!("y{b}"), ob.centre(b), ob.k())
         );
     }
-    let xs: Vec<f32> = (0..500).map(|i| i as f32 * 0.0029 - 0.2).collect();
+    let m = Module::OneBlob(ob);
+    let xs: Vec<f32> = (0..500).map(|i| i as f32 * 0.0058 - 0.7).collect();
     let gpu = run_rows(&ctx, 1, 2 * bins, &body, &xs);
     for (r, &x) in xs.iter().enumerate() {
         let g = &gpu[r * 2 * bins..(r + 1) * 2 * bins];

@@ -84,6 +84,10 @@ fn grid_kernels_validate() {
             "hashgrid(levels=3, features=4, log2_size=9, base=3, scale=2, min=-1, max=1) | mlp(8x1, relu)",
             3,
         ),
+        (
+            "mlp(8x1, tanh, out=4) | hashgrid(levels=2, features=2, log2_size=9, base=3, scale=2) | mlp(8x1, relu)",
+            3,
+        ),
     ] {
         let net = Network::build(&Arch::parse(arch).unwrap(), i, 3).unwrap();
         for (coop, vec) in [(false, false), (false, true), (true, false)] {

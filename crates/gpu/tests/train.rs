@@ -107,7 +107,7 @@ fn gradients_match_cpu_for_every_module_kind() {
         "freq(1) | mlp(6x1, relu, swish)",
         "mlp(5x1, tanh, softplus)",
         // pick, oneblob, sh: as first stages, and behind an mlp (so their dx is used)
-        "cat(pick(0) | oneblob(8), pick(1) | oneblob(3)) | mlp(8x1, relu)",
+        "cat(pick(0) | oneblob(8), pick(1) | oneblob(3, min=-1, max=2)) | mlp(8x1, relu)",
         "pick(1, 0, 1) | sh(4) | mlp(8x1, tanh)",
         "cat(identity, pick(1, 1, 0) | sh(2), pick(1)) | mlp(6x1, swish)",
         "mlp(6x1, tanh, out=3) | sh(3) | mlp(6x1, relu)",

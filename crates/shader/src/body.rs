@@ -115,10 +115,10 @@ impl Body<'_> {
                 Stmt::OneBlob {
                     dst,
                     src,
-                    bin,
-                    bins,
+                    centre,
+                    k,
                 } => {
-                    let e = syntax::oneblob(&names[*src], *bin, *bins);
+                    let e = syntax::oneblob(&names[*src], *centre, *k);
                     writeln!(out, "{ind}{}v{dst} = {e};", self.decl).unwrap();
                 }
                 Stmt::SphericalHarmonic { dst, srcs, index } => {

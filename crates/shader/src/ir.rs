@@ -37,12 +37,13 @@ pub enum Stmt {
         src: Value,
         octave: usize,
     },
-    /// `v = exp((src − c_b)² · K)`: output `bin` of `oneblob(bins)` for one input.
+    /// `v = exp((src − centre)² · k)`: one output of `oneblob` (`OneBlob::centre`,
+    /// `OneBlob::k`).
     OneBlob {
         dst: Value,
         src: Value,
-        bin: usize,
-        bins: usize,
+        centre: f32,
+        k: f32,
     },
     /// `v = Y_index(x, y, z)`: output `index` of `sh(L)` (the polynomial of
     /// `nshade_core::module::SH_TERMS[index]`).
@@ -236,8 +237,8 @@ impl Program {
                         self.stmts.push(Stmt::OneBlob {
                             dst,
                             src,
-                            bin,
-                            bins: o.bins,
+                            centre: o.centre(bin),
+                            k: o.k(),
                         });
                         out.push(dst);
                     }
@@ -316,11 +317,11 @@ mod tests {
                 Stmt::OneBlob {
                     dst,
                     src,
-                    bin,
-                    bins,
+                    centre,
+                    k,
                 } => {
-                    let d = v[*src] - nshade_core::module::oneblob_centre(*bin, *bins);
-                    v[*dst] = (d * d * nshade_core::module::oneblob_k(*bins)).exp();
+                    let d = v[*src] - centre;
+                    v[*dst] = (d * d * k).exp();
                 }
                 Stmt::SphericalHarmonic { dst, srcs, index } => {
                     let p = srcs.map(|s| v[s]);

@@ -154,28 +154,21 @@ pub fn triangle_derivative(x: &str, octave: usize) -> String {
     format!("(4.0 * {sc} * sign({u} - floor({u} + 0.5)))")
 }
 
-/// `exp(d · d · K)` with `d = x − c_b`, `c_b = (b + 0.5)/B`, `K = −B²/2`: output
-/// `i*B + b` of `oneblob(B)` for input element `x = x[i]`. `x` is used twice: pass an
-/// identifier.
-pub fn oneblob(x: &str, bin: usize, bins: usize) -> String {
-    let d = format!(
-        "({} - {})",
-        paren(x),
-        float_literal(nshade_core::module::oneblob_centre(bin, bins))
-    );
-    format!(
-        "exp({d} * {d} * {})",
-        float_literal(nshade_core::module::oneblob_k(bins))
-    )
+/// `exp(d · d · K)` with `d = x − c_b`: one output of `oneblob`, with the bin's centre
+/// `c_b` and the module's `K` (`OneBlob::centre`, `OneBlob::k`). `x` is used twice: pass
+/// an identifier.
+pub fn oneblob(x: &str, centre: f32, k: f32) -> String {
+    let d = format!("({} - {})", paren(x), float_literal(centre));
+    format!("exp({d} * {d} * {})", float_literal(k))
 }
 
 /// ∂y/∂x of [`oneblob`] given its value `y`: `2K · (x − c_b) · y` (= −(x − c_b)/σ² · y).
-pub fn oneblob_derivative(x: &str, y: &str, bin: usize, bins: usize) -> String {
+pub fn oneblob_derivative(x: &str, y: &str, centre: f32, k: f32) -> String {
     format!(
         "({} * ({} - {}) * {})",
-        float_literal(2.0 * nshade_core::module::oneblob_k(bins)),
+        float_literal(2.0 * k),
         paren(x),
-        float_literal(nshade_core::module::oneblob_centre(bin, bins)),
+        float_literal(centre),
         paren(y)
     )
 }
@@ -408,9 +401,12 @@ mod tests {
 
     #[test]
     fn encoding_expressions() {
-        assert_eq!(oneblob("x", 1, 4), "exp((x - 0.375) * (x - 0.375) * -8.0)");
         assert_eq!(
-            oneblob_derivative("x", "y", 0, 2),
+            oneblob("x", 0.375, -8.0),
+            "exp((x - 0.375) * (x - 0.375) * -8.0)"
+        );
+        assert_eq!(
+            oneblob_derivative("x", "y", 0.25, -2.0),
             "(-4.0 * (x - 0.25) * y)"
         );
         assert_eq!(spherical_harmonic("x", "y", "z", 0), "0.2820948");

@@ -13,7 +13,7 @@
 //! | activation `act` | [`activation`]`(act, z)` = f(z) | [`activation_derivative`]`(act, z, y)` = f'(z) |
 //! | `freq(K)`, octave k | [`frequency_sin`] / [`frequency_cos`]`(x, k)` = sin/cos(x·2^k·π) | d/dx = ±[`frequency_scale`]`(k)`·cos/sin |
 //! | `tri(K)`, octave k | [`triangle`]`(x, k)` | [`triangle_derivative`]`(x, k)` |
-//! | `oneblob(B)`, bin b | [`oneblob`]`(x, b, B)` | [`oneblob_derivative`]`(x, y, b, B)` |
+//! | `oneblob(B)`, bin b | [`oneblob`]`(x, c_b, K)` | [`oneblob_derivative`]`(x, y, c_b, K)` |
 //! | `sh(L)`, output k | [`spherical_harmonic`]`(x, y, z, k)` | [`spherical_harmonic_derivative`]`(x, y, z, k, axis)` |
 //! | `hashgrid` / `densegrid`, one level | [`grid_level`] (weights `w_k` and indices `e_k` of the 2^D corners, then Σ w_k·table) | ∂y_f/∂table[e_k + f] = w_k |
 //!
@@ -89,10 +89,11 @@ pub fn triangle(x: &str, octave: usize) -> String {
     syntax::triangle(x, octave)
 }
 
-/// `exp((x − c_b)² · K)`, `c_b = (b + 0.5)/B`, `K = −B²/2`: output `i*B + b` of
-/// `oneblob(B)` for input element `x = x[i]`. `x` is used twice: pass an identifier.
-pub fn oneblob(x: &str, bin: usize, bins: usize) -> String {
-    syntax::oneblob(x, bin, bins)
+/// `exp((x − c_b)² · K)` with the bin's centre `c_b` and the module's `K`
+/// (`OneBlob::centre`, `OneBlob::k`): output `i*B + b` of `oneblob(B)` for input element
+/// `x = x[i]`. `x` is used twice: pass an identifier.
+pub fn oneblob(x: &str, centre: f32, k: f32) -> String {
+    syntax::oneblob(x, centre, k)
 }
 
 /// Real spherical harmonic `k` of (x, y, z): output `k` of `sh(L)`. For k = 0 a bare
@@ -365,6 +366,40 @@ mod tests {
     ];
 
     #[test]
+    fn grids_of_every_input_width_validate() {
+        use nshade_core::model::{InputSpec, Model};
+        use nshade_core::{Arch, Network};
+        // level 0 dense (res 6), level 1 hashed (res 12 into 16 entries) for D = 1..4
+        let arch = Arch::parse(
+            "hashgrid(levels=2, features=2, log2_size=4, base=6, scale=2, min=-1, max=1) | mlp(4x1, relu)",
+        )
+        .unwrap();
+        for d in 1..=4 {
+            let net = Network::build(&arch, d, 2).unwrap();
+            let params = net.init_params(1);
+            let mut spec = InputSpec::xyt();
+            spec.names.resize(d, "w".into());
+            spec.domain.resize(d, [-1.0, 1.0]);
+            spec.scale.resize(d, 1.0);
+            spec.offset.resize(d, 0.0);
+            let model = Model::new(net, params, spec);
+            for weights in [WeightMode::Baked, WeightMode::Buffer] {
+                for precision in [Precision::F32, Precision::F16] {
+                    let opts = Options {
+                        weights,
+                        precision,
+                        compute: true,
+                        ..Options::new(crate::Target::Wgsl)
+                    };
+                    let src = crate::export(&model, &opts).unwrap().into_text().unwrap();
+                    crate::validate_wgsl(&src)
+                        .unwrap_or_else(|e| panic!("{d} inputs, {opts:?}: {e}\n{src}"));
+                }
+            }
+        }
+    }
+
+    #[test]
     fn building_blocks_are_valid_wgsl_at_f32_and_f16() {
         for scalar in ["f32", "f16"] {
             let mut src = String::new();
@@ -381,8 +416,8 @@ mod tests {
                 frequency_cos("x", 0),
                 triangle("x", 2),
                 triangle_derivative("x", 1),
-                oneblob("x", 3, 7),
-                oneblob_derivative("x", "x", 0, 64),
+                oneblob("x", 0.5, -24.5),
+                oneblob_derivative("x", "x", 0.0078125, -2048.0),
             ));
             let mut sh = String::new();
             for k in 0..25 {

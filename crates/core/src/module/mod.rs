@@ -22,7 +22,7 @@ pub use frequency::Frequency;
 pub use grid::{Grid, GridLevel, PRIMES as GRID_PRIMES};
 pub use identity::Identity;
 pub use mlp::{Linear, Mlp};
-pub use oneblob::{OneBlob, oneblob_centre, oneblob_k};
+pub use oneblob::OneBlob;
 pub use pick::Pick;
 pub use sh::{SH_TERMS, ShTerm, SphericalHarmonics, sh_derivative_terms};
 pub use triangle::Triangle;

@@ -1,14 +1,21 @@
-//! `oneblob(B)`: the one-blob encoding of Müller et al. ("Neural Importance Sampling"):
-//! each input in [0, 1] becomes B Gaussian bumps centred on the bins of [0, 1].
+//! `oneblob(B[, min, max])`: the one-blob encoding of Müller et al. ("Neural Importance
+//! Sampling"): each input in [min, max] (default [0, 1]) becomes B Gaussian bumps centred
+//! on the B equal bins of that range.
 //!
 //! For an input of D values the output has D·B values, input-major (dimension, then bin):
 //!
 //! ```text
-//! c_b         = (b + 0.5) / B                 (bin centre, f32)
-//! σ           = 1 / B
+//! r           = max − min
+//! c_b         = min + ((b + 0.5) / B) · r      (bin centre, f32)
+//! σ           = r / B
 //! d           = x[i] − c_b
-//! y[i*B + b]  = exp(−d² / (2σ²)) = exp(d · d · K)   with K = −B²/2 (exact in f32)
+//! y[i*B + b]  = exp(−d² / (2σ²)) = exp(d · d · K)   with K = (−B²/2) / (r · r)
 //! ∂y/∂x[i]    = −d / σ² · y = 2K · d · y
+//! ```
+//!
+//! With the default range (r = 1) this is c_b = (b + 0.5)/B and K = −B²/2 exactly.
+//!
+//! ```text
 //! ```
 
 use super::{Grads, Layer, Workspace};
@@ -18,18 +25,24 @@ use crate::activation::exp;
 pub struct OneBlob {
     pub in_dims: usize,
     pub bins: usize,
+    /// The range the bins cover.
+    pub min: f32,
+    pub max: f32,
 }
 
-/// The centre of bin `b` of `bins`: `(b + 0.5) / bins` in f32.
-#[inline]
-pub fn oneblob_centre(bin: usize, bins: usize) -> f32 {
-    (bin as f32 + 0.5) / bins as f32
-}
+impl OneBlob {
+    /// The centre of bin `b`: `min + ((b + 0.5) / bins) · (max − min)` in f32.
+    #[inline]
+    pub fn centre(&self, bin: usize) -> f32 {
+        self.min + (bin as f32 + 0.5) / self.bins as f32 * (self.max - self.min)
+    }
 
-/// `K = −bins²/2`, the factor of d² in the exponent (exact in f32 for bins ≤ 64).
-#[inline]
-pub fn oneblob_k(bins: usize) -> f32 {
-    -0.5 * (bins * bins) as f32
+    /// `K = (−bins²/2) / (max − min)²`, the factor of d² in the exponent.
+    #[inline]
+    pub fn k(&self) -> f32 {
+        let r = self.max - self.min;
+        -0.5 * (self.bins * self.bins) as f32 / (r * r)
+    }
 }
 
 impl Layer for OneBlob {
@@ -41,8 +54,8 @@ impl Layer for OneBlob {
     }
     fn forward(&self, _params: &[f32], x: &[f32], n: usize, y: &mut [f32], _ws: &mut Workspace) {
         let b = self.bins;
-        let centres: Vec<f32> = (0..b).map(|k| oneblob_centre(k, b)).collect();
-        let k = oneblob_k(b);
+        let centres: Vec<f32> = (0..b).map(|k| self.centre(k)).collect();
+        let k = self.k();
         // The differences first, then one flat, branch-free (vectorisable) exp pass.
         let y = &mut y[..n * self.out_dims()];
         for (yi, &xi) in y.chunks_exact_mut(b).zip(&x[..n * self.in_dims]) {
@@ -67,8 +80,8 @@ impl Layer for OneBlob {
     ) {
         let Some(dx) = dx else { return };
         let b = self.bins;
-        let centres: Vec<f32> = (0..b).map(|k| oneblob_centre(k, b)).collect();
-        let k2 = 2.0 * oneblob_k(b);
+        let centres: Vec<f32> = (0..b).map(|k| self.centre(k)).collect();
+        let k2 = 2.0 * self.k();
         let m = n * self.in_dims;
         for (((d, &xi), yi), dyi) in dx[..m]
             .iter_mut()
@@ -95,6 +108,8 @@ mod tests {
         let m = OneBlob {
             in_dims: 2,
             bins: 4,
+            min: 0.0,
+            max: 1.0,
         };
         let x = [0.3f32, 0.9];
         let mut y = vec![0.0; 8];
@@ -118,8 +133,44 @@ mod tests {
     #[test]
     fn gradients_match_finite_differences() {
         for bins in [1, 3, 16] {
-            let m = Module::OneBlob(OneBlob { in_dims: 3, bins });
+            let m = Module::OneBlob(OneBlob {
+                in_dims: 3,
+                bins,
+                min: 0.0,
+                max: 1.0,
+            });
             gradcheck::check(&m, 0, 0, &gradcheck::inputs(5, 3, 0.0, 1.0), 5, 2e-3);
         }
+        // a range of [-1, 3]: the same bumps, stretched
+        let m = Module::OneBlob(OneBlob {
+            in_dims: 2,
+            bins: 6,
+            min: -1.0,
+            max: 3.0,
+        });
+        gradcheck::check(&m, 0, 0, &gradcheck::inputs(5, 2, -1.0, 3.0), 5, 2e-3);
+    }
+
+    #[test]
+    fn a_range_maps_onto_the_unit_bins() {
+        let unit = OneBlob {
+            in_dims: 1,
+            bins: 8,
+            min: 0.0,
+            max: 1.0,
+        };
+        let wide = OneBlob {
+            min: -1.0,
+            max: 1.0,
+            ..unit.clone()
+        };
+        let (mut a, mut b) = (vec![0.0; 8], vec![0.0; 8]);
+        unit.forward(&[], &[0.3], 1, &mut a, &mut Workspace::default());
+        wide.forward(&[], &[-0.4], 1, &mut b, &mut Workspace::default());
+        for (p, q) in a.iter().zip(&b) {
+            assert!((p - q).abs() < 1e-6, "{a:?} vs {b:?}");
+        }
+        assert_eq!(unit.centre(3), 3.5 / 8.0);
+        assert_eq!(unit.k(), -32.0);
     }
 }

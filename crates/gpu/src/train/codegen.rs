@@ -494,7 +494,7 @@ impl Gen {
                         body,
                         "        {} = {};",
                         self.at(y, &format!("i * {b}u + {k}u"), "s"),
-                        shader_wgsl::oneblob("xv", k, b),
+                        shader_wgsl::oneblob("xv", o.centre(k), o.k()),
                     );
                 }
                 self.items(d * self.s, &body);
@@ -601,13 +601,21 @@ impl Gen {
         match f {
             Fwd::Leaf { m, x, y } => {
                 if let Module::Grid(gr) = m {
-                    // `grid::check` guarantees no input gradient is asked of a grid.
-                    debug_assert!(dx.is_none());
                     let body =
                         super::grid::backward_body(gr, &|j, s| self.at(*x, j, s), &|j, s| {
                             self.at(dy, j, s)
                         });
                     self.items(gr.levels.len() * self.s, &body);
+                    if let Some((dxv, add)) = dx {
+                        let body = super::grid::input_gradient_body(
+                            gr,
+                            &|j, s| self.at(*x, j, s),
+                            &|j, s| self.at(dy, j, s),
+                            &|j, s| self.at(dxv, j, s),
+                            add,
+                        );
+                        self.items(self.s, &body);
+                    }
                     return;
                 }
                 let Some((dx, add)) = dx else { return };
@@ -667,7 +675,12 @@ impl Gen {
                             let _ = writeln!(
                                 body,
                                 "        acc += {} * {};",
-                                shader_wgsl::oneblob_derivative("xi", &self.at(*y, &j, "s"), k, b),
+                                shader_wgsl::oneblob_derivative(
+                                    "xi",
+                                    &self.at(*y, &j, "s"),
+                                    o.centre(k),
+                                    o.k()
+                                ),
                                 self.at(dy, &j, "s"),
                             );
                         }
@@ -905,19 +918,7 @@ impl Gen {
                 "    {{ let q = lid + {}u; if (q < {nq}u) {{ let og = q / {ig}u; let ig = q % {ig}u;",
                 k * self.wg
             );
-            for t in 0..to {
-                for u in 0..ti {
-                    let _ = writeln!(
-                        self.writeback,
-                        "        partial[pbase + {}u + (og + {}u) * {i_n}u + ig + {}u] = acc{};",
-                        l.weight,
-                        t * og,
-                        u * ig,
-                        base + t * ti + u
-                    );
-                }
-            }
-            self.writeback.push_str("    } }\n");
+            self.write_weight_partials(l.weight, to, ti, og, ig, i_n, base);
         }
         for k in 0..o_n.div_ceil(self.wg) {
             let a = self.accs;
@@ -928,12 +929,7 @@ impl Gen {
                 k * self.wg,
                 self.at(dz, "o", "s")
             );
-            let _ = writeln!(
-                self.writeback,
-                "    {{ let o = lid + {}u; if (o < {o_n}u) {{ partial[pbase + {}u + o] = acc{a}; }} }}",
-                k * self.wg,
-                l.bias
-            );
+            self.write_bias_partial(k, o_n, l.bias, a);
         }
         if barrier {
             b.push_str("    workgroupBarrier();\n");
@@ -942,6 +938,43 @@ impl Gen {
         if let Some((dxv, add)) = dx {
             self.linear_backward_dx(lf, dz, dxv, add, None);
         }
+    }
+
+    /// The write-back of a weight-gradient tile: accumulators `base..` of `to × ti`
+    /// outputs × inputs (strides `og`, `ig`) into this group's partial sums, then the
+    /// close of the guard the caller opened.
+    #[allow(clippy::too_many_arguments)]
+    fn write_weight_partials(
+        &mut self,
+        weight: usize,
+        to: usize,
+        ti: usize,
+        og: usize,
+        ig: usize,
+        i_n: usize,
+        base: usize,
+    ) {
+        for t in 0..to {
+            for u in 0..ti {
+                let _ = writeln!(
+                    self.writeback,
+                    "        partial[pbase + {weight}u + (og + {}u) * {i_n}u + ig + {}u] = acc{};",
+                    t * og,
+                    u * ig,
+                    base + t * ti + u
+                );
+            }
+        }
+        self.writeback.push_str("    } }\n");
+    }
+
+    /// The write-back of bias accumulator `a` (outputs `k·wg + lid` of `o_n`).
+    fn write_bias_partial(&mut self, k: usize, o_n: usize, bias: usize, a: usize) {
+        let _ = writeln!(
+            self.writeback,
+            "    {{ let o = lid + {}u; if (o < {o_n}u) {{ partial[pbase + {bias}u + o] = acc{a}; }} }}",
+            k * self.wg
+        );
     }
 
     /// dx = Wᵀ·dz (or += with `add`), tiled TI (inputs) × TS (samples); with `fused`,
@@ -1428,19 +1461,7 @@ impl Gen {
             b.push_str(&unroll("sg", sv, &lb));
             b.push_str("    } }\n");
             self.writeback.push_str(&head);
-            for t in 0..to {
-                for u in 0..ti {
-                    let _ = writeln!(
-                        self.writeback,
-                        "        partial[pbase + {}u + (og + {}u) * {i_n}u + ig + {}u] = acc{};",
-                        l.weight,
-                        t * og,
-                        u * ig,
-                        base + t * ti + u
-                    );
-                }
-            }
-            self.writeback.push_str("    } }\n");
+            self.write_weight_partials(l.weight, to, ti, og, ig, i_n, base);
         }
         for k in 0..o_n.div_ceil(self.wg) {
             let a = self.accs;
@@ -1451,12 +1472,7 @@ impl Gen {
                 k * self.wg,
                 self.at4(dz, "o", "sg")
             );
-            let _ = writeln!(
-                self.writeback,
-                "    {{ let o = lid + {}u; if (o < {o_n}u) {{ partial[pbase + {}u + o] = acc{a}; }} }}",
-                k * self.wg,
-                l.bias
-            );
+            self.write_bias_partial(k, o_n, l.bias, a);
         }
         if barrier {
             b.push_str("    workgroupBarrier();\n");

@@ -20,13 +20,16 @@
 //! floor(a)`, `lo = (a − hi)·2^32` (both exact: `a − floor(a)` is exact in f32), then
 //! the pair is negated in two's complement for v < 0.
 //!
+//! **Input gradient** (only when a module with parameters precedes the grid): one item
+//! per sample, summing the levels in the CPU's order (see [`input_gradient_body`]).
+//!
 //! **Adam** (`nsh_grid_adam`, one invocation per table parameter, after the dense Adam
 //! kernel): converts the accumulator back (magnitude as `f32(hi) + f32(lo)·2^−32`, times
 //! 2^−16, sign applied; no cancellation), clears it for the next step, and applies the
 //! same Adam update as the dense parameters (and the CPU's `Adam::update`) to the fp32
 //! master table, with the moments after the dense ones in the moments buffer.
 
-use nshade_core::module::{Grid, Module};
+use nshade_core::module::Grid;
 use nshade_core::network::Network;
 use nshade_shader::ir::GridLookup;
 use std::fmt::Write;
@@ -37,39 +40,6 @@ pub const FIXED_RANGE: f32 = 32767.0;
 /// Grid-table parameters of `net` (they follow its `dense_count` dense parameters).
 pub fn table_count(net: &Network) -> usize {
     net.param_count - net.dense_count
-}
-
-/// Refuses networks the kernels cannot train: a grid whose input gradient would be
-/// needed (a module with parameters before it).
-pub fn check(net: &Network) -> Result<(), String> {
-    fn walk(m: &Module, upstream: bool) -> Result<bool, String> {
-        // returns whether `m` has parameters
-        Ok(match m {
-            Module::Grid(_) if upstream => {
-                return Err(
-                    "a grid encoding after a module with parameters (its input gradient) trains on the CPU backend only"
-                        .into(),
-                );
-            }
-            Module::Grid(_) | Module::Mlp(_) => true,
-            Module::Chain(c) => {
-                let mut any = false;
-                for s in &c.stages {
-                    any |= walk(s, upstream || any)?;
-                }
-                any
-            }
-            Module::Cat(c) => {
-                let mut any = false;
-                for ch in &c.children {
-                    any |= walk(ch, upstream)?;
-                }
-                any
-            }
-            _ => false,
-        })
-    }
-    walk(&net.root, false).map(|_| ())
 }
 
 fn lookups(g: &Grid) -> impl Iterator<Item = (usize, GridLookup)> + '_ {
@@ -158,6 +128,79 @@ pub fn backward_body(
         }
         code
     })
+}
+
+/// The input gradient of grid `g` (when a module with parameters precedes it) as the
+/// body of a loop over the samples `e < S`, levels in order as the CPU sums them:
+/// `dx_d = Σ_l dp_d · ∂p_d/∂x_d` with `dp_d = Σ_corners ∂w/∂t_d · (dy · features)` and
+/// `∂p_d/∂x_d = res·inv` inside [min, max], 0 where the input was clamped.
+/// `add`: accumulate into `dx` instead of overwriting it.
+pub fn input_gradient_body(
+    g: &Grid,
+    x_at: &dyn Fn(&str, &str) -> String,
+    dy_at: &dyn Fn(&str, &str) -> String,
+    dx_at: &dyn Fn(&str, &str) -> String,
+    add: bool,
+) -> String {
+    let lit = super::wgsl::lit;
+    let d_n = g.in_dims;
+    let mut b = String::from("        let s = e;\n");
+    for d in 0..d_n {
+        let _ = writeln!(b, "        let x{d} = {};", x_at(&format!("{d}u"), "s"));
+        let _ = writeln!(b, "        var dx{d} = 0.0f;");
+    }
+    let x: Vec<String> = (0..d_n).map(|d| format!("x{d}")).collect();
+    for (_, lookup) in lookups(g) {
+        let read = |e: &str| format!("params[{e}]");
+        let (code, _) = nshade_shader::wgsl::grid_level("q", "            ", &x, &lookup, 0, &read);
+        let _ = write!(b, "        {{\n{code}");
+        for f in 0..lookup.features {
+            let j = format!("{}u", lookup.index * lookup.features + f);
+            let _ = writeln!(b, "            let dy{f} = {};", dy_at(&j, "s"));
+        }
+        for d in 0..d_n {
+            let _ = writeln!(b, "            var dp{d} = 0.0f;");
+        }
+        for c in 0..1usize << d_n {
+            let dot: Vec<String> = (0..lookup.features)
+                .map(|f| {
+                    if f == 0 {
+                        format!("dy0 * params[qe{c}]")
+                    } else {
+                        format!("dy{f} * params[qe{c} + {f}u]")
+                    }
+                })
+                .collect();
+            let _ = writeln!(b, "            {{ let dot = {};", dot.join(" + "));
+            for d in 0..d_n {
+                let mut wd = String::from(if (c >> d) & 1 == 1 { "1.0f" } else { "-1.0f" });
+                for e2 in (0..d_n).filter(|&e2| e2 != d) {
+                    if (c >> e2) & 1 == 1 {
+                        let _ = write!(wd, " * qt{e2}");
+                    } else {
+                        let _ = write!(wd, " * (1.0f - qt{e2})");
+                    }
+                }
+                let _ = writeln!(b, "            dp{d} += ({wd}) * dot;");
+            }
+            b.push_str("            }\n");
+        }
+        let dpdx = lit(lookup.level.res as f32 * lookup.inv);
+        for d in 0..d_n {
+            let _ = writeln!(
+                b,
+                "            let r{d} = (x{d} - {}) * {};\n            dx{d} += dp{d} * select(0.0f, {dpdx}, r{d} >= 0.0f && r{d} <= 1.0f);",
+                lit(lookup.min),
+                lit(lookup.inv)
+            );
+        }
+        b.push_str("        }\n");
+    }
+    let op = if add { "+=" } else { "=" };
+    for d in 0..d_n {
+        let _ = writeln!(b, "        {} {op} dx{d};", dx_at(&format!("{d}u"), "s"));
+    }
+    b
 }
 
 /// Declarations the step kernel needs when `net` has grids: the accumulators at

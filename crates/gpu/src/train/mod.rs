@@ -114,7 +114,6 @@ impl GpuBackend {
         data: Arc<TrainingData>,
         cfg: &TrainConfig,
     ) -> Result<GpuTrainer, TrainError> {
-        grid::check(net).map_err(backend_err)?;
         GpuTrainer::with_options(
             self.ctx.clone(),
             net,
@@ -585,6 +584,14 @@ impl GpuTrainer {
                 "buffers exceed the adapter's storage binding limit of {max_binding} bytes"
             )));
         }
+        // The Adam moments (two per parameter) are the largest per-parameter buffer.
+        if 2 * p * 4 > max_binding {
+            return Err(backend_err(format!(
+                "the Adam moments of {} parameters ({} bytes) exceed the adapter's storage binding limit of {max_binding} bytes; use a smaller grid",
+                net.param_count,
+                2 * p * 4
+            )));
+        }
         let params_buf = storage(&ctx, "params", p * 4);
         ctx.queue
             .write_buffer(&params_buf, 0, bytemuck::cast_slice(&params));
@@ -618,12 +625,6 @@ impl GpuTrainer {
             mapped_at_creation: false,
         });
 
-        if p * 4 > max_binding {
-            return Err(backend_err(format!(
-                "the {} parameters exceed the adapter's storage binding limit of {max_binding} bytes",
-                net.param_count
-            )));
-        }
         let gacc = grid::accumulators(&ctx, net)?;
         // dynamic loss scaling: the state (both parity slots start at S, 0 good steps,
         // 0 skipped, no overflow) and the per-group overflow flags

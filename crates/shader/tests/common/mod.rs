@@ -37,7 +37,7 @@ pub const MODELS: &[(&str, &str, usize, usize)] = &[
     ),
     (
         "sh4_oneblob",
-        "cat(pick(1, 0, 1) | sh(4), oneblob(16)) | mlp(6x1, tanh, sigmoid)",
+        "cat(pick(1, 0, 1) | sh(4), oneblob(16, min=-1, max=1)) | mlp(6x1, tanh, sigmoid)",
         2,
         3,
     ),
