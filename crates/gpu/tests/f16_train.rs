@@ -179,6 +179,8 @@ fn f16_gradients_match_cpu() {
         "mlp(8x1, tanh, out=5) | pick(4, 0, 2)",
         "mlp(6x1, tanh, out=3) | sh(2) | mlp(6x1, relu)",
         "hashgrid(levels=3, features=2, log2_size=8, base=4, scale=2) | mlp(8x1, relu)",
+        // a grid after an mlp: its input gradient feeds the f16 staging of the first mlp
+        "mlp(8x1, tanh, out=2) | hashgrid(levels=3, features=2, log2_size=6, base=3, scale=2, min=-1, max=1) | mlp(8x1, relu)",
     ] {
         compare_gradient(&b, arch, tex.clone(), &c);
     }
