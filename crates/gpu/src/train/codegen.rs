@@ -1350,32 +1350,7 @@ impl Gen {
             );
         }
         let lanes = ["x", "y", "z", "w"];
-        let body = |g: &str, n: usize| {
-            let mut lb = String::new();
-            for c in 0..n {
-                let _ = writeln!(
-                    lb,
-                    "            let x{c} = {};",
-                    self.at4(x, &format!("{g} * 4u + {c}u"), "sg")
-                );
-            }
-            for t in 0..to {
-                let _ = writeln!(
-                    lb,
-                    "            let w{t} = wv[{}u + (og + {}u) * {}u + {g}];",
-                    vl.fwd / 4,
-                    t * og,
-                    vl.in4 / 4
-                );
-                for (c, lane) in lanes.iter().enumerate().take(n) {
-                    let _ = writeln!(
-                        lb,
-                        "            c{t} = fma(vec4<f32>(w{t}.{lane}), x{c}, c{t});"
-                    );
-                }
-            }
-            lb
-        };
+        let body = |g: &str, n: usize| self.vec_matvec(x, "x", vl.fwd, vl.in4, "og", to, og, g, n);
         b.push_str(&Self::groups4(i_n, body));
         for t in 0..to {
             let j = format!("og + {}u", t * og);
@@ -1483,6 +1458,50 @@ impl Gen {
         }
     }
 
+    /// vec4 path, one group `g` of `n` ≤ 4 inputs of a matrix–vector tile: loads input
+    /// vectors `{var}0..` from `src`, then for each of the `rows` output rows (`row + t·stride`)
+    /// the padded weight vector from block `block` of `wv` (rows `row4` floats long), and
+    /// accumulates `c{t} += w{t}.lane · {var}{lane}` (forward: W; input gradient: Wᵀ).
+    #[allow(clippy::too_many_arguments)]
+    fn vec_matvec(
+        &self,
+        src: View,
+        var: &str,
+        block: usize,
+        row4: usize,
+        row: &str,
+        rows: usize,
+        stride: usize,
+        g: &str,
+        n: usize,
+    ) -> String {
+        let lanes = ["x", "y", "z", "w"];
+        let mut lb = String::new();
+        for c in 0..n {
+            let _ = writeln!(
+                lb,
+                "            let {var}{c} = {};",
+                self.at4(src, &format!("{g} * 4u + {c}u"), "sg")
+            );
+        }
+        for t in 0..rows {
+            let _ = writeln!(
+                lb,
+                "            let w{t} = wv[{}u + ({row} + {}u) * {}u + {g}];",
+                block / 4,
+                t * stride,
+                row4 / 4
+            );
+            for (c, lane) in lanes.iter().enumerate().take(n) {
+                let _ = writeln!(
+                    lb,
+                    "            c{t} = fma(vec4<f32>(w{t}.{lane}), {var}{c}, c{t});"
+                );
+            }
+        }
+        lb
+    }
+
     /// vec4 path: dx = Wᵀ·dz (or += with `add`); an invocation computes `ti` inputs
     /// (strided) × 4 samples from the transposed weight copy; with `fused`, times the
     /// derivative of that layer's activation, in place over its activations. Ends with a
@@ -1506,32 +1525,7 @@ impl Gen {
         for t in 0..ti {
             let _ = writeln!(b, "        var c{t} = vec4<f32>(0.0f);");
         }
-        let body = |g: &str, n: usize| {
-            let mut lb = String::new();
-            for c in 0..n {
-                let _ = writeln!(
-                    lb,
-                    "            let d{c} = {};",
-                    self.at4(dz, &format!("{g} * 4u + {c}u"), "sg")
-                );
-            }
-            for t in 0..ti {
-                let _ = writeln!(
-                    lb,
-                    "            let w{t} = wv[{}u + (ig + {}u) * {}u + {g}];",
-                    vl.tr / 4,
-                    t * ig,
-                    vl.out4 / 4
-                );
-                for (c, lane) in lanes.iter().enumerate().take(n) {
-                    let _ = writeln!(
-                        lb,
-                        "            c{t} = fma(vec4<f32>(w{t}.{lane}), d{c}, c{t});"
-                    );
-                }
-            }
-            lb
-        };
+        let body = |g: &str, n: usize| self.vec_matvec(dz, "d", vl.tr, vl.out4, "ig", ti, ig, g, n);
         b.push_str(&Self::groups4(o_n, body));
         for t in 0..ti {
             let j = format!("ig + {}u", t * ig);
