@@ -155,6 +155,14 @@ impl Activation {
     ///
     /// The match is outside the loops so that each loop is a tight, vectorisable kernel.
     pub fn forward_slice(&self, z: &[f32], y: &mut [f32]) {
+        crate::dense::vectorised(
+            #[inline(always)]
+            || self.forward_lanes(z, y),
+        )
+    }
+
+    #[inline(always)]
+    fn forward_lanes(&self, z: &[f32], y: &mut [f32]) {
         let y = &mut y[..z.len()];
         macro_rules! each {
             (|$z:ident| $e:expr) => {
@@ -176,6 +184,14 @@ impl Activation {
 
     /// dz = dy · f'(z), in place over `d` (which holds dy on entry).
     pub fn backward_slice(&self, z: &[f32], y: &[f32], d: &mut [f32]) {
+        crate::dense::vectorised(
+            #[inline(always)]
+            || self.backward_lanes(z, y, d),
+        )
+    }
+
+    #[inline(always)]
+    fn backward_lanes(&self, z: &[f32], y: &[f32], d: &mut [f32]) {
         let d = &mut d[..z.len()];
         macro_rules! each {
             (|$z:ident, $y:ident| $e:expr) => {

@@ -38,9 +38,14 @@ impl Layer for Frequency {
         let half = d * k;
         // All angles of the chunk first, then one flat, branch-free (vectorisable) sin/cos
         // pass, then the scatter into the sines-then-cosines layout.
-        let mut ang = Vec::with_capacity(n * half);
-        for &xi in &x[..n * d] {
-            ang.extend(self.scales().map(|scale| scale * xi));
+        let scales: Vec<f32> = self.scales().collect();
+        let mut ang = vec![0.0; n * half];
+        for (a, xs) in ang.chunks_exact_mut(half).zip(x[..n * d].chunks_exact(d)) {
+            for (a, &xi) in a.chunks_exact_mut(k).zip(xs) {
+                for (a, &scale) in a.iter_mut().zip(&scales) {
+                    *a = scale * xi;
+                }
+            }
         }
         let mut sin = vec![0.0; ang.len()];
         let mut cos = vec![0.0; ang.len()];
@@ -83,12 +88,22 @@ impl Layer for Frequency {
 /// `sin_cos` over slices: a branch-free polynomial pass the compiler vectorises, then a
 /// fix-up of the rare angles beyond its range.
 pub fn sin_cos_slice(a: &[f32], sin: &mut [f32], cos: &mut [f32]) {
-    for ((&a, s), c) in a.iter().zip(sin.iter_mut()).zip(cos.iter_mut()) {
-        (*s, *c) = sin_cos_reduced(a);
-    }
-    for (i, &a) in a.iter().enumerate() {
-        if a.abs() > 8192.0 {
-            (sin[i], cos[i]) = a.sin_cos();
+    let big = crate::dense::vectorised(
+        #[inline(always)]
+        || {
+            let mut big = false;
+            for ((&a, s), c) in a.iter().zip(sin.iter_mut()).zip(cos.iter_mut()) {
+                (*s, *c) = sin_cos_reduced(a);
+                big |= a.abs() > 8192.0;
+            }
+            big
+        },
+    );
+    if big {
+        for (i, &a) in a.iter().enumerate() {
+            if a.abs() > 8192.0 {
+                (sin[i], cos[i]) = a.sin_cos();
+            }
         }
     }
 }

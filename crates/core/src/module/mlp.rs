@@ -7,6 +7,7 @@
 
 use super::{Allocator, Grads, Layer, TensorInfo, Workspace};
 use crate::activation::Activation;
+use crate::dense;
 use crate::rng::Pcg32;
 
 /// One fully connected layer inside an MLP.
@@ -26,7 +27,8 @@ pub struct Mlp {
     pub layers: Vec<Linear>,
     pub hidden_act: Activation,
     pub output_act: Activation,
-    /// Workspace slots: z and a of every layer (2 per layer), then two gradient buffers.
+    /// Workspace slots, all feature-major (see [`crate::dense`]): z and a of every layer
+    /// (2 per layer), two gradient buffers, the input.
     slot_base: usize,
 }
 
@@ -59,7 +61,7 @@ impl Mlp {
             });
             prev = out;
         }
-        let slot_base = alloc.slots(2 * layers.len() + 2);
+        let slot_base = alloc.slots(2 * layers.len() + 3);
         Mlp {
             layers,
             hidden_act,
@@ -89,94 +91,36 @@ impl Mlp {
     fn grad_slot(&self, i: usize) -> usize {
         self.slot_base + 2 * self.layers.len() + i
     }
+    fn xt_slot(&self) -> usize {
+        self.slot_base + 2 * self.layers.len() + 2
+    }
 }
 
-/// z (n × out) = x (n × in) · Wᵀ + b.
-pub(crate) fn linear_forward(layer: &Linear, params: &[f32], x: &[f32], n: usize, z: &mut [f32]) {
+/// Forward of one layer over feature-major tensors: zt (out × np) = W · xt + b.
+fn linear_forward(layer: &Linear, params: &[f32], xt: &[f32], np: usize, zt: &mut [f32]) {
     let (i, o) = (layer.in_dims, layer.out_dims);
     let w = &params[layer.weight..layer.weight + o * i];
     let b = &params[layer.bias..layer.bias + o];
-    for row in z.chunks_exact_mut(o) {
-        row.copy_from_slice(b);
-    }
-    // SAFETY: the slices hold n·in, out·in and n·out values; strides describe them exactly.
-    unsafe {
-        crate::gemm::sgemm(
-            n,
-            i,
-            o,
-            x.as_ptr(),
-            i as isize,
-            1,
-            w.as_ptr(),
-            1,
-            i as isize,
-            z.as_mut_ptr(),
-            o as isize,
-            1,
-            true,
-        );
-    }
+    dense::broadcast_product(o, i, w, i, 1, xt, np, Some(b), zt);
 }
 
-/// Given dz (n × out): dW += dzᵀ · x, db += Σ_rows dz, and optionally dx = dz · W.
-pub(crate) fn linear_backward(
+/// Given dzt (out × np, padding zero): dW += dz · xᵀ, db += Σ dz, and optionally
+/// dxt (in × np) = Wᵀ · dz.
+fn linear_backward(
     layer: &Linear,
     params: &[f32],
-    x: &[f32],
-    n: usize,
-    dz: &[f32],
-    dx: Option<&mut [f32]>,
+    xt: &[f32],
+    np: usize,
+    dzt: &[f32],
+    dxt: Option<&mut [f32]>,
     grads: &mut [f32],
 ) {
     let (i, o) = (layer.in_dims, layer.out_dims);
-    {
-        let dw = &mut grads[layer.weight..layer.weight + o * i];
-        // SAFETY: dz is n × out, x is n × in, dW is out × in; strides match those shapes.
-        unsafe {
-            crate::gemm::sgemm(
-                o,
-                n,
-                i,
-                dz.as_ptr(),
-                1,
-                o as isize,
-                x.as_ptr(),
-                i as isize,
-                1,
-                dw.as_mut_ptr(),
-                i as isize,
-                1,
-                true,
-            );
-        }
-    }
-    let db = &mut grads[layer.bias..layer.bias + o];
-    for row in dz.chunks_exact(o) {
-        for (b, d) in db.iter_mut().zip(row) {
-            *b += d;
-        }
-    }
-    if let Some(dx) = dx {
+    let (dw, db) = grads[layer.weight..].split_at_mut(layer.bias - layer.weight);
+    dense::weight_gradient(o, i, dzt, xt, np, dw, i, db);
+    if let Some(dxt) = dxt {
         let w = &params[layer.weight..layer.weight + o * i];
-        // SAFETY: dz is n × out, W is out × in, dx is n × in.
-        unsafe {
-            crate::gemm::sgemm(
-                n,
-                o,
-                i,
-                dz.as_ptr(),
-                o as isize,
-                1,
-                w.as_ptr(),
-                i as isize,
-                1,
-                dx.as_mut_ptr(),
-                i as isize,
-                1,
-                false,
-            );
-        }
+        dense::broadcast_product(i, o, w, 1, i, dzt, np, None, dxt);
     }
 }
 
@@ -199,72 +143,75 @@ impl Layer for Mlp {
     }
 
     fn forward(&self, params: &[f32], x: &[f32], n: usize, y: &mut [f32], ws: &mut Workspace) {
-        let last = self.layers.len() - 1;
-        let mut prev: Option<Vec<f32>> = None; // activation of the previous layer
+        let np = dense::padded(n);
+        let mut prev = ws.take(self.xt_slot(), self.in_dims() * np);
+        dense::to_feature_major(x, n, self.in_dims(), np, &mut prev);
+        let mut prev_slot = self.xt_slot();
         for (l, layer) in self.layers.iter().enumerate() {
-            let input: &[f32] = prev.as_deref().unwrap_or(x);
-            let mut z = ws.take(self.z_slot(l), n * layer.out_dims);
-            linear_forward(layer, params, input, n, &mut z);
-            if l == last {
-                layer.act.forward_slice(&z, y);
-            } else {
-                let mut a = ws.take(self.a_slot(l), n * layer.out_dims);
-                layer.act.forward_slice(&z, &mut a);
-                if let Some(p) = prev.take() {
-                    ws.put(self.a_slot(l - 1), p);
-                }
-                prev = Some(a);
-            }
+            let mut z = ws.take(self.z_slot(l), layer.out_dims * np);
+            linear_forward(layer, params, &prev, np, &mut z);
+            let mut a = ws.take(self.a_slot(l), layer.out_dims * np);
+            layer.act.forward_slice(&z, &mut a);
             ws.put(self.z_slot(l), z);
+            ws.put(prev_slot, prev);
+            prev = a;
+            prev_slot = self.a_slot(l);
         }
-        if let Some(p) = prev {
-            ws.put(self.a_slot(last - 1), p);
-        }
+        dense::to_sample_major(&prev, n, self.out_dims(), np, y);
+        ws.put(prev_slot, prev);
     }
 
     fn backward(
         &self,
         params: &[f32],
-        x: &[f32],
-        y: &[f32],
+        _x: &[f32],
+        _y: &[f32],
         n: usize,
         dy: &mut [f32],
-        mut dx: Option<&mut [f32]>,
+        dx: Option<&mut [f32]>,
         grads: &mut Grads<'_>,
         ws: &mut Workspace,
     ) {
+        let np = dense::padded(n);
         let last = self.layers.len() - 1;
-        // `cur` holds ∂L/∂(output of layer l) for l < last; the last layer uses dy itself.
-        let mut cur = ws.take_kept(self.grad_slot(0));
+        // `cur` holds ∂L/∂(output of layer l), feature-major; the padding stays zero.
+        let mut cur = ws.take(self.grad_slot(0), self.out_dims() * np);
+        dense::to_feature_major(dy, n, self.out_dims(), np, &mut cur);
         let mut next = ws.take_kept(self.grad_slot(1));
         for l in (0..=last).rev() {
             let layer = &self.layers[l];
-            let z = ws.take_kept(self.z_slot(l));
-            if l == last {
-                layer.act.backward_slice(&z, y, dy);
-            } else {
-                let a = ws.take_kept(self.a_slot(l));
-                layer.act.backward_slice(&z, &a, &mut cur);
-                ws.put(self.a_slot(l), a);
+            let (z, a) = (ws.take_kept(self.z_slot(l)), ws.take_kept(self.a_slot(l)));
+            layer.act.backward_slice(&z, &a, &mut cur);
+            if n < np {
+                // f'(z) of a padding column may be anything; its gradient must be 0.
+                cur.chunks_exact_mut(np).for_each(|row| row[n..].fill(0.0));
             }
             ws.put(self.z_slot(l), z);
-            let a_prev = if l > 0 {
-                Some(ws.take_kept(self.a_slot(l - 1)))
+            ws.put(self.a_slot(l), a);
+            let input_slot = if l > 0 {
+                self.a_slot(l - 1)
             } else {
-                None
+                self.xt_slot()
             };
-            let input: &[f32] = a_prev.as_deref().unwrap_or(x);
-            let dz: &[f32] = if l == last { dy } else { &cur };
-            if l > 0 {
-                next.resize(n * layer.in_dims, 0.0);
-                linear_backward(layer, params, input, n, dz, Some(&mut next), grads.dense);
-            } else {
-                linear_backward(layer, params, input, n, dz, dx.as_deref_mut(), grads.dense);
+            let input = ws.take_kept(input_slot);
+            let want_dx = l > 0 || dx.is_some();
+            if want_dx {
+                next.resize(layer.in_dims * np, 0.0);
             }
-            if let Some(a) = a_prev {
-                ws.put(self.a_slot(l - 1), a);
-            }
+            linear_backward(
+                layer,
+                params,
+                &input,
+                np,
+                &cur,
+                want_dx.then_some(&mut next[..]),
+                grads.dense,
+            );
+            ws.put(input_slot, input);
             std::mem::swap(&mut cur, &mut next);
+        }
+        if let Some(dx) = dx {
+            dense::to_sample_major(&cur, n, self.in_dims(), np, dx);
         }
         ws.put(self.grad_slot(0), cur);
         ws.put(self.grad_slot(1), next);

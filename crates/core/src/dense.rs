@@ -1,0 +1,596 @@
+//! The matrix kernels of the CPU's linear layers, over **feature-major** blocks of
+//! samples: inside an `mlp`, a tensor of width D for `n` samples is D rows of `np`
+//! floats (`np` = `n` rounded up to [`LANES`], the padding zero), so every kernel runs
+//! its vector lanes over 16 consecutive samples whatever the layer's width.
+//!
+//! - [`broadcast_product`]: `out (rows × np) = init + A · B`, where each element of the
+//!   small matrix A is broadcast and B is `cols × np`. With A = W it is the forward pass
+//!   (init = bias); with A = Wᵀ (the same storage, other strides) it is dx = Wᵀ·dz.
+//! - [`weight_gradient`]: `dW += dz · xᵀ` and `db += dz · 1`, dot products over the
+//!   samples, each finished by a fixed-order tree over the lanes.
+//!
+//! The kernels are written once over 16-lane arrays and compiled twice: with AVX-512
+//! (chosen at run time when the CPU has it: 512-bit registers, bigger register tiles)
+//! and for the build's baseline target. Both do the same arithmetic in the same order
+//! (every output value is one fused multiply-add chain over the reduction index, lanes
+//! summed by the same tree), so they give identical bits; only the tiling differs.
+//! Measured against `matrixmultiply` in docs/PERFORMANCE.md.
+
+/// Samples per vector: the row length of feature-major tensors is a multiple of this.
+pub const LANES: usize = 16;
+
+type V = [f32; LANES];
+
+/// `n` rounded up to a whole number of vectors.
+#[inline]
+pub fn padded(n: usize) -> usize {
+    n.next_multiple_of(LANES)
+}
+
+/// `out[r·np + s] = init(r) + Σ_c A(r, c) · b[c·np + s]` for `r < rows`, `s < np`, where
+/// `A(r, c) = a[r·ars + c·acs]` and `init(r)` is `bias[r]` or 0. The sum over c runs in
+/// order as one fused multiply-add chain per output.
+#[allow(clippy::too_many_arguments)]
+pub fn broadcast_product(
+    rows: usize,
+    cols: usize,
+    a: &[f32],
+    ars: usize,
+    acs: usize,
+    b: &[f32],
+    np: usize,
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) {
+    assert!(np.is_multiple_of(LANES));
+    assert!(b.len() >= cols * np && out.len() >= rows * np);
+    if rows > 0 && cols > 0 {
+        assert!(a.len() > (rows - 1) * ars + (cols - 1) * acs);
+    }
+    if let Some(bias) = bias {
+        assert!(bias.len() >= rows);
+    }
+    let bias = bias.map(<[f32]>::as_ptr);
+    let args = (rows, cols, a.as_ptr(), ars, acs, b.as_ptr(), np, bias);
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512() {
+        // SAFETY: the CPU has the features (checked above); the asserts bound every index
+        // the kernel forms (r < rows, c < cols, s < np).
+        unsafe { broadcast_avx512(args, out.as_mut_ptr()) };
+        return;
+    }
+    // SAFETY: as above.
+    unsafe { broadcast_tiles::<4, 1>(args, out.as_mut_ptr()) };
+}
+
+/// `dw[r·dws + c] += Σ_s g[r·np + s] · x[c·np + s]` and `db[r] += Σ_s g[r·np + s]` for
+/// `r < rows`, `c < cols`: each sum over the samples is kept in 16 lanes (lane l adds
+/// samples l, l + 16, …, in order) and the lanes are added by a fixed tree.
+#[allow(clippy::too_many_arguments)]
+pub fn weight_gradient(
+    rows: usize,
+    cols: usize,
+    g: &[f32],
+    x: &[f32],
+    np: usize,
+    dw: &mut [f32],
+    dws: usize,
+    db: &mut [f32],
+) {
+    assert!(np.is_multiple_of(LANES));
+    assert!(g.len() >= rows * np && x.len() >= cols * np && db.len() >= rows);
+    if rows > 0 && cols > 0 {
+        assert!(dw.len() > (rows - 1) * dws + cols - 1);
+    }
+    vectorised(
+        #[inline(always)]
+        || {
+            for (r, d) in db[..rows].iter_mut().enumerate() {
+                let mut acc = [0.0f32; LANES];
+                for v in g[r * np..(r + 1) * np].chunks_exact(LANES) {
+                    for l in 0..LANES {
+                        acc[l] += v[l];
+                    }
+                }
+                *d += tree_sum(acc);
+            }
+        },
+    );
+    let args = (rows, cols, g.as_ptr(), x.as_ptr(), np, dws);
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512() {
+        // SAFETY: features checked; the asserts bound r < rows, c < cols, s < np.
+        unsafe { gradient_avx512(args, dw.as_mut_ptr()) };
+        return;
+    }
+    // SAFETY: as above.
+    unsafe { gradient_tiles::<2, 2, false>(args, dw.as_mut_ptr()) };
+}
+
+/// Copies `x` (n × d, sample-major) into `xt` (d × np, feature-major), padding with zeros.
+pub fn to_feature_major(x: &[f32], n: usize, d: usize, np: usize, xt: &mut [f32]) {
+    let (x, xt) = (&x[..n * d], &mut xt[..d * np]);
+    vectorised(
+        #[inline(always)]
+        || {
+            for (j, row) in xt.chunks_exact_mut(np).enumerate() {
+                for (s, v) in row[..n].iter_mut().enumerate() {
+                    *v = x[s * d + j];
+                }
+                row[n..].fill(0.0);
+            }
+        },
+    )
+}
+
+/// Copies the first `n` columns of `xt` (d × np) into `x` (n × d, sample-major).
+pub fn to_sample_major(xt: &[f32], n: usize, d: usize, np: usize, x: &mut [f32]) {
+    let x = &mut x[..n * d];
+    vectorised(
+        #[inline(always)]
+        || {
+            for (s, xs) in x.chunks_exact_mut(d).enumerate() {
+                for (j, v) in xs.iter_mut().enumerate() {
+                    *v = xt[j * np + s];
+                }
+            }
+        },
+    )
+}
+
+#[cfg(target_arch = "x86_64")]
+fn has_avx512() -> bool {
+    std::arch::is_x86_feature_detected!("avx512f")
+}
+
+/// Runs `f` compiled for AVX-512 when the CPU has it (the code inlined into `f` — pass an
+/// `#[inline(always)]` closure over `#[inline(always)]` functions — is vectorised
+/// 16 lanes wide), else as compiled for the build's baseline target. For element-wise
+/// loops whose every lane does the same arithmetic either way.
+#[inline(always)]
+pub(crate) fn vectorised<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512() {
+        // SAFETY: the CPU has the features the wrapper enables.
+        return unsafe { with_avx512(f) };
+    }
+    f()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,fma")]
+unsafe fn with_avx512<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
+
+/// The lanes of `v` summed by a fixed tree: halves, then quarters, …
+#[inline(always)]
+fn tree_sum(mut v: V) -> f32 {
+    let mut w = LANES / 2;
+    while w > 0 {
+        for l in 0..w {
+            v[l] += v[l + w];
+        }
+        w /= 2;
+    }
+    v[0]
+}
+
+type BroadcastArgs = (
+    usize,
+    usize,
+    *const f32,
+    usize,
+    usize,
+    *const f32,
+    usize,
+    Option<*const f32>,
+);
+type GradientArgs = (usize, usize, *const f32, *const f32, usize, usize);
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,fma")]
+unsafe fn broadcast_avx512(args: BroadcastArgs, out: *mut f32) {
+    // SAFETY: forwarded from the caller.
+    unsafe { broadcast_tiles::<4, 4>(args, out) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,fma")]
+unsafe fn gradient_avx512(args: GradientArgs, dw: *mut f32) {
+    // SAFETY: forwarded from the caller.
+    unsafe { gradient_tiles::<4, 4, true>(args, dw) }
+}
+
+/// Which accumulator each lane of [`fold16`]'s result belongs to.
+#[cfg(target_arch = "x86_64")]
+const FOLD_ORDER: [usize; LANES] = {
+    let mut tags = [[0usize; LANES]; LANES];
+    let mut v = 0;
+    while v < LANES {
+        tags[v] = [v; LANES];
+        v += 1;
+    }
+    let (mut count, mut w) = (LANES, LANES / 2);
+    while w > 0 {
+        let mut j = 0;
+        while j < count / 2 {
+            let (c, d) = (tags[2 * j], tags[2 * j + 1]);
+            let mut out = [0usize; LANES];
+            let mut b = 0;
+            while b < LANES / (2 * w) {
+                let mut i = 0;
+                while i < w {
+                    out[b * 2 * w + i] = c[b * 2 * w + i];
+                    out[b * 2 * w + w + i] = d[b * 2 * w + i];
+                    i += 1;
+                }
+                b += 1;
+            }
+            tags[j] = out;
+            j += 1;
+        }
+        count /= 2;
+        w /= 2;
+    }
+    tags[0]
+};
+
+/// [`tree_sum`] of 16 vectors at once, as 15 two-source shuffles and adds: at the level
+/// of half-width w every pair of vectors (C, D) becomes, block by block of 2w lanes,
+/// `C[i] + C[i + w]` then `D[i] + D[i + w]` — the same additions as `tree_sum`, so the
+/// same bits. Lane k of the result is the sum of accumulator `FOLD_ORDER[k]`.
+/// The two-source lane indices of [`fold16`]'s levels (half-widths 8, 4, 2, 1): for
+/// block b of 2w lanes, lane `b·2w + i` takes lane `b·2w + i (+ w)` of C and lane
+/// `b·2w + w + i` takes lane `b·2w + i (+ w)` of D (D's lanes are numbered from 16).
+#[cfg(target_arch = "x86_64")]
+const FOLD_INDEX: [[[i32; LANES]; 2]; 4] = {
+    let mut all = [[[0i32; LANES]; 2]; 4];
+    let mut level = 0;
+    while level < 4 {
+        let w = LANES >> (level + 1);
+        let mut high = 0;
+        while high < 2 {
+            let mut b = 0;
+            while b < LANES / (2 * w) {
+                let mut i = 0;
+                while i < w {
+                    let k = b * 2 * w + i + high * w;
+                    all[level][high][b * 2 * w + i] = k as i32;
+                    all[level][high][b * 2 * w + w + i] = (LANES + k) as i32;
+                    i += 1;
+                }
+                b += 1;
+            }
+            high += 1;
+        }
+        level += 1;
+    }
+    all
+};
+
+/// [`tree_sum`] of 16 vectors at once, as 15 two-source shuffles and adds: at the level
+/// of half-width w every pair of vectors (C, D) becomes, block by block of 2w lanes,
+/// `C[i] + C[i + w]` then `D[i] + D[i + w]` — the same additions as `tree_sum`, so the
+/// same bits. Lane k of the result is the sum of accumulator `FOLD_ORDER[k]`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn fold16(acc: &[V; LANES]) -> V {
+    use std::arch::x86_64::*;
+    // SAFETY: 64-byte reads of 16-lane arrays.
+    let load = |v: &V| unsafe { _mm512_loadu_ps(v.as_ptr()) };
+    let mut v: [__m512; LANES] = std::array::from_fn(|k| load(&acc[k]));
+    let mut count = LANES;
+    for idx in &FOLD_INDEX {
+        // SAFETY: 64-byte reads of 16-lane i32 arrays.
+        let (lo, hi) = unsafe {
+            (
+                _mm512_loadu_si512(idx[0].as_ptr().cast()),
+                _mm512_loadu_si512(idx[1].as_ptr().cast()),
+            )
+        };
+        for j in 0..count / 2 {
+            let (c, d) = (v[2 * j], v[2 * j + 1]);
+            v[j] = _mm512_add_ps(
+                _mm512_permutex2var_ps(c, lo, d),
+                _mm512_permutex2var_ps(c, hi, d),
+            );
+        }
+        count /= 2;
+    }
+    let mut out = [0.0f32; LANES];
+    // SAFETY: a 64-byte write into a 16-lane f32 array.
+    unsafe { _mm512_storeu_ps(out.as_mut_ptr(), v[0]) };
+    out
+}
+
+/// Tiles of up to `MR` rows × `NV` vectors of samples.
+#[inline(always)]
+unsafe fn broadcast_tiles<const MR: usize, const NV: usize>(args: BroadcastArgs, out: *mut f32) {
+    let (rows, _, _, _, _, _, np, _) = args;
+    let vectors = np / LANES;
+    // Strips of NV vectors of samples outside, rows inside: a strip of B (cols × NV·16
+    // floats) stays in L1 while every row block uses it.
+    let mut v = 0;
+    while v < vectors {
+        let nv = (vectors - v).min(NV);
+        let mut r = 0;
+        while r < rows {
+            let mr = (rows - r).min(MR);
+            // SAFETY: r + mr ≤ rows and v + nv ≤ np / LANES.
+            unsafe {
+                match (mr, nv) {
+                    (4, 4) => broadcast_tile::<4, 4>(args, out, r, v),
+                    (4, 3) => broadcast_tile::<4, 3>(args, out, r, v),
+                    (4, 2) => broadcast_tile::<4, 2>(args, out, r, v),
+                    (4, 1) => broadcast_tile::<4, 1>(args, out, r, v),
+                    (3, 4) => broadcast_tile::<3, 4>(args, out, r, v),
+                    (3, 3) => broadcast_tile::<3, 3>(args, out, r, v),
+                    (3, 2) => broadcast_tile::<3, 2>(args, out, r, v),
+                    (3, 1) => broadcast_tile::<3, 1>(args, out, r, v),
+                    (2, 4) => broadcast_tile::<2, 4>(args, out, r, v),
+                    (2, 3) => broadcast_tile::<2, 3>(args, out, r, v),
+                    (2, 2) => broadcast_tile::<2, 2>(args, out, r, v),
+                    (2, 1) => broadcast_tile::<2, 1>(args, out, r, v),
+                    (1, 4) => broadcast_tile::<1, 4>(args, out, r, v),
+                    (1, 3) => broadcast_tile::<1, 3>(args, out, r, v),
+                    (1, 2) => broadcast_tile::<1, 2>(args, out, r, v),
+                    _ => broadcast_tile::<1, 1>(args, out, r, v),
+                }
+            }
+            r += mr;
+        }
+        v += nv;
+    }
+}
+
+#[inline(always)]
+unsafe fn broadcast_tile<const MR: usize, const NV: usize>(
+    (_, cols, a, ars, acs, b, np, bias): BroadcastArgs,
+    out: *mut f32,
+    r0: usize,
+    v0: usize,
+) {
+    let s0 = v0 * LANES;
+    let mut acc = [[[0.0f32; LANES]; NV]; MR];
+    if let Some(bias) = bias {
+        for (i, row) in acc.iter_mut().enumerate() {
+            // SAFETY: r0 + i < rows ≤ bias.len().
+            let init = unsafe { *bias.add(r0 + i) };
+            *row = [[init; LANES]; NV];
+        }
+    }
+    for c in 0..cols {
+        let mut bv = [[0.0f32; LANES]; NV];
+        for (j, v) in bv.iter_mut().enumerate() {
+            // SAFETY: c < cols and s0 + (j + 1)·LANES ≤ np: inside b (cols × np).
+            *v = unsafe { (b.add(c * np + s0 + j * LANES) as *const V).read_unaligned() };
+        }
+        for (i, row) in acc.iter_mut().enumerate() {
+            // SAFETY: r0 + i < rows and c < cols: inside a (asserted by the caller).
+            let w = unsafe { *a.add((r0 + i) * ars + c * acs) };
+            for (acc, bv) in row.iter_mut().zip(&bv) {
+                for l in 0..LANES {
+                    acc[l] = w.mul_add(bv[l], acc[l]);
+                }
+            }
+        }
+    }
+    for (i, row) in acc.iter().enumerate() {
+        for (j, v) in row.iter().enumerate() {
+            // SAFETY: r0 + i < rows and the vector lies inside the row of np floats.
+            unsafe { (out.add((r0 + i) * np + s0 + j * LANES) as *mut V).write_unaligned(*v) };
+        }
+    }
+}
+
+/// Tiles of up to `MO` × `MK` outputs of dW.
+#[inline(always)]
+unsafe fn gradient_tiles<const MO: usize, const MK: usize, const FOLD: bool>(
+    args: GradientArgs,
+    dw: *mut f32,
+) {
+    let (rows, cols, ..) = args;
+    let mut r = 0;
+    while r < rows {
+        let mo = (rows - r).min(MO);
+        let mut c = 0;
+        while c < cols {
+            let mk = (cols - c).min(MK);
+            // SAFETY: r + mo ≤ rows, c + mk ≤ cols.
+            unsafe { gradient_tile_dispatch::<FOLD>(mo, mk, args, dw, r, c) };
+            c += mk;
+        }
+        r += mo;
+    }
+}
+
+#[inline(always)]
+unsafe fn gradient_tile_dispatch<const FOLD: bool>(
+    mo: usize,
+    mk: usize,
+    args: GradientArgs,
+    dw: *mut f32,
+    r: usize,
+    c: usize,
+) {
+    // SAFETY: forwarded (r + mo ≤ rows, c + mk ≤ cols).
+    unsafe {
+        match (mo, mk) {
+            (4, 4) => gradient_tile::<4, 4, FOLD>(args, dw, r, c),
+            (4, 3) => gradient_tile::<4, 3, FOLD>(args, dw, r, c),
+            (4, 2) => gradient_tile::<4, 2, FOLD>(args, dw, r, c),
+            (4, 1) => gradient_tile::<4, 1, FOLD>(args, dw, r, c),
+            (3, 4) => gradient_tile::<3, 4, FOLD>(args, dw, r, c),
+            (3, 3) => gradient_tile::<3, 3, FOLD>(args, dw, r, c),
+            (3, 2) => gradient_tile::<3, 2, FOLD>(args, dw, r, c),
+            (3, 1) => gradient_tile::<3, 1, FOLD>(args, dw, r, c),
+            (2, 4) => gradient_tile::<2, 4, FOLD>(args, dw, r, c),
+            (2, 3) => gradient_tile::<2, 3, FOLD>(args, dw, r, c),
+            (2, 2) => gradient_tile::<2, 2, FOLD>(args, dw, r, c),
+            (2, 1) => gradient_tile::<2, 1, FOLD>(args, dw, r, c),
+            (1, 4) => gradient_tile::<1, 4, FOLD>(args, dw, r, c),
+            (1, 3) => gradient_tile::<1, 3, FOLD>(args, dw, r, c),
+            (1, 2) => gradient_tile::<1, 2, FOLD>(args, dw, r, c),
+            _ => gradient_tile::<1, 1, FOLD>(args, dw, r, c),
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn gradient_tile<const MO: usize, const MK: usize, const FOLD: bool>(
+    (_, _, g, x, np, dws): GradientArgs,
+    dw: *mut f32,
+    r0: usize,
+    c0: usize,
+) {
+    let mut acc = [[[0.0f32; LANES]; MK]; MO];
+    let mut s = 0;
+    while s < np {
+        let mut gv = [[0.0f32; LANES]; MO];
+        let mut xv = [[0.0f32; LANES]; MK];
+        for (i, v) in gv.iter_mut().enumerate() {
+            // SAFETY: r0 + i < rows and s + LANES ≤ np: inside g (rows × np).
+            *v = unsafe { (g.add((r0 + i) * np + s) as *const V).read_unaligned() };
+        }
+        for (j, v) in xv.iter_mut().enumerate() {
+            // SAFETY: c0 + j < cols and s + LANES ≤ np: inside x (cols × np).
+            *v = unsafe { (x.add((c0 + j) * np + s) as *const V).read_unaligned() };
+        }
+        for (row, gv) in acc.iter_mut().zip(&gv) {
+            for (acc, xv) in row.iter_mut().zip(&xv) {
+                for l in 0..LANES {
+                    acc[l] = gv[l].mul_add(xv[l], acc[l]);
+                }
+            }
+        }
+        s += LANES;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if FOLD {
+        let mut all = [[0.0f32; LANES]; LANES];
+        for (k, v) in acc.iter().flatten().enumerate() {
+            all[k] = *v;
+        }
+        // SAFETY: FOLD is only set on the AVX-512 path.
+        let sums = unsafe { fold16(&all) };
+        for (lane, &k) in FOLD_ORDER.iter().enumerate() {
+            if k < MO * MK {
+                let (i, j) = (k / MK, k % MK);
+                // SAFETY: r0 + i < rows, c0 + j < cols: inside dw (asserted by the caller).
+                unsafe { *dw.add((r0 + i) * dws + c0 + j) += sums[lane] };
+            }
+        }
+        return;
+    }
+    for (i, row) in acc.iter().enumerate() {
+        for (j, v) in row.iter().enumerate() {
+            // SAFETY: r0 + i < rows, c0 + j < cols: inside dw (asserted by the caller).
+            unsafe { *dw.add((r0 + i) * dws + c0 + j) += tree_sum(*v) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Pcg32;
+
+    fn random(len: usize, rng: &mut Pcg32) -> Vec<f32> {
+        (0..len).map(|_| rng.next_f32() * 2.0 - 1.0).collect()
+    }
+
+    #[test]
+    fn products_match_plain_loops_for_every_tile_shape() {
+        let mut rng = Pcg32::new(7);
+        for (rows, cols, n) in [
+            (1, 1, 1),
+            (3, 12, 17),
+            (32, 32, 256),
+            (7, 5, 80),
+            (64, 3, 48),
+        ] {
+            let np = padded(n);
+            let a = random(rows * cols, &mut rng);
+            let bias = random(rows, &mut rng);
+            let mut b = random(cols * np, &mut rng);
+            for row in b.chunks_exact_mut(np) {
+                row[n..].fill(0.0);
+            }
+            // forward: A = W (rows × cols, row-major)
+            let mut out = vec![f32::NAN; rows * np];
+            broadcast_product(rows, cols, &a, cols, 1, &b, np, Some(&bias), &mut out);
+            for r in 0..rows {
+                for s in 0..np {
+                    let mut want = bias[r];
+                    for c in 0..cols {
+                        want = a[r * cols + c].mul_add(b[c * np + s], want);
+                    }
+                    assert_eq!(out[r * np + s], want, "forward r={r} s={s}");
+                }
+            }
+            // input gradient: A = Wᵀ of a (cols × rows) matrix
+            let mut out = vec![f32::NAN; rows * np];
+            broadcast_product(rows, cols, &a, 1, rows, &b, np, None, &mut out);
+            for r in 0..rows {
+                for s in 0..np {
+                    let mut want = 0.0f32;
+                    for c in 0..cols {
+                        want = a[c * rows + r].mul_add(b[c * np + s], want);
+                    }
+                    assert_eq!(out[r * np + s], want, "transposed r={r} s={s}");
+                }
+            }
+            // weight gradient: g (rows × np) against x (cols × np)
+            let g = b[..]
+                .iter()
+                .cycle()
+                .take(rows * np)
+                .copied()
+                .collect::<Vec<_>>();
+            let x = random(cols * np, &mut rng);
+            let mut dw = random(rows * (cols + 2), &mut rng);
+            let mut db = random(rows, &mut rng);
+            let (dw0, db0) = (dw.clone(), db.clone());
+            weight_gradient(rows, cols, &g, &x, np, &mut dw, cols + 2, &mut db);
+            for r in 0..rows {
+                let dot = |c: Option<usize>| {
+                    let mut lanes = [0.0f32; LANES];
+                    for s in 0..np {
+                        let xv = c.map_or(1.0, |c| x[c * np + s]);
+                        lanes[s % LANES] = g[r * np + s].mul_add(xv, lanes[s % LANES]);
+                    }
+                    tree_sum(lanes)
+                };
+                for c in 0..cols {
+                    let want = dw0[r * (cols + 2) + c] + dot(Some(c));
+                    assert_eq!(dw[r * (cols + 2) + c], want, "dw r={r} c={c}");
+                }
+                assert_eq!(dw[r * (cols + 2) + cols], dw0[r * (cols + 2) + cols]);
+                let want = db0[r] + dot(None);
+                assert!(
+                    (db[r] - want).abs() <= 1e-5 * want.abs().max(1.0),
+                    "db r={r}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn layout_round_trip() {
+        let mut rng = Pcg32::new(3);
+        let (n, d) = (21, 5);
+        let np = padded(n);
+        let x = random(n * d, &mut rng);
+        let mut xt = vec![f32::NAN; d * np];
+        to_feature_major(&x, n, d, np, &mut xt);
+        assert!(
+            xt.chunks_exact(np)
+                .all(|r| r[n..].iter().all(|v| *v == 0.0))
+        );
+        let mut back = vec![0.0; n * d];
+        to_sample_major(&xt, n, d, np, &mut back);
+        assert_eq!(back, x);
+    }
+}
