@@ -2,7 +2,7 @@
 //! `s` depends only on (seed, s, i) — see [`crate::rng::sample_hash`] — so every backend
 //! and every thread count sees the same batch.
 
-use crate::rng::{pcg_hash, sample_hash, unit_f32};
+use crate::rng::{pcg_hash, sample_hash};
 use crate::texture::Texture;
 
 /// Rows of `in_dims` inputs followed by `out_dims` targets (a dataset split in memory).
@@ -54,14 +54,7 @@ impl TrainingData {
     pub fn fill(&self, seed: u32, step: u32, first: usize, n: usize, x: &mut [f32], t: &mut [f32]) {
         match self {
             TrainingData::Texture(tex) => {
-                for j in 0..n {
-                    let h = sample_hash(seed, step, (first + j) as u32);
-                    let u = unit_f32(h);
-                    let v = unit_f32(pcg_hash(h));
-                    x[2 * j] = u;
-                    x[2 * j + 1] = v;
-                    t[3 * j..3 * j + 3].copy_from_slice(&tex.sample(u, v));
-                }
+                tex.sample_uniform(pcg_hash(step ^ pcg_hash(seed)), first, n, x, t);
             }
             TrainingData::Rows(rows) => {
                 let (i, o) = (rows.in_dims, rows.out_dims);

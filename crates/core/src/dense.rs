@@ -110,32 +110,79 @@ pub fn weight_gradient(
 /// Copies `x` (n × d, sample-major) into `xt` (d × np, feature-major), padding with zeros.
 pub fn to_feature_major(x: &[f32], n: usize, d: usize, np: usize, xt: &mut [f32]) {
     let (x, xt) = (&x[..n * d], &mut xt[..d * np]);
-    vectorised(
-        #[inline(always)]
-        || {
-            for (j, row) in xt.chunks_exact_mut(np).enumerate() {
-                for (s, v) in row[..n].iter_mut().enumerate() {
-                    *v = x[s * d + j];
-                }
-                row[n..].fill(0.0);
-            }
-        },
-    )
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512() && n * d < i32::MAX as usize {
+        done = n - n % LANES;
+        // SAFETY: features checked; every gathered index (s·d + j, s < done, j < d) is
+        // below n·d, every stored vector inside its row of np ≥ done floats.
+        unsafe { gather_avx512(x, done, d, np, xt) };
+    }
+    for (j, row) in xt.chunks_exact_mut(np).enumerate() {
+        for s in done..n {
+            row[s] = x[s * d + j];
+        }
+        row[n..].fill(0.0);
+    }
 }
 
 /// Copies the first `n` columns of `xt` (d × np) into `x` (n × d, sample-major).
 pub fn to_sample_major(xt: &[f32], n: usize, d: usize, np: usize, x: &mut [f32]) {
-    let x = &mut x[..n * d];
-    vectorised(
-        #[inline(always)]
-        || {
-            for (s, xs) in x.chunks_exact_mut(d).enumerate() {
-                for (j, v) in xs.iter_mut().enumerate() {
-                    *v = xt[j * np + s];
-                }
+    let (xt, x) = (&xt[..d * np], &mut x[..n * d]);
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512() && n * d < i32::MAX as usize {
+        done = n - n % LANES;
+        // SAFETY: as in `to_feature_major`, with the roles of the two arrays swapped.
+        unsafe { scatter_avx512(xt, done, d, np, x) };
+    }
+    for (j, row) in xt.chunks_exact(np).enumerate() {
+        for s in done..n {
+            x[s * d + j] = row[s];
+        }
+    }
+}
+
+/// xt[j·np + s] = x[s·d + j] for s < n (a multiple of 16), j < d, by 16-lane gathers.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn gather_avx512(x: &[f32], n: usize, d: usize, np: usize, xt: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let stride = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32(d as i32),
+    );
+    for j in 0..d {
+        for s in (0..n).step_by(LANES) {
+            let idx = _mm512_add_epi32(stride, _mm512_set1_epi32((s * d + j) as i32));
+            // SAFETY: see the caller.
+            unsafe {
+                let v = _mm512_i32gather_ps::<4>(idx, x.as_ptr());
+                _mm512_storeu_ps(xt.as_mut_ptr().add(j * np + s), v);
             }
-        },
-    )
+        }
+    }
+}
+
+/// x[s·d + j] = xt[j·np + s] for s < n (a multiple of 16), j < d, by 16-lane scatters.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn scatter_avx512(xt: &[f32], n: usize, d: usize, np: usize, x: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let stride = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32(d as i32),
+    );
+    for j in 0..d {
+        for s in (0..n).step_by(LANES) {
+            let idx = _mm512_add_epi32(stride, _mm512_set1_epi32((s * d + j) as i32));
+            // SAFETY: see the caller.
+            unsafe {
+                let v = _mm512_loadu_ps(xt.as_ptr().add(j * np + s));
+                _mm512_i32scatter_ps::<4>(x.as_mut_ptr(), idx, v);
+            }
+        }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -5,6 +5,7 @@
 //! ((x + 0.5) / W, (y + 0.5) / H). Lookup is bilinear with clamp-to-edge. PNG and JPEG
 //! values are used as stored, divided to [0, 1] (no sRGB decoding); EXR is linear float.
 
+use crate::rng::{pcg_hash, unit_f32};
 use sha2::{Digest, Sha256};
 use std::path::Path;
 
@@ -210,6 +211,154 @@ impl Texture {
         out
     }
 
+    /// Random training samples `first..first + n`: for sample i, `h = pcg_hash(i ^ key)`,
+    /// `(u, v) = (unit(h), unit(pcg_hash(h)))` into `x` (n × 2) and the bilinear lookup
+    /// [`Texture::sample`] at (u, v) into `t` (n × 3). With AVX-512, 16 samples at a time
+    /// with the same arithmetic (same bits).
+    pub fn sample_uniform(&self, key: u32, first: usize, n: usize, x: &mut [f32], t: &mut [f32]) {
+        let (x, t) = (&mut x[..2 * n], &mut t[..3 * n]);
+        let mut done = 0;
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx512f")
+            && self.width * self.height < i32::MAX as usize
+            && first + n < u32::MAX as usize
+        {
+            done = n - n % 16;
+            // SAFETY: the CPU has AVX-512F; indices are bounded inside (clamped texels).
+            unsafe { self.sample_uniform_avx512(key, first, done, x, t) };
+        }
+        for j in done..n {
+            let h = pcg_hash((first + j) as u32 ^ key);
+            let (u, v) = (unit_f32(h), unit_f32(pcg_hash(h)));
+            x[2 * j] = u;
+            x[2 * j + 1] = v;
+            t[3 * j..3 * j + 3].copy_from_slice(&self.sample(u, v));
+        }
+    }
+
+    /// [`Texture::sample_uniform`] for `n` (a multiple of 16) samples, 16 lanes at a time:
+    /// the hash in integer lanes, the texel reads as gathers, every float operation the
+    /// one the scalar code does (no fused multiply-adds), so the results are identical.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn sample_uniform_avx512(
+        &self,
+        key: u32,
+        first: usize,
+        n: usize,
+        x: &mut [f32],
+        t: &mut [f32],
+    ) {
+        use std::arch::x86_64::*;
+        let pcg = |v: __m512i| {
+            let state = _mm512_add_epi32(
+                _mm512_mullo_epi32(v, _mm512_set1_epi32(747796405)),
+                _mm512_set1_epi32(2891336453u32 as i32),
+            );
+            let shift = _mm512_add_epi32(_mm512_srli_epi32(state, 28), _mm512_set1_epi32(4));
+            let word = _mm512_mullo_epi32(
+                _mm512_xor_si512(_mm512_srlv_epi32(state, shift), state),
+                _mm512_set1_epi32(277803737),
+            );
+            _mm512_xor_si512(_mm512_srli_epi32(word, 22), word)
+        };
+        let unit = |h: __m512i| {
+            _mm512_mul_ps(
+                _mm512_cvtepi32_ps(_mm512_srli_epi32(h, 8)),
+                _mm512_set1_ps(1.0 / 16_777_216.0),
+            )
+        };
+        let floor = |f: __m512| {
+            let i = _mm512_cvttps_epi32(f);
+            let below = _mm512_cmp_ps_mask::<_CMP_LT_OQ>(f, _mm512_cvtepi32_ps(i));
+            _mm512_mask_sub_epi32(i, below, i, _mm512_set1_epi32(1))
+        };
+        let (w, h) = (self.width as i32, self.height as i32);
+        let clamp = |i: __m512i, n: i32| {
+            _mm512_min_epi32(
+                _mm512_max_epi32(i, _mm512_setzero_si512()),
+                _mm512_set1_epi32(n - 1),
+            )
+        };
+        let lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+        let lerp = |a: __m512, b: __m512, f: __m512| {
+            _mm512_add_ps(a, _mm512_mul_ps(_mm512_sub_ps(b, a), f))
+        };
+        let (mut uv, mut rgb) = ([[0.0f32; 16]; 2], [[0.0f32; 16]; 3]);
+        for j0 in (0..n).step_by(16) {
+            let idx = _mm512_add_epi32(_mm512_set1_epi32((first + j0) as u32 as i32), lanes);
+            let hh = pcg(_mm512_xor_si512(idx, _mm512_set1_epi32(key as i32)));
+            let (u, v) = (unit(hh), unit(pcg(hh)));
+            let fx = _mm512_sub_ps(
+                _mm512_mul_ps(u, _mm512_set1_ps(w as f32)),
+                _mm512_set1_ps(0.5),
+            );
+            let fy = _mm512_sub_ps(
+                _mm512_mul_ps(v, _mm512_set1_ps(h as f32)),
+                _mm512_set1_ps(0.5),
+            );
+            let (x0, y0) = (floor(fx), floor(fy));
+            let tx = _mm512_sub_ps(fx, _mm512_cvtepi32_ps(x0));
+            let ty = _mm512_sub_ps(fy, _mm512_cvtepi32_ps(y0));
+            let one = _mm512_set1_epi32(1);
+            let (x1, y1) = (
+                clamp(_mm512_add_epi32(x0, one), w),
+                clamp(_mm512_add_epi32(y0, one), h),
+            );
+            let (x0, y0) = (clamp(x0, w), clamp(y0, h));
+            let wv = _mm512_set1_epi32(w);
+            let (r0, r1) = (_mm512_mullo_epi32(y0, wv), _mm512_mullo_epi32(y1, wv));
+            let corners = [
+                _mm512_add_epi32(r0, x0),
+                _mm512_add_epi32(r0, x1),
+                _mm512_add_epi32(r1, x0),
+                _mm512_add_epi32(r1, x1),
+            ];
+            // texel k (r, g, b) of each corner
+            // SAFETY: every corner index is clamped into 0..width·height.
+            let texel = |c: __m512i, k: usize| unsafe {
+                match &self.packed {
+                    Some(p) => {
+                        let t = _mm512_i32gather_epi32::<4>(c, p.as_ptr().cast());
+                        let shifted = match k {
+                            0 => t,
+                            1 => _mm512_srli_epi32(t, 8),
+                            _ => _mm512_srli_epi32(t, 16),
+                        };
+                        let level = _mm512_and_si512(shifted, _mm512_set1_epi32(0xff));
+                        _mm512_div_ps(_mm512_cvtepi32_ps(level), _mm512_set1_ps(255.0))
+                    }
+                    None => {
+                        let i = _mm512_add_epi32(
+                            _mm512_mullo_epi32(c, _mm512_set1_epi32(3)),
+                            _mm512_set1_epi32(k as i32),
+                        );
+                        _mm512_i32gather_ps::<4>(i, self.data.as_ptr())
+                    }
+                }
+            };
+            for (k, out) in rgb.iter_mut().enumerate() {
+                let [a, b, c, d] = corners.map(|c| texel(c, k));
+                let (top, bottom) = (lerp(a, b, tx), lerp(c, d, tx));
+                // SAFETY: a 64-byte write into a 16-lane f32 array.
+                unsafe { _mm512_storeu_ps(out.as_mut_ptr(), lerp(top, bottom, ty)) };
+            }
+            // SAFETY: 64-byte writes into 16-lane f32 arrays.
+            unsafe {
+                _mm512_storeu_ps(uv[0].as_mut_ptr(), u);
+                _mm512_storeu_ps(uv[1].as_mut_ptr(), v);
+            }
+            for l in 0..16 {
+                let j = j0 + l;
+                x[2 * j] = uv[0][l];
+                x[2 * j + 1] = uv[1][l];
+                for k in 0..3 {
+                    t[3 * j + k] = rgb[k][l];
+                }
+            }
+        }
+    }
+
     /// Pixel-centre (u, v) coordinates of every pixel, row-major.
     pub fn pixel_centres(width: usize, height: usize) -> Vec<f32> {
         let mut uv = Vec::with_capacity(width * height * 2);
@@ -366,6 +515,37 @@ mod tests {
         assert_eq!(t.sample(0.5, 0.5), [0.5, 1.0, 1.5]);
         assert_eq!(t.sample(0.0, 0.0), [0.0, 0.0, 0.0]);
         assert_eq!(t.sample(1.0, 1.0), [1.0, 2.0, 3.0]);
+    }
+
+    #[test]
+    fn uniform_samples_equal_the_scalar_draw() {
+        let packed = Texture::builtin();
+        let float = Texture::new(
+            3,
+            2,
+            vec![
+                0.1, 0.2, 0.3, 1.5, -2.0, 0.7, 0.0, 4.0, 0.25, 9.0, 0.5, 0.125, 0.3, 0.6, 0.9, 2.0,
+                1.0, 0.0,
+            ],
+            "f".into(),
+            String::new(),
+        );
+        for tex in [&packed, &float] {
+            for (key, first, n) in [
+                (0u32, 0usize, 256usize),
+                (0xdead_beef, 1000, 37),
+                (7, 65520, 33),
+            ] {
+                let (mut x, mut t) = (vec![0.0; 2 * n], vec![0.0; 3 * n]);
+                tex.sample_uniform(key, first, n, &mut x, &mut t);
+                for j in 0..n {
+                    let h = pcg_hash((first + j) as u32 ^ key);
+                    let (u, v) = (unit_f32(h), unit_f32(pcg_hash(h)));
+                    assert_eq!([x[2 * j], x[2 * j + 1]], [u, v], "sample {j}");
+                    assert_eq!(t[3 * j..3 * j + 3], tex.sample(u, v), "sample {j}");
+                }
+            }
+        }
     }
 
     #[test]
