@@ -3,7 +3,8 @@
 //! needs. One module type per file, each holding its forward and backward maths.
 //!
 //! Batches are row-major `n × dims` (sample-major): value `j` of sample `s` is at
-//! `s * dims + j`.
+//! `s * dims + j`. (An `mlp` works feature-major inside, see [`crate::dense`], and
+//! converts at its edges.)
 
 mod cat;
 mod chain;
