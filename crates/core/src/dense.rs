@@ -625,6 +625,34 @@ mod tests {
     }
 
     #[test]
+    fn baseline_and_avx512_kernels_give_the_same_bits() {
+        // The public functions take the AVX-512 path on CPUs that have it; the baseline
+        // tiles (what other CPUs run) are called directly here and must agree bit for bit.
+        let mut rng = Pcg32::new(11);
+        for (rows, cols, n) in [(32, 12, 256), (3, 32, 48), (64, 64, 32), (5, 7, 16)] {
+            let np = padded(n);
+            let a = random(rows * cols, &mut rng);
+            let bias = random(rows, &mut rng);
+            let b = random(cols * np, &mut rng);
+            let mut fast = vec![0.0; rows * np];
+            broadcast_product(rows, cols, &a, cols, 1, &b, np, Some(&bias), &mut fast);
+            let mut base = vec![0.0; rows * np];
+            let args = (rows, cols, a.as_ptr(), cols, 1, b.as_ptr(), np, Some(bias.as_ptr()));
+            // SAFETY: the same bounds the public function asserts.
+            unsafe { broadcast_tiles::<4, 1>(args, base.as_mut_ptr()) };
+            assert_eq!(fast, base, "broadcast {rows}x{cols}");
+            let g = random(rows * np, &mut rng);
+            let (mut dw_fast, mut db) = (vec![0.0; rows * cols], vec![0.0; rows]);
+            weight_gradient(rows, cols, &g, &b, np, &mut dw_fast, cols, &mut db);
+            let mut dw_base = vec![0.0; rows * cols];
+            let args = (rows, cols, g.as_ptr(), b.as_ptr(), np, cols);
+            // SAFETY: as above.
+            unsafe { gradient_tiles::<2, 2, false>(args, dw_base.as_mut_ptr()) };
+            assert_eq!(dw_fast, dw_base, "gradient {rows}x{cols}");
+        }
+    }
+
+    #[test]
     fn layout_round_trip() {
         let mut rng = Pcg32::new(3);
         let (n, d) = (21, 5);
