@@ -239,7 +239,16 @@ type GradientArgs = (usize, usize, *const f32, *const f32, usize, usize);
 #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,fma")]
 unsafe fn broadcast_avx512(args: BroadcastArgs, out: *mut f32) {
     // SAFETY: forwarded from the caller.
-    unsafe { broadcast_tiles::<4, 4>(args, out) }
+    unsafe {
+        // 8 rows × 32 samples (16 accumulators, 8 broadcasts and 2 loads per 16
+        // multiply-adds: a strip of B stays in L1 even for 64-wide layers); tiles of
+        // 4 rows × 64 samples for layers with fewer than 8 outputs.
+        if args.0 >= 8 {
+            broadcast_tiles::<8, 2>(args, out)
+        } else {
+            broadcast_tiles::<4, 4>(args, out)
+        }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -367,28 +376,39 @@ unsafe fn broadcast_tiles<const MR: usize, const NV: usize>(args: BroadcastArgs,
             let mr = (rows - r).min(MR);
             // SAFETY: r + mr ≤ rows and v + nv ≤ np / LANES.
             unsafe {
-                match (mr, nv) {
-                    (4, 4) => broadcast_tile::<4, 4>(args, out, r, v),
-                    (4, 3) => broadcast_tile::<4, 3>(args, out, r, v),
-                    (4, 2) => broadcast_tile::<4, 2>(args, out, r, v),
-                    (4, 1) => broadcast_tile::<4, 1>(args, out, r, v),
-                    (3, 4) => broadcast_tile::<3, 4>(args, out, r, v),
-                    (3, 3) => broadcast_tile::<3, 3>(args, out, r, v),
-                    (3, 2) => broadcast_tile::<3, 2>(args, out, r, v),
-                    (3, 1) => broadcast_tile::<3, 1>(args, out, r, v),
-                    (2, 4) => broadcast_tile::<2, 4>(args, out, r, v),
-                    (2, 3) => broadcast_tile::<2, 3>(args, out, r, v),
-                    (2, 2) => broadcast_tile::<2, 2>(args, out, r, v),
-                    (2, 1) => broadcast_tile::<2, 1>(args, out, r, v),
-                    (1, 4) => broadcast_tile::<1, 4>(args, out, r, v),
-                    (1, 3) => broadcast_tile::<1, 3>(args, out, r, v),
-                    (1, 2) => broadcast_tile::<1, 2>(args, out, r, v),
-                    _ => broadcast_tile::<1, 1>(args, out, r, v),
+                match mr {
+                    8 => broadcast_row_block::<8>(nv, args, out, r, v),
+                    7 => broadcast_row_block::<7>(nv, args, out, r, v),
+                    6 => broadcast_row_block::<6>(nv, args, out, r, v),
+                    5 => broadcast_row_block::<5>(nv, args, out, r, v),
+                    4 => broadcast_row_block::<4>(nv, args, out, r, v),
+                    3 => broadcast_row_block::<3>(nv, args, out, r, v),
+                    2 => broadcast_row_block::<2>(nv, args, out, r, v),
+                    _ => broadcast_row_block::<1>(nv, args, out, r, v),
                 }
             }
             r += mr;
         }
         v += nv;
+    }
+}
+
+#[inline(always)]
+unsafe fn broadcast_row_block<const MR: usize>(
+    nv: usize,
+    args: BroadcastArgs,
+    out: *mut f32,
+    r: usize,
+    v: usize,
+) {
+    // SAFETY: forwarded (r + MR ≤ rows, v + nv ≤ np / LANES).
+    unsafe {
+        match nv {
+            4 => broadcast_tile::<MR, 4>(args, out, r, v),
+            3 => broadcast_tile::<MR, 3>(args, out, r, v),
+            2 => broadcast_tile::<MR, 2>(args, out, r, v),
+            _ => broadcast_tile::<MR, 1>(args, out, r, v),
+        }
     }
 }
 
@@ -464,23 +484,30 @@ unsafe fn gradient_tile_dispatch<const FOLD: bool>(
 ) {
     // SAFETY: forwarded (r + mo ≤ rows, c + mk ≤ cols).
     unsafe {
-        match (mo, mk) {
-            (4, 4) => gradient_tile::<4, 4, FOLD>(args, dw, r, c),
-            (4, 3) => gradient_tile::<4, 3, FOLD>(args, dw, r, c),
-            (4, 2) => gradient_tile::<4, 2, FOLD>(args, dw, r, c),
-            (4, 1) => gradient_tile::<4, 1, FOLD>(args, dw, r, c),
-            (3, 4) => gradient_tile::<3, 4, FOLD>(args, dw, r, c),
-            (3, 3) => gradient_tile::<3, 3, FOLD>(args, dw, r, c),
-            (3, 2) => gradient_tile::<3, 2, FOLD>(args, dw, r, c),
-            (3, 1) => gradient_tile::<3, 1, FOLD>(args, dw, r, c),
-            (2, 4) => gradient_tile::<2, 4, FOLD>(args, dw, r, c),
-            (2, 3) => gradient_tile::<2, 3, FOLD>(args, dw, r, c),
-            (2, 2) => gradient_tile::<2, 2, FOLD>(args, dw, r, c),
-            (2, 1) => gradient_tile::<2, 1, FOLD>(args, dw, r, c),
-            (1, 4) => gradient_tile::<1, 4, FOLD>(args, dw, r, c),
-            (1, 3) => gradient_tile::<1, 3, FOLD>(args, dw, r, c),
-            (1, 2) => gradient_tile::<1, 2, FOLD>(args, dw, r, c),
-            _ => gradient_tile::<1, 1, FOLD>(args, dw, r, c),
+        match mo {
+            4 => gradient_row_block::<4, FOLD>(mk, args, dw, r, c),
+            3 => gradient_row_block::<3, FOLD>(mk, args, dw, r, c),
+            2 => gradient_row_block::<2, FOLD>(mk, args, dw, r, c),
+            _ => gradient_row_block::<1, FOLD>(mk, args, dw, r, c),
+        }
+    }
+}
+
+#[inline(always)]
+unsafe fn gradient_row_block<const MO: usize, const FOLD: bool>(
+    mk: usize,
+    args: GradientArgs,
+    dw: *mut f32,
+    r: usize,
+    c: usize,
+) {
+    // SAFETY: forwarded (r + MO ≤ rows, c + mk ≤ cols).
+    unsafe {
+        match mk {
+            4 => gradient_tile::<MO, 4, FOLD>(args, dw, r, c),
+            3 => gradient_tile::<MO, 3, FOLD>(args, dw, r, c),
+            2 => gradient_tile::<MO, 2, FOLD>(args, dw, r, c),
+            _ => gradient_tile::<MO, 1, FOLD>(args, dw, r, c),
         }
     }
 }
@@ -637,7 +664,16 @@ mod tests {
             let mut fast = vec![0.0; rows * np];
             broadcast_product(rows, cols, &a, cols, 1, &b, np, Some(&bias), &mut fast);
             let mut base = vec![0.0; rows * np];
-            let args = (rows, cols, a.as_ptr(), cols, 1, b.as_ptr(), np, Some(bias.as_ptr()));
+            let args = (
+                rows,
+                cols,
+                a.as_ptr(),
+                cols,
+                1,
+                b.as_ptr(),
+                np,
+                Some(bias.as_ptr()),
+            );
             // SAFETY: the same bounds the public function asserts.
             unsafe { broadcast_tiles::<4, 1>(args, base.as_mut_ptr()) };
             assert_eq!(fast, base, "broadcast {rows}x{cols}");
