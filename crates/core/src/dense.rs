@@ -110,6 +110,7 @@ pub fn weight_gradient(
 /// Copies `x` (n × d, sample-major) into `xt` (d × np, feature-major), padding with zeros.
 pub fn to_feature_major(x: &[f32], n: usize, d: usize, np: usize, xt: &mut [f32]) {
     let (x, xt) = (&x[..n * d], &mut xt[..d * np]);
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
     if has_avx512() && n * d < i32::MAX as usize {
@@ -129,6 +130,7 @@ pub fn to_feature_major(x: &[f32], n: usize, d: usize, np: usize, xt: &mut [f32]
 /// Copies the first `n` columns of `xt` (d × np) into `x` (n × d, sample-major).
 pub fn to_sample_major(xt: &[f32], n: usize, d: usize, np: usize, x: &mut [f32]) {
     let (xt, x) = (&xt[..d * np], &mut x[..n * d]);
+    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
     if has_avx512() && n * d < i32::MAX as usize {

@@ -217,6 +217,7 @@ impl Texture {
     /// with the same arithmetic (same bits).
     pub fn sample_uniform(&self, key: u32, first: usize, n: usize, x: &mut [f32], t: &mut [f32]) {
         let (x, t) = (&mut x[..2 * n], &mut t[..3 * n]);
+        #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
         let mut done = 0;
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx512f")
