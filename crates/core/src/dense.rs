@@ -109,67 +109,61 @@ pub fn weight_gradient(
 
 /// Copies `x` (n × d, sample-major) into `xt` (d × np, feature-major), padding with zeros.
 pub fn to_feature_major(x: &[f32], n: usize, d: usize, np: usize, xt: &mut [f32]) {
-    let (x, xt) = (&x[..n * d], &mut xt[..d * np]);
-    #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
-    let mut done = 0;
-    #[cfg(target_arch = "x86_64")]
-    if has_avx512() && n * d < i32::MAX as usize {
-        done = n - n % LANES;
-        // SAFETY: features checked; every gathered index (s·d + j, s < done, j < d) is
-        // below n·d, every stored vector inside its row of np ≥ done floats.
-        unsafe { gather_avx512(x, done, d, np, xt) };
-    }
-    for (j, row) in xt.chunks_exact_mut(np).enumerate() {
-        for s in done..n {
-            row[s] = x[s * d + j];
-        }
+    assert!(x.len() >= n * d && xt.len() >= d * np && n <= np);
+    // SAFETY: the lengths are checked; with TO_FEATURE `sm` is only read.
+    unsafe { relayout::<true>(x.as_ptr().cast_mut(), xt.as_mut_ptr(), n, d, np) };
+    for row in xt[..d * np].chunks_exact_mut(np) {
         row[n..].fill(0.0);
     }
 }
 
 /// Copies the first `n` columns of `xt` (d × np) into `x` (n × d, sample-major).
 pub fn to_sample_major(xt: &[f32], n: usize, d: usize, np: usize, x: &mut [f32]) {
-    let (xt, x) = (&xt[..d * np], &mut x[..n * d]);
+    assert!(x.len() >= n * d && xt.len() >= d * np && n <= np);
+    // SAFETY: the lengths are checked; without TO_FEATURE `fm` is only read.
+    unsafe { relayout::<false>(x.as_mut_ptr(), xt.as_ptr().cast_mut(), n, d, np) };
+}
+
+/// `fm[j·np + s] = sm[s·d + j]` (TO_FEATURE) or the reverse, for s < n, j < d: 16 samples
+/// at a time by AVX-512 gathers or scatters where the CPU has them, the rest one by one.
+///
+/// # Safety
+/// `sm` holds n·d values, `fm` d·np with n ≤ np; only the destination is written.
+unsafe fn relayout<const TO_FEATURE: bool>(
+    sm: *mut f32,
+    fm: *mut f32,
+    n: usize,
+    d: usize,
+    np: usize,
+) {
     #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
     if has_avx512() && n * d < i32::MAX as usize {
         done = n - n % LANES;
-        // SAFETY: as in `to_feature_major`, with the roles of the two arrays swapped.
-        unsafe { scatter_avx512(xt, done, d, np, x) };
+        // SAFETY: every index formed is s·d + j < n·d or j·np + s < d·np.
+        unsafe { relayout_avx512::<TO_FEATURE>(sm, fm, done, d, np) };
     }
-    for (j, row) in xt.chunks_exact(np).enumerate() {
-        for s in done..n {
-            x[s * d + j] = row[s];
-        }
-    }
-}
-
-/// xt[j·np + s] = x[s·d + j] for s < n (a multiple of 16), j < d, by 16-lane gathers.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f")]
-unsafe fn gather_avx512(x: &[f32], n: usize, d: usize, np: usize, xt: &mut [f32]) {
-    use std::arch::x86_64::*;
-    let stride = _mm512_mullo_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-        _mm512_set1_epi32(d as i32),
-    );
     for j in 0..d {
-        for s in (0..n).step_by(LANES) {
-            let idx = _mm512_add_epi32(stride, _mm512_set1_epi32((s * d + j) as i32));
-            // SAFETY: see the caller.
+        for s in done..n {
+            // SAFETY: s < n, j < d.
             unsafe {
-                let v = _mm512_i32gather_ps::<4>(idx, x.as_ptr());
-                _mm512_storeu_ps(xt.as_mut_ptr().add(j * np + s), v);
+                let (a, b) = (sm.add(s * d + j), fm.add(j * np + s));
+                if TO_FEATURE { *b = *a } else { *a = *b }
             }
         }
     }
 }
 
-/// x[s·d + j] = xt[j·np + s] for s < n (a multiple of 16), j < d, by 16-lane scatters.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
-unsafe fn scatter_avx512(xt: &[f32], n: usize, d: usize, np: usize, x: &mut [f32]) {
+unsafe fn relayout_avx512<const TO_FEATURE: bool>(
+    sm: *mut f32,
+    fm: *mut f32,
+    n: usize,
+    d: usize,
+    np: usize,
+) {
     use std::arch::x86_64::*;
     let stride = _mm512_mullo_epi32(
         _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
@@ -178,10 +172,14 @@ unsafe fn scatter_avx512(xt: &[f32], n: usize, d: usize, np: usize, x: &mut [f32
     for j in 0..d {
         for s in (0..n).step_by(LANES) {
             let idx = _mm512_add_epi32(stride, _mm512_set1_epi32((s * d + j) as i32));
-            // SAFETY: see the caller.
+            // SAFETY: see the caller (s + 15 < n, j < d).
             unsafe {
-                let v = _mm512_loadu_ps(xt.as_ptr().add(j * np + s));
-                _mm512_i32scatter_ps::<4>(x.as_mut_ptr(), idx, v);
+                let row = fm.add(j * np + s);
+                if TO_FEATURE {
+                    _mm512_storeu_ps(row, _mm512_i32gather_ps::<4>(idx, sm));
+                } else {
+                    _mm512_i32scatter_ps::<4>(sm, idx, _mm512_loadu_ps(row));
+                }
             }
         }
     }
