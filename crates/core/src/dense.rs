@@ -82,20 +82,9 @@ pub fn weight_gradient(
     if rows > 0 && cols > 0 {
         assert!(dw.len() > (rows - 1) * dws + cols - 1);
     }
-    vectorised(
-        #[inline(always)]
-        || {
-            for (r, d) in db[..rows].iter_mut().enumerate() {
-                let mut acc = [0.0f32; LANES];
-                for v in g[r * np..(r + 1) * np].chunks_exact(LANES) {
-                    for l in 0..LANES {
-                        acc[l] += v[l];
-                    }
-                }
-                *d += tree_sum(acc);
-            }
-        },
-    );
+    for (r, d) in db[..rows].iter_mut().enumerate() {
+        *d += lane_sum(&g[r * np..(r + 1) * np]);
+    }
     let args = (rows, cols, g.as_ptr(), x.as_ptr(), np, dws);
     #[cfg(target_arch = "x86_64")]
     if has_avx512() {
@@ -208,6 +197,38 @@ pub(crate) fn vectorised<R>(f: impl FnOnce() -> R) -> R {
 #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,fma")]
 unsafe fn with_avx512<R>(f: impl FnOnce() -> R) -> R {
     f()
+}
+
+/// Σ v (v.len() a multiple of 16) with the weight gradient's order: lane l adds values
+/// l, l + 16, … in order, then [`tree_sum`] over the lanes.
+fn lane_sum(v: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx512() {
+        // SAFETY: the CPU has AVX-512F.
+        return unsafe { lane_sum_avx512(v) };
+    }
+    let mut acc = [0.0f32; LANES];
+    for c in v.chunks_exact(LANES) {
+        for l in 0..LANES {
+            acc[l] += c[l];
+        }
+    }
+    tree_sum(acc)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn lane_sum_avx512(v: &[f32]) -> f32 {
+    use std::arch::x86_64::*;
+    let mut acc = _mm512_setzero_ps();
+    for c in v.chunks_exact(LANES) {
+        // SAFETY: a 64-byte read of a 16-float chunk.
+        acc = _mm512_add_ps(acc, unsafe { _mm512_loadu_ps(c.as_ptr()) });
+    }
+    let mut lanes = [0.0f32; LANES];
+    // SAFETY: a 64-byte write into a 16-lane array.
+    unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), acc) };
+    tree_sum(lanes)
 }
 
 /// The lanes of `v` summed by a fixed tree: halves, then quarters, …
@@ -685,6 +706,13 @@ mod tests {
             // SAFETY: as above.
             unsafe { gradient_tiles::<2, 2, false>(args, dw_base.as_mut_ptr()) };
             assert_eq!(dw_fast, dw_base, "gradient {rows}x{cols}");
+            let mut lanes = [0.0f32; LANES];
+            for c in g.chunks_exact(LANES) {
+                for l in 0..LANES {
+                    lanes[l] += c[l];
+                }
+            }
+            assert_eq!(lane_sum(&g), tree_sum(lanes), "bias sum {rows}x{cols}");
         }
     }
 
