@@ -353,7 +353,7 @@ const FOLD_INDEX: [[[i32; LANES]; 2]; 4] = {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[inline]
-fn fold16(acc: &[V; LANES]) -> V {
+fn fold16(acc: &[V; LANES]) -> std::arch::x86_64::__m512 {
     use std::arch::x86_64::*;
     // SAFETY: 64-byte reads of 16-lane arrays.
     let load = |v: &V| unsafe { _mm512_loadu_ps(v.as_ptr()) };
@@ -376,10 +376,7 @@ fn fold16(acc: &[V; LANES]) -> V {
         }
         count /= 2;
     }
-    let mut out = [0.0f32; LANES];
-    // SAFETY: a 64-byte write into a 16-lane f32 array.
-    unsafe { _mm512_storeu_ps(out.as_mut_ptr(), v[0]) };
-    out
+    v[0]
 }
 
 /// Tiles of up to `MR` rows × `NV` vectors of samples.
@@ -469,6 +466,64 @@ unsafe fn broadcast_tile<const MR: usize, const NV: usize>(
         for (j, v) in row.iter().enumerate() {
             // SAFETY: r0 + i < rows and the vector lies inside the row of np floats.
             unsafe { (out.add((r0 + i) * np + s0 + j * LANES) as *mut V).write_unaligned(*v) };
+        }
+    }
+}
+
+/// Lane of [`fold16`]'s result that holds accumulator k.
+#[cfg(target_arch = "x86_64")]
+const FOLD_LANE: [i32; LANES] = {
+    let mut lane = [0i32; LANES];
+    let mut l = 0;
+    while l < LANES {
+        lane[FOLD_ORDER[l]] = l as i32;
+        l += 1;
+    }
+    lane
+};
+
+/// Adds the lane sums of the `MO × MK` accumulators `acc[i·MK + j]` to `dw[i·dws + j]`:
+/// one [`fold16`], one permutation into row-major order, then a 4-float add per row
+/// for full 4 × 4 tiles (one by one otherwise).
+///
+/// # Safety
+/// `dw[i·dws + j]` must be valid for i < MO, j < MK.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn fold_into_avx512<const MO: usize, const MK: usize>(
+    acc: &[V; LANES],
+    dw: *mut f32,
+    dws: usize,
+) {
+    use std::arch::x86_64::*;
+    // SAFETY: a 64-byte read of a 16-lane i32 array.
+    let order = unsafe { _mm512_loadu_si512(FOLD_LANE.as_ptr().cast()) };
+    let sums = _mm512_permutexvar_ps(order, fold16(acc));
+    if MO == 4 && MK == 4 {
+        let rows = [
+            _mm512_extractf32x4_ps::<0>(sums),
+            _mm512_extractf32x4_ps::<1>(sums),
+            _mm512_extractf32x4_ps::<2>(sums),
+            _mm512_extractf32x4_ps::<3>(sums),
+        ];
+        for (i, row) in rows.into_iter().enumerate() {
+            // SAFETY: 4 floats of row i (the caller's contract).
+            unsafe {
+                let p = dw.add(i * dws);
+                _mm_storeu_ps(p, _mm_add_ps(_mm_loadu_ps(p), row));
+            }
+        }
+    } else {
+        let mut lanes = [0.0f32; LANES];
+        // SAFETY: a 64-byte write into a 16-lane array; then the caller's contract.
+        unsafe {
+            _mm512_storeu_ps(lanes.as_mut_ptr(), sums);
+            for i in 0..MO {
+                for j in 0..MK {
+                    *dw.add(i * dws + j) += lanes[i * MK + j];
+                }
+            }
         }
     }
 }
@@ -568,15 +623,9 @@ unsafe fn gradient_tile<const MO: usize, const MK: usize, const FOLD: bool>(
         for (k, v) in acc.iter().flatten().enumerate() {
             all[k] = *v;
         }
-        // SAFETY: FOLD is only set on the AVX-512 path.
-        let sums = unsafe { fold16(&all) };
-        for (lane, &k) in FOLD_ORDER.iter().enumerate() {
-            if k < MO * MK {
-                let (i, j) = (k / MK, k % MK);
-                // SAFETY: r0 + i < rows, c0 + j < cols: inside dw (asserted by the caller).
-                unsafe { *dw.add((r0 + i) * dws + c0 + j) += sums[lane] };
-            }
-        }
+        // SAFETY: FOLD is only set on the AVX-512 path; r0 + i < rows and c0 + j < cols
+        // for every (i, j) of the tile: inside dw (asserted by the caller).
+        unsafe { fold_into_avx512::<MO, MK>(&all, dw.add(r0 * dws + c0), dws) };
         return;
     }
     for (i, row) in acc.iter().enumerate() {
