@@ -97,6 +97,7 @@ fn f16_kernels_validate() {
             pingpong: false,
             tile_k: 2,
             vec: false,
+            sgbar: false,
         };
         let data = DataKind::Texture {
             width: 16,

@@ -43,6 +43,7 @@ fn generated_kernels_validate() {
                 pingpong,
                 tile_k: 2,
                 vec: !coop,
+                sgbar: false,
             };
             let data = DataKind::Texture {
                 width: 64,
@@ -64,6 +65,46 @@ fn generated_kernels_validate() {
                 (!coop).then(|| codegen::VecPad::of(&net)).as_ref(),
             );
             validate(&adam, &format!("{arch} adam (coop {coop})"));
+        }
+        // the cooperative-matrix path with the fused MLP off and on (also with
+        // subgroup barriers, other chunk sizes and workgroup sizes), scaled
+        for (fused, samples, threads, sgbar) in [
+            (false, 32, 256, false),
+            (true, 64, 256, false),
+            (true, 16, 128, true),
+        ] {
+            let launch = Launch {
+                samples,
+                threads,
+                groups: 7,
+                chunks: 3,
+                pingpong: false,
+                tile_k: 2,
+                vec: false,
+                sgbar,
+            };
+            let data = DataKind::Texture {
+                width: 64,
+                height: 48,
+            };
+            let step = codegen::step_kernel_with(
+                &net,
+                Loss::RelativeL2,
+                data,
+                5000,
+                9,
+                launch,
+                codegen::Precision::Coop,
+                true,
+                fused,
+            );
+            if std::env::var("NSHADE_TEST_DUMP").is_ok_and(|v| arch.starts_with(&v)) {
+                println!("// {arch} fused {fused} samples {samples}\n{step}");
+            }
+            validate(
+                &step,
+                &format!("{arch} step (coop, fused {fused}, samples {samples})"),
+            );
         }
     }
 }
@@ -99,6 +140,7 @@ fn grid_kernels_validate() {
                 pingpong: false,
                 tile_k: 2,
                 vec,
+                sgbar: false,
             };
             let data = DataKind::Rows {
                 rows: 100,

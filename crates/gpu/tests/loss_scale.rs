@@ -65,6 +65,7 @@ fn scaled_kernels_validate() {
                 pingpong,
                 tile_k: 2,
                 vec,
+                sgbar: false,
             };
             let data = DataKind::Rows {
                 rows: 100,
@@ -115,6 +116,7 @@ fn scaled_kernels_validate() {
         pingpong: false,
         tile_k: 2,
         vec: false,
+        sgbar: false,
     };
     let data = DataKind::Texture {
         width: 8,

@@ -65,6 +65,11 @@ pub struct Launch {
     /// weights from a padded `vec4` copy kept by the Adam kernel); needs `samples` to be
     /// a multiple of 4.
     pub vec: bool,
+    /// Fused cooperative-matrix MLP: `subgroupBarrier` (needs the device feature
+    /// `SUBGROUP_BARRIER`) between a subgroup's matrix store into its scratch tile and
+    /// its invocations' reads of it, one workgroup barrier per layer; otherwise two
+    /// workgroup barriers per tile iteration.
+    pub sgbar: bool,
 }
 
 /// Invocations per workgroup of the Adam kernel.
@@ -73,6 +78,18 @@ pub const ADAM_THREADS: u32 = 256;
 /// interleaving, combined in a fixed order), so the reduction has 8× the parallelism of
 /// one invocation per parameter.
 pub const ADAM_PARAMS: u32 = 32;
+
+/// Parameters per Adam workgroup: [`ADAM_PARAMS`], or `NSHADE_GPU_ADAMP` (8, 16, 32, 64
+/// or 128) for tuning; 256 / it slices per parameter.
+pub fn adam_params() -> u32 {
+    match std::env::var("NSHADE_GPU_ADAMP")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        Some(n @ (8 | 16 | 32 | 64 | 128)) => n,
+        _ => ADAM_PARAMS,
+    }
+}
 
 /// A tensor in workgroup memory: rows `base..base + width`.
 #[derive(Clone, Copy, Debug)]
@@ -99,6 +116,9 @@ enum Fwd<'a> {
     },
     Mlp {
         layers: Vec<LayerFwd<'a>>,
+        /// Fused cooperative-matrix MLP: offset (f16 elements) of every layer's input in
+        /// `xh` (the hidden layers' activations live only there, as f16).
+        fused: Option<Vec<usize>>,
     },
     Chain(Vec<Fwd<'a>>),
     Cat {
@@ -164,6 +184,47 @@ struct Gen {
     /// set), with plain multiply-add loops (f16 operands, f32 accumulation) instead of
     /// cooperative matrices.
     f16: bool,
+    /// Cooperative-matrix path: MLPs whose hidden activations need no z run fused
+    /// ([`Gen::fused_forward`]); the others (and `NSHADE_GPU_FUSED=0`) stage per layer.
+    fused: bool,
+    /// Fused path: `subgroupBarrier` between a subgroup's matrix store into its scratch
+    /// tile and its invocations' reads (`Launch::sgbar`), instead of `workgroupBarrier`.
+    sgbar: bool,
+    /// Fused path: f16 elements of `xh` given to the MLPs so far (each MLP keeps its
+    /// layers' inputs there from its forward to its backward).
+    xh_next: usize,
+    /// Timing experiments on the fused path (`NSHADE_GPU_EXP`: `fwd` no backward,
+    /// `nodw` no weight-gradient products, `noepi` empty tile epilogues); the kernels
+    /// then compute wrong gradients — for splitting a step's time only.
+    exp: String,
+}
+
+/// The fused cooperative-matrix MLP needs every hidden activation's derivative from its
+/// output alone (the f16 activations are all it keeps).
+fn fusable(layers: &[Linear]) -> bool {
+    layers[..layers.len() - 1]
+        .iter()
+        .all(|l| !wgsl::needs_z(l.act))
+}
+
+/// Every MLP of `net` can run fused (a kernel runs either all its MLPs fused or none:
+/// the staged kernels use `xh` from its start as scratch).
+pub fn net_fusable(net: &Network) -> bool {
+    fn walk(m: &Module) -> bool {
+        match m {
+            Module::Mlp(mlp) => fusable(&mlp.layers),
+            Module::Chain(c) => c.stages.iter().all(walk),
+            Module::Cat(c) => c.children.iter().all(walk),
+            _ => true,
+        }
+    }
+    walk(&net.root)
+}
+
+/// The fused cooperative-matrix MLP is on (default; `NSHADE_GPU_FUSED=0`: the staged
+/// cooperative-matrix kernels).
+pub fn fused_enabled() -> bool {
+    std::env::var("NSHADE_GPU_FUSED").map_or(true, |v| v != "0")
 }
 
 /// Padded (multiple-of-16) layout of every linear layer's weights for the cooperative
@@ -172,8 +233,11 @@ struct Gen {
 pub struct Pad {
     /// (weight offset in the flat vector, out, in, padded offset, padded out, padded in)
     pub layers: Vec<PadLayer>,
-    /// Padded weight elements; biases follow at `weights + p` in the partials.
+    /// Padded weight elements; in the partials the biases follow, packed layer after
+    /// layer (`PadLayer::bias_p`).
     pub weights: usize,
+    /// Bias elements (the sum of the layers' `out_dims`).
+    pub biases: usize,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -185,6 +249,10 @@ pub struct PadLayer {
     pub padded: usize,
     pub out_p: usize,
     pub in_p: usize,
+    /// Position of the layer's bias gradients in a group's partials (after all the
+    /// padded weights; before, they sat at `weights + bias`, which left a gap as large as
+    /// the weights in every group's partials).
+    pub bias_p: usize,
 }
 
 impl Pad {
@@ -205,8 +273,10 @@ impl Pad {
                             padded: pad.weights,
                             out_p: op,
                             in_p: ip,
+                            bias_p: pad.biases,
                         });
                         pad.weights += op * ip;
+                        pad.biases += l.out_dims;
                     }
                 }
                 Module::Chain(c) => c.stages.iter().for_each(|s| walk(s, pad)),
@@ -216,6 +286,10 @@ impl Pad {
         }
         let mut pad = Pad::default();
         walk(&net.root, &mut pad);
+        let w = pad.weights;
+        for l in &mut pad.layers {
+            l.bias_p += w;
+        }
         pad
     }
     fn layer(&self, weight: usize) -> PadLayer {
@@ -226,9 +300,11 @@ impl Pad {
             .expect("layer in pad table")
     }
     /// Offset of the per-group scratch tile (for surplus accumulator slots), aligned to
-    /// 16 floats: matrix stores need 16-byte-aligned addresses.
-    pub fn dummy(&self, p: usize) -> usize {
-        (self.weights + p).next_multiple_of(16)
+    /// 16 floats: matrix stores need 16-byte-aligned addresses. (`p`, the dense
+    /// parameter count, is no longer needed: every dense parameter is a weight or a bias
+    /// of a layer of the table.)
+    pub fn dummy(&self, _p: usize) -> usize {
+        (self.weights + self.biases).next_multiple_of(16)
     }
     /// Floats per group in the partials buffer (a multiple of 16, so every group's
     /// base address is aligned for matrix stores).
@@ -333,6 +409,10 @@ impl Gen {
             dw_tiles: 0,
             scaled: false,
             f16: false,
+            fused: false,
+            sgbar: false,
+            xh_next: 0,
+            exp: std::env::var("NSHADE_GPU_EXP").unwrap_or_default(),
         }
     }
 
@@ -440,6 +520,13 @@ impl Gen {
                 self.items(d * self.s, &body);
                 Fwd::Leaf { m, x, y }
             }
+            Module::Mlp(mlp) if self.fused => {
+                let (layers, xo) = self.fused_forward(&mlp.layers, x, out);
+                Fwd::Mlp {
+                    layers,
+                    fused: Some(xo),
+                }
+            }
             Module::Mlp(mlp) => {
                 let mut layers = Vec::new();
                 let mut input = x;
@@ -458,7 +545,10 @@ impl Gen {
                     layers.push(LayerFwd { l, x: input, z, a });
                     input = a;
                 }
-                Fwd::Mlp { layers }
+                Fwd::Mlp {
+                    layers,
+                    fused: None,
+                }
             }
             Module::Chain(c) => {
                 let mut stages = Vec::new();
@@ -750,7 +840,16 @@ impl Gen {
                     _ => unreachable!("leaf modules are identity, freq, tri, oneblob, sh and pick"),
                 }
             }
-            Fwd::Mlp { layers } => {
+            Fwd::Mlp {
+                layers,
+                fused: Some(xo),
+            } => {
+                if self.fused_out != Some(layers[layers.len() - 1].l.weight) {
+                    self.act_backward(&layers[layers.len() - 1], dy);
+                }
+                self.fused_backward(layers, xo, dy, dx);
+            }
+            Fwd::Mlp { layers, .. } => {
                 // The output layer's dz is formed in place in `dy`; every hidden layer's
                 // dz is formed in place over its own activations a (read-then-write by
                 // the same invocation, after the last reader of a has passed a barrier).
@@ -1055,6 +1154,271 @@ impl Gen {
         self.body.push_str(&b);
     }
 
+    /// Fused cooperative-matrix MLP, forward. The MLP input (f32 rows of `x`) is
+    /// converted once into f16 `X_0` in `xh`; every layer then computes its output tiles
+    /// (16 outputs × 16 samples, one per subgroup and iteration) with 16×16×16 f16
+    /// matrices (weights straight from the padded f16 copy in storage), stores the f32
+    /// tile into the subgroup's own 256-float scratch in `zc`, and its 32 invocations
+    /// add the bias and apply the activation: hidden layers write f16 into the next
+    /// layer's input `X_{i+1}` (zero in padding rows), the output layer writes f32 z and
+    /// a into `sh` as the other paths do. One workgroup barrier per layer (two per tile
+    /// iteration unless `sgbar`). Returns the layers and the offsets of the `X_i`.
+    fn fused_forward<'a>(
+        &mut self,
+        layers: &'a [Linear],
+        x: View,
+        out: Option<View>,
+    ) -> (Vec<LayerFwd<'a>>, Vec<usize>) {
+        let pad = self.coop.clone().unwrap();
+        let s = self.s;
+        let st_n = s / 16;
+        let mut xo = Vec::new();
+        let mut off = self.xh_next;
+        for l in layers {
+            xo.push(off);
+            off += pad.layer(l.weight).in_p * s;
+        }
+        self.xh_next = off;
+        self.xh = self.xh.max(off);
+        self.zc = self.zc.max((self.wg / 32) * 256);
+        let mut b = String::new();
+        let p0 = pad.layer(layers[0].weight);
+        let _ = writeln!(
+            b,
+            "    for (var e = lid; e < {n}u; e += WG) {{\n        let j = e / S; let s = e % S;\n        var v = 0.0f;\n        if (j < {rows}u) {{ v = {src}; }}\n        xh[{x0}u + e] = f16(v);\n    }}\n    workgroupBarrier();",
+            x0 = xo[0],
+            n = p0.in_p * s,
+            rows = p0.in_dims,
+            src = self.at(x, "j", "s"),
+        );
+        self.body.push_str(&b);
+        b.clear();
+        let last = layers.len() - 1;
+        let mut out_layers = Vec::new();
+        for (i, l) in layers.iter().enumerate() {
+            let pl = pad.layer(l.weight);
+            let (wp, ip, op) = (pl.padded, pl.in_p, pl.out_p);
+            let (a, z) = if i == last {
+                let a = out.unwrap_or_else(|| self.alloc(l.out_dims));
+                (a, wgsl::needs_z(l.act).then(|| self.alloc(l.out_dims)))
+            } else {
+                (View { base: 0, width: 0 }, None)
+            };
+            let nt = (op / 16) * st_n;
+            let mut mm = String::new();
+            for k in 0..ip / 16 {
+                let _ = writeln!(
+                    mm,
+                    "        c = coopMultiplyAdd(coopLoadT<coop_mat16x16<f16, A>>(&w16[{wp}u + (ot * 16u) * {ip}u + {}u], {ip}u), coopLoadT<coop_mat16x16<f16, B>>(&xh[{}u + st * 16u], S), c);",
+                    k * 16,
+                    xo[i] + k * 16 * s
+                );
+            }
+            let o_n = l.out_dims;
+            let epi = if i == last {
+                let zs = match z {
+                    Some(z) => format!("{} = zz; ", self.at(z, "o", "s")),
+                    None => String::new(),
+                };
+                format!(
+                    "if (o < {o_n}u) {{ let zz = v + params[{}u + o]; {zs}{} = {}; }}",
+                    l.bias,
+                    self.at(a, "o", "s"),
+                    wgsl::act_value(l.act, "zz")
+                )
+            } else {
+                format!(
+                    "let zz = v + params[{}u + min(o, {}u)]; xh[{}u + o * S + s] = select(f16(0.0f), f16({}), o < {o_n}u);",
+                    l.bias,
+                    o_n - 1,
+                    xo[i + 1],
+                    wgsl::act_value(l.act, "zz")
+                )
+            };
+            self.fused_tiles(&mut b, nt, "ot", &mm, &epi);
+            self.body.push_str(&b);
+            b.clear();
+            out_layers.push(LayerFwd { l, x, z, a });
+        }
+        (out_layers, xo)
+    }
+
+    /// One fused phase over `nt` output tiles (`r` = the tile's row-block name, `st`
+    /// its sample block): `mm` accumulates into `c`, the tile goes to the subgroup's
+    /// scratch, and `epi` runs per element with `o` (row), `s` (sample) and `v` (the
+    /// f32 value) for real tiles. Ends with a workgroup barrier.
+    fn fused_tiles(&mut self, b: &mut String, nt: usize, r: &str, mm: &str, epi: &str) {
+        let epi = if self.exp == "noepi" { "" } else { epi };
+        let nsg = self.wg / 32;
+        let st_n = self.s / 16;
+        let sync = if self.sgbar {
+            "subgroupBarrier()"
+        } else {
+            "workgroupBarrier()"
+        };
+        let _ = writeln!(
+            b,
+            "    for (var j = 0u; j < {nj}u; j++) {{\n        let t = j * NSG + sgid; let q = min(t, {lastt}u);\n        let {r} = q / {st_n}u; let st = q % {st_n}u;\n        var c = coopLoadT<coop_mat16x16<f32, C>>(&zero16[0], 16u);\n{mm}        let cc = c;\n        coopStoreT(cc, &zc[sgid * 256u], 16u);\n        {sync};\n        if (t < {nt}u) {{\n{body}        }}\n        {sync};\n    }}",
+            nj = nt.div_ceil(nsg),
+            lastt = nt - 1,
+            body = unroll(
+                "u",
+                8,
+                &format!(
+                    "            {{ let e = u * 32u + lane; let o = {r} * 16u + e / 16u; let s = st * 16u + e % 16u;\n                let v = zc[sgid * 256u + e];\n                {epi} }}\n"
+                )
+            ),
+        );
+        if self.sgbar {
+            b.push_str("    workgroupBarrier();\n");
+        }
+    }
+
+    /// Fused cooperative-matrix MLP, backward: dy (f32, the output activation's
+    /// derivative applied) → f16 dz in `gh`; per layer, from the last: dW += dz·Xᵀ into
+    /// the subgroups' persistent accumulator tiles, db += Σ dz (f32 registers), and
+    /// dx = Wᵀ·dz by tiles whose epilogue multiplies by the derivative of the layer
+    /// below (from its f16 output) and writes the next dz as f16 into the other half of
+    /// `gh` — or, for the first layer, the MLP's input gradient in f32 into `dx`. One
+    /// workgroup barrier per layer (per tile iteration unless `sgbar`).
+    fn fused_backward(
+        &mut self,
+        layers: &[LayerFwd],
+        xo: &[usize],
+        dy: View,
+        dx: Option<(View, bool)>,
+    ) {
+        let pad = self.coop.clone().unwrap();
+        let s = self.s;
+        let st_n = s / 16;
+        let nsg = self.wg / 32;
+        let maxp = layers
+            .iter()
+            .map(|lf| pad.layer(lf.l.weight).out_p)
+            .max()
+            .unwrap();
+        self.gh = self.gh.max(2 * maxp * s);
+        let scaled = self.scaled;
+        let check = |v: &str| {
+            if scaled {
+                format!(" if (nsh_ls_over({v}, 65504.0f)) {{ atomicOr(&lsbad, 1u); }}")
+            } else {
+                String::new()
+            }
+        };
+        let last = layers.len() - 1;
+        let pl_last = pad.layer(layers[last].l.weight);
+        let mut b = String::new();
+        let _ = writeln!(
+            b,
+            "    for (var e = lid; e < {n}u; e += WG) {{\n        let j = e / S; let s = e % S;\n        var v = 0.0f;\n        if (j < {rows}u) {{ v = {src}; }}{chk}\n        gh[e] = f16(v);\n    }}\n    workgroupBarrier();",
+            n = pl_last.out_p * s,
+            rows = layers[last].l.out_dims,
+            src = self.at(dy, "j", "s"),
+            chk = check("v"),
+        );
+        let dummy = pad.dummy(self.param_count);
+        for i in (0..=last).rev() {
+            let l = layers[i].l;
+            let pl = pad.layer(l.weight);
+            let (wp, ip, op) = (pl.padded, pl.in_p, pl.out_p);
+            let cur = if (last - i).is_multiple_of(2) {
+                0
+            } else {
+                maxp * s
+            };
+            let nxt = maxp * s - cur;
+            // dW tiles into persistent slots (tile j·NSG + sgid in slot dws{first + j})
+            let it_n = ip / 16;
+            let nt = (op / 16) * it_n;
+            let first = self.dw_tiles;
+            let slots = nt.div_ceil(nsg);
+            self.dw_tiles += slots;
+            let st_dw = if self.exp == "nodw" { 0 } else { st_n };
+            for j in 0..slots {
+                let slot = first + j;
+                let tile = format!(
+                    "        let t = {j}u * NSG + sgid; let q = min(t, {lastt}u); let ot = q / {it_n}u; let it = q % {it_n}u;",
+                    lastt = nt - 1
+                );
+                let _ = writeln!(b, "    {{\n{tile}");
+                for k in 0..st_dw {
+                    let _ = writeln!(
+                        b,
+                        "        dws{slot} = coopMultiplyAdd(coopLoadT<coop_mat16x16<f16, A>>(&gh[{cur}u + (ot * 16u) * S + {k16}u], S), coopLoad<coop_mat16x16<f16, B>>(&xh[{x}u + (it * 16u) * S + {k16}u], S), dws{slot});",
+                        k16 = k * 16,
+                        x = xo[i]
+                    );
+                }
+                b.push_str("    }\n");
+                let _ = writeln!(
+                    self.writeback,
+                    "    {{\n{tile}\n        let real = t < {nt}u;\n        let v = dws{slot};\n        let stride = select(16u, {ip}u, real);\n        let off = pbase + select({dummy}u, {wp}u + (ot * 16u) * {ip}u + it * 16u, real);\n        coopStoreT(v, &partial[off], stride);\n    }}"
+                );
+            }
+            // db in f32 registers
+            let o_n = l.out_dims;
+            for k in 0..o_n.div_ceil(self.wg) {
+                let a = self.accs;
+                self.accs += 1;
+                let _ = writeln!(
+                    b,
+                    "    {{ let o = lid + {}u; if (o < {o_n}u) {{\n{}    }} }}",
+                    k * self.wg,
+                    unroll(
+                        "s",
+                        s,
+                        &format!("        acc{a} += f32(gh[{cur}u + o * S + s]);\n")
+                    )
+                );
+                let _ = writeln!(
+                    self.writeback,
+                    "    {{ let o = lid + {}u; if (o < {o_n}u) {{ partial[pbase + {}u + o] = acc{a}; }} }}",
+                    k * self.wg,
+                    pl.bias_p
+                );
+            }
+            let want_dx = i > 0 || dx.is_some();
+            if !want_dx {
+                b.push_str("    workgroupBarrier();\n");
+                continue;
+            }
+            let mut mm = String::new();
+            for k in 0..op / 16 {
+                let _ = writeln!(
+                    mm,
+                    "        c = coopMultiplyAdd(coopLoad<coop_mat16x16<f16, A>>(&w16[{wp}u + {}u + it * 16u], {ip}u), coopLoadT<coop_mat16x16<f16, B>>(&gh[{}u + st * 16u], S), c);",
+                    k * 16 * ip,
+                    cur + k * 16 * s
+                );
+            }
+            let i_n = l.in_dims;
+            let epi = if i > 0 {
+                let below = layers[i - 1].l;
+                let d = if below.act == Activation::None {
+                    "v".to_string()
+                } else {
+                    format!("v * {}", wgsl::act_derivative(below.act, "y", "y"))
+                };
+                format!(
+                    "let y = f32(xh[{x}u + o * S + s]); let d = select(0.0f, {d}, o < {i_n}u);{chk} gh[{nxt}u + o * S + s] = f16(d);",
+                    x = xo[i],
+                    chk = check("d")
+                )
+            } else {
+                let (dxv, add) = dx.unwrap();
+                format!(
+                    "if (o < {i_n}u) {{ {} {} v; }}",
+                    self.at(dxv, "o", "s"),
+                    if add { "+=" } else { "=" }
+                )
+            };
+            // the dx tiles: rows are inputs (`it` blocks)
+            self.fused_tiles(&mut b, (ip / 16) * st_n, "it", &mm, &epi);
+        }
+        self.body.push_str(&b);
+    }
+
     /// f16 copy of `rows` rows of `src` into the staging array `dst` (`xh` or `gh`,
     /// row-major `[row][s]`, stride S), zero-padded to `rows_p` rows. No barrier.
     fn coop_convert(&mut self, b: &mut String, src: View, rows: usize, rows_p: usize, dst: &str) {
@@ -1185,7 +1549,6 @@ impl Gen {
     ) {
         let l = lf.l;
         let pl = self.coop.as_ref().unwrap().layer(l.weight);
-        let bias_base = self.coop.as_ref().unwrap().weights;
         let (op, ip, wp) = (pl.out_p, pl.in_p, pl.padded);
         let nsg = self.wg / 32;
         let mut b = String::new();
@@ -1253,7 +1616,7 @@ impl Gen {
                 self.writeback,
                 "    {{ let o = lid + {}u; if (o < {o_n}u) {{ partial[pbase + {}u + o] = acc{a}; }} }}",
                 k * self.wg,
-                bias_base + l.bias
+                pl.bias_p
             );
         }
         if let Some((dxv, add)) = dx {
@@ -1595,7 +1958,7 @@ fn unroll(v: &str, n: usize, body: &str) -> String {
 fn fwd_out(f: &Fwd) -> View {
     match f {
         Fwd::Leaf { y, .. } | Fwd::Cat { y, .. } => *y,
-        Fwd::Mlp { layers } => layers.last().unwrap().a,
+        Fwd::Mlp { layers, .. } => layers.last().unwrap().a,
         Fwd::Chain(s) => fwd_out(s.last().unwrap()),
     }
 }
@@ -1603,7 +1966,7 @@ fn fwd_out(f: &Fwd) -> View {
 fn fwd_in(f: &Fwd) -> View {
     match f {
         Fwd::Leaf { x, .. } | Fwd::Cat { x, .. } => *x,
-        Fwd::Mlp { layers } => layers[0].x,
+        Fwd::Mlp { layers, .. } => layers[0].x,
         Fwd::Chain(s) => fwd_in(&s[0]),
     }
 }
@@ -1624,10 +1987,11 @@ pub fn shared_bytes(
     net: &Network,
     samples: usize,
     threads: usize,
-    coop: bool,
+    precision: Precision,
     pingpong: bool,
     vec: bool,
 ) -> usize {
+    let coop = precision.padded();
     let mut g = Gen::new(
         samples,
         threads,
@@ -1637,6 +2001,8 @@ pub fn shared_bytes(
         1,
         vec.then(|| VecPad::of(net)),
     );
+    g.f16 = precision == Precision::F16;
+    g.fused = precision == Precision::Coop && fused_enabled() && net_fusable(net);
     let _ = build_body(&mut g, net);
     let coop_extra = if coop {
         2 * (g.xh + g.gh) + 4 * g.zc + 4 * 256
@@ -1649,7 +2015,7 @@ pub fn shared_bytes(
 /// The linear layer that produces the network output, if one does.
 fn out_layer<'a>(f: &'a Fwd<'a>) -> Option<&'a LayerFwd<'a>> {
     match f {
-        Fwd::Mlp { layers } => layers.last(),
+        Fwd::Mlp { layers, .. } => layers.last(),
         Fwd::Chain(s) => out_layer(s.last()?),
         _ => None,
     }
@@ -1670,7 +2036,7 @@ fn build_body(g: &mut Gen, net: &Network) -> (View, View, View, OutAct, Option<u
     let out = out_layer(&f).map(|l| (l.l.weight, l.l.act, l.z));
     g.fused_out = out.map(|o| o.0);
     g.body.push_str("    //@LOSS@\n");
-    if has_params(&net.root) {
+    if has_params(&net.root) && !(g.fused && g.exp == "fwd") {
         g.backward(&f, dy, None);
     }
     (y, t, dy, out.map(|o| (o.1, o.2)), out.map(|o| o.0))
@@ -1768,7 +2134,8 @@ pub fn step_kernel_scaled(
 }
 
 /// The step kernel for any [`Precision`] (the f16 and cooperative-matrix paths should
-/// run `scaled`).
+/// run `scaled`); on the cooperative-matrix path MLPs run fused unless
+/// `NSHADE_GPU_FUSED=0`.
 #[allow(clippy::too_many_arguments)]
 pub fn step_kernel_for(
     net: &Network,
@@ -1779,6 +2146,33 @@ pub fn step_kernel_for(
     launch: Launch,
     precision: Precision,
     scaled: bool,
+) -> String {
+    step_kernel_with(
+        net,
+        loss,
+        data,
+        batch,
+        sample_seed,
+        launch,
+        precision,
+        scaled,
+        fused_enabled(),
+    )
+}
+
+/// [`step_kernel_for`] with the fused cooperative-matrix MLP chosen explicitly (`fused`;
+/// it applies only on the cooperative-matrix path).
+#[allow(clippy::too_many_arguments)]
+pub fn step_kernel_with(
+    net: &Network,
+    loss: Loss,
+    data: DataKind,
+    batch: u32,
+    sample_seed: u32,
+    launch: Launch,
+    precision: Precision,
+    scaled: bool,
+    fused: bool,
 ) -> String {
     let coop = precision.padded();
     let s = launch.samples as usize;
@@ -1793,6 +2187,8 @@ pub fn step_kernel_for(
     );
     g.scaled = scaled;
     g.f16 = precision == Precision::F16;
+    g.fused = precision == Precision::Coop && fused && net_fusable(net);
+    g.sgbar = launch.sgbar && g.fused;
     let (y, t, dy, out_act, out_layer_weight) = build_body(&mut g, net);
     let deriv = match out_act {
         Some((act, z)) if act != Activation::None => {
@@ -1980,7 +2376,7 @@ pub fn step_kernel_for(
             g.gh.max(1),
             g.zc.max(1)
         );
-        init.push_str("    let sgid = lid / 32u;\n    for (var e = lid; e < 256u; e += WG) { zero16[e] = 0.0f; }\n    workgroupBarrier();\n");
+        init.push_str("    let sgid = lid / 32u;\n    let lane = lid % 32u;\n    for (var e = lid; e < 256u; e += WG) { zero16[e] = 0.0f; }\n    workgroupBarrier();\n");
         let _ = nsg;
         for j in 0..g.dw_tiles {
             let _ = writeln!(
@@ -2019,19 +2415,47 @@ fn nsh_step(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wi
     let pbase = wid.x * P;
 {writeback}    red[lid] = loss_acc;
     workgroupBarrier();
-    if (lid == 0u) {{
-        var total = 0.0f;
-        for (var i = 0u; i < WG; i++) {{ total += red[i]; }}
-        loss_partial[wid.x] = total;
+{tree}    if (lid == 0u) {{
+        loss_partial[wid.x] = red[0];
 {ls_end}    }}
 }}
 ",
         common = wgsl::COMMON,
+        tree = loss_tree(launch.threads as usize),
         r = g.r,
         wg = launch.threads,
         chunks = launch.chunks,
         seed_h = nshade_core::rng::pcg_hash(sample_seed),
     )
+}
+
+/// The fixed-order tree that sums `red[0..wg]` into `red[0]` (pairs at halving
+/// strides; a remainder above the largest power of two is folded in first), one barrier
+/// per level. It replaced one invocation adding 256 values in a row (a few µs at the end
+/// of every workgroup).
+fn loss_tree(wg: usize) -> String {
+    let mut out = String::new();
+    let p2 = if wg.is_power_of_two() {
+        wg
+    } else {
+        wg.next_power_of_two() / 2
+    };
+    if p2 < wg {
+        let _ = writeln!(
+            out,
+            "    if (lid < {}u) {{ red[lid] += red[lid + {p2}u]; }}\n    workgroupBarrier();",
+            wg - p2
+        );
+    }
+    let mut h = p2 / 2;
+    while h > 0 {
+        let _ = writeln!(
+            out,
+            "    if (lid < {h}u) {{ red[lid] += red[lid + {h}u]; }}\n    workgroupBarrier();"
+        );
+        h /= 2;
+    }
+    out
 }
 
 /// The static loss scale: 1 on the f32 path; on the cooperative-matrix path the
@@ -2121,7 +2545,8 @@ pub fn adam_kernel_scaled(
     scaling: Option<LossScale>,
 ) -> String {
     let p = param_count.max(1);
-    let npw = p.div_ceil(ADAM_PARAMS as usize);
+    let apw = adam_params();
+    let npw = p.div_ceil(apw as usize);
     let inv = 1.0 / (batch as f64 * out_dims as f64);
     let (mut head, mut ppos, mut w16) = (String::new(), String::new(), String::new());
     let (stride, inv_ls) = match pad {
@@ -2138,8 +2563,17 @@ pub fn adam_kernel_scaled(
                     i = l.in_dims,
                     ip = l.in_p
                 );
+                let _ = writeln!(
+                    ppos,
+                    "    if (p >= {b}u && p < {e}u) {{ return {bp}u + p - {b}u; }}",
+                    b = l.bias,
+                    e = l.bias + l.out_dims,
+                    bp = l.bias_p
+                );
             }
-            let _ = writeln!(ppos, "    return {}u + p;\n}}", pad.weights);
+            // every dense parameter is a weight or bias of a layer above; anything else
+            // would read the scratch tile (in range)
+            let _ = writeln!(ppos, "    return {}u;\n}}", pad.dummy(param_count));
             ppos.push_str("@group(0) @binding(7) var<storage, read_write> w16: array<f16>;\n");
             let _ = write!(
                 w16,
@@ -2218,6 +2652,25 @@ pub fn adam_kernel_scaled(
         inv_g = "inv_s".into();
         skip = " if (!bad)";
     }
+    // the group sums of slice gs (groups gs, gs + NS, … in that order), unrolled so
+    // that the loads are independent and can all be in flight (the sum order is that
+    // of the loop it replaces: a latency-bound chain of G/NS loads before)
+    let ns = (ADAM_THREADS / apw) as usize;
+    let mut gsum = String::new();
+    for k in 0..(groups as usize) / ns {
+        let _ = writeln!(
+            gsum,
+            "            g += partial[({}u + gs) * PS + pi];",
+            k * ns
+        );
+    }
+    if !(groups as usize).is_multiple_of(ns) {
+        let _ = writeln!(
+            gsum,
+            "            {{ let w = {}u + gs; if (w < G) {{ g += partial[w * PS + pi]; }} }}",
+            (groups as usize) / ns * ns
+        );
+    }
     format!(
         "{head}
 const P: u32 = {p}u;
@@ -2253,8 +2706,7 @@ fn nsh_adam(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wi
         var g = 0.0f;
         if (p < REAL_P && st.mode != 2u) {{
             let pi = {idx};
-            for (var w = gs; w < G; w += {ns}u) {{ g += partial[w * PS + pi]; }}
-        }}
+{gsum}        }}
         red[lid] = g;
         workgroupBarrier();
         if (p < REAL_P && gs == 0u && st.mode == 2u) {{
@@ -2277,8 +2729,8 @@ fn nsh_adam(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wi
 ",
         t = ADAM_THREADS,
         half = ADAM_THREADS / 2,
-        pb = ADAM_PARAMS,
-        ns = ADAM_THREADS / ADAM_PARAMS,
+        pb = apw,
+        ns = ADAM_THREADS / apw,
         inv = lit(inv as f32),
         b1 = lit(adam.beta1),
         omb1 = lit(1.0 - adam.beta1),

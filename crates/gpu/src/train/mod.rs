@@ -11,7 +11,7 @@ pub mod grid;
 pub mod wgsl;
 
 use crate::context::{GpuContext, GpuError};
-use codegen::{ADAM_PARAMS, DataKind, Launch, LossScale, Precision};
+use codegen::{DataKind, Launch, LossScale, Precision};
 use nshade_core::data::TrainingData;
 use nshade_core::network::Network;
 use nshade_core::train::{Backend, TrainConfig, TrainError, Trainer, check_compatible};
@@ -92,13 +92,28 @@ impl GpuBackend {
         self
     }
 
-    /// The path trainers of this backend use (for networks with an mlp; others f32).
+    /// The path trainers of this backend use (for networks with an mlp; others f32)
+    /// when one was chosen (`precision`, `NSHADE_GPU_PATH`); without a choice f32, which
+    /// [`GpuBackend::precision_for`] may change per network.
     pub fn precision_wanted(&self) -> Precision {
         let p = self.want.unwrap_or_else(requested_precision);
         if precision_supported(&self.ctx, p) {
             p
         } else {
             Precision::F32
+        }
+    }
+
+    /// The path a trainer for `net` uses: the chosen one, or without a choice
+    /// ([`auto_precision`]) the fused cooperative-matrix path where it was measured
+    /// faster than f32, else f32.
+    pub fn precision_for(&self, net: &Network) -> Precision {
+        let chosen =
+            self.want.is_some() || std::env::var("NSHADE_GPU_PATH").is_ok_and(|v| !v.is_empty());
+        if chosen {
+            self.precision_wanted()
+        } else {
+            auto_precision(&self.ctx, net)
         }
     }
 
@@ -122,9 +137,27 @@ impl GpuBackend {
             cfg,
             self.pingpong,
             self.scalar,
-            self.precision_wanted(),
+            self.precision_for(net),
             self.scaling,
         )
+    }
+}
+
+/// The automatic path for `net` when none is chosen: `coop` when the adapter can run it
+/// ([`coop_supported`]), the fused kernels apply (every hidden activation's derivative
+/// follows from its output; `NSHADE_GPU_FUSED` not 0) and the network has a layer of at
+/// least 64×64 — on the H200 the fused kernels trained `freq(8) | mlp(64x4, relu)`
+/// faster than f32 and the seed's 32-wide networks slower (docs/PERFORMANCE.md); f32
+/// otherwise.
+pub fn auto_precision(ctx: &GpuContext, net: &Network) -> Precision {
+    let wide = codegen::Pad::of(net)
+        .layers
+        .iter()
+        .any(|l| l.out_dims >= 64 && l.in_dims >= 64);
+    if wide && coop_supported(ctx) && codegen::fused_enabled() && codegen::net_fusable(net) {
+        Precision::Coop
+    } else {
+        Precision::F32
     }
 }
 
@@ -211,20 +244,26 @@ pub fn choose_launch(
     allow_pingpong: bool,
     scalar: bool,
 ) -> Result<(Launch, bool), TrainError> {
-    choose_launch_for(ctx, net, batch, allow_pingpong, scalar, coop_available(ctx))
+    let precision = if coop_available(ctx) {
+        Precision::Coop
+    } else {
+        Precision::F32
+    };
+    choose_launch_for(ctx, net, batch, allow_pingpong, scalar, precision)
 }
 
-/// [`choose_launch`] with the cooperative-matrix path wanted or not (`coop`: the caller
-/// checked [`coop_supported`]).
+/// [`choose_launch`] for the `precision` path (the caller checked
+/// [`precision_supported`]); the returned flag says whether the padded f16 layout of the
+/// f16 and cooperative-matrix paths is used (false: f32).
 pub fn choose_launch_for(
     ctx: &GpuContext,
     net: &Network,
     batch: usize,
     allow_pingpong: bool,
     scalar: bool,
-    coop: bool,
+    precision: Precision,
 ) -> Result<(Launch, bool), TrainError> {
-    let coop_ok = coop;
+    let coop_ok = precision.padded();
     let limits = ctx.device.limits();
     let max = limits.max_compute_workgroup_storage_size as usize;
     // 512 invocations for nets with layers of 64 or more (measured on the H200: 1.4× for
@@ -256,13 +295,22 @@ pub fn choose_launch_for(
             net,
             s as usize,
             threads as usize,
-            coop,
+            if coop { precision } else { Precision::F32 },
             pp,
             vec_for(s, coop),
         ) <= max
     };
     let mut pick = None;
     if coop_ok && threads.is_multiple_of(32) && has_mlp(net) {
+        // the fused cooperative-matrix MLP starts from 64 samples per chunk (fewer
+        // barriers per sample), halved until it fits
+        let fused =
+            precision == Precision::Coop && codegen::fused_enabled() && codegen::net_fusable(net);
+        let want = if fused && env_u32("NSHADE_GPU_SAMPLES").is_none() {
+            64
+        } else {
+            want
+        };
         let mut s = want.max(16);
         while s > 16 && !fits(s, true, false) {
             s /= 2;
@@ -286,14 +334,23 @@ pub fn choose_launch_for(
         if !fits(s, false, false) {
             return Err(backend_err(format!(
                 "the network needs {} bytes of workgroup memory for one sample; the adapter has {max}",
-                codegen::shared_bytes(net, 1, threads as usize, false, false, false)
+                codegen::shared_bytes(net, 1, threads as usize, Precision::F32, false, false)
             )));
         }
         pick = Some((s, false, false));
     }
     let (samples, coop, pingpong) = pick.unwrap();
+    // the fused cooperative-matrix MLP (the staged and f16 kernels share its layout)
+    let fused = coop
+        && precision == Precision::Coop
+        && codegen::fused_enabled()
+        && codegen::net_fusable(net);
     let total = (batch as u32).div_ceil(samples);
-    let target = env_u32("NSHADE_GPU_GROUPS").unwrap_or(512).max(1);
+    // fused cooperative-matrix kernels: 128 groups (their padded partials are large;
+    // freq(8) | mlp(64x4) on the H200: 232–237 M against 214 M with 512)
+    let target = env_u32("NSHADE_GPU_GROUPS")
+        .unwrap_or(if fused { 128 } else { 512 })
+        .max(1);
     let chunks = total.div_ceil(target);
     let groups = total.div_ceil(chunks);
     Ok((
@@ -307,6 +364,11 @@ pub fn choose_launch_for(
             // for 64-wide ones (0.7×)
             tile_k: env_u32("NSHADE_GPU_TILEK").unwrap_or(if wide { 1 } else { 2 }),
             vec: vec_for(samples, coop),
+            // fused cooperative-matrix MLP: subgroup barriers where the device has them
+            // (NSHADE_GPU_SGBAR=1; 0 or unset: workgroup barriers)
+            sgbar: fused
+                && ctx.has(wgpu::Features::SUBGROUP_BARRIER)
+                && env_u32("NSHADE_GPU_SGBAR") != Some(0),
         },
         coop,
     ))
@@ -520,8 +582,7 @@ impl GpuTrainer {
             return Err(backend_err("batch too large"));
         }
         // `coop` below: the padded f16 layout of the f16 and cooperative-matrix paths
-        let (launch, coop) =
-            choose_launch_for(&ctx, net, cfg.batch, pingpong, scalar, precision.padded())?;
+        let (launch, coop) = choose_launch_for(&ctx, net, cfg.batch, pingpong, scalar, precision)?;
         let precision = if coop { precision } else { Precision::F32 };
         let scaling = scaling.or(coop.then(|| LossScale::for_batch(cfg.batch as u32)));
         let pad = codegen::Pad::of(net);
@@ -715,7 +776,7 @@ impl GpuTrainer {
             .collect::<Vec<_>>(),
         );
         let mut trainer = GpuTrainer {
-            adam_groups: (dense as u32).div_ceil(ADAM_PARAMS) + 1,
+            adam_groups: (dense as u32).div_ceil(codegen::adam_params()) + 1,
             precision,
             ctx,
             cfg: cfg.clone(),
@@ -849,14 +910,21 @@ impl GpuTrainer {
                 label: Some("nshade steps"),
                 timestamp_writes: None,
             });
+            // timing only (`NSHADE_GPU_ONLY=step|adam`): record one of the two kernels
+            // (the weights then do not train; for splitting a step's time on a GPU)
+            let only = std::env::var("NSHADE_GPU_ONLY").unwrap_or_default();
             for k in 0..n {
                 let off = [(k as u64 * RECORD) as u32];
-                pass.set_pipeline(&self.step_pipe);
-                pass.set_bind_group(0, &self.step_bg, &off);
-                pass.dispatch_workgroups(self.launch.groups, 1, 1);
-                pass.set_pipeline(&self.adam_pipe);
-                pass.set_bind_group(0, &self.adam_bg, &off);
-                pass.dispatch_workgroups(self.adam_groups, 1, 1);
+                if only != "adam" {
+                    pass.set_pipeline(&self.step_pipe);
+                    pass.set_bind_group(0, &self.step_bg, &off);
+                    pass.dispatch_workgroups(self.launch.groups, 1, 1);
+                }
+                if only != "step" {
+                    pass.set_pipeline(&self.adam_pipe);
+                    pass.set_bind_group(0, &self.adam_bg, &off);
+                    pass.dispatch_workgroups(self.adam_groups, 1, 1);
+                }
                 if let Some(g) = &self.grid_pass {
                     g.record(&mut pass, &off);
                 }
