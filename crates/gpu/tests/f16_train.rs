@@ -98,6 +98,7 @@ fn f16_kernels_validate() {
             tile_k: 2,
             vec: false,
             sgbar: false,
+            skew: 0,
         };
         let data = DataKind::Texture {
             width: 16,

@@ -44,6 +44,7 @@ fn generated_kernels_validate() {
                 tile_k: 2,
                 vec: !coop,
                 sgbar: false,
+                skew: 0,
             };
             let data = DataKind::Texture {
                 width: 64,
@@ -68,10 +69,11 @@ fn generated_kernels_validate() {
         }
         // the cooperative-matrix path with the fused MLP off and on (also with
         // subgroup barriers, other chunk sizes and workgroup sizes), scaled
-        for (fused, samples, threads, sgbar) in [
-            (false, 32, 256, false),
-            (true, 64, 256, false),
-            (true, 16, 128, true),
+        for (fused, samples, threads, sgbar, skew) in [
+            (false, 32, 256, false, 0),
+            (true, 64, 256, false, 8),
+            (true, 16, 128, true, 0),
+            (true, 32, 512, true, 8),
         ] {
             let launch = Launch {
                 samples,
@@ -82,6 +84,7 @@ fn generated_kernels_validate() {
                 tile_k: 2,
                 vec: false,
                 sgbar,
+                skew,
             };
             let data = DataKind::Texture {
                 width: 64,
@@ -141,6 +144,7 @@ fn grid_kernels_validate() {
                 tile_k: 2,
                 vec,
                 sgbar: false,
+                skew: 0,
             };
             let data = DataKind::Rows {
                 rows: 100,

@@ -66,6 +66,7 @@ fn scaled_kernels_validate() {
                 tile_k: 2,
                 vec,
                 sgbar: false,
+                skew: 0,
             };
             let data = DataKind::Rows {
                 rows: 100,
@@ -117,6 +118,7 @@ fn scaled_kernels_validate() {
         tile_k: 2,
         vec: false,
         sgbar: false,
+        skew: 0,
     };
     let data = DataKind::Texture {
         width: 8,

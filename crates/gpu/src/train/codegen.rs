@@ -70,6 +70,10 @@ pub struct Launch {
     /// its invocations' reads of it, one workgroup barrier per layer; otherwise two
     /// workgroup barriers per tile iteration.
     pub sgbar: bool,
+    /// Fused cooperative-matrix MLP: f16 rows of `xh`/`gh` are `samples + skew` long and
+    /// scratch tiles have rows of 16 + skew/2 floats (0 or 8: a padded stride moves the
+    /// rows a matrix load reads into different banks).
+    pub skew: u32,
 }
 
 /// Invocations per workgroup of the Adam kernel.
@@ -190,6 +194,13 @@ struct Gen {
     /// Fused path: `subgroupBarrier` between a subgroup's matrix store into its scratch
     /// tile and its invocations' reads (`Launch::sgbar`), instead of `workgroupBarrier`.
     sgbar: bool,
+    /// Fused path: row stride (f16 elements) of `xh` and `gh` (S + skew).
+    sx: usize,
+    /// Fused path: row stride (floats) of a subgroup's 16×16 scratch tile in `zc`.
+    zst: usize,
+    /// Fused path: the most tiles of one phase (subgroups beyond it share the last
+    /// scratch tile, see [`Gen::fused_tiles`]).
+    nt_max: usize,
     /// Fused path: f16 elements of `xh` given to the MLPs so far (each MLP keeps its
     /// layers' inputs there from its forward to its backward).
     xh_next: usize,
@@ -411,9 +422,34 @@ impl Gen {
             f16: false,
             fused: false,
             sgbar: false,
+            sx: s,
+            zst: 16,
+            nt_max: 1,
             xh_next: 0,
             exp: std::env::var("NSHADE_GPU_EXP").unwrap_or_default(),
         }
+    }
+
+    /// Fused path: rows of `xh`/`gh` padded by `skew` f16 elements.
+    fn set_skew(&mut self, skew: usize) {
+        self.sx = self.s + skew;
+        // (scratch rows stay 16 floats: the epilogue reads 32 consecutive floats per
+        // load, free of conflicts, and 2 KiB more would not fit beside padded f16 rows
+        // for freq(8) | mlp(64x4) at 32 samples)
+        self.zst = 16;
+        let _ = skew;
+    }
+
+    /// Fused path: `zc` holds the scratch tiles (after the body is generated).
+    fn finish_scratch(&mut self) {
+        if self.fused {
+            self.zc = self.zc.max(self.scratch_tiles() * 16 * self.zst);
+        }
+    }
+
+    /// Fused path: scratch tiles in `zc` (`SCR`).
+    fn scratch_tiles(&self) -> usize {
+        (self.wg / 32).min(self.nt_max).max(1)
     }
 
     fn alloc(&mut self, width: usize) -> View {
@@ -1176,16 +1212,15 @@ impl Gen {
         let mut off = self.xh_next;
         for l in layers {
             xo.push(off);
-            off += pad.layer(l.weight).in_p * s;
+            off += pad.layer(l.weight).in_p * self.sx;
         }
         self.xh_next = off;
         self.xh = self.xh.max(off);
-        self.zc = self.zc.max((self.wg / 32) * 256);
         let mut b = String::new();
         let p0 = pad.layer(layers[0].weight);
         let _ = writeln!(
             b,
-            "    for (var e = lid; e < {n}u; e += WG) {{\n        let j = e / S; let s = e % S;\n        var v = 0.0f;\n        if (j < {rows}u) {{ v = {src}; }}\n        xh[{x0}u + e] = f16(v);\n    }}\n    workgroupBarrier();",
+            "    for (var e = lid; e < {n}u; e += WG) {{\n        let j = e / S; let s = e % S;\n        var v = 0.0f;\n        if (j < {rows}u) {{ v = {src}; }}\n        xh[{x0}u + j * SX + s] = f16(v);\n    }}\n    workgroupBarrier();",
             x0 = xo[0],
             n = p0.in_p * s,
             rows = p0.in_dims,
@@ -1209,9 +1244,9 @@ impl Gen {
             for k in 0..ip / 16 {
                 let _ = writeln!(
                     mm,
-                    "        c = coopMultiplyAdd(coopLoadT<coop_mat16x16<f16, A>>(&w16[{wp}u + (ot * 16u) * {ip}u + {}u], {ip}u), coopLoadT<coop_mat16x16<f16, B>>(&xh[{}u + st * 16u], S), c);",
+                    "        c = coopMultiplyAdd(coopLoadT<coop_mat16x16<f16, A>>(&w16[{wp}u + (ot * 16u) * {ip}u + {}u], {ip}u), coopLoadT<coop_mat16x16<f16, B>>(&xh[{}u + st * 16u], SX), c);",
                     k * 16,
-                    xo[i] + k * 16 * s
+                    xo[i] + k * 16 * self.sx
                 );
             }
             let o_n = l.out_dims;
@@ -1228,7 +1263,7 @@ impl Gen {
                 )
             } else {
                 format!(
-                    "let zz = v + params[{}u + min(o, {}u)]; xh[{}u + o * S + s] = select(f16(0.0f), f16({}), o < {o_n}u);",
+                    "let zz = v + params[{}u + min(o, {}u)]; xh[{}u + o * SX + s] = select(f16(0.0f), f16({}), o < {o_n}u);",
                     l.bias,
                     o_n - 1,
                     xo[i + 1],
@@ -1249,8 +1284,15 @@ impl Gen {
     /// f32 value) for real tiles. Ends with a workgroup barrier.
     fn fused_tiles(&mut self, b: &mut String, nt: usize, r: &str, mm: &str, epi: &str) {
         let epi = if self.exp == "noepi" { "" } else { epi };
+        // Scratch tiles: min(NSG, most tiles of a phase) of them (`SCR`, a constant
+        // declared with the arrays). A subgroup uses tile min(sgid, SCR − 1): when SCR <
+        // NSG every phase has at most SCR tiles and one iteration, so the subgroups that
+        // share the last scratch tile all compute the same (last) tile and store the
+        // same values; at most one of them is real and reads it back.
+        self.nt_max = self.nt_max.max(nt);
         let nsg = self.wg / 32;
         let st_n = self.s / 16;
+        let zst = self.zst;
         let sync = if self.sgbar {
             "subgroupBarrier()"
         } else {
@@ -1258,14 +1300,14 @@ impl Gen {
         };
         let _ = writeln!(
             b,
-            "    for (var j = 0u; j < {nj}u; j++) {{\n        let t = j * NSG + sgid; let q = min(t, {lastt}u);\n        let {r} = q / {st_n}u; let st = q % {st_n}u;\n        var c = coopLoadT<coop_mat16x16<f32, C>>(&zero16[0], 16u);\n{mm}        let cc = c;\n        coopStoreT(cc, &zc[sgid * 256u], 16u);\n        {sync};\n        if (t < {nt}u) {{\n{body}        }}\n        {sync};\n    }}",
+            "    for (var j = 0u; j < {nj}u; j++) {{\n        let t = j * NSG + sgid; let q = min(t, {lastt}u);\n        let {r} = q / {st_n}u; let st = q % {st_n}u;\n        var c = coopLoadT<coop_mat16x16<f32, C>>(&zero16[0], 16u);\n{mm}        let cc = c;\n        coopStoreT(cc, &zc[zslot], {zst}u);\n        {sync};\n        if (t < {nt}u) {{\n{body}        }}\n        {sync};\n    }}",
             nj = nt.div_ceil(nsg),
             lastt = nt - 1,
             body = unroll(
                 "u",
                 8,
                 &format!(
-                    "            {{ let e = u * 32u + lane; let o = {r} * 16u + e / 16u; let s = st * 16u + e % 16u;\n                let v = zc[sgid * 256u + e];\n                {epi} }}\n"
+                    "            {{ let e = u * 32u + lane; let o = {r} * 16u + e / 16u; let s = st * 16u + e % 16u;\n                let v = zc[zslot + (e / 16u) * {zst}u + e % 16u];\n                {epi} }}\n"
                 )
             ),
         );
@@ -1297,7 +1339,8 @@ impl Gen {
             .map(|lf| pad.layer(lf.l.weight).out_p)
             .max()
             .unwrap();
-        self.gh = self.gh.max(2 * maxp * s);
+        let sx = self.sx;
+        self.gh = self.gh.max(2 * maxp * sx);
         let scaled = self.scaled;
         let check = |v: &str| {
             if scaled {
@@ -1311,7 +1354,7 @@ impl Gen {
         let mut b = String::new();
         let _ = writeln!(
             b,
-            "    for (var e = lid; e < {n}u; e += WG) {{\n        let j = e / S; let s = e % S;\n        var v = 0.0f;\n        if (j < {rows}u) {{ v = {src}; }}{chk}\n        gh[e] = f16(v);\n    }}\n    workgroupBarrier();",
+            "    for (var e = lid; e < {n}u; e += WG) {{\n        let j = e / S; let s = e % S;\n        var v = 0.0f;\n        if (j < {rows}u) {{ v = {src}; }}{chk}\n        gh[j * SX + s] = f16(v);\n    }}\n    workgroupBarrier();",
             n = pl_last.out_p * s,
             rows = layers[last].l.out_dims,
             src = self.at(dy, "j", "s"),
@@ -1325,9 +1368,9 @@ impl Gen {
             let cur = if (last - i).is_multiple_of(2) {
                 0
             } else {
-                maxp * s
+                maxp * sx
             };
-            let nxt = maxp * s - cur;
+            let nxt = maxp * sx - cur;
             // dW tiles into persistent slots (tile j·NSG + sgid in slot dws{first + j})
             let it_n = ip / 16;
             let nt = (op / 16) * it_n;
@@ -1345,7 +1388,7 @@ impl Gen {
                 for k in 0..st_dw {
                     let _ = writeln!(
                         b,
-                        "        dws{slot} = coopMultiplyAdd(coopLoadT<coop_mat16x16<f16, A>>(&gh[{cur}u + (ot * 16u) * S + {k16}u], S), coopLoad<coop_mat16x16<f16, B>>(&xh[{x}u + (it * 16u) * S + {k16}u], S), dws{slot});",
+                        "        dws{slot} = coopMultiplyAdd(coopLoadT<coop_mat16x16<f16, A>>(&gh[{cur}u + (ot * 16u) * SX + {k16}u], SX), coopLoad<coop_mat16x16<f16, B>>(&xh[{x}u + (it * 16u) * SX + {k16}u], SX), dws{slot});",
                         k16 = k * 16,
                         x = xo[i]
                     );
@@ -1368,7 +1411,7 @@ impl Gen {
                     unroll(
                         "s",
                         s,
-                        &format!("        acc{a} += f32(gh[{cur}u + o * S + s]);\n")
+                        &format!("        acc{a} += f32(gh[{cur}u + o * SX + s]);\n")
                     )
                 );
                 let _ = writeln!(
@@ -1387,9 +1430,9 @@ impl Gen {
             for k in 0..op / 16 {
                 let _ = writeln!(
                     mm,
-                    "        c = coopMultiplyAdd(coopLoad<coop_mat16x16<f16, A>>(&w16[{wp}u + {}u + it * 16u], {ip}u), coopLoadT<coop_mat16x16<f16, B>>(&gh[{}u + st * 16u], S), c);",
+                    "        c = coopMultiplyAdd(coopLoad<coop_mat16x16<f16, A>>(&w16[{wp}u + {}u + it * 16u], {ip}u), coopLoadT<coop_mat16x16<f16, B>>(&gh[{}u + st * 16u], SX), c);",
                     k * 16 * ip,
-                    cur + k * 16 * s
+                    cur + k * 16 * sx
                 );
             }
             let i_n = l.in_dims;
@@ -1401,7 +1444,7 @@ impl Gen {
                     format!("v * {}", wgsl::act_derivative(below.act, "y", "y"))
                 };
                 format!(
-                    "let y = f32(xh[{x}u + o * S + s]); let d = select(0.0f, {d}, o < {i_n}u);{chk} gh[{nxt}u + o * S + s] = f16(d);",
+                    "let y = f32(xh[{x}u + o * SX + s]); let d = select(0.0f, {d}, o < {i_n}u);{chk} gh[{nxt}u + o * SX + s] = f16(d);",
                     x = xo[i],
                     chk = check("d")
                 )
@@ -1983,6 +2026,7 @@ fn fwd_has_params(f: &Fwd) -> bool {
 /// Workgroup-memory floats per sample of a network's step kernel (for choosing `samples`).
 /// Workgroup-memory bytes of a network's step kernel for `samples` per chunk and
 /// `threads` invocations (f32 path, or the cooperative-matrix path with `coop`).
+#[allow(clippy::too_many_arguments)]
 pub fn shared_bytes(
     net: &Network,
     samples: usize,
@@ -1990,6 +2034,7 @@ pub fn shared_bytes(
     precision: Precision,
     pingpong: bool,
     vec: bool,
+    skew: usize,
 ) -> usize {
     let coop = precision.padded();
     let mut g = Gen::new(
@@ -2003,13 +2048,21 @@ pub fn shared_bytes(
     );
     g.f16 = precision == Precision::F16;
     g.fused = precision == Precision::Coop && fused_enabled() && net_fusable(net);
+    g.set_skew(skew);
     let _ = build_body(&mut g, net);
+    g.finish_scratch();
     let coop_extra = if coop {
         2 * (g.xh + g.gh) + 4 * g.zc + 4 * 256
     } else {
         0
     };
-    (g.rows * g.r).next_multiple_of(4) * 4 + threads * 4 + coop_extra
+    // the fused path sums the loss in `zc` (dead by then) instead of `red`
+    let red = if g.fused && g.zc >= threads {
+        4
+    } else {
+        threads * 4
+    };
+    (g.rows * g.r).next_multiple_of(4) * 4 + red + coop_extra
 }
 
 /// The linear layer that produces the network output, if one does.
@@ -2189,7 +2242,9 @@ pub fn step_kernel_with(
     g.f16 = precision == Precision::F16;
     g.fused = precision == Precision::Coop && fused && net_fusable(net);
     g.sgbar = launch.sgbar && g.fused;
+    g.set_skew(launch.skew as usize);
     let (y, t, dy, out_act, out_layer_weight) = build_body(&mut g, net);
+    g.finish_scratch();
     let deriv = match out_act {
         Some((act, z)) if act != Activation::None => {
             let zz = match z {
@@ -2317,6 +2372,12 @@ pub fn step_kernel_with(
         Some(pad) => pad.partial_len(net.dense_count),
         None => net.dense_count.max(1),
     };
+    // the fused path sums the loss in `zc` (dead by then; see `shared_bytes`)
+    let red = if g.fused && g.zc >= launch.threads as usize {
+        "zc"
+    } else {
+        "red"
+    };
     let (shared, sh_ty) = if g.vec.is_some() {
         ((g.rows * g.r).div_ceil(4).max(1), "vec4<f32>")
     } else {
@@ -2369,14 +2430,22 @@ pub fn step_kernel_with(
         let nsg = launch.threads / 32;
         let _ = write!(
             decls,
-            "const NSG: u32 = {nsg}u;\n@group(0) @binding(5) var<storage, read> w16: array<f16>;\n\
+            "const NSG: u32 = {nsg}u;\nconst SX: u32 = {sx}u;\nconst SCR: u32 = {scr}u;\n@group(0) @binding(5) var<storage, read> w16: array<f16>;\n\
              var<workgroup> xh: array<f16, {}>;\nvar<workgroup> gh: array<f16, {}>;\n\
              var<workgroup> zc: array<f32, {}>;\nvar<workgroup> zero16: array<f32, 256>;\n",
             g.xh.max(1),
             g.gh.max(1),
-            g.zc.max(1)
+            g.zc.max(1),
+            sx = g.sx,
+            scr = g.scratch_tiles(),
         );
-        init.push_str("    let sgid = lid / 32u;\n    let lane = lid % 32u;\n    for (var e = lid; e < 256u; e += WG) { zero16[e] = 0.0f; }\n    workgroupBarrier();\n");
+        init.push_str("    let sgid = lid / 32u;\n    let lane = lid % 32u;\n");
+        let _ = writeln!(
+            init,
+            "    let zslot = min(sgid, SCR - 1u) * {}u;",
+            16 * g.zst
+        );
+        init.push_str("    for (var e = lid; e < 256u; e += WG) { zero16[e] = 0.0f; }\n    workgroupBarrier();\n");
         let _ = nsg;
         for j in 0..g.dw_tiles {
             let _ = writeln!(
@@ -2403,7 +2472,7 @@ const SEED_H: u32 = {seed_h}u;
 @group(0) @binding(4) var<storage, read_write> loss_partial: array<f32>;
 
 var<workgroup> sh: array<{sh_ty}, {shared}>;
-var<workgroup> red: array<f32, {wg}>;
+var<workgroup> red: array<f32, {red_n}>;
 {decls}
 @compute @workgroup_size({wg})
 fn nsh_step(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {{
@@ -2413,15 +2482,16 @@ fn nsh_step(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wi
     let first = (wid.x * CHUNKS + c) * S;
 {draw}{body}    }}
     let pbase = wid.x * P;
-{writeback}    red[lid] = loss_acc;
+{writeback}    {red}[lid] = loss_acc;
     workgroupBarrier();
 {tree}    if (lid == 0u) {{
-        loss_partial[wid.x] = red[0];
+        loss_partial[wid.x] = {red}[0];
 {ls_end}    }}
 }}
 ",
         common = wgsl::COMMON,
-        tree = loss_tree(launch.threads as usize),
+        tree = loss_tree(launch.threads as usize, red),
+        red_n = if red == "red" { launch.threads } else { 1 },
         r = g.r,
         wg = launch.threads,
         chunks = launch.chunks,
@@ -2433,7 +2503,7 @@ fn nsh_step(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wi
 /// strides; a remainder above the largest power of two is folded in first), one barrier
 /// per level. It replaced one invocation adding 256 values in a row (a few µs at the end
 /// of every workgroup).
-fn loss_tree(wg: usize) -> String {
+fn loss_tree(wg: usize, red: &str) -> String {
     let mut out = String::new();
     let p2 = if wg.is_power_of_two() {
         wg
@@ -2443,7 +2513,7 @@ fn loss_tree(wg: usize) -> String {
     if p2 < wg {
         let _ = writeln!(
             out,
-            "    if (lid < {}u) {{ red[lid] += red[lid + {p2}u]; }}\n    workgroupBarrier();",
+            "    if (lid < {}u) {{ {red}[lid] += {red}[lid + {p2}u]; }}\n    workgroupBarrier();",
             wg - p2
         );
     }
@@ -2451,7 +2521,7 @@ fn loss_tree(wg: usize) -> String {
     while h > 0 {
         let _ = writeln!(
             out,
-            "    if (lid < {h}u) {{ red[lid] += red[lid + {h}u]; }}\n    workgroupBarrier();"
+            "    if (lid < {h}u) {{ {red}[lid] += {red}[lid + {h}u]; }}\n    workgroupBarrier();"
         );
         h /= 2;
     }

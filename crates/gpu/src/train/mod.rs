@@ -290,7 +290,7 @@ pub fn choose_launch_for(
         .next_power_of_two()
         .max(1);
     let vec_for = |s: u32, coop: bool| vec_on && !coop && s.is_multiple_of(4);
-    let fits = |s: u32, coop: bool, pp: bool| {
+    let fits_skew = |s: u32, coop: bool, pp: bool, skew: u32| {
         codegen::shared_bytes(
             net,
             s as usize,
@@ -298,8 +298,11 @@ pub fn choose_launch_for(
             if coop { precision } else { Precision::F32 },
             pp,
             vec_for(s, coop),
+            skew as usize,
         ) <= max
     };
+    let fits = |s: u32, coop: bool, pp: bool| fits_skew(s, coop, pp, 0);
+    let mut skew = 0;
     let mut pick = None;
     if coop_ok && threads.is_multiple_of(32) && has_mlp(net) {
         // the fused cooperative-matrix MLP starts from 64 samples per chunk (fewer
@@ -311,12 +314,24 @@ pub fn choose_launch_for(
         } else {
             want
         };
+        // fused: padded f16 rows (skew 8) where they fit at this chunk size, else unpadded
+        // (NSHADE_GPU_SKEW=0/8 forces one)
+        let skews = match env_u32("NSHADE_GPU_SKEW") {
+            Some(k) => vec![k.min(8) / 8 * 8],
+            None if fused => vec![8, 0],
+            None => vec![0],
+        };
         let mut s = want.max(16);
-        while s > 16 && !fits(s, true, false) {
+        loop {
+            if let Some(&k) = skews.iter().find(|&&k| fits_skew(s, true, false, k)) {
+                pick = Some((s, true, false));
+                skew = k;
+                break;
+            }
+            if s <= 16 {
+                break;
+            }
             s /= 2;
-        }
-        if fits(s, true, false) {
-            pick = Some((s, true, false));
         }
     }
     // f32: separate gradient buffers (one barrier fewer per layer) when asked for and
@@ -334,7 +349,7 @@ pub fn choose_launch_for(
         if !fits(s, false, false) {
             return Err(backend_err(format!(
                 "the network needs {} bytes of workgroup memory for one sample; the adapter has {max}",
-                codegen::shared_bytes(net, 1, threads as usize, Precision::F32, false, false)
+                codegen::shared_bytes(net, 1, threads as usize, Precision::F32, false, false, 0)
             )));
         }
         pick = Some((s, false, false));
@@ -369,6 +384,7 @@ pub fn choose_launch_for(
             sgbar: fused
                 && ctx.has(wgpu::Features::SUBGROUP_BARRIER)
                 && env_u32("NSHADE_GPU_SGBAR") != Some(0),
+            skew: if fused { skew } else { 0 },
         },
         coop,
     ))
