@@ -99,6 +99,8 @@ fn f16_kernels_validate() {
             vec: false,
             sgbar: false,
             skew: 0,
+            xglobal: false,
+            wsh: false,
         };
         let data = DataKind::Texture {
             width: 16,

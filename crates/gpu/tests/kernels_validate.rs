@@ -45,6 +45,8 @@ fn generated_kernels_validate() {
                 vec: !coop,
                 sgbar: false,
                 skew: 0,
+                xglobal: false,
+                wsh: false,
             };
             let data = DataKind::Texture {
                 width: 64,
@@ -69,11 +71,13 @@ fn generated_kernels_validate() {
         }
         // the cooperative-matrix path with the fused MLP off and on (also with
         // subgroup barriers, other chunk sizes and workgroup sizes), scaled
-        for (fused, samples, threads, sgbar, skew) in [
-            (false, 32, 256, false, 0),
-            (true, 64, 256, false, 8),
-            (true, 16, 128, true, 0),
-            (true, 32, 512, true, 8),
+        for (fused, samples, threads, sgbar, skew, xglobal) in [
+            (false, 32, 256, false, 0, false),
+            (true, 64, 256, false, 8, false),
+            (true, 16, 128, true, 0, false),
+            (true, 32, 512, true, 8, false),
+            (true, 64, 256, true, 8, true),
+            (true, 32, 256, false, 0, true),
         ] {
             let launch = Launch {
                 samples,
@@ -85,6 +89,8 @@ fn generated_kernels_validate() {
                 vec: false,
                 sgbar,
                 skew,
+                xglobal,
+                wsh: samples != 16,
             };
             let data = DataKind::Texture {
                 width: 64,
@@ -145,6 +151,8 @@ fn grid_kernels_validate() {
                 vec,
                 sgbar: false,
                 skew: 0,
+                xglobal: false,
+                wsh: false,
             };
             let data = DataKind::Rows {
                 rows: 100,

@@ -67,6 +67,8 @@ fn scaled_kernels_validate() {
                 vec,
                 sgbar: false,
                 skew: 0,
+                xglobal: false,
+                wsh: false,
             };
             let data = DataKind::Rows {
                 rows: 100,
@@ -119,6 +121,8 @@ fn scaled_kernels_validate() {
         vec: false,
         sgbar: false,
         skew: 0,
+        xglobal: false,
+        wsh: false,
     };
     let data = DataKind::Texture {
         width: 8,

@@ -74,6 +74,13 @@ pub struct Launch {
     /// scratch tiles have rows of 16 + skew/2 floats (0 or 8: a padded stride moves the
     /// rows a matrix load reads into different banks).
     pub skew: u32,
+    /// Fused cooperative-matrix MLP: the layers' f16 inputs live in a per-workgroup
+    /// region of a storage buffer (binding 9, L2-resident) instead of workgroup memory,
+    /// so that chunks of more samples fit.
+    pub xglobal: bool,
+    /// Fused cooperative-matrix MLP: the f16 weights are copied into workgroup memory
+    /// (rows padded by 8) at the start of the step kernel, where they fit.
+    pub wsh: bool,
 }
 
 /// Invocations per workgroup of the Adam kernel.
@@ -196,6 +203,10 @@ struct Gen {
     sgbar: bool,
     /// Fused path: row stride (f16 elements) of `xh` and `gh` (S + skew).
     sx: usize,
+    /// Fused path: X in the storage buffer `xg` (`Launch::xglobal`).
+    xglobal: bool,
+    /// Fused path: weights read from the workgroup copy `ws` (`Launch::wsh`).
+    wsh: bool,
     /// Fused path: row stride (floats) of a subgroup's 16×16 scratch tile in `zc`.
     zst: usize,
     /// Fused path: the most tiles of one phase (subgroups beyond it share the last
@@ -424,6 +435,8 @@ impl Gen {
             sgbar: false,
             sx: s,
             zst: 16,
+            xglobal: false,
+            wsh: false,
             nt_max: 1,
             xh_next: 0,
             exp: std::env::var("NSHADE_GPU_EXP").unwrap_or_default(),
@@ -438,6 +451,37 @@ impl Gen {
         // for freq(8) | mlp(64x4) at 32 samples)
         self.zst = 16;
         let _ = skew;
+    }
+
+    /// Fused path: the start of an index expression into X (`xh[` in workgroup memory,
+    /// or this workgroup's region of the storage buffer `xg`).
+    fn xa(&self) -> &'static str {
+        if self.xglobal { "xg[xgb + " } else { "xh[" }
+    }
+
+    /// Fused path: the weights of the layer at `pl` as (array, offset, row stride):
+    /// the storage copy `w16` (rows of `in_p`), or the workgroup copy `ws` (rows of
+    /// `in_p + 8`, layers one after another as in [`Pad`]).
+    fn wsrc(&self, pl: &PadLayer) -> (&'static str, usize, usize) {
+        if self.wsh {
+            let pad = self.coop.as_ref().unwrap();
+            let off = pad
+                .layers
+                .iter()
+                .take_while(|l| l.weight != pl.weight)
+                .map(|l| l.out_p * (l.in_p + 8))
+                .sum();
+            ("ws", off, pl.in_p + 8)
+        } else {
+            ("w16", pl.padded, pl.in_p)
+        }
+    }
+
+    /// Fused path: f16 elements of the workgroup weight copy `ws`.
+    fn ws_len(&self) -> usize {
+        self.coop
+            .as_ref()
+            .map_or(0, |p| p.layers.iter().map(|l| l.out_p * (l.in_p + 8)).sum())
     }
 
     /// Fused path: `zc` holds the scratch tiles (after the body is generated).
@@ -1220,7 +1264,13 @@ impl Gen {
         let p0 = pad.layer(layers[0].weight);
         let _ = writeln!(
             b,
-            "    for (var e = lid; e < {n}u; e += WG) {{\n        let j = e / S; let s = e % S;\n        var v = 0.0f;\n        if (j < {rows}u) {{ v = {src}; }}\n        xh[{x0}u + j * SX + s] = f16(v);\n    }}\n    workgroupBarrier();",
+            "    for (var e = lid; e < {n}u; e += WG) {{\n        let j = e / S; let s = e % S;\n        var v = 0.0f;\n        if (j < {rows}u) {{ v = {src}; }}\n        {xa}{x0}u + j * SX + s] = f16(v);\n    }}\n    {bar};",
+            xa = self.xa(),
+            bar = if self.xglobal {
+                "storageBarrier()"
+            } else {
+                "workgroupBarrier()"
+            },
             x0 = xo[0],
             n = p0.in_p * s,
             rows = p0.in_dims,
@@ -1232,7 +1282,8 @@ impl Gen {
         let mut out_layers = Vec::new();
         for (i, l) in layers.iter().enumerate() {
             let pl = pad.layer(l.weight);
-            let (wp, ip, op) = (pl.padded, pl.in_p, pl.out_p);
+            let (ip, op) = (pl.in_p, pl.out_p);
+            let (wa, wp, ws) = self.wsrc(&pl);
             let (a, z) = if i == last {
                 let a = out.unwrap_or_else(|| self.alloc(l.out_dims));
                 (a, wgsl::needs_z(l.act).then(|| self.alloc(l.out_dims)))
@@ -1244,8 +1295,9 @@ impl Gen {
             for k in 0..ip / 16 {
                 let _ = writeln!(
                     mm,
-                    "        c = coopMultiplyAdd(coopLoadT<coop_mat16x16<f16, A>>(&w16[{wp}u + (ot * 16u) * {ip}u + {}u], {ip}u), coopLoadT<coop_mat16x16<f16, B>>(&xh[{}u + st * 16u], SX), c);",
+                    "        c = coopMultiplyAdd(coopLoadT<coop_mat16x16<f16, A>>(&{wa}[{wp}u + (ot * 16u) * {ws}u + {}u], {ws}u), coopLoadT<coop_mat16x16<f16, B>>(&{}{}u + st * 16u], SX), c);",
                     k * 16,
+                    self.xa(),
                     xo[i] + k * 16 * self.sx
                 );
             }
@@ -1255,22 +1307,27 @@ impl Gen {
                     Some(z) => format!("{} = zz; ", self.at(z, "o", "s")),
                     None => String::new(),
                 };
+                // markers: when this layer produces the network output, the step kernel
+                // puts the loss, dy and dy's f16 copy (zero in padding rows) here
                 format!(
-                    "if (o < {o_n}u) {{ let zz = v + params[{}u + o]; {zs}{} = {}; }}",
+                    "if (o < {o_n}u) {{ let zz = v + params[{}u + o]; {zs}{} = {};\n//@FEPI{w}@\n}} else {{\n//@FPAD{w}@\n}}",
                     l.bias,
                     self.at(a, "o", "s"),
-                    wgsl::act_value(l.act, "zz")
+                    wgsl::act_value(l.act, "zz"),
+                    w = l.weight,
                 )
             } else {
                 format!(
-                    "let zz = v + params[{}u + min(o, {}u)]; xh[{}u + o * SX + s] = select(f16(0.0f), f16({}), o < {o_n}u);",
+                    "let zz = v + params[{}u + min(o, {}u)]; {}{}u + o * SX + s] = select(f16(0.0f), f16({}), o < {o_n}u);",
                     l.bias,
                     o_n - 1,
+                    self.xa(),
                     xo[i + 1],
                     wgsl::act_value(l.act, "zz")
                 )
             };
-            self.fused_tiles(&mut b, nt, "ot", &mm, &epi);
+            let xwrite = i < last;
+            self.fused_tiles(&mut b, nt, "ot", "", &mm, &epi, xwrite);
             self.body.push_str(&b);
             b.clear();
             out_layers.push(LayerFwd { l, x, z, a });
@@ -1282,7 +1339,17 @@ impl Gen {
     /// its sample block): `mm` accumulates into `c`, the tile goes to the subgroup's
     /// scratch, and `epi` runs per element with `o` (row), `s` (sample) and `v` (the
     /// f32 value) for real tiles. Ends with a workgroup barrier.
-    fn fused_tiles(&mut self, b: &mut String, nt: usize, r: &str, mm: &str, epi: &str) {
+    #[allow(clippy::too_many_arguments)]
+    fn fused_tiles(
+        &mut self,
+        b: &mut String,
+        nt: usize,
+        r: &str,
+        pre: &str,
+        mm: &str,
+        epi: &str,
+        xwrite: bool,
+    ) {
         let epi = if self.exp == "noepi" { "" } else { epi };
         // Scratch tiles: min(NSG, most tiles of a phase) of them (`SCR`, a constant
         // declared with the arrays). A subgroup uses tile min(sgid, SCR − 1): when SCR <
@@ -1300,7 +1367,7 @@ impl Gen {
         };
         let _ = writeln!(
             b,
-            "    for (var j = 0u; j < {nj}u; j++) {{\n        let t = j * NSG + sgid; let q = min(t, {lastt}u);\n        let {r} = q / {st_n}u; let st = q % {st_n}u;\n        var c = coopLoadT<coop_mat16x16<f32, C>>(&zero16[0], 16u);\n{mm}        let cc = c;\n        coopStoreT(cc, &zc[zslot], {zst}u);\n        {sync};\n        if (t < {nt}u) {{\n{body}        }}\n        {sync};\n    }}",
+            "    for (var j = 0u; j < {nj}u; j++) {{\n        let t = j * NSG + sgid; let q = min(t, {lastt}u);\n        let {r} = q / {st_n}u; let st = q % {st_n}u;\n{pre}        var c = coopLoadT<coop_mat16x16<f32, C>>(&zero16[0], 16u);\n{mm}        let cc = c;\n        coopStoreT(cc, &zc[zslot], {zst}u);\n        {sync};\n        if (t < {nt}u) {{\n{body}        }}\n        {sync};\n    }}",
             nj = nt.div_ceil(nsg),
             lastt = nt - 1,
             body = unroll(
@@ -1311,8 +1378,12 @@ impl Gen {
                 )
             ),
         );
-        if self.sgbar {
-            b.push_str("    workgroupBarrier();\n");
+        // a phase that wrote X into the storage buffer ends with a barrier that makes
+        // it visible to the other subgroups
+        match (self.sgbar, xwrite && self.xglobal) {
+            (true, false) => b.push_str("    workgroupBarrier();\n"),
+            (_, true) => b.push_str("    storageBarrier();\n"),
+            (false, false) => {}
         }
     }
 
@@ -1352,14 +1423,19 @@ impl Gen {
         let last = layers.len() - 1;
         let pl_last = pad.layer(layers[last].l.weight);
         let mut b = String::new();
-        let _ = writeln!(
-            b,
-            "    for (var e = lid; e < {n}u; e += WG) {{\n        let j = e / S; let s = e % S;\n        var v = 0.0f;\n        if (j < {rows}u) {{ v = {src}; }}{chk}\n        gh[j * SX + s] = f16(v);\n    }}\n    workgroupBarrier();",
-            n = pl_last.out_p * s,
-            rows = layers[last].l.out_dims,
-            src = self.at(dy, "j", "s"),
-            chk = check("v"),
-        );
+        // dy's f16 copy: made by the output layer's forward epilogue when this MLP
+        // produces the network output (the step kernel fills the markers), else here
+        let in_epi = self.fused_out == Some(layers[last].l.weight);
+        if !in_epi {
+            let _ = writeln!(
+                b,
+                "    for (var e = lid; e < {n}u; e += WG) {{\n        let j = e / S; let s = e % S;\n        var v = 0.0f;\n        if (j < {rows}u) {{ v = {src}; }}{chk}\n        gh[j * SX + s] = f16(v);\n    }}\n    workgroupBarrier();",
+                n = pl_last.out_p * s,
+                rows = layers[last].l.out_dims,
+                src = self.at(dy, "j", "s"),
+                chk = check("v"),
+            );
+        }
         let dummy = pad.dummy(self.param_count);
         for i in (0..=last).rev() {
             let l = layers[i].l;
@@ -1388,8 +1464,9 @@ impl Gen {
                 for k in 0..st_dw {
                     let _ = writeln!(
                         b,
-                        "        dws{slot} = coopMultiplyAdd(coopLoadT<coop_mat16x16<f16, A>>(&gh[{cur}u + (ot * 16u) * SX + {k16}u], SX), coopLoad<coop_mat16x16<f16, B>>(&xh[{x}u + (it * 16u) * SX + {k16}u], SX), dws{slot});",
+                        "        dws{slot} = coopMultiplyAdd(coopLoadT<coop_mat16x16<f16, A>>(&gh[{cur}u + (ot * 16u) * SX + {k16}u], SX), coopLoad<coop_mat16x16<f16, B>>(&{xa}{x}u + (it * 16u) * SX + {k16}u], SX), dws{slot});",
                         k16 = k * 16,
+                        xa = self.xa(),
                         x = xo[i]
                     );
                 }
@@ -1426,12 +1503,13 @@ impl Gen {
                 b.push_str("    workgroupBarrier();\n");
                 continue;
             }
+            let (wa, wq, ws) = self.wsrc(&pl);
             let mut mm = String::new();
             for k in 0..op / 16 {
                 let _ = writeln!(
                     mm,
-                    "        c = coopMultiplyAdd(coopLoad<coop_mat16x16<f16, A>>(&w16[{wp}u + {}u + it * 16u], {ip}u), coopLoadT<coop_mat16x16<f16, B>>(&gh[{}u + st * 16u], SX), c);",
-                    k * 16 * ip,
+                    "        c = coopMultiplyAdd(coopLoad<coop_mat16x16<f16, A>>(&{wa}[{wq}u + {}u + it * 16u], {ws}u), coopLoadT<coop_mat16x16<f16, B>>(&gh[{}u + st * 16u], SX), c);",
+                    k * 16 * ws,
                     cur + k * 16 * sx
                 );
             }
@@ -1443,9 +1521,15 @@ impl Gen {
                 } else {
                     format!("v * {}", wgsl::act_derivative(below.act, "y", "y"))
                 };
+                // with X in the storage buffer the 8 values of y are loaded before the
+                // tile's products (`yv`, the loads overlap them)
+                let y = if self.xglobal {
+                    "yv[u]".to_string()
+                } else {
+                    format!("f32(xh[{}u + o * SX + s])", xo[i])
+                };
                 format!(
-                    "let y = f32(xh[{x}u + o * SX + s]); let d = select(0.0f, {d}, o < {i_n}u);{chk} gh[{nxt}u + o * SX + s] = f16(d);",
-                    x = xo[i],
+                    "let y = {y}; let d = select(0.0f, {d}, o < {i_n}u);{chk} gh[{nxt}u + o * SX + s] = f16(d);",
                     chk = check("d")
                 )
             } else {
@@ -1456,8 +1540,22 @@ impl Gen {
                     if add { "+=" } else { "=" }
                 )
             };
+            let pre = if i > 0 && self.xglobal {
+                let mut p = String::from("        var yv: array<f32, 8>;\n");
+                for u in 0..8 {
+                    let _ = writeln!(
+                        p,
+                        "        yv[{u}] = f32(xg[xgb + {}u + (it * 16u + {}u + lane / 16u) * SX + st * 16u + lane % 16u]);",
+                        xo[i],
+                        2 * u
+                    );
+                }
+                p
+            } else {
+                String::new()
+            };
             // the dx tiles: rows are inputs (`it` blocks)
-            self.fused_tiles(&mut b, (ip / 16) * st_n, "it", &mm, &epi);
+            self.fused_tiles(&mut b, (ip / 16) * st_n, "it", &pre, &mm, &epi, false);
         }
         self.body.push_str(&b);
     }
@@ -2035,6 +2133,8 @@ pub fn shared_bytes(
     pingpong: bool,
     vec: bool,
     skew: usize,
+    xglobal: bool,
+    wsh: bool,
 ) -> usize {
     let coop = precision.padded();
     let mut g = Gen::new(
@@ -2049,10 +2149,16 @@ pub fn shared_bytes(
     g.f16 = precision == Precision::F16;
     g.fused = precision == Precision::Coop && fused_enabled() && net_fusable(net);
     g.set_skew(skew);
+    g.xglobal = xglobal && g.fused;
+    g.wsh = wsh && g.fused;
     let _ = build_body(&mut g, net);
     g.finish_scratch();
+    if g.xglobal {
+        g.xh = 0;
+    }
+    let ws = if g.wsh { g.ws_len() } else { 0 };
     let coop_extra = if coop {
-        2 * (g.xh + g.gh) + 4 * g.zc + 4 * 256
+        2 * (g.xh + g.gh + ws) + 4 * g.zc + 4 * 256
     } else {
         0
     };
@@ -2063,6 +2169,24 @@ pub fn shared_bytes(
         threads * 4
     };
     (g.rows * g.r).next_multiple_of(4) * 4 + red + coop_extra
+}
+
+/// f16 elements per workgroup of the fused path's X buffer (`Launch::xglobal`).
+pub fn xglobal_len(net: &Network, launch: Launch) -> usize {
+    let mut g = Gen::new(
+        launch.samples as usize,
+        launch.threads as usize,
+        Some(Pad::of(net)),
+        net.dense_count,
+        false,
+        1,
+        None,
+    );
+    g.fused = fused_enabled() && net_fusable(net);
+    g.set_skew(launch.skew as usize);
+    g.xglobal = true;
+    let _ = build_body(&mut g, net);
+    g.xh_next
 }
 
 /// The linear layer that produces the network output, if one does.
@@ -2242,6 +2366,8 @@ pub fn step_kernel_with(
     g.f16 = precision == Precision::F16;
     g.fused = precision == Precision::Coop && fused && net_fusable(net);
     g.sgbar = launch.sgbar && g.fused;
+    g.xglobal = launch.xglobal && g.fused;
+    g.wsh = launch.wsh && g.fused;
     g.set_skew(launch.skew as usize);
     let (y, t, dy, out_act, out_layer_weight) = build_body(&mut g, net);
     g.finish_scratch();
@@ -2313,6 +2439,42 @@ pub fn step_kernel_with(
             }
             let _ = writeln!(fused, "        {} = dyv;", g.at4(dy, "lj", "sg"));
             g.body.replace("    //@LOSS@\n", "").replace(&epi, &fused)
+        }
+        _ if g.fused
+            && out_layer_weight.is_some_and(|w| g.body.contains(&format!("//@FEPI{w}@"))) =>
+        {
+            // fused cooperative-matrix path: loss, dy (times the output activation's
+            // derivative) and dy's f16 copy for the backward in the output layer's
+            // forward epilogue (element o, s; a = act(zz)): two phases fewer
+            let w = out_layer_weight.unwrap();
+            let deriv = match out_act {
+                Some((act, _)) if act != Activation::None => {
+                    format!(" * {}", wgsl::act_derivative(act, "zz", "p"))
+                }
+                _ => String::new(),
+            };
+            let chk = if scaled {
+                " if (nsh_ls_over(dyv, 65504.0f)) { atomicOr(&lsbad, 1u); }"
+            } else {
+                ""
+            };
+            let fepi = format!(
+                "{{ let p = {av}; let t = {tv};\n\
+                 \x20 let valid = first + s < BATCH;\n\
+                 \x20 loss_acc += select(0.0f, {lv}, valid);\n\
+                 \x20 let dyv = select(0.0f, ({lg}) * {sc}{lsm}{deriv}, valid);{chk}\n\
+                 \x20 {dyv} = dyv; gh[o * SX + s] = f16(dyv); }}",
+                av = g.at(y, "o", "s"),
+                tv = g.at(t, "o", "s"),
+                lv = wgsl::loss_value(loss, "p", "t"),
+                lg = wgsl::loss_gradient(loss, "p", "t"),
+                dyv = g.at(dy, "o", "s"),
+                sc = lit(scale),
+            );
+            g.body
+                .replace("    //@LOSS@\n", "")
+                .replace(&format!("//@FEPI{w}@"), &fepi)
+                .replace(&format!("//@FPAD{w}@"), "gh[o * SX + s] = f16(0.0f);")
         }
         _ => g.body.replace("    //@LOSS@\n", &loss_code),
     };
@@ -2433,13 +2595,39 @@ pub fn step_kernel_with(
             "const NSG: u32 = {nsg}u;\nconst SX: u32 = {sx}u;\nconst SCR: u32 = {scr}u;\n@group(0) @binding(5) var<storage, read> w16: array<f16>;\n\
              var<workgroup> xh: array<f16, {}>;\nvar<workgroup> gh: array<f16, {}>;\n\
              var<workgroup> zc: array<f32, {}>;\nvar<workgroup> zero16: array<f32, 256>;\n",
-            g.xh.max(1),
+            if g.xglobal { 1 } else { g.xh.max(1) },
             g.gh.max(1),
             g.zc.max(1),
             sx = g.sx,
             scr = g.scratch_tiles(),
         );
         init.push_str("    let sgid = lid / 32u;\n    let lane = lid % 32u;\n");
+        if g.wsh {
+            // the weights of this step, copied once per workgroup (rows padded by 8;
+            // the padding columns are never read), before the barrier below
+            let _ = writeln!(decls, "var<workgroup> ws: array<f16, {}>;", g.ws_len());
+            let pad = g.coop.clone().unwrap();
+            for l in &pad.layers {
+                let (_, off, st) = g.wsrc(l);
+                let _ = writeln!(
+                    init,
+                    "    for (var e = lid; e < {n}u; e += WG) {{ let o = e / {ip}u; let i = e % {ip}u; ws[{off}u + o * {st}u + i] = w16[{wp}u + e]; }}",
+                    n = l.out_p * l.in_p,
+                    ip = l.in_p,
+                    wp = l.padded
+                );
+            }
+        }
+        if g.xglobal {
+            // this workgroup's region of the X buffer (XGS f16 per group; the host
+            // sizes the buffer groups · XGS)
+            let _ = writeln!(
+                decls,
+                "const XGS: u32 = {}u;\n@group(0) @binding(9) var<storage, read_write> xg: array<f16>;",
+                g.xh_next
+            );
+            init.push_str("    let xgb = wid.x * XGS;\n");
+        }
         let _ = writeln!(
             init,
             "    let zslot = min(sgid, SCR - 1u) * {}u;",

@@ -145,16 +145,18 @@ impl GpuBackend {
 
 /// The automatic path for `net` when none is chosen: `coop` when the adapter can run it
 /// ([`coop_supported`]), the fused kernels apply (every hidden activation's derivative
-/// follows from its output; `NSHADE_GPU_FUSED` not 0) and the network has a layer of at
-/// least 64×64 — on the H200 the fused kernels trained `freq(8) | mlp(64x4, relu)`
-/// faster than f32 and the seed's 32-wide networks slower (docs/PERFORMANCE.md); f32
-/// otherwise.
+/// follows from its output; `NSHADE_GPU_FUSED` not 0), the network has no grid (not
+/// measured there) and a layer of at least 32×32 — on the H200 the fused kernels trained
+/// the seed's four networks (32 wide) and `freq(8) | mlp(64x4, relu)` faster than f32
+/// (docs/PERFORMANCE.md); f32 otherwise.
 pub fn auto_precision(ctx: &GpuContext, net: &Network) -> Precision {
     let wide = codegen::Pad::of(net)
         .layers
         .iter()
-        .any(|l| l.out_dims >= 64 && l.in_dims >= 64);
-    if wide && coop_supported(ctx) && codegen::fused_enabled() && codegen::net_fusable(net) {
+        .any(|l| l.out_dims >= 32 && l.in_dims >= 32);
+    let grid = net.param_count != net.dense_count;
+    if wide && !grid && coop_supported(ctx) && codegen::fused_enabled() && codegen::net_fusable(net)
+    {
         Precision::Coop
     } else {
         Precision::F32
@@ -290,7 +292,7 @@ pub fn choose_launch_for(
         .next_power_of_two()
         .max(1);
     let vec_for = |s: u32, coop: bool| vec_on && !coop && s.is_multiple_of(4);
-    let fits_skew = |s: u32, coop: bool, pp: bool, skew: u32| {
+    let fits_skew = |s: u32, coop: bool, pp: bool, skew: u32, xg: bool, wsh: bool| {
         codegen::shared_bytes(
             net,
             s as usize,
@@ -299,10 +301,12 @@ pub fn choose_launch_for(
             pp,
             vec_for(s, coop),
             skew as usize,
+            xg,
+            wsh,
         ) <= max
     };
-    let fits = |s: u32, coop: bool, pp: bool| fits_skew(s, coop, pp, 0);
-    let mut skew = 0;
+    let fits = |s: u32, coop: bool, pp: bool| fits_skew(s, coop, pp, 0, false, false);
+    let (mut skew, mut xglobal, mut wsh) = (0, false, false);
     let mut pick = None;
     if coop_ok && threads.is_multiple_of(32) && has_mlp(net) {
         // the fused cooperative-matrix MLP starts from 64 samples per chunk (fewer
@@ -321,11 +325,40 @@ pub fn choose_launch_for(
             None if fused => vec![8, 0],
             None => vec![0],
         };
+        // fused: the layers' inputs in workgroup memory; NSHADE_GPU_XG=1 puts them in a
+        // storage buffer, which lets 64-wide nets take 64-sample chunks but was slower on
+        // the H200 (freq(8) | mlp(64x4): 259 M against 305 M with 32 samples in
+        // workgroup memory)
+        let places = match env_u32("NSHADE_GPU_XG") {
+            Some(k) if fused && k > 0 => vec![true],
+            _ => vec![false],
+        };
+        // fused: the weights copied into workgroup memory where they fit beside the rest
+        // (NSHADE_GPU_WSH=0: read from the storage buffer)
+        let wshs = if fused && env_u32("NSHADE_GPU_WSH") != Some(0) {
+            vec![true, false]
+        } else {
+            vec![false]
+        };
+        let options: Vec<(bool, u32, bool)> = places
+            .iter()
+            .flat_map(|&g| {
+                skews
+                    .iter()
+                    .flat_map(|&k| wshs.iter().map(move |&w| (g, k, w)))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
         let mut s = want.max(16);
         loop {
-            if let Some(&k) = skews.iter().find(|&&k| fits_skew(s, true, false, k)) {
+            if let Some(&(g, k, w)) = options
+                .iter()
+                .find(|&&(g, k, w)| fits_skew(s, true, false, k, g, w))
+            {
                 pick = Some((s, true, false));
                 skew = k;
+                xglobal = g;
+                wsh = w;
                 break;
             }
             if s <= 16 {
@@ -349,7 +382,17 @@ pub fn choose_launch_for(
         if !fits(s, false, false) {
             return Err(backend_err(format!(
                 "the network needs {} bytes of workgroup memory for one sample; the adapter has {max}",
-                codegen::shared_bytes(net, 1, threads as usize, Precision::F32, false, false, 0)
+                codegen::shared_bytes(
+                    net,
+                    1,
+                    threads as usize,
+                    Precision::F32,
+                    false,
+                    false,
+                    0,
+                    false,
+                    false
+                )
             )));
         }
         pick = Some((s, false, false));
@@ -385,6 +428,8 @@ pub fn choose_launch_for(
                 && ctx.has(wgpu::Features::SUBGROUP_BARRIER)
                 && env_u32("NSHADE_GPU_SGBAR") != Some(0),
             skew: if fused { skew } else { 0 },
+            xglobal: fused && xglobal,
+            wsh: fused && wsh,
         },
         coop,
     ))
@@ -715,6 +760,21 @@ impl GpuTrainer {
             (buf, flags)
         });
         let no_grid = storage(&ctx, "no grid", 4);
+        // fused cooperative-matrix path with the layers' inputs in a storage buffer:
+        // one region of `xglobal_len` f16 per group (binding 9, after the loss-scaling
+        // bindings, which the cooperative-matrix path always has)
+        let xg = (launch.xglobal && ls.is_some()).then(|| {
+            let bytes = (launch.groups as u64 * codegen::xglobal_len(net, launch) as u64 * 2)
+                .next_multiple_of(4);
+            storage(&ctx, "fused activations", bytes)
+        });
+        if let Some(x) = &xg
+            && x.size() > max_binding
+        {
+            return Err(backend_err(format!(
+                "buffers exceed the adapter's storage binding limit of {max_binding} bytes"
+            )));
+        }
         let mut step_types = vec![
             uniform_ty(),
             storage_ty(true),
@@ -728,6 +788,9 @@ impl GpuTrainer {
         }
         if ls.is_some() {
             step_types.push(storage_ty(true));
+            step_types.push(storage_ty(false));
+        }
+        if xg.is_some() {
             step_types.push(storage_ty(false));
         }
         let mut adam_types = vec![
@@ -758,6 +821,7 @@ impl GpuTrainer {
                 .chain(gacc.as_ref().or(ls.as_ref().map(|_| &no_grid)))
                 .chain(ls.as_ref().map(|l| &l.0))
                 .chain(ls.as_ref().map(|l| &l.1))
+                .chain(xg.as_ref())
                 .collect::<Vec<_>>(),
         );
         let grid_pass = gacc.as_ref().map(|acc| {
