@@ -105,6 +105,7 @@ impl GpuContext {
         let summary = summarize(&adapter);
         let wanted = wgpu::Features::SHADER_F16
             | wgpu::Features::SUBGROUP
+            | wgpu::Features::SUBGROUP_BARRIER
             | wgpu::Features::TIMESTAMP_QUERY
             | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
         let features = adapter.features() & wanted;

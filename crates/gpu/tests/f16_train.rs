@@ -97,6 +97,10 @@ fn f16_kernels_validate() {
             pingpong: false,
             tile_k: 2,
             vec: false,
+            sgbar: false,
+            skew: 0,
+            xglobal: false,
+            wsh: false,
         };
         let data = DataKind::Texture {
             width: 16,

@@ -43,6 +43,10 @@ fn generated_kernels_validate() {
                 pingpong,
                 tile_k: 2,
                 vec: !coop,
+                sgbar: false,
+                skew: 0,
+                xglobal: false,
+                wsh: false,
             };
             let data = DataKind::Texture {
                 width: 64,
@@ -64,6 +68,52 @@ fn generated_kernels_validate() {
                 (!coop).then(|| codegen::VecPad::of(&net)).as_ref(),
             );
             validate(&adam, &format!("{arch} adam (coop {coop})"));
+        }
+        // the cooperative-matrix path with the fused MLP off and on (also with
+        // subgroup barriers, other chunk sizes and workgroup sizes), scaled
+        for (fused, samples, threads, sgbar, skew, xglobal) in [
+            (false, 32, 256, false, 0, false),
+            (true, 64, 256, false, 8, false),
+            (true, 16, 128, true, 0, false),
+            (true, 32, 512, true, 8, false),
+            (true, 64, 256, true, 8, true),
+            (true, 32, 256, false, 0, true),
+        ] {
+            let launch = Launch {
+                samples,
+                threads,
+                groups: 7,
+                chunks: 3,
+                pingpong: false,
+                tile_k: 2,
+                vec: false,
+                sgbar,
+                skew,
+                xglobal,
+                wsh: samples != 16,
+            };
+            let data = DataKind::Texture {
+                width: 64,
+                height: 48,
+            };
+            let step = codegen::step_kernel_with(
+                &net,
+                Loss::RelativeL2,
+                data,
+                5000,
+                9,
+                launch,
+                codegen::Precision::Coop,
+                true,
+                fused,
+            );
+            if std::env::var("NSHADE_TEST_DUMP").is_ok_and(|v| arch.starts_with(&v)) {
+                println!("// {arch} fused {fused} samples {samples}\n{step}");
+            }
+            validate(
+                &step,
+                &format!("{arch} step (coop, fused {fused}, samples {samples})"),
+            );
         }
     }
 }
@@ -99,6 +149,10 @@ fn grid_kernels_validate() {
                 pingpong: false,
                 tile_k: 2,
                 vec,
+                sgbar: false,
+                skew: 0,
+                xglobal: false,
+                wsh: false,
             };
             let data = DataKind::Rows {
                 rows: 100,

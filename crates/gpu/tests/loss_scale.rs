@@ -65,6 +65,10 @@ fn scaled_kernels_validate() {
                 pingpong,
                 tile_k: 2,
                 vec,
+                sgbar: false,
+                skew: 0,
+                xglobal: false,
+                wsh: false,
             };
             let data = DataKind::Rows {
                 rows: 100,
@@ -115,6 +119,10 @@ fn scaled_kernels_validate() {
         pingpong: false,
         tile_k: 2,
         vec: false,
+        sgbar: false,
+        skew: 0,
+        xglobal: false,
+        wsh: false,
     };
     let data = DataKind::Texture {
         width: 8,

@@ -119,6 +119,16 @@ fn gradients_match_cpu_for_every_module_kind() {
     ] {
         compare_gradient(&backend, arch, tex.clone(), &c, 2e-3);
     }
+    // wider networks where the cooperative-matrix path runs (on the H200 with
+    // NSHADE_GPU_PATH=coop; lavapipe has no cooperative matrices)
+    if nshade_gpu::train::requested_precision() == nshade_gpu::train::codegen::Precision::Coop {
+        for arch in [
+            "freq(8) | mlp(64x4, relu)",
+            "freq(4) | mlp(48x2, tanh, sigmoid)",
+        ] {
+            compare_gradient(&backend, arch, tex.clone(), &c, 2e-3);
+        }
+    }
     // the separate-gradient-buffer layout on a few of them
     let separate = GpuBackend::with_context(backend.context().clone()).separate_gradient_buffers();
     for arch in [

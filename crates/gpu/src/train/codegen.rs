@@ -65,6 +65,22 @@ pub struct Launch {
     /// weights from a padded `vec4` copy kept by the Adam kernel); needs `samples` to be
     /// a multiple of 4.
     pub vec: bool,
+    /// Fused cooperative-matrix MLP: `subgroupBarrier` (needs the device feature
+    /// `SUBGROUP_BARRIER`) between a subgroup's matrix store into its scratch tile and
+    /// its invocations' reads of it, one workgroup barrier per layer; otherwise two
+    /// workgroup barriers per tile iteration.
+    pub sgbar: bool,
+    /// Fused cooperative-matrix MLP: f16 rows of `xh`/`gh` are `samples + skew` long and
+    /// scratch tiles have rows of 16 + skew/2 floats (0 or 8: a padded stride moves the
+    /// rows a matrix load reads into different banks).
+    pub skew: u32,
+    /// Fused cooperative-matrix MLP: the layers' f16 inputs live in a per-workgroup
+    /// region of a storage buffer (binding 9, L2-resident) instead of workgroup memory,
+    /// so that chunks of more samples fit.
+    pub xglobal: bool,
+    /// Fused cooperative-matrix MLP: the f16 weights are copied into workgroup memory
+    /// (rows padded by 8) at the start of the step kernel, where they fit.
+    pub wsh: bool,
 }
 
 /// Invocations per workgroup of the Adam kernel.
@@ -73,6 +89,18 @@ pub const ADAM_THREADS: u32 = 256;
 /// interleaving, combined in a fixed order), so the reduction has 8× the parallelism of
 /// one invocation per parameter.
 pub const ADAM_PARAMS: u32 = 32;
+
+/// Parameters per Adam workgroup: [`ADAM_PARAMS`], or `NSHADE_GPU_ADAMP` (8, 16, 32, 64
+/// or 128) for tuning; 256 / it slices per parameter.
+pub fn adam_params() -> u32 {
+    match std::env::var("NSHADE_GPU_ADAMP")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        Some(n @ (8 | 16 | 32 | 64 | 128)) => n,
+        _ => ADAM_PARAMS,
+    }
+}
 
 /// A tensor in workgroup memory: rows `base..base + width`.
 #[derive(Clone, Copy, Debug)]
@@ -99,6 +127,9 @@ enum Fwd<'a> {
     },
     Mlp {
         layers: Vec<LayerFwd<'a>>,
+        /// Fused cooperative-matrix MLP: offset (f16 elements) of every layer's input in
+        /// `xh` (the hidden layers' activations live only there, as f16).
+        fused: Option<Vec<usize>>,
     },
     Chain(Vec<Fwd<'a>>),
     Cat {
@@ -164,6 +195,58 @@ struct Gen {
     /// set), with plain multiply-add loops (f16 operands, f32 accumulation) instead of
     /// cooperative matrices.
     f16: bool,
+    /// Cooperative-matrix path: MLPs whose hidden activations need no z run fused
+    /// ([`Gen::fused_forward`]); the others (and `NSHADE_GPU_FUSED=0`) stage per layer.
+    fused: bool,
+    /// Fused path: `subgroupBarrier` between a subgroup's matrix store into its scratch
+    /// tile and its invocations' reads (`Launch::sgbar`), instead of `workgroupBarrier`.
+    sgbar: bool,
+    /// Fused path: row stride (f16 elements) of `xh` and `gh` (S + skew).
+    sx: usize,
+    /// Fused path: X in the storage buffer `xg` (`Launch::xglobal`).
+    xglobal: bool,
+    /// Fused path: weights read from the workgroup copy `ws` (`Launch::wsh`).
+    wsh: bool,
+    /// Fused path: row stride (floats) of a subgroup's 16×16 scratch tile in `zc`.
+    zst: usize,
+    /// Fused path: the most tiles of one phase (subgroups beyond it share the last
+    /// scratch tile, see [`Gen::fused_tiles`]).
+    nt_max: usize,
+    /// Fused path: f16 elements of `xh` given to the MLPs so far (each MLP keeps its
+    /// layers' inputs there from its forward to its backward).
+    xh_next: usize,
+    /// Timing experiments on the fused path (`NSHADE_GPU_EXP`: `fwd` no backward,
+    /// `nodw` no weight-gradient products, `noepi` empty tile epilogues); the kernels
+    /// then compute wrong gradients — for splitting a step's time only.
+    exp: String,
+}
+
+/// The fused cooperative-matrix MLP needs every hidden activation's derivative from its
+/// output alone (the f16 activations are all it keeps).
+fn fusable(layers: &[Linear]) -> bool {
+    layers[..layers.len() - 1]
+        .iter()
+        .all(|l| !wgsl::needs_z(l.act))
+}
+
+/// Every MLP of `net` can run fused (a kernel runs either all its MLPs fused or none:
+/// the staged kernels use `xh` from its start as scratch).
+pub fn net_fusable(net: &Network) -> bool {
+    fn walk(m: &Module) -> bool {
+        match m {
+            Module::Mlp(mlp) => fusable(&mlp.layers),
+            Module::Chain(c) => c.stages.iter().all(walk),
+            Module::Cat(c) => c.children.iter().all(walk),
+            _ => true,
+        }
+    }
+    walk(&net.root)
+}
+
+/// The fused cooperative-matrix MLP is on (default; `NSHADE_GPU_FUSED=0`: the staged
+/// cooperative-matrix kernels).
+pub fn fused_enabled() -> bool {
+    std::env::var("NSHADE_GPU_FUSED").map_or(true, |v| v != "0")
 }
 
 /// Padded (multiple-of-16) layout of every linear layer's weights for the cooperative
@@ -172,8 +255,11 @@ struct Gen {
 pub struct Pad {
     /// (weight offset in the flat vector, out, in, padded offset, padded out, padded in)
     pub layers: Vec<PadLayer>,
-    /// Padded weight elements; biases follow at `weights + p` in the partials.
+    /// Padded weight elements; in the partials the biases follow, packed layer after
+    /// layer (`PadLayer::bias_p`).
     pub weights: usize,
+    /// Bias elements (the sum of the layers' `out_dims`).
+    pub biases: usize,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -185,6 +271,10 @@ pub struct PadLayer {
     pub padded: usize,
     pub out_p: usize,
     pub in_p: usize,
+    /// Position of the layer's bias gradients in a group's partials (after all the
+    /// padded weights; before, they sat at `weights + bias`, which left a gap as large as
+    /// the weights in every group's partials).
+    pub bias_p: usize,
 }
 
 impl Pad {
@@ -205,8 +295,10 @@ impl Pad {
                             padded: pad.weights,
                             out_p: op,
                             in_p: ip,
+                            bias_p: pad.biases,
                         });
                         pad.weights += op * ip;
+                        pad.biases += l.out_dims;
                     }
                 }
                 Module::Chain(c) => c.stages.iter().for_each(|s| walk(s, pad)),
@@ -216,6 +308,10 @@ impl Pad {
         }
         let mut pad = Pad::default();
         walk(&net.root, &mut pad);
+        let w = pad.weights;
+        for l in &mut pad.layers {
+            l.bias_p += w;
+        }
         pad
     }
     fn layer(&self, weight: usize) -> PadLayer {
@@ -226,9 +322,11 @@ impl Pad {
             .expect("layer in pad table")
     }
     /// Offset of the per-group scratch tile (for surplus accumulator slots), aligned to
-    /// 16 floats: matrix stores need 16-byte-aligned addresses.
-    pub fn dummy(&self, p: usize) -> usize {
-        (self.weights + p).next_multiple_of(16)
+    /// 16 floats: matrix stores need 16-byte-aligned addresses. (`p`, the dense
+    /// parameter count, is no longer needed: every dense parameter is a weight or a bias
+    /// of a layer of the table.)
+    pub fn dummy(&self, _p: usize) -> usize {
+        (self.weights + self.biases).next_multiple_of(16)
     }
     /// Floats per group in the partials buffer (a multiple of 16, so every group's
     /// base address is aligned for matrix stores).
@@ -333,7 +431,69 @@ impl Gen {
             dw_tiles: 0,
             scaled: false,
             f16: false,
+            fused: false,
+            sgbar: false,
+            sx: s,
+            zst: 16,
+            xglobal: false,
+            wsh: false,
+            nt_max: 1,
+            xh_next: 0,
+            exp: std::env::var("NSHADE_GPU_EXP").unwrap_or_default(),
         }
+    }
+
+    /// Fused path: rows of `xh`/`gh` padded by `skew` f16 elements.
+    fn set_skew(&mut self, skew: usize) {
+        self.sx = self.s + skew;
+        // (scratch rows stay 16 floats: the epilogue reads 32 consecutive floats per
+        // load, free of conflicts, and 2 KiB more would not fit beside padded f16 rows
+        // for freq(8) | mlp(64x4) at 32 samples)
+        self.zst = 16;
+        let _ = skew;
+    }
+
+    /// Fused path: the start of an index expression into X (`xh[` in workgroup memory,
+    /// or this workgroup's region of the storage buffer `xg`).
+    fn xa(&self) -> &'static str {
+        if self.xglobal { "xg[xgb + " } else { "xh[" }
+    }
+
+    /// Fused path: the weights of the layer at `pl` as (array, offset, row stride):
+    /// the storage copy `w16` (rows of `in_p`), or the workgroup copy `ws` (rows of
+    /// `in_p + 8`, layers one after another as in [`Pad`]).
+    fn wsrc(&self, pl: &PadLayer) -> (&'static str, usize, usize) {
+        if self.wsh {
+            let pad = self.coop.as_ref().unwrap();
+            let off = pad
+                .layers
+                .iter()
+                .take_while(|l| l.weight != pl.weight)
+                .map(|l| l.out_p * (l.in_p + 8))
+                .sum();
+            ("ws", off, pl.in_p + 8)
+        } else {
+            ("w16", pl.padded, pl.in_p)
+        }
+    }
+
+    /// Fused path: f16 elements of the workgroup weight copy `ws`.
+    fn ws_len(&self) -> usize {
+        self.coop
+            .as_ref()
+            .map_or(0, |p| p.layers.iter().map(|l| l.out_p * (l.in_p + 8)).sum())
+    }
+
+    /// Fused path: `zc` holds the scratch tiles (after the body is generated).
+    fn finish_scratch(&mut self) {
+        if self.fused {
+            self.zc = self.zc.max(self.scratch_tiles() * 16 * self.zst);
+        }
+    }
+
+    /// Fused path: scratch tiles in `zc` (`SCR`).
+    fn scratch_tiles(&self) -> usize {
+        (self.wg / 32).min(self.nt_max).max(1)
     }
 
     fn alloc(&mut self, width: usize) -> View {
@@ -440,6 +600,13 @@ impl Gen {
                 self.items(d * self.s, &body);
                 Fwd::Leaf { m, x, y }
             }
+            Module::Mlp(mlp) if self.fused => {
+                let (layers, xo) = self.fused_forward(&mlp.layers, x, out);
+                Fwd::Mlp {
+                    layers,
+                    fused: Some(xo),
+                }
+            }
             Module::Mlp(mlp) => {
                 let mut layers = Vec::new();
                 let mut input = x;
@@ -458,7 +625,10 @@ impl Gen {
                     layers.push(LayerFwd { l, x: input, z, a });
                     input = a;
                 }
-                Fwd::Mlp { layers }
+                Fwd::Mlp {
+                    layers,
+                    fused: None,
+                }
             }
             Module::Chain(c) => {
                 let mut stages = Vec::new();
@@ -750,7 +920,16 @@ impl Gen {
                     _ => unreachable!("leaf modules are identity, freq, tri, oneblob, sh and pick"),
                 }
             }
-            Fwd::Mlp { layers } => {
+            Fwd::Mlp {
+                layers,
+                fused: Some(xo),
+            } => {
+                if self.fused_out != Some(layers[layers.len() - 1].l.weight) {
+                    self.act_backward(&layers[layers.len() - 1], dy);
+                }
+                self.fused_backward(layers, xo, dy, dx);
+            }
+            Fwd::Mlp { layers, .. } => {
                 // The output layer's dz is formed in place in `dy`; every hidden layer's
                 // dz is formed in place over its own activations a (read-then-write by
                 // the same invocation, after the last reader of a has passed a barrier).
@@ -1055,6 +1234,332 @@ impl Gen {
         self.body.push_str(&b);
     }
 
+    /// Fused cooperative-matrix MLP, forward. The MLP input (f32 rows of `x`) is
+    /// converted once into f16 `X_0` in `xh`; every layer then computes its output tiles
+    /// (16 outputs × 16 samples, one per subgroup and iteration) with 16×16×16 f16
+    /// matrices (weights straight from the padded f16 copy in storage), stores the f32
+    /// tile into the subgroup's own 256-float scratch in `zc`, and its 32 invocations
+    /// add the bias and apply the activation: hidden layers write f16 into the next
+    /// layer's input `X_{i+1}` (zero in padding rows), the output layer writes f32 z and
+    /// a into `sh` as the other paths do. One workgroup barrier per layer (two per tile
+    /// iteration unless `sgbar`). Returns the layers and the offsets of the `X_i`.
+    fn fused_forward<'a>(
+        &mut self,
+        layers: &'a [Linear],
+        x: View,
+        out: Option<View>,
+    ) -> (Vec<LayerFwd<'a>>, Vec<usize>) {
+        let pad = self.coop.clone().unwrap();
+        let s = self.s;
+        let st_n = s / 16;
+        let mut xo = Vec::new();
+        let mut off = self.xh_next;
+        for l in layers {
+            xo.push(off);
+            off += pad.layer(l.weight).in_p * self.sx;
+        }
+        self.xh_next = off;
+        self.xh = self.xh.max(off);
+        let mut b = String::new();
+        let p0 = pad.layer(layers[0].weight);
+        let _ = writeln!(
+            b,
+            "    for (var e = lid; e < {n}u; e += WG) {{\n        let j = e / S; let s = e % S;\n        var v = 0.0f;\n        if (j < {rows}u) {{ v = {src}; }}\n        {xa}{x0}u + j * SX + s] = f16(v);\n    }}\n    {bar};",
+            xa = self.xa(),
+            bar = if self.xglobal {
+                "storageBarrier()"
+            } else {
+                "workgroupBarrier()"
+            },
+            x0 = xo[0],
+            n = p0.in_p * s,
+            rows = p0.in_dims,
+            src = self.at(x, "j", "s"),
+        );
+        self.body.push_str(&b);
+        b.clear();
+        let last = layers.len() - 1;
+        let mut out_layers = Vec::new();
+        for (i, l) in layers.iter().enumerate() {
+            let pl = pad.layer(l.weight);
+            let (ip, op) = (pl.in_p, pl.out_p);
+            let (wa, wp, ws) = self.wsrc(&pl);
+            let (a, z) = if i == last {
+                let a = out.unwrap_or_else(|| self.alloc(l.out_dims));
+                (a, wgsl::needs_z(l.act).then(|| self.alloc(l.out_dims)))
+            } else {
+                (View { base: 0, width: 0 }, None)
+            };
+            let nt = (op / 16) * st_n;
+            let mut mm = String::new();
+            for k in 0..ip / 16 {
+                let _ = writeln!(
+                    mm,
+                    "        c = coopMultiplyAdd(coopLoadT<coop_mat16x16<f16, A>>(&{wa}[{wp}u + (ot * 16u) * {ws}u + {}u], {ws}u), coopLoadT<coop_mat16x16<f16, B>>(&{}{}u + st * 16u], SX), c);",
+                    k * 16,
+                    self.xa(),
+                    xo[i] + k * 16 * self.sx
+                );
+            }
+            let o_n = l.out_dims;
+            let epi = if i == last {
+                let zs = match z {
+                    Some(z) => format!("{} = zz; ", self.at(z, "o", "s")),
+                    None => String::new(),
+                };
+                // markers: when this layer produces the network output, the step kernel
+                // puts the loss, dy and dy's f16 copy (zero in padding rows) here
+                format!(
+                    "if (o < {o_n}u) {{ let zz = v + params[{}u + o]; {zs}{} = {};\n//@FEPI{w}@\n}} else {{\n//@FPAD{w}@\n}}",
+                    l.bias,
+                    self.at(a, "o", "s"),
+                    wgsl::act_value(l.act, "zz"),
+                    w = l.weight,
+                )
+            } else {
+                format!(
+                    "let zz = v + params[{}u + min(o, {}u)]; {}{}u + o * SX + s] = select(f16(0.0f), f16({}), o < {o_n}u);",
+                    l.bias,
+                    o_n - 1,
+                    self.xa(),
+                    xo[i + 1],
+                    wgsl::act_value(l.act, "zz")
+                )
+            };
+            let xwrite = i < last;
+            self.fused_tiles(&mut b, nt, "ot", "", &mm, &epi, xwrite);
+            self.body.push_str(&b);
+            b.clear();
+            out_layers.push(LayerFwd { l, x, z, a });
+        }
+        (out_layers, xo)
+    }
+
+    /// One fused phase over `nt` output tiles (`r` = the tile's row-block name, `st`
+    /// its sample block): `mm` accumulates into `c`, the tile goes to the subgroup's
+    /// scratch, and `epi` runs per element with `o` (row), `s` (sample) and `v` (the
+    /// f32 value) for real tiles. Ends with a workgroup barrier.
+    #[allow(clippy::too_many_arguments)]
+    fn fused_tiles(
+        &mut self,
+        b: &mut String,
+        nt: usize,
+        r: &str,
+        pre: &str,
+        mm: &str,
+        epi: &str,
+        xwrite: bool,
+    ) {
+        let epi = if self.exp == "noepi" { "" } else { epi };
+        // Scratch tiles: min(NSG, most tiles of a phase) of them (`SCR`, a constant
+        // declared with the arrays). A subgroup uses tile min(sgid, SCR − 1): when SCR <
+        // NSG every phase has at most SCR tiles and one iteration, so the subgroups that
+        // share the last scratch tile all compute the same (last) tile and store the
+        // same values; at most one of them is real and reads it back.
+        self.nt_max = self.nt_max.max(nt);
+        let nsg = self.wg / 32;
+        let st_n = self.s / 16;
+        let zst = self.zst;
+        let sync = if self.sgbar {
+            "subgroupBarrier()"
+        } else {
+            "workgroupBarrier()"
+        };
+        let _ = writeln!(
+            b,
+            "    for (var j = 0u; j < {nj}u; j++) {{\n        let t = j * NSG + sgid; let q = min(t, {lastt}u);\n        let {r} = q / {st_n}u; let st = q % {st_n}u;\n{pre}        var c = coopLoadT<coop_mat16x16<f32, C>>(&zero16[0], 16u);\n{mm}        let cc = c;\n        coopStoreT(cc, &zc[zslot], {zst}u);\n        {sync};\n        if (t < {nt}u) {{\n{body}        }}\n        {sync};\n    }}",
+            nj = nt.div_ceil(nsg),
+            lastt = nt - 1,
+            body = unroll(
+                "u",
+                8,
+                &format!(
+                    "            {{ let e = u * 32u + lane; let o = {r} * 16u + e / 16u; let s = st * 16u + e % 16u;\n                let v = zc[zslot + (e / 16u) * {zst}u + e % 16u];\n                {epi} }}\n"
+                )
+            ),
+        );
+        // a phase that wrote X into the storage buffer ends with a barrier that makes
+        // it visible to the other subgroups
+        match (self.sgbar, xwrite && self.xglobal) {
+            (true, false) => b.push_str("    workgroupBarrier();\n"),
+            (_, true) => b.push_str("    storageBarrier();\n"),
+            (false, false) => {}
+        }
+    }
+
+    /// Fused cooperative-matrix MLP, backward: dy (f32, the output activation's
+    /// derivative applied) → f16 dz in `gh`; per layer, from the last: dW += dz·Xᵀ into
+    /// the subgroups' persistent accumulator tiles, db += Σ dz (f32 registers), and
+    /// dx = Wᵀ·dz by tiles whose epilogue multiplies by the derivative of the layer
+    /// below (from its f16 output) and writes the next dz as f16 into the other half of
+    /// `gh` — or, for the first layer, the MLP's input gradient in f32 into `dx`. One
+    /// workgroup barrier per layer (per tile iteration unless `sgbar`).
+    fn fused_backward(
+        &mut self,
+        layers: &[LayerFwd],
+        xo: &[usize],
+        dy: View,
+        dx: Option<(View, bool)>,
+    ) {
+        let pad = self.coop.clone().unwrap();
+        let s = self.s;
+        let st_n = s / 16;
+        let nsg = self.wg / 32;
+        let maxp = layers
+            .iter()
+            .map(|lf| pad.layer(lf.l.weight).out_p)
+            .max()
+            .unwrap();
+        let sx = self.sx;
+        self.gh = self.gh.max(2 * maxp * sx);
+        let scaled = self.scaled;
+        let check = |v: &str| {
+            if scaled {
+                format!(" if (nsh_ls_over({v}, 65504.0f)) {{ atomicOr(&lsbad, 1u); }}")
+            } else {
+                String::new()
+            }
+        };
+        let last = layers.len() - 1;
+        let pl_last = pad.layer(layers[last].l.weight);
+        let mut b = String::new();
+        // dy's f16 copy: made by the output layer's forward epilogue when this MLP
+        // produces the network output (the step kernel fills the markers), else here
+        let in_epi = self.fused_out == Some(layers[last].l.weight);
+        if !in_epi {
+            let _ = writeln!(
+                b,
+                "    for (var e = lid; e < {n}u; e += WG) {{\n        let j = e / S; let s = e % S;\n        var v = 0.0f;\n        if (j < {rows}u) {{ v = {src}; }}{chk}\n        gh[j * SX + s] = f16(v);\n    }}\n    workgroupBarrier();",
+                n = pl_last.out_p * s,
+                rows = layers[last].l.out_dims,
+                src = self.at(dy, "j", "s"),
+                chk = check("v"),
+            );
+        }
+        let dummy = pad.dummy(self.param_count);
+        for i in (0..=last).rev() {
+            let l = layers[i].l;
+            let pl = pad.layer(l.weight);
+            let (wp, ip, op) = (pl.padded, pl.in_p, pl.out_p);
+            let cur = if (last - i).is_multiple_of(2) {
+                0
+            } else {
+                maxp * sx
+            };
+            let nxt = maxp * sx - cur;
+            // dW tiles into persistent slots (tile j·NSG + sgid in slot dws{first + j})
+            let it_n = ip / 16;
+            let nt = (op / 16) * it_n;
+            let first = self.dw_tiles;
+            let slots = nt.div_ceil(nsg);
+            self.dw_tiles += slots;
+            let st_dw = if self.exp == "nodw" { 0 } else { st_n };
+            for j in 0..slots {
+                let slot = first + j;
+                let tile = format!(
+                    "        let t = {j}u * NSG + sgid; let q = min(t, {lastt}u); let ot = q / {it_n}u; let it = q % {it_n}u;",
+                    lastt = nt - 1
+                );
+                let _ = writeln!(b, "    {{\n{tile}");
+                for k in 0..st_dw {
+                    let _ = writeln!(
+                        b,
+                        "        dws{slot} = coopMultiplyAdd(coopLoadT<coop_mat16x16<f16, A>>(&gh[{cur}u + (ot * 16u) * SX + {k16}u], SX), coopLoad<coop_mat16x16<f16, B>>(&{xa}{x}u + (it * 16u) * SX + {k16}u], SX), dws{slot});",
+                        k16 = k * 16,
+                        xa = self.xa(),
+                        x = xo[i]
+                    );
+                }
+                b.push_str("    }\n");
+                let _ = writeln!(
+                    self.writeback,
+                    "    {{\n{tile}\n        let real = t < {nt}u;\n        let v = dws{slot};\n        let stride = select(16u, {ip}u, real);\n        let off = pbase + select({dummy}u, {wp}u + (ot * 16u) * {ip}u + it * 16u, real);\n        coopStoreT(v, &partial[off], stride);\n    }}"
+                );
+            }
+            // db in f32 registers
+            let o_n = l.out_dims;
+            for k in 0..o_n.div_ceil(self.wg) {
+                let a = self.accs;
+                self.accs += 1;
+                let _ = writeln!(
+                    b,
+                    "    {{ let o = lid + {}u; if (o < {o_n}u) {{\n{}    }} }}",
+                    k * self.wg,
+                    unroll(
+                        "s",
+                        s,
+                        &format!("        acc{a} += f32(gh[{cur}u + o * SX + s]);\n")
+                    )
+                );
+                let _ = writeln!(
+                    self.writeback,
+                    "    {{ let o = lid + {}u; if (o < {o_n}u) {{ partial[pbase + {}u + o] = acc{a}; }} }}",
+                    k * self.wg,
+                    pl.bias_p
+                );
+            }
+            let want_dx = i > 0 || dx.is_some();
+            if !want_dx {
+                b.push_str("    workgroupBarrier();\n");
+                continue;
+            }
+            let (wa, wq, ws) = self.wsrc(&pl);
+            let mut mm = String::new();
+            for k in 0..op / 16 {
+                let _ = writeln!(
+                    mm,
+                    "        c = coopMultiplyAdd(coopLoad<coop_mat16x16<f16, A>>(&{wa}[{wq}u + {}u + it * 16u], {ws}u), coopLoadT<coop_mat16x16<f16, B>>(&gh[{}u + st * 16u], SX), c);",
+                    k * 16 * ws,
+                    cur + k * 16 * sx
+                );
+            }
+            let i_n = l.in_dims;
+            let epi = if i > 0 {
+                let below = layers[i - 1].l;
+                let d = if below.act == Activation::None {
+                    "v".to_string()
+                } else {
+                    format!("v * {}", wgsl::act_derivative(below.act, "y", "y"))
+                };
+                // with X in the storage buffer the 8 values of y are loaded before the
+                // tile's products (`yv`, the loads overlap them)
+                let y = if self.xglobal {
+                    "yv[u]".to_string()
+                } else {
+                    format!("f32(xh[{}u + o * SX + s])", xo[i])
+                };
+                format!(
+                    "let y = {y}; let d = select(0.0f, {d}, o < {i_n}u);{chk} gh[{nxt}u + o * SX + s] = f16(d);",
+                    chk = check("d")
+                )
+            } else {
+                let (dxv, add) = dx.unwrap();
+                format!(
+                    "if (o < {i_n}u) {{ {} {} v; }}",
+                    self.at(dxv, "o", "s"),
+                    if add { "+=" } else { "=" }
+                )
+            };
+            let pre = if i > 0 && self.xglobal {
+                let mut p = String::from("        var yv: array<f32, 8>;\n");
+                for u in 0..8 {
+                    let _ = writeln!(
+                        p,
+                        "        yv[{u}] = f32(xg[xgb + {}u + (it * 16u + {}u + lane / 16u) * SX + st * 16u + lane % 16u]);",
+                        xo[i],
+                        2 * u
+                    );
+                }
+                p
+            } else {
+                String::new()
+            };
+            // the dx tiles: rows are inputs (`it` blocks)
+            self.fused_tiles(&mut b, (ip / 16) * st_n, "it", &pre, &mm, &epi, false);
+        }
+        self.body.push_str(&b);
+    }
+
     /// f16 copy of `rows` rows of `src` into the staging array `dst` (`xh` or `gh`,
     /// row-major `[row][s]`, stride S), zero-padded to `rows_p` rows. No barrier.
     fn coop_convert(&mut self, b: &mut String, src: View, rows: usize, rows_p: usize, dst: &str) {
@@ -1185,7 +1690,6 @@ impl Gen {
     ) {
         let l = lf.l;
         let pl = self.coop.as_ref().unwrap().layer(l.weight);
-        let bias_base = self.coop.as_ref().unwrap().weights;
         let (op, ip, wp) = (pl.out_p, pl.in_p, pl.padded);
         let nsg = self.wg / 32;
         let mut b = String::new();
@@ -1253,7 +1757,7 @@ impl Gen {
                 self.writeback,
                 "    {{ let o = lid + {}u; if (o < {o_n}u) {{ partial[pbase + {}u + o] = acc{a}; }} }}",
                 k * self.wg,
-                bias_base + l.bias
+                pl.bias_p
             );
         }
         if let Some((dxv, add)) = dx {
@@ -1595,7 +2099,7 @@ fn unroll(v: &str, n: usize, body: &str) -> String {
 fn fwd_out(f: &Fwd) -> View {
     match f {
         Fwd::Leaf { y, .. } | Fwd::Cat { y, .. } => *y,
-        Fwd::Mlp { layers } => layers.last().unwrap().a,
+        Fwd::Mlp { layers, .. } => layers.last().unwrap().a,
         Fwd::Chain(s) => fwd_out(s.last().unwrap()),
     }
 }
@@ -1603,7 +2107,7 @@ fn fwd_out(f: &Fwd) -> View {
 fn fwd_in(f: &Fwd) -> View {
     match f {
         Fwd::Leaf { x, .. } | Fwd::Cat { x, .. } => *x,
-        Fwd::Mlp { layers } => layers[0].x,
+        Fwd::Mlp { layers, .. } => layers[0].x,
         Fwd::Chain(s) => fwd_in(&s[0]),
     }
 }
@@ -1620,14 +2124,19 @@ fn fwd_has_params(f: &Fwd) -> bool {
 /// Workgroup-memory floats per sample of a network's step kernel (for choosing `samples`).
 /// Workgroup-memory bytes of a network's step kernel for `samples` per chunk and
 /// `threads` invocations (f32 path, or the cooperative-matrix path with `coop`).
+#[allow(clippy::too_many_arguments)]
 pub fn shared_bytes(
     net: &Network,
     samples: usize,
     threads: usize,
-    coop: bool,
+    precision: Precision,
     pingpong: bool,
     vec: bool,
+    skew: usize,
+    xglobal: bool,
+    wsh: bool,
 ) -> usize {
+    let coop = precision.padded();
     let mut g = Gen::new(
         samples,
         threads,
@@ -1637,19 +2146,53 @@ pub fn shared_bytes(
         1,
         vec.then(|| VecPad::of(net)),
     );
+    g.f16 = precision == Precision::F16;
+    g.fused = precision == Precision::Coop && fused_enabled() && net_fusable(net);
+    g.set_skew(skew);
+    g.xglobal = xglobal && g.fused;
+    g.wsh = wsh && g.fused;
     let _ = build_body(&mut g, net);
+    g.finish_scratch();
+    if g.xglobal {
+        g.xh = 0;
+    }
+    let ws = if g.wsh { g.ws_len() } else { 0 };
     let coop_extra = if coop {
-        2 * (g.xh + g.gh) + 4 * g.zc + 4 * 256
+        2 * (g.xh + g.gh + ws) + 4 * g.zc + 4 * 256
     } else {
         0
     };
-    (g.rows * g.r).next_multiple_of(4) * 4 + threads * 4 + coop_extra
+    // the fused path sums the loss in `zc` (dead by then) instead of `red`
+    let red = if g.fused && g.zc >= threads {
+        4
+    } else {
+        threads * 4
+    };
+    (g.rows * g.r).next_multiple_of(4) * 4 + red + coop_extra
+}
+
+/// f16 elements per workgroup of the fused path's X buffer (`Launch::xglobal`).
+pub fn xglobal_len(net: &Network, launch: Launch) -> usize {
+    let mut g = Gen::new(
+        launch.samples as usize,
+        launch.threads as usize,
+        Some(Pad::of(net)),
+        net.dense_count,
+        false,
+        1,
+        None,
+    );
+    g.fused = fused_enabled() && net_fusable(net);
+    g.set_skew(launch.skew as usize);
+    g.xglobal = true;
+    let _ = build_body(&mut g, net);
+    g.xh_next
 }
 
 /// The linear layer that produces the network output, if one does.
 fn out_layer<'a>(f: &'a Fwd<'a>) -> Option<&'a LayerFwd<'a>> {
     match f {
-        Fwd::Mlp { layers } => layers.last(),
+        Fwd::Mlp { layers, .. } => layers.last(),
         Fwd::Chain(s) => out_layer(s.last()?),
         _ => None,
     }
@@ -1670,7 +2213,7 @@ fn build_body(g: &mut Gen, net: &Network) -> (View, View, View, OutAct, Option<u
     let out = out_layer(&f).map(|l| (l.l.weight, l.l.act, l.z));
     g.fused_out = out.map(|o| o.0);
     g.body.push_str("    //@LOSS@\n");
-    if has_params(&net.root) {
+    if has_params(&net.root) && !(g.fused && g.exp == "fwd") {
         g.backward(&f, dy, None);
     }
     (y, t, dy, out.map(|o| (o.1, o.2)), out.map(|o| o.0))
@@ -1768,7 +2311,8 @@ pub fn step_kernel_scaled(
 }
 
 /// The step kernel for any [`Precision`] (the f16 and cooperative-matrix paths should
-/// run `scaled`).
+/// run `scaled`); on the cooperative-matrix path MLPs run fused unless
+/// `NSHADE_GPU_FUSED=0`.
 #[allow(clippy::too_many_arguments)]
 pub fn step_kernel_for(
     net: &Network,
@@ -1779,6 +2323,33 @@ pub fn step_kernel_for(
     launch: Launch,
     precision: Precision,
     scaled: bool,
+) -> String {
+    step_kernel_with(
+        net,
+        loss,
+        data,
+        batch,
+        sample_seed,
+        launch,
+        precision,
+        scaled,
+        fused_enabled(),
+    )
+}
+
+/// [`step_kernel_for`] with the fused cooperative-matrix MLP chosen explicitly (`fused`;
+/// it applies only on the cooperative-matrix path).
+#[allow(clippy::too_many_arguments)]
+pub fn step_kernel_with(
+    net: &Network,
+    loss: Loss,
+    data: DataKind,
+    batch: u32,
+    sample_seed: u32,
+    launch: Launch,
+    precision: Precision,
+    scaled: bool,
+    fused: bool,
 ) -> String {
     let coop = precision.padded();
     let s = launch.samples as usize;
@@ -1793,7 +2364,13 @@ pub fn step_kernel_for(
     );
     g.scaled = scaled;
     g.f16 = precision == Precision::F16;
+    g.fused = precision == Precision::Coop && fused && net_fusable(net);
+    g.sgbar = launch.sgbar && g.fused;
+    g.xglobal = launch.xglobal && g.fused;
+    g.wsh = launch.wsh && g.fused;
+    g.set_skew(launch.skew as usize);
     let (y, t, dy, out_act, out_layer_weight) = build_body(&mut g, net);
+    g.finish_scratch();
     let deriv = match out_act {
         Some((act, z)) if act != Activation::None => {
             let zz = match z {
@@ -1863,6 +2440,42 @@ pub fn step_kernel_for(
             let _ = writeln!(fused, "        {} = dyv;", g.at4(dy, "lj", "sg"));
             g.body.replace("    //@LOSS@\n", "").replace(&epi, &fused)
         }
+        _ if g.fused
+            && out_layer_weight.is_some_and(|w| g.body.contains(&format!("//@FEPI{w}@"))) =>
+        {
+            // fused cooperative-matrix path: loss, dy (times the output activation's
+            // derivative) and dy's f16 copy for the backward in the output layer's
+            // forward epilogue (element o, s; a = act(zz)): two phases fewer
+            let w = out_layer_weight.unwrap();
+            let deriv = match out_act {
+                Some((act, _)) if act != Activation::None => {
+                    format!(" * {}", wgsl::act_derivative(act, "zz", "p"))
+                }
+                _ => String::new(),
+            };
+            let chk = if scaled {
+                " if (nsh_ls_over(dyv, 65504.0f)) { atomicOr(&lsbad, 1u); }"
+            } else {
+                ""
+            };
+            let fepi = format!(
+                "{{ let p = {av}; let t = {tv};\n\
+                 \x20 let valid = first + s < BATCH;\n\
+                 \x20 loss_acc += select(0.0f, {lv}, valid);\n\
+                 \x20 let dyv = select(0.0f, ({lg}) * {sc}{lsm}{deriv}, valid);{chk}\n\
+                 \x20 {dyv} = dyv; gh[o * SX + s] = f16(dyv); }}",
+                av = g.at(y, "o", "s"),
+                tv = g.at(t, "o", "s"),
+                lv = wgsl::loss_value(loss, "p", "t"),
+                lg = wgsl::loss_gradient(loss, "p", "t"),
+                dyv = g.at(dy, "o", "s"),
+                sc = lit(scale),
+            );
+            g.body
+                .replace("    //@LOSS@\n", "")
+                .replace(&format!("//@FEPI{w}@"), &fepi)
+                .replace(&format!("//@FPAD{w}@"), "gh[o * SX + s] = f16(0.0f);")
+        }
         _ => g.body.replace("    //@LOSS@\n", &loss_code),
     };
 
@@ -1921,6 +2534,12 @@ pub fn step_kernel_for(
         Some(pad) => pad.partial_len(net.dense_count),
         None => net.dense_count.max(1),
     };
+    // the fused path sums the loss in `zc` (dead by then; see `shared_bytes`)
+    let red = if g.fused && g.zc >= launch.threads as usize {
+        "zc"
+    } else {
+        "red"
+    };
     let (shared, sh_ty) = if g.vec.is_some() {
         ((g.rows * g.r).div_ceil(4).max(1), "vec4<f32>")
     } else {
@@ -1973,14 +2592,48 @@ pub fn step_kernel_for(
         let nsg = launch.threads / 32;
         let _ = write!(
             decls,
-            "const NSG: u32 = {nsg}u;\n@group(0) @binding(5) var<storage, read> w16: array<f16>;\n\
+            "const NSG: u32 = {nsg}u;\nconst SX: u32 = {sx}u;\nconst SCR: u32 = {scr}u;\n@group(0) @binding(5) var<storage, read> w16: array<f16>;\n\
              var<workgroup> xh: array<f16, {}>;\nvar<workgroup> gh: array<f16, {}>;\n\
              var<workgroup> zc: array<f32, {}>;\nvar<workgroup> zero16: array<f32, 256>;\n",
-            g.xh.max(1),
+            if g.xglobal { 1 } else { g.xh.max(1) },
             g.gh.max(1),
-            g.zc.max(1)
+            g.zc.max(1),
+            sx = g.sx,
+            scr = g.scratch_tiles(),
         );
-        init.push_str("    let sgid = lid / 32u;\n    for (var e = lid; e < 256u; e += WG) { zero16[e] = 0.0f; }\n    workgroupBarrier();\n");
+        init.push_str("    let sgid = lid / 32u;\n    let lane = lid % 32u;\n");
+        if g.wsh {
+            // the weights of this step, copied once per workgroup (rows padded by 8;
+            // the padding columns are never read), before the barrier below
+            let _ = writeln!(decls, "var<workgroup> ws: array<f16, {}>;", g.ws_len());
+            let pad = g.coop.clone().unwrap();
+            for l in &pad.layers {
+                let (_, off, st) = g.wsrc(l);
+                let _ = writeln!(
+                    init,
+                    "    for (var e = lid; e < {n}u; e += WG) {{ let o = e / {ip}u; let i = e % {ip}u; ws[{off}u + o * {st}u + i] = w16[{wp}u + e]; }}",
+                    n = l.out_p * l.in_p,
+                    ip = l.in_p,
+                    wp = l.padded
+                );
+            }
+        }
+        if g.xglobal {
+            // this workgroup's region of the X buffer (XGS f16 per group; the host
+            // sizes the buffer groups · XGS)
+            let _ = writeln!(
+                decls,
+                "const XGS: u32 = {}u;\n@group(0) @binding(9) var<storage, read_write> xg: array<f16>;",
+                g.xh_next
+            );
+            init.push_str("    let xgb = wid.x * XGS;\n");
+        }
+        let _ = writeln!(
+            init,
+            "    let zslot = min(sgid, SCR - 1u) * {}u;",
+            16 * g.zst
+        );
+        init.push_str("    for (var e = lid; e < 256u; e += WG) { zero16[e] = 0.0f; }\n    workgroupBarrier();\n");
         let _ = nsg;
         for j in 0..g.dw_tiles {
             let _ = writeln!(
@@ -2007,7 +2660,7 @@ const SEED_H: u32 = {seed_h}u;
 @group(0) @binding(4) var<storage, read_write> loss_partial: array<f32>;
 
 var<workgroup> sh: array<{sh_ty}, {shared}>;
-var<workgroup> red: array<f32, {wg}>;
+var<workgroup> red: array<f32, {red_n}>;
 {decls}
 @compute @workgroup_size({wg})
 fn nsh_step(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {{
@@ -2017,21 +2670,50 @@ fn nsh_step(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wi
     let first = (wid.x * CHUNKS + c) * S;
 {draw}{body}    }}
     let pbase = wid.x * P;
-{writeback}    red[lid] = loss_acc;
+{writeback}    {red}[lid] = loss_acc;
     workgroupBarrier();
-    if (lid == 0u) {{
-        var total = 0.0f;
-        for (var i = 0u; i < WG; i++) {{ total += red[i]; }}
-        loss_partial[wid.x] = total;
+{tree}    if (lid == 0u) {{
+        loss_partial[wid.x] = {red}[0];
 {ls_end}    }}
 }}
 ",
         common = wgsl::COMMON,
+        tree = loss_tree(launch.threads as usize, red),
+        red_n = if red == "red" { launch.threads } else { 1 },
         r = g.r,
         wg = launch.threads,
         chunks = launch.chunks,
         seed_h = nshade_core::rng::pcg_hash(sample_seed),
     )
+}
+
+/// The fixed-order tree that sums `red[0..wg]` into `red[0]` (pairs at halving
+/// strides; a remainder above the largest power of two is folded in first), one barrier
+/// per level. It replaced one invocation adding 256 values in a row (a few µs at the end
+/// of every workgroup).
+fn loss_tree(wg: usize, red: &str) -> String {
+    let mut out = String::new();
+    let p2 = if wg.is_power_of_two() {
+        wg
+    } else {
+        wg.next_power_of_two() / 2
+    };
+    if p2 < wg {
+        let _ = writeln!(
+            out,
+            "    if (lid < {}u) {{ {red}[lid] += {red}[lid + {p2}u]; }}\n    workgroupBarrier();",
+            wg - p2
+        );
+    }
+    let mut h = p2 / 2;
+    while h > 0 {
+        let _ = writeln!(
+            out,
+            "    if (lid < {h}u) {{ {red}[lid] += {red}[lid + {h}u]; }}\n    workgroupBarrier();"
+        );
+        h /= 2;
+    }
+    out
 }
 
 /// The static loss scale: 1 on the f32 path; on the cooperative-matrix path the
@@ -2121,7 +2803,8 @@ pub fn adam_kernel_scaled(
     scaling: Option<LossScale>,
 ) -> String {
     let p = param_count.max(1);
-    let npw = p.div_ceil(ADAM_PARAMS as usize);
+    let apw = adam_params();
+    let npw = p.div_ceil(apw as usize);
     let inv = 1.0 / (batch as f64 * out_dims as f64);
     let (mut head, mut ppos, mut w16) = (String::new(), String::new(), String::new());
     let (stride, inv_ls) = match pad {
@@ -2138,8 +2821,17 @@ pub fn adam_kernel_scaled(
                     i = l.in_dims,
                     ip = l.in_p
                 );
+                let _ = writeln!(
+                    ppos,
+                    "    if (p >= {b}u && p < {e}u) {{ return {bp}u + p - {b}u; }}",
+                    b = l.bias,
+                    e = l.bias + l.out_dims,
+                    bp = l.bias_p
+                );
             }
-            let _ = writeln!(ppos, "    return {}u + p;\n}}", pad.weights);
+            // every dense parameter is a weight or bias of a layer above; anything else
+            // would read the scratch tile (in range)
+            let _ = writeln!(ppos, "    return {}u;\n}}", pad.dummy(param_count));
             ppos.push_str("@group(0) @binding(7) var<storage, read_write> w16: array<f16>;\n");
             let _ = write!(
                 w16,
@@ -2218,6 +2910,25 @@ pub fn adam_kernel_scaled(
         inv_g = "inv_s".into();
         skip = " if (!bad)";
     }
+    // the group sums of slice gs (groups gs, gs + NS, … in that order), unrolled so
+    // that the loads are independent and can all be in flight (the sum order is that
+    // of the loop it replaces: a latency-bound chain of G/NS loads before)
+    let ns = (ADAM_THREADS / apw) as usize;
+    let mut gsum = String::new();
+    for k in 0..(groups as usize) / ns {
+        let _ = writeln!(
+            gsum,
+            "            g += partial[({}u + gs) * PS + pi];",
+            k * ns
+        );
+    }
+    if !(groups as usize).is_multiple_of(ns) {
+        let _ = writeln!(
+            gsum,
+            "            {{ let w = {}u + gs; if (w < G) {{ g += partial[w * PS + pi]; }} }}",
+            (groups as usize) / ns * ns
+        );
+    }
     format!(
         "{head}
 const P: u32 = {p}u;
@@ -2253,8 +2964,7 @@ fn nsh_adam(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wi
         var g = 0.0f;
         if (p < REAL_P && st.mode != 2u) {{
             let pi = {idx};
-            for (var w = gs; w < G; w += {ns}u) {{ g += partial[w * PS + pi]; }}
-        }}
+{gsum}        }}
         red[lid] = g;
         workgroupBarrier();
         if (p < REAL_P && gs == 0u && st.mode == 2u) {{
@@ -2277,8 +2987,8 @@ fn nsh_adam(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wi
 ",
         t = ADAM_THREADS,
         half = ADAM_THREADS / 2,
-        pb = ADAM_PARAMS,
-        ns = ADAM_THREADS / ADAM_PARAMS,
+        pb = apw,
+        ns = ADAM_THREADS / apw,
         inv = lit(inv as f32),
         b1 = lit(adam.beta1),
         omb1 = lit(1.0 - adam.beta1),

@@ -11,7 +11,7 @@ pub mod grid;
 pub mod wgsl;
 
 use crate::context::{GpuContext, GpuError};
-use codegen::{ADAM_PARAMS, DataKind, Launch, LossScale, Precision};
+use codegen::{DataKind, Launch, LossScale, Precision};
 use nshade_core::data::TrainingData;
 use nshade_core::network::Network;
 use nshade_core::train::{Backend, TrainConfig, TrainError, Trainer, check_compatible};
@@ -92,13 +92,28 @@ impl GpuBackend {
         self
     }
 
-    /// The path trainers of this backend use (for networks with an mlp; others f32).
+    /// The path trainers of this backend use (for networks with an mlp; others f32)
+    /// when one was chosen (`precision`, `NSHADE_GPU_PATH`); without a choice f32, which
+    /// [`GpuBackend::precision_for`] may change per network.
     pub fn precision_wanted(&self) -> Precision {
         let p = self.want.unwrap_or_else(requested_precision);
         if precision_supported(&self.ctx, p) {
             p
         } else {
             Precision::F32
+        }
+    }
+
+    /// The path a trainer for `net` uses: the chosen one, or without a choice
+    /// ([`auto_precision`]) the fused cooperative-matrix path where it was measured
+    /// faster than f32, else f32.
+    pub fn precision_for(&self, net: &Network) -> Precision {
+        let chosen =
+            self.want.is_some() || std::env::var("NSHADE_GPU_PATH").is_ok_and(|v| !v.is_empty());
+        if chosen {
+            self.precision_wanted()
+        } else {
+            auto_precision(&self.ctx, net)
         }
     }
 
@@ -122,9 +137,29 @@ impl GpuBackend {
             cfg,
             self.pingpong,
             self.scalar,
-            self.precision_wanted(),
+            self.precision_for(net),
             self.scaling,
         )
+    }
+}
+
+/// The automatic path for `net` when none is chosen: `coop` when the adapter can run it
+/// ([`coop_supported`]), the fused kernels apply (every hidden activation's derivative
+/// follows from its output; `NSHADE_GPU_FUSED` not 0), the network has no grid (not
+/// measured there) and a layer of at least 32×32 — on the H200 the fused kernels trained
+/// the seed's four networks (32 wide) and `freq(8) | mlp(64x4, relu)` faster than f32
+/// (docs/PERFORMANCE.md); f32 otherwise.
+pub fn auto_precision(ctx: &GpuContext, net: &Network) -> Precision {
+    let wide = codegen::Pad::of(net)
+        .layers
+        .iter()
+        .any(|l| l.out_dims >= 32 && l.in_dims >= 32);
+    let grid = net.param_count != net.dense_count;
+    if wide && !grid && coop_supported(ctx) && codegen::fused_enabled() && codegen::net_fusable(net)
+    {
+        Precision::Coop
+    } else {
+        Precision::F32
     }
 }
 
@@ -211,20 +246,26 @@ pub fn choose_launch(
     allow_pingpong: bool,
     scalar: bool,
 ) -> Result<(Launch, bool), TrainError> {
-    choose_launch_for(ctx, net, batch, allow_pingpong, scalar, coop_available(ctx))
+    let precision = if coop_available(ctx) {
+        Precision::Coop
+    } else {
+        Precision::F32
+    };
+    choose_launch_for(ctx, net, batch, allow_pingpong, scalar, precision)
 }
 
-/// [`choose_launch`] with the cooperative-matrix path wanted or not (`coop`: the caller
-/// checked [`coop_supported`]).
+/// [`choose_launch`] for the `precision` path (the caller checked
+/// [`precision_supported`]); the returned flag says whether the padded f16 layout of the
+/// f16 and cooperative-matrix paths is used (false: f32).
 pub fn choose_launch_for(
     ctx: &GpuContext,
     net: &Network,
     batch: usize,
     allow_pingpong: bool,
     scalar: bool,
-    coop: bool,
+    precision: Precision,
 ) -> Result<(Launch, bool), TrainError> {
-    let coop_ok = coop;
+    let coop_ok = precision.padded();
     let limits = ctx.device.limits();
     let max = limits.max_compute_workgroup_storage_size as usize;
     // 512 invocations for nets with layers of 64 or more (measured on the H200: 1.4× for
@@ -251,24 +292,79 @@ pub fn choose_launch_for(
         .next_power_of_two()
         .max(1);
     let vec_for = |s: u32, coop: bool| vec_on && !coop && s.is_multiple_of(4);
-    let fits = |s: u32, coop: bool, pp: bool| {
+    let fits_skew = |s: u32, coop: bool, pp: bool, skew: u32, xg: bool, wsh: bool| {
         codegen::shared_bytes(
             net,
             s as usize,
             threads as usize,
-            coop,
+            if coop { precision } else { Precision::F32 },
             pp,
             vec_for(s, coop),
+            skew as usize,
+            xg,
+            wsh,
         ) <= max
     };
+    let fits = |s: u32, coop: bool, pp: bool| fits_skew(s, coop, pp, 0, false, false);
+    let (mut skew, mut xglobal, mut wsh) = (0, false, false);
     let mut pick = None;
     if coop_ok && threads.is_multiple_of(32) && has_mlp(net) {
+        // the fused cooperative-matrix MLP starts from 64 samples per chunk (fewer
+        // barriers per sample), halved until it fits
+        let fused =
+            precision == Precision::Coop && codegen::fused_enabled() && codegen::net_fusable(net);
+        let want = if fused && env_u32("NSHADE_GPU_SAMPLES").is_none() {
+            64
+        } else {
+            want
+        };
+        // fused: padded f16 rows (skew 8) where they fit at this chunk size, else unpadded
+        // (NSHADE_GPU_SKEW=0/8 forces one)
+        let skews = match env_u32("NSHADE_GPU_SKEW") {
+            Some(k) => vec![k.min(8) / 8 * 8],
+            None if fused => vec![8, 0],
+            None => vec![0],
+        };
+        // fused: the layers' inputs in workgroup memory; NSHADE_GPU_XG=1 puts them in a
+        // storage buffer, which lets 64-wide nets take 64-sample chunks but was slower on
+        // the H200 (freq(8) | mlp(64x4): 259 M against 305 M with 32 samples in
+        // workgroup memory)
+        let places = match env_u32("NSHADE_GPU_XG") {
+            Some(k) if fused && k > 0 => vec![true],
+            _ => vec![false],
+        };
+        // fused: the weights copied into workgroup memory where they fit beside the rest
+        // (NSHADE_GPU_WSH=0: read from the storage buffer)
+        let wshs = if fused && env_u32("NSHADE_GPU_WSH") != Some(0) {
+            vec![true, false]
+        } else {
+            vec![false]
+        };
+        let options: Vec<(bool, u32, bool)> = places
+            .iter()
+            .flat_map(|&g| {
+                skews
+                    .iter()
+                    .flat_map(|&k| wshs.iter().map(move |&w| (g, k, w)))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
         let mut s = want.max(16);
-        while s > 16 && !fits(s, true, false) {
+        loop {
+            if let Some(&(g, k, w)) = options
+                .iter()
+                .find(|&&(g, k, w)| fits_skew(s, true, false, k, g, w))
+            {
+                pick = Some((s, true, false));
+                skew = k;
+                xglobal = g;
+                wsh = w;
+                break;
+            }
+            if s <= 16 {
+                break;
+            }
             s /= 2;
-        }
-        if fits(s, true, false) {
-            pick = Some((s, true, false));
         }
     }
     // f32: separate gradient buffers (one barrier fewer per layer) when asked for and
@@ -286,14 +382,33 @@ pub fn choose_launch_for(
         if !fits(s, false, false) {
             return Err(backend_err(format!(
                 "the network needs {} bytes of workgroup memory for one sample; the adapter has {max}",
-                codegen::shared_bytes(net, 1, threads as usize, false, false, false)
+                codegen::shared_bytes(
+                    net,
+                    1,
+                    threads as usize,
+                    Precision::F32,
+                    false,
+                    false,
+                    0,
+                    false,
+                    false
+                )
             )));
         }
         pick = Some((s, false, false));
     }
     let (samples, coop, pingpong) = pick.unwrap();
+    // the fused cooperative-matrix MLP (the staged and f16 kernels share its layout)
+    let fused = coop
+        && precision == Precision::Coop
+        && codegen::fused_enabled()
+        && codegen::net_fusable(net);
     let total = (batch as u32).div_ceil(samples);
-    let target = env_u32("NSHADE_GPU_GROUPS").unwrap_or(512).max(1);
+    // fused cooperative-matrix kernels: 128 groups (their padded partials are large;
+    // freq(8) | mlp(64x4) on the H200: 232–237 M against 214 M with 512)
+    let target = env_u32("NSHADE_GPU_GROUPS")
+        .unwrap_or(if fused { 128 } else { 512 })
+        .max(1);
     let chunks = total.div_ceil(target);
     let groups = total.div_ceil(chunks);
     Ok((
@@ -307,6 +422,14 @@ pub fn choose_launch_for(
             // for 64-wide ones (0.7×)
             tile_k: env_u32("NSHADE_GPU_TILEK").unwrap_or(if wide { 1 } else { 2 }),
             vec: vec_for(samples, coop),
+            // fused cooperative-matrix MLP: subgroup barriers where the device has them
+            // (NSHADE_GPU_SGBAR=1; 0 or unset: workgroup barriers)
+            sgbar: fused
+                && ctx.has(wgpu::Features::SUBGROUP_BARRIER)
+                && env_u32("NSHADE_GPU_SGBAR") != Some(0),
+            skew: if fused { skew } else { 0 },
+            xglobal: fused && xglobal,
+            wsh: fused && wsh,
         },
         coop,
     ))
@@ -520,8 +643,7 @@ impl GpuTrainer {
             return Err(backend_err("batch too large"));
         }
         // `coop` below: the padded f16 layout of the f16 and cooperative-matrix paths
-        let (launch, coop) =
-            choose_launch_for(&ctx, net, cfg.batch, pingpong, scalar, precision.padded())?;
+        let (launch, coop) = choose_launch_for(&ctx, net, cfg.batch, pingpong, scalar, precision)?;
         let precision = if coop { precision } else { Precision::F32 };
         let scaling = scaling.or(coop.then(|| LossScale::for_batch(cfg.batch as u32)));
         let pad = codegen::Pad::of(net);
@@ -638,6 +760,21 @@ impl GpuTrainer {
             (buf, flags)
         });
         let no_grid = storage(&ctx, "no grid", 4);
+        // fused cooperative-matrix path with the layers' inputs in a storage buffer:
+        // one region of `xglobal_len` f16 per group (binding 9, after the loss-scaling
+        // bindings, which the cooperative-matrix path always has)
+        let xg = (launch.xglobal && ls.is_some()).then(|| {
+            let bytes = (launch.groups as u64 * codegen::xglobal_len(net, launch) as u64 * 2)
+                .next_multiple_of(4);
+            storage(&ctx, "fused activations", bytes)
+        });
+        if let Some(x) = &xg
+            && x.size() > max_binding
+        {
+            return Err(backend_err(format!(
+                "buffers exceed the adapter's storage binding limit of {max_binding} bytes"
+            )));
+        }
         let mut step_types = vec![
             uniform_ty(),
             storage_ty(true),
@@ -651,6 +788,9 @@ impl GpuTrainer {
         }
         if ls.is_some() {
             step_types.push(storage_ty(true));
+            step_types.push(storage_ty(false));
+        }
+        if xg.is_some() {
             step_types.push(storage_ty(false));
         }
         let mut adam_types = vec![
@@ -681,6 +821,7 @@ impl GpuTrainer {
                 .chain(gacc.as_ref().or(ls.as_ref().map(|_| &no_grid)))
                 .chain(ls.as_ref().map(|l| &l.0))
                 .chain(ls.as_ref().map(|l| &l.1))
+                .chain(xg.as_ref())
                 .collect::<Vec<_>>(),
         );
         let grid_pass = gacc.as_ref().map(|acc| {
@@ -715,7 +856,7 @@ impl GpuTrainer {
             .collect::<Vec<_>>(),
         );
         let mut trainer = GpuTrainer {
-            adam_groups: (dense as u32).div_ceil(ADAM_PARAMS) + 1,
+            adam_groups: (dense as u32).div_ceil(codegen::adam_params()) + 1,
             precision,
             ctx,
             cfg: cfg.clone(),
@@ -849,14 +990,21 @@ impl GpuTrainer {
                 label: Some("nshade steps"),
                 timestamp_writes: None,
             });
+            // timing only (`NSHADE_GPU_ONLY=step|adam`): record one of the two kernels
+            // (the weights then do not train; for splitting a step's time on a GPU)
+            let only = std::env::var("NSHADE_GPU_ONLY").unwrap_or_default();
             for k in 0..n {
                 let off = [(k as u64 * RECORD) as u32];
-                pass.set_pipeline(&self.step_pipe);
-                pass.set_bind_group(0, &self.step_bg, &off);
-                pass.dispatch_workgroups(self.launch.groups, 1, 1);
-                pass.set_pipeline(&self.adam_pipe);
-                pass.set_bind_group(0, &self.adam_bg, &off);
-                pass.dispatch_workgroups(self.adam_groups, 1, 1);
+                if only != "adam" {
+                    pass.set_pipeline(&self.step_pipe);
+                    pass.set_bind_group(0, &self.step_bg, &off);
+                    pass.dispatch_workgroups(self.launch.groups, 1, 1);
+                }
+                if only != "step" {
+                    pass.set_pipeline(&self.adam_pipe);
+                    pass.set_bind_group(0, &self.adam_bg, &off);
+                    pass.dispatch_workgroups(self.adam_groups, 1, 1);
+                }
                 if let Some(g) = &self.grid_pass {
                     g.record(&mut pass, &off);
                 }
