@@ -49,7 +49,7 @@ pub fn training_backend(choice: BackendChoice) -> Result<Box<dyn Backend>> {
 /// The GPU backend's precision path (`--gpu-path`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum GpuPathChoice {
-    /// fp32 everywhere (the default).
+    /// fp32 everywhere.
     F32,
     /// f16 matrix operands with f32 accumulation and dynamic loss scaling (needs f16).
     F16,
@@ -58,7 +58,8 @@ pub enum GpuPathChoice {
 }
 
 /// [`training_backend`] with the GPU precision path chosen by `--gpu-path` (`None`: the
-/// `NSHADE_GPU_PATH` environment variable decides, else f32). `coop` on an adapter
+/// `NSHADE_GPU_PATH` environment variable decides, else the GPU backend picks per
+/// network, see `nshade_gpu::train::auto_precision`). `coop` on an adapter
 /// without cooperative matrices is an error; it is ignored when the CPU backend runs.
 pub fn training_backend_on(
     choice: BackendChoice,

@@ -50,10 +50,11 @@ pub struct Args {
     pub seed: u64,
     #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     pub backend: BackendChoice,
-    /// Precision path of the GPU backend: f32 (the default), f16 (f16 matrix operands,
+    /// Precision path of the GPU backend: f32, f16 (f16 matrix operands,
     /// f32 accumulation) or coop (f16 cooperative matrices); f16 and coop use dynamic
     /// loss scaling and need an adapter that has them. Default: the `NSHADE_GPU_PATH`
-    /// environment variable, else f32.
+    /// environment variable, else automatic per network (coop where the adapter has
+    /// cooperative matrices and the network suits the fused kernels, else f32).
     #[arg(long, value_enum)]
     pub gpu_path: Option<GpuPathChoice>,
     #[arg(long)]

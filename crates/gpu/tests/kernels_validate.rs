@@ -26,6 +26,7 @@ fn generated_kernels_validate() {
     for arch in [
         "freq(3) | mlp(32x3, leaky_relu, sigmoid)",
         "freq(8) | mlp(64x4, relu)",
+        "mlp(32x3, relu)",
         "cat(identity, freq(2), tri(2)) | mlp(12x2, softplus)",
         "mlp(8x1, tanh, out=4) | freq(1) | mlp(6x1, swish)",
         "cat(identity, mlp(4x1, sine(2), out=5)) | mlp(6x1, leaky_relu(-0.2), exp)",

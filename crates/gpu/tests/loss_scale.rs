@@ -14,7 +14,7 @@ use nshade_core::optim::Adam;
 use nshade_core::texture::Texture;
 use nshade_core::train::{TrainConfig, Trainer};
 use nshade_gpu::context::context_or_skip;
-use nshade_gpu::train::codegen::{self, DataKind, Launch, LossScale, Pad, VecPad};
+use nshade_gpu::train::codegen::{self, DataKind, Launch, LossScale, Pad, Precision, VecPad};
 use nshade_gpu::train::{GpuBackend, LossScaleState};
 use std::sync::Arc;
 
@@ -193,7 +193,10 @@ fn overflow_skips_the_step_halves_the_scale_and_good_steps_double_it() {
         initial: 1024.0,
         interval: 3,
     };
-    let backend = GpuBackend::with_context(Arc::new(ctx)).loss_scaling(ls);
+    // f32 explicitly: the automatic path may be coop on an adapter that has it
+    let backend = GpuBackend::with_context(Arc::new(ctx))
+        .precision(Precision::F32)
+        .loss_scaling(ls);
     let tex = texture();
     let c = cfg();
     for arch in [ARCH, GRID] {
@@ -252,8 +255,10 @@ fn scaling_without_overflow_matches_the_unscaled_run() {
         initial: 4096.0,
         interval: 2,
     };
-    let plain = GpuBackend::with_context(ctx.clone());
-    let scaled = GpuBackend::with_context(ctx).loss_scaling(ls);
+    let plain = GpuBackend::with_context(ctx.clone()).precision(Precision::F32);
+    let scaled = GpuBackend::with_context(ctx)
+        .precision(Precision::F32)
+        .loss_scaling(ls);
     let tex = texture();
     let c = cfg();
     for arch in [ARCH, GRID] {

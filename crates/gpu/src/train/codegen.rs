@@ -207,6 +207,14 @@ struct Gen {
     xglobal: bool,
     /// Fused path: weights read from the workgroup copy `ws` (`Launch::wsh`).
     wsh: bool,
+    /// Fused path: the next `freq` stage also writes its output as f16 into `xh` at this
+    /// offset (it feeds a fused MLP), so the MLP needs no conversion phase.
+    mirror_freq: Option<usize>,
+    /// Fused path: the f32 rows (by base) whose f16 copy is already in `xh` (written by
+    /// the phase that produced them: the sampling or a `freq` stage).
+    mirrored: Option<usize>,
+    /// Code for the start of the kernel (before its first barrier).
+    init_extra: String,
     /// Fused path: row stride (floats) of a subgroup's 16×16 scratch tile in `zc`.
     zst: usize,
     /// Fused path: the most tiles of one phase (subgroups beyond it share the last
@@ -437,6 +445,9 @@ impl Gen {
             zst: 16,
             xglobal: false,
             wsh: false,
+            mirror_freq: None,
+            mirrored: None,
+            init_extra: String::new(),
             nt_max: 1,
             xh_next: 0,
             exp: std::env::var("NSHADE_GPU_EXP").unwrap_or_default(),
@@ -569,15 +580,30 @@ impl Gen {
                     "        let i = e / S; let s = e % S;\n        let xv = {};\n",
                     self.at(x, "i", "s")
                 );
+                let mirror = self.mirror_freq.take();
                 for o in 0..k {
+                    let (rs, rc) = (
+                        format!("i * {k}u + {o}u"),
+                        format!("{}u + i * {k}u + {o}u", d * k),
+                    );
                     let _ = writeln!(
                         body,
-                        "        {} = {};\n        {} = {};",
-                        self.at(y, &format!("i * {k}u + {o}u"), "s"),
+                        "        {{ let vs = {}; let vc = {};\n        {} = vs;\n        {} = vc;",
                         shader_wgsl::frequency_sin("xv", o),
-                        self.at(y, &format!("{}u + i * {k}u + {o}u", d * k), "s"),
                         shader_wgsl::frequency_cos("xv", o),
+                        self.at(y, &rs, "s"),
+                        self.at(y, &rc, "s"),
                     );
+                    if let Some(x0) = mirror {
+                        let _ = writeln!(
+                            body,
+                            "        xh[{x0}u + ({rs}) * SX + s] = f16(vs); xh[{x0}u + ({rc}) * SX + s] = f16(vc);"
+                        );
+                    }
+                    body.push_str("        }\n");
+                }
+                if mirror.is_some() {
+                    self.mirrored = Some(y.base);
                 }
                 self.items(d * self.s, &body);
                 Fwd::Leaf { m, x, y }
@@ -635,7 +661,17 @@ impl Gen {
                 let mut input = x;
                 let last = c.stages.len() - 1;
                 for (i, st) in c.stages.iter().enumerate() {
+                    // fused path: a freq stage that feeds an MLP writes the MLP's f16
+                    // input itself (the MLP's X_0 starts at the next free `xh` element)
+                    if self.fused
+                        && !self.xglobal
+                        && matches!(st, Module::Frequency(_))
+                        && matches!(c.stages.get(i + 1), Some(Module::Mlp(_)))
+                    {
+                        self.mirror_freq = Some(self.xh_next);
+                    }
                     let f = self.forward(st, input, if i == last { out } else { None });
+                    self.mirror_freq = None;
                     input = fwd_out(&f);
                     stages.push(f);
                 }
@@ -1262,20 +1298,33 @@ impl Gen {
         self.xh = self.xh.max(off);
         let mut b = String::new();
         let p0 = pad.layer(layers[0].weight);
-        let _ = writeln!(
-            b,
-            "    for (var e = lid; e < {n}u; e += WG) {{\n        let j = e / S; let s = e % S;\n        var v = 0.0f;\n        if (j < {rows}u) {{ v = {src}; }}\n        {xa}{x0}u + j * SX + s] = f16(v);\n    }}\n    {bar};",
-            xa = self.xa(),
-            bar = if self.xglobal {
-                "storageBarrier()"
-            } else {
-                "workgroupBarrier()"
-            },
-            x0 = xo[0],
-            n = p0.in_p * s,
-            rows = p0.in_dims,
-            src = self.at(x, "j", "s"),
-        );
+        if self.mirrored == Some(x.base) && !self.xglobal {
+            // the phase that produced the input wrote X_0 already; its padding rows are
+            // zeroed once at the start of the kernel
+            self.mirrored = None;
+            let _ = writeln!(
+                self.init_extra,
+                "    for (var e = lid; e < {n}u; e += WG) {{ xh[{x0}u + {r}u * SX + e] = f16(0.0f); }}",
+                n = (p0.in_p - p0.in_dims) * self.sx,
+                x0 = xo[0],
+                r = p0.in_dims,
+            );
+        } else {
+            let _ = writeln!(
+                b,
+                "    for (var e = lid; e < {n}u; e += WG) {{\n        let j = e / S; let s = e % S;\n        var v = 0.0f;\n        if (j < {rows}u) {{ v = {src}; }}\n        {xa}{x0}u + j * SX + s] = f16(v);\n    }}\n    {bar};",
+                xa = self.xa(),
+                bar = if self.xglobal {
+                    "storageBarrier()"
+                } else {
+                    "workgroupBarrier()"
+                },
+                x0 = xo[0],
+                n = p0.in_p * s,
+                rows = p0.in_dims,
+                src = self.at(x, "j", "s"),
+            );
+        }
         self.body.push_str(&b);
         b.clear();
         let last = layers.len() - 1;
@@ -2204,6 +2253,10 @@ type OutAct = Option<(Activation, Option<View>)>;
 fn build_body(g: &mut Gen, net: &Network) -> (View, View, View, OutAct, Option<usize>) {
     let x = g.alloc(net.in_dims);
     let t = g.alloc(net.out_dims);
+    // fused path, network = one MLP: the sampling writes its f16 input (X_0 at 0)
+    if g.fused && !g.xglobal && matches!(net.root, Module::Mlp(_)) {
+        g.mirrored = Some(x.base);
+    }
     // forward
     let f = g.forward(&net.root, x, None);
     let y = fwd_out(&f);
@@ -2524,6 +2577,16 @@ pub fn step_kernel_with(
             );
         }
     }
+    // fused path, network = one MLP: the sampling also writes the MLP's f16 input
+    // (X_0 at the start of `xh`; see `build_body`)
+    if g.fused && !g.xglobal && matches!(net.root, Module::Mlp(_)) {
+        let _ = writeln!(
+            draw,
+            "        for (var k = 0u; k < {}u; k++) {{ xh[k * SX + e] = f16({}); }}",
+            net.in_dims,
+            g.at(x, "k", "e")
+        );
+    }
     draw.push_str("    }\n    workgroupBarrier();\n");
 
     let mut accs = String::new();
@@ -2633,6 +2696,7 @@ pub fn step_kernel_with(
             "    let zslot = min(sgid, SCR - 1u) * {}u;",
             16 * g.zst
         );
+        init.push_str(&g.init_extra);
         init.push_str("    for (var e = lid; e < 256u; e += WG) { zero16[e] = 0.0f; }\n    workgroupBarrier();\n");
         let _ = nsg;
         for j in 0..g.dw_tiles {

@@ -167,8 +167,16 @@ impl Backend for GpuBackend {
     fn name(&self) -> String {
         format!("gpu ({})", self.ctx.summary.name)
     }
+    /// The chosen path, or `auto` when none was chosen and the adapter can run `coop`
+    /// (trainers then pick per network, see [`auto_precision`]; their `path` says which).
     fn path(&self) -> String {
-        self.precision_wanted().name().into()
+        let chosen =
+            self.want.is_some() || std::env::var("NSHADE_GPU_PATH").is_ok_and(|v| !v.is_empty());
+        if !chosen && coop_supported(&self.ctx) {
+            "auto".into()
+        } else {
+            self.precision_wanted().name().into()
+        }
     }
     fn start(
         &self,
@@ -537,6 +545,13 @@ fn pipeline(
         // texture texels are clamped to the image; row indices are ⌊h·rows/2³²⌋ < rows;
         // grid-table indices lie inside their level's table (cells clamped to res − 1,
         // hashes masked to the table size) and so do their accumulator words.
+        // Cooperative-matrix paths: matrix tiles are clamped (`q = min(t, nt − 1)`), so a
+        // 16×16 load or store at row block < rows_p/16 and column block < cols_p/16 stays
+        // inside its padded array (`xh`/`gh` rows of SX ≥ S, `w16`/`ws` blocks of
+        // out_p × in_p (+8), `zc` tiles `min(sgid, SCR − 1)`, partials `pbase` + padded
+        // offset or the 256-float scratch tile at `dummy`, `xg` regions `wid·XGS` of a
+        // buffer of `groups·XGS`); epilogue rows are < out_p (bias reads clamped to
+        // out_dims − 1) and samples < S.
         // Every loop has a constant bound.
         unsafe { device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
     };
