@@ -400,6 +400,15 @@ impl VecPad {
     }
 }
 
+/// The dW tile that subgroup `sgid` owns in round `j`: `t`, clamped to the last of `nt`
+/// tiles (`q`), as (`ot`, `it`) = (output, input) tile of a layer with `it_n` input tiles.
+fn dw_tile(j: usize, nt: usize, it_n: usize) -> String {
+    format!(
+        "        let t = {j}u * NSG + sgid; let q = min(t, {last}u); let ot = q / {it_n}u; let it = q % {it_n}u;",
+        last = nt - 1
+    )
+}
+
 impl Gen {
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -466,6 +475,23 @@ impl Gen {
 
     /// Fused path: the start of an index expression into X (`xh[` in workgroup memory,
     /// or this workgroup's region of the storage buffer `xg`).
+    /// After the chunk loop: subgroup `sgid` stores its dW tile of slot `slot` into the
+    /// partial sums (surplus tiles, `t ≥ nt`, into the dummy block).
+    fn dw_writeback(
+        &mut self,
+        tile: &str,
+        nt: usize,
+        slot: usize,
+        ip: usize,
+        dummy: usize,
+        wp: usize,
+    ) {
+        let _ = writeln!(
+            self.writeback,
+            "    {{\n{tile}\n        let real = t < {nt}u;\n        let v = dws{slot};\n        let stride = select(16u, {ip}u, real);\n        let off = pbase + select({dummy}u, {wp}u + (ot * 16u) * {ip}u + it * 16u, real);\n        coopStoreT(v, &partial[off], stride);\n    }}"
+        );
+    }
+
     fn xa(&self) -> &'static str {
         if self.xglobal { "xg[xgb + " } else { "xh[" }
     }
@@ -1505,10 +1531,7 @@ impl Gen {
             let st_dw = if self.exp == "nodw" { 0 } else { st_n };
             for j in 0..slots {
                 let slot = first + j;
-                let tile = format!(
-                    "        let t = {j}u * NSG + sgid; let q = min(t, {lastt}u); let ot = q / {it_n}u; let it = q % {it_n}u;",
-                    lastt = nt - 1
-                );
+                let tile = dw_tile(j, nt, it_n);
                 let _ = writeln!(b, "    {{\n{tile}");
                 for k in 0..st_dw {
                     let _ = writeln!(
@@ -1520,10 +1543,7 @@ impl Gen {
                     );
                 }
                 b.push_str("    }\n");
-                let _ = writeln!(
-                    self.writeback,
-                    "    {{\n{tile}\n        let real = t < {nt}u;\n        let v = dws{slot};\n        let stride = select(16u, {ip}u, real);\n        let off = pbase + select({dummy}u, {wp}u + (ot * 16u) * {ip}u + it * 16u, real);\n        coopStoreT(v, &partial[off], stride);\n    }}"
-                );
+                self.dw_writeback(&tile, nt, slot, ip, dummy, wp);
             }
             // db in f32 registers
             let o_n = l.out_dims;
@@ -1779,18 +1799,12 @@ impl Gen {
         let dummy = self.coop.as_ref().unwrap().dummy(self.param_count);
         for j in 0..slots {
             let slot = first + j;
-            let tile = format!(
-                "        let t = {j}u * NSG + sgid; let q = min(t, {last}u); let ot = q / {it_n}u; let it = q % {it_n}u;",
-                last = nt - 1
-            );
+            let tile = dw_tile(j, nt, it_n);
             let _ = writeln!(
                 b,
                 "    {{\n{tile}\n        for (var k = 0u; k < S / 16u; k++) {{\n            dws{slot} = coopMultiplyAdd(coopLoadT<coop_mat16x16<f16, A>>(&gh[(ot * 16u) * S + k * 16u], S), coopLoad<coop_mat16x16<f16, B>>(&xh[(it * 16u) * S + k * 16u], S), dws{slot});\n        }}\n    }}"
             );
-            let _ = writeln!(
-                self.writeback,
-                "    {{\n{tile}\n        let real = t < {nt}u;\n        let v = dws{slot};\n        let stride = select(16u, {ip}u, real);\n        let off = pbase + select({dummy}u, {wp}u + (ot * 16u) * {ip}u + it * 16u, real);\n        coopStoreT(v, &partial[off], stride);\n    }}"
-            );
+            self.dw_writeback(&tile, nt, slot, ip, dummy, wp);
         }
         let o_n = l.out_dims;
         for k in 0..o_n.div_ceil(self.wg) {
