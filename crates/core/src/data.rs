@@ -2,7 +2,7 @@
 //! `s` depends only on (seed, s, i) — see [`crate::rng::sample_hash`] — so every backend
 //! and every thread count sees the same batch.
 
-use crate::rng::{pcg_hash, sample_hash};
+use crate::rng::{sample_hash, step_key};
 use crate::texture::Texture;
 
 /// Rows of `in_dims` inputs followed by `out_dims` targets (a dataset split in memory).
@@ -54,7 +54,7 @@ impl TrainingData {
     pub fn fill(&self, seed: u32, step: u32, first: usize, n: usize, x: &mut [f32], t: &mut [f32]) {
         match self {
             TrainingData::Texture(tex) => {
-                tex.sample_uniform(pcg_hash(step ^ pcg_hash(seed)), first, n, x, t);
+                tex.sample_uniform(step_key(seed, step), first, n, x, t);
             }
             TrainingData::Rows(rows) => {
                 let (i, o) = (rows.in_dims, rows.out_dims);

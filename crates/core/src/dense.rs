@@ -174,8 +174,9 @@ unsafe fn relayout_avx512<const TO_FEATURE: bool>(
     }
 }
 
+/// Whether this CPU runs the AVX-512 builds (checked once, then cached by std).
 #[cfg(target_arch = "x86_64")]
-fn has_avx512() -> bool {
+pub(crate) fn has_avx512() -> bool {
     std::arch::is_x86_feature_detected!("avx512f")
 }
 

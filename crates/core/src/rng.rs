@@ -21,7 +21,14 @@ pub fn unit_f32(h: u32) -> f32 {
 /// further draw hashes the previous value.
 #[inline(always)]
 pub fn sample_hash(seed: u32, step: u32, index: u32) -> u32 {
-    pcg_hash(index ^ pcg_hash(step ^ pcg_hash(seed)))
+    pcg_hash(index ^ step_key(seed, step))
+}
+
+/// The part of [`sample_hash`] shared by every sample of a step: sample `index` starts
+/// from `pcg_hash(index ^ step_key(seed, step))`.
+#[inline(always)]
+pub fn step_key(seed: u32, step: u32) -> u32 {
+    pcg_hash(step ^ pcg_hash(seed))
 }
 
 /// A small sequential generator (PCG32, O'Neill 2014) for initialisation and tests.

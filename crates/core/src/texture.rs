@@ -220,7 +220,7 @@ impl Texture {
         #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
         let mut done = 0;
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx512f")
+        if crate::dense::has_avx512()
             && self.width * self.height < i32::MAX as usize
             && first + n < u32::MAX as usize
         {
