@@ -156,6 +156,20 @@ fn has_params(m: &Module) -> bool {
     }
 }
 
+/// A switch for A/B timings: `NSHADE_GPU_<name>=0` turns one kernel feature off (on by
+/// default): `PREFETCH` (texels loaded a chunk ahead), `BSH` (the fused path's biases
+/// in workgroup memory as the accumulator's start).
+fn knob(name: &str) -> bool {
+    std::env::var(format!("NSHADE_GPU_{name}")).map_or(true, |v| v != "0")
+}
+
+/// The fused path's f16 range check of a scaled gradient `v`: it ORs into the
+/// invocation's flag `lsf`, which one workgroup atomic publishes at the end of the
+/// kernel (no branch per value; an atomic per value measured 5% slower for seed #3).
+fn f16_range_check(v: &str) -> String {
+    format!(" lsf |= select(0u, 1u, nsh_ls_over({v}, 65504.0f));")
+}
+
 fn largest_tile(n: usize, max: usize) -> usize {
     [4, 2, 1]
         .into_iter()
@@ -215,6 +229,17 @@ struct Gen {
     mirrored: Option<usize>,
     /// Code for the start of the kernel (before its first barrier).
     init_extra: String,
+    /// The network input's rows (set by `build_body`).
+    input: Option<usize>,
+    /// Fused path with `wsh`: f32 elements of `bs`, the workgroup copy of the MLPs'
+    /// biases (each layer's at a multiple of 16, zero-padded to `out_p`).
+    bs_len: usize,
+    /// Fused path: the accumulator's initial value in the next [`Gen::fused_tiles`]
+    /// (None: zero).
+    cinit: Option<String>,
+    /// Fused path: bias gradients summed in blocks, added up at the end of the kernel.
+    folds: Vec<Fold>,
+
     /// Fused path: row stride (floats) of a subgroup's 16×16 scratch tile in `zc`.
     zst: usize,
     /// Fused path: the most tiles of one phase (subgroups beyond it share the last
@@ -227,6 +252,42 @@ struct Gen {
     /// `nodw` no weight-gradient products, `noepi` empty tile epilogues); the kernels
     /// then compute wrong gradients — for splitting a step's time only.
     exp: String,
+}
+
+/// The barrier after a fused MLP's last phase when it is the first layer's dW (reads
+/// of its X_0 and dz only); `step_kernel_with` drops it when it ends the chunk and
+/// the sampling writes neither (the sampling's own barrier then orders those reads
+/// before the next chunk's writes).
+const DW_END: &str = "    workgroupBarrier(); // dW end\n";
+
+/// A bias gradient summed in blocks ([`Gen::fused_bias_sums`]): invocation
+/// `lid` holds the partial sum of row lid / blocks in `acc{acc}`; the row sums (blocks
+/// added in order) go to the partials at `bias_p` at the end of the kernel.
+struct Fold {
+    acc: usize,
+    rows: usize,
+    blocks: usize,
+    bias_p: usize,
+}
+
+impl Fold {
+    /// `if (lid < rows) { t = Σ_b red[base + lid·blocks + b]; partial = t }`.
+    fn code(&self, red: &str, base: usize, scaled: bool) -> String {
+        let nb = self.blocks;
+        let mut fold = format!("var t = {red}[{base}u + lid * {nb}u];");
+        for k in 1..nb {
+            let _ = write!(fold, " t += {red}[{base}u + lid * {nb}u + {k}u];");
+        }
+        let chk = if scaled {
+            " if (nsh_ls_bits(t) != 0u) { atomicOr(&lsbad, 1u); }"
+        } else {
+            ""
+        };
+        format!(
+            "    if (lid < {}u) {{ {fold} partial[pbase + {}u + lid] = t;{chk} }}\n",
+            self.rows, self.bias_p
+        )
+    }
 }
 
 /// The fused cooperative-matrix MLP needs every hidden activation's derivative from its
@@ -457,6 +518,10 @@ impl Gen {
             mirror_freq: None,
             mirrored: None,
             init_extra: String::new(),
+            input: None,
+            bs_len: 0,
+            cinit: None,
+            folds: Vec::new(),
             nt_max: 1,
             xh_next: 0,
             exp: std::env::var("NSHADE_GPU_EXP").unwrap_or_default(),
@@ -612,14 +677,23 @@ impl Gen {
                         format!("i * {k}u + {o}u"),
                         format!("{}u + i * {k}u + {o}u", d * k),
                     );
+                    // the f32 rows are dead when the f16 copy feeds a fused MLP and the
+                    // input is the network's (no backward through this stage)
+                    let f32_rows = !(mirror.is_some() && self.input == Some(x.base));
                     let _ = writeln!(
                         body,
-                        "        {{ let vs = {}; let vc = {};\n        {} = vs;\n        {} = vc;",
+                        "        {{ let vs = {}; let vc = {};",
                         shader_wgsl::frequency_sin("xv", o),
                         shader_wgsl::frequency_cos("xv", o),
-                        self.at(y, &rs, "s"),
-                        self.at(y, &rc, "s"),
                     );
+                    if f32_rows {
+                        let _ = writeln!(
+                            body,
+                            "        {} = vs;\n        {} = vc;",
+                            self.at(y, &rs, "s"),
+                            self.at(y, &rc, "s"),
+                        );
+                    }
                     if let Some(x0) = mirror {
                         let _ = writeln!(
                             body,
@@ -1366,6 +1440,29 @@ impl Gen {
                 (View { base: 0, width: 0 }, None)
             };
             let nt = (op / 16) * st_n;
+            // with the weights in workgroup memory the biases are there too (f32, copied
+            // once per workgroup, zero in padding rows), and the accumulator starts from
+            // them: a column-major load with stride 0 repeats the 16 biases of the tile's
+            // rows in every column, so the epilogue adds nothing
+            let bias_c = (self.wsh && knob("BSH")).then(|| {
+                let boff = self.bs_len;
+                self.bs_len += op;
+                let _ = writeln!(
+                    self.init_extra,
+                    "    for (var e = lid; e < {op}u; e += WG) {{ bs[{boff}u + e] = select(0.0f, params[{}u + min(e, {}u)], e < {}u); }}",
+                    l.bias,
+                    l.out_dims - 1,
+                    l.out_dims
+                );
+                format!("coopLoad<coop_mat16x16<f32, C>>(&bs[{boff}u + ot * 16u], 0u)")
+            });
+            let bias_v = |o: &str| {
+                if bias_c.is_some() {
+                    "v".to_string()
+                } else {
+                    format!("v + params[{}u + {o}]", l.bias)
+                }
+            };
             let mut mm = String::new();
             for k in 0..ip / 16 {
                 let _ = writeln!(
@@ -1385,24 +1482,25 @@ impl Gen {
                 // markers: when this layer produces the network output, the step kernel
                 // puts the loss, dy and dy's f16 copy (zero in padding rows) here
                 format!(
-                    "if (o < {o_n}u) {{ let zz = v + params[{}u + o]; {zs}{} = {};\n//@FEPI{w}@\n}} else {{\n//@FPAD{w}@\n}}",
-                    l.bias,
+                    "if (o < {o_n}u) {{ let zz = {}; {zs}{} = {};\n//@FEPI{w}@\n}} else {{\n//@FPAD{w}@\n}}",
+                    bias_v("o"),
                     self.at(a, "o", "s"),
                     wgsl::act_value(l.act, "zz"),
                     w = l.weight,
                 )
             } else {
                 format!(
-                    "let zz = v + params[{}u + min(o, {}u)]; {}{}u + o * SX + s] = select(f16(0.0f), f16({}), o < {o_n}u);",
-                    l.bias,
-                    o_n - 1,
+                    "let zz = {}; {}{}u + o * SX + s] = select(f16(0.0f), f16({}), o < {o_n}u);",
+                    bias_v(&format!("min(o, {}u)", o_n - 1)),
                     self.xa(),
                     xo[i + 1],
                     wgsl::act_value(l.act, "zz")
                 )
             };
             let xwrite = i < last;
+            self.cinit = bias_c;
             self.fused_tiles(&mut b, nt, "ot", "", &mm, &epi, xwrite);
+            self.cinit = None;
             self.body.push_str(&b);
             b.clear();
             out_layers.push(LayerFwd { l, x, z, a });
@@ -1440,9 +1538,13 @@ impl Gen {
         } else {
             "workgroupBarrier()"
         };
+        let c0 = self
+            .cinit
+            .clone()
+            .unwrap_or_else(|| "coopLoadT<coop_mat16x16<f32, C>>(&zero16[0], 16u)".into());
         let _ = writeln!(
             b,
-            "    for (var j = 0u; j < {nj}u; j++) {{\n        let t = j * NSG + sgid; let q = min(t, {lastt}u);\n        let {r} = q / {st_n}u; let st = q % {st_n}u;\n{pre}        var c = coopLoadT<coop_mat16x16<f32, C>>(&zero16[0], 16u);\n{mm}        let cc = c;\n        coopStoreT(cc, &zc[zslot], {zst}u);\n        {sync};\n        if (t < {nt}u) {{\n{body}        }}\n        {sync};\n    }}",
+            "    for (var j = 0u; j < {nj}u; j++) {{\n        let t = j * NSG + sgid; let q = min(t, {lastt}u);\n        let {r} = q / {st_n}u; let st = q % {st_n}u;\n{pre}        var c = {c0};\n{mm}        let cc = c;\n        coopStoreT(cc, &zc[zslot], {zst}u);\n        {sync};\n        if (t < {nt}u) {{\n{body}        }}\n        {sync};\n    }}",
             nj = nt.div_ceil(nsg),
             lastt = nt - 1,
             body = unroll(
@@ -1490,7 +1592,7 @@ impl Gen {
         let scaled = self.scaled;
         let check = |v: &str| {
             if scaled {
-                format!(" if (nsh_ls_over({v}, 65504.0f)) {{ atomicOr(&lsbad, 1u); }}")
+                f16_range_check(v)
             } else {
                 String::new()
             }
@@ -1547,29 +1649,10 @@ impl Gen {
             }
             // db in f32 registers
             let o_n = l.out_dims;
-            for k in 0..o_n.div_ceil(self.wg) {
-                let a = self.accs;
-                self.accs += 1;
-                let _ = writeln!(
-                    b,
-                    "    {{ let o = lid + {}u; if (o < {o_n}u) {{\n{}    }} }}",
-                    k * self.wg,
-                    unroll(
-                        "s",
-                        s,
-                        &format!("        acc{a} += f32(gh[{cur}u + o * SX + s]);\n")
-                    )
-                );
-                let _ = writeln!(
-                    self.writeback,
-                    "    {{ let o = lid + {}u; if (o < {o_n}u) {{ partial[pbase + {}u + o] = acc{a}; }} }}",
-                    k * self.wg,
-                    pl.bias_p
-                );
-            }
+            self.fused_bias_sums(&mut b, o_n, cur, pl.bias_p);
             let want_dx = i > 0 || dx.is_some();
             if !want_dx {
-                b.push_str("    workgroupBarrier();\n");
+                b.push_str(DW_END);
                 continue;
             }
             let (wa, wq, ws) = self.wsrc(&pl);
@@ -1627,6 +1710,66 @@ impl Gen {
             self.fused_tiles(&mut b, (ip / 16) * st_n, "it", &pre, &mm, &epi, false);
         }
         self.body.push_str(&b);
+    }
+
+    /// Fused path: db += Σ_s dz[o][s] for the `o_n` rows of `gh` at `cur`. With
+    /// `o_n` ≤ WG the S samples of a row are split over B invocations (B a power of two
+    /// dividing S, at most 16, B·o_n ≤ WG; invocation `lid` takes row lid / B and samples
+    /// lid % B + k·B, k = 0, 1, … in order — neighbouring invocations read neighbouring
+    /// f16, so the reads are free of bank conflicts), which keeps each invocation's
+    /// chain of additions per chunk S/B long instead of S; the B partial sums of a row
+    /// are added once per kernel, in order of their block (`@RED@`, the workgroup
+    /// array the loss tree uses, filled by all invocations between two barriers).
+    /// Wider layers keep one invocation per row. A fixed order either way.
+    fn fused_bias_sums(&mut self, b: &mut String, o_n: usize, cur: usize, bias_p: usize) {
+        let s = self.s;
+        let wg = self.wg;
+        if o_n > wg {
+            for k in 0..o_n.div_ceil(wg) {
+                let a = self.accs;
+                self.accs += 1;
+                let _ = writeln!(
+                    b,
+                    "    {{ let o = lid + {}u; if (o < {o_n}u) {{\n{}    }} }}",
+                    k * wg,
+                    unroll(
+                        "s",
+                        s,
+                        &format!("        acc{a} += f32(gh[{cur}u + o * SX + s]);\n")
+                    )
+                );
+                self.write_bias_partial(k, o_n, bias_p, a);
+            }
+            return;
+        }
+        let mut nb = 1;
+        while nb < 16 && nb * 2 * o_n <= wg && nb * 2 <= s && s.is_multiple_of(nb * 2) {
+            nb *= 2;
+        }
+        let a = self.accs;
+        self.accs += 1;
+        let mut sum = String::new();
+        for k in 0..s / nb {
+            let _ = writeln!(
+                sum,
+                "        acc{a} += f32(gh[{cur}u + o * SX + bl + {}u]);",
+                k * nb
+            );
+        }
+        let _ = writeln!(
+            b,
+            "    {{ let o = lid / {nb}u; let bl = lid % {nb}u; if (o < {o_n}u) {{\n{sum}    }} }}"
+        );
+        if nb == 1 {
+            self.write_bias_partial(0, o_n, bias_p, a);
+            return;
+        }
+        self.folds.push(Fold {
+            acc: a,
+            rows: o_n,
+            blocks: nb,
+            bias_p,
+        });
     }
 
     /// f16 copy of `rows` rows of `src` into the staging array `dst` (`xh` or `gh`,
@@ -2221,7 +2364,7 @@ pub fn shared_bytes(
     }
     let ws = if g.wsh { g.ws_len() } else { 0 };
     let coop_extra = if coop {
-        2 * (g.xh + g.gh + ws) + 4 * g.zc + 4 * 256
+        2 * (g.xh + g.gh + ws) + 4 * (g.zc + g.bs_len) + 4 * 256
     } else {
         0
     };
@@ -2267,6 +2410,7 @@ type OutAct = Option<(Activation, Option<View>)>;
 fn build_body(g: &mut Gen, net: &Network) -> (View, View, View, OutAct, Option<usize>) {
     let x = g.alloc(net.in_dims);
     let t = g.alloc(net.out_dims);
+    g.input = Some(x.base);
     // fused path, network = one MLP: the sampling writes its f16 input (X_0 at 0)
     if g.fused && !g.xglobal && matches!(net.root, Module::Mlp(_)) {
         g.mirrored = Some(x.base);
@@ -2521,9 +2665,9 @@ pub fn step_kernel_with(
                 _ => String::new(),
             };
             let chk = if scaled {
-                " if (nsh_ls_over(dyv, 65504.0f)) { atomicOr(&lsbad, 1u); }"
+                f16_range_check("dyv")
             } else {
-                ""
+                String::new()
             };
             let fepi = format!(
                 "{{ let p = {av}; let t = {tv};\n\
@@ -2546,11 +2690,84 @@ pub fn step_kernel_with(
         _ => g.body.replace("    //@LOSS@\n", &loss_code),
     };
 
+    // a fused MLP's last dW phase that ends the chunk needs no barrier of its own when
+    // the sampling does not write its inputs (it writes `xh` only for a one-MLP net)
+    let body = match body.strip_suffix(DW_END) {
+        Some(b) if !matches!(net.root, Module::Mlp(_)) => format!("{b}    // dW end\n"),
+        _ => body,
+    };
     // sample generation
     let mut draw = String::from(
         "    for (var e = lid; e < S; e += WG) {\n        let idx = first + e;\n        let valid = idx < BATCH;\n        let h = nsh_pcg_hash(idx ^ step_h);\n",
     );
+    // texture data with S ≤ WG: the texels of chunk c + 1 are loaded into registers
+    // during chunk c (and chunk 0's before the loop), so the loads' latency overlaps a
+    // whole chunk; the sampling phase interpolates what was loaded. Same values, same
+    // arithmetic as drawing them in place.
+    let mut prefetch_init = String::new();
+    let mut prefetch_next = String::new();
     match data {
+        DataKind::Texture { width, height } if s <= launch.threads as usize && knob("PREFETCH") => {
+            let fetch = |first: &str| {
+                let mut f = format!(
+                    "    if (lid < S) {{\n        let h = nsh_pcg_hash(({first} + lid) ^ step_h);\n\
+                     \x20       pu = nsh_unit(h); pv = nsh_unit(nsh_pcg_hash(h));\n\
+                     \x20       let fx = pu * {width}.0f - 0.5f; let fy = pv * {height}.0f - 0.5f;\n\
+                     \x20       let x0f = floor(fx); let y0f = floor(fy);\n\
+                     \x20       let x0 = min(u32(max(x0f, 0.0f)), {wm}u); let x1 = min(u32(max(x0f + 1.0f, 0.0f)), {wm}u);\n\
+                     \x20       let y0 = min(u32(max(y0f, 0.0f)), {hm}u); let y1 = min(u32(max(y0f + 1.0f, 0.0f)), {hm}u);\n",
+                    wm = width - 1,
+                    hm = height - 1,
+                );
+                for k in 0..3 {
+                    let _ = writeln!(
+                        f,
+                        "        pt{a} = data[(y0 * {width}u + x0) * 3u + {k}u]; pt{b} = data[(y0 * {width}u + x1) * 3u + {k}u];\n\
+                         \x20       pt{c} = data[(y1 * {width}u + x0) * 3u + {k}u]; pt{d} = data[(y1 * {width}u + x1) * 3u + {k}u];",
+                        a = 4 * k,
+                        b = 4 * k + 1,
+                        c = 4 * k + 2,
+                        d = 4 * k + 3,
+                    );
+                }
+                f.push_str("    }\n");
+                f
+            };
+            prefetch_init.push_str("    var pu = 0.0f; var pv = 0.0f;\n");
+            for k in 0..12 {
+                let _ = writeln!(prefetch_init, "    var pt{k} = 0.0f;");
+            }
+            prefetch_init.push_str(&fetch("wid.x * CHUNKS * S"));
+            let _ = write!(
+                prefetch_next,
+                "    if (c + 1u < CHUNKS) {{\n{}    }}\n",
+                fetch("first + S")
+            );
+            draw = format!(
+                "    if (lid < S) {{\n        let e = lid;\n        let idx = first + e;\n        let valid = idx < BATCH;\n\
+                 \x20       let u = pu; let v = pv;\n\
+                 \x20       let fx = u * {width}.0f - 0.5f; let fy = v * {height}.0f - 0.5f;\n\
+                 \x20       let tx = fx - floor(fx); let ty = fy - floor(fy);\n"
+            );
+            for k in 0..3 {
+                let _ = writeln!(
+                    draw,
+                    "        {{ let top = pt{a} + (pt{b} - pt{a}) * tx; let bottom = pt{c} + (pt{d} - pt{c}) * tx;\n\
+                     \x20         {tk} = top + (bottom - top) * ty; }}",
+                    a = 4 * k,
+                    b = 4 * k + 1,
+                    c = 4 * k + 2,
+                    d = 4 * k + 3,
+                    tk = g.at(t, &format!("{k}u"), "e"),
+                );
+            }
+            let _ = writeln!(
+                draw,
+                "        {} = select(0.0f, u, valid); {} = select(0.0f, v, valid);",
+                g.at(x, "0u", "e"),
+                g.at(x, "1u", "e"),
+            );
+        }
         DataKind::Texture { width, height } => {
             let _ = write!(
                 draw,
@@ -2601,7 +2818,9 @@ pub fn step_kernel_with(
             g.at(x, "k", "e")
         );
     }
-    draw.push_str("    }\n    workgroupBarrier();\n");
+    draw.push_str("    }\n");
+    draw.push_str(&prefetch_next);
+    draw.push_str("    workgroupBarrier();\n");
 
     let mut accs = String::new();
     for a in 0..g.accs {
@@ -2647,6 +2866,64 @@ pub fn step_kernel_with(
             writeback.push_str("      if (lsb != 0u) { atomicOr(&lsbad, 1u); } }\n");
         }
         ls_end.push_str("        lsflags[wid.x] = atomicLoad(&lsbad);\n");
+        if g.fused {
+            init.push_str("    var lsf = 0u;\n");
+            writeback.push_str("    if (lsf != 0u) { atomicOr(&lsbad, 1u); }\n");
+        }
+    }
+    // the end: bias folds and the loss sum. Where `zc` holds every fold's WG partial
+    // sums, the loss's and WG/16 more, all in three barriers: the partial sums are
+    // written at once, the folds and 16-value blocks of the loss summed, then the
+    // blocks in order; otherwise a fold at a time (three barriers each) and the
+    // pairwise loss tree (one barrier per level). Either order is fixed.
+    let wg = launch.threads as usize;
+    let nf = g.folds.len();
+    let mut end = String::new();
+    if red == "zc" && wg.is_multiple_of(16) && g.zc >= (nf + 1) * wg + wg / 16 {
+        end.push_str("    workgroupBarrier();\n");
+        for (k, f) in g.folds.iter().enumerate() {
+            let _ = writeln!(end, "    zc[{}u + lid] = acc{};", k * wg, f.acc);
+        }
+        let _ = writeln!(
+            end,
+            "    zc[{}u + lid] = loss_acc;\n    workgroupBarrier();",
+            nf * wg
+        );
+        for (k, f) in g.folds.iter().enumerate() {
+            end.push_str(&f.code("zc", k * wg, scaled));
+        }
+        let mut blk = format!("var t = zc[{}u + lid * 16u];", nf * wg);
+        for k in 1..16 {
+            let _ = write!(blk, " t += zc[{}u + lid * 16u + {k}u];", nf * wg);
+        }
+        let _ = writeln!(
+            end,
+            "    if (lid < {}u) {{ {blk} zc[{}u + lid] = t; }}\n    workgroupBarrier();",
+            wg / 16,
+            (nf + 1) * wg
+        );
+        let mut tot = format!("var t = zc[{}u];", (nf + 1) * wg);
+        for k in 1..wg / 16 {
+            let _ = write!(tot, " t += zc[{}u];", (nf + 1) * wg + k);
+        }
+        let _ = write!(
+            end,
+            "    if (lid == 0u) {{\n        {tot}\n        loss_partial[wid.x] = t;\n{ls_end}    }}\n"
+        );
+    } else {
+        for f in &g.folds {
+            let _ = write!(
+                end,
+                "    workgroupBarrier();\n    {red}[lid] = acc{};\n    workgroupBarrier();\n{}    workgroupBarrier();\n",
+                f.acc,
+                f.code(red, 0, scaled)
+            );
+        }
+        let _ = write!(
+            end,
+            "    {red}[lid] = loss_acc;\n    workgroupBarrier();\n{}    if (lid == 0u) {{\n        loss_partial[wid.x] = {red}[0];\n{ls_end}    }}\n",
+            loss_tree(wg, red)
+        );
     }
     let step_struct = if scaled {
         "struct Step { step: u32, slot: u32, step_lr: f32, inv_c2: f32, mode: u32, poison: f32 }"
@@ -2683,6 +2960,9 @@ pub fn step_kernel_with(
             // the weights of this step, copied once per workgroup (rows padded by 8;
             // the padding columns are never read), before the barrier below
             let _ = writeln!(decls, "var<workgroup> ws: array<f16, {}>;", g.ws_len());
+            if g.bs_len > 0 {
+                let _ = writeln!(decls, "var<workgroup> bs: array<f32, {}>;", g.bs_len);
+            }
             let pad = g.coop.clone().unwrap();
             for l in &pad.layers {
                 let (_, off, st) = g.wsrc(l);
@@ -2742,21 +3022,15 @@ var<workgroup> red: array<f32, {red_n}>;
 {decls}
 @compute @workgroup_size({wg})
 fn nsh_step(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {{
-{init}{accs}    var loss_acc = 0.0f;
     let step_h = nsh_pcg_hash(st.step ^ SEED_H);
+{prefetch_init}{init}{accs}    var loss_acc = 0.0f;
     for (var c = 0u; c < CHUNKS; c++) {{
     let first = (wid.x * CHUNKS + c) * S;
 {draw}{body}    }}
     let pbase = wid.x * P;
-{writeback}    {red}[lid] = loss_acc;
-    workgroupBarrier();
-{tree}    if (lid == 0u) {{
-        loss_partial[wid.x] = {red}[0];
-{ls_end}    }}
-}}
+{writeback}{end}}}
 ",
         common = wgsl::COMMON,
-        tree = loss_tree(launch.threads as usize, red),
         red_n = if red == "red" { launch.threads } else { 1 },
         r = g.r,
         wg = launch.threads,
