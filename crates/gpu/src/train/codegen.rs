@@ -712,38 +712,40 @@ impl Gen {
                         );
                     }
                 };
-                if spread {
-                    let _ = writeln!(
-                        body,
-                        "        let s = e % S; let io = e / S; let i = io / {k}u; let o = io % {k}u;\n        let xv = {};\n        var vs = 0.0f; var vc = 0.0f;\n        switch o {{",
-                        self.at(x, "i", "s")
-                    );
-                    for o in 0..k {
-                        let _ = writeln!(
-                            body,
-                            "            case {o}u: {{ vs = {}; vc = {}; }}",
-                            shader_wgsl::frequency_sin("xv", o),
-                            shader_wgsl::frequency_cos("xv", o),
-                        );
+                let _ = writeln!(
+                    body,
+                    "{}\n        let xv = {};{}",
+                    if spread {
+                        format!(
+                            "        let s = e % S; let io = e / S; let i = io / {k}u; let o = io % {k}u;"
+                        )
+                    } else {
+                        "        let i = e / S; let s = e % S;".to_string()
+                    },
+                    self.at(x, "i", "s"),
+                    if spread {
+                        "\n        var vs = 0.0f; var vc = 0.0f;\n        switch o {"
+                    } else {
+                        ""
                     }
-                    body.push_str("            default: {}\n        }\n");
-                    store(&mut body, "o");
-                } else {
-                    let _ = writeln!(
-                        body,
-                        "        let i = e / S; let s = e % S;\n        let xv = {};",
-                        self.at(x, "i", "s")
+                );
+                for o in 0..k {
+                    let (sv, cv) = (
+                        shader_wgsl::frequency_sin("xv", o),
+                        shader_wgsl::frequency_cos("xv", o),
                     );
-                    for o in 0..k {
-                        let _ = writeln!(
-                            body,
-                            "        {{ let vs = {}; let vc = {};",
-                            shader_wgsl::frequency_sin("xv", o),
-                            shader_wgsl::frequency_cos("xv", o),
-                        );
+                    if spread {
+                        let _ =
+                            writeln!(body, "            case {o}u: {{ vs = {sv}; vc = {cv}; }}");
+                    } else {
+                        let _ = writeln!(body, "        {{ let vs = {sv}; let vc = {cv};");
                         store(&mut body, &format!("{o}u"));
                         body.push_str("        }\n");
                     }
+                }
+                if spread {
+                    body.push_str("            default: {}\n        }\n");
+                    store(&mut body, "o");
                 }
                 if mirror.is_some() {
                     self.mirrored = Some(y.base);
