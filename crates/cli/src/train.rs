@@ -175,7 +175,7 @@ pub fn run(args: Args) -> Result<()> {
     let mut mlog = crate::report::MetricsLog::create(&out.tmp.join("metrics.jsonl"))?;
     let start = Instant::now();
     let report_every = (args.steps / 20).max(1);
-    // Steps per call: up to 100, but no more than about 0.1 s of work, so that a SIGTERM
+    // Steps per call: up to 1000, but no more than about 0.1 s of work, so that a SIGTERM
     // (checked between calls) stops the run promptly even on a slow machine; calls end on
     // report boundaries.
     let mut chunk = 1u32;
@@ -187,7 +187,7 @@ pub fn run(args: Args) -> Result<()> {
         let t0 = Instant::now();
         let l = trainer.run(n)?;
         let per_step = t0.elapsed().as_secs_f64() / n as f64;
-        chunk = (0.1 / per_step.max(1e-9)).clamp(1.0, 100.0) as u32;
+        chunk = (0.1 / per_step.max(1e-9)).clamp(1.0, 1000.0) as u32;
         done += n;
         since += n;
         acc += l as f64 * n as f64;
