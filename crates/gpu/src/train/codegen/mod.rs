@@ -800,25 +800,9 @@ impl Gen {
                 );
             }
         }
-        let mut lb = String::new();
-        for u in 0..ts {
-            let _ = writeln!(
-                lb,
-                "            let x{u} = {};",
-                self.at(x, "i", &format!("sg + {}u", u * sg))
-            );
-        }
-        for t in 0..to {
-            let _ = writeln!(
-                lb,
-                "            let w{t} = params[{}u + (og + {}u) * {i_n}u + i];",
-                l.weight,
-                t * og
-            );
-            for u in 0..ts {
-                let _ = writeln!(lb, "            c{t}_{u} = fma(w{t}, x{u}, c{t}_{u});");
-            }
-        }
+        let lb = self.tile_fma(("x", x, "i"), sg, ts, to, |t| {
+            format!("params[{}u + (og + {}u) * {i_n}u + i]", l.weight, t * og)
+        });
         b.push_str(&unroll("i", i_n, &lb));
         for t in 0..to {
             for u in 0..ts {
@@ -1229,6 +1213,36 @@ impl Gen {
         );
     }
 
+    /// One step `k` of a register-tiled matrix–vector loop (the scalar path's forward
+    /// and input gradient): the `ts` operand values `{v}{u}` (row `k` of `src` at samples
+    /// sg + u·SG, `op` = (v, src, k)), the `rows` weights `w{t}` (`weight(t)`), and
+    /// `c{t}_{u} = fma(w{t}, {v}{u}, c{t}_{u})`.
+    fn tile_fma(
+        &self,
+        op: (&str, View, &str),
+        sg: usize,
+        ts: usize,
+        rows: usize,
+        weight: impl Fn(usize) -> String,
+    ) -> String {
+        let (v, src, k) = op;
+        let mut lb = String::new();
+        for u in 0..ts {
+            let _ = writeln!(
+                lb,
+                "            let {v}{u} = {};",
+                self.at(src, k, &format!("sg + {}u", u * sg))
+            );
+        }
+        for t in 0..rows {
+            let _ = writeln!(lb, "            let w{t} = {};", weight(t));
+            for u in 0..ts {
+                let _ = writeln!(lb, "            c{t}_{u} = fma(w{t}, {v}{u}, c{t}_{u});");
+            }
+        }
+        lb
+    }
+
     /// dx = Wᵀ·dz (or += with `add`), tiled TI (inputs) × TS (samples); with `fused`,
     /// dx is multiplied by the derivative of that layer's activation and written in place
     /// over its activations. Ends with a barrier.
@@ -1259,25 +1273,9 @@ impl Gen {
                 let _ = writeln!(b, "        var c{t}_{u} = 0.0f;");
             }
         }
-        let mut lb = String::new();
-        for u in 0..ts {
-            let _ = writeln!(
-                lb,
-                "            let d{u} = {};",
-                self.at(dz, "o", &format!("sg + {}u", u * sg))
-            );
-        }
-        for t in 0..ti {
-            let _ = writeln!(
-                lb,
-                "            let w{t} = params[{}u + o * {i_n}u + ig + {}u];",
-                l.weight,
-                t * ig
-            );
-            for u in 0..ts {
-                let _ = writeln!(lb, "            c{t}_{u} = fma(w{t}, d{u}, c{t}_{u});");
-            }
-        }
+        let lb = self.tile_fma(("d", dz, "o"), sg, ts, ti, |t| {
+            format!("params[{}u + o * {i_n}u + ig + {}u]", l.weight, t * ig)
+        });
         b.push_str(&unroll("o", o_n, &lb));
         let op = if add { "+=" } else { "=" };
         for t in 0..ti {
