@@ -7,13 +7,14 @@
 //! relative; a 40-step run's first steps within 2 % and last steps within 10 % of the
 //! CPU's loss; the same seed twice gives identical weights.
 
+mod common;
+
 use nshade_core::arch::Arch;
 use nshade_core::cpu::CpuTrainer;
 use nshade_core::data::{Rows, TrainingData};
 use nshade_core::loss::Loss;
 use nshade_core::network::Network;
 use nshade_core::optim::Adam;
-use nshade_core::texture::Texture;
 use nshade_core::train::{TrainConfig, Trainer};
 use nshade_gpu::context::context_or_skip;
 use nshade_gpu::train::codegen::{self, DataKind, Launch, LossScale, Pad, Precision};
@@ -21,23 +22,7 @@ use nshade_gpu::train::{GpuBackend, precision_supported};
 use std::sync::Arc;
 
 fn texture() -> Arc<TrainingData> {
-    let (w, h) = (37usize, 23usize);
-    let mut data = Vec::with_capacity(w * h * 3);
-    for y in 0..h {
-        for x in 0..w {
-            let (u, v) = (x as f32 / w as f32, y as f32 / h as f32);
-            data.push(0.5 + 0.4 * (9.0 * u).sin());
-            data.push(if (x / 4 + y / 4) % 2 == 0 { 0.9 } else { 0.1 });
-            data.push(u * v);
-        }
-    }
-    Arc::new(TrainingData::Texture(Texture::new(
-        w,
-        h,
-        data,
-        "test".into(),
-        String::new(),
-    )))
+    Arc::new(TrainingData::Texture(common::small_texture()))
 }
 
 fn rows() -> Arc<TrainingData> {

@@ -2,24 +2,14 @@
 //! SPIR-V, for every module kind — also the cooperative-matrix path, which lavapipe
 //! cannot run (it is exercised against the CPU on a GPU that has it).
 
+mod common;
+
+use common::validate;
 use nshade_core::arch::Arch;
 use nshade_core::loss::Loss;
 use nshade_core::network::Network;
 use nshade_core::optim::Adam;
 use nshade_gpu::train::codegen::{self, DataKind, Launch, Pad};
-
-fn validate(src: &str, what: &str) {
-    let module = naga::front::wgsl::parse_str(src)
-        .unwrap_or_else(|e| panic!("{what}: {}\n{src}", e.emit_to_string(src)));
-    let info = naga::valid::Validator::new(
-        naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::all(),
-    )
-    .validate(&module)
-    .unwrap_or_else(|e| panic!("{what}: {}\n{src}", e.emit_to_string(src)));
-    naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None)
-        .unwrap_or_else(|e| panic!("{what}: SPIR-V: {e}"));
-}
 
 #[test]
 fn generated_kernels_validate() {

@@ -6,30 +6,19 @@
 //! weights are bit for bit those of an unscaled run (grids: within 1e-5 · max |w|, the
 //! fixed-point accumulators truncate scaled values at a different place).
 
+mod common;
+
+use common::validate;
 use nshade_core::arch::Arch;
 use nshade_core::data::TrainingData;
 use nshade_core::loss::Loss;
 use nshade_core::network::Network;
 use nshade_core::optim::Adam;
-use nshade_core::texture::Texture;
 use nshade_core::train::{TrainConfig, Trainer};
 use nshade_gpu::context::context_or_skip;
 use nshade_gpu::train::codegen::{self, DataKind, Launch, LossScale, Pad, Precision, VecPad};
 use nshade_gpu::train::{GpuBackend, LossScaleState};
 use std::sync::Arc;
-
-fn validate(src: &str, what: &str) {
-    let module = naga::front::wgsl::parse_str(src)
-        .unwrap_or_else(|e| panic!("{what}: {}\n{src}", e.emit_to_string(src)));
-    let info = naga::valid::Validator::new(
-        naga::valid::ValidationFlags::all(),
-        naga::valid::Capabilities::all(),
-    )
-    .validate(&module)
-    .unwrap_or_else(|e| panic!("{what}: {}\n{src}", e.emit_to_string(src)));
-    naga::back::spv::write_vec(&module, &info, &naga::back::spv::Options::default(), None)
-        .unwrap_or_else(|e| panic!("{what}: SPIR-V: {e}"));
-}
 
 #[test]
 fn scaled_kernels_validate() {
@@ -140,23 +129,7 @@ fn scaled_kernels_validate() {
 }
 
 fn texture() -> Arc<TrainingData> {
-    let (w, h) = (37usize, 23usize);
-    let mut data = Vec::with_capacity(w * h * 3);
-    for y in 0..h {
-        for x in 0..w {
-            let (u, v) = (x as f32 / w as f32, y as f32 / h as f32);
-            data.push(0.5 + 0.4 * (9.0 * u).sin());
-            data.push(if (x / 4 + y / 4) % 2 == 0 { 0.9 } else { 0.1 });
-            data.push(u * v);
-        }
-    }
-    Arc::new(TrainingData::Texture(Texture::new(
-        w,
-        h,
-        data,
-        "test".into(),
-        String::new(),
-    )))
+    Arc::new(TrainingData::Texture(common::small_texture()))
 }
 
 fn cfg() -> TrainConfig {

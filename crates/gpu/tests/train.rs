@@ -10,31 +10,17 @@
 //! it) the tolerances are wider: gradient 3e-2 · max |g_cpu|, loss 1e-2 relative, first
 //! steps 2 %, after 40 steps 10 %.
 
+mod common;
+
 use nshade_core::arch::Arch;
 use nshade_core::cpu::CpuTrainer;
 use nshade_core::data::{Rows, TrainingData};
 use nshade_core::loss::Loss;
 use nshade_core::network::Network;
-use nshade_core::texture::Texture;
 use nshade_core::train::{TrainConfig, Trainer};
 use nshade_gpu::context::context_or_skip;
 use nshade_gpu::train::GpuBackend;
 use std::sync::Arc;
-
-fn small_texture() -> Texture {
-    // 37×23: not a power of two, so the bilinear lookup's rounding is exercised.
-    let (w, h) = (37usize, 23usize);
-    let mut data = Vec::with_capacity(w * h * 3);
-    for y in 0..h {
-        for x in 0..w {
-            let (u, v) = (x as f32 / w as f32, y as f32 / h as f32);
-            data.push(0.5 + 0.4 * (9.0 * u).sin());
-            data.push(if (x / 4 + y / 4) % 2 == 0 { 0.9 } else { 0.1 });
-            data.push(u * v);
-        }
-    }
-    Texture::new(w, h, data, "test".into(), String::new())
-}
 
 fn cfg(batch: usize, loss: Loss) -> TrainConfig {
     TrainConfig {
@@ -90,7 +76,7 @@ fn compare_gradient(
 fn gradients_match_cpu_for_every_module_kind() {
     let Some(ctx) = context_or_skip() else { return };
     let backend = GpuBackend::with_context(Arc::new(ctx));
-    let tex = Arc::new(TrainingData::Texture(small_texture()));
+    let tex = Arc::new(TrainingData::Texture(common::small_texture()));
     // batch 300: not a multiple of the chunk size, so the partial last chunk is exercised
     let c = cfg(300, Loss::RelativeL2);
     for arch in [
@@ -152,7 +138,7 @@ fn gradients_match_cpu_for_every_module_kind() {
 fn gradients_match_cpu_for_every_loss_and_rows_data() {
     let Some(ctx) = context_or_skip() else { return };
     let backend = GpuBackend::with_context(Arc::new(ctx));
-    let tex = Arc::new(TrainingData::Texture(small_texture()));
+    let tex = Arc::new(TrainingData::Texture(common::small_texture()));
     for loss in Loss::ALL {
         compare_gradient(
             &backend,
@@ -205,7 +191,7 @@ fn short_run_reaches_the_cpu_loss_and_is_deterministic() {
 }
 
 fn short_run(backend: &GpuBackend, arch: &str) {
-    let tex = Arc::new(TrainingData::Texture(small_texture()));
+    let tex = Arc::new(TrainingData::Texture(common::small_texture()));
     let c = TrainConfig {
         lr: nshade_core::optim::LrSchedule::constant(0.01),
         ..cfg(512, Loss::RelativeL2)
