@@ -23,6 +23,8 @@ const BENCH_ARCHS: &[&str] = &[
 
 #[derive(clap::Args)]
 pub struct Args {
+    /// Where to measure. Default cpu (unlike training's auto), so a figure always names
+    /// the device it was measured on; gpu measures the GPU backend.
     #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
     pub backend: BackendChoice,
     /// Precision path of the GPU backend: f32, f16 (f16 matrix operands,
@@ -32,13 +34,15 @@ pub struct Args {
     /// cooperative matrices and the network suits the fused kernels, else f32).
     #[arg(long, value_enum)]
     pub gpu_path: Option<GpuPathChoice>,
-    /// Architectures (default: the seed's four and freq(8) | mlp(64x4, relu)).
+    /// Architectures (default: the seed's four networks, named seed1-seed4 as in
+    /// docs/PERFORMANCE.md and the peer baselines — fit calls them basic, sigmoid, freq and
+    /// freq_deep — and freq8_64x4, freq(8) | mlp(64x4, relu), the peers' wider network).
     #[arg(long = "arch", value_name = "SPEC")]
     pub archs: Vec<String>,
-    /// Batch sizes; repeat for several.
+    /// Batch sizes; repeat for several (default 65536, the seed's 256×256, as fit).
     #[arg(long = "batch", default_values_t = [65536])]
     pub batches: Vec<usize>,
-    /// Minimum measured time per case, seconds.
+    /// Minimum measured time per case, seconds (at most 3600).
     #[arg(long, default_value_t = 3.0)]
     pub seconds: f64,
     /// One JSON object per line.
@@ -47,12 +51,16 @@ pub struct Args {
     /// Measure inference of the generated shader at 1920x1080 instead of training.
     #[arg(long)]
     pub inference: bool,
+    /// Worker threads for the CPU backend (default: all cores, or RAYON_NUM_THREADS).
     #[arg(long)]
     pub threads: Option<usize>,
 }
 
 pub fn run(args: Args) -> Result<()> {
     common::init_threads(args.threads)?;
+    if !(args.seconds.is_finite() && args.seconds > 0.0 && args.seconds <= 3600.0) {
+        bail!("--seconds must be in (0, 3600], got {}", args.seconds);
+    }
     if args.inference {
         return run_inference(&args);
     }
@@ -69,9 +77,14 @@ pub fn run(args: Args) -> Result<()> {
         let net =
             Network::build(&named.arch, 2, 3).map_err(|e| anyhow::anyhow!("--arch '{s}': {e}"))?;
         for &batch in &args.batches {
-            if batch == 0 {
-                bail!("--batch must be at least 1");
+            if batch == 0 || batch > common::MAX_BATCH {
+                bail!(
+                    "--batch must be in 1..={} (2^26) samples per step, got {batch}",
+                    common::MAX_BATCH
+                );
             }
+            common::check_training_memory(&net, batch, backend.name() == "cpu")
+                .map_err(|e| anyhow::anyhow!("--arch '{s}': {e}"))?;
             let cfg = TrainConfig {
                 batch,
                 ..TrainConfig::default()

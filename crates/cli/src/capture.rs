@@ -3,7 +3,6 @@
 
 use crate::common;
 use anyhow::{Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
 use nshade_gpu::capture::{self, CaptureError, CaptureSettings, ShaderSource};
 use nshade_gpu::context::GpuContext;
 use std::path::PathBuf;
@@ -71,19 +70,22 @@ pub fn run(args: Args) -> Result<()> {
         ..CaptureSettings::default()
     };
     settings.validate()?;
+    common::check_out_dir(&args.out, "--out")?;
     capture::check_new_dir(&args.out).context("--out")?;
+    if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty()) {
+        common::clean_stale_temps(parent);
+    } else {
+        common::clean_stale_temps(std::path::Path::new("."));
+    }
     let source = ShaderSource::from_file(&args.shader)?;
     // Compile before opening the device, so a broken shader fails fast and without a GPU.
     source.compile()?;
     let ctx = GpuContext::new()?;
+    // The dataset is built in this temporary sibling (removed if an interrupt is forced).
+    common::register_temp(&nshade_core::fsutil::temp_sibling(&args.out));
     let frames = (settings.training_frames + settings.validation_frames) as u64;
-    let bar = ProgressBar::new(frames);
-    bar.set_style(
-        ProgressStyle::with_template("{prefix:>14.bold} [{bar:30}] {pos}/{len} frames  {msg}")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
-    bar.set_prefix("capture");
+    let mut bar = common::Progress::counted(frames, "capture", "frames");
+    let mut last = 0;
     let trained = settings.training_frames;
     let start = Instant::now();
     let result = capture::capture(
@@ -97,17 +99,17 @@ pub fn run(args: Args) -> Result<()> {
                     "interrupted; no dataset was written".into(),
                 ));
             }
-            bar.set_message(format!("{split} {frame}"));
             let done = if split == "train" {
                 frame
             } else {
                 trained + frame
             };
-            bar.set_position(done as u64);
+            last = done as u64;
+            bar.set(last, &format!("{split} {frame}"));
             Ok(())
         },
     );
-    bar.finish_and_clear();
+    bar.finish(last, "done");
     let summary = result?;
     println!("{}", args.out.display());
     println!(

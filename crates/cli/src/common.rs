@@ -4,9 +4,11 @@
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use nshade_core::train::Backend;
+use nshade_core::train::CancelToken;
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::{LazyLock, Mutex};
+use std::time::{Duration, Instant};
 
 /// Sets the number of worker threads (`--threads`, else `RAYON_NUM_THREADS`, else all cores).
 pub fn init_threads(threads: Option<usize>) -> Result<()> {
@@ -102,16 +104,40 @@ pub fn training_backend_on(
     }
 }
 
-static CANCELLED: AtomicBool = AtomicBool::new(false);
+/// Set by SIGINT/SIGTERM; training loops poll it, and the CPU backend checks it inside a
+/// step (see [`cancel_token`]).
+static CANCEL: LazyLock<CancelToken> = LazyLock::new(CancelToken::new);
+/// Temporary output (directories and files) this process is writing, removed by the
+/// interrupt watchdog if the work does not stop in time on its own.
+static TEMPS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// How long after SIGINT/SIGTERM the work may take to stop by itself.
+const STOP_GRACE: Duration = Duration::from_millis(800);
 
-/// Makes SIGINT/SIGTERM set a flag that long loops poll with [`cancelled`], so they stop
-/// promptly and clean up instead of leaving partial output.
+/// Makes SIGINT/SIGTERM set the cancel flag that long loops poll with [`cancelled`] (and
+/// the CPU backend checks between chunks of a step), so they stop promptly and clean up
+/// instead of leaving partial output. Whatever is still running [`STOP_GRACE`] later is
+/// stopped by force: the temporary output registered with [`register_temp`] is removed and
+/// the process exits with status 1, so a stop takes under a second whatever the work.
 pub fn install_cancel_handler() {
-    let _ = ctrlc::set_handler(|| CANCELLED.store(true, Ordering::SeqCst));
+    let _ = ctrlc::set_handler(|| {
+        CANCEL.cancel();
+        std::thread::sleep(STOP_GRACE);
+        let temps = TEMPS.lock().unwrap_or_else(|e| e.into_inner());
+        for p in temps.iter() {
+            let _ = std::fs::remove_dir_all(p).or_else(|_| std::fs::remove_file(p));
+        }
+        eprintln!("error: interrupted; no output was written");
+        std::process::exit(1);
+    });
+}
+
+/// The token SIGINT/SIGTERM cancel; pass it to training configs.
+pub fn cancel_token() -> CancelToken {
+    CANCEL.clone()
 }
 
 pub fn cancelled() -> bool {
-    CANCELLED.load(Ordering::SeqCst)
+    CANCEL.is_cancelled()
 }
 
 pub fn check_cancelled() -> Result<()> {
@@ -121,21 +147,139 @@ pub fn check_cancelled() -> Result<()> {
     Ok(())
 }
 
+/// Registers temporary output for the interrupt watchdog to remove.
+pub fn register_temp(p: &Path) {
+    TEMPS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(p.to_path_buf());
+}
+
+/// Runs `f` (a commit: renames of temporary output into place) with the watchdog held
+/// off, then forgets `p`: an interrupt never cuts a commit in half.
+pub fn commit_temp<T>(p: &Path, f: impl FnOnce() -> T) -> T {
+    let mut temps = TEMPS.lock().unwrap_or_else(|e| e.into_inner());
+    let r = f();
+    temps.retain(|t| t != p);
+    r
+}
+
+/// Forgets temporary output that was removed.
+pub fn unregister_temp(p: &Path) {
+    TEMPS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|t| t != p);
+}
+
+/// Evaluates `model` on `x` in blocks, checking for an interrupt between blocks, so even a
+/// huge network's full-image evaluation stops promptly.
+pub fn eval_cancellable(model: &nshade_core::model::Model, x: &[f32]) -> Result<Vec<f32>> {
+    let ind = model.network.in_dims.max(1);
+    let rows = x.len() / ind;
+    // About 2^26 multiply-adds per block.
+    let per_row = (model.network.param_count.max(1) as u64).min(1 << 24);
+    let block = ((1u64 << 26) / per_row).clamp(256, 65536) as usize;
+    let mut y = Vec::with_capacity(rows * model.network.out_dims);
+    for b in x.chunks(block * ind) {
+        check_cancelled()?;
+        y.extend(model.eval(b));
+    }
+    Ok(y)
+}
+
+/// Removes temporary siblings in `dir` that killed runs left behind, with a notice.
+pub fn clean_stale_temps(dir: &Path) {
+    match nshade_core::fsutil::remove_stale_temps(dir) {
+        Ok(removed) => {
+            for p in removed {
+                eprintln!(
+                    "notice: removed {}, left behind by a run that was killed",
+                    p.display()
+                );
+            }
+        }
+        Err(e) => eprintln!(
+            "warning: could not check {} for leftovers of killed runs: {e}",
+            dir.display()
+        ),
+    }
+}
+
 /// Creates an empty directory `.NAME.tmp-PID` beside `target` (same file system, so it can
-/// be renamed into place), creating `target`'s parent if needed.
+/// be renamed into place), creating `target`'s parent if needed; leftovers of killed runs
+/// beside it are removed first. The directory is registered with the interrupt watchdog.
 pub fn create_temp_sibling_dir(target: &Path) -> Result<PathBuf> {
     let parent = target
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+    clean_stale_temps(parent);
     let tmp = nshade_core::fsutil::temp_sibling(target);
-    if tmp.exists() {
+    if std::fs::symlink_metadata(&tmp).is_ok() {
         std::fs::remove_dir_all(&tmp)
+            .or_else(|_| std::fs::remove_file(&tmp))
             .with_context(|| format!("removing stale {}", tmp.display()))?;
     }
     std::fs::create_dir(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+    register_temp(&tmp);
     Ok(tmp)
+}
+
+/// Checks an explicit output directory before anything is written: it must be new or an
+/// empty directory, and not the current directory or one above it (which cannot be
+/// replaced by a rename). Returns it with `.` and `..` resolved.
+pub fn check_out_dir(p: &Path, flag: &str) -> Result<PathBuf> {
+    let abs =
+        normalize(&std::path::absolute(p).with_context(|| format!("{flag} {}", p.display()))?);
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    if cwd.starts_with(&abs) {
+        bail!(
+            "{flag} {}: is the current directory or one above it; name a new directory (e.g. {flag} runs/new)",
+            p.display()
+        );
+    }
+    if abs.file_name().is_none() {
+        bail!("{flag} {}: name a new directory", p.display());
+    }
+    match std::fs::symlink_metadata(&abs) {
+        Err(_) => {}
+        Ok(m) if m.is_dir() => {
+            if std::fs::read_dir(&abs)
+                .with_context(|| format!("reading {flag} {}", p.display()))?
+                .next()
+                .is_some()
+            {
+                bail!(
+                    "{flag} {}: directory exists and is not empty (choose a new one, so a failed run never replaces working results)",
+                    p.display()
+                );
+            }
+        }
+        Ok(m) if m.file_type().is_symlink() => bail!(
+            "{flag} {}: is a symbolic link; name a new directory",
+            p.display()
+        ),
+        Ok(_) => bail!("{flag} {}: exists and is not a directory", p.display()),
+    }
+    Ok(abs)
+}
+
+/// Resolves `.` and `..` components of an absolute path without touching the disk.
+fn normalize(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// An output directory written under a temporary sibling name and renamed into place by
@@ -151,21 +295,7 @@ impl OutDir {
     pub fn create(explicit: Option<&Path>, default_root: &Path) -> Result<OutDir> {
         let target = match explicit {
             Some(p) => {
-                if p.exists() {
-                    if !p.is_dir() {
-                        bail!("--out {}: exists and is not a directory", p.display());
-                    }
-                    if std::fs::read_dir(p)
-                        .with_context(|| format!("reading --out {}", p.display()))?
-                        .next()
-                        .is_some()
-                    {
-                        bail!(
-                            "--out {}: directory exists and is not empty (choose a new one, so a failed run never replaces working results)",
-                            p.display()
-                        );
-                    }
-                }
+                check_out_dir(p, "--out")?;
                 p.to_path_buf()
             }
             None => {
@@ -173,7 +303,7 @@ impl OutDir {
                     .with_context(|| format!("creating {}", default_root.display()))?;
                 (1..)
                     .map(|i| default_root.join(format!("run-{i:03}")))
-                    .find(|p| !p.exists())
+                    .find(|p| std::fs::symlink_metadata(p).is_err())
                     .expect("some run number is free")
             }
         };
@@ -198,17 +328,28 @@ impl OutDir {
 
     /// Renames the finished directory into place.
     pub fn commit(mut self) -> Result<PathBuf> {
-        if self.target.exists() {
-            // Only an empty directory can be here (checked at creation).
-            std::fs::remove_dir(&self.target).with_context(|| {
-                format!(
-                    "{} was filled while this run was writing",
-                    self.target.display()
-                )
-            })?;
-        }
-        std::fs::rename(&self.tmp, &self.target)
-            .with_context(|| format!("moving results into {}", self.target.display()))?;
+        let (tmp, target) = (self.tmp.clone(), self.target.clone());
+        commit_temp(&tmp, || -> Result<()> {
+            if target.is_dir() {
+                // Only an empty directory can be here (checked at creation).
+                std::fs::remove_dir(&target).with_context(|| {
+                    format!(
+                        "{}: another program wrote into it while this run was working; results kept in {}",
+                        target.display(),
+                        tmp.display()
+                    )
+                })?;
+            } else if std::fs::symlink_metadata(&target).is_ok() {
+                bail!(
+                    "{}: something was created there while this run was working; results kept in {}",
+                    target.display(),
+                    tmp.display()
+                );
+            }
+            std::fs::rename(&tmp, &target)
+                .with_context(|| format!("moving results into {}", target.display()))
+        })
+        .inspect_err(|_| self.committed = true)?; // keep the results where the message says
         self.committed = true;
         Ok(self.target.clone())
     }
@@ -218,37 +359,117 @@ impl Drop for OutDir {
     fn drop(&mut self) {
         if !self.committed {
             let _ = std::fs::remove_dir_all(&self.tmp);
+            unregister_temp(&self.tmp);
         }
     }
 }
 
-/// A progress bar on stderr; hidden when stderr is not a terminal.
-pub fn progress(len: u64, prefix: &str) -> ProgressBar {
-    let bar = ProgressBar::new(len);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{prefix:>14.bold} [{bar:30}] {pos}/{len} steps  {msg}  ({elapsed}, eta {eta})",
-        )
-        .expect("valid template")
-        .progress_chars("=> "),
-    );
-    bar.set_prefix(prefix.to_string());
-    bar.enable_steady_tick(Duration::from_millis(200));
-    bar
+/// Progress on stderr: a bar on a terminal; elsewhere (a pipe, a log file) a plain line
+/// every [`Progress::LINE_EVERY`] and one at the end, so a supervisor sees the work move
+/// without control codes. Work that ends sooner prints nothing (a quick failure stays one
+/// `error:` line).
+pub struct Progress {
+    bar: Option<ProgressBar>,
+    prefix: String,
+    unit: &'static str,
+    len: Option<u64>,
+    last_line: Instant,
+    printed: bool,
 }
 
-/// A progress bar over a time budget (positions in tenths of a second).
-pub fn progress_timed(seconds: f64, prefix: &str) -> ProgressBar {
-    let bar = ProgressBar::new((seconds * 10.0).ceil() as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{prefix:>14.bold} [{bar:30}] {msg}  ({elapsed})")
-            .expect("valid template")
-            .progress_chars("=> "),
-    );
-    bar.set_prefix(prefix.to_string());
-    bar.enable_steady_tick(Duration::from_millis(200));
-    bar
+impl Progress {
+    pub const LINE_EVERY: Duration = Duration::from_secs(2);
+
+    /// Counts `len` items of `unit` (steps, frames).
+    pub fn counted(len: u64, prefix: &str, unit: &'static str) -> Progress {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new(len);
+            bar.set_style(
+                ProgressStyle::with_template(&format!(
+                    "{{prefix:>14.bold}} [{{bar:30}}] {{pos}}/{{len}} {unit}  {{msg}}  ({{elapsed}}, eta {{eta}})"
+                ))
+                .expect("valid template")
+                .progress_chars("=> "),
+            );
+            bar
+        });
+        Progress::start(bar, prefix, unit, Some(len))
+    }
+
+    /// Counts training time against a budget of `seconds` (positions in tenths of a second).
+    pub fn timed(seconds: f64, prefix: &str) -> Progress {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = ProgressBar::new((seconds * 10.0).ceil() as u64);
+            bar.set_style(
+                ProgressStyle::with_template("{prefix:>14.bold} [{bar:30}] {msg}  ({elapsed})")
+                    .expect("valid template")
+                    .progress_chars("=> "),
+            );
+            bar
+        });
+        Progress::start(bar, prefix, "", None)
+    }
+
+    fn start(
+        bar: Option<ProgressBar>,
+        prefix: &str,
+        unit: &'static str,
+        len: Option<u64>,
+    ) -> Progress {
+        if let Some(bar) = &bar {
+            bar.set_prefix(prefix.to_string());
+            bar.enable_steady_tick(Duration::from_millis(200));
+        }
+        Progress {
+            bar,
+            prefix: prefix.to_string(),
+            unit,
+            len,
+            last_line: Instant::now(),
+            printed: false,
+        }
+    }
+
+    /// Moves to `pos` with a message (`pos` in tenths of a second for a timed one).
+    pub fn set(&mut self, pos: u64, msg: &str) {
+        match &self.bar {
+            Some(bar) => {
+                bar.set_position(pos);
+                bar.set_message(msg.to_string());
+            }
+            None => {
+                let now = Instant::now();
+                if now - self.last_line >= Self::LINE_EVERY {
+                    self.last_line = now;
+                    self.printed = true;
+                    self.line(pos, msg);
+                }
+            }
+        }
+    }
+
+    fn line(&self, pos: u64, msg: &str) {
+        match self.len {
+            Some(len) => eprintln!("{}: {pos}/{len} {}, {msg}", self.prefix, self.unit),
+            None => eprintln!("{}: {msg}", self.prefix),
+        }
+    }
+
+    /// Clears the bar (a terminal) or prints the last state (elsewhere).
+    pub fn finish(self, pos: u64, msg: &str) {
+        match &self.bar {
+            Some(bar) => bar.finish_and_clear(),
+            None => {
+                if self.printed {
+                    self.line(pos, msg);
+                }
+            }
+        }
+    }
 }
+
+/// Largest image `render`, `capture` and `distill` produce: 2^26 pixels (8192x8192).
+pub const MAX_PIXELS: usize = 1 << 26;
 
 /// Parses `WxH`.
 pub fn parse_size(s: &str) -> Result<(usize, usize), String> {
@@ -259,6 +480,12 @@ pub fn parse_size(s: &str) -> Result<(usize, usize), String> {
     let h: usize = h.parse().map_err(|_| format!("invalid height in '{s}'"))?;
     if w == 0 || h == 0 || w > 16384 || h > 16384 {
         return Err(format!("size '{s}' must be between 1x1 and 16384x16384"));
+    }
+    if w * h > MAX_PIXELS {
+        return Err(format!(
+            "size '{s}' has {} pixels, more than {MAX_PIXELS} (8192x8192)",
+            w * h
+        ));
     }
     Ok((w, h))
 }
@@ -305,8 +532,8 @@ pub fn train_config(
     if !(lr > 0.0 && lr.is_finite()) {
         bail!("--lr must be a positive number, got {lr}");
     }
-    if batch == 0 {
-        bail!("--batch must be at least 1");
+    if batch == 0 || batch > MAX_BATCH {
+        bail!("--batch must be in 1..={MAX_BATCH} (2^26) samples per step, got {batch}");
     }
     Ok(nshade_core::train::TrainConfig {
         batch,
@@ -317,6 +544,145 @@ pub fn train_config(
             warmup,
             decay,
         },
+        cancel: cancel_token(),
         ..Default::default()
     })
+}
+
+/// Largest `--batch`: 2^26 samples per step (1024 of the seed's 256×256 batches).
+pub const MAX_BATCH: usize = 1 << 26;
+
+/// Refuses a training run whose memory cannot fit, before anything is allocated. The CPU
+/// backend keeps one dense-gradient copy per 256-sample chunk (so its results do not
+/// depend on the thread count) plus parameters, gradients and Adam moments.
+pub fn check_training_memory(
+    net: &nshade_core::network::Network,
+    batch: usize,
+    cpu: bool,
+) -> Result<()> {
+    if !cpu {
+        return Ok(()); // the GPU backend checks its buffers against the adapter's limits
+    }
+    let chunks = batch.div_ceil(nshade_core::cpu::CHUNK) as u128;
+    let need = chunks * net.dense_count.max(1) as u128 * 4 + net.param_count as u128 * 16;
+    if let Some(avail) = available_memory() {
+        let limit = avail as u128 * 9 / 10;
+        if need > limit {
+            bail!(
+                "training this network with --batch {batch} on the CPU needs about {:.1} GiB ({} parameters, one gradient copy per 256 samples), more than the {:.1} GiB of memory available; use a smaller --batch or network",
+                need as f64 / GIB,
+                net.param_count,
+                avail as f64 / GIB
+            );
+        }
+    }
+    Ok(())
+}
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// Memory the system can give this process now (`MemAvailable`), if it says.
+fn available_memory() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Longest architecture name, in bytes (a directory name in `fit`'s output).
+pub const MAX_NAME: usize = 64;
+
+/// Names `fit` writes beside the architectures' directories.
+const RESERVED_NAMES: &[&str] = &[
+    "best",
+    "zoom",
+    "reference.png",
+    "summary.json",
+    "report.html",
+    "metrics.jsonl",
+];
+
+/// Checks an architecture name before anything is trained: it becomes a directory of the
+/// output, so it must be one path component of letters, digits, `_`, `.` and `-`, not
+/// start with `.` (no `.`, `..` or hidden names), be at most [`MAX_NAME`] bytes, and not be
+/// one of the names the run itself writes (compared without case).
+pub fn check_arch_name(name: &str) -> Result<()> {
+    if name.is_empty() {
+        bail!("the architecture name is empty");
+    }
+    if name.len() > MAX_NAME {
+        bail!(
+            "the architecture name is {} characters long, more than {MAX_NAME} (give a shorter one with name=spec)",
+            name.len()
+        );
+    }
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+    {
+        bail!("the architecture name '{name}' may hold only letters, digits, '_', '.' and '-'");
+    }
+    if name.starts_with('.') {
+        bail!("the architecture name '{name}' must not start with '.'");
+    }
+    if let Some(r) = RESERVED_NAMES.iter().find(|r| r.eq_ignore_ascii_case(name)) {
+        bail!(
+            "the architecture name '{name}' is reserved: the run writes '{r}' itself (reserved: {})",
+            RESERVED_NAMES.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// The largest |a − b| over two equally long slices; an error when the lengths differ or
+/// any value is NaN or infinite (`f32::max` would silently skip a NaN).
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> Result<f32> {
+    if a.len() != b.len() {
+        bail!("comparing {} values with {}", a.len(), b.len());
+    }
+    let mut m = 0.0f32;
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        let d = (x - y).abs();
+        if !d.is_finite() {
+            bail!("value {i} is not finite ({x} against {y})");
+        }
+        m = m.max(d);
+    }
+    Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_abs_diff_sees_nan_and_lengths() {
+        assert_eq!(max_abs_diff(&[1.0, 2.0], &[1.5, 1.0]).unwrap(), 1.0);
+        assert!(max_abs_diff(&[1.0, f32::NAN], &[1.0, 1.0]).is_err());
+        assert!(max_abs_diff(&[f32::INFINITY], &[1.0]).is_err());
+        assert!(max_abs_diff(&[1.0], &[1.0, 2.0]).is_err());
+    }
+
+    #[test]
+    fn arch_names() {
+        for ok in ["basic", "freq_deep", "a.b-c", "x1"] {
+            check_arch_name(ok).unwrap();
+        }
+        for (bad, why) in [
+            ("..", "must not start with '.'"),
+            (".", "must not start with '.'"),
+            (".hidden", "must not start with '.'"),
+            ("a/b", "may hold only"),
+            ("", "empty"),
+            ("zoom", "reserved"),
+            ("Best", "reserved"),
+            ("reference.png", "reserved"),
+            ("summary.JSON", "reserved"),
+        ] {
+            let e = check_arch_name(bad).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+        assert!(check_arch_name(&"a".repeat(MAX_NAME)).is_ok());
+        assert!(check_arch_name(&"a".repeat(MAX_NAME + 1)).is_err());
+    }
 }

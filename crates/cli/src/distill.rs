@@ -28,11 +28,14 @@ pub struct Args {
     /// The parameter range A..B the shader sees.
     #[arg(long, default_value = "-1..1", allow_hyphen_values = true)]
     pub param_range: String,
-    #[arg(long, default_value_t = 48)]
+    /// Training frames, at frame/(count-1) of the range.
+    #[arg(long, default_value_t = 48, value_parser = clap::value_parser!(u32).range(2..=512))]
     pub train_frames: u32,
-    #[arg(long, default_value_t = 13)]
+    /// Validation frames, at (frame+0.381966)/count of the range.
+    #[arg(long, default_value_t = 13, value_parser = clap::value_parser!(u32).range(2..=128))]
     pub validation_frames: u32,
-    #[arg(long, default_value_t = 2048)]
+    /// Random pixels sampled per frame.
+    #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub pixels_per_frame: u32,
     /// Training steps.
     #[arg(long, default_value_t = 12000)]
@@ -40,10 +43,19 @@ pub struct Args {
     /// Architecture (default: train's default for (x, y, t) data).
     #[arg(long, value_name = "SPEC")]
     pub arch: Option<String>,
+    /// Samples per training step (as `train`).
     #[arg(long, default_value_t = 4096)]
     pub batch: usize,
+    /// Seed for the network's initial weights and sample draws.
+    #[arg(long, default_value_t = 1337)]
+    pub seed: u64,
+    /// Seed of the java.util.Random that picks the captured pixels.
+    #[arg(long, default_value_t = 4090, allow_hyphen_values = true)]
+    pub capture_seed: i64,
+    /// Where to train: auto takes a hardware GPU when one is found, else the CPU.
     #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     pub backend: BackendChoice,
+    /// Worker threads for the CPU backend (default: all cores, or RAYON_NUM_THREADS).
     #[arg(long)]
     pub threads: Option<usize>,
     /// Parameter values shown as images in the report (default: 3 validation slices).
@@ -78,7 +90,7 @@ pub fn run(args: Args) -> Result<()> {
         train_frames: args.train_frames,
         validation_frames: args.validation_frames,
         pixels_per_frame: args.pixels_per_frame,
-        seed: 4090,
+        seed: args.capture_seed,
     })?;
     train::run(train::Args {
         dataset: dataset.clone(),
@@ -90,10 +102,11 @@ pub fn run(args: Args) -> Result<()> {
         lr_warmup: 0,
         lr_decay: None,
         loss: "l2".into(),
-        seed: 1337,
+        seed: args.seed,
         backend: args.backend,
         gpu_path: None,
         threads: args.threads,
+        dataset_recorded_as: Some(out.target().join("dataset")),
     })?;
     common::check_cancelled()?;
     let model = Model::load(&model_dir)?;
@@ -160,7 +173,7 @@ pub fn run(args: Args) -> Result<()> {
             .chunks_exact(2)
             .flat_map(|p| [p[0] * 2.0 - 1.0, p[1] * 2.0 - 1.0, t])
             .collect();
-        let cpu_neural = model.eval(&xyt);
+        let cpu_neural = common::eval_cancellable(&model, &xyt)?;
         let gpu_neural = neural.render_rgb(param)?;
         let names = [
             format!("original_{k}.png"),
@@ -178,7 +191,7 @@ pub fn run(args: Args) -> Result<()> {
         frames.push(json!({
             "parameter": param, "t": t,
             "psnr": metrics::psnr(&gpu_neural.data, &orig.data),
-            "gpu_vs_cpu_max_abs_diff": gpu_neural.data.iter().zip(&cpu_neural).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max),
+            "gpu_vs_cpu_max_abs_diff": common::max_abs_diff(&gpu_neural.data, &cpu_neural)?,
             "original": names[0], "neural": names[1], "error": names[2],
         }));
     }

@@ -1,59 +1,219 @@
-//! `nshade eval`: raw evaluation of rows of little-endian float32.
+//! `nshade eval`: evaluation of rows of float32 inputs, raw or as a NumPy `.npy` array.
 
 use crate::common::{self, BackendChoice};
 use anyhow::{Context, Result, bail};
 use nshade_core::model::Model;
-use std::path::PathBuf;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+/// Largest input `eval` reads: 2 GiB.
+const MAX_INPUT_BYTES: u64 = 2 << 30;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Little-endian float32 values, row after row, no header.
+    Raw,
+    /// A NumPy array file: 2-D, little-endian float32 (`<f4`), C order, shape (rows, width).
+    Npy,
+}
 
 #[derive(clap::Args)]
 pub struct Args {
     /// A weights.json file or a directory holding one.
     pub model: PathBuf,
-    /// Input rows: `input_dims` little-endian float32 values each.
+    /// Input rows of `input_dims` float32 values each; `-` reads standard input.
     #[arg(long)]
     pub input: PathBuf,
-    /// Output rows: `output_dims` little-endian float32 values each.
+    /// Output rows of `output_dims` float32 values each; `-` writes standard output.
     #[arg(long)]
     pub output: PathBuf,
+    /// Format of --input and --output (default: npy for names ending in .npy, else raw).
+    #[arg(long, value_enum)]
+    pub format: Option<Format>,
+    /// Number of input rows expected: checks that a raw file holds exactly that many (raw
+    /// data has no header that could tell a 6x2 file from a 4x3 one).
+    #[arg(long)]
+    pub rows: Option<u64>,
+    /// Where to evaluate. Default cpu (unlike training's auto): the CPU evaluator is the
+    /// reference every other path is tested against; gpu runs the model's exported WGSL
+    /// shader (auto: a hardware GPU when one is found, else the CPU).
     #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
     pub backend: BackendChoice,
+    /// Worker threads for the CPU backend (default: all cores, or RAYON_NUM_THREADS).
     #[arg(long)]
     pub threads: Option<usize>,
+}
+
+fn is_std(p: &Path) -> bool {
+    p.as_os_str() == "-"
+}
+
+fn format_of(p: &Path, given: Option<Format>) -> Format {
+    given.unwrap_or_else(|| {
+        if p.extension().is_some_and(|e| e.eq_ignore_ascii_case("npy")) {
+            Format::Npy
+        } else {
+            Format::Raw
+        }
+    })
+}
+
+/// Reads at most [`MAX_INPUT_BYTES`] from a file or standard input.
+fn read_input(p: &Path) -> Result<Vec<u8>> {
+    let what = || format!("--input {}", p.display());
+    let mut bytes = Vec::new();
+    let reader: Box<dyn Read> = if is_std(p) {
+        Box::new(std::io::stdin().lock())
+    } else {
+        let f = std::fs::File::open(p).with_context(what)?;
+        let meta = f.metadata().with_context(what)?;
+        if meta.is_dir() {
+            bail!("--input {}: is a directory", p.display());
+        }
+        if meta.is_file() && meta.len() > MAX_INPUT_BYTES {
+            bail!(
+                "--input {}: {} bytes, more than {} GiB; evaluate it in parts",
+                p.display(),
+                meta.len(),
+                MAX_INPUT_BYTES >> 30
+            );
+        }
+        Box::new(f)
+    };
+    reader
+        .take(MAX_INPUT_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .with_context(what)?;
+    if bytes.len() as u64 > MAX_INPUT_BYTES {
+        bail!(
+            "--input {}: more than {} GiB; evaluate it in parts",
+            p.display(),
+            MAX_INPUT_BYTES >> 30
+        );
+    }
+    Ok(bytes)
+}
+
+/// The float32 values of an `.npy` array of shape (rows, width).
+fn parse_npy(bytes: &[u8], width: usize, name: &str) -> Result<Vec<f32>> {
+    let npy =
+        npyz::NpyFile::new(bytes).with_context(|| format!("{name}: not a valid .npy file"))?;
+    let dtype = npy.dtype().descr();
+    if dtype != "'<f4'" {
+        bail!(
+            "{name}: the array holds {dtype}, not little-endian float32 ('<f4'); convert it with .astype('<f4')"
+        );
+    }
+    if npy.order() != npyz::Order::C {
+        bail!("{name}: the array is in Fortran order; save it in C order (np.ascontiguousarray)");
+    }
+    let shape = npy.shape().to_vec();
+    let ok = match shape.as_slice() {
+        [_, w] => *w == width as u64,
+        [n] => width == 1 || *n == 0,
+        _ => false,
+    };
+    if !ok {
+        bail!(
+            "{name}: the array's shape is {shape:?}; the model takes rows of {width} inputs, shape (rows, {width})"
+        );
+    }
+    let count = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
+    let header = bytes.len() - npy_data_len(bytes);
+    if count.and_then(|c| c.checked_mul(4)) != Some((bytes.len() - header) as u64) {
+        bail!(
+            "{name}: the header says shape {shape:?} but the file holds {} data bytes",
+            bytes.len() - header
+        );
+    }
+    npy.into_vec::<f32>()
+        .with_context(|| format!("{name}: reading the array"))
+}
+
+/// Bytes after an `.npy` header (its length is in the header's first 10 or 12 bytes).
+fn npy_data_len(bytes: &[u8]) -> usize {
+    let header = match bytes.get(6) {
+        Some(1) if bytes.len() >= 10 => 10 + u16::from_le_bytes([bytes[8], bytes[9]]) as usize,
+        Some(2 | 3) if bytes.len() >= 12 => {
+            12 + u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize
+        }
+        _ => bytes.len(),
+    };
+    bytes.len().saturating_sub(header)
+}
+
+fn npy_bytes(values: &[f32], width: usize) -> Result<Vec<u8>> {
+    use npyz::WriterBuilder;
+    let mut out = Vec::new();
+    let mut w = npyz::WriteOptions::new()
+        .default_dtype()
+        .shape(&[(values.len() / width.max(1)) as u64, width as u64])
+        .writer(&mut out)
+        .begin_nd()?;
+    w.extend(values.iter().copied())?;
+    w.finish()?;
+    Ok(out)
 }
 
 pub fn run(args: Args) -> Result<()> {
     common::init_threads(args.threads)?;
     let model = Model::load(&args.model)?;
-    let bytes = std::fs::read(&args.input)
-        .with_context(|| format!("reading --input {}", args.input.display()))?;
-    let row = model.network.in_dims * 4;
-    if bytes.len() % row != 0 {
+    let ind = model.network.in_dims;
+    let name = format!("--input {}", args.input.display());
+    let bytes = read_input(&args.input)?;
+    let x: Vec<f32> = match format_of(&args.input, args.format) {
+        Format::Npy => parse_npy(&bytes, ind, &name)?,
+        Format::Raw => {
+            if bytes.starts_with(b"\x93NUMPY") {
+                bail!("{name}: is a .npy file; name it *.npy or pass --format npy");
+            }
+            let row = ind * 4;
+            if bytes.len() % row != 0 {
+                bail!(
+                    "{name}: {} bytes is not a whole number of rows of {ind} float32 inputs ({row} bytes)",
+                    bytes.len(),
+                );
+            }
+            bytes
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect()
+        }
+    };
+    let rows = x.len() / ind.max(1);
+    if let Some(n) = args.rows
+        && n != rows as u64
+    {
+        bail!("{name}: holds {rows} rows of {ind} inputs, not the {n} that --rows expects");
+    }
+    let out_bytes = rows as u64 * model.network.out_dims as u64 * 4;
+    if out_bytes > MAX_INPUT_BYTES {
         bail!(
-            "--input {}: {} bytes is not a whole number of rows of {} float32 inputs ({row} bytes)",
-            args.input.display(),
-            bytes.len(),
-            model.network.in_dims
+            "{name}: {rows} rows give {:.1} GiB of outputs, more than {} GiB; evaluate it in parts",
+            out_bytes as f64 / (1u64 << 30) as f64,
+            MAX_INPUT_BYTES >> 30
         );
     }
-    let x: Vec<f32> = bytes
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect();
     if let Some(i) = x.iter().position(|v| !v.is_finite()) {
-        bail!(
-            "--input {}: value {i} (row {}) is not finite",
-            args.input.display(),
-            i / model.network.in_dims
-        );
+        bail!("{name}: value {i} (row {}) is not finite", i / ind.max(1));
     }
     let (y, backend) = evaluate(&model, &x, args.backend)?;
-    let out: Vec<u8> = y.iter().flat_map(|v| v.to_le_bytes()).collect();
-    nshade_core::fsutil::write_atomic(&args.output, &out)
-        .with_context(|| format!("writing --output {}", args.output.display()))?;
-    eprintln!(
-        "evaluated {} rows on {backend}",
-        x.len() / model.network.in_dims
-    );
+    let outd = model.network.out_dims;
+    let out = match format_of(&args.output, args.format) {
+        Format::Npy => npy_bytes(&y, outd)?,
+        Format::Raw => y.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    };
+    if is_std(&args.output) {
+        let mut stdout = std::io::stdout().lock();
+        match stdout.write_all(&out).and_then(|_| stdout.flush()) {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+            r => r.context("writing to standard output")?,
+        }
+    } else {
+        nshade_core::fsutil::write_atomic(&args.output, &out)
+            .with_context(|| format!("writing --output {}", args.output.display()))?;
+    }
+    eprintln!("evaluated {rows} rows of {ind} inputs on {backend}");
     Ok(())
 }
 

@@ -2,8 +2,8 @@
 
 use anyhow::{Context, Result, bail};
 use nshade_core::model::Model;
-use nshade_shader::{Options, Output, Precision, Target, WeightMode};
-use std::io::Write;
+use nshade_shader::{Options, Precision, Target, WeightMode};
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -55,10 +55,16 @@ pub enum PrecisionArg {
 pub struct Args {
     /// A weights.json file or a directory holding one.
     pub model: PathBuf,
+    /// Shader language: wgsl, glsl (450), glsl-es (3.00), hlsl, slang, msl, spirv
+    /// (binary), or shadertoy (a self-contained tab with baked weights).
     #[arg(long, value_enum)]
     pub target: TargetArg,
-    #[arg(long, value_enum, default_value_t = WeightsArg::Baked)]
-    pub weights: WeightsArg,
+    /// Where the parameters live. Default: baked when the model's grid tables fit
+    /// (at most 16384 values), else buffer, with a notice and the buffer written beside
+    /// the output (FILE.bin).
+    #[arg(long, value_enum)]
+    pub weights: Option<WeightsArg>,
+    /// Arithmetic precision inside the function.
     #[arg(long, value_enum, default_value_t = PrecisionArg::F32)]
     pub precision: PrecisionArg,
     /// Prefix of every global name, so several models can share one shader.
@@ -71,13 +77,14 @@ pub struct Args {
     /// source for large networks).
     #[arg(long)]
     pub loops: bool,
-    /// Descriptor set / bind group of the resources.
-    #[arg(long, default_value_t = 0)]
+    /// Descriptor set / bind group of the resources (0..=31).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=31))]
     pub group: u32,
-    /// Binding of the parameter buffer (the view uniform uses the next one).
-    #[arg(long, default_value_t = 0)]
+    /// Binding of the parameter buffer (0..=65534; the view uniform uses the next one).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=65534))]
     pub binding: u32,
-    /// Output file (default: standard output; required for spirv).
+    /// Output file; `-` or none: standard output (spirv, being binary, needs a file or `-`
+    /// on a pipe).
     #[arg(short = 'o', long = "output")]
     pub output: Option<PathBuf>,
     /// Also write the packed parameter buffer that `--weights buffer` shaders read.
@@ -85,19 +92,60 @@ pub struct Args {
     pub weights_out: Option<PathBuf>,
 }
 
+/// Whether a model's parameters can be baked into shader source: grid tables of at most
+/// [`nshade_shader::MAX_BAKED_TABLE_PARAMS`] values.
+pub fn bakeable(model: &Model) -> bool {
+    model.network.param_count - model.network.dense_count <= nshade_shader::MAX_BAKED_TABLE_PARAMS
+}
+
+fn is_std(p: &std::path::Path) -> bool {
+    p.as_os_str() == "-"
+}
+
 pub fn run(args: Args) -> Result<()> {
     let target = Target::from(args.target);
-    if args.weights_out.is_some() && args.weights != WeightsArg::Buffer {
+    let output = args.output.as_ref().filter(|p| !is_std(p));
+    if args.weights_out.is_some() && args.weights == Some(WeightsArg::Baked) {
         bail!(
             "--weights-out writes the parameter buffer of --weights buffer shaders; add --weights buffer"
         );
     }
-    if target == Target::SpirV && args.output.is_none() {
+    if target == Target::SpirV && output.is_none() && std::io::stdout().is_terminal() {
         bail!("--target spirv is binary: give an output file with -o FILE.spv");
     }
     let model = Model::load(&args.model)?;
+    let tables = model.network.param_count - model.network.dense_count;
+    let weights = match args.weights {
+        Some(w) => w,
+        None if args.weights_out.is_some() => WeightsArg::Buffer,
+        None if bakeable(&model) => WeightsArg::Baked,
+        None if target == Target::ShaderToy => bail!(
+            "{}: a ShaderToy tab must hold its weights as constants, and this model's grid tables hold {tables} values, more than the {} that can be baked; export a model without a large grid (`nshade fit` marks which models bake in summary.json), or use --target glsl-es/glsl, which read the tables from a buffer",
+            args.model.display(),
+            nshade_shader::MAX_BAKED_TABLE_PARAMS
+        ),
+        None => WeightsArg::Buffer,
+    };
+    // Where an automatic buffer goes: beside the output file.
+    let auto_buffer =
+        args.weights.is_none() && args.weights_out.is_none() && weights == WeightsArg::Buffer;
+    let weights_out = match (&args.weights_out, auto_buffer) {
+        (Some(p), _) => Some(p.clone()),
+        (None, true) => match output {
+            Some(o) if o.extension().is_some_and(|e| e == "bin") => {
+                Some(o.with_extension("weights.bin"))
+            }
+            Some(o) => Some(o.with_extension("bin")),
+            None => bail!(
+                "{}: its grid tables hold {tables} values, more than the {} that can be baked, so the shader reads them from a buffer; give -o FILE (the buffer is written beside it as FILE.bin) or --weights buffer --weights-out FILE.bin",
+                args.model.display(),
+                nshade_shader::MAX_BAKED_TABLE_PARAMS
+            ),
+        },
+        (None, false) => None,
+    };
     let opts = Options {
-        weights: match args.weights {
+        weights: match weights {
             WeightsArg::Baked => WeightMode::Baked,
             WeightsArg::Buffer => WeightMode::Buffer,
         },
@@ -114,13 +162,25 @@ pub fn run(args: Args) -> Result<()> {
     };
     let out = nshade_shader::export(&model, &opts)
         .with_context(|| format!("exporting {} for --target {target}", args.model.display()))?;
-    if let Some(path) = &args.weights_out {
+    if auto_buffer {
+        eprintln!(
+            "notice: the grid tables ({tables} values) are too large to bake into the source; the shader reads all {} parameters from a buffer at group {} binding {} (layout in its header), written to {}",
+            model.network.param_count,
+            args.group,
+            args.binding,
+            weights_out
+                .as_deref()
+                .unwrap_or(std::path::Path::new("-"))
+                .display()
+        );
+    }
+    if let Some(path) = &weights_out {
         let bytes = nshade_shader::pack_weights(&model, &opts);
         nshade_core::fsutil::write_atomic(path, &bytes)
             .with_context(|| format!("writing --weights-out {}", path.display()))?;
         eprintln!("wrote {} ({} bytes)", path.display(), bytes.len());
     }
-    match &args.output {
+    match output {
         Some(path) => {
             nshade_core::fsutil::write_atomic(path, out.as_bytes())
                 .with_context(|| format!("writing -o {}", path.display()))?;
@@ -131,12 +191,9 @@ pub fn run(args: Args) -> Result<()> {
             );
         }
         None => {
-            let Output::Text(text) = out else {
-                unreachable!("binary output needs -o (checked above)")
-            };
             let mut stdout = std::io::stdout().lock();
             match stdout
-                .write_all(text.as_bytes())
+                .write_all(out.as_bytes())
                 .and_then(|_| stdout.flush())
             {
                 // A closed pipe (`| head`) is the reader's choice, not an error.

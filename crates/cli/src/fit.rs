@@ -32,7 +32,7 @@ pub struct Args {
     /// PNG, JPEG or EXR image to fit (default: a built-in 512x512 texture).
     pub image: Option<PathBuf>,
     /// Architecture to train, `name=spec` or `spec`; repeat for several (default: the
-    /// seed's four plus a stronger one).
+    /// seed's four, then `wide` and `grid`, stronger ones; see the README).
     #[arg(long = "arch", value_name = "SPEC")]
     pub archs: Vec<String>,
     /// Training steps per architecture (default 1000; with --seconds, no step limit).
@@ -42,7 +42,7 @@ pub struct Args {
     /// report excluded) instead of a number of steps; --steps then caps the steps.
     #[arg(long, value_name = "S")]
     pub seconds: Option<f64>,
-    /// Samples per step.
+    /// Samples per step (the seed's 256×256; at most 2^26).
     #[arg(long, default_value_t = 65536)]
     pub batch: usize,
     /// Seed for initial weights and sample draws.
@@ -57,9 +57,11 @@ pub struct Args {
     /// Exponential decay INTERVAL:FACTOR[@START], e.g. 1000:0.5.
     #[arg(long, value_name = "INTERVAL:FACTOR")]
     pub lr_decay: Option<String>,
-    /// Loss: l1, l2, relative_l1, relative_l2, mape, smape.
+    /// Loss: l1, l2, relative_l1, relative_l2, mape, smape (default relative_l2, the
+    /// seed's; train and distill use l2 for linear, unclamped captured colours).
     #[arg(long, default_value = "relative_l2")]
     pub loss: String,
+    /// Where to train: auto takes a hardware GPU when one is found, else the CPU.
     #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     pub backend: BackendChoice,
     /// Precision path of the GPU backend: f32, f16 (f16 matrix operands,
@@ -77,6 +79,9 @@ pub struct Args {
     pub threads: Option<usize>,
 }
 
+/// Largest `--seconds` (a week per architecture).
+const MAX_SECONDS: f64 = 604_800.0;
+
 /// One architecture's result, as printed and as stored in `summary.json`.
 struct Record {
     name: String,
@@ -87,6 +92,8 @@ struct Record {
     seconds: f64,
     loss: f32,
     psnr: f64,
+    /// Whether its weights can be baked into shader source (and so into a ShaderToy tab).
+    bakeable: bool,
 }
 
 impl Record {
@@ -95,7 +102,7 @@ impl Record {
         json!({
             "name": self.name, "arch": self.arch, "params": self.params, "steps": self.steps, "samples": self.samples,
             "seconds": self.seconds, "samples_per_s": self.samples as f64 / self.seconds, "loss": self.loss, "psnr": self.psnr,
-            "best": best,
+            "bakeable": self.bakeable, "best": best,
         })
     }
 }
@@ -120,9 +127,11 @@ pub fn run(args: Args) -> Result<()> {
         (None, None) => 1000,
     };
     if let Some(s) = args.seconds
-        && !(s.is_finite() && s > 0.0)
+        && !(s.is_finite() && s > 0.0 && s <= MAX_SECONDS)
     {
-        bail!("--seconds must be a positive number of seconds, got {s}");
+        bail!(
+            "--seconds must be a positive number of seconds up to {MAX_SECONDS} (a week), got {s}"
+        );
     }
     let specs: Vec<String> = if args.archs.is_empty() {
         DEFAULT_ARCHS.iter().map(|s| s.to_string()).collect()
@@ -131,15 +140,29 @@ pub fn run(args: Args) -> Result<()> {
     };
     let mut archs = Vec::new();
     for s in &specs {
-        let named = NamedArch::parse(s).map_err(|e| anyhow::anyhow!("--arch '{s}': {e}"))?;
+        let mut named = NamedArch::parse(s).map_err(|e| anyhow::anyhow!("--arch '{s}': {e}"))?;
+        if named.name == named.arch.slug() && named.name.len() > common::MAX_NAME {
+            // A name derived from a long spec: cut at a '-' boundary.
+            let cut = named.name[..common::MAX_NAME]
+                .rfind('-')
+                .unwrap_or(common::MAX_NAME);
+            named.name.truncate(cut);
+        }
         if archs.iter().any(|a: &NamedArch| a.name == named.name) {
             bail!(
                 "--arch '{s}': the name '{}' is used twice (give names with name=spec)",
                 named.name
             );
         }
-        if named.name == "best" {
-            bail!("--arch '{s}': the name 'best' is reserved for the best model's copy");
+        common::check_arch_name(&named.name).map_err(|e| anyhow::anyhow!("--arch '{s}': {e}"))?;
+        if archs
+            .iter()
+            .any(|a: &NamedArch| a.name.eq_ignore_ascii_case(&named.name))
+        {
+            bail!(
+                "--arch '{s}': the name '{}' differs from another only in case (give names with name=spec)",
+                named.name
+            );
         }
         Network::build(&named.arch, 2, 3).map_err(|e| anyhow::anyhow!("--arch '{s}': {e}"))?;
         archs.push(named);
@@ -149,6 +172,11 @@ pub fn run(args: Args) -> Result<()> {
         None => Texture::builtin(),
     };
     let backend = common::training_backend_on(args.backend, args.gpu_path)?;
+    for a in &archs {
+        let net = Network::build(&a.arch, 2, 3)?;
+        common::check_training_memory(&net, args.batch, backend.name() == "cpu")
+            .map_err(|e| anyhow::anyhow!("--arch '{}': {e}", a.name))?;
+    }
     let out = OutDir::create(args.out.as_deref(), Path::new("nshade-out"))?;
     let data = Arc::new(TrainingData::Texture(tex.clone()));
     let reference = tex.data.clone();
@@ -215,9 +243,9 @@ pub fn run(args: Args) -> Result<()> {
         let mut trainer = backend
             .start(&net, params, data.clone(), &cfg)
             .with_context(|| format!("starting '{}'", named.name))?;
-        let bar = match args.seconds {
-            Some(s) => common::progress_timed(s, &named.name),
-            None => common::progress(max_steps as u64, &named.name),
+        let mut bar = match args.seconds {
+            Some(s) => common::Progress::timed(s, &named.name),
+            None => common::Progress::counted(max_steps as u64, &named.name, "steps"),
         };
         // With a time budget, chunks adapt to the measured step time (see below).
         let mut chunk = if args.seconds.is_some() {
@@ -233,7 +261,10 @@ pub fn run(args: Args) -> Result<()> {
         let mut eval_time = std::time::Duration::ZERO;
         let mut last_page = Instant::now();
         let train_time = |eval_time| (start.elapsed() - eval_time).as_secs_f64();
-        while done < max_steps && args.seconds.is_none_or(|s| train_time(eval_time) < s) {
+        // At least one step, whatever the budget: a model is never written untrained.
+        while done == 0
+            || (done < max_steps && args.seconds.is_none_or(|s| train_time(eval_time) < s))
+        {
             common::check_cancelled()?;
             let mut n = chunk.min(max_steps - done);
             if let Some(s) = args.seconds
@@ -245,15 +276,19 @@ pub fn run(args: Args) -> Result<()> {
                 chunk = ((s / 50.0).min(0.1) / per_step).clamp(1.0, 1e6) as u32;
                 n = chunk.min(left as u32).min(max_steps - done);
             }
-            last_loss = trainer
-                .run(n)
-                .with_context(|| format!("training '{}'", named.name))?;
+            last_loss = match trainer.run(n) {
+                Err(nshade_core::train::TrainError::Cancelled) => common::check_cancelled()
+                    .and(Err(anyhow::anyhow!("interrupted; no output was written")))?,
+                r => r.with_context(|| format!("training '{}'", named.name))?,
+            };
             done += n;
             match args.seconds {
-                Some(_) => bar.set_position((train_time(eval_time) * 10.0) as u64),
-                None => bar.set_position(done as u64),
+                Some(_) => bar.set(
+                    (train_time(eval_time) * 10.0) as u64,
+                    &format!("step {done}, loss {last_loss:.5}"),
+                ),
+                None => bar.set(done as u64, &format!("loss {last_loss:.5}")),
             }
-            bar.set_message(format!("step {done}, loss {last_loss:.5}"));
             // report: one metrics.jsonl line per chunk (PSNR on the subsampled grid);
             // the preview images and the page after the first chunk, then at most every second.
             let more = done < max_steps && args.seconds.is_none_or(|s| train_time(eval_time) < s);
@@ -261,11 +296,11 @@ pub fn run(args: Args) -> Result<()> {
                 let t0 = Instant::now();
                 let seconds = (t0 - start - eval_time).as_secs_f64();
                 let probe_model = Model::new(net.clone(), trainer.params()?, InputSpec::uv());
-                let (_, psnr) = probe.eval(&probe_model);
+                let (_, psnr) = probe.eval(&probe_model)?;
                 mlog.append(&json!({"arch": named.name, "step": done, "samples": done as u64 * args.batch as u64,
                     "seconds": seconds, "loss": last_loss, "psnr": psnr}))?;
                 if done == chunk || last_page.elapsed().as_secs_f64() >= 1.0 {
-                    let (fit, _) = preview.eval(&probe_model);
+                    let (fit, _) = preview.eval(&probe_model)?;
                     preview.write_preview(&fit, &out.path().join(&named.name))?;
                     live_page(&records, Some(&named.name))?;
                     last_page = Instant::now();
@@ -275,10 +310,16 @@ pub fn run(args: Args) -> Result<()> {
         }
         let params = trainer.params()?;
         let seconds = (start.elapsed() - eval_time).as_secs_f64();
-        bar.finish_and_clear();
+        bar.finish(
+            done as u64,
+            &match args.seconds {
+                Some(_) => format!("step {done}, loss {last_loss:.5}"),
+                None => format!("loss {last_loss:.5}"),
+            },
+        );
 
         let mut model = Model::new(net, params, InputSpec::uv());
-        let fit = model.eval(&uv);
+        let fit = common::eval_cancellable(&model, &uv)?;
         let psnr = metrics::psnr(&fit, &reference);
         // report: the last line of each architecture has the PSNR on the full image.
         mlog.append(
@@ -294,6 +335,7 @@ pub fn run(args: Args) -> Result<()> {
             seconds,
             loss: last_loss,
             psnr,
+            bakeable: crate::export::bakeable(&model),
         };
         model.training = json!({
             "name": rec.name, "arch": rec.arch, "seed": args.seed, "steps": done, "batch": args.batch,
@@ -336,6 +378,7 @@ pub fn run(args: Args) -> Result<()> {
         "batch": args.batch, "seed": args.seed, "loss": loss.name(), "lr": args.lr,
         "backend": backend.name(), "command": command,
         "best": best.name,
+        "export": export_json(&records, best, &out.target().display().to_string()),
         "architectures": records.iter().map(|r| r.to_json(r.name == best.name)).collect::<Vec<_>>(),
     });
     nshade_core::fsutil::write_atomic(
@@ -345,6 +388,7 @@ pub fn run(args: Args) -> Result<()> {
     .context("writing summary.json")?;
     let best_name = best.name.clone();
     print_table(&records, &best_name);
+    let exports = export_commands(&records, best, &out.target().display().to_string());
     // report: the finished page; the copy left in the temporary directory sends a browser
     // still showing it on to the final directory's page.
     let final_name = out
@@ -362,7 +406,58 @@ pub fn run(args: Args) -> Result<()> {
         path.display(),
         path.display()
     );
+    for line in exports {
+        println!("{line}");
+    }
     Ok(())
+}
+
+/// The best model that bakes into source (a ShaderToy tab needs one).
+fn best_bakeable(records: &[Record]) -> Option<&Record> {
+    records
+        .iter()
+        .filter(|r| r.bakeable)
+        .max_by(|a, b| a.psnr.total_cmp(&b.psnr))
+}
+
+/// `summary.json`'s `export`: commands that work on this run's models, as printed.
+fn export_json(records: &[Record], best: &Record, dir: &str) -> serde_json::Value {
+    let q = |p: String| report::shell_quote(&p);
+    json!({
+        "glsl": format!("nshade export {} --target glsl -o neural.glsl", q(format!("{dir}/best"))),
+        "weights": if best.bakeable { "baked" } else { "buffer" },
+        "shadertoy": best_bakeable(records).map(|r| format!(
+            "nshade export {} --target shadertoy -o tab.glsl", q(format!("{dir}/{}", r.name)))),
+    })
+}
+
+/// What to run next, printed after the table: the export of the best model and, when the
+/// best does not bake, of the best one that does (for ShaderToy).
+fn export_commands(records: &[Record], best: &Record, dir: &str) -> Vec<String> {
+    let j = export_json(records, best, dir);
+    let mut lines = vec![format!(
+        "export: {}{}",
+        j["glsl"].as_str().unwrap_or_default(),
+        if best.bakeable {
+            String::new()
+        } else {
+            "   (its grid tables go in a buffer, written to neural.bin)".to_string()
+        }
+    )];
+    match (j["shadertoy"].as_str(), best_bakeable(records)) {
+        (Some(cmd), Some(r)) => lines.push(format!(
+            "ShaderToy: {cmd}{}",
+            if r.name == best.name {
+                String::new()
+            } else {
+                format!("   ({}, {:.2} dB: the best model whose weights bake into a tab)", r.name, r.psnr)
+            }
+        )),
+        _ => lines.push(
+            "ShaderToy: no model of this run bakes into a tab (grid tables too large); fit one without a large grid".into(),
+        ),
+    }
+    lines
 }
 
 /// Copies every file of an architecture's directory (the model, its sidecar if it has one,

@@ -15,7 +15,7 @@ mod render;
 mod report;
 mod train;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[derive(Parser)]
 #[command(
@@ -54,7 +54,7 @@ enum Command {
 
 fn main() {
     common::ensure_runtime_dir();
-    let cli = Cli::parse();
+    let cli = parse_args();
     let result = match cli.command {
         Command::Fit(a) => fit::run(a),
         Command::Eval(a) => eval::run(a),
@@ -72,5 +72,98 @@ fn main() {
         let msg = format!("{e:#}").replace('\n', " ");
         eprintln!("error: {msg}");
         std::process::exit(1);
+    }
+}
+
+/// Parses the command line. Negative numbers are values (`--t -0.5`, `--seed -1` gets
+/// "invalid value", not a tip about `--`); a usage error is one line on stderr, exit 2.
+fn parse_args() -> Cli {
+    let cmd = Cli::command().mut_subcommands(|c| c.allow_negative_numbers(true));
+    let parsed = cmd
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m));
+    match parsed {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                e.exit();
+            }
+            eprintln!("error: {}", usage_line(&e));
+            std::process::exit(2);
+        }
+    }
+}
+
+/// clap's error as one line: its message (lines before the usage, without "tip:" lines)
+/// joined, plus where to read more.
+fn usage_line(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let mut parts = Vec::new();
+    for l in text.lines().map(str::trim) {
+        if l.starts_with("Usage:") || l.starts_with("For more information") {
+            break;
+        }
+        if l.is_empty() || l.starts_with("tip:") {
+            continue;
+        }
+        parts.push(l.strip_prefix("error: ").unwrap_or(l));
+    }
+    let message = if parts.is_empty() {
+        "invalid command line".to_string()
+    } else {
+        parts.join(" ")
+    };
+    let names: Vec<String> = Cli::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    match std::env::args().nth(1).filter(|a| names.contains(a)) {
+        Some(cmd) => format!("{message} (see `nshade {cmd} --help`)"),
+        None => format!("{message} (see `nshade --help`)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every flag and argument of every subcommand has a help line.
+    #[test]
+    fn every_argument_has_help() {
+        let cmd = Cli::command();
+        let mut missing = Vec::new();
+        for sub in cmd.get_subcommands() {
+            for arg in sub.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                if arg
+                    .get_help()
+                    .is_none_or(|h| h.to_string().trim().is_empty())
+                {
+                    missing.push(format!("{} {id}", sub.get_name()));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "no help line: {missing:?}");
+    }
+
+    #[test]
+    fn usage_errors_are_one_line() {
+        let cmd = Cli::command().mut_subcommands(|c| c.allow_negative_numbers(true));
+        let e = cmd
+            .try_get_matches_from(["nshade", "fit", "--steps", "-1"])
+            .err()
+            .unwrap();
+        let line = usage_line(&e);
+        assert!(!line.contains('\n') && line.contains("'-1'"), "{line}");
+        assert!(line.contains("(see `nshade"), "{line}");
     }
 }

@@ -19,8 +19,12 @@ pub struct Args {
     /// Output image (.png, or .exr for linear float).
     #[arg(short = 'o', long = "output")]
     pub output: PathBuf,
+    /// Where to evaluate. Default cpu (unlike training's auto): the CPU evaluator is the
+    /// reference every other path is tested against; gpu runs the model's exported WGSL
+    /// shader (auto: a hardware GPU when one is found, else the CPU).
     #[arg(long, value_enum, default_value_t = BackendChoice::Cpu)]
     pub backend: BackendChoice,
+    /// Worker threads for the CPU backend (default: all cores, or RAYON_NUM_THREADS).
     #[arg(long)]
     pub threads: Option<usize>,
 }
@@ -49,7 +53,12 @@ pub fn run(args: Args) -> Result<()> {
     }
     let (w, h) = args.size;
     let x = pixel_inputs(&model, w, h, args.t)?;
-    let (rgb, backend) = crate::eval::evaluate(&model, &x, args.backend)?;
+    common::install_cancel_handler();
+    let (rgb, backend) = if args.backend == BackendChoice::Cpu {
+        (common::eval_cancellable(&model, &x)?, "the CPU".to_string())
+    } else {
+        crate::eval::evaluate(&model, &x, args.backend)?
+    };
     texture::write_image(w, h, &rgb, &args.output)?;
     eprintln!("wrote {} ({w}x{h}, on {backend})", args.output.display());
     Ok(())

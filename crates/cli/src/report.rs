@@ -79,13 +79,48 @@ pub fn shell_quote(s: &str) -> String {
     }
 }
 
-/// The command line of this process, quoted for a shell, with `--seed SEED` appended when
-/// the user left the seed at its default (so the line alone reproduces the run).
+/// The command line of this process, quoted for a shell, made to run as printed: `--seed
+/// SEED` appended when the user left the seed at its default, and the output directory
+/// (which now exists, and is refused when not empty) dropped for `fit` and `distill`, which
+/// then write a fresh `nshade-out/run-NNN`, or for `train`, whose `--out` is required,
+/// replaced by a new sibling name.
 pub fn command_line(seed: u64) -> String {
-    let args: Vec<String> = std::env::args().collect();
-    let mut parts: Vec<String> = Vec::with_capacity(args.len() + 2);
-    parts.push("nshade".into());
-    parts.extend(args.iter().skip(1).map(|a| shell_quote(a)));
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    rerun_command(&args, seed, |p| std::fs::symlink_metadata(p).is_ok())
+}
+
+/// [`command_line`] over given arguments; `exists` tells which paths are taken.
+pub fn rerun_command(args: &[String], seed: u64, exists: impl Fn(&str) -> bool) -> String {
+    let train = args.first().is_some_and(|a| a == "train");
+    let fresh = |out: &str| {
+        let base = out.trim_end_matches('/');
+        (2..)
+            .map(|i| format!("{base}-{i}"))
+            .find(|p| !exists(p))
+            .expect("some name is free")
+    };
+    let mut parts: Vec<String> = vec!["nshade".into()];
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        let (is_out, value) = if a == "--out" {
+            (true, args.get(i + 1).cloned())
+        } else if let Some(v) = a.strip_prefix("--out=") {
+            (true, Some(v.to_string()))
+        } else {
+            (false, None)
+        };
+        if is_out {
+            if train && let Some(v) = &value {
+                parts.push("--out".into());
+                parts.push(shell_quote(&fresh(v)));
+            }
+            i += if a == "--out" { 2 } else { 1 };
+            continue;
+        }
+        parts.push(shell_quote(a));
+        i += 1;
+    }
     if !args
         .iter()
         .any(|a| a == "--seed" || a.starts_with("--seed="))
@@ -203,10 +238,10 @@ impl Probe {
     }
 
     /// The model on the grid and its PSNR against the reference there.
-    pub fn eval(&self, model: &Model) -> (Vec<f32>, f64) {
-        let fit = model.eval(&self.uv);
+    pub fn eval(&self, model: &Model) -> Result<(Vec<f32>, f64)> {
+        let fit = crate::common::eval_cancellable(model, &self.uv)?;
         let psnr = metrics::psnr(&fit, &self.reference);
-        (fit, psnr)
+        Ok((fit, psnr))
     }
 
     /// Writes the preview fit and amplified error images (atomically, since a browser may
@@ -605,7 +640,7 @@ fn fit_html(
     // Reproduce.
     let _ = writeln!(
         o,
-        "<h2>Reproduce</h2>\n<pre id=\"command\">{}</pre>\n<p>Seed <code id=\"seed\">{}</code>; image SHA-256 <code>{}</code>. Choose a new <code>--out</code> directory: nshade never writes into a non-empty one.</p>",
+        "<h2>Reproduce</h2>\n<pre id=\"command\">{}</pre>\n<p>Seed <code id=\"seed\">{}</code>; image SHA-256 <code>{}</code>. The command writes a fresh numbered run directory (nshade never writes into a non-empty one).</p>",
         esc(text(summary, "command")),
         summary["seed"],
         esc(text(summary, "image_sha256"))
@@ -963,6 +998,31 @@ pub fn train_line(step: u32, samples: u64, seconds: f64, loss: f32) -> Value {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn rerun_commands_run_as_printed() {
+        let a = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let taken = |p: &str| p == "m-2";
+        assert_eq!(
+            super::rerun_command(
+                &a(&["fit", "x.png", "--out", "runs/a", "--steps", "5"]),
+                7,
+                taken
+            ),
+            "nshade fit x.png --steps 5 --seed 7"
+        );
+        assert_eq!(
+            super::rerun_command(
+                &a(&["distill", "s.glsl", "--out=r", "--seed", "3"]),
+                3,
+                taken
+            ),
+            "nshade distill s.glsl --seed 3"
+        );
+        assert_eq!(
+            super::rerun_command(&a(&["train", "--dataset", "d", "--out", "m/"]), 1337, taken),
+            "nshade train --dataset d --out m-3 --seed 1337"
+        );
+    }
     use super::*;
 
     #[test]

@@ -30,24 +30,34 @@ pub struct Args {
     /// Model directory to create (must be new, empty, or hold only the caller's training.log).
     #[arg(long)]
     pub out: PathBuf,
+    /// Training steps (1..=10000000).
     #[arg(long, default_value_t = 12000)]
     pub steps: u32,
     /// Architecture (default: cat(identity, freq(6)) | mlp(64x3, swish)).
     #[arg(long, value_name = "SPEC")]
     pub arch: Option<String>,
+    /// Samples per step. Smaller than fit's 65536 because a seed-002 dataset holds far
+    /// fewer rows than an image has pixels (the seed's own trainer uses 4096).
     #[arg(long, default_value_t = 4096)]
     pub batch: usize,
+    /// Learning rate (Adam).
     #[arg(long, default_value_t = 0.005)]
     pub lr: f32,
+    /// Linear learning-rate warm-up over this many steps.
     #[arg(long, default_value_t = 0)]
     pub lr_warmup: u32,
     /// Exponential decay INTERVAL:FACTOR[@START] (default: halve every quarter of the steps).
     #[arg(long, value_name = "INTERVAL:FACTOR")]
     pub lr_decay: Option<String>,
+    /// Loss: l1, l2, relative_l1, relative_l2, mape, smape. Plain L2 here (fit's default
+    /// is relative L2): captured colours are linear and may exceed 1, where relative
+    /// losses would down-weight the bright values that matter.
     #[arg(long, default_value = "l2")]
     pub loss: String,
+    /// Seed for initial weights and sample draws.
     #[arg(long, default_value_t = 1337)]
     pub seed: u64,
+    /// Where to train: auto takes a hardware GPU when one is found, else the CPU.
     #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     pub backend: BackendChoice,
     /// Precision path of the GPU backend: f32, f16 (f16 matrix operands,
@@ -57,8 +67,13 @@ pub struct Args {
     /// cooperative matrices and the network suits the fused kernels, else f32).
     #[arg(long, value_enum)]
     pub gpu_path: Option<GpuPathChoice>,
+    /// Worker threads for the CPU backend (default: all cores, or RAYON_NUM_THREADS).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// The dataset path recorded in provenance and the log when it differs from where it
+    /// is read now (`distill` trains on a dataset inside its unfinished output directory).
+    #[arg(skip)]
+    pub dataset_recorded_as: Option<PathBuf>,
 }
 
 /// Progress output: a bar on a terminal, plain lines otherwise (a log file gets no
@@ -71,8 +86,7 @@ struct Log {
 impl Log {
     fn line(&mut self, s: &str) {
         if !self.terminal {
-            println!("{s}");
-            let _ = std::io::stdout().flush();
+            eprintln!("{s}");
         }
         if let Some(f) = self.file.as_mut() {
             let _ = writeln!(f, "{s}");
@@ -81,7 +95,7 @@ impl Log {
 }
 
 /// Validation scores: overall and per parameter slice.
-fn validate(model: &Model, ds: &Dataset) -> serde_json::Value {
+fn validate(model: &Model, ds: &Dataset) -> Result<serde_json::Value> {
     let score = |rows: &[f32]| {
         let n = rows.len() / ROW_FLOATS;
         let mut x = Vec::with_capacity(n * 3);
@@ -90,20 +104,20 @@ fn validate(model: &Model, ds: &Dataset) -> serde_json::Value {
             x.extend_from_slice(&r[..3]);
             t.extend_from_slice(&r[3..]);
         }
-        let y = model.eval(&x);
+        let y = common::eval_cancellable(model, &x)?;
         let mse = metrics::mse(&y, &t);
-        (mse.sqrt(), metrics::psnr(&y, &t))
+        anyhow::Ok((mse.sqrt(), metrics::psnr(&y, &t)))
     };
-    let (rmse, psnr) = score(&ds.validation.data);
-    let slices: Vec<_> = ds
+    let (rmse, psnr) = score(&ds.validation.data)?;
+    let slices = ds
         .validation_slices()
         .iter()
         .map(|(param, t, rows)| {
-            let (rmse, psnr) = score(rows);
-            json!({"parameter": param, "t": t, "rows": rows.len() / ROW_FLOATS, "rmse": rmse, "psnr": psnr})
+            let (rmse, psnr) = score(rows)?;
+            Ok(json!({"parameter": param, "t": t, "rows": rows.len() / ROW_FLOATS, "rmse": rmse, "psnr": psnr}))
         })
-        .collect();
-    json!({"rmse": rmse, "psnr": psnr, "rows": ds.validation.len(), "slices": slices})
+        .collect::<Result<Vec<_>>>()?;
+    Ok(json!({"rmse": rmse, "psnr": psnr, "rows": ds.validation.len(), "slices": slices}))
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -138,7 +152,11 @@ pub fn run(args: Args) -> Result<()> {
         .with_context(|| format!("--dataset {}", args.dataset.display()))?;
 
     let backend = common::training_backend_on(args.backend, args.gpu_path)?;
-    let terminal = std::io::stdout().is_terminal();
+    let terminal = std::io::stderr().is_terminal();
+    let recorded = args
+        .dataset_recorded_as
+        .clone()
+        .unwrap_or_else(|| args.dataset.clone());
     let mut log = Log {
         file: if out.caller_log {
             None
@@ -152,7 +170,7 @@ pub fn run(args: Args) -> Result<()> {
     };
     log.line(&format!(
         "nshade train: dataset {} ({} training rows, {} validation rows in {} slices), arch {}, {} steps of {}, {} backend",
-        args.dataset.display(),
+        recorded.display(),
         ds.train.len(),
         ds.validation.len(),
         ds.validation_info.parameters.len(),
@@ -165,12 +183,9 @@ pub fn run(args: Args) -> Result<()> {
         log.line(&w);
     }
     let data = Arc::new(TrainingData::Rows(ds.train.clone()));
+    common::check_training_memory(&net, args.batch, backend.name() == "cpu")?;
     let mut trainer = backend.start(&net, net.init_params(args.seed), data, &cfg)?;
-    let bar = if terminal {
-        Some(common::progress(args.steps as u64, "train"))
-    } else {
-        None
-    };
+    let mut bar = terminal.then(|| common::Progress::counted(args.steps as u64, "train", "steps"));
     // report (issue 6): the loss log behind report.html.
     let mut mlog = crate::report::MetricsLog::create(&out.tmp.join("metrics.jsonl"))?;
     let start = Instant::now();
@@ -181,21 +196,39 @@ pub fn run(args: Args) -> Result<()> {
     let mut chunk = 1u32;
     let (mut done, mut since, mut acc) = (0u32, 0u32, 0.0f64);
     let mut last_loss = f32::NAN;
+    let mut last_line = Instant::now();
     while done < args.steps {
         common::check_cancelled()?;
         let n = chunk.min(args.steps - done).min(report_every - since);
         let t0 = Instant::now();
-        let l = trainer.run(n)?;
+        let l = match trainer.run(n) {
+            Err(nshade_core::train::TrainError::Cancelled) => {
+                bail!("interrupted; no output was written")
+            }
+            r => r?,
+        };
         let per_step = t0.elapsed().as_secs_f64() / n as f64;
         chunk = (0.1 / per_step.max(1e-9)).clamp(1.0, 1000.0) as u32;
         done += n;
         since += n;
         acc += l as f64 * n as f64;
-        if let Some(b) = &bar {
-            b.set_position(done as u64);
-            b.set_message(format!("loss {l:.6}"));
+        if let Some(b) = &mut bar {
+            b.set(done as u64, &format!("loss {l:.6}"));
+        }
+        if !terminal
+            && since < report_every
+            && done < args.steps
+            && last_line.elapsed() >= common::Progress::LINE_EVERY
+        {
+            last_line = Instant::now();
+            eprintln!(
+                "step {done}/{} loss {l:.6} {:.1} s",
+                args.steps,
+                start.elapsed().as_secs_f64()
+            );
         }
         if since >= report_every || done == args.steps {
+            last_line = Instant::now();
             last_loss = (acc / since as f64) as f32;
             log.line(&format!(
                 "step {done}/{} loss {last_loss:.6} lr {:.6} {:.1} s",
@@ -214,15 +247,16 @@ pub fn run(args: Args) -> Result<()> {
         }
     }
     if let Some(b) = bar {
-        b.finish_and_clear();
+        b.finish(done as u64, "done");
     }
     let seconds = start.elapsed().as_secs_f64();
     let mut model = Model::new(net, trainer.params()?, InputSpec::xyt());
-    let validation = validate(&model, &ds);
+    common::check_cancelled()?;
+    let validation = validate(&model, &ds)?;
     model.training = json!({
         "name": named.name, "arch": named.arch.to_string(), "seed": args.seed, "steps": args.steps, "batch": args.batch,
         "loss": loss.name(), "lr": cfg.lr, "adam": cfg.adam, "backend": backend.name(),
-        "data": {"kind": "dataset", "source": args.dataset.display().to_string(), "sha256": ds.digest(),
+        "data": {"kind": "dataset", "source": recorded.display().to_string(), "sha256": ds.digest(),
                  "train_sha256": ds.train_info.sha256, "validation_sha256": ds.validation_info.sha256,
                  "source_shader_digest": ds.source_digest, "resolution": ds.resolution, "parameter_range": ds.parameter_range},
     })
@@ -276,6 +310,21 @@ struct ModelDir {
 impl ModelDir {
     fn create(target: &Path) -> Result<ModelDir> {
         let mut caller_log = false;
+        let abs = std::path::absolute(target).context("--out")?;
+        if std::env::current_dir().is_ok_and(|cwd| cwd.starts_with(&abs))
+            || target.file_name().is_none()
+        {
+            bail!(
+                "--out {}: is the current directory or one above it; name a new model directory",
+                target.display()
+            );
+        }
+        if std::fs::symlink_metadata(target).is_ok_and(|m| m.file_type().is_symlink()) {
+            bail!(
+                "--out {}: is a symbolic link; name a new model directory",
+                target.display()
+            );
+        }
         if target.exists() {
             if !target.is_dir() {
                 bail!("--out {}: exists and is not a directory", target.display());
@@ -305,6 +354,13 @@ impl ModelDir {
     }
 
     fn commit(mut self) -> Result<PathBuf> {
+        let tmp = self.tmp.clone();
+        common::commit_temp(&tmp, || self.move_into_place())?;
+        self.committed = true;
+        Ok(self.target.clone())
+    }
+
+    fn move_into_place(&self) -> Result<()> {
         if !self.target.exists() {
             std::fs::rename(&self.tmp, &self.target)
                 .with_context(|| format!("moving results into {}", self.target.display()))?;
@@ -325,8 +381,7 @@ impl ModelDir {
             std::fs::remove_dir(&self.tmp)
                 .with_context(|| format!("removing {}", self.tmp.display()))?;
         }
-        self.committed = true;
-        Ok(self.target.clone())
+        Ok(())
     }
 }
 
@@ -334,6 +389,7 @@ impl Drop for ModelDir {
     fn drop(&mut self) {
         if !self.committed {
             let _ = std::fs::remove_dir_all(&self.tmp);
+            common::unregister_temp(&self.tmp);
         }
     }
 }

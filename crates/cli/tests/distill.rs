@@ -54,6 +54,40 @@ fn distills_an_example_shader_end_to_end() {
         assert!(f["gpu_vs_cpu_max_abs_diff"].as_f64().unwrap() < 1e-4, "{f}");
     }
     assert!(report["render_cost"]["original_wall_ms"].as_f64().unwrap() > 0.0);
+    // Every path recorded exists after the run, and the printed command runs as printed.
+    let model: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("model/weights.json")).unwrap()).unwrap();
+    let source = model["training"]["data"]["source"].as_str().unwrap();
+    assert!(
+        d.path().join(source).join("dataset.json").is_file(),
+        "recorded dataset {source} does not exist"
+    );
+    let log = std::fs::read_to_string(run.join("model/training.log")).unwrap();
+    assert!(log.contains(&format!("dataset {source} ")), "{log}");
+    assert!(!log.contains(".tmp-"), "{log}");
+    let metrics: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("model/metrics.json")).unwrap()).unwrap();
+    let command = metrics["command"].as_str().unwrap();
+    assert!(
+        command.contains("--seed 1337") && !command.contains("--out"),
+        "{command}"
+    );
+    let again = Command::new(env!("CARGO_BIN_EXE_nshade"))
+        .args(command.split_whitespace().skip(1))
+        .current_dir(d.path())
+        .output()
+        .unwrap();
+    assert!(
+        again.status.success(),
+        "{command}: {}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    // same seeds, same capture, same CPU training: the same parameters
+    let rerun: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(d.path().join("nshade-out/run-001/model/weights.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(model["tensors"], rerun["tensors"]);
     for f in [
         "dataset/dataset.json",
         "model/weights.json",

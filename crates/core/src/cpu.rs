@@ -111,6 +111,11 @@ impl CpuTrainer {
                     dy: Vec::new(),
                 },
                 |s, (c, (g, sparse))| {
+                    // A cancelled step is abandoned chunk by chunk (the caller sees
+                    // `Cancelled` and applies nothing).
+                    if cfg.cancel.is_cancelled() {
+                        return 0.0;
+                    }
                     let first = c * CHUNK;
                     let n = CHUNK.min(batch - first);
                     s.x.resize(n * ind, 0.0);
@@ -204,7 +209,13 @@ impl Trainer for CpuTrainer {
         let mut total = 0.0f64;
         for _ in 0..steps {
             let step = self.adam.t;
+            if self.cfg.cancel.is_cancelled() {
+                return Err(TrainError::Cancelled);
+            }
             let loss = self.gradient(step);
+            if self.cfg.cancel.is_cancelled() {
+                return Err(TrainError::Cancelled);
+            }
             if !loss.is_finite() {
                 return Err(TrainError::Diverged { step, loss });
             }
@@ -291,6 +302,17 @@ mod tests {
                 "param {i}: {a} vs {b}"
             );
         }
+    }
+
+    #[test]
+    fn a_cancelled_step_changes_nothing() {
+        let mut t = trainer("mlp(16x2, relu)", 1000);
+        t.run(2).unwrap();
+        let before = t.params().unwrap();
+        t.cfg.cancel.cancel();
+        assert!(matches!(t.run(3), Err(TrainError::Cancelled)));
+        assert_eq!(t.steps_done(), 2);
+        assert_eq!(t.params().unwrap(), before);
     }
 
     #[test]

@@ -119,14 +119,33 @@ impl LrSchedule {
         let bad =
             || format!("invalid --lr-decay '{s}': expected INTERVAL:FACTOR[@START], e.g. 3000:0.5");
         let (rest, start) = match s.split_once('@') {
-            Some((r, st)) => (r, st.parse().map_err(|_| bad())?),
+            Some((r, st)) => (
+                r,
+                st.trim().parse::<u32>().map_err(|_| {
+                    format!(
+                        "invalid --lr-decay '{s}': START '{st}' must be a whole number of steps"
+                    )
+                })?,
+            ),
             None => (s, 0),
         };
         let (i, f) = rest.split_once(':').ok_or_else(bad)?;
-        let interval: u32 = i.parse().map_err(|_| bad())?;
-        let factor: f32 = f.parse().map_err(|_| bad())?;
-        if interval == 0 || !(factor > 0.0 && factor.is_finite()) {
-            return Err(bad());
+        let interval: u32 = i.trim().parse().map_err(|_| {
+            format!("invalid --lr-decay '{s}': INTERVAL '{i}' must be a whole number of steps")
+        })?;
+        let factor: f32 = f
+            .trim()
+            .parse()
+            .map_err(|_| format!("invalid --lr-decay '{s}': FACTOR '{f}' is not a number"))?;
+        if interval == 0 {
+            return Err(format!(
+                "invalid --lr-decay '{s}': INTERVAL must be at least 1 step"
+            ));
+        }
+        if !(factor > 0.0 && factor.is_finite()) {
+            return Err(format!(
+                "invalid --lr-decay '{s}': FACTOR must be a positive number (0.5 halves the rate every INTERVAL steps), got {f}"
+            ));
         }
         Ok(Decay {
             start,
@@ -152,7 +171,27 @@ mod tests {
         assert_eq!(s.at(99), 0.01);
         assert_eq!(s.at(100), 0.005);
         assert_eq!(s.at(250), 0.0025);
-        assert!(LrSchedule::parse_decay("0:0.5").is_err());
+        assert!(
+            LrSchedule::parse_decay("0:0.5")
+                .unwrap_err()
+                .contains("at least 1 step")
+        );
+        assert!(
+            LrSchedule::parse_decay("10:0")
+                .unwrap_err()
+                .contains("FACTOR must be a positive")
+        );
+        assert!(
+            LrSchedule::parse_decay("10:x")
+                .unwrap_err()
+                .contains("'x' is not a number")
+        );
+        assert!(
+            LrSchedule::parse_decay("10")
+                .unwrap_err()
+                .contains("expected INTERVAL:FACTOR")
+        );
+        assert_eq!(LrSchedule::parse_decay("10:0.5@7").unwrap().start, 7);
     }
 
     #[test]

@@ -8,6 +8,33 @@ use crate::network::Network;
 use crate::optim::{Adam, LrSchedule};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A flag another thread (a signal handler) sets to stop a running step early. Backends
+/// check it between pieces of a step (the CPU: between 256-sample chunks), so a stop is
+/// prompt whatever the network's size; a stopped step changes no parameter. It is not part
+/// of what a run computes: every token compares equal and none is serialised.
+#[derive(Clone, Debug, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    pub fn new() -> CancelToken {
+        CancelToken::default()
+    }
+    /// Asks every holder of this token to stop.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
+
+impl PartialEq for CancelToken {
+    fn eq(&self, _: &CancelToken) -> bool {
+        true
+    }
+}
 
 /// Everything that decides what a training run computes.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -19,6 +46,9 @@ pub struct TrainConfig {
     pub loss: Loss,
     pub lr: LrSchedule,
     pub adam: Adam,
+    /// Stops a run early (checked inside a step); not part of what the run computes.
+    #[serde(skip)]
+    pub cancel: CancelToken,
 }
 
 impl Default for TrainConfig {
@@ -30,6 +60,7 @@ impl Default for TrainConfig {
             loss: Loss::RelativeL2,
             lr: LrSchedule::constant(0.005),
             adam: Adam::default(),
+            cancel: CancelToken::default(),
         }
     }
 }
@@ -53,6 +84,8 @@ pub enum TrainError {
     EmptyData,
     #[error("training diverged at step {step}: the loss is {loss} (try a lower --lr)")]
     Diverged { step: u32, loss: f32 },
+    #[error("interrupted")]
+    Cancelled,
     #[error("{backend} backend: {message}")]
     Backend { backend: String, message: String },
 }
