@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 pub fn init_threads(threads: Option<usize>) -> Result<()> {
     let mut b = rayon::ThreadPoolBuilder::new();
     if let Some(n) = threads {
-        if n == 0 {
-            bail!("--threads must be at least 1");
+        if n == 0 || n > 1024 {
+            bail!("--threads must be in 1..=1024, got {n}");
         }
         b = b.num_threads(n);
     }
@@ -186,6 +186,20 @@ pub fn eval_cancellable(model: &nshade_core::model::Model, x: &[f32]) -> Result<
         y.extend(model.eval(b));
     }
     Ok(y)
+}
+
+/// Writes a single output file (see `fsutil::write_atomic`: links followed, FIFOs and
+/// devices written through), first removing what killed runs left beside it.
+pub fn write_output(path: &Path, bytes: &[u8]) -> Result<()> {
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file()) || !path.exists() {
+        clean_stale_temps(parent);
+    }
+    nshade_core::fsutil::write_atomic(path, bytes)
+        .with_context(|| format!("writing {}", path.display()))
 }
 
 /// Removes temporary siblings in `dir` that killed runs left behind, with a notice.

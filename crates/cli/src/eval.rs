@@ -210,8 +210,7 @@ pub fn run(args: Args) -> Result<()> {
             r => r.context("writing to standard output")?,
         }
     } else {
-        nshade_core::fsutil::write_atomic(&args.output, &out)
-            .with_context(|| format!("writing --output {}", args.output.display()))?;
+        common::write_output(&args.output, &out).context("--output")?;
     }
     eprintln!("evaluated {rows} rows of {ind} inputs on {backend}");
     Ok(())

@@ -176,14 +176,12 @@ pub fn run(args: Args) -> Result<()> {
     }
     if let Some(path) = &weights_out {
         let bytes = nshade_shader::pack_weights(&model, &opts);
-        nshade_core::fsutil::write_atomic(path, &bytes)
-            .with_context(|| format!("writing --weights-out {}", path.display()))?;
+        crate::common::write_output(path, &bytes).context("--weights-out")?;
         eprintln!("wrote {} ({} bytes)", path.display(), bytes.len());
     }
     match output {
         Some(path) => {
-            nshade_core::fsutil::write_atomic(path, out.as_bytes())
-                .with_context(|| format!("writing -o {}", path.display()))?;
+            crate::common::write_output(path, out.as_bytes()).context("-o")?;
             eprintln!(
                 "wrote {} ({target}, {} bytes)",
                 path.display(),
