@@ -2,6 +2,7 @@
 //! offsets and workspace slots assigned.
 
 use crate::arch::Arch;
+pub use crate::limits::{MAX_PARAMS, MAX_SAMPLE_VALUES, MAX_WIDTH};
 use crate::module::{
     Allocator, Cat, Chain, Frequency, Grid, Identity, Layer, Mlp, Module, OneBlob, Pick,
     SphericalHarmonics, TensorInfo, Triangle, Workspace,
@@ -37,8 +38,16 @@ pub struct Network {
 impl Network {
     /// Resolves `arch` for `in_dims` inputs and `out_dims` outputs. An `mlp` without
     /// `out=` gets the width its successor needs: the network output for the last stage,
-    /// else its own hidden width.
+    /// else its own hidden width. The tree is checked first ([`Arch::check`]: nesting
+    /// depth, module count, arguments), and the network may hold at most
+    /// [`MAX_PARAMS`] parameters.
     pub fn build(arch: &Arch, in_dims: usize, out_dims: usize) -> Result<Network, BuildError> {
+        arch.check().map_err(BuildError::Invalid)?;
+        if !(1..=MAX_WIDTH).contains(&in_dims) || !(1..=MAX_WIDTH).contains(&out_dims) {
+            return Err(BuildError::Invalid(format!(
+                "a network takes and gives 1 to {MAX_WIDTH} values per sample, not {in_dims} and {out_dims}"
+            )));
+        }
         let mut alloc = Allocator::default();
         let mut root = resolve(arch, in_dims, Some(out_dims), &mut alloc)?;
         if root.out_dims() != out_dims {
@@ -56,10 +65,10 @@ impl Network {
                 buckets[g.bucket + l] = level.offset..level.offset + level.entries * g.features;
             }
         });
-        let param_count = dense_count + alloc.tables;
-        if param_count > u32::MAX as usize / 2 {
+        let param_count = dense_count.saturating_add(alloc.tables);
+        if param_count > MAX_PARAMS {
             return Err(BuildError::Invalid(format!(
-                "the architecture has {param_count} parameters (at most 2^31)"
+                "the architecture has {param_count} parameters, more than the limit of {MAX_PARAMS} (2^29)"
             )));
         }
         Ok(Network {
@@ -114,7 +123,45 @@ impl Network {
     }
 }
 
+/// Resolves one module and checks its output width against [`MAX_WIDTH`] and the
+/// running total of values per sample (`alloc.values`) against [`MAX_SAMPLE_VALUES`].
 fn resolve(
+    arch: &Arch,
+    in_dims: usize,
+    want_out: Option<usize>,
+    alloc: &mut Allocator,
+) -> Result<Module, BuildError> {
+    let m = resolve_module(arch, in_dims, want_out, alloc)?;
+    let out = m.out_dims();
+    if out > MAX_WIDTH {
+        return Err(BuildError::Invalid(format!(
+            "'{}' outputs {out} values per sample, more than the limit of {MAX_WIDTH}",
+            short(arch)
+        )));
+    }
+    let own = match &m {
+        Module::Mlp(mlp) => mlp.layers.iter().map(|l| l.out_dims).sum(),
+        _ => out,
+    };
+    alloc.values = alloc.values.saturating_add(own);
+    if alloc.values > MAX_SAMPLE_VALUES {
+        return Err(BuildError::Invalid(format!(
+            "the network computes more than {MAX_SAMPLE_VALUES} values per sample (the limit)"
+        )));
+    }
+    Ok(m)
+}
+
+/// A module's text for a message, cut to 60 characters.
+fn short(arch: &Arch) -> String {
+    let s = arch.to_string();
+    match s.char_indices().nth(60) {
+        Some((at, _)) => format!("{}...", &s[..at]),
+        None => s,
+    }
+}
+
+fn resolve_module(
     arch: &Arch,
     in_dims: usize,
     want_out: Option<usize>,
@@ -360,5 +407,38 @@ mod tests {
         let mut y2 = vec![0.0; y.len()];
         net.forward(&p, &x, 3000, &mut y2, &mut net.workspace());
         assert_eq!(y, y2);
+    }
+
+    #[test]
+    fn sizes_are_bounded() {
+        let build = |a: &str, i, o| Network::build(&Arch::parse(a).unwrap(), i, o);
+        // parameters: 4096x64 hidden layers hold about 2^30
+        assert_eq!(
+            build("mlp(4096x64, relu)", 2, 3).unwrap_err().to_string(),
+            "the architecture has 1057247235 parameters, more than the limit of 536870912 (2^29)"
+        );
+        // one module's width: 4096 picked inputs, each with 24 octaves of sin and cos
+        let picks = vec!["0"; 4096].join(",");
+        assert_eq!(
+            build(&format!("pick({picks}) | freq(24) | mlp(4x1, relu)"), 2, 3)
+                .unwrap_err()
+                .to_string(),
+            "'freq(24)' outputs 196608 values per sample, more than the limit of 65536"
+        );
+        // values per sample: a chain of wide stages without parameters
+        let wide = Arch::parse(&format!("cat(pick({picks}) | freq(8))")).unwrap();
+        let mut modules = vec![wide; 20];
+        modules.push(Arch::parse("mlp(4x1, relu)").unwrap());
+        let e = Network::build(&Arch::Chain { modules }, 2, 3).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the network computes more than 1048576 values per sample (the limit)"
+        );
+        assert_eq!(
+            Network::build(&Arch::Identity, 70_000, 70_000)
+                .unwrap_err()
+                .to_string(),
+            "a network takes and gives 1 to 65536 values per sample, not 70000 and 70000"
+        );
     }
 }
