@@ -11,7 +11,7 @@
 //! inferred when the tree is resolved against the data ([`crate::network::Network`]).
 
 use crate::activation::Activation;
-pub use crate::limits::{MAX_ARCH_TEXT, MAX_DEPTH, MAX_MODULES};
+pub use crate::limits::{MAX_ARCH_CANONICAL, MAX_ARCH_TEXT, MAX_DEPTH, MAX_MODULES};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -195,7 +195,7 @@ impl Arch {
                     message,
                 }
             })?;
-            return Ok(arch);
+            return Ok(arch.normalised());
         }
         let tokens = lex(text)?;
         let mut p = Parser {
@@ -216,6 +216,32 @@ impl Arch {
         arch.check()
             .map_err(|message| ArchError { column: 1, message })?;
         Ok(arch)
+    }
+
+    /// The tree the text form gives for the same architecture: a chain inside a chain is
+    /// spliced into it, and a chain of one module is that module (the text has no way to
+    /// write either, and both compute the same). Recursive: for checked trees only.
+    fn normalised(self) -> Arch {
+        match self {
+            Arch::Chain { modules } => {
+                let mut flat = Vec::with_capacity(modules.len());
+                for m in modules {
+                    match m.normalised() {
+                        Arch::Chain { modules } => flat.extend(modules),
+                        m => flat.push(m),
+                    }
+                }
+                if flat.len() == 1 {
+                    flat.pop().unwrap()
+                } else {
+                    Arch::Chain { modules: flat }
+                }
+            }
+            Arch::Cat { modules } => Arch::Cat {
+                modules: modules.into_iter().map(Arch::normalised).collect(),
+            },
+            other => other,
+        }
     }
 
     /// The canonical JSON form (`{"type": "chain", "modules": [...]}`).
@@ -256,7 +282,18 @@ impl Arch {
             }
         }
         let mut path = Vec::new();
-        self.validate(&mut path).map_err(|m| (m, path))
+        self.validate(&mut path).map_err(|m| (m, path))?;
+        // (the depth is bounded now, so printing may recurse)
+        let len = canonical_len(self);
+        if len > MAX_ARCH_CANONICAL {
+            return Err((
+                format!(
+                    "the architecture's canonical text is {len} bytes long, more than the limit of {MAX_ARCH_CANONICAL}"
+                ),
+                Vec::new(),
+            ));
+        }
+        Ok(())
     }
 
     /// Checks every module's arguments (recursive: the depth is checked first); on an
@@ -447,6 +484,20 @@ impl fmt::Display for Arch {
             }
         }
     }
+}
+
+/// The length of `a.to_string()`, without making it.
+fn canonical_len(a: &Arch) -> usize {
+    struct Count(usize);
+    impl fmt::Write for Count {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            self.0 += s.len();
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    fmt::write(&mut c, format_args!("{a}")).expect("counting never fails");
+    c.0
 }
 
 fn write_range(f: &mut fmt::Formatter<'_>, g: &GridSpec) -> fmt::Result {
@@ -1703,9 +1754,18 @@ mod tests {
             ArchError {
                 column: MAX_ARCH_TEXT + 1,
                 message: format!(
-                    "the architecture is {} bytes long, more than the limit of 65536",
+                    "the architecture is {} bytes long, more than the limit of 262144",
                     long.len()
                 ),
+            }
+        );
+        // what is accepted prints within MAX_ARCH_CANONICAL
+        let grids = format!("cat({})", vec!["hashgrid()"; 600].join(","));
+        assert_eq!(
+            Arch::parse(&grids).unwrap_err(),
+            ArchError {
+                column: 1,
+                message: "the architecture's canonical text is 40203 bytes long, more than the limit of 32768".into(),
             }
         );
         // 1024 modules: the cat and 1023 children; one more is refused at its column
@@ -1799,5 +1859,17 @@ mod tests {
         assert_eq!(e.to_string(), "column 15: unexpected character '\\u{202e}'");
         let e = Arch::parse("mlp(8x1,\u{0}relu)").unwrap_err();
         assert_eq!(e.to_string(), "column 9: unexpected character '\\u{0}'");
+    }
+
+    #[test]
+    fn json_chains_take_the_shape_of_the_text_form() {
+        let json = r#"{"type":"chain","modules":[{"type":"chain","modules":[{"type":"identity"},{"type":"freq","octaves":2}]},{"type":"cat","modules":[{"type":"chain","modules":[{"type":"sh","degree":1}]}]}]}"#;
+        let a = Arch::parse(json).unwrap();
+        assert_eq!(a.to_string(), "identity | freq(2) | cat(sh(1))");
+        assert_eq!(Arch::parse(&a.to_string()).unwrap(), a);
+        assert_eq!(
+            Arch::parse(r#"{"type":"chain","modules":[{"type":"identity"}]}"#).unwrap(),
+            Arch::Identity
+        );
     }
 }

@@ -7,8 +7,12 @@
 use std::io::Read;
 use std::path::Path;
 
-/// Longest architecture text (or JSON form) in bytes.
-pub const MAX_ARCH_TEXT: usize = 64 * 1024;
+/// Longest architecture text (or JSON form) that is parsed, in bytes.
+pub const MAX_ARCH_TEXT: usize = 256 * 1024;
+/// Longest canonical text of an architecture, in bytes. Every accepted architecture
+/// prints within it, and its JSON form (at most about six times as long) within
+/// [`MAX_ARCH_TEXT`], so both forms of anything accepted parse again.
+pub const MAX_ARCH_CANONICAL: usize = 32 * 1024;
 /// Deepest module nesting: the top-level module is at depth 1, each module inside a
 /// `chain` or `cat` one deeper (`cat(identity, freq(2) | mlp(8x1, relu))`: the `cat` is at
 /// depth 1, the chain at 2, `freq` and `mlp` at 3). Real architectures stay below 6.

@@ -426,10 +426,9 @@ mod tests {
             "'freq(24)' outputs 196608 values per sample, more than the limit of 65536"
         );
         // values per sample: a chain of wide stages without parameters
-        let wide = Arch::parse(&format!("cat(pick({picks}) | freq(8))")).unwrap();
-        let mut modules = vec![wide; 20];
-        modules.push(Arch::parse("mlp(4x1, relu)").unwrap());
-        let e = Network::build(&Arch::Chain { modules }, 2, 3).unwrap_err();
+        let wide = format!("tri(16){}", " | tri(1)".repeat(16));
+        assert!(build(&format!("tri(16){}", " | tri(1)".repeat(14)), 4096, 65536).is_ok());
+        let e = build(&wide, 4096, 65536).unwrap_err();
         assert_eq!(
             e.to_string(),
             "the network computes more than 1048576 values per sample (the limit)"
