@@ -269,6 +269,12 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
         })
     };
     check_prefix(&opts.prefix)?;
+    if opts.binding > MAX_BINDING {
+        return Err(Error::Option(format!(
+            "binding {} is too large: the resources take bindings binding..=binding + 3, so it may be at most {MAX_BINDING}",
+            opts.binding
+        )));
+    }
     if opts.precision == Precision::F16 && !t.supports_f16() {
         return unsupported("f16 precision (use --precision f32)");
     }
@@ -307,6 +313,17 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
     if let Some(k) = model.params.iter().position(|v| !v.is_finite()) {
         return Err(Error::Model(format!("parameter {k} is not finite")));
     }
+    if opts.precision == Precision::F16
+        && let Some(k) = model
+            .params
+            .iter()
+            .position(|v| half::f16::from_f32(*v).is_infinite())
+    {
+        return Err(Error::Model(format!(
+            "parameter {k} is {}, outside the f16 range of +-65504 (use --precision f32)",
+            model.params[k]
+        )));
+    }
     for (k, v) in model
         .inputs
         .scale
@@ -322,6 +339,9 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
     }
     Ok(())
 }
+
+/// Largest [`Options::binding`]: the resources take `binding..=binding + 3`.
+pub const MAX_BINDING: u32 = u32::MAX - 3;
 
 /// Longest [`Options::prefix`], in characters.
 pub const MAX_PREFIX_LEN: usize = 32;

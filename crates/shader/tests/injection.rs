@@ -226,3 +226,57 @@ fn prefixes_must_be_identifiers() {
         assert_eq!(e.to_string(), want);
     }
 }
+
+#[test]
+fn bindings_leave_room_for_every_resource() {
+    let model = common::model("seed3");
+    for b in [u32::MAX, u32::MAX - 2] {
+        let opts = Options {
+            binding: b,
+            fragment: true,
+            ..Options::new(Target::Wgsl)
+        };
+        assert_eq!(
+            export(&model, &opts).unwrap_err().to_string(),
+            format!(
+                "invalid option: binding {b} is too large: the resources take bindings binding..=binding + 3, so it may be at most 4294967292"
+            )
+        );
+    }
+    let opts = Options {
+        binding: nshade_shader::MAX_BINDING,
+        fragment: true,
+        compute: true,
+        weights: WeightMode::Buffer,
+        ..Options::new(Target::Wgsl)
+    };
+    let src = export(&model, &opts).unwrap().into_text().unwrap();
+    assert!(src.contains("@binding(4294967295)"));
+}
+
+#[test]
+fn parameters_beyond_f16_are_refused_for_f16_precision() {
+    let mut model = common::model("seed3");
+    model.params[5] = 70000.0;
+    for target in [Target::Wgsl, Target::Hlsl, Target::Msl] {
+        for weights in [WeightMode::Baked, WeightMode::Buffer] {
+            let opts = Options {
+                weights,
+                precision: nshade_shader::Precision::F16,
+                ..Options::new(target)
+            };
+            assert_eq!(
+                export(&model, &opts).unwrap_err().to_string(),
+                "the model cannot be exported: parameter 5 is 70000, outside the f16 range of +-65504 (use --precision f32)"
+            );
+        }
+    }
+    // f32 takes it; 65504 itself is an f16
+    assert!(export(&model, &Options::new(Target::Wgsl)).is_ok());
+    model.params[5] = -65504.0;
+    let opts = Options {
+        precision: nshade_shader::Precision::F16,
+        ..Options::new(Target::Wgsl)
+    };
+    assert!(export(&model, &opts).is_ok());
+}
