@@ -33,6 +33,9 @@ pub struct Network {
     pub slot_count: usize,
     /// Sparse-gradient buckets: the parameter range each one covers (one per grid level).
     pub buckets: Vec<std::ops::Range<usize>>,
+    /// Values one sample passes through the network (every module's output width, every
+    /// layer's for an `mlp`; at most [`MAX_SAMPLE_VALUES`]): what sizes evaluation blocks.
+    pub sample_values: usize,
 }
 
 impl Network {
@@ -80,6 +83,7 @@ impl Network {
             dense_count,
             slot_count: alloc.slots,
             buckets,
+            sample_values: alloc.values,
         })
     }
 
@@ -107,14 +111,22 @@ impl Network {
         self.root.forward(params, x, n, y, ws);
     }
 
-    /// Evaluates any number of rows in parallel blocks (inference).
+    /// Rows per block of [`Network::eval`]: 1024, fewer for networks that pass many
+    /// values per sample, so a thread's workspace stays near 2^22 values (16 MiB) whatever
+    /// the network.
+    pub fn eval_block(&self) -> usize {
+        ((1usize << 22) / self.sample_values.max(1)).clamp(16, 1024)
+    }
+
+    /// Evaluates any number of rows in parallel blocks (inference). Every row is computed
+    /// on its own, so the block size does not change the results.
     pub fn eval(&self, params: &[f32], x: &[f32]) -> Vec<f32> {
         use rayon::prelude::*;
-        const BLOCK: usize = 1024;
+        let block = self.eval_block();
         let n = x.len() / self.in_dims;
         let mut y = vec![0.0; n * self.out_dims];
-        y.par_chunks_mut(BLOCK * self.out_dims)
-            .zip(x.par_chunks(BLOCK * self.in_dims))
+        y.par_chunks_mut(block * self.out_dims)
+            .zip(x.par_chunks(block * self.in_dims))
             .for_each_init(
                 || self.workspace(),
                 |ws, (yc, xc)| self.forward(params, xc, xc.len() / self.in_dims, yc, ws),
@@ -439,5 +451,23 @@ mod tests {
                 .to_string(),
             "a network takes and gives 1 to 65536 values per sample, not 70000 and 70000"
         );
+    }
+
+    #[test]
+    fn wide_networks_evaluate_in_smaller_blocks_with_the_same_results() {
+        let net = Network::build(&Arch::parse("freq(2) | mlp(8x2, relu)").unwrap(), 2, 3).unwrap();
+        assert_eq!(net.eval_block(), 1024);
+        let arch = Arch::parse("cat(tri(16), freq(8)) | tri(2) | mlp(4x1, tanh)").unwrap();
+        let net = Network::build(&arch, 64, 3).unwrap();
+        // tri 1024 + freq 1024 + cat 2048 + tri 4096 + mlp layers 4 + 3 + the chain's 3
+        assert_eq!(net.sample_values, 1024 + 1024 + 2048 + 4096 + 4 + 3 + 3);
+        assert_eq!(net.eval_block(), (1 << 22) / net.sample_values);
+        let p = net.init_params(5);
+        let n = 2 * net.eval_block() + 5;
+        let x: Vec<f32> = (0..64 * n).map(|i| (i % 89) as f32 / 89.0).collect();
+        let y = net.eval(&p, &x);
+        let mut y2 = vec![0.0; y.len()];
+        net.forward(&p, &x, n, &mut y2, &mut net.workspace());
+        assert_eq!(y, y2);
     }
 }
