@@ -11,6 +11,7 @@
 //! inferred when the tree is resolved against the data ([`crate::network::Network`]).
 
 use crate::activation::Activation;
+pub use crate::limits::{MAX_ARCH_CANONICAL, MAX_ARCH_TEXT, MAX_DEPTH, MAX_MODULES};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -164,26 +165,45 @@ pub struct ArchError {
 }
 
 impl Arch {
-    /// Parses the text form, or the JSON form when the text starts with `{`.
+    /// Parses the text form, or the JSON form when the text starts with `{`. Bounded:
+    /// at most [`MAX_ARCH_TEXT`] bytes, [`MAX_DEPTH`] levels of nesting and
+    /// [`MAX_MODULES`] modules; every error is one line with the column it points at.
     pub fn parse(text: &str) -> Result<Arch, ArchError> {
+        if text.len() > MAX_ARCH_TEXT {
+            let mut cut = MAX_ARCH_TEXT;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            return Err(ArchError {
+                column: text[..cut].chars().count() + 1,
+                message: format!(
+                    "the architecture is {} bytes long, more than the limit of {MAX_ARCH_TEXT}",
+                    text.len()
+                ),
+            });
+        }
         let trimmed = text.trim_start();
         if trimmed.starts_with('{') {
-            return serde_json::from_str::<Arch>(trimmed)
-                .map_err(|e| ArchError {
-                    column: e.column() + (text.len() - trimmed.len()),
-                    message: format!("invalid architecture JSON: {e}"),
-                })
-                .and_then(|a| {
-                    a.validate()
-                        .map_err(|message| ArchError { column: 1, message })?;
-                    Ok(a)
-                });
+            let lead = text.len() - trimmed.len();
+            let lead_cols = text[..lead].chars().count();
+            let arch = serde_json::from_str::<Arch>(trimmed)
+                .map_err(|e| json_error(trimmed, lead_cols, &e))?;
+            arch.check_at().map_err(|(message, path)| {
+                let at = json_node_field(trimmed, &path, &message);
+                ArchError {
+                    column: lead_cols + trimmed[..at].chars().count() + 1,
+                    message,
+                }
+            })?;
+            return Ok(arch.normalised());
         }
         let tokens = lex(text)?;
         let mut p = Parser {
             tokens,
             pos: 0,
             len: text.chars().count(),
+            depth: 0,
+            deep_col: 1,
         };
         let expr = p.chain()?;
         if let Some(t) = p.peek() {
@@ -192,7 +212,36 @@ impl Arch {
                 format!("expected '|' or end of text, found {}", t.kind),
             ));
         }
-        to_arch(&expr)
+        let arch = to_arch(&expr, 1, &mut 0)?;
+        arch.check()
+            .map_err(|message| ArchError { column: 1, message })?;
+        Ok(arch)
+    }
+
+    /// The tree the text form gives for the same architecture: a chain inside a chain is
+    /// spliced into it, and a chain of one module is that module (the text has no way to
+    /// write either, and both compute the same). Recursive: for checked trees only.
+    fn normalised(self) -> Arch {
+        match self {
+            Arch::Chain { modules } => {
+                let mut flat = Vec::with_capacity(modules.len());
+                for m in modules {
+                    match m.normalised() {
+                        Arch::Chain { modules } => flat.extend(modules),
+                        m => flat.push(m),
+                    }
+                }
+                if flat.len() == 1 {
+                    flat.pop().unwrap()
+                } else {
+                    Arch::Chain { modules: flat }
+                }
+            }
+            Arch::Cat { modules } => Arch::Cat {
+                modules: modules.into_iter().map(Arch::normalised).collect(),
+            },
+            other => other,
+        }
     }
 
     /// The canonical JSON form (`{"type": "chain", "modules": [...]}`).
@@ -200,7 +249,56 @@ impl Arch {
         serde_json::to_value(self).expect("architecture serialises")
     }
 
-    fn validate(&self) -> Result<(), String> {
+    /// Checks the whole tree: its size ([`MAX_DEPTH`], [`MAX_MODULES`], walked without
+    /// recursion, so any tree can be checked) and every module's arguments. What
+    /// [`Arch::parse`] returns has passed it; [`crate::Network::build`] checks trees built
+    /// in Rust with it.
+    pub fn check(&self) -> Result<(), String> {
+        self.check_at().map_err(|(message, _)| message)
+    }
+
+    /// [`Arch::check`], with the path (child indices from the root) of the module at fault.
+    fn check_at(&self) -> Result<(), (String, Vec<usize>)> {
+        let mut stack = vec![(self, Vec::new())];
+        let mut count = 0usize;
+        while let Some((a, path)) = stack.pop() {
+            count += 1;
+            if count > MAX_MODULES {
+                return Err((
+                    format!("the architecture has more than {MAX_MODULES} modules (the limit)"),
+                    path,
+                ));
+            }
+            if path.len() >= MAX_DEPTH {
+                return Err((depth_message(), path));
+            }
+            if let Arch::Chain { modules } | Arch::Cat { modules } = a {
+                // pushed in reverse, so modules are visited (and counted) in order
+                stack.extend(modules.iter().enumerate().rev().map(|(i, m)| {
+                    let mut p = path.clone();
+                    p.push(i);
+                    (m, p)
+                }));
+            }
+        }
+        let mut path = Vec::new();
+        self.validate(&mut path).map_err(|m| (m, path))?;
+        // (the depth is bounded now, so printing may recurse)
+        let len = canonical_len(self);
+        if len > MAX_ARCH_CANONICAL {
+            return Err((
+                format!(
+                    "the architecture's canonical text is {len} bytes long, more than the limit of {MAX_ARCH_CANONICAL}"
+                ),
+                Vec::new(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks every module's arguments (recursive: the depth is checked first); on an
+    /// error `path` holds the child indices of the module at fault.
+    fn validate(&self, path: &mut Vec<usize>) -> Result<(), String> {
         match self {
             Arch::Identity => Ok(()),
             Arch::Freq { octaves } | Arch::Tri { octaves } => {
@@ -237,7 +335,12 @@ impl Arch {
                 if modules.is_empty() {
                     return Err("chain/cat needs at least one module".into());
                 }
-                modules.iter().try_for_each(Arch::validate)
+                for (i, m) in modules.iter().enumerate() {
+                    path.push(i);
+                    m.validate(path)?;
+                    path.pop();
+                }
+                Ok(())
             }
             Arch::Hashgrid(g) => g.validate(false),
             Arch::Densegrid(g) => g.validate(true),
@@ -383,11 +486,220 @@ impl fmt::Display for Arch {
     }
 }
 
+/// The length of `a.to_string()`, without making it.
+fn canonical_len(a: &Arch) -> usize {
+    struct Count(usize);
+    impl fmt::Write for Count {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            self.0 += s.len();
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    fmt::write(&mut c, format_args!("{a}")).expect("counting never fails");
+    c.0
+}
+
 fn write_range(f: &mut fmt::Formatter<'_>, g: &GridSpec) -> fmt::Result {
     if g.min != 0.0 || g.max != 1.0 {
         write!(f, ", min={}, max={}", g.min, g.max)?;
     }
     write!(f, ")")
+}
+
+/// A serde_json error in the JSON form (`json` starts at column `lead + 1` of the text),
+/// with its position as a column of the whole text and the message once, on one line.
+/// serde_json gives no position for errors inside a module (an internally tagged enum is
+/// buffered before it is read); those point at the innermost module that does not read,
+/// at the field the message names where it names one.
+fn json_error(json: &str, lead: usize, e: &serde_json::Error) -> ArchError {
+    let mut message = e.to_string();
+    let at = if e.line() > 0 {
+        let suffix = format!(" at line {} column {}", e.line(), e.column());
+        if let Some(m) = message.strip_suffix(&suffix) {
+            message = m.to_string();
+        }
+        // serde_json counts lines from 1 and bytes within the line from 1 (0: before the
+        // line's first byte).
+        let line_start: usize = json
+            .split_inclusive('\n')
+            .take(e.line() - 1)
+            .map(str::len)
+            .sum();
+        line_start + e.column().saturating_sub(1)
+    } else {
+        let path = serde_json::from_str::<serde_json::Value>(json)
+            .map(|v| failing_module(&v))
+            .unwrap_or_default();
+        json_node_field(json, &path, &message)
+    };
+    let mut at = at.min(json.len());
+    while !json.is_char_boundary(at) {
+        at -= 1;
+    }
+    ArchError {
+        column: lead + json[..at].chars().count() + 1,
+        message: format!(
+            "invalid architecture JSON: {}",
+            crate::limits::one_line(&message)
+        ),
+    }
+}
+
+/// The path (child indices) of the innermost module of `v` that does not deserialise.
+fn failing_module(v: &serde_json::Value) -> Vec<usize> {
+    let mut path = Vec::new();
+    let mut node = v;
+    // bounded: serde_json parsed `v` with its recursion limit
+    'down: loop {
+        if let Some(children) = node.get("modules").and_then(|m| m.as_array()) {
+            for (i, c) in children.iter().enumerate() {
+                if serde_json::from_value::<Arch>(c.clone()).is_err() {
+                    path.push(i);
+                    node = c;
+                    continue 'down;
+                }
+            }
+        }
+        return path;
+    }
+}
+
+/// The byte offset in `json` (valid JSON) of the module at `path`, or of the value of
+/// the field of that module that `message` names (`octaves`, `hidden_layers`, ...; an
+/// unknown variant is the `type`).
+fn json_node_field(json: &str, path: &[usize], message: &str) -> usize {
+    let mut steps = Vec::new();
+    for i in path {
+        steps.push(json_path::Step::Key("modules".into()));
+        steps.push(json_path::Step::Index(*i));
+    }
+    let Some(node) = json_path::locate(json, 0, &steps) else {
+        return 0;
+    };
+    let keys = json_path::keys(json, node);
+    let named = |k: &str| {
+        message.contains(&format!("`{k}`"))
+            || message.contains(&format!("{k} "))
+            || message.contains(&k.replace('_', " "))
+    };
+    let field = if message.contains("variant") {
+        Some("type".to_string())
+    } else {
+        keys.into_iter()
+            .filter(|k| k != "type" && k != "modules")
+            .find(|k| named(k))
+    };
+    field
+        .and_then(|k| json_path::locate(json, node, &[json_path::Step::Key(k)]))
+        .unwrap_or(node)
+}
+
+/// Finding a value's position in JSON text by its path, without recursion (the text has
+/// parsed as JSON already; these only skip over it).
+mod json_path {
+    pub enum Step {
+        Key(String),
+        Index(usize),
+    }
+
+    fn ws(s: &[u8], mut i: usize) -> usize {
+        while i < s.len() && s[i].is_ascii_whitespace() {
+            i += 1;
+        }
+        i
+    }
+
+    /// The end of the string starting at `i` (just after its closing quote).
+    fn string_end(s: &[u8], mut i: usize) -> usize {
+        i += 1;
+        while i < s.len() {
+            match s[i] {
+                b'\\' => i += 2,
+                b'"' => return i + 1,
+                _ => i += 1,
+            }
+        }
+        s.len()
+    }
+
+    /// The end of the value starting at `i`.
+    fn value_end(s: &[u8], i: usize) -> usize {
+        let mut depth = 0usize;
+        let mut i = i;
+        while i < s.len() {
+            match s[i] {
+                b'"' => {
+                    i = string_end(s, i);
+                    if depth == 0 {
+                        return i;
+                    }
+                    continue;
+                }
+                b'{' | b'[' => depth += 1,
+                b'}' | b']' => {
+                    if depth <= 1 {
+                        return i + 1;
+                    }
+                    depth -= 1;
+                }
+                b',' if depth == 0 => return i,
+                _ if depth == 0 && s[i].is_ascii_whitespace() => return i,
+                _ => {}
+            }
+            i += 1;
+        }
+        s.len()
+    }
+
+    /// The members of the object or the elements of the array at `i`: (key, value start).
+    fn members(text: &str, i: usize) -> Vec<(Option<String>, usize)> {
+        let s = text.as_bytes();
+        let mut out = Vec::new();
+        let open = s.get(i).copied();
+        if !matches!(open, Some(b'{' | b'[')) {
+            return out;
+        }
+        let mut j = ws(s, i + 1);
+        while j < s.len() && !matches!(s[j], b'}' | b']') {
+            let key = if open == Some(b'{') {
+                let end = string_end(s, j);
+                let key = serde_json::from_str::<String>(&text[j..end]).ok();
+                j = ws(s, end);
+                j = ws(s, j + 1); // ':'
+                key
+            } else {
+                None
+            };
+            out.push((key, j));
+            j = ws(s, value_end(s, j));
+            if s.get(j) == Some(&b',') {
+                j = ws(s, j + 1);
+            }
+        }
+        out
+    }
+
+    /// The keys of the object at `i`.
+    pub fn keys(text: &str, i: usize) -> Vec<String> {
+        members(text, i)
+            .into_iter()
+            .filter_map(|(k, _)| k)
+            .collect()
+    }
+
+    /// The start of the value at `path` from the value at `from`.
+    pub fn locate(text: &str, from: usize, path: &[Step]) -> Option<usize> {
+        let mut at = ws(text.as_bytes(), from);
+        for step in path {
+            let m = members(text, at);
+            at = match step {
+                Step::Key(k) => m.iter().find(|(key, _)| key.as_deref() == Some(k))?.1,
+                Step::Index(n) => m.get(*n)?.1,
+            };
+        }
+        Some(at)
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -508,7 +820,10 @@ fn lex(text: &str) -> Result<Vec<Token>, ArchError> {
         } else {
             return Err(ArchError {
                 column: col,
-                message: format!("unexpected character '{c}'"),
+                message: format!(
+                    "unexpected character '{}'",
+                    crate::limits::one_line(&c.to_string())
+                ),
             });
         }
     }
@@ -550,6 +865,12 @@ struct Parser {
     tokens: Vec<Token>,
     pos: usize,
     len: usize,
+    /// Chains being parsed (each module argument opens one), bounded so that deeply
+    /// nested text cannot exhaust the stack.
+    depth: usize,
+    /// Column of the latest call opened one level below the deepest allowed module (an
+    /// activation there is fine; a module is the first one too deep).
+    deep_col: usize,
 }
 
 impl Parser {
@@ -570,6 +891,18 @@ impl Parser {
     }
 
     fn chain(&mut self) -> Result<Expr, ArchError> {
+        // An activation argument such as `relu` is parsed as a chain one level below its
+        // mlp, so the parser allows one level more than modules may nest.
+        if self.depth > MAX_DEPTH {
+            return Err(self.err_at(self.deep_col, depth_message()));
+        }
+        self.depth += 1;
+        let chain = self.chain_inner();
+        self.depth -= 1;
+        chain
+    }
+
+    fn chain_inner(&mut self) -> Result<Expr, ArchError> {
         let mut calls = vec![self.call()?];
         while matches!(
             self.peek(),
@@ -599,6 +932,9 @@ impl Parser {
             }
         };
         self.pos += 1;
+        if self.depth > MAX_DEPTH {
+            self.deep_col = col;
+        }
         let mut args = Vec::new();
         let mut end_col = col + name.chars().count();
         if matches!(
@@ -706,17 +1042,44 @@ impl Parser {
 // ---------------------------------------------------------------------------------------
 // Syntax tree → Arch
 
-fn to_arch(expr: &Expr) -> Result<Arch, ArchError> {
+fn depth_message() -> String {
+    format!("modules nest more than {MAX_DEPTH} levels deep (the limit)")
+}
+
+/// The module tree of a chain whose node sits at `depth` (a single-stage chain is that
+/// stage itself); `count` counts the modules made so far.
+fn to_arch(expr: &Expr, depth: usize, count: &mut usize) -> Result<Arch, ArchError> {
     let Expr::Chain(calls) = expr;
+    let stage_depth = if calls.len() == 1 {
+        depth
+    } else {
+        module_at(calls[0].col, depth, count)?;
+        depth + 1
+    };
     let mut modules = calls
         .iter()
-        .map(call_to_arch)
+        .map(|c| call_to_arch(c, stage_depth, count))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(if modules.len() == 1 {
         modules.pop().unwrap()
     } else {
         Arch::Chain { modules }
     })
+}
+
+/// Counts one module at `depth` (written at column `col`) against the limits.
+fn module_at(col: usize, depth: usize, count: &mut usize) -> Result<(), ArchError> {
+    if depth > MAX_DEPTH {
+        return Err(err(col, depth_message()));
+    }
+    *count += 1;
+    if *count > MAX_MODULES {
+        return Err(err(
+            col,
+            format!("the architecture has more than {MAX_MODULES} modules (the limit)"),
+        ));
+    }
+    Ok(())
 }
 
 fn err(col: usize, message: impl Into<String>) -> ArchError {
@@ -842,7 +1205,8 @@ fn one_int_module(
     }
 }
 
-fn call_to_arch(call: &Call) -> Result<Arch, ArchError> {
+fn call_to_arch(call: &Call, depth: usize, count: &mut usize) -> Result<Arch, ArchError> {
+    module_at(call.col, depth, count)?;
     match call.name.as_str() {
         "identity" | "id" => {
             if let Some(a) = call.args.first() {
@@ -862,7 +1226,7 @@ fn call_to_arch(call: &Call) -> Result<Arch, ArchError> {
             let mut modules = Vec::new();
             for a in &call.args {
                 match (&a.key, &a.value) {
-                    (None, Value::Expr(e)) => modules.push(to_arch(e)?),
+                    (None, Value::Expr(e)) => modules.push(to_arch(e, depth + 1, count)?),
                     _ => return Err(err(a.col, "the arguments of 'cat' must be modules")),
                 }
             }
@@ -1317,5 +1681,195 @@ mod tests {
     fn json_errors_and_validation() {
         assert!(Arch::parse(r#"{"type":"freq","octaves":0}"#).is_err());
         assert!(Arch::parse(r#"{"type":"nope"}"#).is_err());
+    }
+
+    /// `n` nested `cat(`s around `inner`.
+    fn nested(n: usize, inner: &str) -> String {
+        "cat(".repeat(n) + inner + &")".repeat(n)
+    }
+
+    #[test]
+    fn nesting_is_bounded_with_the_column_of_the_first_module_too_deep() {
+        let depth_msg = "modules nest more than 32 levels deep (the limit)";
+        // 31 cats and an mlp (with its activation one level below): depth 32 is allowed
+        let ok = nested(31, "mlp(8x1, leaky_relu(0.1))");
+        assert_eq!(Arch::parse(&ok).unwrap().to_string(), ok);
+        roundtrip(&ok);
+        // the 33rd module starts at column 4 * 32 + 1
+        for n in [32, 33, 100, 5000, 10_000] {
+            let e = Arch::parse(&nested(n, "identity")).unwrap_err();
+            assert_eq!(
+                e,
+                ArchError {
+                    column: 129,
+                    message: depth_msg.into()
+                },
+                "{n}"
+            );
+        }
+        // a chain inside a cat is a level of its own: `identity | cat(` nests two levels
+        // (the k-th cat at depth 2k - 1, its chain at 2k): the 16th cat's `identity` is the
+        // first module at depth 33
+        let text = "cat(identity | ".repeat(16) + "identity" + &")".repeat(16);
+        let e = Arch::parse(&text).unwrap_err();
+        assert_eq!(e.message, depth_msg);
+        assert_eq!(e.column, 15 * 15 + 5, "{text}");
+        assert!(
+            Arch::parse(&("cat(identity | ".repeat(15) + "identity" + &")".repeat(15))).is_ok()
+        );
+        // junk arguments of an activation nested deeply are refused too, without recursing
+        let e = Arch::parse(&nested(
+            31,
+            &("mlp(8x1, relu(".to_string() + &nested(10_000, "identity") + "))"),
+        ))
+        .unwrap_err();
+        assert_eq!(e.message, depth_msg);
+        assert_eq!(e.column, 4 * 31 + 10);
+        // the JSON form: serde_json's recursion limit first, then the module depth
+        let json = |n: usize| {
+            r#"{"type":"cat","modules":["#.repeat(n) + r#"{"type":"identity"}"# + &"]}".repeat(n)
+        };
+        let e = Arch::parse(&json(2000)).unwrap_err();
+        assert_eq!(
+            e.message,
+            "invalid architecture JSON: recursion limit exceeded"
+        );
+        assert!(e.column > 1, "{e}");
+        assert!(Arch::parse(&json(31)).is_ok());
+        let e = Arch::parse(&json(40)).unwrap_err();
+        assert_eq!(
+            e,
+            ArchError {
+                column: 25 * 32 + 1,
+                message: depth_msg.into()
+            }
+        );
+    }
+
+    #[test]
+    fn sizes_are_bounded() {
+        let long = format!("mlp(8x1, relu){}", " ".repeat(MAX_ARCH_TEXT));
+        assert_eq!(
+            Arch::parse(&long).unwrap_err(),
+            ArchError {
+                column: MAX_ARCH_TEXT + 1,
+                message: format!(
+                    "the architecture is {} bytes long, more than the limit of 262144",
+                    long.len()
+                ),
+            }
+        );
+        // what is accepted prints within MAX_ARCH_CANONICAL
+        let grids = format!("cat({})", vec!["hashgrid()"; 600].join(","));
+        assert_eq!(
+            Arch::parse(&grids).unwrap_err(),
+            ArchError {
+                column: 1,
+                message: "the architecture's canonical text is 40203 bytes long, more than the limit of 32768".into(),
+            }
+        );
+        // 1024 modules: the cat and 1023 children; one more is refused at its column
+        let cat = |n: usize| format!("cat({})", vec!["id"; n].join(","));
+        assert!(Arch::parse(&cat(1023)).is_ok());
+        assert_eq!(
+            Arch::parse(&cat(1024)).unwrap_err(),
+            ArchError {
+                column: 5 + 3 * 1023,
+                message: "the architecture has more than 1024 modules (the limit)".into(),
+            }
+        );
+        let big = Arch::Cat {
+            modules: vec![Arch::Identity; 2000],
+        };
+        assert_eq!(
+            big.check().unwrap_err(),
+            "the architecture has more than 1024 modules (the limit)"
+        );
+    }
+
+    #[test]
+    fn a_deep_tree_built_in_rust_is_refused_without_recursion() {
+        let mut a = Arch::Identity;
+        for _ in 0..100_000 {
+            a = Arch::Cat { modules: vec![a] };
+        }
+        assert_eq!(
+            a.check().unwrap_err(),
+            "modules nest more than 32 levels deep (the limit)"
+        );
+        let e = crate::Network::build(&a, 2, 2).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "modules nest more than 32 levels deep (the limit)"
+        );
+        // dropping so deep a tree would recurse: take it apart from the top
+        let mut a = Some(a);
+        while let Some(Arch::Cat { mut modules }) = a.take() {
+            a = modules.pop();
+        }
+    }
+
+    #[test]
+    fn json_errors_name_a_real_column() {
+        let cases = [
+            // syntax errors: serde_json's position, made a column of the whole text
+            (r#"{"type":"freq""#, 14, "EOF while parsing an object"),
+            (
+                "  {\"type\":\"freq\",\n \"octaves\": ]}",
+                31,
+                "expected value",
+            ),
+            // errors inside a module: the module, or the field the message names
+            (
+                r#"{"type":"cat","modules":[{"type":"identity"},{"type":"frq"}]}"#,
+                54,
+                "unknown variant `frq`",
+            ),
+            (
+                r#"{"type":"mlp","width":3}"#,
+                1,
+                "missing field `hidden_layers`",
+            ),
+            (
+                r#"{"type":"cat","modules":[{"type":"freq","octaves":"x"}]}"#,
+                26,
+                "invalid type: string",
+            ),
+            // validation: the field at fault
+            (
+                r#"  {"type":"freq","octaves":0}"#,
+                28,
+                "octaves must be in 1..=24, got 0",
+            ),
+            (
+                r#"{"type":"chain","modules":[{"type":"identity"},{"type":"mlp","width":8,"hidden_layers":99,"hidden":{"type":"relu"},"output":{"type":"none"}}]}"#,
+                88,
+                "mlp hidden layers must be at most 64, got 99",
+            ),
+        ];
+        for (text, col, msg) in cases {
+            let e = Arch::parse(text).unwrap_err();
+            assert!(e.message.contains(msg), "{text}: {e}");
+            assert_eq!(e.column, col, "{text}: {e}");
+            assert!(!e.message.contains(" at line "), "{e}");
+            assert!(!e.to_string().contains('\n'), "{e}");
+        }
+        // an unexpected character is shown escaped, on one line
+        let e = Arch::parse("mlp(8x1, relu)\u{202e}").unwrap_err();
+        assert_eq!(e.to_string(), "column 15: unexpected character '\\u{202e}'");
+        let e = Arch::parse("mlp(8x1,\u{0}relu)").unwrap_err();
+        assert_eq!(e.to_string(), "column 9: unexpected character '\\u{0}'");
+    }
+
+    #[test]
+    fn json_chains_take_the_shape_of_the_text_form() {
+        let json = r#"{"type":"chain","modules":[{"type":"chain","modules":[{"type":"identity"},{"type":"freq","octaves":2}]},{"type":"cat","modules":[{"type":"chain","modules":[{"type":"sh","degree":1}]}]}]}"#;
+        let a = Arch::parse(json).unwrap();
+        assert_eq!(a.to_string(), "identity | freq(2) | cat(sh(1))");
+        assert_eq!(Arch::parse(&a.to_string()).unwrap(), a);
+        assert_eq!(
+            Arch::parse(r#"{"type":"chain","modules":[{"type":"identity"}]}"#).unwrap(),
+            Arch::Identity
+        );
     }
 }

@@ -5,6 +5,7 @@
 //! sha256 of each file and that every value is finite, and names what failed.
 
 use crate::data::Rows;
+use crate::limits::{self, ReadError, one_line, quote, read_bounded};
 use crate::texture::hex;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -58,14 +59,20 @@ impl Dataset {
         let mp = mpath.display().to_string();
         let invalid = |message: String| DatasetError::Invalid {
             path: mp.clone(),
-            message,
+            message: one_line(&message),
         };
-        let text = std::fs::read_to_string(&mpath).map_err(|e| DatasetError::Read {
-            path: mp.clone(),
-            cause: e,
+        let bytes = read_bounded(&mpath, limits::MAX_DATASET_JSON_BYTES).map_err(|e| match e {
+            ReadError::Io(e) => DatasetError::Read {
+                path: mp.clone(),
+                cause: e,
+            },
+            e => invalid(e.describe(limits::MAX_DATASET_JSON_BYTES)),
         })?;
-        let manifest: Value =
-            serde_json::from_str(&text).map_err(|e| invalid(format!("not valid JSON: {e}")))?;
+        let text = std::str::from_utf8(&bytes)
+            .map_err(|e| invalid(format!("not valid JSON: not UTF-8 text ({e})")))?;
+        let manifest: Value = serde_json::from_str(limits::strip_bom(text))
+            .map_err(|e| invalid(format!("not valid JSON: {e}")))?;
+        drop(bytes);
         match manifest.get("schema").and_then(Value::as_i64) {
             Some(1) => {}
             Some(s) => return Err(invalid(format!("schema {s} is not supported (expected 1)"))),
@@ -74,8 +81,16 @@ impl Dataset {
         let resolution = manifest
             .get("resolution")
             .and_then(|r| serde_json::from_value::<[u32; 2]>(r.clone()).ok())
-            .filter(|r| r[0] > 0 && r[1] > 0)
-            .ok_or_else(|| invalid("'resolution' must be [width, height]".into()))?;
+            .filter(|r| {
+                (1..=limits::MAX_DATASET_RESOLUTION).contains(&r[0])
+                    && (1..=limits::MAX_DATASET_RESOLUTION).contains(&r[1])
+            })
+            .ok_or_else(|| {
+                invalid(format!(
+                    "'resolution' must be [width, height], each in 1..={}",
+                    limits::MAX_DATASET_RESOLUTION
+                ))
+            })?;
         let parameter_range = manifest
             .get("parameterRange")
             .and_then(|r| serde_json::from_value::<[f32; 2]>(r.clone()).ok())
@@ -96,10 +111,15 @@ impl Dataset {
                 .ok_or_else(|| invalid(format!("missing split '{name}' in 'splits'")))?;
             let info: SplitInfo = serde_json::from_value(v.clone())
                 .map_err(|e| invalid(format!("split '{name}': {e}")))?;
-            if info.file.contains('/') || info.file.contains('\\') || info.file.starts_with('.') {
+            if info.file.is_empty()
+                || info.file.len() > 255
+                || info.file.contains(['/', '\\', '\0', ':'])
+                || info.file.starts_with('.')
+                || info.file.chars().any(limits::is_unsafe_char)
+            {
                 return Err(invalid(format!(
                     "split '{name}': file '{}' must be a plain name inside the dataset directory",
-                    info.file
+                    quote(&info.file)
                 )));
             }
             if info.parameters.is_empty() || info.parameters.iter().any(|p| !p.is_finite()) {
@@ -109,21 +129,47 @@ impl Dataset {
             }
             let fpath = dir.join(&info.file);
             let fp = fpath.display().to_string();
-            let bytes = std::fs::read(&fpath).map_err(|e| DatasetError::Read {
+            let bad = |message: String| DatasetError::Invalid {
+                path: fp.clone(),
+                message: one_line(&message),
+            };
+            let want = info
+                .rows
+                .checked_mul(ROW_BYTES as u64)
+                .filter(|b| *b <= limits::MAX_DATASET_SPLIT_BYTES)
+                .ok_or_else(|| {
+                    bad(format!(
+                        "the manifest says {} rows ({ROW_BYTES} bytes each), more than the limit of {} bytes",
+                        info.rows,
+                        limits::MAX_DATASET_SPLIT_BYTES
+                    ))
+                })?;
+            // The size is checked before reading: a wrong or special file is not read whole.
+            let meta = std::fs::metadata(&fpath).map_err(|e| DatasetError::Read {
                 path: fp.clone(),
                 cause: e,
             })?;
-            let bad = |message: String| DatasetError::Invalid {
-                path: fp.clone(),
-                message,
-            };
-            if bytes.len() as u64 != info.rows * ROW_BYTES as u64 {
-                return Err(bad(format!(
-                    "size mismatch: {} bytes, but the manifest says {} rows of {ROW_BYTES} bytes ({} bytes)",
-                    bytes.len(),
+            if !meta.is_file() {
+                return Err(bad("not a regular file".into()));
+            }
+            let size_mismatch = |len: u64| {
+                bad(format!(
+                    "size mismatch: {len} bytes, but the manifest says {} rows of {ROW_BYTES} bytes ({want} bytes)",
                     info.rows,
-                    info.rows * ROW_BYTES as u64
-                )));
+                ))
+            };
+            if meta.len() != want {
+                return Err(size_mismatch(meta.len()));
+            }
+            let bytes = read_bounded(&fpath, want).map_err(|e| match e {
+                ReadError::Io(e) => DatasetError::Read {
+                    path: fp.clone(),
+                    cause: e,
+                },
+                e => bad(e.describe(want)),
+            })?;
+            if bytes.len() as u64 != want {
+                return Err(size_mismatch(bytes.len() as u64));
             }
             if info.rows == 0 {
                 return Err(bad("split has no rows".into()));
@@ -139,7 +185,7 @@ impl Dataset {
             if !digest.eq_ignore_ascii_case(&info.sha256) {
                 return Err(bad(format!(
                     "sha256 mismatch: file has {digest}, manifest says {}",
-                    info.sha256
+                    quote(&info.sha256)
                 )));
             }
             let data: Vec<f32> = bytes
@@ -424,6 +470,75 @@ mod tests {
             corrupt(&d);
             let e = Dataset::load(&d).unwrap_err().to_string();
             assert!(e.contains(expect), "expected '{expect}' in '{e}'");
+        }
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_accepted_and_sizes_are_bounded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path().join("ds");
+        write(&d);
+        let p = d.join("dataset.json");
+        let text = std::fs::read_to_string(&p).unwrap();
+        std::fs::write(&p, format!("\u{feff}{text}")).unwrap();
+        assert_eq!(Dataset::load(&d).unwrap().train.len(), 40);
+        std::fs::write(&p, text).unwrap();
+
+        let err = |d: &Path| {
+            let e = Dataset::load(d).unwrap_err().to_string();
+            assert!(!e.contains('\n'), "{e}");
+            e
+        };
+        // a row count whose byte size overflows, or passes the limit
+        edit(&d, |m| m["splits"]["train"]["rows"] = json!(u64::MAX / 3));
+        assert!(
+            err(&d).ends_with(&format!(
+                "train.f32: the manifest says {} rows (24 bytes each), more than the limit of 17179869184 bytes",
+                u64::MAX / 3
+            )),
+            "{}",
+            err(&d)
+        );
+        edit(&d, |m| m["splits"]["train"]["rows"] = json!(40));
+        edit(&d, |m| m["resolution"] = json!([70000, 4]));
+        assert!(
+            err(&d)
+                .ends_with("dataset.json: 'resolution' must be [width, height], each in 1..=65536"),
+            "{}",
+            err(&d)
+        );
+        edit(&d, |m| m["resolution"] = json!([8, 4]));
+        // hostile file names and digests are quoted on one line
+        edit(&d, |m| m["splits"]["train"]["file"] = json!("a\nb"));
+        assert!(
+            err(&d).ends_with(
+                "split 'train': file 'a\\nb' must be a plain name inside the dataset directory"
+            ),
+            "{}",
+            err(&d)
+        );
+        edit(&d, |m| m["splits"]["train"]["file"] = json!("train.f32"));
+        // a row file that is a device is not read
+        #[cfg(unix)]
+        if Path::new("/dev/zero").exists() {
+            std::fs::remove_file(d.join("train.f32")).unwrap();
+            std::os::unix::fs::symlink("/dev/zero", d.join("train.f32")).unwrap();
+            assert!(
+                err(&d).ends_with("train.f32: not a regular file"),
+                "{}",
+                err(&d)
+            );
+        }
+        // and a manifest that is one
+        #[cfg(unix)]
+        if Path::new("/dev/zero").exists() {
+            std::fs::remove_file(&p).unwrap();
+            std::os::unix::fs::symlink("/dev/zero", &p).unwrap();
+            assert!(
+                err(&d).ends_with("dataset.json: not a regular file"),
+                "{}",
+                err(&d)
+            );
         }
     }
 

@@ -10,6 +10,7 @@ pub mod data;
 pub mod dataset;
 pub mod dense;
 pub mod fsutil;
+pub mod limits;
 pub mod loss;
 pub mod metrics;
 pub mod model;

@@ -5,6 +5,7 @@
 
 use crate::activation::Activation;
 use crate::arch::Arch;
+use crate::limits::{self, one_line, quote};
 use crate::module::{Layer, Module, TensorInfo};
 use crate::network::Network;
 use crate::sidecar;
@@ -81,6 +82,30 @@ impl InputSpec {
         }
     }
 
+    /// Checks the names and the convention against the rules every model file follows
+    /// (see [`check_name`]; the convention: at most [`limits::MAX_CONVENTION_LEN`]
+    /// characters, none of them a control character, a line or paragraph separator or a
+    /// bidirectional override).
+    pub fn check(&self) -> Result<(), String> {
+        for n in &self.names {
+            check_name(n).map_err(|e| format!("input name {e}"))?;
+        }
+        let c = &self.convention;
+        if c.chars().count() > limits::MAX_CONVENTION_LEN {
+            return Err(format!(
+                "the convention is longer than {} characters",
+                limits::MAX_CONVENTION_LEN
+            ));
+        }
+        if let Some(bad) = c.chars().find(|c| limits::is_unsafe_char(*c)) {
+            return Err(format!(
+                "the convention holds the character {} (no control characters, line breaks or direction overrides)",
+                bad.escape_default()
+            ));
+        }
+        Ok(())
+    }
+
     /// Applies `x · scale + offset` in place to rows of `names.len()` values.
     pub fn apply(&self, x: &mut [f32]) {
         if self.scale.iter().all(|s| *s == 1.0) && self.offset.iter().all(|o| *o == 0.0) {
@@ -92,6 +117,26 @@ impl InputSpec {
                 *v = *v * s + o;
             }
         }
+    }
+}
+
+/// Checks an input or output name: 1 to [`limits::MAX_NAME_LEN`] characters, each an
+/// ASCII letter, digit, `_`, `.` or `-` (names reach generated shader comments and file
+/// headers, so nothing else is accepted). The error starts with the name, quoted.
+pub fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= limits::MAX_NAME_LEN
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "'{}' is not allowed: names are 1 to {} ASCII letters, digits, '_', '.' or '-'",
+            quote(name),
+            limits::MAX_NAME_LEN
+        ))
     }
 }
 
@@ -239,6 +284,12 @@ impl Model {
             path: p.display().to_string(),
             error: e,
         };
+        if let Err(m) = self.check_strings() {
+            return Err(werr(
+                path,
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, m),
+            ));
+        }
         let side = Model::sidecar_path(path);
         let name = side
             .file_name()
@@ -275,26 +326,45 @@ impl Model {
     pub fn load(path: &Path) -> Result<Model, ModelError> {
         let file = Model::resolve_path(path);
         let p = file.display().to_string();
-        let text = std::fs::read_to_string(&file).map_err(|e| ModelError::Read {
+        let read_err = |error| ModelError::Read {
             path: p.clone(),
-            error: e,
+            error,
+        };
+        let bytes = limits::read_bounded(&file, limits::MAX_MODEL_JSON_BYTES).map_err(|e| {
+            read_err(match e {
+                limits::ReadError::Io(e) => e,
+                e => std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    e.describe(limits::MAX_MODEL_JSON_BYTES),
+                ),
+            })
         })?;
-        let value: Value = serde_json::from_str(&text).map_err(|e| ModelError::Json {
-            path: p.clone(),
-            error: e,
+        let text = std::str::from_utf8(&bytes).map_err(|e| {
+            read_err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("not UTF-8 text ({e})"),
+            ))
         })?;
-        let invalid = |message| ModelError::Invalid {
+        let value: Value =
+            serde_json::from_str(limits::strip_bom(text)).map_err(|e| ModelError::Json {
+                path: p.clone(),
+                error: e,
+            })?;
+        drop(bytes);
+        let invalid = |message: String| ModelError::Invalid {
             path: p.clone(),
-            message,
+            message: one_line(&message),
         };
         let bytes = match declared_sidecar(&value).map_err(invalid)? {
             Some(d) => {
                 let side = file.with_file_name(&d.file);
-                Some(std::fs::read(&side).map_err(|e| ModelError::SidecarRead {
-                    path: p.clone(),
-                    sidecar: side.display().to_string(),
-                    error: e,
-                })?)
+                Some(
+                    read_sidecar(&side, d.bytes).map_err(|e| ModelError::SidecarRead {
+                        path: p.clone(),
+                        sidecar: side.display().to_string(),
+                        error: e,
+                    })?,
+                )
             }
             None => None,
         };
@@ -308,8 +378,39 @@ impl Model {
     }
 
     /// Validates and builds a model from its JSON and the bytes of the sidecar it names
-    /// (if any); the error says which field or which part of the sidecar is wrong.
+    /// (if any); the error, one line, says which field or which part of the sidecar is
+    /// wrong. Memory is allocated only in proportion to what `v` and the sidecar hold.
     pub fn from_json_and_sidecar(v: &Value, sidecar_bytes: Option<&[u8]>) -> Result<Model, String> {
+        Model::from_json_checked(v, sidecar_bytes).map_err(|e| one_line(&e))
+    }
+
+    /// The names, the convention and the free-form fields against the rules of
+    /// [`check_name`], [`InputSpec::check`] and [`limits::MAX_FREE_JSON_DEPTH`] (what
+    /// loading checks and saving refuses to break).
+    pub fn check_strings(&self) -> Result<(), String> {
+        self.inputs
+            .check()
+            .map_err(|e| format!("field 'inputs': {e}"))?;
+        for n in &self.outputs {
+            check_name(n).map_err(|e| format!("field 'outputs': output name {e}"))?;
+        }
+        for (k, m) in [("training", &self.training), ("metrics", &self.metrics)] {
+            let depth = m
+                .values()
+                .map(|v| limits::json_depth(v, limits::MAX_FREE_JSON_DEPTH))
+                .max()
+                .unwrap_or(0);
+            if depth + 1 > limits::MAX_FREE_JSON_DEPTH {
+                return Err(format!(
+                    "field '{k}' nests more than {} levels deep (the limit)",
+                    limits::MAX_FREE_JSON_DEPTH
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn from_json_checked(v: &Value, sidecar_bytes: Option<&[u8]>) -> Result<Model, String> {
         let obj = v.as_object().ok_or("the top level must be a JSON object")?;
         let field = |k: &str| obj.get(k).ok_or_else(|| format!("missing field '{k}'"));
         if field("format")?.as_str() != Some(FORMAT) {
@@ -335,8 +436,16 @@ impl Model {
             .as_str()
             .ok_or("field 'arch' must be a string")?;
         let arch = Arch::parse(arch_text).map_err(|e| format!("field 'arch': {e}"))?;
-        let tree: Arch = serde_json::from_value(field("arch_tree")?.clone())
-            .map_err(|e| format!("field 'arch_tree': {e}"))?;
+        // Two JSON levels per module (the node and its `modules` list), plus the leaves.
+        let tree = field("arch_tree")?;
+        if limits::json_depth(tree, 2 * limits::MAX_DEPTH + 2) > 2 * limits::MAX_DEPTH + 1 {
+            return Err(format!(
+                "field 'arch_tree': modules nest more than {} levels deep (the limit)",
+                limits::MAX_DEPTH
+            ));
+        }
+        let tree: Arch =
+            serde_json::from_value(tree.clone()).map_err(|e| format!("field 'arch_tree': {e}"))?;
         if tree != arch {
             return Err("fields 'arch' and 'arch_tree' describe different architectures".into());
         }
@@ -374,6 +483,10 @@ impl Model {
         if outputs.len() != out_dims {
             return Err(format!("field 'outputs' must name {out_dims} outputs"));
         }
+        inputs.check().map_err(|e| format!("field 'inputs': {e}"))?;
+        for n in &outputs {
+            check_name(n).map_err(|e| format!("field 'outputs': output name {e}"))?;
+        }
         let tensors = field("tensors")?
             .as_array()
             .ok_or("field 'tensors' must be an array")?;
@@ -386,15 +499,20 @@ impl Model {
             ));
         }
         let declared = declared_sidecar(v)?;
-        let mut params = vec![0.0f32; network.param_count];
+        // First every tensor's description (and inline values) is checked, then the
+        // parameter vector is allocated: only once the JSON and the sidecar are known to
+        // hold all of its values, so a small file cannot make it allocate much.
+        let mut inline: Vec<(&[Value], usize)> = Vec::new();
         // tensors stored in the sidecar, and where each goes in `params`
         let mut wanted: Vec<sidecar::Wanted<'_>> = Vec::new();
         let mut wanted_at: Vec<usize> = Vec::new();
+        let mut sidecar_values = 0u64;
         for (t, e) in tensors.iter().zip(&expected) {
             let name = t.get("name").and_then(Value::as_str).unwrap_or("");
             if name != e.name {
                 return Err(format!(
-                    "tensor '{name}' found where '{}' was expected",
+                    "tensor '{}' found where '{}' was expected",
+                    quote(name),
                     e.name
                 ));
             }
@@ -437,6 +555,7 @@ impl Model {
                         d.bytes
                     ));
                 }
+                sidecar_values += e.len() as u64;
                 wanted.push(sidecar::Wanted {
                     name: &e.name,
                     shape: &e.shape,
@@ -464,22 +583,43 @@ impl Model {
                 if !f.is_finite() {
                     return Err(format!("tensor '{name}' value {i} is not finite"));
                 }
-                params[e.offset + i] = f;
+            }
+            inline.push((values, e.offset));
+        }
+        let sidecar_bytes = match &declared {
+            Some(d) => {
+                if wanted.is_empty() {
+                    return Err(format!(
+                        "field 'sidecar' names '{}' but no tensor is stored there",
+                        d.file
+                    ));
+                }
+                let bytes = sidecar_bytes.ok_or_else(|| {
+                    format!(
+                        "the tensors in sidecar '{}' were not read (load the model from its file)",
+                        d.file
+                    )
+                })?;
+                sidecar::check_length(bytes, d).map_err(|m| format!("sidecar {}: {m}", d.file))?;
+                if 4 * sidecar_values > d.bytes {
+                    return Err(format!(
+                        "sidecar {}: the tensors placed there need {} bytes, more than its {}",
+                        d.file,
+                        4 * sidecar_values,
+                        d.bytes
+                    ));
+                }
+                Some((d, bytes))
+            }
+            None => None,
+        };
+        let mut params = vec![0.0f32; network.param_count];
+        for (values, offset) in inline {
+            for (p, v) in params[offset..].iter_mut().zip(values) {
+                *p = v.as_f64().unwrap_or(0.0) as f32;
             }
         }
-        if let Some(d) = &declared {
-            if wanted.is_empty() {
-                return Err(format!(
-                    "field 'sidecar' names '{}' but no tensor is stored there",
-                    d.file
-                ));
-            }
-            let bytes = sidecar_bytes.ok_or_else(|| {
-                format!(
-                    "the tensors in sidecar '{}' were not read (load the model from its file)",
-                    d.file
-                )
-            })?;
+        if let Some((d, bytes)) = sidecar_bytes {
             sidecar::read(bytes, d, &wanted, |i, values| {
                 for (p, v) in params[wanted_at[i]..].iter_mut().zip(values) {
                     *p = v;
@@ -493,14 +633,37 @@ impl Model {
                 .cloned()
                 .unwrap_or_default()
         };
-        Ok(Model {
+        let model = Model {
             network,
             params,
             inputs,
             outputs,
             training: map("training"),
             metrics: map("metrics"),
-        })
+        };
+        model.check_strings()?;
+        Ok(model)
+    }
+}
+
+/// Reads a sidecar that the model file says is `bytes` long: a regular file of exactly
+/// that length (checked before reading, so a wrong or special file is not read whole).
+fn read_sidecar(path: &Path, bytes: u64) -> Result<Vec<u8>, std::io::Error> {
+    let other = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidData, m);
+    let meta = std::fs::metadata(path)?;
+    if !meta.is_file() {
+        return Err(other("not a regular file".into()));
+    }
+    if meta.len() != bytes {
+        return Err(other(format!(
+            "it is {} bytes but the model file says {bytes} (truncated or replaced?)",
+            meta.len()
+        )));
+    }
+    match limits::read_bounded(path, bytes) {
+        Ok(b) => Ok(b),
+        Err(limits::ReadError::Io(e)) => Err(e),
+        Err(e) => Err(other(e.describe(bytes))),
     }
 }
 
@@ -524,6 +687,12 @@ fn declared_sidecar(v: &Value) -> Result<Option<sidecar::Declared>, String> {
         .get("bytes")
         .and_then(Value::as_u64)
         .ok_or("field 'sidecar.bytes' must be a whole number")?;
+    if bytes > limits::MAX_SIDECAR_BYTES {
+        return Err(format!(
+            "field 'sidecar.bytes' is {bytes}, more than the limit of {}",
+            limits::MAX_SIDECAR_BYTES
+        ));
+    }
     let sha256 = s
         .get("sha256")
         .and_then(Value::as_str)
@@ -952,5 +1121,177 @@ mod tests {
             let e = Model::from_json(&v).unwrap_err();
             assert!(e.contains(expect), "expected '{expect}' in '{e}'");
         }
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_accepted() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = model("freq(2) | mlp(8x1, relu)");
+        let path = dir.path().join("weights.json");
+        std::fs::write(&path, format!("\u{feff}{}", m.to_json_string())).unwrap();
+        assert_eq!(Model::load(&path).unwrap(), m);
+    }
+
+    #[test]
+    fn special_and_oversized_files_are_refused_before_reading() {
+        if Path::new("/dev/zero").exists() {
+            assert_eq!(
+                read_err(Model::load(Path::new("/dev/zero")).unwrap_err()),
+                "cannot read model /dev/zero: not a regular file"
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("weights.json")).unwrap();
+        let e = read_err(Model::load(dir.path()).unwrap_err());
+        assert!(e.ends_with("weights.json: not a regular file"), "{e}");
+
+        // a sidecar that is a link to a device, or of another size than declared
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("weights.json");
+        let side = dir.path().join("weights.safetensors");
+        grid_model().save(&path).unwrap();
+        let good = std::fs::read(&side).unwrap();
+        #[cfg(unix)]
+        if Path::new("/dev/zero").exists() {
+            std::fs::remove_file(&side).unwrap();
+            std::os::unix::fs::symlink("/dev/zero", &side).unwrap();
+            let e = read_err(Model::load(&path).unwrap_err());
+            assert!(
+                e.ends_with(&format!(
+                    "cannot read its sidecar {}: not a regular file",
+                    side.display()
+                )),
+                "{e}"
+            );
+            std::fs::remove_file(&side).unwrap();
+        }
+        std::fs::write(&side, [&good[..], b"extra"].concat()).unwrap();
+        let e = read_err(Model::load(&path).unwrap_err());
+        assert!(
+            e.ends_with(&format!(
+                "it is {} bytes but the model file says {} (truncated or replaced?)",
+                good.len() + 5,
+                good.len()
+            )),
+            "{e}"
+        );
+        // a declared size past the limit
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        v["sidecar"]["bytes"] = json!(1u64 << 40);
+        assert_eq!(
+            Model::from_json(&v).unwrap_err(),
+            format!(
+                "field 'sidecar.bytes' is 1099511627776, more than the limit of {}",
+                limits::MAX_SIDECAR_BYTES
+            )
+        );
+    }
+
+    #[test]
+    fn hostile_strings_are_refused_on_one_line() {
+        let m = model("freq(2) | mlp(8x1, relu)");
+        let good = m.to_json();
+        let rule = "is not allowed: names are 1 to 32 ASCII letters, digits, '_', '.' or '-'";
+        type Tamper = Box<dyn Fn(&mut Value)>;
+        let cases: Vec<(Tamper, String)> = vec![
+            (
+                Box::new(|v| v["inputs"]["names"][0] = json!("u\n*/ #error injected")),
+                format!("field 'inputs': input name 'u\\n*/ #error injected' {rule}"),
+            ),
+            (
+                Box::new(|v| v["outputs"][2] = json!("")),
+                format!("field 'outputs': output name '' {rule}"),
+            ),
+            (
+                Box::new(|v| v["outputs"][1] = json!("g".repeat(33))),
+                format!("field 'outputs': output name '{}' {rule}", "g".repeat(33)),
+            ),
+            (
+                Box::new(|v| v["outputs"][0] = json!("r\u{202e}")),
+                format!("field 'outputs': output name 'r\\u{{202e}}' {rule}"),
+            ),
+            (
+                Box::new(|v| v["inputs"]["convention"] = json!("a\\\n#error x")),
+                "field 'inputs': the convention holds the character \\n (no control characters, line breaks or direction overrides)".into(),
+            ),
+            (
+                Box::new(|v| v["inputs"]["convention"] = json!("c".repeat(513))),
+                "field 'inputs': the convention is longer than 512 characters".into(),
+            ),
+            (
+                Box::new(|v| {
+                    let mut deep = json!(1);
+                    for _ in 0..16 {
+                        deep = json!([deep]);
+                    }
+                    v["training"]["x"] = deep;
+                }),
+                "field 'training' nests more than 16 levels deep (the limit)".into(),
+            ),
+            (
+                Box::new(|v| v["tensors"][0]["name"] = json!("a\nb")),
+                "tensor 'a\\nb' found where '1.layers.0.weight' was expected".into(),
+            ),
+        ];
+        for (tamper, expect) in cases {
+            let mut v = good.clone();
+            tamper(&mut v);
+            assert_eq!(Model::from_json(&v).unwrap_err(), expect);
+        }
+        // saving refuses what loading would refuse
+        let mut bad = m.clone();
+        bad.outputs[0] = "r\n#error".into();
+        let dir = tempfile::tempdir().unwrap();
+        let e = read_err(bad.save(&dir.path().join("w.json")).unwrap_err());
+        assert!(e.contains("output name 'r\\n#error' is not allowed"), "{e}");
+        assert!(!dir.path().join("w.json").exists());
+    }
+
+    #[test]
+    fn deep_architectures_in_a_model_file_are_refused() {
+        let m = model("freq(2) | mlp(8x1, relu)");
+        let good = m.to_json();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("weights.json");
+        // the text form, nested 10000 deep (stack overflow before it was bounded)
+        let mut v = good.clone();
+        v["arch"] = json!("cat(".repeat(10_000) + "identity" + &")".repeat(10_000));
+        std::fs::write(&path, v.to_string()).unwrap();
+        assert_eq!(
+            read_err(Model::load(&path).unwrap_err()),
+            format!(
+                "model {}: field 'arch': column 129: modules nest more than 32 levels deep (the limit)",
+                path.display()
+            )
+        );
+        // the tree form, past serde_json's recursion limit and past the module depth
+        let tree = |n: usize| {
+            let mut t = json!({"type": "identity"});
+            for _ in 0..n {
+                t = json!({"type": "cat", "modules": [t]});
+            }
+            t
+        };
+        let mut v = good.clone();
+        v["arch_tree"] = tree(40);
+        assert_eq!(
+            Model::from_json(&v).unwrap_err(),
+            "field 'arch_tree': modules nest more than 32 levels deep (the limit)"
+        );
+        let text = good.to_string().replacen(
+            "\"arch_tree\":",
+            &format!(
+                "\"arch_tree\":{}{{\"type\":\"identity\"}}{},\"x\":",
+                "{\"type\":\"cat\",\"modules\":[".repeat(5000),
+                "]}".repeat(5000)
+            ),
+            1,
+        );
+        std::fs::write(&path, text).unwrap();
+        let e = read_err(Model::load(&path).unwrap_err());
+        assert!(
+            e.contains("is not valid JSON: recursion limit exceeded"),
+            "{e}"
+        );
     }
 }

@@ -2,6 +2,7 @@
 //! offsets and workspace slots assigned.
 
 use crate::arch::Arch;
+pub use crate::limits::{MAX_PARAMS, MAX_SAMPLE_VALUES, MAX_WIDTH};
 use crate::module::{
     Allocator, Cat, Chain, Frequency, Grid, Identity, Layer, Mlp, Module, OneBlob, Pick,
     SphericalHarmonics, TensorInfo, Triangle, Workspace,
@@ -32,13 +33,24 @@ pub struct Network {
     pub slot_count: usize,
     /// Sparse-gradient buckets: the parameter range each one covers (one per grid level).
     pub buckets: Vec<std::ops::Range<usize>>,
+    /// Values one sample passes through the network (every module's output width, every
+    /// layer's for an `mlp`; at most [`MAX_SAMPLE_VALUES`]): what sizes evaluation blocks.
+    pub sample_values: usize,
 }
 
 impl Network {
     /// Resolves `arch` for `in_dims` inputs and `out_dims` outputs. An `mlp` without
     /// `out=` gets the width its successor needs: the network output for the last stage,
-    /// else its own hidden width.
+    /// else its own hidden width. The tree is checked first ([`Arch::check`]: nesting
+    /// depth, module count, arguments), and the network may hold at most
+    /// [`MAX_PARAMS`] parameters.
     pub fn build(arch: &Arch, in_dims: usize, out_dims: usize) -> Result<Network, BuildError> {
+        arch.check().map_err(BuildError::Invalid)?;
+        if !(1..=MAX_WIDTH).contains(&in_dims) || !(1..=MAX_WIDTH).contains(&out_dims) {
+            return Err(BuildError::Invalid(format!(
+                "a network takes and gives 1 to {MAX_WIDTH} values per sample, not {in_dims} and {out_dims}"
+            )));
+        }
         let mut alloc = Allocator::default();
         let mut root = resolve(arch, in_dims, Some(out_dims), &mut alloc)?;
         if root.out_dims() != out_dims {
@@ -56,10 +68,10 @@ impl Network {
                 buckets[g.bucket + l] = level.offset..level.offset + level.entries * g.features;
             }
         });
-        let param_count = dense_count + alloc.tables;
-        if param_count > u32::MAX as usize / 2 {
+        let param_count = dense_count.saturating_add(alloc.tables);
+        if param_count > MAX_PARAMS {
             return Err(BuildError::Invalid(format!(
-                "the architecture has {param_count} parameters (at most 2^31)"
+                "the architecture has {param_count} parameters, more than the limit of {MAX_PARAMS} (2^29)"
             )));
         }
         Ok(Network {
@@ -71,6 +83,7 @@ impl Network {
             dense_count,
             slot_count: alloc.slots,
             buckets,
+            sample_values: alloc.values,
         })
     }
 
@@ -98,14 +111,22 @@ impl Network {
         self.root.forward(params, x, n, y, ws);
     }
 
-    /// Evaluates any number of rows in parallel blocks (inference).
+    /// Rows per block of [`Network::eval`]: 1024, fewer for networks that pass many
+    /// values per sample, so a thread's workspace stays near 2^22 values (16 MiB) whatever
+    /// the network.
+    pub fn eval_block(&self) -> usize {
+        ((1usize << 22) / self.sample_values.max(1)).clamp(16, 1024)
+    }
+
+    /// Evaluates any number of rows in parallel blocks (inference). Every row is computed
+    /// on its own, so the block size does not change the results.
     pub fn eval(&self, params: &[f32], x: &[f32]) -> Vec<f32> {
         use rayon::prelude::*;
-        const BLOCK: usize = 1024;
+        let block = self.eval_block();
         let n = x.len() / self.in_dims;
         let mut y = vec![0.0; n * self.out_dims];
-        y.par_chunks_mut(BLOCK * self.out_dims)
-            .zip(x.par_chunks(BLOCK * self.in_dims))
+        y.par_chunks_mut(block * self.out_dims)
+            .zip(x.par_chunks(block * self.in_dims))
             .for_each_init(
                 || self.workspace(),
                 |ws, (yc, xc)| self.forward(params, xc, xc.len() / self.in_dims, yc, ws),
@@ -114,7 +135,45 @@ impl Network {
     }
 }
 
+/// Resolves one module and checks its output width against [`MAX_WIDTH`] and the
+/// running total of values per sample (`alloc.values`) against [`MAX_SAMPLE_VALUES`].
 fn resolve(
+    arch: &Arch,
+    in_dims: usize,
+    want_out: Option<usize>,
+    alloc: &mut Allocator,
+) -> Result<Module, BuildError> {
+    let m = resolve_module(arch, in_dims, want_out, alloc)?;
+    let out = m.out_dims();
+    if out > MAX_WIDTH {
+        return Err(BuildError::Invalid(format!(
+            "'{}' outputs {out} values per sample, more than the limit of {MAX_WIDTH}",
+            short(arch)
+        )));
+    }
+    let own = match &m {
+        Module::Mlp(mlp) => mlp.layers.iter().map(|l| l.out_dims).sum(),
+        _ => out,
+    };
+    alloc.values = alloc.values.saturating_add(own);
+    if alloc.values > MAX_SAMPLE_VALUES {
+        return Err(BuildError::Invalid(format!(
+            "the network computes more than {MAX_SAMPLE_VALUES} values per sample (the limit)"
+        )));
+    }
+    Ok(m)
+}
+
+/// A module's text for a message, cut to 60 characters.
+fn short(arch: &Arch) -> String {
+    let s = arch.to_string();
+    match s.char_indices().nth(60) {
+        Some((at, _)) => format!("{}...", &s[..at]),
+        None => s,
+    }
+}
+
+fn resolve_module(
     arch: &Arch,
     in_dims: usize,
     want_out: Option<usize>,
@@ -359,6 +418,56 @@ mod tests {
         let y = net.eval(&p, &x);
         let mut y2 = vec![0.0; y.len()];
         net.forward(&p, &x, 3000, &mut y2, &mut net.workspace());
+        assert_eq!(y, y2);
+    }
+
+    #[test]
+    fn sizes_are_bounded() {
+        let build = |a: &str, i, o| Network::build(&Arch::parse(a).unwrap(), i, o);
+        // parameters: 4096x64 hidden layers hold about 2^30
+        assert_eq!(
+            build("mlp(4096x64, relu)", 2, 3).unwrap_err().to_string(),
+            "the architecture has 1057247235 parameters, more than the limit of 536870912 (2^29)"
+        );
+        // one module's width: 4096 picked inputs, each with 24 octaves of sin and cos
+        let picks = vec!["0"; 4096].join(",");
+        assert_eq!(
+            build(&format!("pick({picks}) | freq(24) | mlp(4x1, relu)"), 2, 3)
+                .unwrap_err()
+                .to_string(),
+            "'freq(24)' outputs 196608 values per sample, more than the limit of 65536"
+        );
+        // values per sample: a chain of wide stages without parameters
+        let wide = format!("tri(16){}", " | tri(1)".repeat(16));
+        assert!(build(&format!("tri(16){}", " | tri(1)".repeat(14)), 4096, 65536).is_ok());
+        let e = build(&wide, 4096, 65536).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the network computes more than 1048576 values per sample (the limit)"
+        );
+        assert_eq!(
+            Network::build(&Arch::Identity, 70_000, 70_000)
+                .unwrap_err()
+                .to_string(),
+            "a network takes and gives 1 to 65536 values per sample, not 70000 and 70000"
+        );
+    }
+
+    #[test]
+    fn wide_networks_evaluate_in_smaller_blocks_with_the_same_results() {
+        let net = Network::build(&Arch::parse("freq(2) | mlp(8x2, relu)").unwrap(), 2, 3).unwrap();
+        assert_eq!(net.eval_block(), 1024);
+        let arch = Arch::parse("cat(tri(16), freq(8)) | tri(2) | mlp(4x1, tanh)").unwrap();
+        let net = Network::build(&arch, 64, 3).unwrap();
+        // tri 1024 + freq 1024 + cat 2048 + tri 4096 + mlp layers 4 + 3 + the chain's 3
+        assert_eq!(net.sample_values, 1024 + 1024 + 2048 + 4096 + 4 + 3 + 3);
+        assert_eq!(net.eval_block(), (1 << 22) / net.sample_values);
+        let p = net.init_params(5);
+        let n = 2 * net.eval_block() + 5;
+        let x: Vec<f32> = (0..64 * n).map(|i| (i % 89) as f32 / 89.0).collect();
+        let y = net.eval(&p, &x);
+        let mut y2 = vec![0.0; y.len()];
+        net.forward(&p, &x, n, &mut y2, &mut net.workspace());
         assert_eq!(y, y2);
     }
 }

@@ -9,6 +9,7 @@
 //! as F32 with the stated shape and byte range, that the sidecar holds nothing else, and
 //! that every value is finite.
 
+use crate::limits::{one_line, quote};
 use crate::texture::hex;
 use safetensors::{Dtype, SafeTensors, View};
 use sha2::{Digest, Sha256};
@@ -129,9 +130,25 @@ pub fn check_file_name(name: &str) -> Result<(), String> {
         || name == ".."
         || name.contains(['/', '\\', '\0'])
         || name.contains(':')
+        || name.chars().any(crate::limits::is_unsafe_char)
+        || name.len() > 255
     {
         return Err(format!(
-            "'{name}' is not a plain file name beside the model file"
+            "'{}' is not a plain file name beside the model file",
+            quote(name)
+        ));
+    }
+    Ok(())
+}
+
+/// Checks that `bytes` has the length the model file declares (the first check of
+/// [`read`]).
+pub fn check_length(bytes: &[u8], declared: &Declared) -> Result<(), String> {
+    if bytes.len() as u64 != declared.bytes {
+        return Err(format!(
+            "is {} bytes but the model file says {} (truncated or replaced?)",
+            bytes.len(),
+            declared.bytes
         ));
     }
     Ok(())
@@ -145,13 +162,7 @@ pub fn read(
     wanted: &[Wanted<'_>],
     mut sink: impl FnMut(usize, &mut dyn Iterator<Item = f32>),
 ) -> Result<(), String> {
-    if bytes.len() as u64 != declared.bytes {
-        return Err(format!(
-            "is {} bytes but the model file says {} (truncated or replaced?)",
-            bytes.len(),
-            declared.bytes
-        ));
-    }
+    check_length(bytes, declared)?;
     let digest = hex(&Sha256::digest(bytes));
     if !digest.eq_ignore_ascii_case(&declared.sha256) {
         return Err(format!(
@@ -159,8 +170,12 @@ pub fn read(
             declared.sha256
         ));
     }
-    let st = SafeTensors::deserialize(bytes)
-        .map_err(|e| format!("is not a valid safetensors file: {e}"))?;
+    let st = SafeTensors::deserialize(bytes).map_err(|e| {
+        format!(
+            "is not a valid safetensors file: {}",
+            one_line(&e.to_string())
+        )
+    })?;
     let base = bytes.as_ptr() as usize;
     for w in wanted {
         let view = st.tensor(w.name).map_err(|_| {
@@ -215,7 +230,8 @@ pub fn read(
     extra.sort_unstable();
     if let Some(n) = extra.first() {
         return Err(format!(
-            "holds tensor '{n}' that the model file does not place there"
+            "holds tensor '{}' that the model file does not place there",
+            quote(n)
         ));
     }
     for (i, w) in wanted.iter().enumerate() {

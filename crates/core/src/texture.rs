@@ -5,17 +5,25 @@
 //! ((x + 0.5) / W, (y + 0.5) / H). Lookup is bilinear with clamp-to-edge. PNG and JPEG
 //! values are used as stored, divided to [0, 1] (no sRGB decoding); EXR is linear float.
 
+use crate::limits;
 use crate::rng::{pcg_hash, unit_f32};
 use sha2::{Digest, Sha256};
 use std::path::Path;
 
+/// Errors of reading and writing images. Each message is complete on its own and one
+/// line: the underlying error is part of it, not a separate `source`, so an error chain
+/// printed with `{:#}` does not repeat it.
 #[derive(Debug, thiserror::Error)]
 pub enum TextureError {
-    #[error("cannot read image {path}: {source}")]
+    #[error("cannot read image {path}: {error}")]
     Read {
         path: String,
-        source: image::ImageError,
+        error: image::ImageError,
     },
+    /// The file is not a regular file, or it or its pixels exceed a limit
+    /// ([`limits::MAX_IMAGE_BYTES`], [`limits::MAX_IMAGE_SIDE`], [`limits::MAX_IMAGE_ALLOC`]).
+    #[error("cannot read image {path}: {message}")]
+    Refused { path: String, message: String },
     #[error("image {path} is empty ({width}x{height})")]
     Empty {
         path: String,
@@ -24,15 +32,12 @@ pub enum TextureError {
     },
     #[error("image {path} holds non-finite values (NaN or infinity)")]
     NonFinite { path: String },
-    #[error("cannot write image {path}: {source}")]
-    Write {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("cannot encode image {path}: {source}")]
+    #[error("cannot write image {path}: {error}")]
+    Write { path: String, error: std::io::Error },
+    #[error("cannot encode image {path}: {error}")]
     Encode {
         path: String,
-        source: image::ImageError,
+        error: image::ImageError,
     },
 }
 
@@ -74,24 +79,49 @@ fn pack_unorm8(data: &[f32]) -> Option<Vec<u32>> {
 }
 
 impl Texture {
-    /// Loads a PNG, JPEG or EXR file (format from the content).
+    /// Loads a PNG, JPEG or EXR file (format from the content). Refuses, before decoding,
+    /// anything but a regular file of at most [`limits::MAX_IMAGE_BYTES`] and images wider
+    /// or taller than [`limits::MAX_IMAGE_SIDE`]; the decoder may allocate at most
+    /// [`limits::MAX_IMAGE_ALLOC`].
     pub fn load(path: &Path) -> Result<Texture, TextureError> {
         let p = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| TextureError::Read {
+        let read_err = |error| TextureError::Read {
             path: p.clone(),
-            source: image::ImageError::IoError(e),
+            error,
+        };
+        let refused = |message| TextureError::Refused {
+            path: p.clone(),
+            message,
+        };
+        let bytes = limits::read_bounded(path, limits::MAX_IMAGE_BYTES).map_err(|e| match e {
+            limits::ReadError::Io(e) => read_err(image::ImageError::IoError(e)),
+            e => refused(e.describe(limits::MAX_IMAGE_BYTES)),
         })?;
-        let img = image::ImageReader::new(std::io::Cursor::new(&bytes))
-            .with_guessed_format()
-            .map_err(|e| TextureError::Read {
-                path: p.clone(),
-                source: image::ImageError::IoError(e),
-            })?
-            .decode()
-            .map_err(|e| TextureError::Read {
-                path: p.clone(),
-                source: e,
-            })?;
+        let reader = || {
+            image::ImageReader::new(std::io::Cursor::new(&bytes))
+                .with_guessed_format()
+                .map_err(|e| read_err(image::ImageError::IoError(e)))
+        };
+        let max = limits::MAX_IMAGE_SIDE;
+        let (w, h) = reader()?.into_dimensions().map_err(read_err)?;
+        if w > max || h > max {
+            return Err(refused(format!(
+                "it is {w}x{h} pixels, larger than the limit of {max}x{max}"
+            )));
+        }
+        let mut decoder = reader()?;
+        let mut lim = image::Limits::default();
+        lim.max_image_width = Some(max);
+        lim.max_image_height = Some(max);
+        lim.max_alloc = Some(limits::MAX_IMAGE_ALLOC);
+        decoder.limits(lim);
+        let img = decoder.decode().map_err(|e| match e {
+            image::ImageError::Limits(l) => refused(format!(
+                "decoding it exceeds a limit ({max}x{max} pixels, {} bytes of memory): {l}",
+                limits::MAX_IMAGE_ALLOC
+            )),
+            e => read_err(e),
+        })?;
         let (w, h) = (img.width(), img.height());
         if w == 0 || h == 0 {
             return Err(TextureError::Empty {
@@ -462,7 +492,7 @@ pub fn encode_png(
         )
         .map_err(|e| TextureError::Encode {
             path: path.display().to_string(),
-            source: e,
+            error: e,
         })?;
     Ok(out)
 }
@@ -486,14 +516,13 @@ pub fn write_image(
             .write_to(&mut out, image::ImageFormat::OpenExr)
             .map_err(|e| TextureError::Encode {
                 path: p.clone(),
-                source: e,
+                error: e,
             })?;
         out.into_inner()
     } else {
         encode_png(width, height, rgb, path)?
     };
-    crate::fsutil::write_atomic(path, &bytes)
-        .map_err(|e| TextureError::Write { path: p, source: e })
+    crate::fsutil::write_atomic(path, &bytes).map_err(|e| TextureError::Write { path: p, error: e })
 }
 
 use image::ImageEncoder;
@@ -573,5 +602,84 @@ mod tests {
         let max = a.data.iter().cloned().fold(0.0f32, f32::max);
         let min = a.data.iter().cloned().fold(1.0f32, f32::min);
         assert!(max > 0.9 && min < 0.1);
+    }
+
+    /// CRC-32 (PNG's chunk checksum).
+    fn crc32(bytes: &[u8]) -> u32 {
+        let mut c = !0u32;
+        for b in bytes {
+            c ^= *b as u32;
+            for _ in 0..8 {
+                c = if c & 1 != 0 {
+                    0xedb8_8320 ^ (c >> 1)
+                } else {
+                    c >> 1
+                };
+            }
+        }
+        !c
+    }
+
+    /// A valid 2x2 PNG whose header then claims `w`x`h` pixels.
+    fn png_claiming(w: u32, h: u32) -> Vec<u8> {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.png");
+        write_image(2, 2, &[0.5; 12], &p).unwrap();
+        let mut b = std::fs::read(&p).unwrap();
+        assert_eq!(&b[12..16], b"IHDR");
+        b[16..20].copy_from_slice(&w.to_be_bytes());
+        b[20..24].copy_from_slice(&h.to_be_bytes());
+        let crc = crc32(&b[12..29]);
+        b[29..33].copy_from_slice(&crc.to_be_bytes());
+        b
+    }
+
+    #[test]
+    fn loading_is_bounded_and_errors_read_once() {
+        if Path::new("/dev/zero").exists() {
+            let e = Texture::load(Path::new("/dev/zero")).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                "cannot read image /dev/zero: not a regular file"
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let e = Texture::load(dir.path()).unwrap_err();
+        assert!(e.to_string().ends_with(": not a regular file"), "{e}");
+        let p = dir.path().join("huge.png");
+        std::fs::write(&p, png_claiming(20_000, 3)).unwrap();
+        assert_eq!(
+            Texture::load(&p).unwrap_err().to_string(),
+            format!(
+                "cannot read image {}: it is 20000x3 pixels, larger than the limit of 16384x16384",
+                p.display()
+            )
+        );
+        // within the limits but with the pixel data of 2x2: a decoding error
+        std::fs::write(&p, png_claiming(16384, 16384)).unwrap();
+        let e = Texture::load(&p).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with(&format!("cannot read image {}: ", p.display())),
+            "{e}"
+        );
+        // the underlying error is in the message once and not repeated as a source
+        std::fs::write(&p, b"not an image").unwrap();
+        let e = Texture::load(&p).unwrap_err();
+        let msg = e.to_string();
+        assert!(std::error::Error::source(&e).is_none(), "{msg}");
+        assert_eq!(
+            msg,
+            format!(
+                "cannot read image {}: The image format could not be determined",
+                p.display()
+            )
+        );
+        let e = Texture::load(&dir.path().join("missing.png")).unwrap_err();
+        assert!(std::error::Error::source(&e).is_none());
+        // a real small image still loads
+        write_image(3, 2, &[0.25; 18], &p).unwrap();
+        let t = Texture::load(&p).unwrap();
+        assert_eq!((t.width, t.height), (3, 2));
     }
 }

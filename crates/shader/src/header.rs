@@ -14,7 +14,31 @@ pub(crate) struct Interface {
     pub entries: Vec<String>,
 }
 
-/// The header as `//` comment lines.
+/// `s` made safe as the text of a `//` line comment in every target language (WGSL,
+/// GLSL, HLSL, Slang, MSL): printable ASCII only, anything else (line breaks, control
+/// characters, non-ASCII) written as `<U+XXXX>`; no backslash (a line ending in one
+/// continues the comment onto the next line in C-like languages), written as `<U+005C>`;
+/// and `*/`, `/*`, `//` and `??` (a trigraph) broken apart by a space. Model files are
+/// untrusted, and their strings reach the header only through this.
+pub fn comment_safe(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut prev = '\0';
+    for c in s.chars() {
+        if !(' '..='~').contains(&c) || c == '\\' {
+            write!(out, "<U+{:04X}>", c as u32).unwrap();
+            prev = '>';
+            continue;
+        }
+        if matches!((prev, c), ('*', '/') | ('/', '*') | ('/', '/') | ('?', '?')) {
+            out.push(' ');
+        }
+        out.push(c);
+        prev = c;
+    }
+    out
+}
+
+/// The header as `//` comment lines; every line's text goes through [`comment_safe`].
 pub(crate) fn write(model: &Model, opts: &Options, iface: &Interface) -> String {
     let net = &model.network;
     let mut h = String::new();
@@ -22,7 +46,7 @@ pub(crate) fn write(model: &Model, opts: &Options, iface: &Interface) -> String 
         if s.is_empty() {
             h.push_str("//\n");
         } else {
-            writeln!(h, "// {s}").unwrap();
+            writeln!(h, "// {}", comment_safe(s)).unwrap();
         }
     };
     line(&format!(

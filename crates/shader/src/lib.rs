@@ -20,6 +20,8 @@
 mod body;
 mod glsl;
 mod header;
+
+pub use header::comment_safe;
 mod hlsl;
 pub mod ir;
 mod naga_out;
@@ -266,19 +268,12 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
             what: what.into(),
         })
     };
-    if !opts.prefix.is_empty() {
-        let p = &opts.prefix;
-        let ok = p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            && !p.starts_with(|c: char| c.is_ascii_digit())
-            && !p.starts_with("gl_")
-            && !p.contains("__");
-        if !ok {
-            return Err(Error::Option(format!(
-                "prefix '{p}' must be letters, digits and single underscores, not start with a digit or gl_"
-            )));
-        }
-    } else {
-        return Err(Error::Option("the prefix must not be empty".into()));
+    check_prefix(&opts.prefix)?;
+    if opts.binding > MAX_BINDING {
+        return Err(Error::Option(format!(
+            "binding {} is too large: the resources take bindings binding..=binding + 3, so it may be at most {MAX_BINDING}",
+            opts.binding
+        )));
     }
     if opts.precision == Precision::F16 && !t.supports_f16() {
         return unsupported("f16 precision (use --precision f32)");
@@ -318,6 +313,17 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
     if let Some(k) = model.params.iter().position(|v| !v.is_finite()) {
         return Err(Error::Model(format!("parameter {k} is not finite")));
     }
+    if opts.precision == Precision::F16
+        && let Some(k) = model
+            .params
+            .iter()
+            .position(|v| half::f16::from_f32(*v).is_infinite())
+    {
+        return Err(Error::Model(format!(
+            "parameter {k} is {}, outside the f16 range of +-65504 (use --precision f32)",
+            model.params[k]
+        )));
+    }
     for (k, v) in model
         .inputs
         .scale
@@ -330,6 +336,34 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
                 "input mapping value {k} (scale then offset) is not finite"
             )));
         }
+    }
+    Ok(())
+}
+
+/// Largest [`Options::binding`]: the resources take `binding..=binding + 3`.
+pub const MAX_BINDING: u32 = u32::MAX - 3;
+
+/// Longest [`Options::prefix`], in characters.
+pub const MAX_PREFIX_LEN: usize = 32;
+
+/// Checks an identifier prefix ([`Options::prefix`]): 1 to [`MAX_PREFIX_LEN`] ASCII
+/// letters, digits and single underscores, not starting with a digit or `gl_`, so that
+/// every name made from it is an identifier in every target language. [`export`] checks
+/// it; callers may check a prefix early with this.
+pub fn check_prefix(p: &str) -> Result<(), Error> {
+    if p.is_empty() {
+        return Err(Error::Option("the prefix must not be empty".into()));
+    }
+    let ok = p.len() <= MAX_PREFIX_LEN
+        && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !p.starts_with(|c: char| c.is_ascii_digit())
+        && !p.starts_with("gl_")
+        && !p.contains("__");
+    if !ok {
+        return Err(Error::Option(format!(
+            "prefix '{}' must be 1 to {MAX_PREFIX_LEN} letters, digits and single underscores, not start with a digit or gl_",
+            nshade_core::limits::quote(p)
+        )));
     }
     Ok(())
 }

@@ -129,7 +129,10 @@ fn sin_cos_reduced(a: f32) -> (f32, f32) {
     const P3: f32 = 1.509_958e-7;
     let t = a * INV_PI + 0.5;
     let ti = t as i32;
-    let n = ti - (t < ti as f32) as i32; // floor(a/π + 0.5)
+    // floor(a/π + 0.5); the cast saturates for |a| beyond i32 (and -inf), where the
+    // subtraction wraps as in release builds (such angles take the C library's sin_cos in
+    // `sin_cos_slice` anyway)
+    let n = ti.wrapping_sub((t < ti as f32) as i32);
     let nf = n as f32;
     let r = ((a - nf * P1) - nf * P2) - nf * P3;
     let r2 = r * r;
@@ -206,5 +209,25 @@ mod tests {
             octaves: 3,
         });
         gradcheck::check(&m, 0, 0, &gradcheck::inputs(5, 3, 0.0, 1.0), 5, 2e-3);
+    }
+
+    #[test]
+    fn huge_and_infinite_angles_do_not_overflow() {
+        let a = [
+            f32::NEG_INFINITY,
+            -3.0e38,
+            -2.2e9,
+            2.2e9,
+            3.0e38,
+            f32::INFINITY,
+            f32::NAN,
+        ];
+        let (mut s, mut c) = (vec![0.0; a.len()], vec![0.0; a.len()]);
+        super::sin_cos_slice(&a, &mut s, &mut c);
+        for i in 0..a.len() {
+            let (ws, wc) = a[i].sin_cos();
+            assert_eq!(s[i].to_bits(), ws.to_bits(), "sin {}", a[i]);
+            assert_eq!(c[i].to_bits(), wc.to_bits(), "cos {}", a[i]);
+        }
     }
 }

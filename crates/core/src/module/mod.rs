@@ -232,6 +232,9 @@ pub(crate) struct Allocator {
     pub slots: usize,
     pub tables: usize,
     pub buckets: usize,
+    /// Values per sample of the modules resolved so far (checked against
+    /// [`crate::limits::MAX_SAMPLE_VALUES`]).
+    pub values: usize,
 }
 
 impl Allocator {
