@@ -73,9 +73,10 @@ pub fn run(args: Args) -> Result<()> {
     let backend = common::training_backend_on(args.backend, args.gpu_path)?;
     let data = Arc::new(TrainingData::Texture(Texture::builtin()));
     for s in &specs {
-        let named = NamedArch::parse(s).map_err(|e| anyhow::anyhow!("--arch '{s}': {e}"))?;
-        let net =
-            Network::build(&named.arch, 2, 3).map_err(|e| anyhow::anyhow!("--arch '{s}': {e}"))?;
+        let named =
+            NamedArch::parse(s).map_err(|e| anyhow::anyhow!("--arch {}: {e}", common::shown(s)))?;
+        let net = Network::build(&named.arch, 2, 3)
+            .map_err(|e| anyhow::anyhow!("--arch {}: {e}", common::shown(s)))?;
         for &batch in &args.batches {
             if batch == 0 || batch > common::MAX_BATCH {
                 bail!(
@@ -84,7 +85,7 @@ pub fn run(args: Args) -> Result<()> {
                 );
             }
             common::check_training_memory(&net, batch, backend.name() == "cpu")
-                .map_err(|e| anyhow::anyhow!("--arch '{s}': {e}"))?;
+                .map_err(|e| anyhow::anyhow!("--arch {}: {e}", common::shown(s)))?;
             let cfg = TrainConfig {
                 batch,
                 ..TrainConfig::default()
@@ -158,9 +159,10 @@ fn run_inference(args: &Args) -> Result<()> {
     let x = Texture::pixel_centres(SIZE.0, SIZE.1);
     let rows = SIZE.0 * SIZE.1;
     for s in &specs {
-        let named = NamedArch::parse(s).map_err(|e| anyhow::anyhow!("--arch '{s}': {e}"))?;
-        let net =
-            Network::build(&named.arch, 2, 3).map_err(|e| anyhow::anyhow!("--arch '{s}': {e}"))?;
+        let named =
+            NamedArch::parse(s).map_err(|e| anyhow::anyhow!("--arch {}: {e}", common::shown(s)))?;
+        let net = Network::build(&named.arch, 2, 3)
+            .map_err(|e| anyhow::anyhow!("--arch {}: {e}", common::shown(s)))?;
         let params = net.init_params(1);
         let model = Model::new(net, params, InputSpec::uv());
         let mut results: Vec<(String, &str, &str, f64)> = Vec::new();

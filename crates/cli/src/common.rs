@@ -678,6 +678,15 @@ mod tests {
     }
 
     #[test]
+    fn shown_values_are_short_single_lines() {
+        assert_eq!(shown("mlp(4x1, relu)"), "'mlp(4x1, relu)'");
+        assert_eq!(shown("a\nb"), "'a\\nb'");
+        let long = format!("{}x{}", "(".repeat(5000), ")".repeat(5000));
+        let s = shown(&long);
+        assert!(s.len() < 100 && s.contains("10001 characters"), "{s}");
+    }
+
+    #[test]
     fn arch_names() {
         for ok in ["basic", "freq_deep", "a.b-c", "x1"] {
             check_arch_name(ok).unwrap();
@@ -699,4 +708,35 @@ mod tests {
         assert!(check_arch_name(&"a".repeat(MAX_NAME)).is_ok());
         assert!(check_arch_name(&"a".repeat(MAX_NAME + 1)).is_err());
     }
+}
+
+/// A user-given value as shown in a message: quoted, control characters escaped (so the
+/// message stays one line), and cut in the middle when long (so a 100 kB argument does not
+/// become a 100 kB message).
+pub fn shown(s: &str) -> String {
+    const HEAD: usize = 48;
+    const TAIL: usize = 16;
+    let esc = |t: &str| -> String {
+        t.chars()
+            .flat_map(|c| {
+                if c.is_control() {
+                    c.escape_default().collect::<Vec<_>>()
+                } else {
+                    vec![c]
+                }
+            })
+            .collect()
+    };
+    let chars: Vec<char> = s.chars().collect();
+    if chars.len() <= HEAD + TAIL + 1 {
+        return format!("'{}'", esc(s));
+    }
+    let head: String = chars[..HEAD].iter().collect();
+    let tail: String = chars[chars.len() - TAIL..].iter().collect();
+    format!(
+        "'{}…{}' ({} characters)",
+        esc(&head),
+        esc(&tail),
+        chars.len()
+    )
 }

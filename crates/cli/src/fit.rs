@@ -140,7 +140,8 @@ pub fn run(args: Args) -> Result<()> {
     };
     let mut archs = Vec::new();
     for s in &specs {
-        let mut named = NamedArch::parse(s).map_err(|e| anyhow::anyhow!("--arch '{s}': {e}"))?;
+        let mut named =
+            NamedArch::parse(s).map_err(|e| anyhow::anyhow!("--arch {}: {e}", common::shown(s)))?;
         if named.name == named.arch.slug() && named.name.len() > common::MAX_NAME {
             // A name derived from a long spec: cut at a '-' boundary.
             let cut = named.name[..common::MAX_NAME]
@@ -150,21 +151,25 @@ pub fn run(args: Args) -> Result<()> {
         }
         if archs.iter().any(|a: &NamedArch| a.name == named.name) {
             bail!(
-                "--arch '{s}': the name '{}' is used twice (give names with name=spec)",
+                "--arch {}: the name '{}' is used twice (give names with name=spec)",
+                common::shown(s),
                 named.name
             );
         }
-        common::check_arch_name(&named.name).map_err(|e| anyhow::anyhow!("--arch '{s}': {e}"))?;
+        common::check_arch_name(&named.name)
+            .map_err(|e| anyhow::anyhow!("--arch {}: {e}", common::shown(s)))?;
         if archs
             .iter()
             .any(|a: &NamedArch| a.name.eq_ignore_ascii_case(&named.name))
         {
             bail!(
-                "--arch '{s}': the name '{}' differs from another only in case (give names with name=spec)",
+                "--arch {}: the name '{}' differs from another only in case (give names with name=spec)",
+                common::shown(s),
                 named.name
             );
         }
-        Network::build(&named.arch, 2, 3).map_err(|e| anyhow::anyhow!("--arch '{s}': {e}"))?;
+        Network::build(&named.arch, 2, 3)
+            .map_err(|e| anyhow::anyhow!("--arch {}: {e}", common::shown(s)))?;
         archs.push(named);
     }
     let tex = match &args.image {

@@ -144,9 +144,10 @@ pub fn run(args: Args) -> Result<()> {
         .arch
         .clone()
         .unwrap_or_else(|| format!("model={DEFAULT_ARCH}"));
-    let named = NamedArch::parse(&spec).map_err(|e| anyhow::anyhow!("--arch '{spec}': {e}"))?;
-    let net =
-        Network::build(&named.arch, 3, 3).map_err(|e| anyhow::anyhow!("--arch '{spec}': {e}"))?;
+    let named = NamedArch::parse(&spec)
+        .map_err(|e| anyhow::anyhow!("--arch {}: {e}", common::shown(&spec)))?;
+    let net = Network::build(&named.arch, 3, 3)
+        .map_err(|e| anyhow::anyhow!("--arch {}: {e}", common::shown(&spec)))?;
     let out = ModelDir::create(&args.out)?;
     let ds = Dataset::load(&args.dataset)
         .with_context(|| format!("--dataset {}", args.dataset.display()))?;

@@ -174,7 +174,12 @@ fn deep_nesting_is_refused_everywhere() {
     let d = tempfile::tempdir().unwrap();
     let deep = format!("{}identity{}", "cat(".repeat(10_000), ")".repeat(10_000));
     let o = nshade(&["fit", "--arch", &deep, "--out", "o"], d.path());
-    assert_fails(&o, 1, "nest");
+    let e = assert_fails(&o, 1, "nest");
+    assert!(
+        e.len() < 300,
+        "the message echoes the whole argument: {} bytes",
+        e.len()
+    );
     let model = small_model(d.path());
     let text = std::fs::read_to_string(model.join("weights.json")).unwrap();
     let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
