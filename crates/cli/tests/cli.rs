@@ -717,3 +717,100 @@ fn compare_with_documented_evaluator(dir: &Path, root: &Path, model: &str, x: &[
         );
     }
 }
+
+/// `fit.png`, `error.png` and the summary's PSNR recomputed from the run's files: fit.png is
+/// the model (`nshade eval`) at the pixel centres quantised to 8 bits; error.png is
+/// |fit − reference| × 8 (README), quantised; the PSNR is 10·log10(1/MSE) over RGB with
+/// peak 1 (crates/core/src/metrics.rs) of the unquantised fit against reference.png, and
+/// within 0.05 dB of what the two PNG files give.
+#[test]
+fn fit_images_and_psnr_follow_from_the_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = small_png(dir.path());
+    let mut args = vec![
+        "fit",
+        img.to_str().unwrap(),
+        "--arch",
+        "f=freq(2) | mlp(16x2, leaky_relu, sigmoid)",
+        "--out",
+        "run",
+        "--steps",
+        "150",
+        "--batch",
+        "1024",
+    ];
+    args.extend(["--backend", "cpu"]);
+    let o = nshade(&args, dir.path());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let run = dir.path().join("run");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(run.join("summary.json")).unwrap()).unwrap();
+    let reported = summary["architectures"][0]["psnr"].as_f64().unwrap();
+
+    let (w, h, reference) = common::png_rgb8(&run.join("reference.png"));
+    assert_eq!((w, h), (24, 16));
+    // reference.png holds the input image's values unchanged
+    assert_eq!(common::png_rgb8(&img).2, reference);
+    let (fw, fh, fit) = common::png_rgb8(&run.join("f/fit.png"));
+    let (ew, eh, error) = common::png_rgb8(&run.join("f/error.png"));
+    assert_eq!((fw, fh, ew, eh), (w, h, w, h));
+
+    common::write_f32(
+        &dir.path().join("centres.f32"),
+        &common::pixel_centres(w, h),
+    );
+    let o = nshade(
+        &[
+            "eval",
+            "run/f",
+            "--input",
+            "centres.f32",
+            "--output",
+            "model.f32",
+        ],
+        dir.path(),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let model = common::read_f32(&dir.path().join("model.f32"));
+    assert_eq!(model.len(), (w * h * 3) as usize);
+    let reference_f: Vec<f32> = reference.iter().map(|&b| b as f32 / 255.0).collect();
+
+    let expect_fit: Vec<u8> = model.iter().map(|&v| common::quantise(v)).collect();
+    let lsb = common::max_lsb_diff(&fit, &expect_fit);
+    assert!(lsb <= 1, "fit.png differs from the model by {lsb} LSB");
+    let expect_error: Vec<u8> = model
+        .iter()
+        .zip(&reference_f)
+        .map(|(m, r)| common::quantise((m - r).abs() * 8.0))
+        .collect();
+    let lsb = common::max_lsb_diff(&error, &expect_error);
+    assert!(
+        lsb <= 1,
+        "error.png differs from |fit - reference| x 8 by {lsb} LSB"
+    );
+    assert!(
+        error.iter().any(|&e| e > 8),
+        "the error image shows no error: the comparison would not see a wrong gain"
+    );
+
+    let exact = common::psnr(&model, &reference_f);
+    assert!(
+        (exact - reported).abs() < 1e-6,
+        "PSNR {reported} reported, {exact} recomputed"
+    );
+    let fit_f: Vec<f32> = fit.iter().map(|&b| b as f32 / 255.0).collect();
+    let from_pngs = common::psnr(&fit_f, &reference_f);
+    assert!(
+        (from_pngs - reported).abs() < 0.05,
+        "PSNR {reported} reported, {from_pngs} from reference.png and fit.png"
+    );
+    // the model learned something: clearly better than the best constant colour
+    let constant = common::constant_colour_psnr(&reference_f);
+    eprintln!(
+        "PSNR {reported:.3} dB (from the PNGs {from_pngs:.3}), constant colour {constant:.2} dB"
+    );
+    assert!(
+        reported > constant + 2.0,
+        "{reported} vs constant {constant}"
+    );
+}

@@ -1,6 +1,8 @@
 //! `nshade export`, `eval --backend gpu|auto` and `render --backend gpu` through the real
 //! binary, on a model trained for a few steps on the built-in texture.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -55,12 +57,17 @@ fn dir() -> &'static Path {
 
 /// Trains `arch` for 5 steps once; returns the model directory.
 fn model(name: &str, arch: &str) -> PathBuf {
+    model_steps(name, arch, 5)
+}
+
+/// Trains `arch` for `steps` steps once; returns the model directory.
+fn model_steps(name: &str, arch: &str, steps: u32) -> PathBuf {
     let out = dir().join(format!("fit-{name}"));
     if !out.exists() {
         let o = nshade(&[
             "fit",
             "--steps",
-            "5",
+            &steps.to_string(),
             "--batch",
             "1024",
             "--arch",
@@ -93,6 +100,8 @@ fn exports_every_target() {
         ok(&o, target);
         let text = String::from_utf8(o.stdout).unwrap();
         assert!(text.contains("nshade_eval"), "{target}");
+        // Whole: a source ends with the closing brace of its last function.
+        assert!(text.trim_end().ends_with('}'), "{target}: truncated?");
         assert!(
             text.contains(
                 "cat(identity, freq(2), tri(2), pick(1) | oneblob(4), pick(0, 1, 1) | sh(2))"
@@ -126,10 +135,17 @@ fn exports_every_target() {
         ]),
         "spirv",
     );
-    assert_eq!(
-        &std::fs::read(&spv).unwrap()[..4],
-        &0x0723_0203u32.to_le_bytes()
+    let bytes = std::fs::read(&spv).unwrap();
+    // A whole module: the 5-word header, whole words, and the same bytes as on a pipe.
+    assert!(
+        bytes.len() > 20 && bytes.len().is_multiple_of(4),
+        "{} bytes",
+        bytes.len()
     );
+    assert_eq!(&bytes[..4], &0x0723_0203u32.to_le_bytes());
+    let piped = nshade(&["export", m, "--target", "spirv"]);
+    ok(&piped, "spirv to a pipe");
+    assert_eq!(piped.stdout, bytes, "spirv: -o and standard output differ");
     // Buffer mode, f16, fragment entry, prefix, and the weight file.
     let bin = dir().join("w.bin");
     let o = nshade(&[
@@ -244,66 +260,20 @@ fn bad_targets_and_flags_fail_with_one_error_line() {
     fails(&o, 1, "/nonexistent/dir/x.wgsl");
 }
 
+/// `eval` on the CPU is the reference: `eval --backend auto|gpu` agree with it value for
+/// value (and write exactly as many values), and `render` (CPU and GPU) writes the model at
+/// the documented pixel centres, u right and v down, quantised to 8 bits.
 #[test]
 fn gpu_eval_and_render_match_the_cpu() {
-    let m = model("tri", "tri(3) | mlp(8x1, tanh, sigmoid)");
+    let m = model_steps("tri", "tri(3) | mlp(8x1, tanh, sigmoid)", 60);
     let m = m.to_str().unwrap();
     let d = dir();
     let rows: Vec<f32> = (0..2000)
         .flat_map(|i| [(i % 50) as f32 / 49.0, (i / 50) as f32 / 39.0])
         .collect();
     let input = d.join("in.f32");
-    std::fs::write(
-        &input,
-        rows.iter()
-            .flat_map(|v| v.to_le_bytes())
-            .collect::<Vec<u8>>(),
-    )
-    .unwrap();
-    let read = |p: &Path| -> Vec<f32> {
-        std::fs::read(p)
-            .unwrap()
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect()
-    };
-    let cpu = d.join("cpu.f32");
-    ok(
-        &nshade(&[
-            "eval",
-            m,
-            "--input",
-            input.to_str().unwrap(),
-            "--output",
-            cpu.to_str().unwrap(),
-            "--backend",
-            "cpu",
-        ]),
-        "eval cpu",
-    );
-    // `auto` takes the GPU when there is one, else the CPU: the numbers agree either way.
-    let auto = d.join("auto.f32");
-    ok(
-        &nshade(&[
-            "eval",
-            m,
-            "--input",
-            input.to_str().unwrap(),
-            "--output",
-            auto.to_str().unwrap(),
-            "--backend",
-            "auto",
-        ]),
-        "eval auto",
-    );
-    let (c, a) = (read(&cpu), read(&auto));
-    assert_eq!(c.len(), 2000 * 3);
-    for (x, y) in c.iter().zip(&a) {
-        assert!((x - y).abs() <= 1e-5, "{x} vs {y}");
-    }
-    let gpu_available = nshade_gpu::context::context_or_skip().is_some();
-    if gpu_available {
-        let gpu = d.join("gpu.f32");
+    common::write_f32(&input, &rows);
+    let eval = |backend: &str, out: &Path| {
         ok(
             &nshade(&[
                 "eval",
@@ -311,33 +281,100 @@ fn gpu_eval_and_render_match_the_cpu() {
                 "--input",
                 input.to_str().unwrap(),
                 "--output",
-                gpu.to_str().unwrap(),
+                out.to_str().unwrap(),
                 "--backend",
-                "gpu",
+                backend,
             ]),
-            "eval gpu",
+            backend,
         );
-        for (x, y) in c.iter().zip(&read(&gpu)) {
-            assert!((x - y).abs() <= 1e-5, "{x} vs {y}");
-        }
-        let png = d.join("gpu.png");
-        let o = nshade(&[
-            "render",
+        let v = common::read_f32(out);
+        assert_eq!(v.len(), 2000 * 3, "eval --backend {backend}: output length");
+        v
+    };
+    let c = eval("cpu", &d.join("cpu.f32"));
+    let lib = nshade_core::model::Model::load(Path::new(m))
+        .unwrap()
+        .eval(&rows);
+    assert_eq!(c, lib, "eval --backend cpu is the library's evaluation");
+    // `auto` takes the GPU when there is one, else the CPU: the numbers agree either way.
+    let a = eval("auto", &d.join("auto.f32"));
+    let diff = common::max_abs_diff(&c, &a);
+    assert!(diff <= 1e-5, "auto vs cpu: {diff}");
+
+    // render on the CPU: the model at pixel centres (x + 0.5)/W, (y + 0.5)/H, row 0 at
+    // the top, each value quantised to 8 bits; recomputed here through `eval`.
+    let (w, h) = (40u32, 30u32);
+    let centres = d.join("centres.f32");
+    common::write_f32(&centres, &common::pixel_centres(w, h));
+    let expect_out = d.join("centres.out.f32");
+    ok(
+        &nshade(&[
+            "eval",
             m,
-            "--size",
-            "40x30",
-            "-o",
-            png.to_str().unwrap(),
-            "--backend",
-            "gpu",
-        ]);
-        ok(&o, "render gpu");
-        assert!(String::from_utf8_lossy(&o.stderr).contains("GPU"));
-        let cpng = d.join("cpu.png");
-        ok(
-            &nshade(&["render", m, "--size", "40x30", "-o", cpng.to_str().unwrap()]),
-            "render cpu",
-        );
-        assert!(std::fs::metadata(&png).unwrap().len() > 0);
+            "--input",
+            centres.to_str().unwrap(),
+            "--output",
+            expect_out.to_str().unwrap(),
+        ]),
+        "eval centres",
+    );
+    let values = common::read_f32(&expect_out);
+    assert_eq!(values.len(), (w * h * 3) as usize);
+    let expect: Vec<u8> = values.iter().map(|&v| common::quantise(v)).collect();
+    // The comparison can see a flipped image: the model is not symmetric.
+    let flip_v: Vec<u8> = (0..h)
+        .rev()
+        .flat_map(|y| expect[(y * w * 3) as usize..((y + 1) * w * 3) as usize].to_vec())
+        .collect();
+    let flip_u: Vec<u8> = (0..h * w)
+        .flat_map(|i| {
+            let (y, x) = (i / w, w - 1 - i % w);
+            expect[((y * w + x) * 3) as usize..((y * w + x) * 3 + 3) as usize].to_vec()
+        })
+        .collect();
+    assert!(
+        common::max_lsb_diff(&expect, &flip_v) > 8 && common::max_lsb_diff(&expect, &flip_u) > 8,
+        "the test model is too symmetric to check orientation"
+    );
+    let cpng = d.join("cpu.png");
+    ok(
+        &nshade(&["render", m, "--size", "40x30", "-o", cpng.to_str().unwrap()]),
+        "render cpu",
+    );
+    let (cw, ch, cpu_pixels) = common::png_rgb8(&cpng);
+    assert_eq!((cw, ch), (w, h));
+    let lsb = common::max_lsb_diff(&cpu_pixels, &expect);
+    assert!(
+        lsb <= 1,
+        "render (CPU) differs from eval at pixel centres by {lsb} LSB"
+    );
+
+    if common::gpu_or_skip("gpu_eval_and_render_match_the_cpu (GPU part)").is_none() {
+        return;
     }
+    let g = eval("gpu", &d.join("gpu.f32"));
+    let diff = common::max_abs_diff(&c, &g);
+    assert!(diff <= 1e-5, "gpu vs cpu: {diff}");
+    let png = d.join("gpu.png");
+    let o = nshade(&[
+        "render",
+        m,
+        "--size",
+        "40x30",
+        "-o",
+        png.to_str().unwrap(),
+        "--backend",
+        "gpu",
+    ]);
+    ok(&o, "render gpu");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("GPU"));
+    let (gw, gh, gpu_pixels) = common::png_rgb8(&png);
+    assert_eq!((gw, gh), (w, h));
+    let lsb = common::max_lsb_diff(&gpu_pixels, &cpu_pixels);
+    assert!(lsb <= 1, "render: GPU and CPU images differ by {lsb} LSB");
+    let lsb = common::max_lsb_diff(&gpu_pixels, &expect);
+    assert!(
+        lsb <= 1,
+        "render (GPU) differs from eval at pixel centres by {lsb} LSB"
+    );
 }

@@ -560,3 +560,161 @@ fn a_real_browser_renders_the_report_with_its_images() {
         "the screenshot's fit image differs from fit.png by {mean_diff:.1} per channel"
     );
 }
+
+/// The hardest-region tile (docs/REPORT.md: a tile an eighth of the shorter side, 8 to 64
+/// pixels, where the best model's squared error is largest) recomputed from reference.png
+/// and best/fit.png: the stated tile has the largest error of all tiles, and the crops in
+/// zoom/ are that tile of reference.png and of best/fit.png, enlarged by pixel repetition.
+#[test]
+fn the_zoomed_tile_is_where_the_best_model_errs_most() {
+    let d = tempfile::tempdir().unwrap();
+    let run = small_fit(d.path());
+    let html = std::fs::read_to_string(run.join("report.html")).unwrap();
+    let (w, h, reference) = common::png_rgb8(&run.join("reference.png"));
+    let (fw, fh, fit) = common::png_rgb8(&run.join("best/fit.png"));
+    assert_eq!((w, h), (96, 64));
+    assert_eq!((fw, fh), (w, h));
+    let tile = (w.min(h) / 8).clamp(8, 64);
+    assert_eq!(tile, 8);
+    // "The 8×8 tile at (X, Y) where ..."
+    let lead = format!("The {tile}×{tile} tile at (");
+    let at = html
+        .find(&lead)
+        .unwrap_or_else(|| panic!("no '{lead}' in the page"));
+    let rest = &html[at + lead.len()..];
+    let (x, rest) = rest.split_once(", ").unwrap();
+    let (y, _) = rest.split_once(')').unwrap();
+    let (tx, ty): (u32, u32) = (x.parse().unwrap(), y.parse().unwrap());
+    assert!(
+        tx.is_multiple_of(tile) && ty.is_multiple_of(tile) && tx < w && ty < h,
+        "({tx}, {ty})"
+    );
+    // Squared error per tile in 8-bit units (exact integers: no ties broken by rounding).
+    let err = |x0: u32, y0: u32| -> u64 {
+        let mut s = 0u64;
+        for y in y0..(y0 + tile).min(h) {
+            for x in x0..(x0 + tile).min(w) {
+                for k in 0..3 {
+                    let i = ((y * w + x) * 3 + k) as usize;
+                    s += (fit[i] as i64 - reference[i] as i64).pow(2) as u64;
+                }
+            }
+        }
+        s
+    };
+    let all: Vec<(u64, u32, u32)> = (0..h)
+        .step_by(tile as usize)
+        .flat_map(|y| (0..w).step_by(tile as usize).map(move |x| (x, y)))
+        .map(|(x, y)| (err(x, y), x, y))
+        .collect();
+    let max = all.iter().map(|e| e.0).max().unwrap();
+    let mean = all.iter().map(|e| e.0).sum::<u64>() as f64 / all.len() as f64;
+    eprintln!(
+        "tile ({tx}, {ty}): squared error {} (8-bit units); largest {max}, mean {mean:.0}",
+        err(tx, ty)
+    );
+    assert_eq!(err(tx, ty), max, "the zoomed tile is not the hardest one");
+    assert!(
+        max as f64 > 2.0 * mean,
+        "errors too uniform for the check to mean anything"
+    );
+    // The crops: the tile, each pixel repeated `scale` times in x and y.
+    for (name, src) in [("reference.png", &reference), ("fit.png", &fit)] {
+        let (zw, zh, zoom) = common::png_rgb8(&run.join("zoom").join(name));
+        assert!(zw.is_multiple_of(tile) && zw == zh, "{name}: {zw}x{zh}");
+        let scale = zw / tile;
+        assert!(scale >= 1);
+        for y in 0..zh {
+            for x in 0..zw {
+                let (sx, sy) = (tx + x / scale, ty + y / scale);
+                let s = ((sy * w + sx) * 3) as usize;
+                let z = ((y * zw + x) * 3) as usize;
+                assert_eq!(
+                    zoom[z..z + 3],
+                    src[s..s + 3],
+                    "zoom/{name} at ({x}, {y}) is not pixel ({sx}, {sy})"
+                );
+            }
+        }
+    }
+}
+
+/// Just before the rename, the temporary directory's page becomes the finished page with a
+/// refresh to the final directory's page (`../NAME/report.html`, percent-encoded). Seen by
+/// making the rename fail: a file appears at `--out` while the run works, so fit stops
+/// with an error and keeps its results where the message says.
+#[test]
+fn the_temporary_page_redirects_to_the_final_one() {
+    use std::io::{BufRead, BufReader};
+    let d = tempfile::tempdir().unwrap();
+    write_test_image(&d.path().join("t.png"), 48, 32);
+    let name = "my run#2";
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nshade"))
+        .args([
+            "fit",
+            "t.png",
+            "--arch",
+            ARCH_A,
+            "--steps",
+            "300",
+            "--batch",
+            "4096",
+            "--threads",
+            "1",
+            "--backend",
+            "cpu",
+            "--out",
+            name,
+        ])
+        .current_dir(d.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while err.read_line(&mut line).unwrap() > 0 && !line.contains("fitting") {}
+    assert!(line.contains("fitting"), "{line}");
+    std::fs::write(d.path().join(name), b"in the way").unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut err, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "{line}{rest}");
+    assert!(rest.contains("results kept in"), "{rest}");
+    let tmp: Vec<PathBuf> = std::fs::read_dir(d.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(".my run#2.tmp-")
+        })
+        .collect();
+    assert_eq!(tmp.len(), 1, "{:?}", common::tree(d.path()));
+    let page = std::fs::read_to_string(tmp[0].join("report.html")).unwrap();
+    let doc = parse(&page);
+    let refresh: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("meta") && n.attribute("http-equiv") == Some("refresh"))
+        .filter_map(|n| n.attribute("content"))
+        .collect();
+    assert_eq!(refresh, ["2; url=../my%20run%232/report.html"]);
+    assert!(page.contains("Finished. Best:"), "not the finished page");
+    // Moved into place, the URL (resolved from the temporary directory) names the final
+    // page, and the finished page there is the same page without the refresh.
+    std::fs::remove_file(d.path().join(name)).unwrap();
+    std::fs::rename(&tmp[0], d.path().join(name)).unwrap();
+    let target = tmp[0].parent().unwrap().join("my run#2/report.html");
+    assert!(target.is_file());
+    ok(&nshade(&["report", name], d.path()));
+    let final_page = std::fs::read_to_string(&target).unwrap();
+    assert!(!has_refresh(&parse(&final_page)));
+    assert_eq!(
+        page.replace(
+            "<meta http-equiv=\"refresh\" content=\"2; url=../my%20run%232/report.html\"/>\n",
+            ""
+        ),
+        final_page
+    );
+}

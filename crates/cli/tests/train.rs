@@ -34,15 +34,18 @@ fn trains_writes_model_metrics_and_log() {
         d.path(),
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let stdout = String::from_utf8_lossy(&o.stdout);
+    // Progress is plain lines on stderr (a pipe here), without control codes; stdout
+    // carries no progress.
+    let stderr = String::from_utf8_lossy(&o.stderr);
     assert!(
-        stdout.contains("step 300/300"),
-        "plain progress lines expected: {stdout}"
+        stderr.contains("step 300/300"),
+        "plain progress lines expected: {stderr}"
     );
     assert!(
-        !stdout.contains('\x1b'),
+        !stderr.contains('\x1b'),
         "control codes in non-terminal output"
     );
+    assert!(!String::from_utf8_lossy(&o.stdout).contains("step "));
     let m = d.path().join("models/m");
     let metrics: serde_json::Value =
         serde_json::from_slice(&std::fs::read(m.join("metrics.json")).unwrap()).unwrap();
@@ -221,4 +224,111 @@ fn refuses_bad_datasets_and_output_dirs() {
         std::fs::read_to_string(d.path().join("full/weights.json")).unwrap(),
         "{}"
     );
+}
+
+/// The documented defaults (README: `cat(identity, freq(6)) | mlp(64x3, swish)`, batch 4096,
+/// lr 0.005 halving every quarter of the steps, L2 loss), read back from the model's
+/// training provenance, metrics.json and the learning rate training.log reports per step;
+/// and metrics.json's validation scores recomputed from the model and the rows.
+#[test]
+fn defaults_are_the_documented_ones() {
+    let d = tempfile::tempdir().unwrap();
+    make_dataset(&d.path().join("data"), (4, 3), 256);
+    let o = nshade(
+        &["train", "--dataset", "data", "--out", "m", "--steps", "8"],
+        d.path(),
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let m = d.path().join("m");
+    let weights: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(m.join("weights.json")).unwrap()).unwrap();
+    let t = &weights["training"];
+    assert_eq!(
+        t["arch"], "cat(identity, freq(6)) | mlp(64x3, swish)",
+        "{t}"
+    );
+    assert_eq!(t["batch"], 4096, "{t}");
+    assert_eq!(t["loss"], "l2", "{t}");
+    assert_eq!(t["steps"], 8, "{t}");
+    assert_eq!(t["seed"], 1337, "{t}");
+    // f32 values, recorded as their f64 expansions
+    let f = |v: &serde_json::Value| v.as_f64().unwrap() as f32;
+    assert_eq!(f(&t["lr"]["base"]), 0.005, "{t}");
+    assert_eq!(t["lr"]["warmup"], 0, "{t}");
+    assert_eq!(
+        t["lr"]["decay"],
+        serde_json::json!({"start": 0, "interval": 2, "factor": 0.5}),
+        "{t}"
+    );
+    let adam = &t["adam"];
+    assert_eq!(
+        [f(&adam["beta1"]), f(&adam["beta2"]), f(&adam["epsilon"])],
+        [0.9, 0.999, 1e-8],
+        "{t}"
+    );
+    let metrics: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(m.join("metrics.json")).unwrap()).unwrap();
+    assert_eq!(metrics["arch"], t["arch"]);
+    assert_eq!(metrics["batch"], 4096);
+    assert_eq!(metrics["steps"], 8);
+    // The architecture as built: 3 inputs, identity (3) + 6 octaves of sin and cos of each
+    // (36) = 39 features, three hidden layers of 64, 3 outputs.
+    let model = nshade_core::model::Model::load(&m).unwrap();
+    assert_eq!(
+        model.network.param_count,
+        39 * 64 + 64 + 2 * (64 * 64 + 64) + 64 * 3 + 3
+    );
+    // The rate actually used: 0.005 halved every 2 of the 8 steps (one log line per step).
+    let log = std::fs::read_to_string(m.join("training.log")).unwrap();
+    for step in 1..=8u32 {
+        let lr = 0.005 * 0.5f32.powi(((step - 1) / 2) as i32);
+        let want = format!("step {step}/8 ");
+        let line = log
+            .lines()
+            .find(|l| l.starts_with(&want))
+            .unwrap_or_else(|| panic!("no line for step {step}: {log}"));
+        assert!(
+            line.contains(&format!(" lr {lr:.6} ")),
+            "step {step}: {line}"
+        );
+    }
+
+    // metrics.json's PSNR, overall and per slice, from `nshade eval` of the validation rows
+    let rows = common::read_f32(&d.path().join("data/validation.f32"));
+    assert_eq!(rows.len(), 3 * 256 * 6);
+    let score = |rows: &[f32]| {
+        let xyt: Vec<f32> = rows
+            .chunks_exact(6)
+            .flat_map(|r| [r[0], r[1], r[2]])
+            .collect();
+        let rgb: Vec<f32> = rows
+            .chunks_exact(6)
+            .flat_map(|r| [r[3], r[4], r[5]])
+            .collect();
+        common::write_f32(&d.path().join("x.f32"), &xyt);
+        let o = nshade(
+            &["eval", "m", "--input", "x.f32", "--output", "y.f32"],
+            d.path(),
+        );
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        common::psnr(&common::read_f32(&d.path().join("y.f32")), &rgb)
+    };
+    let v = &metrics["validation"];
+    let overall = score(&rows);
+    assert!(
+        (overall - v["psnr"].as_f64().unwrap()).abs() < 1e-6,
+        "{overall} vs {v}"
+    );
+    let slices = v["slices"].as_array().unwrap();
+    assert_eq!(slices.len(), 3);
+    for (k, s) in slices.iter().enumerate() {
+        let mine = &rows[k * 256 * 6..(k + 1) * 256 * 6];
+        let t = s["t"].as_f64().unwrap() as f32;
+        assert!(mine.chunks_exact(6).all(|r| r[2] == t), "slice {k}: t {t}");
+        let p = score(mine);
+        assert!(
+            (p - s["psnr"].as_f64().unwrap()).abs() < 1e-6,
+            "slice {k}: {p} vs {s}"
+        );
+    }
 }

@@ -70,3 +70,157 @@ pub fn make_dataset(dir: &Path, frames: (usize, usize), pixels: usize) {
     )
     .unwrap();
 }
+
+/// Little-endian float32 values of a file.
+pub fn read_f32(path: &Path) -> Vec<f32> {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert_eq!(bytes.len() % 4, 0, "{}: not whole float32s", path.display());
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+/// Writes float32 values as little-endian bytes.
+pub fn write_f32(path: &Path, values: &[f32]) {
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// The largest |a − b|, failing on a length mismatch and on any NaN or infinity (in either
+/// input or in a difference): `f32::max` would silently drop a NaN.
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(
+        a.len(),
+        b.len(),
+        "comparing {} values with {}",
+        a.len(),
+        b.len()
+    );
+    assert!(!a.is_empty(), "comparing nothing");
+    let mut m = 0.0f32;
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        let d = (x - y).abs();
+        assert!(d.is_finite(), "value {i}: {x} against {y}");
+        if d > m {
+            m = d;
+        }
+    }
+    m
+}
+
+/// The largest |a − b| of 8-bit values, failing on a length mismatch or empty input.
+pub fn max_lsb_diff(a: &[u8], b: &[u8]) -> u8 {
+    assert_eq!(
+        a.len(),
+        b.len(),
+        "comparing {} bytes with {}",
+        a.len(),
+        b.len()
+    );
+    assert!(!a.is_empty(), "comparing nothing");
+    a.iter().zip(b).map(|(x, y)| x.abs_diff(*y)).max().unwrap()
+}
+
+/// PSNR with peak 1.0 over all values (`nshade_core::metrics::psnr`, written out again so
+/// that a test does not check the product against itself): 10·log10(1 / MSE).
+pub fn psnr(pred: &[f32], target: &[f32]) -> f64 {
+    assert_eq!(pred.len(), target.len());
+    assert!(!pred.is_empty());
+    let mse = pred
+        .iter()
+        .zip(target)
+        .map(|(p, t)| ((p - t) as f64).powi(2))
+        .sum::<f64>()
+        / pred.len() as f64;
+    assert!(mse.is_finite(), "MSE {mse}");
+    -10.0 * mse.log10()
+}
+
+/// PSNR of the best constant colour (the per-channel mean of `rgb`) against `rgb`: the
+/// score of a predictor that ignores its inputs, which any trained model must beat.
+pub fn constant_colour_psnr(rgb: &[f32]) -> f64 {
+    assert!(!rgb.is_empty() && rgb.len().is_multiple_of(3));
+    let n = rgb.len() / 3;
+    let mut mean = [0.0f64; 3];
+    for p in rgb.chunks_exact(3) {
+        for k in 0..3 {
+            mean[k] += p[k] as f64 / n as f64;
+        }
+    }
+    let pred: Vec<f32> = (0..rgb.len()).map(|i| mean[i % 3] as f32).collect();
+    psnr(&pred, rgb)
+}
+
+/// The 8-bit RGB pixels of a PNG as (width, height, bytes).
+pub fn png_rgb8(path: &Path) -> (u32, u32, Vec<u8>) {
+    let img = image::open(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .to_rgb8();
+    (img.width(), img.height(), img.into_raw())
+}
+
+/// How nshade stores a linear value in an 8-bit PNG (`texture::encode_png`): clamp to
+/// [0, 1], scale by 255, round half up.
+pub fn quantise(v: f32) -> u8 {
+    (v.clamp(0.0, 1.0) * 255.0 + 0.5) as u8
+}
+
+/// Pixel centres of a W×H image, (u, v) = ((x + 0.5)/W, (y + 0.5)/H), u right, v down, row
+/// after row from the top (the documented render convention).
+pub fn pixel_centres(w: u32, h: u32) -> Vec<f32> {
+    let mut uv = Vec::with_capacity((w * h * 2) as usize);
+    for y in 0..h {
+        for x in 0..w {
+            uv.push((x as f32 + 0.5) / w as f32);
+            uv.push((y as f32 + 0.5) / h as f32);
+        }
+    }
+    uv
+}
+
+/// Whether `CI=true`: there a missing adapter or tool fails the test instead of skipping.
+pub fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+/// A GPU adapter for tests that need one: `nshade_gpu::context::context_or_skip` (a loud
+/// SKIPPING notice without one; a panic under `CI=true`). Returns the adapter's name.
+pub fn gpu_or_skip(test: &str) -> Option<String> {
+    let ctx = nshade_gpu::context::context_or_skip()?;
+    eprintln!("{test}: GPU adapter {}", ctx.summary.name);
+    Some(ctx.summary.name.clone())
+}
+
+/// Whether the external program `tool` runs (`tool --version`); without it a loud SKIPPED
+/// line (and a panic under `CI=true`, where every tool must be installed).
+pub fn tool_or_skip(test: &str, tool: &str) -> bool {
+    let found = std::process::Command::new(tool)
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok();
+    if !found {
+        assert!(!in_ci(), "CI=true but {tool} is not installed ({test})");
+        eprintln!("\n*** SKIPPED {test}: {tool} is not installed ***\n");
+    }
+    found
+}
+
+/// Names of everything under `dir`, recursively, as paths relative to it (sorted).
+pub fn tree(dir: &Path) -> Vec<String> {
+    fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            out.push(p.strip_prefix(base).unwrap().to_string_lossy().into_owned());
+            if p.is_dir() && !p.is_symlink() {
+                walk(base, &p, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
