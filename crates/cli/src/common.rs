@@ -110,6 +110,9 @@ static CANCEL: LazyLock<CancelToken> = LazyLock::new(CancelToken::new);
 /// Temporary output (directories and files) this process is writing, removed by the
 /// interrupt watchdog if the work does not stop in time on its own.
 static TEMPS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// Directories this process created to hold its output (`nshade-out/`), removed by the
+/// watchdog too, but only when empty.
+static ROOTS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 /// How long after SIGINT/SIGTERM the work may take to stop by itself.
 const STOP_GRACE: Duration = Duration::from_millis(800);
 
@@ -125,6 +128,9 @@ pub fn install_cancel_handler() {
         let temps = TEMPS.lock().unwrap_or_else(|e| e.into_inner());
         for p in temps.iter() {
             let _ = std::fs::remove_dir_all(p).or_else(|_| std::fs::remove_file(p));
+        }
+        for p in ROOTS.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            let _ = std::fs::remove_dir(p);
         }
         eprintln!("error: interrupted; no output was written");
         std::process::exit(1);
@@ -302,17 +308,28 @@ pub struct OutDir {
     tmp: PathBuf,
     target: PathBuf,
     committed: bool,
+    /// The default root when this run created it: removed again if the run fails and
+    /// nothing else was put there meanwhile.
+    created_root: Option<PathBuf>,
 }
 
 impl OutDir {
     /// `explicit` must be new or empty; without it, a fresh `default_root/run-NNN`.
     pub fn create(explicit: Option<&Path>, default_root: &Path) -> Result<OutDir> {
+        let mut created_root = None;
         let target = match explicit {
             Some(p) => {
                 check_out_dir(p, "--out")?;
                 p.to_path_buf()
             }
             None => {
+                if std::fs::symlink_metadata(default_root).is_err() {
+                    created_root = Some(default_root.to_path_buf());
+                    ROOTS
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(default_root.to_path_buf());
+                }
                 std::fs::create_dir_all(default_root)
                     .with_context(|| format!("creating {}", default_root.display()))?;
                 (1..)
@@ -321,11 +338,20 @@ impl OutDir {
                     .expect("some run number is free")
             }
         };
-        let tmp = create_temp_sibling_dir(&target)?;
+        let tmp = match create_temp_sibling_dir(&target) {
+            Ok(t) => t,
+            Err(e) => {
+                if let Some(root) = &created_root {
+                    let _ = std::fs::remove_dir(root);
+                }
+                return Err(e);
+            }
+        };
         Ok(OutDir {
             tmp,
             target,
             committed: false,
+            created_root,
         })
     }
 
@@ -374,6 +400,9 @@ impl Drop for OutDir {
         if !self.committed {
             let _ = std::fs::remove_dir_all(&self.tmp);
             unregister_temp(&self.tmp);
+            if let Some(root) = &self.created_root {
+                let _ = std::fs::remove_dir(root); // only if empty
+            }
         }
     }
 }

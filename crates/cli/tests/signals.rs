@@ -244,9 +244,6 @@ fn distill_failures_leave_nothing() {
 /// directory before working; a run that fails or is interrupted must not leave it behind
 /// (README: results appear only when the run succeeded; a failure leaves nothing).
 #[test]
-#[ignore = "product bug: without --out, a failed or interrupted first fit/distill leaves an \
-            empty nshade-out/ (OutDir::create makes the default root before the work and \
-            nothing removes it on failure)"]
 fn failed_runs_without_out_leave_no_nshade_out() {
     let d = tempfile::tempdir().unwrap();
     // fit interrupted while training
