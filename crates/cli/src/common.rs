@@ -694,6 +694,37 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> Result<f32> {
     Ok(m)
 }
 
+/// A user-given value as shown in a message: quoted, control characters escaped (so the
+/// message stays one line), and cut in the middle when long (so a 100 kB argument does not
+/// become a 100 kB message).
+pub fn shown(s: &str) -> String {
+    const HEAD: usize = 48;
+    const TAIL: usize = 16;
+    let esc = |t: &str| -> String {
+        t.chars()
+            .flat_map(|c| {
+                if c.is_control() {
+                    c.escape_default().collect::<Vec<_>>()
+                } else {
+                    vec![c]
+                }
+            })
+            .collect()
+    };
+    let chars: Vec<char> = s.chars().collect();
+    if chars.len() <= HEAD + TAIL + 1 {
+        return format!("'{}'", esc(s));
+    }
+    let head: String = chars[..HEAD].iter().collect();
+    let tail: String = chars[chars.len() - TAIL..].iter().collect();
+    format!(
+        "'{}…{}' ({} characters)",
+        esc(&head),
+        esc(&tail),
+        chars.len()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -737,35 +768,4 @@ mod tests {
         assert!(check_arch_name(&"a".repeat(MAX_NAME)).is_ok());
         assert!(check_arch_name(&"a".repeat(MAX_NAME + 1)).is_err());
     }
-}
-
-/// A user-given value as shown in a message: quoted, control characters escaped (so the
-/// message stays one line), and cut in the middle when long (so a 100 kB argument does not
-/// become a 100 kB message).
-pub fn shown(s: &str) -> String {
-    const HEAD: usize = 48;
-    const TAIL: usize = 16;
-    let esc = |t: &str| -> String {
-        t.chars()
-            .flat_map(|c| {
-                if c.is_control() {
-                    c.escape_default().collect::<Vec<_>>()
-                } else {
-                    vec![c]
-                }
-            })
-            .collect()
-    };
-    let chars: Vec<char> = s.chars().collect();
-    if chars.len() <= HEAD + TAIL + 1 {
-        return format!("'{}'", esc(s));
-    }
-    let head: String = chars[..HEAD].iter().collect();
-    let tail: String = chars[chars.len() - TAIL..].iter().collect();
-    format!(
-        "'{}…{}' ({} characters)",
-        esc(&head),
-        esc(&tail),
-        chars.len()
-    )
 }
