@@ -553,3 +553,47 @@ fn pasted_tab_notices_and_line_numbers() {
         "{e}"
     );
 }
+
+#[test]
+fn distill_passes_the_semantics_on() {
+    if !gpu() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let hot = example("hot_tab.glsl");
+    let run = |out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "distill",
+            hot.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--steps",
+            "5",
+            "--size",
+            "32x18",
+            "--train-frames",
+            "2",
+            "--validation-frames",
+            "2",
+            "--pixels-per-frame",
+            "64",
+            "--backend",
+            "cpu",
+            "--batch",
+            "256",
+        ];
+        args.extend_from_slice(extra);
+        nshade(&args)
+    };
+    // The tab's NaN edge: accepted by default (display), refused under --strict.
+    let out = tmp.path().join("display");
+    ok(&run(&out, &[]));
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["capture_semantics"], "display");
+    let m = manifest(&out.join("dataset"));
+    assert!(m["display"]["train"]["nan"].as_u64().unwrap() > 0, "{m}");
+    let e = fails(&run(&tmp.path().join("strict"), &["--strict"]), 1);
+    assert!(e.contains("NaN/Inf at parameter -1"), "{e}");
+    assert!(!tmp.path().join("strict").exists());
+}

@@ -6,8 +6,10 @@
 //!   at `(f + 0.381966) / n`, so validation uses parameter slices that training never saw;
 //! * `t = fraction·2 − 1` is stored in the rows and `parameter = start + fraction·(end − start)`
 //!   is what the shader sees (all f32 arithmetic, in the Kotlin's order);
-//! * each frame is rendered into an RGBA32F target and read back; every value must be finite
-//!   and every alpha within 0.001 of 1;
+//! * each frame is rendered into an RGBA32F target and read back; under the seed's strict
+//!   semantics every value must be finite and every alpha within 0.001 of 1, under display
+//!   semantics ([`OutputSemantics::Display`], what ShaderToy shows) alpha is ignored and
+//!   colours become what a UNORM display target stores (NaN → 0, clamped to [0, 1]);
 //! * `pixels_per_frame` pixels are drawn per frame from one `java.util.Random(seed)` shared by
 //!   all frames of both splits (training first), `x = nextInt(width)` before
 //!   `y = nextInt(height)`, so the same seed picks the same pixels as the Kotlin code;
@@ -15,8 +17,9 @@
 //!   is the top).
 //!
 //! Sources ([`SourceKind`]): WGSL with a documented entry point and uniform block, and
-//! ShaderToy-style GLSL (`mainImage`) wrapped into a GLSL 450 fragment shader and compiled
-//! with naga's GLSL front end. `docs/capture.md` documents both interfaces.
+//! ShaderToy-style GLSL (`mainImage`) wrapped into a GLSL 450 fragment shader with every
+//! ShaderToy input ([`shadertoy`]) and compiled with naga's GLSL front end.
+//! `docs/capture.md` documents both interfaces.
 //!
 //! [`ShaderRenderer`] is usable on its own: it renders one frame at a parameter into an RGB
 //! image ([`ShaderRenderer::render_rgb`]) and times frames with timestamp queries
