@@ -289,6 +289,9 @@ pub fn prepare(text: &str) -> Prepared {
                         }
                         i += 1;
                     }
+                    if i == toks.len() {
+                        break; // an unterminated body: nothing more to look at
+                    }
                     if function && depth == 0 {
                         end = Some(i);
                         i += 1;
@@ -541,5 +544,32 @@ mod tests {
         let plain = "void mainImage(out vec4 c, in vec2 p) { c = vec4(1.0); }\nfloat mainly(float x) { return x; }\n";
         assert_eq!(prepare(plain).text, plain);
         assert!(prepare(plain).removed.is_empty());
+    }
+
+    #[test]
+    fn prepare_keeps_offsets_on_any_prefix() {
+        // Every prefix of real tabs (unterminated comments, bodies and directives included)
+        // and a few odd inputs: no panic, same length, line breaks where they were.
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut texts: Vec<String> = ["examples/shaders", "crates/cli/tests/data"]
+            .iter()
+            .flat_map(|d| std::fs::read_dir(root.join(d)).unwrap())
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "glsl"))
+            .map(|p| std::fs::read_to_string(p).unwrap())
+            .collect();
+        texts.push("void main(){ /* ü */ }\n#version\\\n 300\nvoid mainImage(){}é".into());
+        texts.push("layout(location=0) out; uniform; void main( ] } ) { {".into());
+        for text in &texts {
+            for end in (0..=text.len()).filter(|&e| text.is_char_boundary(e)) {
+                let src = &text[..end];
+                let p = prepare(src);
+                assert_eq!(p.text.len(), src.len());
+                for (a, b) in src.bytes().zip(p.text.bytes()) {
+                    assert!(a == b || b == b' ', "{src:?}");
+                    assert_eq!(a == b'\n', b == b'\n', "{src:?}");
+                }
+            }
+        }
     }
 }
