@@ -3,7 +3,9 @@
 
 use crate::common;
 use anyhow::{Context, Result};
-use nshade_gpu::capture::{self, CaptureError, CaptureSettings, ShaderSource};
+use nshade_gpu::capture::{
+    self, CaptureError, CaptureSettings, DisplayStats, OutputSemantics, ShaderSource,
+};
 use nshade_gpu::context::GpuContext;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -33,6 +35,34 @@ pub struct Args {
     /// Seed of the java.util.Random that picks the pixels (same seed, same pixels as the seed's Kotlin).
     #[arg(long, default_value_t = 4090, allow_hyphen_values = true)]
     pub seed: i64,
+    /// The seed's contract: refuse NaN/Inf and non-opaque output, keep HDR colours as
+    /// rendered (the default for .wgsl).
+    #[arg(long, conflicts_with = "display")]
+    pub strict: bool,
+    /// What ShaderToy shows: alpha ignored, NaN -> 0, +Inf -> 1, -Inf -> 0, colours clamped
+    /// to [0,1], replacements counted (the default for .glsl/.frag/.fs).
+    #[arg(long)]
+    pub display: bool,
+}
+
+/// `--strict` / `--display`, or `None` for the source kind's default.
+pub fn semantics(strict: bool, display: bool) -> Option<OutputSemantics> {
+    match (strict, display) {
+        (true, _) => Some(OutputSemantics::Strict),
+        (_, true) => Some(OutputSemantics::Display),
+        _ => None,
+    }
+}
+
+fn counts(s: &DisplayStats) -> String {
+    format!(
+        "{} NaN/Inf replaced ({} NaN, {} +Inf, {} -Inf), {} clamped",
+        s.replaced(),
+        s.nan,
+        s.pos_inf,
+        s.neg_inf,
+        s.clamped
+    )
 }
 
 /// Parses `A..B` (either may be negative): finite, A < B.
@@ -67,6 +97,7 @@ pub fn run(args: Args) -> Result<()> {
         validation_frames: args.validation_frames,
         pixels_per_frame: args.pixels_per_frame,
         seed: args.seed,
+        semantics: semantics(args.strict, args.display),
         ..CaptureSettings::default()
     };
     settings.validate()?;
@@ -111,6 +142,12 @@ pub fn run(args: Args) -> Result<()> {
     );
     bar.finish(last, "done");
     let summary = result?;
+    for a in source.adaptations() {
+        eprintln!(
+            "notice: {}: not used, the nshade wrapper provides it: {a}",
+            args.shader.display()
+        );
+    }
     println!("{}", args.out.display());
     println!(
         "captured {} ({}, sha256 {}) at {}x{} over {}..{}: {} training rows ({} frames), {} validation rows ({} frames), seed {}, {:.1} s on {}",
@@ -129,6 +166,16 @@ pub fn run(args: Args) -> Result<()> {
         start.elapsed().as_secs_f64(),
         ctx.summary.name,
     );
+    match summary.semantics {
+        OutputSemantics::Strict => {
+            println!("strict semantics: every value finite and opaque, colours as rendered")
+        }
+        OutputSemantics::Display => println!(
+            "display semantics (alpha ignored, clamped to [0,1]): training frames {}; validation frames {}",
+            counts(&summary.train_display),
+            counts(&summary.validation_display)
+        ),
+    }
     Ok(())
 }
 

@@ -9,7 +9,9 @@ use anyhow::{Context, Result};
 use nshade_core::metrics;
 use nshade_core::model::Model;
 use nshade_core::texture::{self, Texture};
-use nshade_gpu::capture::{ShaderRenderer, ShaderSource, SourceKind, neural_fragment_wgsl};
+use nshade_gpu::capture::{
+    OutputSemantics, ShaderRenderer, ShaderSource, SourceKind, neural_fragment_wgsl,
+};
 use nshade_gpu::context::GpuContext;
 use nshade_shader::{Options, Target, WeightMode, export, pack_weights};
 use serde_json::json;
@@ -61,6 +63,14 @@ pub struct Args {
     /// Parameter values shown as images in the report (default: 3 validation slices).
     #[arg(long = "show", value_name = "PARAM", allow_hyphen_values = true)]
     pub show: Vec<f32>,
+    /// Capture with the seed's contract: refuse NaN/Inf and non-opaque output, keep HDR
+    /// colours (the default for .wgsl).
+    #[arg(long, conflicts_with = "display")]
+    pub strict: bool,
+    /// Capture what ShaderToy shows: alpha ignored, NaN/Inf replaced, colours clamped to
+    /// [0,1] (the default for .glsl/.frag/.fs).
+    #[arg(long)]
+    pub display: bool,
 }
 
 /// Shader targets written next to the model.
@@ -91,6 +101,8 @@ pub fn run(args: Args) -> Result<()> {
         validation_frames: args.validation_frames,
         pixels_per_frame: args.pixels_per_frame,
         seed: args.capture_seed,
+        strict: args.strict,
+        display: args.display,
     })?;
     train::run(train::Args {
         dataset: dataset.clone(),
@@ -143,6 +155,8 @@ pub fn run(args: Args) -> Result<()> {
     // Report: images at a few parameter values, and render cost of original vs neural.
     let ctx = GpuContext::new()?;
     let original = ShaderRenderer::new(&ctx, &source, w as u32, h as u32)?;
+    let semantics = capture::semantics(args.strict, args.display)
+        .unwrap_or(OutputSemantics::default_for(source.kind));
     let neural_src = ShaderSource::new(
         SourceKind::Wgsl,
         "neural.wgsl",
@@ -167,7 +181,8 @@ pub fn run(args: Args) -> Result<()> {
     };
     let mut frames = Vec::new();
     for (k, &param) in shows.iter().enumerate() {
-        let orig = original.render_rgb(param)?;
+        // The original as the training target saw it (display semantics: clamped).
+        let (orig, _) = original.render_target(param, semantics)?;
         let t = (param - range.0) / (range.1 - range.0) * 2.0 - 1.0;
         let xyt: Vec<f32> = Texture::pixel_centres(w, h)
             .chunks_exact(2)
@@ -202,6 +217,7 @@ pub fn run(args: Args) -> Result<()> {
         "shader": args.shader.display().to_string(),
         "source_sha256": source.digest(),
         "size": [w, h],
+        "capture_semantics": semantics.name(),
         "parameter_range": [range.0, range.1],
         "arch": model.network.arch.to_string(),
         "params": model.network.param_count,

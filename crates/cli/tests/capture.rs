@@ -120,6 +120,9 @@ fn captures_every_example_shader() {
         ("plasma.wgsl", "wgsl-fragment", "source.wgsl", "-1..1"),
         ("glow.wgsl", "wgsl-fragment", "source.wgsl", "-1..1"),
         ("checker_tab.glsl", "shadertoy-glsl", "source.glsl", "0..2"),
+        ("pasted_tab.glsl", "shadertoy-glsl", "source.glsl", "0..3"),
+        ("quality_tab.glsl", "shadertoy-glsl", "source.glsl", "0..2"),
+        ("hot_tab.glsl", "shadertoy-glsl", "source.glsl", "-1..1"),
     ] {
         let out = tmp.path().join(name);
         let stdout = ok(&capture(&example(name), &out, &["--param-range", range]));
@@ -328,8 +331,8 @@ fn shader_failures_leave_nothing() {
     let e = fails(&capture(&data("nan.wgsl"), &out, &[]), 1);
     assert!(e.contains("NaN/Inf at parameter 1 (train frame 2"), "{e}");
     only(tmp.path(), &[]);
-    // Non-opaque output.
-    let e = fails(&capture(&data("transparent.glsl"), &out, &[]), 1);
+    // Non-opaque output under the seed's contract.
+    let e = fails(&capture(&data("transparent.glsl"), &out, &["--strict"]), 1);
     assert!(e.contains("not opaque") && e.contains("alpha 0.5"), "{e}");
     only(tmp.path(), &[]);
     // Shaders that do not compile: the compiler's message on one line, at the user's line.
@@ -403,4 +406,194 @@ fn bad_flags_are_usage_errors() {
     // example shaders above).
     let o = nshade(&["capture", "--help"]);
     assert!(ok(&o).contains("--param-range"));
+}
+
+fn manifest(dir: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(dir.join("dataset.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn shadertoy_tabs_get_display_semantics() {
+    if !gpu() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // A transparent tab: accepted by default, its RGB captured, nothing replaced.
+    let out = tmp.path().join("transparent");
+    let stdout = ok(&capture(&data("transparent.glsl"), &out, &[]));
+    assert!(
+        stdout.contains("display semantics (alpha ignored, clamped to [0,1]): training frames 0 NaN/Inf replaced (0 NaN, 0 +Inf, 0 -Inf), 0 clamped"),
+        "{stdout}"
+    );
+    let ds = Dataset::load(&out).unwrap();
+    for r in ds.train.data.chunks_exact(6) {
+        assert_eq!(r[3..], [0.2, 0.4, 0.6]);
+    }
+    let m = manifest(&out);
+    assert_eq!(m["display"]["semantics"], "shadertoy-display");
+    assert_eq!(m["display"]["train"]["values"], 3 * 64 * 36 * 3);
+    assert!(m["color"].as_str().unwrap().contains("clamped to [0,1]"));
+    ok(&script(&["read", out.to_str().unwrap()]));
+
+    // NaN and +Inf in part of the frame: counted exactly (see the tab's comment). Training
+    // parameters -1, 0, 1 (one positive), validation -0.618, 0.382 (one positive).
+    let out = tmp.path().join("nan_part");
+    let stdout = ok(&capture(&data("nan_part.glsl"), &out, &[]));
+    let m = manifest(&out);
+    let (nan, inf) = (8 * 36, 4 * 64);
+    for (split, frames, positive) in [("train", 3, 1), ("validation", 2, 1)] {
+        let c = &m["display"][split];
+        assert_eq!(c["nan"], frames * nan, "{split}: {c}");
+        assert_eq!(c["posInf"], positive * inf, "{split}: {c}");
+        assert_eq!(c["negInf"], 0, "{split}: {c}");
+        assert_eq!(c["replaced"], frames * nan + positive * inf, "{split}: {c}");
+        assert_eq!(c["clamped"], 0, "{split}: {c}");
+    }
+    assert!(
+        stdout.contains("training frames 1120 NaN/Inf replaced (864 NaN, 256 +Inf, 0 -Inf)")
+            && stdout
+                .contains("validation frames 832 NaN/Inf replaced (576 NaN, 256 +Inf, 0 -Inf)"),
+        "{stdout}"
+    );
+    // The rows hold what the display shows: NaN -> 0, +Inf -> 1.
+    let ds = Dataset::load(&out).unwrap();
+    for r in ds.train.data.chunks_exact(6) {
+        let (x, y, t) = ((r[0] + 1.0) / 2.0 * 64.0, (r[1] + 1.0) / 2.0 * 36.0, r[2]);
+        let want_r = if x < 8.0 { 0.0 } else { 0.5 };
+        let want_g = if t > 0.5 && y < 4.0 { 1.0 } else { 0.5 };
+        assert_eq!(r[3..], [want_r, want_g, 0.5], "row {r:?}");
+    }
+    ok(&script(&["read", out.to_str().unwrap()]));
+    // Under --strict the same tab is refused.
+    let e = fails(
+        &capture(&data("nan_part.glsl"), &tmp.path().join("s"), &["--strict"]),
+        1,
+    );
+    assert!(
+        e.contains("NaN/Inf at parameter -1 (train frame 0, pixel x=0 y=0, channel r)"),
+        "{e}"
+    );
+    // NaN everywhere: refused in one line, nothing written.
+    let before: Vec<_> = std::fs::read_dir(tmp.path()).unwrap().collect();
+    let e = fails(
+        &capture(&data("nan_all.glsl"), &tmp.path().join("all"), &[]),
+        1,
+    );
+    assert!(
+        e.contains("NaN/Inf in 2304 of 2304 pixels at parameter -1 (train frame 0)"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), before.len());
+
+    // --display on WGSL clamps the HDR example; --strict on a tab keeps the seed manifest.
+    let out = tmp.path().join("glow");
+    ok(&capture(&example("glow.wgsl"), &out, &["--display"]));
+    let ds = Dataset::load(&out).unwrap();
+    assert!(
+        ds.train
+            .data
+            .chunks_exact(6)
+            .all(|r| r[3..].iter().all(|&v| (0.0..=1.0).contains(&v)))
+    );
+    assert!(
+        manifest(&out)["display"]["train"]["clamped"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+    let out = tmp.path().join("checker");
+    let stdout = ok(&capture(&example("checker_tab.glsl"), &out, &["--strict"]));
+    assert!(stdout.contains("strict semantics"), "{stdout}");
+    let m = manifest(&out);
+    assert!(m.get("display").is_none());
+    assert_eq!(m["color"], "linear RGB, unclamped, opaque");
+    // The two flags exclude each other (a usage error).
+    let o = capture(
+        &data("transparent.glsl"),
+        &tmp.path().join("x"),
+        &["--strict", "--display"],
+    );
+    fails(&o, 2);
+}
+
+#[test]
+fn pasted_tab_notices_and_line_numbers() {
+    if !gpu() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("ds");
+    let o = capture(
+        &example("pasted_tab.glsl"),
+        &out,
+        &["--param-range", "0..3"],
+    );
+    ok(&o);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("its own main() (line 38)"), "{err}");
+    assert!(err.contains("#version (line 1)"), "{err}");
+    // An error in a pasted tab names the line in the user's file.
+    let text = std::fs::read_to_string(example("pasted_tab.glsl")).unwrap();
+    let broken = tmp.path().join("pasted_broken.glsl");
+    std::fs::write(
+        &broken,
+        text.replace("field + 0.3 * t", "field + 0.3 * undeclaredThing"),
+    )
+    .unwrap();
+    let line = text
+        .lines()
+        .position(|l| l.contains("field + 0.3 * t"))
+        .unwrap()
+        + 1;
+    let e = fails(&capture(&broken, &tmp.path().join("b"), &[]), 1);
+    assert!(
+        e.contains(&format!(
+            "pasted_broken.glsl: does not compile: line {line}:"
+        )) && e.contains("undeclaredThing"),
+        "{e}"
+    );
+}
+
+#[test]
+fn distill_passes_the_semantics_on() {
+    if !gpu() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let hot = example("hot_tab.glsl");
+    let run = |out: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "distill",
+            hot.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--steps",
+            "5",
+            "--size",
+            "32x18",
+            "--train-frames",
+            "2",
+            "--validation-frames",
+            "2",
+            "--pixels-per-frame",
+            "64",
+            "--backend",
+            "cpu",
+            "--batch",
+            "256",
+        ];
+        args.extend_from_slice(extra);
+        nshade(&args)
+    };
+    // The tab's NaN edge: accepted by default (display), refused under --strict.
+    let out = tmp.path().join("display");
+    ok(&run(&out, &[]));
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["capture_semantics"], "display");
+    let m = manifest(&out.join("dataset"));
+    assert!(m["display"]["train"]["nan"].as_u64().unwrap() > 0, "{m}");
+    let e = fails(&run(&tmp.path().join("strict"), &["--strict"]), 1);
+    assert!(e.contains("NaN/Inf at parameter -1"), "{e}");
+    assert!(!tmp.path().join("strict").exists());
 }

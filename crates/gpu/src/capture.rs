@@ -6,8 +6,10 @@
 //!   at `(f + 0.381966) / n`, so validation uses parameter slices that training never saw;
 //! * `t = fraction·2 − 1` is stored in the rows and `parameter = start + fraction·(end − start)`
 //!   is what the shader sees (all f32 arithmetic, in the Kotlin's order);
-//! * each frame is rendered into an RGBA32F target and read back; every value must be finite
-//!   and every alpha within 0.001 of 1;
+//! * each frame is rendered into an RGBA32F target and read back; under the seed's strict
+//!   semantics every value must be finite and every alpha within 0.001 of 1, under display
+//!   semantics ([`OutputSemantics::Display`], what ShaderToy shows) alpha is ignored and
+//!   colours become what a UNORM display target stores (NaN → 0, clamped to [0, 1]);
 //! * `pixels_per_frame` pixels are drawn per frame from one `java.util.Random(seed)` shared by
 //!   all frames of both splits (training first), `x = nextInt(width)` before
 //!   `y = nextInt(height)`, so the same seed picks the same pixels as the Kotlin code;
@@ -15,8 +17,9 @@
 //!   is the top).
 //!
 //! Sources ([`SourceKind`]): WGSL with a documented entry point and uniform block, and
-//! ShaderToy-style GLSL (`mainImage`) wrapped into a GLSL 450 fragment shader and compiled
-//! with naga's GLSL front end. `docs/capture.md` documents both interfaces.
+//! ShaderToy-style GLSL (`mainImage`) wrapped into a GLSL 450 fragment shader with every
+//! ShaderToy input ([`shadertoy`]) and compiled with naga's GLSL front end.
+//! `docs/capture.md` documents both interfaces.
 //!
 //! [`ShaderRenderer`] is usable on its own: it renders one frame at a parameter into an RGB
 //! image ([`ShaderRenderer::render_rgb`]) and times frames with timestamp queries
@@ -45,37 +48,45 @@ fn vs_main(@builtin(vertex_index) i: u32) -> @builtin(position) vec4<f32> {
 }
 ";
 
-/// Lines placed before a ShaderToy `mainImage` source (see `docs/capture.md`).
-pub const SHADERTOY_PRELUDE: &str = "#version 450
-// nshade capture: ShaderToy wrapper (the user's source follows the marker line).
-layout(set = 0, binding = 0, std140) uniform NshadeShaderToyInputs {
-    vec3 iResolution;   // (width, height, 1)
-    float iTime;        // the capture parameter
-    float iTimeDelta;   // 0
-    float iFrameRate;   // 0
-    int iFrame;         // 0
-    float nshade_pad0;
-    vec4 iMouse;        // 0
-    vec4 iDate;         // 0
-};
-layout(location = 0) out vec4 nshade_frag_color;
-// ---- user source ----
-";
+pub mod shadertoy;
 
-/// Lines placed after a ShaderToy source: ShaderToy's `fragCoord` has its origin at the
-/// bottom-left with y up, the render target's at the top-left with y down.
-pub const SHADERTOY_EPILOGUE: &str = "
-// ---- end of user source ----
-void main() {
-    vec4 nshade_color = vec4(0.0, 0.0, 0.0, 1.0);
-    mainImage(nshade_color, vec2(gl_FragCoord.x, iResolution.y - gl_FragCoord.y));
-    nshade_frag_color = nshade_color;
+pub use shadertoy::{DisplayStats, EPILOGUE as SHADERTOY_EPILOGUE, PRELUDE as SHADERTOY_PRELUDE};
+
+/// Size in bytes of the uniform buffer bound at group 0, binding 0: the ShaderToy block
+/// (208 bytes) fits; the WGSL `Params` block uses its first 16 bytes.
+const UNIFORM_BYTES: u64 = 256;
+
+/// The largest uniform block a WGSL source may declare at group 0, binding 0.
+const WGSL_UNIFORM_LIMIT: u64 = 64;
+
+/// What the training target is: the seed's contract or what ShaderToy shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputSemantics {
+    /// The seed's contract (`--strict`): every value finite, alpha within 0.001 of 1,
+    /// colours kept as rendered (HDR, unclamped). The default for WGSL.
+    Strict,
+    /// What a ShaderToy canvas shows (`--display`): alpha ignored, NaN → 0, +Inf → 1,
+    /// −Inf → 0, every value clamped to [0, 1]; replaced values are counted, and a frame
+    /// with more than half its pixels non-finite is refused. The default for GLSL tabs.
+    Display,
 }
-";
 
-/// Size in bytes of the uniform buffer bound at group 0, binding 0 (the ShaderToy block; the
-/// WGSL `Params` block uses its first 16 bytes).
-const UNIFORM_BYTES: u64 = 64;
+impl OutputSemantics {
+    /// `.wgsl` → strict, ShaderToy GLSL → display.
+    pub fn default_for(kind: SourceKind) -> OutputSemantics {
+        match kind {
+            SourceKind::Wgsl => OutputSemantics::Strict,
+            SourceKind::ShaderToyGlsl => OutputSemantics::Display,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            OutputSemantics::Strict => "strict",
+            OutputSemantics::Display => "display",
+        }
+    }
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
@@ -109,6 +120,16 @@ pub enum CaptureError {
         x: u32,
         y: u32,
         alpha: f32,
+    },
+    #[error(
+        "the shader produced NaN/Inf in {pixels} of {total} pixels at parameter {parameter} ({split} frame {frame}); display capture refuses a frame when more than half its pixels are NaN/Inf"
+    )]
+    MostlyInvalid {
+        parameter: f32,
+        split: &'static str,
+        frame: u32,
+        pixels: u64,
+        total: u64,
     },
     #[error("GPU: {0}")]
     Gpu(String),
@@ -200,12 +221,24 @@ impl ShaderSource {
         })
     }
 
-    /// The complete GLSL 450 fragment shader compiled for a ShaderToy source.
+    /// The complete GLSL 450 fragment shader compiled for a ShaderToy source: the prelude,
+    /// the user's source with what the wrapper provides blanked out
+    /// ([`shadertoy::prepare`]: same length, same lines), and the epilogue.
     pub fn wrapped_glsl(&self) -> Result<String, CaptureError> {
         Ok(format!(
             "{SHADERTOY_PRELUDE}{}{SHADERTOY_EPILOGUE}",
-            self.text()?
+            shadertoy::prepare(self.text()?).text
         ))
+    }
+
+    /// For a ShaderToy source, what the wrapper blanked out of it (its own `main()`,
+    /// `#version`, declarations of ShaderToy inputs, `out` qualifiers of globals), one
+    /// phrase each; empty for WGSL or when nothing was.
+    pub fn adaptations(&self) -> Vec<String> {
+        match (self.kind, self.text()) {
+            (SourceKind::ShaderToyGlsl, Ok(t)) => shadertoy::prepare(t).removed,
+            _ => Vec::new(),
+        }
     }
 
     /// Parses and validates the fragment shader with naga; returns the module and the
@@ -311,9 +344,13 @@ impl ShaderSource {
                 )));
             }
             let size = module.types[g.ty].inner.size(module.to_ctx());
-            if size as u64 > UNIFORM_BYTES {
+            let limit = match self.kind {
+                SourceKind::Wgsl => WGSL_UNIFORM_LIMIT,
+                SourceKind::ShaderToyGlsl => shadertoy::BLOCK_BYTES as u64,
+            };
+            if size as u64 > limit {
                 return Err(err(format!(
-                    "{name} at @group(0) @binding(0) is {size} bytes; capture provides {UNIFORM_BYTES} (Params: resolution, parameter; docs/capture.md)"
+                    "{name} at @group(0) @binding(0) is {size} bytes; capture provides {limit} (Params: resolution, parameter; docs/capture.md)"
                 )));
             }
         }
@@ -455,6 +492,9 @@ pub struct CaptureSettings {
     pub pixels_per_frame: u32,
     pub seed: i64,
     pub fixed_state: String,
+    /// Strict or display semantics; `None`: the default for the source's kind
+    /// ([`OutputSemantics::default_for`]).
+    pub semantics: Option<OutputSemantics>,
 }
 
 impl Default for CaptureSettings {
@@ -469,6 +509,7 @@ impl Default for CaptureSettings {
             pixels_per_frame: 2048,
             seed: 4090,
             fixed_state: "Fixed shader source and resolution; only the parameter varies".into(),
+            semantics: None,
         }
     }
 }
@@ -786,12 +827,10 @@ impl<'a> ShaderRenderer<'a> {
                 put(&mut bytes, 4, h);
                 put(&mut bytes, 8, parameter);
             }
-            // iResolution (vec3) at 0, iTime at 12; the rest stays 0.
+            // The std140 block of the wrapper (shadertoy::PRELUDE).
             SourceKind::ShaderToyGlsl => {
-                put(&mut bytes, 0, w);
-                put(&mut bytes, 4, h);
-                put(&mut bytes, 8, 1.0);
-                put(&mut bytes, 12, parameter);
+                let block = shadertoy::Inputs::new(self.width, self.height, parameter).to_bytes();
+                bytes[..block.len()].copy_from_slice(&block);
             }
         }
         self.ctx.queue.write_buffer(&self.uniform, 0, &bytes);
@@ -883,6 +922,37 @@ impl<'a> ShaderRenderer<'a> {
             out
         })?;
         Ok(image)
+    }
+
+    /// The source kind this renderer was built from.
+    pub fn kind(&self) -> SourceKind {
+        self.kind
+    }
+
+    /// Renders at `parameter` and returns the training target's RGB values under
+    /// `semantics` (strict: as rendered; display: as [`shadertoy::apply_display`] shows
+    /// them), with what display semantics replaced.
+    pub fn render_target(
+        &self,
+        parameter: f32,
+        semantics: OutputSemantics,
+    ) -> Result<(RgbImage, DisplayStats), CaptureError> {
+        let mut rgba = self.render_rgba(parameter)?;
+        let stats = match semantics {
+            OutputSemantics::Strict => DisplayStats::default(),
+            OutputSemantics::Display => shadertoy::apply_display(&mut rgba).0,
+        };
+        Ok((
+            RgbImage {
+                width: self.width,
+                height: self.height,
+                data: rgba
+                    .chunks_exact(4)
+                    .flat_map(|p| [p[0], p[1], p[2]])
+                    .collect(),
+            },
+            stats,
+        ))
     }
 
     /// Renders at `parameter` and returns the RGB values (alpha dropped).
@@ -1028,12 +1098,18 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {{
 }
 
 /// The rows and parameters of both splits, as the Kotlin produces them.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct CapturedRows {
     pub train: Vec<f32>,
     pub train_parameters: Vec<f32>,
     pub validation: Vec<f32>,
     pub validation_parameters: Vec<f32>,
+    /// The semantics the frames were checked or converted with.
+    pub semantics: OutputSemantics,
+    /// Display semantics: what was replaced or clamped in every rendered frame of each
+    /// split (all pixels, not only the sampled ones); zero under strict semantics.
+    pub train_display: DisplayStats,
+    pub validation_display: DisplayStats,
 }
 
 /// Appends one frame's rows: `pixels` draws of `x = nextInt(w)`, `y = nextInt(h)` from
@@ -1100,6 +1176,28 @@ fn check_frame(
     Ok(())
 }
 
+/// Display semantics for one frame, in place; refuses a frame whose pixels are mostly
+/// (more than half) NaN/Inf.
+fn display_frame(
+    rgba: &mut [f32],
+    parameter: f32,
+    split: &'static str,
+    frame: u32,
+) -> Result<DisplayStats, CaptureError> {
+    let (stats, bad) = shadertoy::apply_display(rgba);
+    let total = (rgba.len() / 4) as u64;
+    if bad * 2 > total {
+        return Err(CaptureError::MostlyInvalid {
+            parameter,
+            split,
+            frame,
+            pixels: bad,
+            total,
+        });
+    }
+    Ok(stats)
+}
+
 /// Renders every frame of both splits and draws the rows (nothing is written).
 /// `progress(split, frame, count)` is called before each frame.
 pub fn capture_rows(
@@ -1114,8 +1212,19 @@ pub fn capture_rows(
             renderer.width, renderer.height, settings.width, settings.height
         )));
     }
+    let semantics = settings
+        .semantics
+        .unwrap_or(OutputSemantics::default_for(renderer.kind));
     let mut random = JavaRandom::new(settings.seed);
-    let mut out = CapturedRows::default();
+    let mut out = CapturedRows {
+        train: Vec::new(),
+        train_parameters: Vec::new(),
+        validation: Vec::new(),
+        validation_parameters: Vec::new(),
+        semantics,
+        train_display: DisplayStats::default(),
+        validation_display: DisplayStats::default(),
+    };
     for (split, count) in [
         ("train", settings.training_frames),
         ("validation", settings.validation_frames),
@@ -1123,12 +1232,20 @@ pub fn capture_rows(
         let training = split == "train";
         let mut rows = Vec::with_capacity(count as usize * settings.pixels_per_frame as usize * 6);
         let mut parameters = Vec::with_capacity(count as usize);
+        let mut display = DisplayStats::default();
         for frame in 0..count {
             progress(split, frame, count)?;
             let pos = frame_position(training, frame, count, settings.parameter_range);
             parameters.push(pos.parameter);
-            let rgba = renderer.render_rgba(pos.parameter)?;
-            check_frame(&rgba, settings.width, pos.parameter, split, frame)?;
+            let mut rgba = renderer.render_rgba(pos.parameter)?;
+            match semantics {
+                OutputSemantics::Strict => {
+                    check_frame(&rgba, settings.width, pos.parameter, split, frame)?
+                }
+                OutputSemantics::Display => {
+                    display.add(&display_frame(&mut rgba, pos.parameter, split, frame)?)
+                }
+            }
             sample_frame(
                 &mut random,
                 &rgba,
@@ -1142,9 +1259,11 @@ pub fn capture_rows(
         if training {
             out.train = rows;
             out.train_parameters = parameters;
+            out.train_display = display;
         } else {
             out.validation = rows;
             out.validation_parameters = parameters;
+            out.validation_display = display;
         }
     }
     Ok(out)
@@ -1159,6 +1278,10 @@ pub struct CaptureSummary {
     pub validation_rows: usize,
     /// Files written beside the row files and `dataset.json`.
     pub source_files: Vec<String>,
+    pub semantics: OutputSemantics,
+    /// Display semantics: what was replaced or clamped per split (see [`CapturedRows`]).
+    pub train_display: DisplayStats,
+    pub validation_display: DisplayStats,
 }
 
 /// Fails early, before any rendering, when `dir` exists and is not an empty directory.
@@ -1211,26 +1334,100 @@ pub fn capture(
         parameter_range: settings.parameter_range,
         seed: settings.seed,
     };
-    write_dataset(
-        dir,
-        &meta,
-        SplitData {
-            rows: &rows.train,
-            parameters: &rows.train_parameters,
-        },
-        SplitData {
-            rows: &rows.validation,
-            parameters: &rows.validation_parameters,
-        },
-        &files,
-    )?;
+    let write = |to: &Path| {
+        write_dataset(
+            to,
+            &meta,
+            SplitData {
+                rows: &rows.train,
+                parameters: &rows.train_parameters,
+            },
+            SplitData {
+                rows: &rows.validation,
+                parameters: &rows.validation_parameters,
+            },
+            &files,
+        )
+    };
+    match rows.semantics {
+        // The seed's path: exactly the seed-002 manifest.
+        OutputSemantics::Strict => write(dir)?,
+        // The manifest also records the display semantics and what they replaced: the
+        // dataset is built in a temporary sibling, its manifest extended, and the whole
+        // directory renamed into place.
+        OutputSemantics::Display => {
+            let staging = nshade_core::fsutil::temp_sibling(dir);
+            let result = (|| {
+                write(&staging)?;
+                extend_manifest(&staging, &rows)?;
+                if dir.exists() {
+                    std::fs::remove_dir(dir).map_err(|e| write_error(dir, e))?;
+                }
+                std::fs::rename(&staging, dir).map_err(|e| write_error(dir, e))
+            })();
+            if result.is_err() {
+                let _ = std::fs::remove_dir_all(&staging);
+            }
+            result?;
+        }
+    }
     Ok(CaptureSummary {
         source_kind: source.kind,
         digest: meta.source_digest,
         train_rows: rows.train.len() / 6,
         validation_rows: rows.validation.len() / 6,
         source_files: files.into_iter().map(|(n, _)| n).collect(),
+        semantics: rows.semantics,
+        train_display: rows.train_display,
+        validation_display: rows.validation_display,
     })
+}
+
+fn write_error(path: &Path, e: std::io::Error) -> CaptureError {
+    CaptureError::Dataset(DatasetError::Write {
+        path: path.display().to_string(),
+        cause: e,
+    })
+}
+
+/// The manifest's `color` under display semantics.
+pub const DISPLAY_COLOR: &str =
+    "RGB as a display shows it: clamped to [0,1], NaN -> 0, +Inf -> 1, -Inf -> 0; alpha ignored";
+
+/// Display semantics in `dir/dataset.json`: `color` says what the values are, and the extra
+/// field `display` records the rules and, per split, the counts of every rendered frame
+/// (seed-002 readers ignore fields they do not know).
+fn extend_manifest(dir: &Path, rows: &CapturedRows) -> Result<(), CaptureError> {
+    let path = dir.join("dataset.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| CaptureError::Read {
+        path: path.display().to_string(),
+        source: e,
+    })?;
+    let mut manifest: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| DatasetError::Invalid {
+            path: path.display().to_string(),
+            message: format!("not valid JSON: {e}"),
+        })?;
+    let counts = |s: &DisplayStats| {
+        serde_json::json!({
+            "values": s.values,
+            "replaced": s.replaced(),
+            "nan": s.nan,
+            "posInf": s.pos_inf,
+            "negInf": s.neg_inf,
+            "clamped": s.clamped,
+        })
+    };
+    manifest["color"] = DISPLAY_COLOR.into();
+    manifest["display"] = serde_json::json!({
+        "semantics": "shadertoy-display",
+        "rules": "alpha ignored; NaN -> 0; +Inf -> 1; -Inf -> 0; then clamped to [0,1]; a frame with more than half its pixels NaN/Inf is refused",
+        "counted": "RGB values of every pixel of every rendered frame of the split",
+        "train": counts(&rows.train_display),
+        "validation": counts(&rows.validation_display),
+    });
+    let text = serde_json::to_string_pretty(&manifest).expect("manifest serialises") + "\n";
+    std::fs::write(&path, text).map_err(|e| write_error(&path, e))
 }
 
 #[cfg(test)]
@@ -1649,6 +1846,10 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
 }
 ";
         let glass = "void mainImage(out vec4 c, in vec2 p) { c = vec4(1.0, 1.0, 1.0, 0.99); }";
+        let strict = CaptureSettings {
+            semantics: Some(OutputSemantics::Strict),
+            ..small()
+        };
         for (src, want) in [
             (
                 ShaderSource::new(SourceKind::Wgsl, "nan", nan),
@@ -1660,7 +1861,7 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
             ),
         ] {
             let dir = tmp.path().join(&src.name);
-            let e = capture(&ctx, &src, &small(), &dir, &mut |_, _, _| Ok(()))
+            let e = capture(&ctx, &src, &strict, &dir, &mut |_, _, _| Ok(()))
                 .unwrap_err()
                 .to_string();
             assert!(e.contains(want), "{e:?} should contain {want:?}");
@@ -1687,5 +1888,252 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
             e.starts_with("w: rejected by wgpu") && !e.contains('\n'),
             "{e}"
         );
+    }
+
+    fn glsl(name: &str, text: &str) -> ShaderSource {
+        ShaderSource::new(SourceKind::ShaderToyGlsl, name, text)
+    }
+
+    fn capture_rows_of(
+        ctx: &GpuContext,
+        src: &ShaderSource,
+        s: &CaptureSettings,
+    ) -> Result<CapturedRows, CaptureError> {
+        let r = ShaderRenderer::new(ctx, src, s.width, s.height)?;
+        capture_rows(&r, s, &mut |_, _, _| Ok(()))
+    }
+
+    #[test]
+    fn display_semantics_ignore_alpha_and_clamp() {
+        let Some(ctx) = context_or_skip() else { return };
+        // A transparent tab is accepted and its RGB captured as written.
+        let clear = glsl(
+            "clear",
+            "void mainImage(out vec4 c, in vec2 p) { c = vec4(0.2, 0.4, 0.6, 0.0); }",
+        );
+        let rows = capture_rows_of(&ctx, &clear, &small()).unwrap();
+        assert_eq!(rows.semantics, OutputSemantics::Display);
+        for r in rows
+            .train
+            .chunks_exact(6)
+            .chain(rows.validation.chunks_exact(6))
+        {
+            assert_eq!(r[3..], [0.2, 0.4, 0.6]);
+        }
+        assert_eq!(
+            rows.train_display.replaced() + rows.train_display.clamped,
+            0
+        );
+        assert_eq!(rows.train_display.values, 3 * 16 * 8 * 3);
+        // The same tab under --strict is refused.
+        let strict = CaptureSettings {
+            semantics: Some(OutputSemantics::Strict),
+            ..small()
+        };
+        let e = capture_rows_of(&ctx, &clear, &strict)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not opaque"), "{e}");
+        // Out-of-range colours are clamped: 25718 -> 1, negative -> 0.
+        let hot = glsl(
+            "hot",
+            "void mainImage(out vec4 c, in vec2 p) { c = vec4(25718.0, -3.0, 0.5, 1.0); }",
+        );
+        let rows = capture_rows_of(&ctx, &hot, &small()).unwrap();
+        for r in rows.train.chunks_exact(6) {
+            assert_eq!(r[3..], [1.0, 0.0, 0.5]);
+        }
+        let px = 16 * 8;
+        assert_eq!(rows.train_display.clamped, 3 * px * 2);
+        assert_eq!(rows.validation_display.clamped, 2 * px * 2);
+        // Under strict semantics the HDR value is kept.
+        let rows = capture_rows_of(&ctx, &hot, &strict).unwrap();
+        assert_eq!(rows.train[3..6], [25718.0, -3.0, 0.5]);
+        // A WGSL source takes display semantics when asked (glow-like HDR is clamped).
+        let display = CaptureSettings {
+            semantics: Some(OutputSemantics::Display),
+            ..small()
+        };
+        let wgsl = ShaderSource::new(SourceKind::Wgsl, "o", ORIENT_WGSL);
+        let rows = capture_rows_of(&ctx, &wgsl, &display).unwrap();
+        assert!(
+            rows.train
+                .chunks_exact(6)
+                .all(|r| r[3] <= 1.0 && r[4] <= 1.0)
+        );
+        assert!(rows.train_display.clamped > 0);
+    }
+
+    /// NaN in r for the first 3 columns, +Inf in g for the top 2 rows, -Inf in b for the
+    /// last 2 columns, r = 2 (clamped) elsewhere, on a 16x8 target.
+    const INVALID_GLSL: &str = "#define NAN uintBitsToFloat(0x7fc00000u)
+#define INF uintBitsToFloat(0x7f800000u)
+void mainImage(out vec4 c, in vec2 p) {
+    c = vec4(2.0, 0.25, 0.75, 1.0);
+    if (p.x < 3.0) c.r = NAN;
+    if (p.y > iResolution.y - 2.0) c.g = INF;
+    if (p.x > iResolution.x - 2.0) c.b = -INF;
+}
+";
+
+    #[test]
+    fn display_semantics_count_nan_and_inf() {
+        let Some(ctx) = context_or_skip() else { return };
+        let rows = capture_rows_of(&ctx, &glsl("invalid", INVALID_GLSL), &small()).unwrap();
+        // Per frame: 3 columns x 8 rows NaN, 2 rows x 16 columns +Inf, 2 columns x 8 rows
+        // -Inf; r = 2 clamped in the 13 other columns.
+        let per = DisplayStats {
+            values: 16 * 8 * 3,
+            nan: 24,
+            pos_inf: 32,
+            neg_inf: 16,
+            clamped: 13 * 8,
+        };
+        let times = |n: u64| DisplayStats {
+            values: per.values * n,
+            nan: per.nan * n,
+            pos_inf: per.pos_inf * n,
+            neg_inf: per.neg_inf * n,
+            clamped: per.clamped * n,
+        };
+        assert_eq!(rows.train_display, times(3));
+        assert_eq!(rows.validation_display, times(2));
+        assert_eq!(rows.train_display.replaced(), 3 * 72);
+        let mut random = JavaRandom::new(4090);
+        for r in rows
+            .train
+            .chunks_exact(6)
+            .chain(rows.validation.chunks_exact(6))
+        {
+            let x = random.next_int_bounded(16);
+            let y = random.next_int_bounded(8);
+            let want = [
+                if x < 3 { 0.0 } else { 1.0 },
+                if y < 2 { 1.0 } else { 0.25 },
+                if x >= 14 { 0.0 } else { 0.75 },
+            ];
+            assert_eq!(r[3..], want, "pixel {x},{y}");
+        }
+        // The seed's contract refuses it, naming the first bad value.
+        let strict = CaptureSettings {
+            semantics: Some(OutputSemantics::Strict),
+            ..small()
+        };
+        let e = capture_rows_of(&ctx, &glsl("invalid", INVALID_GLSL), &strict)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("NaN/Inf at parameter -1 (train frame 0, pixel x=0 y=0, channel r)"),
+            "{e}"
+        );
+        // Exactly half the pixels NaN is accepted; more than half is refused, in one line.
+        let half = "void mainImage(out vec4 c, in vec2 p) { c = vec4(p.x < 8.0 ? uintBitsToFloat(0x7fc00000u) : 0.5); }";
+        let rows = capture_rows_of(&ctx, &glsl("half", half), &small()).unwrap();
+        assert_eq!(rows.train_display.nan, 3 * 64 * 3);
+        let all = "void mainImage(out vec4 c, in vec2 p) { c = vec4(p.x < 9.0 || iTime > 0.5 ? sqrt(-1.0 - iTime * iTime) : 0.5); }";
+        let e = capture_rows_of(&ctx, &glsl("all", all), &small())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "the shader produced NaN/Inf in 72 of 128 pixels at parameter -1 (train frame 0); display capture refuses a frame when more than half its pixels are NaN/Inf"
+        );
+    }
+
+    /// Writes ShaderToy input `k` (the pixel's column) into the colour.
+    const INPUTS_GLSL: &str = "void mainImage(out vec4 c, in vec2 p) {
+    int k = int(p.x);
+    vec3 v = vec3(-7.0);
+    if (k == 0) v = iResolution;
+    if (k == 1) v = vec3(iTime, iTimeDelta, iFrameRate);
+    if (k == 2) v = vec3(float(iFrame), iSampleRate, iGlobalTime);
+    if (k == 3) v = iMouse.xyz;
+    if (k == 4) v = vec3(iMouse.w, iDate.xy);
+    if (k == 5) v = iDate.zww;
+    if (k == 6) v = vec3(iChannelTime[0], iChannelTime[1], iChannelTime[2]);
+    if (k == 7) v = vec3(iChannelTime[3], float(HW_PERFORMANCE), 0.0);
+    if (k >= 8 && k < 12) v = iChannelResolution[k - 8];
+#if HW_PERFORMANCE == 0
+    if (k == 12) v = vec3(0.0);
+#else
+    if (k == 12) v = vec3(1.0);
+#endif
+    c = vec4(v, 1.0);
+}
+";
+
+    #[test]
+    fn shadertoy_inputs_have_the_documented_values() {
+        let Some(ctx) = context_or_skip() else { return };
+        let r = ShaderRenderer::new(&ctx, &glsl("inputs", INPUTS_GLSL), 13, 2).unwrap();
+        for (t, frame) in [(0.7f32, 42.0f32), (-1.25, -75.0), (0.0125, 1.0)] {
+            let img = r.render_rgb(t).unwrap();
+            // The values docs/capture.md lists, written out here.
+            let want: [[f32; 3]; 13] = [
+                [13.0, 2.0, 1.0],
+                [t, 1.0 / 60.0, 60.0],
+                [frame, 44100.0, t],
+                [0.0; 3],
+                [0.0, 2000.0, 0.0],
+                [1.0, 43200.0 + t, 43200.0 + t],
+                [0.0; 3],
+                [0.0, 1.0, 0.0],
+                [0.0; 3],
+                [0.0; 3],
+                [0.0; 3],
+                [0.0; 3],
+                [1.0; 3],
+            ];
+            for y in 0..2 {
+                for (k, w) in want.iter().enumerate() {
+                    assert_eq!(
+                        img.data[(y * 13 + k) * 3..][..3],
+                        *w,
+                        "input {k} at iTime {t}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pasted_tabs_with_their_own_main_and_version() {
+        let Some(ctx) = context_or_skip() else { return };
+        let tab = "#version 300 es
+precision highp float;
+uniform vec3 iResolution;
+uniform float iGlobalTime;
+out vec4 outColor;
+
+void mainImage(out vec4 fragColor, in vec2 fragCoord) {
+    fragColor = vec4(fragCoord / iResolution.xy, iGlobalTime, 1.0);
+}
+
+void main() {
+    mainImage(outColor, gl_FragCoord.xy);
+    outColor.a = 1.0;
+}
+";
+        let src = glsl("own_main", tab);
+        assert_eq!(
+            src.adaptations(),
+            [
+                "#version (line 1)",
+                "its declaration of iResolution (line 3)",
+                "its declaration of iGlobalTime (line 4)",
+                "the out qualifier of a global (line 5)",
+                "its own main() (line 11)"
+            ]
+        );
+        let r = ShaderRenderer::new(&ctx, &src, 4, 2).unwrap();
+        let img = r.render_rgb(0.5).unwrap();
+        // ShaderToy orientation (y up) and iGlobalTime = iTime.
+        assert_eq!(img.data[..3], [0.125, 0.75, 0.5]);
+        assert_eq!(img.data[(4 + 3) * 3..][..3], [0.875, 0.25, 0.5]);
+        // Errors still name the line in the user's file.
+        let broken = tab.replace("iGlobalTime, 1.0", "iGlobalTime, nope");
+        let e = compile_err(SourceKind::ShaderToyGlsl, &broken);
+        assert!(e.starts_with("test: does not compile: line 8:"), "{e}");
+        assert!(e.contains("nope"), "{e}");
     }
 }
