@@ -8,6 +8,7 @@
 #   tools/gpu_check.sh f32 coop        # some paths
 #   GPU_CHECK_STRICT=1 tools/gpu_check.sh   # CI=true: any skip (missing tool, path) fails
 #   GPU_CHECK_LOG=FILE tools/gpu_check.sh   # also append the summary to FILE
+#   GPU_CHECK_FILTER=gradients tools/gpu_check.sh   # only tests whose name contains it
 #
 # Suites per path (their kernels depend on the path): train, f16_train, grid_train,
 # loss_scale, kernels_validate. Once (inference and building blocks, path-independent):
@@ -71,7 +72,7 @@ run_suites() {
     start=$(date +%s)
     for s in "$@"; do
         echo "gpu-check: $label: $s ..." >&2
-        "${bin[$s]}" --test-threads 1 >"$logs/$label-$s.log" 2>&1
+        "${bin[$s]}" --test-threads 1 ${GPU_CHECK_FILTER:+"$GPU_CHECK_FILTER"} >"$logs/$label-$s.log" 2>&1
         rc=$?
         passed=$(sed -n 's/^test result: .* \([0-9]*\) passed.*/\1/p' "$logs/$label-$s.log" | head -1)
         skipped=$(grep -c '^\*\*\* SKIPPED' "$logs/$label-$s.log")
@@ -104,7 +105,7 @@ NSHADE_GPU_PATH= run_suites common "${once[@]}"
     echo "== nshade gpu check $(date -u +%Y-%m-%dT%H:%M:%SZ) =="
     echo "commit   $commit ($branch)"
     echo "adapter  $adapter"
-    echo "paths    supported:${supported% }"
+    echo "paths    supported:${supported% }${GPU_CHECK_FILTER:+ (tests filtered by '$GPU_CHECK_FILTER')}"
     printf '%s\n' "${summary[@]}"
 } | tee -a "${GPU_CHECK_LOG:-/dev/null}"
 exit $failed

@@ -75,8 +75,10 @@ fn wgsl_f16_is_close_to_cpu() {
         let cpu = model.eval(&x);
         let ev = ShaderEvaluator::new(&ctx, &model, Precision::F16).unwrap();
         let gpu = ev.eval(&ctx, &x).unwrap();
-        // Half precision: ~3 decimal digits per operation, through a few layers.
-        let e = assert_close(&format!("{name} f16"), &gpu, &cpu, 0.05);
+        // Half precision: ~3 decimal digits per operation, through a few layers. Measured
+        // on lavapipe (3000 rows per model): at most 4.2e-3 (cat_tri; 2e-4..3e-3 for the
+        // others), so 1e-2 is 2.4x the largest error seen.
+        let e = assert_close(&format!("{name} f16"), &gpu, &cpu, 1e-2);
         eprintln!("{name} f16: max relative error {e:.2e}");
         worst = worst.max(e);
     }

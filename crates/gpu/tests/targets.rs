@@ -23,9 +23,13 @@
 //! and t sweep are checked numerically.
 //!
 //! MSL cannot be compiled here (no Metal compiler): naga translates it from WGSL that
-//! it validated first; the test checks that the text is complete (the function with its
+//! it validated first. One test checks that the text is complete (the function with its
 //! documented signature, the parameter argument in buffer mode, the entry points,
-//! balanced brackets) for every model and option.
+//! balanced brackets) for every model and option; another runs it: MSL is C++14 with
+//! address-space qualifiers, so the f32 function compiles as C++ (g++, with a stub of
+//! the few `metal::` types and functions it uses and `-fsingle-precision-constant`, as
+//! Metal's unsuffixed literals are float) and runs on the CPU against `Model::eval`
+//! with the same bound, baked and buffer weights.
 //!
 //! Measured on lavapipe (Mesa 22.3, 2 cores): the largest relative error of every target
 //! is printed by each test (`--nocapture`); see the constants below.
@@ -683,4 +687,178 @@ fn msl_text_is_complete() {
         }
     }
     assert!(count >= 40);
+}
+
+/// The few `metal::` names naga's MSL for `nshade_eval` uses, for compiling it as C++.
+const METAL_STUB: &str = r#"#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+#define device
+#define constant const
+#define thread
+namespace metal {
+using uint = std::uint32_t;
+struct float2 { float x, y; float2(float a, float b) : x(a), y(b) {} };
+struct float3 { float x, y, z; float3(float a, float b, float c) : x(a), y(b), z(c) {} };
+struct float4 { float x, y, z, w; float4(float a, float b, float c, float d) : x(a), y(b), z(c), w(d) {} };
+inline float sin(float x) { return std::sin(x); }
+inline float cos(float x) { return std::cos(x); }
+inline float exp(float x) { return std::exp(x); }
+inline float log(float x) { return std::log(x); }
+inline float tanh(float x) { return std::tanh(x); }
+inline float floor(float x) { return std::floor(x); }
+inline float abs(float x) { return std::fabs(x); }
+inline float max(float a, float b) { return std::fmax(a, b); }
+inline float min(float a, float b) { return std::fmin(a, b); }
+inline uint max(uint a, uint b) { return a > b ? a : b; }
+inline uint min(uint a, uint b) { return a < b ? a : b; }
+inline float clamp(float x, float a, float b) { return std::fmin(std::fmax(x, a), b); }
+inline uint clamp(uint x, uint a, uint b) { return min(max(x, a), b); }
+}
+// naga's loop bounding (buffer weights with loops)
+struct bool2 { bool x, y; };
+struct uint2 {
+    metal::uint x, y;
+    uint2(metal::uint a) : x(a), y(a) {}
+    uint2(metal::uint a, metal::uint b) : x(a), y(b) {}
+};
+inline bool2 operator==(uint2 a, uint2 b) { return {a.x == b.x, a.y == b.y}; }
+inline uint2& operator-=(uint2& a, uint2 b) { a.x -= b.x; a.y -= b.y; return a; }
+namespace metal {
+using ::uint2;
+inline bool all(bool2 b) { return b.x && b.y; }
+}
+static std::vector<float> read(const char* path) {
+    std::vector<float> v;
+    if (FILE* f = std::fopen(path, "rb")) {
+        float x;
+        while (std::fread(&x, 4, 1, f) == 1) v.push_back(x);
+        std::fclose(f);
+    }
+    return v;
+}
+"#;
+
+/// naga's MSL for `nshade_eval` (f32; baked, buffer and buffer with loops), compiled as
+/// C++ and run on the CPU (see the module doc).
+#[test]
+fn msl_runs_as_cpp_and_matches_cpu() {
+    let Some(_) = models::tool("g++", "g++") else {
+        return;
+    };
+    let dir = models::scratch("targets-msl");
+    let mut cpp = METAL_STUB.to_string();
+    let mut dispatch = String::new();
+    let mut cases = Vec::new();
+    for o in variants(Target::Msl) {
+        for (name, model) in models::all() {
+            let what = format!("{name} msl {}", mode(&o));
+            if !wanted(&what) {
+                continue;
+            }
+            let k = cases.len();
+            let (i, od) = (model.network.in_dims, model.network.out_dims);
+            let src = text(&model, &o);
+            let code: String = src
+                .lines()
+                .filter(|l| !l.starts_with("#include"))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            // buffer mode: `device type_N const& nshade_params` after the input
+            let params_type = code.split("device ").nth(1).map(|rest| {
+                let t = rest.split_whitespace().next().unwrap();
+                assert!(
+                    rest.starts_with(&format!("{t} const& nshade_params")),
+                    "{what}"
+                );
+                t.to_string()
+            });
+            assert_eq!(
+                params_type.is_some(),
+                o.weights == WeightMode::Buffer,
+                "{what}"
+            );
+            let arg = match i {
+                1 => "x[r]".to_string(),
+                _ => format!(
+                    "metal::float{i}({})",
+                    (0..i)
+                        .map(|c| format!("x[r * {i} + {c}]"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            let params = params_type.map_or(String::new(), |t| {
+                format!(", *reinterpret_cast<const c{k}::{t}*>(w.data())")
+            });
+            let stores: String = (0..od)
+                .map(|c| {
+                    let v = match od {
+                        1 => "v".to_string(),
+                        _ => format!("v.{}", ["x", "y", "z", "w"][c]),
+                    };
+                    format!("        y[r * {od} + {c}] = {v};\n")
+                })
+                .collect();
+            cpp += &format!(
+                "namespace c{k} {{\n{code}}}\nstatic void run{k}(const std::vector<float>& x, const std::vector<float>& w, std::vector<float>& y) {{\n    y.resize(x.size() / {i} * {od});\n    for (std::size_t r = 0; r < x.size() / {i}; ++r) {{\n        auto v = c{k}::nshade_eval({arg}{params});\n{}    }}\n}}\n",
+                stores
+            );
+            dispatch += &format!("    case {k}: run{k}(x, w, y); break;\n");
+            let x = models::random_inputs(&model, ROWS, 21);
+            let input = dir.join(format!("in{k}.f32"));
+            let weights = dir.join(format!("w{k}.f32"));
+            std::fs::write(&input, bytemuck::cast_slice::<f32, u8>(&x)).unwrap();
+            std::fs::write(&weights, bytemuck::cast_slice::<f32, u8>(&model.params)).unwrap();
+            cases.push((what, model.eval(&x), input, weights));
+        }
+    }
+    cpp += &format!(
+        "int main(int argc, char** argv) {{\n    if (argc != 5) return 2;\n    std::vector<float> x = read(argv[2]), w = read(argv[3]), y;\n    switch (std::atoi(argv[1])) {{\n{dispatch}    default: return 2;\n    }}\n    FILE* f = std::fopen(argv[4], \"wb\");\n    if (!f || std::fwrite(y.data(), 4, y.size(), f) != y.size()) return 1;\n    return std::fclose(f) == 0 ? 0 : 1;\n}}\n"
+    );
+    let t = std::time::Instant::now();
+    let source = dir.join("msl.cpp");
+    let exe = dir.join("msl");
+    std::fs::write(&source, &cpp).unwrap();
+    models::run_ok(
+        Command::new("g++")
+            .args(["-std=c++17", "-O1", "-fsingle-precision-constant", "-o"])
+            .arg(&exe)
+            .arg(&source),
+        &format!("g++ {}", source.display()),
+        "",
+    );
+    let mut worst = (0.0f32, String::new());
+    for (k, (what, want, input, weights)) in cases.iter().enumerate() {
+        let out = dir.join(format!("out{k}.f32"));
+        models::run_ok(
+            Command::new(&exe)
+                .arg(k.to_string())
+                .arg(input)
+                .arg(weights)
+                .arg(&out),
+            what,
+            "",
+        );
+        let got: Vec<f32> = std::fs::read(&out)
+            .unwrap()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        let e = common::assert_close(what, &got, want, TOL);
+        if e >= worst.0 {
+            worst = (e, what.clone());
+        }
+    }
+    eprintln!(
+        "msl (as C++): {} programs compiled and ran in {:.1} s; max relative error {:.2e} ({})",
+        cases.len(),
+        t.elapsed().as_secs_f64(),
+        worst.0,
+        worst.1
+    );
+    assert!(cases.len() >= 30 || std::env::var("NSHADE_TEST_FILTER").is_ok());
 }

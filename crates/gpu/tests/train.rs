@@ -4,7 +4,7 @@
 //! `sin`/`exp`, and may fuse multiply-adds):
 //! - one step's gradient, tensor by tensor (each weight matrix and bias vector against
 //!   its own largest CPU entry, see `common::assert_gradient_close`): max |g_gpu − g_cpu|
-//!   ≤ 2e-3 · max |g_cpu| over the tensor + 1e-6 · max |g_cpu| over all parameters, and
+//!   ≤ 1e-4 · max |g_cpu| over the tensor + 1e-6 · max |g_cpu| over all parameters, and
 //!   the loss within 1e-4 relative; NaN or ±∞ anywhere fails;
 //! - a 40-step run: the mean loss of the last steps within 5 % of the CPU's.
 //!
@@ -23,6 +23,13 @@ use nshade_core::train::{TrainConfig, Trainer};
 use nshade_gpu::train::GpuBackend;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The f32 paths' per-tensor gradient bound: max |Δg| ≤ F32_TOL · max |g_cpu| over each
+/// tensor. Measured on lavapipe: at most 1.0e-6 (every module kind, the separate-buffer
+/// and scalar-loop layouts) and 5.7e-7 (every loss, rows data); 1e-4 leaves room for
+/// other drivers' sin/exp and summation orders (the launch shape, and so the order of
+/// the partial sums, depends on the device).
+const F32_TOL: f32 = 1e-4;
 
 /// Gradients compared on the path `NSHADE_GPU_PATH` forces (counted so that a forced
 /// path that silently fell back to f32 is noticed).
@@ -186,7 +193,7 @@ fn gradients_match_cpu_for_every_module_kind() {
         "mlp(8x1, tanh, out=5) | pick(4, 0, 2)",
         "pick(0, 1, 1) | sh(0) | mlp(4x1, relu)",
     ] {
-        worst.push(compare_gradient(&backend, arch, tex.clone(), &c, 2e-3));
+        worst.push(compare_gradient(&backend, arch, tex.clone(), &c, F32_TOL));
     }
     // wider networks where the cooperative-matrix path runs (on the H200 with
     // NSHADE_GPU_PATH=coop; lavapipe has no cooperative matrices)
@@ -195,7 +202,7 @@ fn gradients_match_cpu_for_every_module_kind() {
             "freq(8) | mlp(64x4, relu)",
             "freq(4) | mlp(48x2, tanh, sigmoid)",
         ] {
-            worst.push(compare_gradient(&backend, arch, tex.clone(), &c, 2e-3));
+            worst.push(compare_gradient(&backend, arch, tex.clone(), &c, F32_TOL));
         }
     }
     // the separate-gradient-buffer layout on a few of them
@@ -205,7 +212,7 @@ fn gradients_match_cpu_for_every_module_kind() {
         "cat(identity, mlp(4x1, sine(2), out=5)) | mlp(6x1, leaky_relu(-0.2))",
         "mlp(5x1, sigmoid, out=3) | tri(2) | mlp(7x2, sine, none)",
     ] {
-        worst.push(compare_gradient(&separate, arch, tex.clone(), &c, 2e-3));
+        worst.push(compare_gradient(&separate, arch, tex.clone(), &c, F32_TOL));
     }
     // the scalar matrix loops (the fallback for chunks of fewer than 4 samples)
     let scalar = GpuBackend::with_context(backend.context().clone()).scalar_loops();
@@ -213,7 +220,7 @@ fn gradients_match_cpu_for_every_module_kind() {
         "freq(3) | mlp(32x3, leaky_relu, sigmoid)",
         "cat(identity, mlp(4x1, sine(2), out=5)) | mlp(6x1, leaky_relu(-0.2))",
     ] {
-        worst.push(compare_gradient(&scalar, arch, tex.clone(), &c, 2e-3));
+        worst.push(compare_gradient(&scalar, arch, tex.clone(), &c, F32_TOL));
     }
     report("every module kind", worst);
     check_forced_path();
@@ -244,7 +251,7 @@ fn gradients_match_cpu_for_every_loss_and_rows_data() {
             "freq(2) | mlp(8x2, relu)",
             tex.clone(),
             &cfg(200, loss),
-            2e-3,
+            F32_TOL,
         ));
     }
     // a seed-002 style dataset: x, y, t → r, g, b
@@ -265,7 +272,7 @@ fn gradients_match_cpu_for_every_loss_and_rows_data() {
         "freq(2) | mlp(16x2, leaky_relu)",
         rows.clone(),
         &cfg(333, Loss::L2),
-        2e-3,
+        F32_TOL,
     ));
     // per-dimension encodings of (x, y, t)
     worst.push(compare_gradient(
@@ -273,7 +280,7 @@ fn gradients_match_cpu_for_every_loss_and_rows_data() {
         "cat(pick(0, 1) | freq(2), pick(2) | oneblob(8), sh(2)) | mlp(8x1, relu)",
         rows,
         &cfg(333, Loss::L2),
-        2e-3,
+        F32_TOL,
     ));
     report("every loss, rows data", worst);
 }
