@@ -3,9 +3,10 @@
 //! partial sums; table gradients through fixed-point integer atomics (see
 //! `nshade_gpu::train::grid`).
 //!
-//! Tolerances: one step's gradient within 2e-3 · max |g_cpu| tensor by tensor (each
+//! Tolerances: one step's gradient within 1e-4 · max |g_cpu| tensor by tensor (each
 //! weight matrix, bias vector and grid level against its own scale, see
-//! `common::assert_gradient_close`; NaN or ±∞ fails), the loss within 1e-4 relative; a 40-step run's last
+//! `common::assert_gradient_close`; NaN or ±∞ fails; measured on lavapipe: at most
+//! 4.9e-7, the same margin as the f32 paths in train.rs), the loss within 1e-4 relative; a 40-step run's last
 //! steps within 5 % of the CPU's loss; the same seed twice gives identical weights.
 
 mod common;
@@ -138,7 +139,7 @@ fn grid_gradients_match_cpu() {
             let max = common::max_abs(arch, &cpu_g[range]);
             assert!(max > 0.0, "{arch}: the {what} gradient is zero");
         }
-        let w = common::assert_gradient_close(arch, &net, &gpu_g, &cpu_g, 2e-3, 1e-6);
+        let w = common::assert_gradient_close(arch, &net, &gpu_g, &cpu_g, 1e-4, 1e-6);
         worst = worst.max(w);
         assert!(
             gpu_loss.is_finite() && (gpu_loss - cpu_loss).abs() <= 1e-4 * cpu_loss.abs() + 1e-7,
