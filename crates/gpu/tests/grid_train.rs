@@ -6,7 +6,9 @@
 //! Tolerances: one step's gradient within 1e-4 · max |g_cpu| tensor by tensor (each
 //! weight matrix, bias vector and grid level against its own scale, see
 //! `common::assert_gradient_close`; NaN or ±∞ fails; measured on lavapipe: at most
-//! 4.9e-7, the same margin as the f32 paths in train.rs), the loss within 1e-4 relative; a 40-step run's last
+//! 4.9e-7, the same margin as the f32 paths in train.rs), the loss within 1e-4 relative;
+//! on the f16 path (`NSHADE_GPU_PATH=f16`, as tools/gpu_check.sh forces it) those of
+//! f16_train.rs: 3e-2 per tensor, loss 1e-2, first steps 2 %, last steps 10 %; a 40-step run's last
 //! steps within 5 % of the CPU's loss; the same seed twice gives identical weights.
 
 mod common;
@@ -139,10 +141,16 @@ fn grid_gradients_match_cpu() {
             let max = common::max_abs(arch, &cpu_g[range]);
             assert!(max > 0.0, "{arch}: the {what} gradient is zero");
         }
-        let w = common::assert_gradient_close(arch, &net, &gpu_g, &cpu_g, 1e-4, 1e-6);
+        let (tol, loss_tol) = if gpu.path() == "f32" {
+            (1e-4, 1e-4)
+        } else {
+            (3e-2, 1e-2)
+        };
+        let what = format!("{arch} (path {})", gpu.path());
+        let w = common::assert_gradient_close(&what, &net, &gpu_g, &cpu_g, tol, 1e-6);
         worst = worst.max(w);
         assert!(
-            gpu_loss.is_finite() && (gpu_loss - cpu_loss).abs() <= 1e-4 * cpu_loss.abs() + 1e-7,
+            gpu_loss.is_finite() && (gpu_loss - cpu_loss).abs() <= loss_tol * cpu_loss.abs() + 1e-7,
             "{arch}: loss {gpu_loss} vs CPU {cpu_loss}"
         );
         // a second gradient at the same weights: the accumulators were cleared
@@ -181,11 +189,12 @@ fn grid_run_reaches_the_cpu_loss_and_is_deterministic() {
         let first = g.run(5).unwrap();
         g.run(30).unwrap();
         let last = g.run(5).unwrap();
-        (first, last, g.params().unwrap())
+        (first, last, g.params().unwrap(), g.path() != "f32")
     };
-    let (first, last, p1) = run();
+    let (first, last, p1, half) = run();
+    let (t_first, t_last) = if half { (2e-2, 0.1) } else { (1e-3, 0.05) };
     assert!(
-        (first - cpu_first).abs() <= 1e-3 * cpu_first,
+        (first - cpu_first).abs() <= t_first * cpu_first,
         "first steps: GPU {first} vs CPU {cpu_first}"
     );
     assert!(
@@ -193,7 +202,7 @@ fn grid_run_reaches_the_cpu_loss_and_is_deterministic() {
         "GPU loss did not fall: {first} → {last}"
     );
     assert!(
-        (last - cpu_last).abs() <= 0.05 * cpu_last,
+        (last - cpu_last).abs() <= t_last * cpu_last,
         "after 40 steps: GPU {last} vs CPU {cpu_last}"
     );
     // the tables trained too
@@ -206,7 +215,7 @@ fn grid_run_reaches_the_cpu_loss_and_is_deterministic() {
         moved > (net.param_count - net.dense_count) / 2,
         "only {moved} table entries changed"
     );
-    let (_, _, p2) = run();
+    let (_, _, p2, _) = run();
     assert!(
         same_bits(&p1, &p2),
         "same seed, same device: weights differ"

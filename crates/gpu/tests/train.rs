@@ -8,8 +8,9 @@
 //!   the loss within 1e-4 relative; NaN or ±∞ anywhere fails;
 //! - a 40-step run: the mean loss of the last steps within 5 % of the CPU's.
 //!
-//! On the cooperative-matrix path (f16 matrix operands, f32 accumulation; GPUs that have
-//! it) the tolerances are wider: gradient 3e-2 per tensor, loss 1e-2 relative, first
+//! On the cooperative-matrix and f16 paths (f16 matrix operands, f32 accumulation; run
+//! here when `NSHADE_GPU_PATH` forces them, as tools/gpu_check.sh does) the tolerances
+//! are wider, those of f16_train.rs: gradient 3e-2 per tensor, loss 1e-2 relative, first
 //! steps 2 %, after 40 steps 10 %.
 
 mod common;
@@ -75,8 +76,8 @@ fn compare_gradient(
     if forced_path().as_deref() == Some(gpu.path()) {
         ON_FORCED_PATH.fetch_add(1, Ordering::SeqCst);
     }
-    let coop = gpu.path() == "coop";
-    let (tol, loss_tol) = if coop { (3e-2, 1e-2) } else { (tol, 1e-4) };
+    let half = gpu.path() != "f32";
+    let (tol, loss_tol) = if half { (3e-2, 1e-2) } else { (tol, 1e-4) };
     let what = format!("{arch} (launch {:?}, path {})", gpu.launch(), gpu.path());
     let worst = common::assert_gradient_close(&what, &net, &gpu_g, &cpu_g, tol, 1e-6);
     assert!(
@@ -318,10 +319,10 @@ fn short_run(backend: &GpuBackend, arch: &str) {
         g.run(30).unwrap();
         let last = g.run(5).unwrap();
         assert_eq!(g.steps_done(), 40);
-        (first, last, g.params().unwrap(), g.path() == "coop")
+        (first, last, g.params().unwrap(), g.path() != "f32")
     };
-    let (first, last, p1, coop) = run();
-    let (t_first, t_last) = if coop { (2e-2, 0.1) } else { (1e-3, 0.05) };
+    let (first, last, p1, half) = run();
+    let (t_first, t_last) = if half { (2e-2, 0.1) } else { (1e-3, 0.05) };
     assert!(
         (first - cpu_first).abs() <= t_first * cpu_first,
         "{arch}: first steps: GPU {first} vs CPU {cpu_first}"
