@@ -2,8 +2,9 @@
 //! CPU maths of `nshade_core`: every activation and its derivative, and the encodings
 //! (oneblob and sh against the CPU modules' forward and backward passes).
 
+mod common;
+
 use nshade_core::Activation;
-use nshade_gpu::context::context_or_skip;
 use nshade_gpu::infer::{Kernel, ShaderEvaluator};
 use nshade_shader::wgsl;
 
@@ -22,7 +23,7 @@ const ACTS: [Activation; 10] = [
 
 #[test]
 fn building_blocks_match_the_cpu() {
-    let Some(ctx) = context_or_skip() else { return };
+    let Some(ctx) = common::context() else { return };
     let per_row = 2 * ACTS.len() + 4;
     let mut src = String::new();
     for (k, act) in ACTS.iter().enumerate() {
@@ -58,6 +59,7 @@ fn building_blocks_match_the_cpu() {
         ShaderEvaluator::from_kernel(&ctx, Kernel::Wgsl(&src), "nshade_main", 1, per_row, None)
             .unwrap();
     let gpu = ev.eval(&ctx, &xs).unwrap();
+    assert_eq!(gpu.len(), xs.len() * per_row);
     for (r, &x) in xs.iter().enumerate() {
         let g = &gpu[r * per_row..(r + 1) * per_row];
         let close = |a: f32, b: f32, what: &str| {
@@ -143,7 +145,7 @@ fn cpu_jacobian(m: &nshade_core::module::Module, x: &[f32]) -> Vec<Vec<f32>> {
 #[test]
 fn oneblob_and_sh_building_blocks_match_the_cpu() {
     use nshade_core::module::{Layer, Module, OneBlob, SphericalHarmonics, Workspace};
-    let Some(ctx) = context_or_skip() else { return };
+    let Some(ctx) = common::context() else { return };
     let close = |a: f32, b: f32, what: &str| {
         assert!(
             (a - b).abs() <= 2e-5 * b.abs().max(1.0),

@@ -2,12 +2,12 @@
 //! with wgpu into a float target matches the CPU evaluation at every pixel centre, with
 //! v pointing down and (x, y) spanning the input domains for 3-input models.
 
-#[path = "../../shader/tests/common/mod.rs"]
 mod common;
 
+use common::models;
 use nshade_core::model::Model;
 use nshade_core::texture::Texture;
-use nshade_gpu::context::{GpuContext, context_or_skip};
+use nshade_gpu::context::GpuContext;
 use nshade_shader::{Options, Target, WeightMode, export, pack_weights};
 
 const W: u32 = 40;
@@ -168,9 +168,9 @@ fn draw(ctx: &GpuContext, model: &Model, weights: WeightMode, t: f32) -> Vec<f32
 
 #[test]
 fn fullscreen_pass_matches_cpu_at_pixel_centres() {
-    let Some(ctx) = context_or_skip() else { return };
-    for (name, model) in common::all() {
-        if !common::can_fragment(&model) {
+    let Some(ctx) = common::context() else { return };
+    for (name, model) in models::all() {
+        if !models::can_fragment(&model) {
             continue;
         }
         let t = 0.375;
@@ -193,14 +193,8 @@ fn fullscreen_pass_matches_cpu_at_pixel_centres() {
         let cpu = model.eval(&x);
         for weights in [WeightMode::Buffer, WeightMode::Baked] {
             let gpu = draw(&ctx, &model, weights, t);
-            for (k, (g, c)) in gpu.iter().zip(&cpu).enumerate() {
-                assert!(
-                    (g - c).abs() <= 1e-5 * c.abs().max(1.0),
-                    "{name} {weights:?}: pixel {} channel {}: gpu {g} cpu {c}",
-                    k / 3,
-                    k % 3
-                );
-            }
+            // value k is channel k % 3 of pixel k / 3 (rows from the top)
+            common::assert_close(&format!("{name} {weights:?}"), &gpu, &cpu, 1e-5);
         }
     }
 }

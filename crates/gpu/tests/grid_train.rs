@@ -3,9 +3,15 @@
 //! partial sums; table gradients through fixed-point integer atomics (see
 //! `nshade_gpu::train::grid`).
 //!
-//! Tolerances: one step's gradient within 2e-3 · max |g_cpu| + 1e-6 separately for the
-//! dense parameters and the tables, the loss within 1e-4 relative; a 40-step run's last
+//! Tolerances: one step's gradient within 1e-4 · max |g_cpu| tensor by tensor (each
+//! weight matrix, bias vector and grid level against its own scale, see
+//! `common::assert_gradient_close`; NaN or ±∞ fails; measured on lavapipe: at most
+//! 4.9e-7, the same margin as the f32 paths in train.rs), the loss within 1e-4 relative;
+//! on the f16 path (`NSHADE_GPU_PATH=f16`, as tools/gpu_check.sh forces it) those of
+//! f16_train.rs: 3e-2 per tensor, loss 1e-2, first steps 2 %, last steps 10 %; a 40-step run's last
 //! steps within 5 % of the CPU's loss; the same seed twice gives identical weights.
+
+mod common;
 
 use nshade_core::arch::Arch;
 use nshade_core::cpu::CpuTrainer;
@@ -14,7 +20,6 @@ use nshade_core::loss::Loss;
 use nshade_core::network::Network;
 use nshade_core::texture::Texture;
 use nshade_core::train::{TrainConfig, Trainer};
-use nshade_gpu::context::context_or_skip;
 use nshade_gpu::train::GpuBackend;
 use std::sync::Arc;
 
@@ -76,18 +81,13 @@ fn params(net: &Network) -> Vec<f32> {
     p
 }
 
-fn max_diff(a: &[f32], b: &[f32]) -> (f32, f32) {
-    let max = a.iter().fold(0.0f32, |m, g| m.max(g.abs()));
-    let diff = a
-        .iter()
-        .zip(b)
-        .fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
-    (diff, max)
+fn same_bits(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
 }
 
 #[test]
 fn grid_gradients_match_cpu() {
-    let Some(ctx) = context_or_skip() else { return };
+    let Some(ctx) = common::context() else { return };
     let backend = GpuBackend::with_context(Arc::new(ctx));
     let tex = texture();
     let cases: [(&str, Arc<TrainingData>, TrainConfig); 6] = [
@@ -126,6 +126,7 @@ fn grid_gradients_match_cpu() {
             cfg(433, Loss::L2),
         ),
     ];
+    let mut worst = 0.0f32;
     for (arch, data, c) in cases {
         let net =
             Network::build(&Arch::parse(arch).unwrap(), data.in_dims(), data.out_dims()).unwrap();
@@ -135,35 +136,36 @@ fn grid_gradients_match_cpu() {
         let cpu_g = cpu.last_gradient().to_vec();
         let mut gpu = backend.trainer(&net, p, data, &c).unwrap();
         let (gpu_loss, gpu_g) = gpu.gradient().unwrap();
-        assert_eq!(gpu_g.len(), cpu_g.len());
         let d = net.dense_count;
         for (what, range) in [("dense", 0..d), ("tables", d..net.param_count)] {
-            let (diff, max) = max_diff(&cpu_g[range.clone()], &gpu_g[range]);
+            let max = common::max_abs(arch, &cpu_g[range]);
             assert!(max > 0.0, "{arch}: the {what} gradient is zero");
-            assert!(
-                diff <= 2e-3 * max + 1e-6,
-                "{arch}: {what} gradient differs by {diff} (max |g| {max})"
-            );
         }
+        let (tol, loss_tol) = if gpu.path() == "f32" {
+            (1e-4, 1e-4)
+        } else {
+            (3e-2, 1e-2)
+        };
+        let what = format!("{arch} (path {})", gpu.path());
+        let w = common::assert_gradient_close(&what, &net, &gpu_g, &cpu_g, tol, 1e-6);
+        worst = worst.max(w);
         assert!(
-            (gpu_loss - cpu_loss).abs() <= 1e-4 * cpu_loss.abs() + 1e-7,
+            gpu_loss.is_finite() && (gpu_loss - cpu_loss).abs() <= loss_tol * cpu_loss.abs() + 1e-7,
             "{arch}: loss {gpu_loss} vs CPU {cpu_loss}"
         );
         // a second gradient at the same weights: the accumulators were cleared
         let (_, again) = gpu.gradient().unwrap();
         assert!(
-            again
-                .iter()
-                .zip(&gpu_g)
-                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            same_bits(&again, &gpu_g),
             "{arch}: a repeated gradient differs"
         );
     }
+    eprintln!("grids: worst per-tensor max |Δg| / max |g_cpu| = {worst:.2e}");
 }
 
 #[test]
 fn grid_run_reaches_the_cpu_loss_and_is_deterministic() {
-    let Some(ctx) = context_or_skip() else { return };
+    let Some(ctx) = common::context() else { return };
     let backend = GpuBackend::with_context(Arc::new(ctx));
     let tex = texture();
     let c = TrainConfig {
@@ -187,11 +189,12 @@ fn grid_run_reaches_the_cpu_loss_and_is_deterministic() {
         let first = g.run(5).unwrap();
         g.run(30).unwrap();
         let last = g.run(5).unwrap();
-        (first, last, g.params().unwrap())
+        (first, last, g.params().unwrap(), g.path() != "f32")
     };
-    let (first, last, p1) = run();
+    let (first, last, p1, half) = run();
+    let (t_first, t_last) = if half { (2e-2, 0.1) } else { (1e-3, 0.05) };
     assert!(
-        (first - cpu_first).abs() <= 1e-3 * cpu_first,
+        (first - cpu_first).abs() <= t_first * cpu_first,
         "first steps: GPU {first} vs CPU {cpu_first}"
     );
     assert!(
@@ -199,7 +202,7 @@ fn grid_run_reaches_the_cpu_loss_and_is_deterministic() {
         "GPU loss did not fall: {first} → {last}"
     );
     assert!(
-        (last - cpu_last).abs() <= 0.05 * cpu_last,
+        (last - cpu_last).abs() <= t_last * cpu_last,
         "after 40 steps: GPU {last} vs CPU {cpu_last}"
     );
     // the tables trained too
@@ -212,9 +215,9 @@ fn grid_run_reaches_the_cpu_loss_and_is_deterministic() {
         moved > (net.param_count - net.dense_count) / 2,
         "only {moved} table entries changed"
     );
-    let (_, _, p2) = run();
+    let (_, _, p2, _) = run();
     assert!(
-        p1.iter().zip(&p2).all(|(a, b)| a.to_bits() == b.to_bits()),
+        same_bits(&p1, &p2),
         "same seed, same device: weights differ"
     );
 }
@@ -226,7 +229,7 @@ fn grid_run_reaches_the_cpu_loss_and_is_deterministic() {
 #[test]
 fn fixed_point_accumulators_are_exact() {
     use wgpu::util::DeviceExt;
-    let Some(ctx) = context_or_skip() else { return };
+    let Some(ctx) = common::context() else { return };
     let net = Network::build(
         &Arch::parse(
             "hashgrid(levels=1, features=1, log2_size=4, base=2, scale=2) | mlp(2x0, none)",

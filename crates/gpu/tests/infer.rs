@@ -2,42 +2,18 @@
 //! WGSL (buffer and baked weights) and naga's SPIR-V (loaded unchanged), for the fixed
 //! models of the shader tests, which use every activation and encoding.
 
-#[path = "../../shader/tests/common/mod.rs"]
 mod common;
 
+use common::{assert_close, models};
 use nshade_core::model::Model;
-use nshade_gpu::context::{GpuContext, context_or_skip};
+use nshade_gpu::context::GpuContext;
 use nshade_gpu::infer::{Kernel, ShaderEvaluator, kernel_options};
 use nshade_shader::{Options, Output, Precision, Target, WeightMode, export, pack_weights};
 
 const ROWS: usize = 3000;
 
-/// |gpu − cpu| ≤ tol · max(1, |cpu|) for every value.
-fn assert_close(what: &str, gpu: &[f32], cpu: &[f32], tol: f32) {
-    assert_eq!(gpu.len(), cpu.len(), "{what}: lengths");
-    let mut worst = (0.0f32, 0);
-    for (k, (g, c)) in gpu.iter().zip(cpu).enumerate() {
-        let err = (g - c).abs() / c.abs().max(1.0);
-        // NaN counts as the worst error.
-        if err.is_nan() || err > worst.0 {
-            if worst.0.is_nan() {
-                continue;
-            }
-            worst = (err, k);
-        }
-    }
-    let k = worst.1;
-    assert!(
-        !worst.0.is_nan() && worst.0 <= tol,
-        "{what}: value {k}: gpu {} cpu {} (relative error {})",
-        gpu[k],
-        cpu[k],
-        worst.0
-    );
-}
-
 fn run(ctx: &GpuContext, model: &Model, kernel: Kernel, weights: Option<&[u8]>) -> Vec<f32> {
-    let x = common::random_inputs(model, ROWS, 11);
+    let x = models::random_inputs(model, ROWS, 11);
     let ev = ShaderEvaluator::from_kernel(
         ctx,
         kernel,
@@ -52,9 +28,9 @@ fn run(ctx: &GpuContext, model: &Model, kernel: Kernel, weights: Option<&[u8]>) 
 
 #[test]
 fn wgsl_matches_cpu() {
-    let Some(ctx) = context_or_skip() else { return };
-    for (name, model) in common::all() {
-        let cpu = model.eval(&common::random_inputs(&model, ROWS, 11));
+    let Some(ctx) = common::context() else { return };
+    for (name, model) in models::all() {
+        let cpu = model.eval(&models::random_inputs(&model, ROWS, 11));
         for (weights, loops) in [
             (WeightMode::Buffer, false),
             (WeightMode::Buffer, true),
@@ -79,7 +55,7 @@ fn wgsl_matches_cpu() {
         // The path `nshade eval --backend gpu` takes (baked weights; buffer for grids).
         let ev = ShaderEvaluator::new(&ctx, &model, Precision::F32).unwrap();
         let gpu = ev
-            .eval(&ctx, &common::random_inputs(&model, ROWS, 11))
+            .eval(&ctx, &models::random_inputs(&model, ROWS, 11))
             .unwrap();
         assert_close(&format!("{name} evaluator"), &gpu, &cpu, 1e-5);
     }
@@ -87,70 +63,35 @@ fn wgsl_matches_cpu() {
 
 #[test]
 fn wgsl_f16_is_close_to_cpu() {
-    let Some(ctx) = context_or_skip() else { return };
+    let Some(ctx) = common::context() else { return };
     if !ctx.has(wgpu::Features::SHADER_F16) {
-        // CI's lavapipe has f16: missing there is a failure, elsewhere a loud skip.
-        assert!(
-            std::env::var("CI").is_ok_and(|v| v != "true") || std::env::var("CI").is_err(),
-            "CI=true but adapter {} has no SHADER_F16",
-            ctx.summary.name
-        );
-        eprintln!(
-            "\n*** SKIPPING f16: adapter {} has no SHADER_F16 ***\n",
-            ctx.summary.name
-        );
+        // CI's lavapipe has f16: a failure there, elsewhere a counted skip.
+        common::skip(&format!("adapter {} has no SHADER_F16", ctx.summary.name));
         return;
     }
-    for (name, model) in common::all() {
-        let x = common::random_inputs(&model, ROWS, 12);
+    let mut worst = 0.0f32;
+    for (name, model) in models::all() {
+        let x = models::random_inputs(&model, ROWS, 12);
         let cpu = model.eval(&x);
         let ev = ShaderEvaluator::new(&ctx, &model, Precision::F16).unwrap();
         let gpu = ev.eval(&ctx, &x).unwrap();
-        // Half precision: ~3 decimal digits per operation, through a few layers.
-        assert_close(&format!("{name} f16"), &gpu, &cpu, 0.05);
+        // Half precision: ~3 decimal digits per operation, through a few layers. Measured
+        // on lavapipe (3000 rows per model): at most 4.2e-3 (cat_tri; 2e-4..3e-3 for the
+        // others), so 1e-2 is 2.4x the largest error seen.
+        let e = assert_close(&format!("{name} f16"), &gpu, &cpu, 1e-2);
+        eprintln!("{name} f16: max relative error {e:.2e}");
+        worst = worst.max(e);
     }
-}
-
-/// A device like the default one, plus PASSTHROUGH_SHADERS to load SPIR-V unchanged.
-fn passthrough_context() -> Option<GpuContext> {
-    let base = context_or_skip()?;
-    if !base
-        .adapter
-        .features()
-        .contains(wgpu::Features::PASSTHROUGH_SHADERS)
-    {
-        panic!(
-            "adapter {} lacks PASSTHROUGH_SHADERS, so SPIR-V cannot be loaded unchanged",
-            base.summary.name
-        );
-    }
-    let features = base.features | wgpu::Features::PASSTHROUGH_SHADERS;
-    let (device, queue) =
-        pollster::block_on(base.adapter.request_device(&wgpu::DeviceDescriptor {
-            label: Some("nshade spirv test"),
-            required_features: features,
-            required_limits: base.adapter.limits(),
-            experimental_features: wgpu::ExperimentalFeatures::disabled(),
-            memory_hints: wgpu::MemoryHints::Performance,
-            trace: wgpu::Trace::Off,
-        }))
-        .unwrap();
-    Some(GpuContext {
-        adapter: base.adapter,
-        device,
-        queue,
-        summary: base.summary,
-        features,
-    })
+    eprintln!("f16: max relative error over every model {worst:.2e}");
 }
 
 #[test]
 fn spirv_matches_cpu() {
-    let Some(ctx) = passthrough_context() else {
+    let Some(ctx) = common::passthrough_context() else {
         return;
     };
-    for (name, model) in common::all() {
-        let cpu = model.eval(&common::random_inputs(&model, ROWS, 11));
+    for (name, model) in models::all() {
+        let cpu = model.eval(&models::random_inputs(&model, ROWS, 11));
         for (weights, loops) in [
             (WeightMode::Baked, false),
             (WeightMode::Buffer, false),
@@ -183,11 +124,11 @@ fn spirv_matches_cpu() {
 
 #[test]
 fn large_inputs_are_chunked() {
-    let Some(ctx) = context_or_skip() else { return };
+    let Some(ctx) = common::context() else { return };
     // More rows than one dispatch chunk (2^20), on the smallest model.
-    let model = common::model("swish_sine");
+    let model = models::model("swish_sine");
     let n = (1 << 20) + 77;
-    let x = common::random_inputs(&model, n, 5);
+    let x = models::random_inputs(&model, n, 5);
     let ev = ShaderEvaluator::new(&ctx, &model, Precision::F32).unwrap();
     let gpu = ev.eval(&ctx, &x).unwrap();
     let cpu = model.eval(&x);
@@ -200,7 +141,7 @@ fn large_inputs_are_chunked() {
 #[test]
 fn large_grids_run_from_the_buffer() {
     use nshade_core::{Arch, Network, model::InputSpec, rng::Pcg32};
-    let Some(ctx) = context_or_skip() else { return };
+    let Some(ctx) = common::context() else { return };
     for (arch, i, spec) in [
         (
             "hashgrid(levels=6, features=2, log2_size=12, base=8, scale=2) | mlp(8x1, relu)",
@@ -247,7 +188,7 @@ fn large_grids_run_from_the_buffer() {
         .unwrap_err()
         .to_string();
         assert!(e.contains("--weights buffer"), "{e}");
-        let x = common::random_inputs(&model, ROWS, 3);
+        let x = models::random_inputs(&model, ROWS, 3);
         let cpu = model.eval(&x);
         let ev = ShaderEvaluator::new(&ctx, &model, Precision::F32).unwrap();
         let gpu = ev.eval(&ctx, &x).unwrap();

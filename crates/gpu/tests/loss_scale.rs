@@ -15,7 +15,6 @@ use nshade_core::loss::Loss;
 use nshade_core::network::Network;
 use nshade_core::optim::Adam;
 use nshade_core::train::{TrainConfig, Trainer};
-use nshade_gpu::context::context_or_skip;
 use nshade_gpu::train::codegen::{self, DataKind, Launch, LossScale, Pad, Precision, VecPad};
 use nshade_gpu::train::{GpuBackend, LossScaleState};
 use std::sync::Arc;
@@ -161,7 +160,7 @@ const GRID: &str = "hashgrid(levels=3, features=2, log2_size=8, base=4, scale=2)
 /// weights and state.
 #[test]
 fn overflow_skips_the_step_halves_the_scale_and_good_steps_double_it() {
-    let Some(ctx) = context_or_skip() else { return };
+    let Some(ctx) = common::context() else { return };
     let ls = LossScale {
         initial: 1024.0,
         interval: 3,
@@ -222,7 +221,7 @@ fn overflow_skips_the_step_halves_the_scale_and_good_steps_double_it() {
 /// training reproduces the unscaled weights (and one step's gradient) exactly.
 #[test]
 fn scaling_without_overflow_matches_the_unscaled_run() {
-    let Some(ctx) = context_or_skip() else { return };
+    let Some(ctx) = common::context() else { return };
     let ctx = Arc::new(ctx);
     let ls = LossScale {
         initial: 4096.0,
@@ -256,16 +255,16 @@ fn scaling_without_overflow_matches_the_unscaled_run() {
             assert_eq!(la.to_bits(), lb.to_bits(), "{arch}: mean loss");
             assert!(same_bits(&pa, &pb), "{arch}: scaled weights differ");
         } else {
-            let close = |x: &[f32], y: &[f32], tol: f32| {
-                let max = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-                let diff = x
-                    .iter()
-                    .zip(y)
-                    .fold(0.0f32, |m, (p, q)| m.max((p - q).abs()));
-                assert!(diff <= tol * max, "{arch}: differs by {diff} (max {max})");
+            let close = |what: &str, x: &[f32], y: &[f32], tol: f32| {
+                let max = common::max_abs(what, x);
+                let (diff, k) = common::max_abs_diff(what, y, x);
+                assert!(
+                    diff <= tol * max,
+                    "{arch} {what}: entry {k} differs by {diff} (max {max})"
+                );
             };
-            close(&ga, &gb, 1e-5);
-            close(&pa, &pb, 1e-5);
+            close("gradient", &ga, &gb, 1e-5);
+            close("weights", &pa, &pb, 1e-5);
         }
     }
 }

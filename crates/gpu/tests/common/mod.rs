@@ -2,7 +2,113 @@
 //! uses what it needs).
 #![allow(dead_code)]
 
+use nshade_core::network::Network;
 use nshade_core::texture::Texture;
+use nshade_gpu::context::GpuContext;
+
+/// The shader tests' fixed models and the helpers every test binary shares: [`skip`],
+/// the NaN-aware comparisons ([`max_abs`], [`max_abs_diff`], [`assert_close`]).
+#[path = "../../../shader/tests/common/mod.rs"]
+pub mod models;
+
+#[allow(unused_imports)]
+pub use models::{assert_close, ci, max_abs, max_abs_diff, max_rel_err, skip};
+
+/// The default GPU context, or `None` after a counted [`skip`] (a failure under `CI=true`,
+/// where lavapipe is installed).
+pub fn context() -> Option<GpuContext> {
+    match GpuContext::new() {
+        Ok(c) => Some(c),
+        Err(e) => {
+            skip(&format!(
+                "no GPU adapter: {e} (install mesa-vulkan-drivers for lavapipe)"
+            ));
+            None
+        }
+    }
+}
+
+/// A device like the default one, plus `PASSTHROUGH_SHADERS` to load SPIR-V unchanged;
+/// `None` after a counted [`skip`] (a failure under `CI=true`).
+pub fn passthrough_context() -> Option<GpuContext> {
+    let base = context()?;
+    if !base
+        .adapter
+        .features()
+        .contains(wgpu::Features::PASSTHROUGH_SHADERS)
+    {
+        skip(&format!(
+            "adapter {} lacks PASSTHROUGH_SHADERS, so SPIR-V cannot be loaded unchanged",
+            base.summary.name
+        ));
+        return None;
+    }
+    let features = base.features | wgpu::Features::PASSTHROUGH_SHADERS;
+    let (device, queue) =
+        pollster::block_on(base.adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("nshade spirv test"),
+            required_features: features,
+            required_limits: base.adapter.limits(),
+            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            memory_hints: wgpu::MemoryHints::Performance,
+            trace: wgpu::Trace::Off,
+        }))
+        .unwrap();
+    Some(GpuContext {
+        adapter: base.adapter,
+        device,
+        queue,
+        summary: base.summary,
+        features,
+    })
+}
+
+/// Compares a GPU gradient with the CPU's tensor by tensor (every weight matrix, bias
+/// vector and grid level against its own scale, so a small tensor cannot hide behind a
+/// large one): for each tensor t, max |got − want| over t ≤ `tol` · max |want| over t +
+/// `floor` · max |want| over all parameters (the floor covers tensors whose gradient is
+/// all rounding noise). NaN, ±∞ and a length mismatch fail. Returns the worst
+/// max-difference / max-|want| ratio over the tensors whose scale is above the floor,
+/// for reporting.
+pub fn assert_gradient_close(
+    what: &str,
+    net: &Network,
+    got: &[f32],
+    want: &[f32],
+    tol: f32,
+    floor: f32,
+) -> f32 {
+    assert_eq!(got.len(), net.param_count, "{what}: GPU gradient length");
+    assert_eq!(want.len(), net.param_count, "{what}: CPU gradient length");
+    max_abs_diff(what, got, want);
+    let global = max_abs(what, want);
+    assert!(global > 0.0, "{what}: the CPU gradient is zero");
+    let tensors = net.tensors();
+    let covered: usize = tensors.iter().map(|t| t.len()).sum();
+    assert_eq!(
+        covered, net.param_count,
+        "{what}: tensors cover the parameters"
+    );
+    let mut worst = 0.0f32;
+    for t in &tensors {
+        let r = t.offset..t.offset + t.len();
+        let scale = max_abs(what, &want[r.clone()]);
+        let (diff, k) = max_abs_diff(what, &got[r.clone()], &want[r]);
+        let bound = tol * scale + floor * global;
+        assert!(
+            diff <= bound,
+            "{what}: tensor {} {:?}: entry {k} differs by {diff:e} (GPU {}, CPU {}); tensor max |g| {scale:e}, bound {bound:e}",
+            t.name,
+            t.shape,
+            got[t.offset + k],
+            want[t.offset + k]
+        );
+        if scale > floor * global / tol {
+            worst = worst.max(diff / scale);
+        }
+    }
+    worst
+}
 
 /// Parses and validates WGSL with naga and translates it to SPIR-V; panics naming `what`.
 pub fn validate(src: &str, what: &str) {

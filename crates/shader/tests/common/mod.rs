@@ -113,8 +113,8 @@ pub fn can_fragment(model: &Model) -> bool {
     model.network.out_dims == 3 && (2..=3).contains(&model.network.in_dims)
 }
 
-/// The path of an external tool, or `None` with a loud notice. Under `CI=true` a missing
-/// tool fails the test: CI installs every tool the tests use.
+/// The path of an external tool, or `None` after a counted [`skip`] (which fails the
+/// test under `CI=true`: CI installs every tool the tests use).
 pub fn tool(name: &str, package: &str) -> Option<std::path::PathBuf> {
     let found = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
@@ -122,12 +122,111 @@ pub fn tool(name: &str, package: &str) -> Option<std::path::PathBuf> {
             .find(|p| p.is_file())
     });
     if found.is_none() {
-        if std::env::var("CI").is_ok_and(|v| v == "true") {
-            panic!("CI=true but `{name}` is not installed (install {package})");
-        }
-        eprintln!("\n*** SKIPPING: `{name}` not found (install {package}) ***\n");
+        skip(&format!("`{name}` not found (install {package})"));
     }
     found
+}
+
+/// `CI=true`: every skip is a failure there.
+pub fn ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true")
+}
+
+static SKIPS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Records that a test could not check what it claims (no adapter, no tool, no f16):
+/// under `CI=true` it panics; elsewhere it prints a `SKIPPED` line straight to stderr
+/// (past the test harness's output capture, so a skipped test does not look like a
+/// pass) and counts it; the count is printed again when the test binary exits.
+/// The caller returns after it.
+pub fn skip(what: &str) {
+    use std::io::Write;
+    if ci() {
+        panic!("CI=true, so this cannot be skipped: {what}");
+    }
+    let n = SKIPS.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+    let test = std::thread::current().name().unwrap_or("?").to_string();
+    let _ = writeln!(
+        std::io::stderr(),
+        "\n*** SKIPPED ({n} in this binary so far): {test}: {what} ***"
+    );
+    static AT_EXIT: std::sync::Once = std::sync::Once::new();
+    AT_EXIT.call_once(|| {
+        unsafe extern "C" {
+            fn atexit(f: extern "C" fn()) -> std::ffi::c_int;
+        }
+        extern "C" fn report() {
+            let n = SKIPS.load(std::sync::atomic::Ordering::SeqCst);
+            let _ = writeln!(
+                std::io::stderr(),
+                "\n*** {n} test(s) SKIPPED in this binary: they passed without checking anything (see the SKIPPED lines above; CI=true makes them fail) ***"
+            );
+        }
+        // SAFETY: atexit from the C library, given a function that only writes to stderr.
+        unsafe { atexit(report) };
+    });
+}
+
+/// The largest |v| of `v`; panics, naming `what` and the index, on NaN or ±∞ (where
+/// `f32::max` would silently drop a NaN).
+pub fn max_abs(what: &str, v: &[f32]) -> f32 {
+    let mut m = 0.0f32;
+    for (k, x) in v.iter().enumerate() {
+        assert!(x.is_finite(), "{what}: value {k} is {x}");
+        m = m.max(x.abs());
+    }
+    m
+}
+
+/// The largest |got − want| with its index; panics, naming `what`, when the lengths
+/// differ or either side holds a NaN or ±∞ (a kernel writing NaN must not pass).
+pub fn max_abs_diff(what: &str, got: &[f32], want: &[f32]) -> (f32, usize) {
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "{what}: {} values, expected {}",
+        got.len(),
+        want.len()
+    );
+    let mut worst = (0.0f32, 0);
+    for (k, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            g.is_finite() && w.is_finite(),
+            "{what}: value {k}: got {g}, expected {w}"
+        );
+        let d = (g - w).abs();
+        if d > worst.0 {
+            worst = (d, k);
+        }
+    }
+    worst
+}
+
+/// The largest |got − want| / max(1, |want|) with its index, with the checks of
+/// [`max_abs_diff`].
+pub fn max_rel_err(what: &str, got: &[f32], want: &[f32]) -> (f32, usize) {
+    max_abs_diff(what, got, want);
+    let mut worst = (0.0f32, 0);
+    for (k, (g, w)) in got.iter().zip(want).enumerate() {
+        let e = (g - w).abs() / w.abs().max(1.0);
+        if e > worst.0 {
+            worst = (e, k);
+        }
+    }
+    worst
+}
+
+/// Asserts |got − want| ≤ tol · max(1, |want|) everywhere (NaN, ±∞ and a length
+/// mismatch fail); returns the largest such relative error, for reporting.
+pub fn assert_close(what: &str, got: &[f32], want: &[f32], tol: f32) -> f32 {
+    let (e, k) = max_rel_err(what, got, want);
+    assert!(
+        e <= tol,
+        "{what}: value {k}: got {} expected {} (relative error {e:e} > {tol:e})",
+        got[k],
+        want[k]
+    );
+    e
 }
 
 /// A fresh scratch directory for one test.
