@@ -9,6 +9,10 @@
 #   GPU_CHECK_STRICT=1 tools/gpu_check.sh   # CI=true: any skip (missing tool, path) fails
 #   GPU_CHECK_LOG=FILE tools/gpu_check.sh   # also append the summary to FILE
 #   GPU_CHECK_FILTER=gradients tools/gpu_check.sh   # only tests whose name contains it
+#   GPU_CHECK_BINS=DIR tools/gpu_check.sh   # run test binaries built elsewhere (no cargo
+#                                           # needed here): DIR/<suite>, e.g. from
+#   tools/gpu_check.sh --build-only DIR     # builds them here and copies them (stripped) to DIR
+#   GPU_CHECK_COMMIT=abc123 ...             # the commit to report where there is no .git
 #
 # Suites per path (their kernels depend on the path): train, f16_train, grid_train,
 # loss_scale, kernels_validate. Once (inference and building blocks, path-independent):
@@ -25,27 +29,46 @@ if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
 fi
 [ -n "${GPU_CHECK_STRICT:-}" ] && export CI=true
 
+build_only=""
+if [ "${1:-}" = "--build-only" ]; then
+    build_only="${2:?--build-only needs a directory}"
+    shift 2
+fi
 paths=("$@")
 [ ${#paths[@]} -eq 0 ] && paths=(f32 f16 coop)
 per_path=(train f16_train grid_train loss_scale kernels_validate)
 once=(infer fragment building_blocks targets)
 
-commit="$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)"
-git diff --quiet HEAD 2>/dev/null || commit="$commit+uncommitted"
+commit="${GPU_CHECK_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}"
+[ -z "${GPU_CHECK_COMMIT:-}" ] && ! git diff --quiet HEAD 2>/dev/null && commit="$commit+uncommitted"
 branch="$(git rev-parse --abbrev-ref HEAD 2>/dev/null || echo ?)"
 
-echo "building the release test binaries of nshade-gpu ..." >&2
-if ! cargo test --release -p nshade-gpu --tests --no-run --message-format=json \
-    >"$logs/build.json" 2>"$logs/build.log"; then
-    tail -20 "$logs/build.log" >&2
-    echo "gpu-check: the build failed (see $logs/build.log)" >&2
-    exit 1
-fi
 declare -A bin
-while read -r name exe; do
-    bin[$name]="$exe"
-done < <(sed -n 's/.*"target":{"kind":\["test"\][^}]*"name":"\([^"]*\)".*"executable":"\([^"]*\)".*/\1 \2/p' \
-    "$logs/build.json")
+if [ -n "${GPU_CHECK_BINS:-}" ]; then
+    for s in "${per_path[@]}" "${once[@]}"; do
+        [ -x "$GPU_CHECK_BINS/$s" ] && bin[$s]="$GPU_CHECK_BINS/$s"
+    done
+else
+    echo "building the release test binaries of nshade-gpu ..." >&2
+    if ! cargo test --release -p nshade-gpu --tests --no-run --message-format=json \
+        >"$logs/build.json" 2>"$logs/build.log"; then
+        tail -20 "$logs/build.log" >&2
+        echo "gpu-check: the build failed (see $logs/build.log)" >&2
+        exit 1
+    fi
+    while read -r name exe; do
+        bin[$name]="$exe"
+    done < <(sed -n 's/.*"target":{"kind":\["test"\][^}]*"name":"\([^"]*\)".*"executable":"\([^"]*\)".*/\1 \2/p' \
+        "$logs/build.json")
+fi
+if [ -n "$build_only" ]; then
+    mkdir -p "$build_only"
+    for s in "${per_path[@]}" "${once[@]}"; do
+        cp "${bin[$s]}" "$build_only/$s" && strip "$build_only/$s"
+    done
+    echo "gpu-check: test binaries in $build_only (commit $commit)" >&2
+    exit 0
+fi
 for s in "${per_path[@]}" "${once[@]}"; do
     if [ -z "${bin[$s]:-}" ]; then
         echo "gpu-check: no test binary '$s' in the build output" >&2
