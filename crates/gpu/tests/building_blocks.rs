@@ -74,8 +74,18 @@ fn building_blocks_match_the_cpu() {
             close(g[2 * k + 1], act.derivative(x, y), &format!("{act}'"));
         }
         let a = x * wgsl::frequency_scale(2);
-        close(g[e], a.sin(), "freq sin");
-        close(g[e + 1], a.cos(), "freq cos");
+        // Hardware sin/cos lose accuracy as the argument grows (Vulkan only promises
+        // 2^-11 absolute in [-π, π]): at |a| = 77 the H200 differs by 2.4e-6 from the
+        // CPU's correctly reduced value. Allow 2^-22 of |a| on top of the usual bound.
+        let trig = |got: f32, want: f32, what: &str| {
+            let d = (got - want).abs();
+            assert!(
+                d <= 2e-6 + a.abs() * 2f32.powi(-22),
+                "{what} at {x} (argument {a}): gpu {got} cpu {want}"
+            );
+        };
+        trig(g[e], a.sin(), "freq sin");
+        trig(g[e + 1], a.cos(), "freq cos");
         let u = x * wgsl::triangle_scale(3);
         let r = u - (u + 0.5).floor();
         close(g[e + 2], 4.0 * r.abs() - 1.0, "tri");

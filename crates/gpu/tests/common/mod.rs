@@ -49,7 +49,15 @@ pub fn passthrough_context() -> Option<GpuContext> {
             label: Some("nshade spirv test"),
             required_features: features,
             required_limits: base.adapter.limits(),
-            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            // The base context may hold experimental features (cooperative matrices on
+            // the H200); the device asking for them again must enable them.
+            // SAFETY: as in `GpuContext::new`, which requests the same features.
+            experimental_features:
+                if features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
+                    unsafe { wgpu::ExperimentalFeatures::enabled() }
+                } else {
+                    wgpu::ExperimentalFeatures::disabled()
+                },
             memory_hints: wgpu::MemoryHints::Performance,
             trace: wgpu::Trace::Off,
         }))
