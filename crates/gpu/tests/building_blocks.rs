@@ -70,6 +70,21 @@ fn building_blocks_match_the_cpu() {
         };
         for (k, act) in ACTS.iter().enumerate() {
             let y = act.apply(x);
+            if let Activation::Sine { w0 } = *act {
+                // Hardware sin/cos error grows with the argument w0·x (see `trig` below):
+                // at w0·x = −18 the H200's derivative differs by 5e-6 from the CPU's.
+                let slack = (w0 * x).abs() * 2f32.powi(-22) * w0.abs().max(1.0);
+                for (got, want, what) in [
+                    (g[2 * k], y, format!("{act}")),
+                    (g[2 * k + 1], act.derivative(x, y), format!("{act}'")),
+                ] {
+                    assert!(
+                        (got - want).abs() <= 2e-6 * want.abs().max(1.0) + slack,
+                        "{what} at {x}: gpu {got} cpu {want}"
+                    );
+                }
+                continue;
+            }
             close(g[2 * k], y, &format!("{act}"));
             close(g[2 * k + 1], act.derivative(x, y), &format!("{act}'"));
         }
