@@ -430,7 +430,8 @@ mod tests {
                     if min < 0.0 { v * 1.8 - 0.9 } else { v }
                 })
                 .collect();
-            gradcheck::check_with_buckets(&m, count, 0, 3, &x, 5, 2e-2);
+            // measured worst 3.7e-6 to 7.7e-6; the bound matches the other modules
+            gradcheck::check_with_buckets(&m, count, 0, 3, &x, 5, 1e-3);
         }
     }
 }
