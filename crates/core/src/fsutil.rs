@@ -198,7 +198,7 @@ mod tests {
         let other = dir.path().join("keep.tmp-4194399");
         std::fs::write(&other, "x").unwrap();
         let removed = remove_stale_temps(dir.path()).unwrap();
-        assert_eq!(removed, vec![dead.clone(), dead_file.clone()]);
+        assert_eq!(removed, vec![dead_file.clone(), dead.clone()]); // sorted: ".out" < ".run"
         assert!(!dead.exists() && !dead_file.exists());
         assert!(mine.exists() && live.exists() && other.exists());
     }
