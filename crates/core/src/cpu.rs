@@ -139,6 +139,9 @@ impl CpuTrainer {
                 },
             )
             .collect();
+        if cfg.cancel.is_cancelled() {
+            return f32::NAN; // the caller reports `Cancelled`; skip the reduction
+        }
         // Fixed-order reduction of the chunk partial sums.
         let chunk_grads = &self.chunk_grads;
         let chunks = chunk_grads.len() / p;
