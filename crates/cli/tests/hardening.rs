@@ -2,10 +2,14 @@
 //! line (or succeeds as documented), writes nothing outside its output, and leaves nothing
 //! half-written behind.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use common::{assert_fails, tree};
 
 fn bin() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_nshade"));
@@ -23,36 +27,6 @@ fn nshade(args: &[&str], cwd: &Path) -> Output {
 
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// Asserts a clean failure: exit `code` and exactly one line on stderr, starting `error:`
-/// and containing `needle`.
-fn assert_fails(o: &Output, code: i32, needle: &str) -> String {
-    let err = stderr(o);
-    assert_eq!(o.status.code(), Some(code), "stderr: {err}");
-    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "expected one line on stderr, got: {err}");
-    assert!(lines[0].starts_with("error: "), "{err}");
-    assert!(lines[0].contains(needle), "expected '{needle}' in: {err}");
-    err
-}
-
-/// Every path under `dir`, relative, sorted.
-fn tree(dir: &Path) -> Vec<String> {
-    fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
-        for e in std::fs::read_dir(dir).unwrap() {
-            let e = e.unwrap();
-            let p = e.path();
-            out.push(p.strip_prefix(base).unwrap().display().to_string());
-            if e.file_type().unwrap().is_dir() {
-                walk(base, &p, out);
-            }
-        }
-    }
-    let mut out = Vec::new();
-    walk(dir, dir, &mut out);
-    out.sort();
-    out
 }
 
 const QUICK: &[&str] = &["--steps", "3", "--batch", "256"];

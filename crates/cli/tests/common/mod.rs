@@ -224,3 +224,15 @@ pub fn tree(dir: &Path) -> Vec<String> {
     out.sort();
     out
 }
+
+/// Asserts a clean failure: exit `code` and exactly one line on stderr, starting `error:`
+/// and containing `needle`; returns that line.
+pub fn assert_fails(o: &std::process::Output, code: i32, needle: &str) -> String {
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(code), "stderr: {err}");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one line on stderr, got: {err}");
+    assert!(lines[0].starts_with("error: "), "{err}");
+    assert!(lines[0].contains(needle), "expected '{needle}' in: {err}");
+    err
+}
