@@ -19,7 +19,7 @@ pub const CANDIDATES: &[&str] = &[
     "freq_small=cat(identity, freq(4)) | mlp(32x2, swish)",
     "freq=cat(identity, freq(6)) | mlp(64x3, swish)",
     "grid2d_small=cat(pick(0, 1) | hashgrid(levels=6, features=2, log2_size=12, base=8, scale=1.5, min=-1), pick(2) | freq(4)) | mlp(32x2, relu)",
-    "grid2d=cat(pick(0, 1) | hashgrid(levels=10, features=2, log2_size=15, base=8, scale=1.5, min=-1), pick(2) | freq(4)) | mlp(64x2, relu)",
+    "grid2d=cat(pick(0, 1) | hashgrid(levels=8, features=2, log2_size=14, base=8, scale=1.5, min=-1), pick(2) | freq(4)) | mlp(32x2, relu)",
     "grid3d=hashgrid(levels=8, features=2, log2_size=14, base=4, scale=1.5, min=-1) | mlp(32x2, relu)",
 ];
 
