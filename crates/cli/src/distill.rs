@@ -4,7 +4,7 @@
 //! cost of rendering the original shader with the generated neural one.
 
 use crate::common::{self, BackendChoice, OutDir};
-use crate::{capture, train};
+use crate::{capture, portfolio, train};
 use anyhow::{Context, Result};
 use nshade_core::metrics;
 use nshade_core::model::Model;
@@ -39,12 +39,21 @@ pub struct Args {
     /// Random pixels sampled per frame.
     #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub pixels_per_frame: u32,
-    /// Training steps.
-    #[arg(long, default_value_t = 12000)]
-    pub steps: u32,
-    /// Architecture (default: train's default for (x, y, t) data).
+    /// Training steps per network (default 12000, or no limit with --seconds).
+    #[arg(long)]
+    pub steps: Option<u32>,
+    /// Bounds the training of the whole search: each candidate trains for its share
+    /// (with --arch, the one network trains this long).
+    #[arg(long)]
+    pub seconds: Option<f64>,
+    /// Force one architecture instead of choosing among the candidates.
     #[arg(long, value_name = "SPEC")]
     pub arch: Option<String>,
+    /// What the chosen network must fit in: params=N (trainable parameters), ms=X (GPU
+    /// time per frame at the capture size, on this machine's adapter) or original
+    /// (cheaper per frame than the original shader). Default: no limit.
+    #[arg(long, value_name = "BUDGET", conflicts_with = "arch")]
+    pub budget: Option<String>,
     /// Samples per training step (as `train`).
     #[arg(long, default_value_t = 4096)]
     pub batch: usize,
@@ -88,6 +97,11 @@ pub fn run(args: Args) -> Result<()> {
     source.compile()?;
     let (w, h) = common::parse_size(&args.size).map_err(anyhow::Error::msg)?;
     let range = capture::parse_range(&args.param_range).map_err(anyhow::Error::msg)?;
+    let budget = args
+        .budget
+        .as_deref()
+        .map(portfolio::Budget::parse)
+        .transpose()?;
     let out = OutDir::create(args.out.as_deref(), Path::new("nshade-out"))?;
     let dataset = out.path().join("dataset");
     let model_dir = out.path().join("model");
@@ -104,11 +118,25 @@ pub fn run(args: Args) -> Result<()> {
         strict: args.strict,
         display: args.display,
     })?;
+    // The original's render cost, measured before training: `--budget original` compares
+    // every candidate with it.
+    let ctx = GpuContext::new()?;
+    let original = ShaderRenderer::new(&ctx, &source, w as u32, h as u32)?;
+    let mid = (range.0 + range.1) * 0.5;
+    let t_orig = original.time_frames(mid, 50)?;
+    let original_ms = portfolio::cost_json(&t_orig)["ms"].as_f64();
+    common::check_cancelled()?;
     train::run(train::Args {
         dataset: dataset.clone(),
         out: model_dir.clone(),
         steps: args.steps,
+        seconds: args.seconds,
         arch: args.arch.clone(),
+        portfolio: args.arch.is_none(),
+        budget: args.budget.clone(),
+        original_ms: (budget == Some(portfolio::Budget::Original))
+            .then_some(original_ms)
+            .flatten(),
         batch: args.batch,
         lr: 0.005,
         lr_warmup: 0,
@@ -123,11 +151,11 @@ pub fn run(args: Args) -> Result<()> {
     common::check_cancelled()?;
     let model = Model::load(&model_dir)?;
 
-    // Export: every text target with baked weights — or, for a model too large to bake
-    // (big grid tables), with the parameters in a buffer (`neural.bin` beside) — plus the
+    // Export: every text target with baked weights — or, for a model with grid tables,
+    // with the parameters in a buffer (`neural.bin` beside) — plus the
     // full-screen WGSL used for timing. The buffer sits at binding 1: binding 0 is the
     // capture interface's Params block.
-    let baked = export(&model, &Options::new(Target::Wgsl)).is_ok();
+    let baked = portfolio::bake(&model);
     let options = |target: Target| Options {
         weights: if baked {
             WeightMode::Baked
@@ -153,8 +181,6 @@ pub fn run(args: Args) -> Result<()> {
     }
 
     // Report: images at a few parameter values, and render cost of original vs neural.
-    let ctx = GpuContext::new()?;
-    let original = ShaderRenderer::new(&ctx, &source, w as u32, h as u32)?;
     let semantics = capture::semantics(args.strict, args.display)
         .unwrap_or(OutputSemantics::default_for(source.kind));
     let neural_src = ShaderSource::new(
@@ -210,8 +236,6 @@ pub fn run(args: Args) -> Result<()> {
             "original": names[0], "neural": names[1], "error": names[2],
         }));
     }
-    let mid = (range.0 + range.1) * 0.5;
-    let t_orig = original.time_frames(mid, 50)?;
     let t_neural = neural.time_frames(mid, 50)?;
     let report = json!({
         "shader": args.shader.display().to_string(),
@@ -230,6 +254,9 @@ pub fn run(args: Args) -> Result<()> {
             "original_gpu_ms": t_orig.gpu_ms_median, "neural_gpu_ms": t_neural.gpu_ms_median,
             "original_wall_ms": t_orig.wall_ms_per_frame, "neural_wall_ms": t_neural.wall_ms_per_frame,
         },
+        "candidates": metrics_json["candidates"],
+        "winner": metrics_json["winner"],
+        "portfolio": metrics_json["portfolio"],
         "exports": TARGETS.iter().map(|(_, n)| format!("model/{n}")).chain(weights.as_ref().map(|_| "model/neural.bin".to_string())).collect::<Vec<_>>(),
         "export_weights": if weights.is_some() { "buffer" } else { "baked" },
     });
@@ -272,6 +299,33 @@ pub fn run(args: Args) -> Result<()> {
         ms(t_orig.gpu_ms_median, t_orig.wall_ms_per_frame),
         ms(t_neural.gpu_ms_median, t_neural.wall_ms_per_frame)
     );
+    if let Some(c) = report["candidates"].as_array() {
+        println!(
+            "  candidates (cost per {w}x{h} frame on {}):",
+            ctx.summary.name
+        );
+        for c in c {
+            println!(
+                "    {} {:<14} {:>8} params  {:>6.2} dB  {}{}",
+                if c["winner"] == true { "*" } else { " " },
+                c["name"].as_str().unwrap_or(""),
+                c["params"],
+                c["validation_psnr"].as_f64().unwrap_or(f64::NAN),
+                c["cost"]["ms"]
+                    .as_f64()
+                    .map_or("n/a".into(), |m| format!("{m:.3} ms")),
+                if c["within_budget"] == false {
+                    "  (over budget)"
+                } else {
+                    ""
+                }
+            );
+        }
+        println!(
+            "  winner {}",
+            report["winner"]["why"].as_str().unwrap_or("")
+        );
+    }
     println!(
         "  shaders: {}/model/neural.{{wgsl,glsl,hlsl,slang}}; report: {}/report.json",
         path.display(),

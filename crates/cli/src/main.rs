@@ -11,6 +11,7 @@ mod eval;
 mod export;
 mod fit;
 mod info;
+mod portfolio;
 mod render;
 mod report;
 mod train;

@@ -938,6 +938,53 @@ pub fn write_distill(dir: &Path) -> Result<()> {
         num(v, "psnr"),
         num(v, "rmse")
     );
+    if let Some(cands) = r["candidates"].as_array() {
+        let p = &r["portfolio"];
+        let _ = writeln!(
+            o,
+            "<h2>Candidates</h2>\n<table id=\"candidates\"><thead><tr><th>name</th><th>architecture</th><th>parameters</th><th>steps</th><th>seconds</th><th>validation PSNR</th><th>cost per frame</th><th>within budget</th></tr></thead><tbody>"
+        );
+        for c in cands {
+            let _ = writeln!(
+                o,
+                "<tr{}><td>{}</td><td><code>{}</code></td><td>{}</td><td>{}</td><td>{:.1}</td><td>{:.2} dB</td><td>{}</td><td>{}</td></tr>",
+                if c["winner"] == true {
+                    " class=\"best\""
+                } else {
+                    ""
+                },
+                esc(text(c, "name")),
+                esc(text(c, "arch")),
+                c["params"],
+                c["steps"],
+                num(c, "seconds"),
+                num(c, "validation_psnr"),
+                c["cost"]["ms"]
+                    .as_f64()
+                    .map_or("n/a".to_string(), |x| format!("{x:.3} ms")),
+                if c["within_budget"] == true {
+                    "yes"
+                } else {
+                    "no"
+                }
+            );
+        }
+        let _ = writeln!(
+            o,
+            "</tbody></table>\n<p>Winner {}.</p>\n<p class=\"note\">Budget: {}. Cost: the neural fragment shader at {} × {} pixels on {}, median of {} frames. Training time bound for the whole search: {}.</p>",
+            esc(text(&r["winner"], "why")),
+            esc(p["budget"].as_str().unwrap_or("none")),
+            p["cost_resolution"][0],
+            p["cost_resolution"][1],
+            esc(p["cost_adapter"].as_str().unwrap_or("no adapter")),
+            p["cost_frames"],
+            p["seconds"]
+                .as_f64()
+                .map_or("none (steps per candidate)".to_string(), |s| format!(
+                    "{s} s"
+                ))
+        );
+    }
     let c = &r["render_cost"];
     let ms = |k: &str| {
         c[k].as_f64()

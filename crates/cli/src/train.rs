@@ -4,6 +4,7 @@
 //! leaves a partial `weights.json`, and stops promptly on SIGINT/SIGTERM.
 
 use crate::common::{self, BackendChoice, GpuPathChoice};
+use crate::portfolio;
 use anyhow::{Context, Result, bail};
 use nshade_core::arch::NamedArch;
 use nshade_core::data::TrainingData;
@@ -30,12 +31,26 @@ pub struct Args {
     /// Model directory to create (must be new, empty, or hold only the caller's training.log).
     #[arg(long)]
     pub out: PathBuf,
-    /// Training steps (1..=10000000).
-    #[arg(long, default_value_t = 12000)]
-    pub steps: u32,
+    /// Training steps (1..=10000000; default 12000, or no limit with --seconds). With
+    /// --portfolio, per candidate.
+    #[arg(long)]
+    pub steps: Option<u32>,
+    /// Training time in seconds (stops at --steps or this, whichever comes first). With
+    /// --portfolio it bounds the whole search: each candidate trains for its share.
+    #[arg(long)]
+    pub seconds: Option<f64>,
     /// Architecture (default: cat(identity, freq(6)) | mlp(64x3, swish)).
-    #[arg(long, value_name = "SPEC")]
+    #[arg(long, value_name = "SPEC", conflicts_with = "portfolio")]
     pub arch: Option<String>,
+    /// Train the candidate networks side by side (docs/capture.md, "Choosing the
+    /// network"), score each on the validation slices and keep the best within --budget.
+    #[arg(long)]
+    pub portfolio: bool,
+    /// With --portfolio: what the kept network must fit in: params=N (trainable
+    /// parameters) or ms=X (GPU time per frame of its fragment shader at the dataset's
+    /// resolution). Default: no limit.
+    #[arg(long, value_name = "BUDGET", requires = "portfolio")]
+    pub budget: Option<String>,
     /// Samples per step. Smaller than fit's 65536 because a seed-002 dataset holds far
     /// fewer rows than an image has pixels (the seed's own trainer uses 4096).
     #[arg(long, default_value_t = 4096)]
@@ -74,6 +89,9 @@ pub struct Args {
     /// is read now (`distill` trains on a dataset inside its unfinished output directory).
     #[arg(skip)]
     pub dataset_recorded_as: Option<PathBuf>,
+    /// The original shader's cost per frame, for `--budget original` (`distill`).
+    #[arg(skip)]
+    pub original_ms: Option<f64>,
 }
 
 /// Progress output: a bar on a terminal, plain lines otherwise (a log file gets no
@@ -120,12 +138,183 @@ fn validate(model: &Model, ds: &Dataset) -> Result<serde_json::Value> {
     Ok(json!({"rmse": rmse, "psnr": psnr, "rows": ds.validation.len(), "slices": slices}))
 }
 
+/// Largest `--seconds` (a week).
+const MAX_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
+
+/// Default `--steps` when no `--seconds` is given.
+pub const DEFAULT_STEPS: u32 = 12000;
+
+/// One network trained: its parameters and how the training went.
+struct Trained {
+    params: Vec<f32>,
+    cfg: nshade_core::train::TrainConfig,
+    steps: u32,
+    seconds: f64,
+    final_loss: f32,
+    /// metrics.jsonl lines (written for the model kept).
+    lines: Vec<serde_json::Value>,
+}
+
+/// Trains one network for `steps` steps or `seconds` of training time, whichever comes
+/// first (at least one step). With a time budget and no step count, a short calibration
+/// run measures the step time first, so that the learning-rate decay (halve every quarter
+/// of the steps) spans the steps the budget affords; the calibration counts against the
+/// budget.
+#[allow(clippy::too_many_arguments)]
+fn train_one(
+    args: &Args,
+    label: &str,
+    net: &Network,
+    data: &Arc<TrainingData>,
+    backend: &dyn nshade_core::train::Backend,
+    steps: Option<u32>,
+    seconds: Option<f64>,
+    log: &mut Log,
+) -> Result<Trained> {
+    let terminal = log.terminal;
+    let start = Instant::now();
+    let config = |steps: u32| {
+        common::train_config(
+            args.batch,
+            args.seed,
+            &args.loss,
+            args.lr,
+            args.lr_warmup,
+            args.lr_decay.as_deref(),
+            Some(nshade_core::optim::Decay {
+                start: 0,
+                interval: (steps / 4).max(1),
+                factor: 0.5,
+            }),
+        )
+    };
+    let cancelled = |r: Result<f32, nshade_core::train::TrainError>| -> Result<f32> {
+        match r {
+            Err(nshade_core::train::TrainError::Cancelled) => {
+                Err(anyhow::anyhow!("interrupted; no output was written"))
+            }
+            r => Ok(r?),
+        }
+    };
+    let steps = match (steps, seconds) {
+        (Some(s), _) => s,
+        (None, None) => DEFAULT_STEPS,
+        (None, Some(budget)) => {
+            // Calibration: a throwaway trainer, two warm-up steps, then steps for about 5%
+            // of the budget (at most 1 s).
+            let cfg = config(DEFAULT_STEPS)?;
+            let mut t = backend.start(net, net.init_params(args.seed), data.clone(), &cfg)?;
+            cancelled(t.run(2))?;
+            let t0 = Instant::now();
+            let mut n = 0u32;
+            let aim = (budget * 0.05).min(1.0);
+            while t0.elapsed().as_secs_f64() < aim && n < 1000 {
+                common::check_cancelled()?;
+                cancelled(t.run(1))?;
+                n += 1;
+            }
+            let per_step = if n > 0 {
+                t0.elapsed().as_secs_f64() / n as f64
+            } else {
+                start.elapsed().as_secs_f64()
+            };
+            let left = budget - start.elapsed().as_secs_f64();
+            ((left / per_step.max(1e-9)).floor()).clamp(1.0, 10_000_000.0) as u32
+        }
+    };
+    let cfg = config(steps)?;
+    let mut trainer = backend.start(net, net.init_params(args.seed), data.clone(), &cfg)?;
+    let mut bar = terminal.then(|| common::Progress::counted(steps as u64, label, "steps"));
+    let report_every = (steps / 20).max(1);
+    // Steps per call: up to 1000, but no more than about 0.1 s of work, so that a SIGTERM
+    // (checked between calls) stops the run promptly even on a slow machine; calls end on
+    // report boundaries, and never run past the time budget.
+    let mut chunk = 1u32;
+    let (mut done, mut since, mut acc) = (0u32, 0u32, 0.0f64);
+    let mut last_loss = f32::NAN;
+    let mut last_line = Instant::now();
+    let mut lines = Vec::new();
+    let over = |done: u32| done > 0 && seconds.is_some_and(|s| start.elapsed().as_secs_f64() >= s);
+    while done < steps && !over(done) {
+        common::check_cancelled()?;
+        let mut n = chunk.min(steps - done).min(report_every - since);
+        let t0 = Instant::now();
+        if let Some(s) = seconds
+            && done > 0
+        {
+            let per_step = t0.duration_since(start).as_secs_f64() / done as f64;
+            let left = ((s - start.elapsed().as_secs_f64()) / per_step.max(1e-9)).ceil();
+            n = n.min(left.clamp(1.0, 1e9) as u32);
+        }
+        let l = cancelled(trainer.run(n))?;
+        let per_step = t0.elapsed().as_secs_f64() / n as f64;
+        chunk = (0.1 / per_step.max(1e-9)).clamp(1.0, 1000.0) as u32;
+        done += n;
+        since += n;
+        acc += l as f64 * n as f64;
+        if let Some(b) = &mut bar {
+            b.set(done as u64, &format!("loss {l:.6}"));
+        }
+        let finished = done == steps || over(done);
+        if !terminal
+            && since < report_every
+            && !finished
+            && last_line.elapsed() >= common::Progress::LINE_EVERY
+        {
+            last_line = Instant::now();
+            eprintln!(
+                "{label}step {done}/{steps} loss {l:.6} {:.1} s",
+                start.elapsed().as_secs_f64()
+            );
+        }
+        if since >= report_every || finished {
+            last_line = Instant::now();
+            last_loss = (acc / since as f64) as f32;
+            log.line(&format!(
+                "{label}step {done}/{steps} loss {last_loss:.6} lr {:.6} {:.1} s",
+                cfg.lr.at(done - 1),
+                start.elapsed().as_secs_f64()
+            ));
+            lines.push(crate::report::train_line(
+                done,
+                done as u64 * args.batch as u64,
+                start.elapsed().as_secs_f64(),
+                last_loss,
+            )); // report
+            since = 0;
+            acc = 0.0;
+        }
+    }
+    if let Some(b) = bar {
+        b.finish(done as u64, "done");
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    Ok(Trained {
+        params: trainer.params()?,
+        cfg,
+        steps: done,
+        seconds,
+        final_loss: last_loss,
+        lines,
+    })
+}
+
 pub fn run(args: Args) -> Result<()> {
     common::init_threads(args.threads)?;
     common::install_cancel_handler();
-    if args.steps == 0 || args.steps > 10_000_000 {
-        bail!("--steps must be in 1..=10000000, got {}", args.steps);
+    if let Some(s) = args.steps
+        && (s == 0 || s > 10_000_000)
+    {
+        bail!("--steps must be in 1..=10000000, got {s}");
     }
+    if let Some(s) = args.seconds
+        && !(s.is_finite() && s > 0.0 && s <= MAX_SECONDS)
+    {
+        bail!(
+            "--seconds must be a positive number of seconds up to {MAX_SECONDS} (a week), got {s}"
+        );
+    }
+    // Checks the training flags before anything is created.
     let cfg = common::train_config(
         args.batch,
         args.seed,
@@ -133,21 +322,39 @@ pub fn run(args: Args) -> Result<()> {
         args.lr,
         args.lr_warmup,
         args.lr_decay.as_deref(),
-        Some(nshade_core::optim::Decay {
-            start: 0,
-            interval: (args.steps / 4).max(1),
-            factor: 0.5,
-        }),
+        None,
     )?;
     let loss = cfg.loss;
-    let spec = args
-        .arch
-        .clone()
-        .unwrap_or_else(|| format!("model={DEFAULT_ARCH}"));
-    let named = NamedArch::parse(&spec)
-        .map_err(|e| anyhow::anyhow!("--arch {}: {e}", common::shown(&spec)))?;
-    let net = Network::build(&named.arch, 3, 3)
-        .map_err(|e| anyhow::anyhow!("--arch {}: {e}", common::shown(&spec)))?;
+    let budget = args
+        .budget
+        .as_deref()
+        .map(portfolio::Budget::parse)
+        .transpose()?;
+    if budget == Some(portfolio::Budget::Original) && args.original_ms.is_none() {
+        bail!(
+            "--budget original: train has no original shader to compare with; use params=N or ms=X (distill compares with the original)"
+        );
+    }
+    let specs: Vec<String> = if args.portfolio {
+        portfolio::CANDIDATES
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    } else {
+        vec![
+            args.arch
+                .clone()
+                .unwrap_or_else(|| format!("model={DEFAULT_ARCH}")),
+        ]
+    };
+    let mut nets = Vec::new();
+    for spec in &specs {
+        let named = NamedArch::parse(spec)
+            .map_err(|e| anyhow::anyhow!("--arch {}: {e}", common::shown(spec)))?;
+        let net = Network::build(&named.arch, 3, 3)
+            .map_err(|e| anyhow::anyhow!("--arch {}: {e}", common::shown(spec)))?;
+        nets.push((named, net));
+    }
     let out = ModelDir::create(&args.out)?;
     let ds = Dataset::load(&args.dataset)
         .with_context(|| format!("--dataset {}", args.dataset.display()))?;
@@ -169,94 +376,161 @@ pub fn run(args: Args) -> Result<()> {
         },
         terminal,
     };
-    log.line(&format!(
-        "nshade train: dataset {} ({} training rows, {} validation rows in {} slices), arch {}, {} steps of {}, {} backend",
-        recorded.display(),
-        ds.train.len(),
-        ds.validation.len(),
-        ds.validation_info.parameters.len(),
-        named.arch,
-        args.steps,
-        args.batch,
-        backend.name()
-    ));
-    if let Some(w) = grid_range_warning(&net, &ds.train) {
-        log.line(&w);
+    let per = if args.portfolio { " per candidate" } else { "" };
+    let budget_text = match (args.steps, args.seconds) {
+        (Some(s), Some(t)) => format!("{s} steps{per} or {t} s in all"),
+        (Some(s), None) => format!("{s} steps{per}"),
+        (None, Some(t)) => format!("{t} s in all"),
+        (None, None) => format!("{DEFAULT_STEPS} steps{per}"),
+    };
+    if args.portfolio {
+        log.line(&format!(
+            "nshade train: dataset {} ({} training rows, {} validation rows in {} slices), portfolio of {} candidates, {budget_text}, batch {}, budget {}, {} backend",
+            recorded.display(),
+            ds.train.len(),
+            ds.validation.len(),
+            ds.validation_info.parameters.len(),
+            nets.len(),
+            args.batch,
+            budget.as_ref().map_or("none".into(), |b| b.text()),
+            backend.name()
+        ));
+    } else {
+        log.line(&format!(
+            "nshade train: dataset {} ({} training rows, {} validation rows in {} slices), arch {}, {budget_text} of {}, {} backend",
+            recorded.display(),
+            ds.train.len(),
+            ds.validation.len(),
+            ds.validation_info.parameters.len(),
+            nets[0].0.arch,
+            args.batch,
+            backend.name()
+        ));
+    }
+    for (_, net) in &nets {
+        if let Some(w) = grid_range_warning(net, &ds.train) {
+            log.line(&w);
+        }
+        common::check_training_memory(net, args.batch, backend.name() == "cpu")?;
     }
     let data = Arc::new(TrainingData::Rows(ds.train.clone()));
-    common::check_training_memory(&net, args.batch, backend.name() == "cpu")?;
-    let mut trainer = backend.start(&net, net.init_params(args.seed), data, &cfg)?;
-    let mut bar = terminal.then(|| common::Progress::counted(args.steps as u64, "train", "steps"));
-    // report (issue 6): the loss log behind report.html.
-    let mut mlog = crate::report::MetricsLog::create(&out.tmp.join("metrics.jsonl"))?;
-    let start = Instant::now();
-    let report_every = (args.steps / 20).max(1);
-    // Steps per call: up to 1000, but no more than about 0.1 s of work, so that a SIGTERM
-    // (checked between calls) stops the run promptly even on a slow machine; calls end on
-    // report boundaries.
-    let mut chunk = 1u32;
-    let (mut done, mut since, mut acc) = (0u32, 0u32, 0.0f64);
-    let mut last_loss = f32::NAN;
-    let mut last_line = Instant::now();
-    while done < args.steps {
-        common::check_cancelled()?;
-        let n = chunk.min(args.steps - done).min(report_every - since);
-        let t0 = Instant::now();
-        let l = match trainer.run(n) {
-            Err(nshade_core::train::TrainError::Cancelled) => {
-                bail!("interrupted; no output was written")
+    // The portfolio measures each candidate's inference cost at the dataset's resolution.
+    let gpu = if args.portfolio {
+        match nshade_gpu::context::GpuContext::new() {
+            Ok(c) => Some(c),
+            Err(e)
+                if matches!(
+                    budget,
+                    Some(portfolio::Budget::Ms(_) | portfolio::Budget::Original)
+                ) =>
+            {
+                bail!(
+                    "--budget {}: measuring inference cost needs a GPU adapter: {e}",
+                    budget.as_ref().map(|b| b.text()).unwrap_or_default()
+                )
             }
-            r => r?,
+            Err(e) => {
+                log.line(&format!(
+                    "note: no GPU adapter to measure inference cost ({e}); costs are not reported"
+                ));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let (cw, ch) = (ds.resolution[0].max(1), ds.resolution[1].max(1));
+    let n = nets.len();
+    let search = Instant::now();
+    let mut results = Vec::new();
+    for (named, net) in nets {
+        common::check_cancelled()?;
+        let label = if args.portfolio {
+            format!("{}: ", named.name)
+        } else {
+            String::new()
         };
-        let per_step = t0.elapsed().as_secs_f64() / n as f64;
-        chunk = (0.1 / per_step.max(1e-9)).clamp(1.0, 1000.0) as u32;
-        done += n;
-        since += n;
-        acc += l as f64 * n as f64;
-        if let Some(b) = &mut bar {
-            b.set(done as u64, &format!("loss {l:.6}"));
-        }
-        if !terminal
-            && since < report_every
-            && done < args.steps
-            && last_line.elapsed() >= common::Progress::LINE_EVERY
-        {
-            last_line = Instant::now();
-            eprintln!(
-                "step {done}/{} loss {l:.6} {:.1} s",
-                args.steps,
-                start.elapsed().as_secs_f64()
-            );
-        }
-        if since >= report_every || done == args.steps {
-            last_line = Instant::now();
-            last_loss = (acc / since as f64) as f32;
+        if args.portfolio {
             log.line(&format!(
-                "step {done}/{} loss {last_loss:.6} lr {:.6} {:.1} s",
-                args.steps,
-                cfg.lr.at(done - 1),
-                start.elapsed().as_secs_f64()
+                "candidate {}: {} ({} parameters)",
+                named.name, named.arch, net.param_count
             ));
-            mlog.append(&crate::report::train_line(
-                done,
-                done as u64 * args.batch as u64,
-                start.elapsed().as_secs_f64(),
-                last_loss,
-            ))?; // report
-            since = 0;
-            acc = 0.0;
         }
+        let trained = train_one(
+            &args,
+            &label,
+            &net,
+            &data,
+            backend.as_ref(),
+            args.steps,
+            args.seconds.map(|s| s / n as f64),
+            &mut log,
+        )?;
+        let model = Model::new(net, trained.params.clone(), InputSpec::xyt());
+        common::check_cancelled()?;
+        let validation = validate(&model, &ds)?;
+        let cost = match &gpu {
+            Some(ctx) => Some(portfolio::measure_cost(
+                ctx,
+                &model,
+                cw,
+                ch,
+                ds.parameter_range,
+            )?),
+            None => None,
+        };
+        log.line(&format!(
+            "{label}done in {:.1} s ({} steps): validation PSNR {:.2} dB, RMSE {:.5}{}",
+            trained.seconds,
+            trained.steps,
+            validation["psnr"].as_f64().unwrap_or(f64::NAN),
+            validation["rmse"].as_f64().unwrap_or(f64::NAN),
+            cost.as_ref().map_or(String::new(), |c| format!(
+                ", {:.3} ms per {cw}x{ch} frame",
+                c["ms"].as_f64().unwrap_or(f64::NAN)
+            ))
+        ));
+        results.push((named, model, trained, validation, cost));
     }
-    if let Some(b) = bar {
-        b.finish(done as u64, "done");
+    let search_seconds = search.elapsed().as_secs_f64();
+    let limit = portfolio::Limit {
+        budget: budget.clone(),
+        original_ms: args.original_ms,
+    };
+    let scores: Vec<portfolio::Score> = results
+        .iter()
+        .map(|(named, model, _, v, cost)| portfolio::Score {
+            name: named.name.clone(),
+            arch: named.arch.to_string(),
+            params: model.network.param_count,
+            psnr: v["psnr"].as_f64().unwrap_or(f64::NAN),
+            cost_ms: cost.as_ref().and_then(|c| c["ms"].as_f64()),
+        })
+        .collect();
+    let (win, fits, why) = portfolio::choose(&scores, &limit);
+    let candidates: Vec<serde_json::Value> = results
+        .iter()
+        .zip(&scores)
+        .enumerate()
+        .map(|(i, ((_, _, t, v, cost), s))| {
+            json!({
+                "name": s.name, "arch": s.arch, "params": s.params, "steps": t.steps, "seconds": t.seconds,
+                "final_loss": t.final_loss, "validation_psnr": v["psnr"], "validation_rmse": v["rmse"],
+                "cost": cost, "within_budget": fits[i], "winner": i == win,
+            })
+        })
+        .collect();
+    if args.portfolio {
+        log.line(&format!("winner {why}"));
     }
-    let seconds = start.elapsed().as_secs_f64();
-    let mut model = Model::new(net, trainer.params()?, InputSpec::xyt());
-    common::check_cancelled()?;
-    let validation = validate(&model, &ds)?;
+    let (named, mut model, trained, validation, _) = results.swap_remove(win);
+    let mut mlog = crate::report::MetricsLog::create(&out.tmp.join("metrics.jsonl"))?;
+    for l in &trained.lines {
+        mlog.append(l)?;
+    }
     model.training = json!({
-        "name": named.name, "arch": named.arch.to_string(), "seed": args.seed, "steps": args.steps, "batch": args.batch,
-        "loss": loss.name(), "lr": cfg.lr, "adam": cfg.adam, "backend": backend.name(),
+        "name": named.name, "arch": named.arch.to_string(), "seed": args.seed, "steps": trained.steps, "batch": args.batch,
+        "loss": loss.name(), "lr": trained.cfg.lr, "adam": trained.cfg.adam, "backend": backend.name(),
         "data": {"kind": "dataset", "source": recorded.display().to_string(), "sha256": ds.digest(),
                  "train_sha256": ds.train_info.sha256, "validation_sha256": ds.validation_info.sha256,
                  "source_shader_digest": ds.source_digest, "resolution": ds.resolution, "parameter_range": ds.parameter_range},
@@ -264,13 +538,24 @@ pub fn run(args: Args) -> Result<()> {
     .as_object()
     .cloned()
     .unwrap_or_default();
-    model.metrics = json!({"final_loss": last_loss, "validation_psnr": validation["psnr"], "validation_rmse": validation["rmse"]}).as_object().cloned().unwrap_or_default();
-    let metrics = json!({
-        "arch": named.arch.to_string(), "steps": args.steps, "batch": args.batch, "seconds": seconds,
-        "samples_per_s": args.steps as f64 * args.batch as f64 / seconds, "final_loss": last_loss, "backend": backend.name(),
+    model.metrics = json!({"final_loss": trained.final_loss, "validation_psnr": validation["psnr"], "validation_rmse": validation["rmse"]}).as_object().cloned().unwrap_or_default();
+    let seconds = trained.seconds;
+    let mut metrics = json!({
+        "arch": named.arch.to_string(), "steps": trained.steps, "batch": args.batch, "seconds": seconds,
+        "samples_per_s": trained.steps as f64 * args.batch as f64 / seconds, "final_loss": trained.final_loss, "backend": backend.name(),
         "seed": args.seed, "command": crate::report::command_line(args.seed), // report
         "validation": validation,
     });
+    if args.portfolio {
+        metrics["candidates"] = json!(candidates);
+        metrics["winner"] = json!({"name": named.name, "arch": named.arch.to_string(), "why": why});
+        metrics["portfolio"] = json!({
+            "budget": budget.as_ref().map(|b| b.text()), "original_ms": args.original_ms,
+            "seconds": args.seconds, "search_seconds": search_seconds,
+            "cost_resolution": [cw, ch], "cost_adapter": gpu.as_ref().map(|c| c.summary.name.clone()),
+            "cost_frames": portfolio::COST_FRAMES,
+        });
+    }
     common::check_cancelled()?;
     log.line(&format!(
         "done in {seconds:.1} s: validation PSNR {:.2} dB, RMSE {:.5}",
@@ -291,8 +576,11 @@ pub fn run(args: Args) -> Result<()> {
         println!(
             "model in {} (validation PSNR {:.2} dB)",
             path.display(),
-            validation["psnr"].as_f64().unwrap_or(f64::NAN)
+            metrics["validation"]["psnr"].as_f64().unwrap_or(f64::NAN)
         );
+        if args.portfolio {
+            println!("  winner {why}");
+        }
     }
     Ok(())
 }
