@@ -43,6 +43,10 @@ pub struct Args {
     /// to [0,1], replacements counted (the default for .glsl/.frag/.fs).
     #[arg(long)]
     pub display: bool,
+    /// The path printed for the dataset when it differs from where it is written now
+    /// (`distill` captures into its unfinished output directory).
+    #[arg(skip)]
+    pub shown_as: Option<PathBuf>,
 }
 
 /// `--strict` / `--display`, or `None` for the source kind's default.
@@ -148,7 +152,7 @@ pub fn run(args: Args) -> Result<()> {
             args.shader.display()
         );
     }
-    println!("{}", args.out.display());
+    println!("{}", args.shown_as.as_ref().unwrap_or(&args.out).display());
     println!(
         "captured {} ({}, sha256 {}) at {}x{} over {}..{}: {} training rows ({} frames), {} validation rows ({} frames), seed {}, {:.1} s on {}",
         args.shader.display(),

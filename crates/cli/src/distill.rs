@@ -117,6 +117,7 @@ pub fn run(args: Args) -> Result<()> {
         seed: args.capture_seed,
         strict: args.strict,
         display: args.display,
+        shown_as: Some(out.target().join("dataset")),
     })?;
     // The original's render cost, measured before training: `--budget original` compares
     // every candidate with it.
@@ -309,7 +310,7 @@ pub fn run(args: Args) -> Result<()> {
                 "    {} {:<14} {:>8} params  {:>6.2} dB  {}{}",
                 if c["winner"] == true { "*" } else { " " },
                 c["name"].as_str().unwrap_or(""),
-                c["params"],
+                c["params"].as_u64().unwrap_or(0),
                 c["validation_psnr"].as_f64().unwrap_or(f64::NAN),
                 c["cost"]["ms"]
                     .as_f64()
