@@ -251,18 +251,7 @@ pub fn create_temp_sibling_dir(target: &Path) -> Result<PathBuf> {
 /// empty directory, and not the current directory or one above it (which cannot be
 /// replaced by a rename). Returns it with `.` and `..` resolved.
 pub fn check_out_dir(p: &Path, flag: &str) -> Result<PathBuf> {
-    let abs =
-        normalize(&std::path::absolute(p).with_context(|| format!("{flag} {}", p.display()))?);
-    let cwd = std::env::current_dir().context("reading the current directory")?;
-    if cwd.starts_with(&abs) {
-        bail!(
-            "{flag} {}: is the current directory or one above it; name a new directory (e.g. {flag} runs/new)",
-            p.display()
-        );
-    }
-    if abs.file_name().is_none() {
-        bail!("{flag} {}: name a new directory", p.display());
-    }
+    let abs = check_out_location(p, flag)?;
     match std::fs::symlink_metadata(&abs) {
         Err(_) => {}
         Ok(m) if m.is_dir() => {
@@ -277,13 +266,36 @@ pub fn check_out_dir(p: &Path, flag: &str) -> Result<PathBuf> {
                 );
             }
         }
-        Ok(m) if m.file_type().is_symlink() => bail!(
-            "{flag} {}: is a symbolic link; name a new directory",
-            p.display()
-        ),
         Ok(_) => bail!("{flag} {}: exists and is not a directory", p.display()),
     }
     Ok(abs)
+}
+
+/// Where an output directory may go: not the current directory or one above it (a rename
+/// cannot replace those) and not a symbolic link. Returns the path with `.` and `..`
+/// resolved.
+pub fn check_out_location(p: &Path, flag: &str) -> Result<PathBuf> {
+    let abs =
+        normalize(&std::path::absolute(p).with_context(|| format!("{flag} {}", p.display()))?);
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    if cwd.starts_with(&abs) || abs.file_name().is_none() {
+        bail!(
+            "{flag} {}: is the current directory or one above it; name a new directory (e.g. {flag} runs/new)",
+            p.display()
+        );
+    }
+    if std::fs::symlink_metadata(&abs).is_ok_and(|m| m.file_type().is_symlink()) {
+        bail!(
+            "{flag} {}: is a symbolic link; name a new directory",
+            p.display()
+        );
+    }
+    Ok(abs)
+}
+
+/// Whether a path names standard input or output (`-`).
+pub fn is_stdio(p: &Path) -> bool {
+    p.as_os_str() == "-"
 }
 
 /// Resolves `.` and `..` components of an absolute path without touching the disk.

@@ -44,10 +44,6 @@ pub struct Args {
     pub threads: Option<usize>,
 }
 
-fn is_std(p: &Path) -> bool {
-    p.as_os_str() == "-"
-}
-
 fn format_of(p: &Path, given: Option<Format>) -> Format {
     given.unwrap_or_else(|| {
         if p.extension().is_some_and(|e| e.eq_ignore_ascii_case("npy")) {
@@ -62,7 +58,7 @@ fn format_of(p: &Path, given: Option<Format>) -> Format {
 fn read_input(p: &Path) -> Result<Vec<u8>> {
     let what = || format!("--input {}", p.display());
     let mut bytes = Vec::new();
-    let reader: Box<dyn Read> = if is_std(p) {
+    let reader: Box<dyn Read> = if common::is_stdio(p) {
         Box::new(std::io::stdin().lock())
     } else {
         let f = std::fs::File::open(p).with_context(what)?;
@@ -203,7 +199,7 @@ pub fn run(args: Args) -> Result<()> {
         Format::Npy => npy_bytes(&y, outd)?,
         Format::Raw => y.iter().flat_map(|v| v.to_le_bytes()).collect(),
     };
-    if is_std(&args.output) {
+    if common::is_stdio(&args.output) {
         let mut stdout = std::io::stdout().lock();
         match stdout.write_all(&out).and_then(|_| stdout.flush()) {
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}

@@ -92,19 +92,9 @@ pub struct Args {
     pub weights_out: Option<PathBuf>,
 }
 
-/// Whether a model's parameters can be baked into shader source: grid tables of at most
-/// [`nshade_shader::MAX_BAKED_TABLE_PARAMS`] values.
-pub fn bakeable(model: &Model) -> bool {
-    model.network.param_count - model.network.dense_count <= nshade_shader::MAX_BAKED_TABLE_PARAMS
-}
-
-fn is_std(p: &std::path::Path) -> bool {
-    p.as_os_str() == "-"
-}
-
 pub fn run(args: Args) -> Result<()> {
     let target = Target::from(args.target);
-    let output = args.output.as_ref().filter(|p| !is_std(p));
+    let output = args.output.as_ref().filter(|p| !crate::common::is_stdio(p));
     if args.weights_out.is_some() && args.weights == Some(WeightsArg::Baked) {
         bail!(
             "--weights-out writes the parameter buffer of --weights buffer shaders; add --weights buffer"
@@ -118,7 +108,7 @@ pub fn run(args: Args) -> Result<()> {
     let weights = match args.weights {
         Some(w) => w,
         None if args.weights_out.is_some() => WeightsArg::Buffer,
-        None if bakeable(&model) => WeightsArg::Baked,
+        None if nshade_shader::bakeable(&model) => WeightsArg::Baked,
         None if target == Target::ShaderToy => bail!(
             "{}: a ShaderToy tab must hold its weights as constants, and this model's grid tables hold {tables} values, more than the {} that can be baked; export a model without a large grid (`nshade fit` marks which models bake in summary.json), or use --target glsl-es/glsl, which read the tables from a buffer",
             args.model.display(),

@@ -340,7 +340,7 @@ pub fn run(args: Args) -> Result<()> {
             seconds,
             loss: last_loss,
             psnr,
-            bakeable: crate::export::bakeable(&model),
+            bakeable: nshade_shader::bakeable(&model),
         };
         model.training = json!({
             "name": rec.name, "arch": rec.arch, "seed": args.seed, "steps": done, "batch": args.batch,

@@ -599,21 +599,7 @@ struct ModelDir {
 impl ModelDir {
     fn create(target: &Path) -> Result<ModelDir> {
         let mut caller_log = false;
-        let abs = std::path::absolute(target).context("--out")?;
-        if std::env::current_dir().is_ok_and(|cwd| cwd.starts_with(&abs))
-            || target.file_name().is_none()
-        {
-            bail!(
-                "--out {}: is the current directory or one above it; name a new model directory",
-                target.display()
-            );
-        }
-        if std::fs::symlink_metadata(target).is_ok_and(|m| m.file_type().is_symlink()) {
-            bail!(
-                "--out {}: is a symbolic link; name a new model directory",
-                target.display()
-            );
-        }
+        common::check_out_location(target, "--out")?;
         if target.exists() {
             if !target.is_dir() {
                 bail!("--out {}: exists and is not a directory", target.display());

@@ -249,9 +249,15 @@ pub const GLSL_ES_MAX_BUFFER_PARAMS: usize = 16384 / 4;
 /// all; they need `--weights buffer`.
 pub const MAX_BAKED_TABLE_PARAMS: usize = 16384;
 
+/// Whether `model`'s parameters can be baked into source: its grid tables hold at most
+/// [`MAX_BAKED_TABLE_PARAMS`] values.
+pub fn bakeable(model: &Model) -> bool {
+    model.network.param_count - model.network.dense_count <= MAX_BAKED_TABLE_PARAMS
+}
+
 fn check(model: &Model, opts: &Options) -> Result<(), Error> {
     let tables = model.network.param_count - model.network.dense_count;
-    if opts.weights == WeightMode::Baked && tables > MAX_BAKED_TABLE_PARAMS {
+    if opts.weights == WeightMode::Baked && !bakeable(model) {
         let hint = if opts.target == Target::ShaderToy {
             "a ShaderToy tab can only bake them; use a smaller grid"
         } else {
