@@ -563,10 +563,10 @@ fn sizes_that_cannot_fit_are_refused_up_front() {
 #[cfg(unix)]
 #[test]
 fn signals_stop_a_huge_step_within_a_second() {
-    for signal in ["-TERM", "-INT"] {
+    for signal in ["TERM", "INT"] {
         let d = tempfile::tempdir().unwrap();
-        let mut child = bin()
-            .args([
+        common::interrupt(
+            &[
                 "fit",
                 "--arch",
                 "mlp(4096x2, relu)",
@@ -578,34 +578,12 @@ fn signals_stop_a_huge_step_within_a_second() {
                 "cpu",
                 "--out",
                 "o",
-            ])
-            .current_dir(d.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        // wait until training has started
-        let mut err = BufReader::new(child.stderr.take().unwrap());
-        let mut line = String::new();
-        while err.read_line(&mut line).unwrap() > 0 && !line.contains("fitting") {}
-        assert!(line.contains("fitting"), "{line}");
-        std::thread::sleep(Duration::from_millis(500));
-        let sent = Instant::now();
-        Command::new("kill")
-            .args([signal, &child.id().to_string()])
-            .status()
-            .unwrap();
-        let status = child.wait().unwrap();
-        let took = sent.elapsed();
-        assert!(
-            took < Duration::from_millis(1500),
-            "{signal}: took {took:?}"
-        );
-        assert!(!status.success());
-        assert!(
-            tree(d.path()).is_empty(),
-            "{signal}: left {:?}",
-            tree(d.path())
+            ],
+            d.path(),
+            |l| l.contains("fitting"),
+            signal,
+            &[],
+            Duration::from_millis(1500),
         );
     }
 }

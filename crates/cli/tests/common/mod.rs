@@ -2,7 +2,11 @@
 #![allow(dead_code)]
 
 use nshade_core::dataset::{DatasetMeta, SplitData, write_dataset};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 /// A smooth animated "shader": sums of sines of x, y and t, sampled like a capture.
 pub fn plasma(x: f32, y: f32, t: f32) -> [f32; 3] {
@@ -235,4 +239,106 @@ pub fn assert_fails(o: &std::process::Output, code: i32, needle: &str) -> String
     assert!(lines[0].starts_with("error: "), "{err}");
     assert!(lines[0].contains(needle), "expected '{needle}' in: {err}");
     err
+}
+
+/// Starts `nshade args` in `cwd` and waits until a line of its stderr satisfies `ready`
+/// (at most `patience`); returns the child and the stderr lines seen so far.
+pub fn start_until(
+    args: &[&str],
+    cwd: &Path,
+    ready: fn(&str) -> bool,
+    patience: Duration,
+) -> (Child, Vec<String>, mpsc::Receiver<String>) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nshade"))
+        .args(args)
+        .current_dir(cwd)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let start = Instant::now();
+    let mut seen = Vec::new();
+    loop {
+        let left = patience.saturating_sub(start.elapsed());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                let done = ready(&line);
+                seen.push(line);
+                if done {
+                    return (child, seen, rx);
+                }
+            }
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("nshade {args:?}: no startup line ({e:?}); stderr so far: {seen:#?}");
+            }
+        }
+    }
+}
+
+/// Sends `signal` (`INT`/`TERM`) once the command is working, then asserts a non-zero exit
+/// within `within` and that `cwd` holds only `keep` afterwards.
+pub fn interrupt(
+    args: &[&str],
+    cwd: &Path,
+    ready: fn(&str) -> bool,
+    signal: &str,
+    keep: &[&str],
+    within: Duration,
+) {
+    let (mut child, seen, rx) = start_until(args, cwd, ready, Duration::from_secs(120));
+    std::thread::sleep(Duration::from_millis(300));
+    let sent = Instant::now();
+    let st = Command::new("kill")
+        .args([&format!("-{signal}"), &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success(), "kill -{signal}");
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if sent.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("SIG{signal}: nshade {args:?} still running after 10 s");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let took = sent.elapsed();
+    let rest: Vec<String> = rx.try_iter().collect();
+    eprintln!(
+        "SIG{signal} to nshade {}: stopped in {took:?} ({status})",
+        args[0]
+    );
+    assert!(
+        took < within,
+        "SIG{signal}: took {took:?} to stop nshade {args:?}"
+    );
+    assert!(
+        !status.success(),
+        "SIG{signal}: nshade {args:?} exited 0; stderr {seen:?} {rest:?}"
+    );
+    let mut left = tree(cwd);
+    left.retain(|p| {
+        !keep
+            .iter()
+            .any(|k| p == k || p.starts_with(&format!("{k}/")))
+    });
+    assert!(
+        left.is_empty(),
+        "SIG{signal}: nshade {} left {left:?} (stderr {rest:?})",
+        args[0]
+    );
 }
