@@ -20,18 +20,19 @@ pub struct Args {
     /// Render target size, WxH.
     #[arg(long, value_parser = common::parse_size, default_value = "320x180")]
     pub size: (usize, usize),
-    /// The parameter range A..B the shader sees (WGSL params.parameter, ShaderToy iTime).
-    #[arg(long, value_parser = parse_range, default_value = "-1..1", allow_hyphen_values = true)]
-    pub param_range: (f32, f32),
+    /// The parameter range A..B the shader sees (WGSL params.parameter, ShaderToy iTime);
+    /// default -1..1 for .wgsl (the seed's), 0..2 for ShaderToy tabs (iTime is never negative there).
+    #[arg(long, value_parser = parse_range, allow_hyphen_values = true)]
+    pub param_range: Option<(f32, f32)>,
     /// Training frames, at frame/(count-1) of the range.
     #[arg(long, default_value_t = 48, value_parser = clap::value_parser!(u32).range(2..=512))]
     pub train_frames: u32,
     /// Validation frames, at (frame+0.381966)/count of the range.
     #[arg(long, default_value_t = 13, value_parser = clap::value_parser!(u32).range(2..=128))]
     pub validation_frames: u32,
-    /// Random pixels sampled per frame.
-    #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(1..=65536))]
-    pub pixels_per_frame: u32,
+    /// Random pixels sampled per frame (1..=65536), or `all`: every pixel of every frame.
+    #[arg(long, default_value = "2048", value_parser = parse_pixels)]
+    pub pixels_per_frame: Pixels,
     /// Seed of the java.util.Random that picks the pixels (same seed, same pixels as the seed's Kotlin).
     #[arg(long, default_value_t = 4090, allow_hyphen_values = true)]
     pub seed: i64,
@@ -47,6 +48,24 @@ pub struct Args {
     /// (`distill` captures into its unfinished output directory).
     #[arg(skip)]
     pub shown_as: Option<PathBuf>,
+}
+
+/// `--pixels-per-frame`: a count of random pixels, or every pixel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pixels {
+    Count(u32),
+    All,
+}
+
+/// Parses `--pixels-per-frame`: `all` or a count in 1..=65536.
+pub fn parse_pixels(s: &str) -> Result<Pixels, String> {
+    if s.eq_ignore_ascii_case("all") {
+        return Ok(Pixels::All);
+    }
+    match s.parse::<u32>() {
+        Ok(n) if (1..=65536).contains(&n) => Ok(Pixels::Count(n)),
+        _ => Err(format!("expected all or a count in 1..=65536, got {s:?}")),
+    }
 }
 
 /// `--strict` / `--display`, or `None` for the source kind's default.
@@ -93,13 +112,21 @@ pub fn parse_range(s: &str) -> Result<(f32, f32), String> {
 
 pub fn run(args: Args) -> Result<()> {
     common::install_cancel_handler();
+    let source = ShaderSource::from_file(&args.shader)?;
+    let range = args
+        .param_range
+        .unwrap_or_else(|| source.kind.default_parameter_range());
     let settings = CaptureSettings {
         width: args.size.0 as u32,
         height: args.size.1 as u32,
-        parameter_range: [args.param_range.0, args.param_range.1],
+        parameter_range: [range.0, range.1],
         training_frames: args.train_frames,
         validation_frames: args.validation_frames,
-        pixels_per_frame: args.pixels_per_frame,
+        pixels_per_frame: match args.pixels_per_frame {
+            Pixels::Count(n) => n,
+            Pixels::All => CaptureSettings::default().pixels_per_frame,
+        },
+        every_pixel: args.pixels_per_frame == Pixels::All,
         seed: args.seed,
         semantics: semantics(args.strict, args.display),
         ..CaptureSettings::default()
@@ -112,7 +139,6 @@ pub fn run(args: Args) -> Result<()> {
     } else {
         common::clean_stale_temps(std::path::Path::new("."));
     }
-    let source = ShaderSource::from_file(&args.shader)?;
     // Compile before opening the device, so a broken shader fails fast and without a GPU.
     source.compile()?;
     let ctx = GpuContext::new()?;
@@ -154,9 +180,10 @@ pub fn run(args: Args) -> Result<()> {
     }
     println!("{}", args.shown_as.as_ref().unwrap_or(&args.out).display());
     println!(
-        "captured {} ({}, sha256 {}) at {}x{} over {}..{}: {} training rows ({} frames), {} validation rows ({} frames), seed {}, {:.1} s on {}",
+        "captured {} ({} via {}, sha256 {}) at {}x{} over {}..{}: {} training rows ({} frames), {} validation rows ({} frames), seed {}, {:.1} s on {}",
         args.shader.display(),
         summary.source_kind.manifest_name(),
+        summary.frontend.name(),
         &summary.digest[..12],
         settings.width,
         settings.height,

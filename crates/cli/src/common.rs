@@ -48,6 +48,18 @@ pub fn training_backend(choice: BackendChoice) -> Result<Box<dyn Backend>> {
     }
 }
 
+/// Whether [`training_backend`] would train on a GPU for `choice`, without opening a
+/// device: `auto` does when a hardware (not software) adapter is listed.
+pub fn trains_on_gpu(choice: BackendChoice) -> bool {
+    match choice {
+        BackendChoice::Cpu => false,
+        BackendChoice::Gpu => true,
+        BackendChoice::Auto => nshade_gpu::context::list_adapters()
+            .iter()
+            .any(|a| a.device_type != "Cpu"),
+    }
+}
+
 /// The GPU backend's precision path (`--gpu-path`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum GpuPathChoice {

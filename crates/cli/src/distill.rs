@@ -27,18 +27,21 @@ pub struct Args {
     /// Capture size, WxH.
     #[arg(long, default_value = "320x180")]
     pub size: String,
-    /// The parameter range A..B the shader sees.
-    #[arg(long, default_value = "-1..1", allow_hyphen_values = true)]
-    pub param_range: String,
-    /// Training frames, at frame/(count-1) of the range.
-    #[arg(long, default_value_t = 48, value_parser = clap::value_parser!(u32).range(2..=512))]
-    pub train_frames: u32,
+    /// The parameter range A..B the shader sees; default -1..1 for .wgsl, 0..2 for
+    /// ShaderToy tabs.
+    #[arg(long, allow_hyphen_values = true)]
+    pub param_range: Option<String>,
+    /// Training frames, at frame/(count-1) of the range (default: 48, the seed's; 192 when
+    /// training on a GPU, which captures and trains on them in the same time).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(2..=512))]
+    pub train_frames: Option<u32>,
     /// Validation frames, at (frame+0.381966)/count of the range.
     #[arg(long, default_value_t = 13, value_parser = clap::value_parser!(u32).range(2..=128))]
     pub validation_frames: u32,
-    /// Random pixels sampled per frame.
-    #[arg(long, default_value_t = 2048, value_parser = clap::value_parser!(u32).range(1..=65536))]
-    pub pixels_per_frame: u32,
+    /// Pixels captured per frame: all (a dense capture, the default) or a count of random
+    /// ones (1..=65536, the seed's sampling).
+    #[arg(long, default_value = "all", value_parser = capture::parse_pixels)]
+    pub pixels_per_frame: capture::Pixels,
     /// Training steps per network (default 12000, or no limit with --seconds).
     #[arg(long)]
     pub steps: Option<u32>,
@@ -54,9 +57,9 @@ pub struct Args {
     /// (cheaper per frame than the original shader). Default: no limit.
     #[arg(long, value_name = "BUDGET", conflicts_with = "arch")]
     pub budget: Option<String>,
-    /// Samples per training step (as `train`).
-    #[arg(long, default_value_t = 4096)]
-    pub batch: usize,
+    /// Samples per training step (default: 4096 on the CPU, the seed's 65536 on a GPU).
+    #[arg(long)]
+    pub batch: Option<usize>,
     /// Seed for the network's initial weights and sample draws.
     #[arg(long, default_value_t = 1337)]
     pub seed: u64,
@@ -82,6 +85,16 @@ pub struct Args {
     pub display: bool,
 }
 
+/// Training frames captured by default for CPU training (the seed's).
+const CPU_TRAIN_FRAMES: u32 = 48;
+/// Training frames captured by default for GPU training: finer steps in the parameter,
+/// so that networks see motion between the validation slices.
+const GPU_TRAIN_FRAMES: u32 = 192;
+/// Samples per step by default on the CPU.
+const CPU_BATCH: usize = 4096;
+/// Samples per step by default on a GPU (the seed's 256×256).
+const GPU_BATCH: usize = 65536;
+
 /// Shader targets written next to the model.
 const TARGETS: &[(Target, &str)] = &[
     (Target::Wgsl, "neural.wgsl"),
@@ -96,12 +109,17 @@ pub fn run(args: Args) -> Result<()> {
     let source = ShaderSource::from_file(&args.shader)?;
     source.compile()?;
     let (w, h) = common::parse_size(&args.size).map_err(anyhow::Error::msg)?;
-    let range = capture::parse_range(&args.param_range).map_err(anyhow::Error::msg)?;
+    let range = match &args.param_range {
+        Some(r) => capture::parse_range(r).map_err(anyhow::Error::msg)?,
+        None => source.kind.default_parameter_range(),
+    };
     let budget = args
         .budget
         .as_deref()
         .map(portfolio::Budget::parse)
         .transpose()?;
+    // Where training will run decides how much data is worth capturing.
+    let on_gpu = common::trains_on_gpu(args.backend);
     let out = OutDir::create(args.out.as_deref(), Path::new("nshade-out"))?;
     let dataset = out.path().join("dataset");
     let model_dir = out.path().join("model");
@@ -110,8 +128,12 @@ pub fn run(args: Args) -> Result<()> {
         shader: args.shader.clone(),
         out: dataset.clone(),
         size: (w, h),
-        param_range: range,
-        train_frames: args.train_frames,
+        param_range: Some(range),
+        train_frames: args.train_frames.unwrap_or(if on_gpu {
+            GPU_TRAIN_FRAMES
+        } else {
+            CPU_TRAIN_FRAMES
+        }),
         validation_frames: args.validation_frames,
         pixels_per_frame: args.pixels_per_frame,
         seed: args.capture_seed,
@@ -138,7 +160,9 @@ pub fn run(args: Args) -> Result<()> {
         original_ms: (budget == Some(portfolio::Budget::Original))
             .then_some(original_ms)
             .flatten(),
-        batch: args.batch,
+        batch: args
+            .batch
+            .unwrap_or(if on_gpu { GPU_BATCH } else { CPU_BATCH }),
         lr: 0.005,
         lr_warmup: 0,
         lr_decay: None,

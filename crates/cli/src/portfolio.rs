@@ -23,6 +23,13 @@ pub const CANDIDATES: &[&str] = &[
     "grid3d=hashgrid(levels=8, features=2, log2_size=14, base=4, scale=1.5, min=-1) | mlp(32x2, relu)",
 ];
 
+/// Candidates added to [`CANDIDATES`] when training on a GPU, which trains them in the time
+/// the CPU trains the small ones: grids of 12-16 levels with large tables, 64-wide MLPs.
+pub const GPU_CANDIDATES: &[&str] = &[
+    "grid2d_large=cat(pick(0, 1) | hashgrid(levels=16, features=2, log2_size=18, base=8, scale=1.4, min=-1), pick(2) | freq(6)) | mlp(64x2, relu)",
+    "grid3d_large=hashgrid(levels=12, features=2, log2_size=19, base=4, scale=1.5, min=-1) | mlp(64x2, relu)",
+];
+
 /// Frames timed per candidate when measuring its inference cost.
 pub const COST_FRAMES: u32 = 10;
 

@@ -200,24 +200,25 @@ fn train_one(
         (Some(s), _) => s,
         (None, None) => DEFAULT_STEPS,
         (None, Some(budget)) => {
-            // Calibration: a throwaway trainer, two warm-up steps, then steps for about 5%
-            // of the budget (at most 1 s).
+            // Calibration: a throwaway trainer, two warm-up steps, then calls of 1, 2, 4, ...
+            // steps for about 5% of the budget (at most 1 s). The last call's time per
+            // step is the estimate: a GPU records a call's steps into one submission, so
+            // single steps would measure the submission's overhead, not the steps.
             let cfg = config(DEFAULT_STEPS)?;
             let mut t = backend.start(net, net.init_params(args.seed), data.clone(), &cfg)?;
             cancelled(t.run(2))?;
             let t0 = Instant::now();
-            let mut n = 0u32;
             let aim = (budget * 0.05).min(1.0);
-            while t0.elapsed().as_secs_f64() < aim && n < 1000 {
+            let (mut chunk, mut total) = (1u32, 0u32);
+            let mut per_step = f64::NAN;
+            while total == 0 || (t0.elapsed().as_secs_f64() < aim && total < 100_000) {
                 common::check_cancelled()?;
-                cancelled(t.run(1))?;
-                n += 1;
+                let c0 = Instant::now();
+                cancelled(t.run(chunk))?;
+                per_step = c0.elapsed().as_secs_f64() / chunk as f64;
+                total += chunk;
+                chunk = chunk.saturating_mul(2);
             }
-            let per_step = if n > 0 {
-                t0.elapsed().as_secs_f64() / n as f64
-            } else {
-                start.elapsed().as_secs_f64()
-            };
             let left = budget - start.elapsed().as_secs_f64();
             ((left / per_step.max(1e-9)).floor()).clamp(1.0, 10_000_000.0) as u32
         }
@@ -360,6 +361,14 @@ pub fn run(args: Args) -> Result<()> {
         .with_context(|| format!("--dataset {}", args.dataset.display()))?;
 
     let backend = common::training_backend_on(args.backend, args.gpu_path)?;
+    // A GPU trains larger candidates in the time the CPU trains the small ones.
+    if args.portfolio && backend.name() != "cpu" {
+        for spec in portfolio::GPU_CANDIDATES {
+            let named = NamedArch::parse(spec).expect("the GPU candidates parse");
+            let net = Network::build(&named.arch, 3, 3).expect("the GPU candidates build");
+            nets.push((named, net));
+        }
+    }
     let terminal = std::io::stderr().is_terminal();
     let recorded = args
         .dataset_recorded_as

@@ -435,10 +435,16 @@ fn shadertoy_tabs_get_display_semantics() {
     assert!(m["color"].as_str().unwrap().contains("clamped to [0,1]"));
     ok(&script(&["read", out.to_str().unwrap()]));
 
+    // A tab's default parameter range is ShaderToy's non-negative iTime, 0..2.
+    assert_eq!(m["parameterRange"], serde_json::json!([0.0, 2.0]), "{m}");
     // NaN and +Inf in part of the frame: counted exactly (see the tab's comment). Training
     // parameters -1, 0, 1 (one positive), validation -0.618, 0.382 (one positive).
     let out = tmp.path().join("nan_part");
-    let stdout = ok(&capture(&data("nan_part.glsl"), &out, &[]));
+    let stdout = ok(&capture(
+        &data("nan_part.glsl"),
+        &out,
+        &["--param-range", "-1..1"],
+    ));
     let m = manifest(&out);
     let (nan, inf) = (8 * 36, 4 * 64);
     for (split, frames, positive) in [("train", 3, 1), ("validation", 2, 1)] {
@@ -470,7 +476,7 @@ fn shadertoy_tabs_get_display_semantics() {
         1,
     );
     assert!(
-        e.contains("NaN/Inf at parameter -1 (train frame 0, pixel x=0 y=0, channel r)"),
+        e.contains("NaN/Inf at parameter 0 (train frame 0, pixel x=0 y=0, channel r)"),
         "{e}"
     );
     // NaN everywhere: refused in one line, nothing written.
@@ -480,7 +486,7 @@ fn shadertoy_tabs_get_display_semantics() {
         1,
     );
     assert!(
-        e.contains("NaN/Inf in 2304 of 2304 pixels at parameter -1 (train frame 0)"),
+        e.contains("NaN/Inf in 2304 of 2304 pixels at parameter 0 (train frame 0)"),
         "{e}"
     );
     assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), before.len());
@@ -581,6 +587,8 @@ fn distill_passes_the_semantics_on() {
             "cpu",
             "--batch",
             "256",
+            "--param-range",
+            "-1..1",
         ];
         args.extend_from_slice(extra);
         nshade(&args)

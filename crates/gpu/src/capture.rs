@@ -17,8 +17,9 @@
 //!   is the top).
 //!
 //! Sources ([`SourceKind`]): WGSL with a documented entry point and uniform block, and
-//! ShaderToy-style GLSL (`mainImage`) wrapped into a GLSL 450 fragment shader with every
-//! ShaderToy input ([`shadertoy`]) and compiled with naga's GLSL front end.
+//! ShaderToy-style GLSL (`mainImage`) wrapped into a fragment shader with every ShaderToy
+//! input ([`shadertoy`]) and compiled by glslang into SPIR-V ([`glslang`]), which naga
+//! translates (or, where naga cannot, wgpu loads unchanged).
 //! `docs/capture.md` documents both interfaces.
 //!
 //! [`ShaderRenderer`] is usable on its own: it renders one frame at a parameter into an RGB
@@ -48,9 +49,19 @@ fn vs_main(@builtin(vertex_index) i: u32) -> @builtin(position) vec4<f32> {
 }
 ";
 
+#[cfg(feature = "glslang")]
+pub mod glslang;
 pub mod shadertoy;
 
-pub use shadertoy::{DisplayStats, EPILOGUE as SHADERTOY_EPILOGUE, PRELUDE as SHADERTOY_PRELUDE};
+pub use shadertoy::{
+    Dialect, DisplayStats, EPILOGUE as SHADERTOY_EPILOGUE, PRELUDE as SHADERTOY_PRELUDE,
+};
+
+/// The largest shader source read (ShaderToy tabs are at most tens of kB).
+pub const MAX_SOURCE_BYTES: usize = 4 << 20;
+
+/// The most rows one capture may hold (both splits; 1.5 GiB of row data).
+pub const MAX_CAPTURE_ROWS: u64 = 1 << 26;
 
 /// Size in bytes of the uniform buffer bound at group 0, binding 0: the ShaderToy block
 /// (208 bytes) fits; the WGSL `Params` block uses its first 16 bytes.
@@ -166,6 +177,16 @@ impl SourceKind {
         }
     }
 
+    /// The parameter range used when none is given: the seed's -1..1 for WGSL, 0..2 for
+    /// ShaderToy tabs (ShaderToy starts `iTime` at 0; tabs fade in from it and loops
+    /// bounded by `min(iFrame, 0)` misbehave for negative frames).
+    pub fn default_parameter_range(self) -> (f32, f32) {
+        match self {
+            SourceKind::Wgsl => (-1.0, 1.0),
+            SourceKind::ShaderToyGlsl => (0.0, 2.0),
+        }
+    }
+
     /// The name of the verbatim copy beside the dataset.
     pub fn copy_name(self) -> &'static str {
         match self {
@@ -193,11 +214,20 @@ impl ShaderSource {
                 "{name}: unknown shader kind (use .wgsl for WGSL or .glsl/.frag for ShaderToy-style GLSL)"
             ))
         })?;
-        let bytes = std::fs::read(path).map_err(|e| CaptureError::Read {
+        let read_err = |e| CaptureError::Read {
             path: name.clone(),
             source: e,
-        })?;
-        Ok(ShaderSource { kind, name, bytes })
+        };
+        let file = std::fs::File::open(path).map_err(read_err)?;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(file, MAX_SOURCE_BYTES as u64 + 1),
+            &mut bytes,
+        )
+        .map_err(read_err)?;
+        let source = ShaderSource { kind, name, bytes };
+        source.check_size()?;
+        Ok(source)
     }
 
     pub fn new(kind: SourceKind, name: &str, text: &str) -> ShaderSource {
@@ -214,7 +244,21 @@ impl ShaderSource {
         hex(&Sha256::digest(&self.bytes))
     }
 
+    fn check_size(&self) -> Result<(), CaptureError> {
+        if self.bytes.len() > MAX_SOURCE_BYTES {
+            return Err(CaptureError::Compile {
+                name: self.name.clone(),
+                message: format!(
+                    "larger than {} MiB; a shader source is at most that",
+                    MAX_SOURCE_BYTES >> 20
+                ),
+            });
+        }
+        Ok(())
+    }
+
     fn text(&self) -> Result<&str, CaptureError> {
+        self.check_size()?;
         std::str::from_utf8(&self.bytes).map_err(|e| CaptureError::Compile {
             name: self.name.clone(),
             message: format!("not UTF-8 text ({e})"),
@@ -225,8 +269,14 @@ impl ShaderSource {
     /// the user's source with what the wrapper provides blanked out
     /// ([`shadertoy::prepare`]: same length, same lines), and the epilogue.
     pub fn wrapped_glsl(&self) -> Result<String, CaptureError> {
+        self.wrapped_glsl_as(Dialect::Glsl450)
+    }
+
+    /// [`ShaderSource::wrapped_glsl`] in `dialect` (its own first lines, same body).
+    pub fn wrapped_glsl_as(&self, dialect: Dialect) -> Result<String, CaptureError> {
         Ok(format!(
-            "{SHADERTOY_PRELUDE}{}{SHADERTOY_EPILOGUE}",
+            "{}{}{SHADERTOY_EPILOGUE}",
+            dialect.prelude(),
             shadertoy::prepare(self.text()?).text
         ))
     }
@@ -241,22 +291,22 @@ impl ShaderSource {
         }
     }
 
-    /// Parses and validates the fragment shader with naga; returns the module and the
-    /// fragment entry point's name. Errors are one line with the line and column in the
+    /// Compiles and checks the fragment shader (see [`Compiled`] for the routes). Errors are
+    /// one line with the line (and, where the front end gives it, the column) in the
     /// user's source.
-    pub fn compile(&self) -> Result<(naga::Module, String), CaptureError> {
+    pub fn compile(&self) -> Result<Compiled, CaptureError> {
         self.compile_with(false)
     }
 
     /// [`ShaderSource::compile`]; with `storage`, a read-only storage buffer at
     /// `@group(0) @binding(1)` is allowed too (see [`ShaderRenderer::with_storage`]).
-    pub fn compile_with(&self, storage: bool) -> Result<(naga::Module, String), CaptureError> {
+    pub fn compile_with(&self, storage: bool) -> Result<Compiled, CaptureError> {
         let text = self.text()?;
         let err = |message: String| CaptureError::Compile {
             name: self.name.clone(),
             message: one_line(&message),
         };
-        let (module, full, offset) = match self.kind {
+        match self.kind {
             SourceKind::Wgsl => {
                 let module = naga::front::wgsl::parse_str(text).map_err(|e| {
                     let at = e
@@ -265,7 +315,7 @@ impl ShaderSource {
                         .unwrap_or_default();
                     err(format!("does not compile: {at}{}", e.message()))
                 })?;
-                (module, text.to_string(), 0usize)
+                self.check_module(module, text, 0, storage, Frontend::NagaWgsl)
             }
             SourceKind::ShaderToyGlsl => {
                 if !text.contains("mainImage") {
@@ -274,33 +324,149 @@ impl ShaderSource {
                             .into(),
                     ));
                 }
-                let full = self.wrapped_glsl()?;
-                let mut frontend = naga::front::glsl::Frontend::default();
-                let module = frontend
-                    .parse(
-                        &naga::front::glsl::Options::from(naga::ShaderStage::Fragment),
-                        &full,
-                    )
-                    .map_err(|e| {
-                        let first = e.errors.first();
-                        let at = first
-                            .and_then(|f| f.location(&full))
-                            .map(|l| {
-                                user_location(l.offset as usize, SHADERTOY_PRELUDE.len(), text)
-                            })
-                            .unwrap_or_default();
-                        let msg = first
-                            .map(|f| f.kind.to_string())
-                            .unwrap_or_else(|| "unknown error".into());
-                        let more = if e.errors.len() > 1 {
-                            format!(" (and {} more errors)", e.errors.len() - 1)
-                        } else {
-                            String::new()
-                        };
-                        err(format!("does not compile: {at}{msg}{more}"))
-                    })?;
-                (module, full, SHADERTOY_PRELUDE.len())
+                #[cfg(feature = "glslang")]
+                {
+                    // ShaderToy's dialect first; a tab written for desktop GLSL (implicit
+                    // conversions, desktop built-ins) compiles as 4.50. The ES error is the
+                    // one reported when neither accepts it.
+                    match self.compile_glslang(Dialect::Es310, text, storage) {
+                        Ok(c) => Ok(c),
+                        Err(es) => self
+                            .compile_glslang(Dialect::Glsl450, text, storage)
+                            .map_err(|_| es),
+                    }
+                }
+                #[cfg(not(feature = "glslang"))]
+                {
+                    self.compile_naga_glsl(&self.wrapped_glsl()?, text, storage)
+                }
             }
+        }
+    }
+
+    /// glslang → SPIR-V → naga, or the SPIR-V itself where naga cannot read it.
+    #[cfg(feature = "glslang")]
+    fn compile_glslang(
+        &self,
+        dialect: Dialect,
+        text: &str,
+        storage: bool,
+    ) -> Result<Compiled, CaptureError> {
+        let err = |message: String| CaptureError::Compile {
+            name: self.name.clone(),
+            message: one_line(&message),
+        };
+        let full = self.wrapped_glsl_as(dialect)?;
+        let words = glslang::compile(&full).map_err(|e| {
+            let first = dialect.prelude().matches('\n').count();
+            let lines = text.lines().count().max(1);
+            let at = match e.line {
+                Some(l) if l > first && l - first <= lines => format!("line {}: ", l - first),
+                Some(l) if l > first => format!(
+                    "in the nshade wrapper after the source (line {} of docs/capture.md's epilogue; it calls mainImage(out vec4, vec2)): ",
+                    l - first - lines
+                ),
+                Some(_) => "in the nshade wrapper: ".to_string(),
+                None => String::new(),
+            };
+            let more = match e.more {
+                0 => String::new(),
+                n => format!(" (and {n} more errors)"),
+            };
+            err(format!("does not compile: {at}{}{more}", e.message))
+        })?;
+        let bindings =
+            glslang::spirv_bindings(&words).map_err(|e| err(format!("glslang's SPIR-V: {e}")))?;
+        let mut seen = Vec::new();
+        for b in bindings {
+            let allowed = b == (0, 0) || (storage && b == (0, 1));
+            if !allowed || seen.contains(&b) {
+                return Err(err(format!(
+                    "declares a resource at set {} binding {}; capture binds only the ShaderToy inputs (set 0 binding 0{}); textures and buffers (iChannel0-3) are not supported (docs/capture.md)",
+                    b.0,
+                    b.1,
+                    if storage {
+                        ", and a storage buffer at binding 1"
+                    } else {
+                        ""
+                    }
+                )));
+            }
+            seen.push(b);
+        }
+        match glslang::to_naga(&words) {
+            Ok(module) => Ok(Compiled {
+                code: FragmentCode::Naga(Box::new(module)),
+                entry: "main".into(),
+                frontend: Frontend::GlslangNaga(dialect),
+                wrapped: Some(full),
+            }),
+            Err(why) => Ok(Compiled {
+                code: FragmentCode::SpirV { words, why },
+                entry: "main".into(),
+                frontend: Frontend::GlslangSpirV(dialect),
+                wrapped: Some(full),
+            }),
+        }
+    }
+
+    /// naga's GLSL front end (builds without glslang).
+    #[cfg(not(feature = "glslang"))]
+    fn compile_naga_glsl(
+        &self,
+        full: &str,
+        text: &str,
+        storage: bool,
+    ) -> Result<Compiled, CaptureError> {
+        let err = |message: String| CaptureError::Compile {
+            name: self.name.clone(),
+            message: one_line(&message),
+        };
+        let mut frontend = naga::front::glsl::Frontend::default();
+        let module = frontend
+            .parse(
+                &naga::front::glsl::Options::from(naga::ShaderStage::Fragment),
+                full,
+            )
+            .map_err(|e| {
+                let first = e.errors.first();
+                let at = first
+                    .and_then(|f| f.location(full))
+                    .map(|l| user_location(l.offset as usize, SHADERTOY_PRELUDE.len(), text))
+                    .unwrap_or_default();
+                let msg = first
+                    .map(|f| f.kind.to_string())
+                    .unwrap_or_else(|| "unknown error".into());
+                let more = if e.errors.len() > 1 {
+                    format!(" (and {} more errors)", e.errors.len() - 1)
+                } else {
+                    String::new()
+                };
+                err(format!("does not compile: {at}{msg}{more}"))
+            })?;
+        self.check_module(
+            module,
+            full,
+            SHADERTOY_PRELUDE.len(),
+            storage,
+            Frontend::NagaGlsl,
+        )
+    }
+
+    /// Validates a naga module and checks its bindings and entry point against what
+    /// capture provides.
+    fn check_module(
+        &self,
+        module: naga::Module,
+        full: &str,
+        offset: usize,
+        storage: bool,
+        frontend: Frontend,
+    ) -> Result<Compiled, CaptureError> {
+        let text = self.text()?;
+        let err = |message: String| CaptureError::Compile {
+            name: self.name.clone(),
+            message: one_line(&message),
         };
         let mut validator = naga::valid::Validator::new(
             naga::valid::ValidationFlags::all(),
@@ -308,7 +474,7 @@ impl ShaderSource {
         );
         validator.validate(&module).map_err(|e| {
             let at = e
-                .location(&full)
+                .location(full)
                 .map(|l| {
                     if self.kind == SourceKind::Wgsl {
                         format!("line {}:{}: ", l.line_number, l.line_position)
@@ -382,8 +548,61 @@ impl ShaderSource {
                 }
             }
         };
-        Ok((module, entry))
+        let wrapped = (self.kind == SourceKind::ShaderToyGlsl).then(|| full.to_string());
+        Ok(Compiled {
+            code: FragmentCode::Naga(Box::new(module)),
+            entry,
+            frontend,
+            wrapped,
+        })
     }
+}
+
+/// How a compiled fragment shader reaches wgpu.
+#[derive(Debug)]
+pub enum FragmentCode {
+    /// naga's IR: runs on every backend.
+    Naga(Box<naga::Module>),
+    /// SPIR-V from glslang that naga cannot translate (`why`): loaded unchanged, which
+    /// needs an adapter with `PASSTHROUGH_SHADERS` (Vulkan).
+    SpirV { words: Vec<u32>, why: String },
+}
+
+/// The front end that read a source (recorded in `dataset.json` as `frontend`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Frontend {
+    /// WGSL through naga.
+    NagaWgsl,
+    /// GLSL through naga's GLSL front end (a build without the `glslang` feature).
+    NagaGlsl,
+    /// GLSL (in this dialect) through glslang to SPIR-V, then naga.
+    GlslangNaga(Dialect),
+    /// GLSL (in this dialect) through glslang to SPIR-V, loaded unchanged.
+    GlslangSpirV(Dialect),
+}
+
+impl Frontend {
+    /// The name recorded in `dataset.json` and printed by `capture`.
+    pub fn name(self) -> String {
+        match self {
+            Frontend::NagaWgsl => "naga (WGSL)".into(),
+            Frontend::NagaGlsl => "naga (GLSL 4.50)".into(),
+            Frontend::GlslangNaga(d) => format!("glslang ({}) + naga", d.name()),
+            Frontend::GlslangSpirV(d) => format!("glslang ({}) + SPIR-V passthrough", d.name()),
+        }
+    }
+}
+
+/// A fragment shader ready for a render pipeline.
+#[derive(Debug)]
+pub struct Compiled {
+    pub code: FragmentCode,
+    /// The fragment entry point.
+    pub entry: String,
+    pub frontend: Frontend,
+    /// For a ShaderToy tab, the complete GLSL that was compiled (`source.frag` beside a
+    /// dataset).
+    pub wrapped: Option<String>,
 }
 
 fn user_location(offset: usize, prelude: usize, text: &str) -> String {
@@ -490,6 +709,9 @@ pub struct CaptureSettings {
     pub training_frames: u32,
     pub validation_frames: u32,
     pub pixels_per_frame: u32,
+    /// Every pixel of every frame, in raster order, instead of `pixels_per_frame` random
+    /// ones (a dense capture: what `distill` uses; the seed's Random is not drawn from).
+    pub every_pixel: bool,
     pub seed: i64,
     pub fixed_state: String,
     /// Strict or display semantics; `None`: the default for the source's kind
@@ -507,6 +729,7 @@ impl Default for CaptureSettings {
             training_frames: 48,
             validation_frames: 13,
             pixels_per_frame: 2048,
+            every_pixel: false,
             seed: 4090,
             fixed_state: "Fixed shader source and resolution; only the parameter varies".into(),
             semantics: None,
@@ -557,7 +780,24 @@ impl CaptureSettings {
         if self.width > i32::MAX as u32 || self.height > i32::MAX as u32 {
             return bad(format!("size {}x{} is too large", self.width, self.height));
         }
+        let frames = (self.training_frames + self.validation_frames) as u64;
+        let rows = frames * self.rows_per_frame();
+        if rows > MAX_CAPTURE_ROWS {
+            return bad(format!(
+                "{frames} frames of {} rows each make {rows} rows; a capture holds at most {MAX_CAPTURE_ROWS} (fewer frames, a smaller size or fewer pixels per frame)",
+                self.rows_per_frame()
+            ));
+        }
         Ok(())
+    }
+
+    /// Rows each frame adds: every pixel, or `pixels_per_frame`.
+    pub fn rows_per_frame(&self) -> u64 {
+        if self.every_pixel {
+            self.width as u64 * self.height as u64
+        } else {
+            self.pixels_per_frame as u64
+        }
     }
 }
 
@@ -610,6 +850,8 @@ pub struct RenderTiming {
 pub struct ShaderRenderer<'a> {
     ctx: &'a GpuContext,
     kind: SourceKind,
+    frontend: Frontend,
+    wrapped: Option<String>,
     width: u32,
     height: u32,
     pipeline: wgpu::RenderPipeline,
@@ -666,18 +908,54 @@ impl<'a> ShaderRenderer<'a> {
                 "size {width}x{height}: an RGBA32F readback of it exceeds the adapter's largest buffer ({limit} bytes)"
             )));
         }
-        let (module, entry) = source.compile_with(storage.is_some())?;
+        let Compiled {
+            code,
+            entry,
+            frontend,
+            wrapped,
+        } = source.compile_with(storage.is_some())?;
         let device = &ctx.device;
+        if let FragmentCode::SpirV { why, .. } = &code
+            && !ctx.has(wgpu::Features::PASSTHROUGH_SHADERS)
+        {
+            return Err(CaptureError::Compile {
+                name: source.name.clone(),
+                message: format!(
+                    "glslang compiled it, but {why}, and adapter {} cannot load SPIR-V unchanged (PASSTHROUGH_SHADERS)",
+                    ctx.summary.name
+                ),
+            });
+        }
         let validation = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let internal = device.push_error_scope(wgpu::ErrorFilter::Internal);
         let vs = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some("nshade capture vertex"),
             source: wgpu::ShaderSource::Wgsl(Cow::Borrowed(VERTEX_WGSL)),
         });
-        let fs = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-            label: Some("nshade capture fragment"),
-            source: wgpu::ShaderSource::Naga(Cow::Owned(module)),
-        });
+        let fs = match code {
+            FragmentCode::Naga(module) => {
+                device.create_shader_module(wgpu::ShaderModuleDescriptor {
+                    label: Some("nshade capture fragment"),
+                    source: wgpu::ShaderSource::Naga(Cow::Owned(*module)),
+                })
+            }
+            // SAFETY: SPIR-V that glslang generated from a source it accepted under Vulkan
+            // rules; its only resources are the ShaderToy block at set 0 binding 0 (and the
+            // storage buffer at binding 1 when one is bound), checked by `compile_with`
+            // against its decorations, which is the layout below.
+            FragmentCode::SpirV { words, .. } => unsafe {
+                device.create_shader_module_passthrough(wgpu::ShaderModuleDescriptorPassthrough {
+                    label: Some("nshade capture fragment (SPIR-V)"),
+                    entry_points: vec![wgpu::PassthroughShaderEntryPoint {
+                        name: entry.clone().into(),
+                        workgroup_size: (1, 1, 1),
+                    }]
+                    .into(),
+                    spirv: Some(words.into()),
+                    ..Default::default()
+                })
+            },
+        };
         let layout_entry = |binding, ty| wgpu::BindGroupLayoutEntry {
             binding,
             visibility: wgpu::ShaderStages::FRAGMENT,
@@ -797,6 +1075,8 @@ impl<'a> ShaderRenderer<'a> {
         Ok(ShaderRenderer {
             ctx,
             kind: source.kind,
+            frontend,
+            wrapped,
             width,
             height,
             pipeline,
@@ -808,6 +1088,16 @@ impl<'a> ShaderRenderer<'a> {
             readback,
             padded_row,
         })
+    }
+
+    /// The front end that compiled the source.
+    pub fn frontend(&self) -> Frontend {
+        self.frontend
+    }
+
+    /// For a ShaderToy tab, the complete GLSL that was compiled.
+    pub fn wrapped(&self) -> Option<&str> {
+        self.wrapped.as_deref()
     }
 
     pub fn size(&self) -> (u32, u32) {
@@ -1139,6 +1429,23 @@ pub fn sample_frame(
     }
 }
 
+/// A dense frame: one row per pixel, rows top to bottom, each left to right.
+pub fn every_pixel(rgba: &[f32], width: u32, height: u32, normalized: f32, out: &mut Vec<f32>) {
+    for y in 0..height {
+        for x in 0..width {
+            let index = (y as usize * width as usize + x as usize) * 4;
+            out.extend([
+                (x as f32 + 0.5) / width as f32 * 2.0 - 1.0,
+                (y as f32 + 0.5) / height as f32 * 2.0 - 1.0,
+                normalized,
+                rgba[index],
+                rgba[index + 1],
+                rgba[index + 2],
+            ]);
+        }
+    }
+}
+
 /// The seed's per-frame checks: every value finite, every alpha within 0.001 of 1.
 fn check_frame(
     rgba: &[f32],
@@ -1230,7 +1537,7 @@ pub fn capture_rows(
         ("validation", settings.validation_frames),
     ] {
         let training = split == "train";
-        let mut rows = Vec::with_capacity(count as usize * settings.pixels_per_frame as usize * 6);
+        let mut rows = Vec::with_capacity(count as usize * settings.rows_per_frame() as usize * 6);
         let mut parameters = Vec::with_capacity(count as usize);
         let mut display = DisplayStats::default();
         for frame in 0..count {
@@ -1246,15 +1553,25 @@ pub fn capture_rows(
                     display.add(&display_frame(&mut rgba, pos.parameter, split, frame)?)
                 }
             }
-            sample_frame(
-                &mut random,
-                &rgba,
-                settings.width,
-                settings.height,
-                pos.normalized,
-                settings.pixels_per_frame,
-                &mut rows,
-            );
+            if settings.every_pixel {
+                every_pixel(
+                    &rgba,
+                    settings.width,
+                    settings.height,
+                    pos.normalized,
+                    &mut rows,
+                );
+            } else {
+                sample_frame(
+                    &mut random,
+                    &rgba,
+                    settings.width,
+                    settings.height,
+                    pos.normalized,
+                    settings.pixels_per_frame,
+                    &mut rows,
+                );
+            }
         }
         if training {
             out.train = rows;
@@ -1273,6 +1590,9 @@ pub fn capture_rows(
 #[derive(Clone, Debug)]
 pub struct CaptureSummary {
     pub source_kind: SourceKind,
+    /// The front end that compiled the source (`dataset.json`'s `frontend` under display
+    /// semantics).
+    pub frontend: Frontend,
     pub digest: String,
     pub train_rows: usize,
     pub validation_rows: usize,
@@ -1322,8 +1642,8 @@ pub fn capture(
     let rows = capture_rows(&renderer, settings, progress)?;
     let mut files: Vec<(String, Vec<u8>)> =
         vec![(source.kind.copy_name().to_string(), source.bytes.clone())];
-    if source.kind == SourceKind::ShaderToyGlsl {
-        files.push(("source.frag".into(), source.wrapped_glsl()?.into_bytes()));
+    if let Some(wrapped) = renderer.wrapped() {
+        files.push(("source.frag".into(), wrapped.as_bytes().to_vec()));
     }
     files.push(("vertex.wgsl".into(), VERTEX_WGSL.as_bytes().to_vec()));
     let meta = DatasetMeta {
@@ -1359,7 +1679,7 @@ pub fn capture(
             let staging = nshade_core::fsutil::temp_sibling(dir);
             let result = (|| {
                 write(&staging)?;
-                extend_manifest(&staging, &rows)?;
+                extend_manifest(&staging, &rows, renderer.frontend(), settings)?;
                 if dir.exists() {
                     std::fs::remove_dir(dir).map_err(|e| write_error(dir, e))?;
                 }
@@ -1373,6 +1693,7 @@ pub fn capture(
     }
     Ok(CaptureSummary {
         source_kind: source.kind,
+        frontend: renderer.frontend(),
         digest: meta.source_digest,
         train_rows: rows.train.len() / 6,
         validation_rows: rows.validation.len() / 6,
@@ -1397,7 +1718,12 @@ pub const DISPLAY_COLOR: &str =
 /// Display semantics in `dir/dataset.json`: `color` says what the values are, and the extra
 /// field `display` records the rules and, per split, the counts of every rendered frame
 /// (seed-002 readers ignore fields they do not know).
-fn extend_manifest(dir: &Path, rows: &CapturedRows) -> Result<(), CaptureError> {
+fn extend_manifest(
+    dir: &Path,
+    rows: &CapturedRows,
+    frontend: Frontend,
+    settings: &CaptureSettings,
+) -> Result<(), CaptureError> {
     let path = dir.join("dataset.json");
     let text = std::fs::read_to_string(&path).map_err(|e| CaptureError::Read {
         path: path.display().to_string(),
@@ -1419,6 +1745,16 @@ fn extend_manifest(dir: &Path, rows: &CapturedRows) -> Result<(), CaptureError> 
         })
     };
     manifest["color"] = DISPLAY_COLOR.into();
+    manifest["frontend"] = frontend.name().into();
+    manifest["sampling"] = if settings.every_pixel {
+        "every pixel of each frame, rows top to bottom, left to right".into()
+    } else {
+        format!(
+            "{} pixels per frame drawn by java.util.Random(seed)",
+            settings.pixels_per_frame
+        )
+        .into()
+    };
     manifest["display"] = serde_json::json!({
         "semantics": "shadertoy-display",
         "rules": "alpha ignored; NaN -> 0; +Inf -> 1; -Inf -> 0; then clamped to [0,1]; a frame with more than half its pixels NaN/Inf is refused",
@@ -2135,5 +2471,94 @@ void main() {
         let e = compile_err(SourceKind::ShaderToyGlsl, &broken);
         assert!(e.starts_with("test: does not compile: line 8:"), "{e}");
         assert!(e.contains("nope"), "{e}");
+    }
+
+    /// Each route of the GLSL front end, with values computed here.
+    #[cfg(feature = "glslang")]
+    #[test]
+    fn glsl_front_end_routes() {
+        let Some(ctx) = context_or_skip() else { return };
+        // GLSL ES (ShaderToy's dialect): a user function named like a desktop-only
+        // built-in (max3), an integer hash with bit operations.
+        let es = glsl(
+            "es",
+            "float max3(float a, float b, float c) { return max(a, max(b, c)); }
+uint h(uint x) { x ^= x >> 16; x *= 0x7feb352du; return x; }
+void mainImage(out vec4 c, in vec2 p) {
+    c = vec4(max3(0.25, p.x / iResolution.x, 0.0), float(h(3u) & 1u), 0.0, 1.0);
+}
+",
+        );
+        // Desktop GLSL only: an implicit int -> float conversion.
+        let desktop = glsl(
+            "desktop",
+            "void mainImage(out vec4 c, in vec2 p) {\n    float k = 2;\n    c = vec4(p.x / iResolution.x / k, 0.0, 0.0, 1.0);\n}\n",
+        );
+        // Valid GLSL that naga's SPIR-V front end does not translate: an infinite
+        // constant (naga's validator refuses non-finite literals), an unsized array.
+        let spirv = glsl(
+            "spirv",
+            "const float inf = 1.0 / 0.0;
+void mainImage(out vec4 c, in vec2 p) {
+    vec2 q[] = vec2[](vec2(0.25), vec2(0.75));
+    c = vec4(min(inf, q[1].x), p.y / iResolution.y, 0.0, 1.0);
+}
+",
+        );
+        let frontend = |s: &ShaderSource| s.compile().unwrap().frontend;
+        assert_eq!(frontend(&es), Frontend::GlslangNaga(Dialect::Es310));
+        assert_eq!(frontend(&desktop), Frontend::GlslangNaga(Dialect::Glsl450));
+        assert_eq!(frontend(&spirv), Frontend::GlslangSpirV(Dialect::Es310));
+        let (w, h) = (4u32, 2u32);
+        let px = |x: u32| (x as f32 + 0.5) / w as f32;
+        let hash_bit = {
+            let mut x = 3u32;
+            x ^= x >> 16;
+            x = x.wrapping_mul(0x7feb352d);
+            (x & 1) as f32
+        };
+        let img = ShaderRenderer::new(&ctx, &es, w, h)
+            .unwrap()
+            .render_rgb(0.5)
+            .unwrap();
+        for x in 0..w {
+            assert_eq!(img.data[x as usize * 3..][..2], [px(x).max(0.25), hash_bit]);
+        }
+        let img = ShaderRenderer::new(&ctx, &desktop, w, h)
+            .unwrap()
+            .render_rgb(0.5)
+            .unwrap();
+        for x in 0..w {
+            assert_eq!(img.data[x as usize * 3], px(x) / 2.0);
+        }
+        if ctx.has(wgpu::Features::PASSTHROUGH_SHADERS) {
+            let r = ShaderRenderer::new(&ctx, &spirv, w, h).unwrap();
+            assert_eq!(r.frontend(), Frontend::GlslangSpirV(Dialect::Es310));
+            let img = r.render_rgb(0.5).unwrap();
+            // Row 0 is the top; ShaderToy's y is up: fragCoord.y = 1.5 of 2.
+            assert_eq!(img.data[..3], [0.75, 0.75, 0.0]);
+            assert_eq!(img.data[(w as usize) * 3..][..3], [0.75, 0.25, 0.0]);
+        } else {
+            let e = ShaderRenderer::new(&ctx, &spirv, w, h)
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(e.contains("PASSTHROUGH_SHADERS"), "{e}");
+        }
+        // An error in the ES dialect is the one reported, at the user's line.
+        let e = compile_err(
+            SourceKind::ShaderToyGlsl,
+            "void mainImage(out vec4 c, in vec2 p) {\n    c = vec4(1.0);\n    c.x = 1.0\n}\n",
+        );
+        assert!(e.starts_with("test: does not compile: line 4:"), "{e}");
+        // A texture is refused with what capture binds.
+        let e = compile_err(
+            SourceKind::ShaderToyGlsl,
+            "layout(binding = 3) uniform sampler2D iChannel0;\nvoid mainImage(out vec4 c, in vec2 p) { c = texture(iChannel0, p); }\n",
+        );
+        assert!(
+            e.contains("set 0 binding 3") || e.contains("iChannel0"),
+            "{e}"
+        );
     }
 }

@@ -107,7 +107,9 @@ impl GpuContext {
             | wgpu::Features::SUBGROUP
             | wgpu::Features::SUBGROUP_BARRIER
             | wgpu::Features::TIMESTAMP_QUERY
-            | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+            | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX
+            // For GLSL tabs whose SPIR-V naga cannot translate (capture's front end).
+            | wgpu::Features::PASSTHROUGH_SHADERS;
         let features = adapter.features() & wanted;
         let experimental = if features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
             // SAFETY: cooperative matrices are used only with shapes and types that the

@@ -308,7 +308,7 @@ fn glslang_cases(target: Target, dir: &Path) -> Vec<Case> {
                     (glslang(dir, &format!("{file}.comp"), &full, &args), true)
                 }
                 Target::Hlsl => {
-                    let full = src + &hlsl_harness(&model, Lang::Hlsl, ROWS);
+                    let full = src + hlsl_harness(&model, Lang::Hlsl, ROWS).as_str();
                     let args = ["-D", "-V", "-e", "main", "-S", "comp"];
                     (glslang(dir, &format!("{file}.hlsl"), &full, &args), false)
                 }
@@ -587,7 +587,7 @@ fn slang_runs_and_matches_cpu() {
             let want = model.eval(&x);
             let file = dir.join(format!("{name}-{}.slang", mode(&o).replace('+', "-")));
             let spirv = file.with_extension("spv");
-            let full = text(&model, &o) + &hlsl_harness(&model, Lang::Slang, ROWS);
+            let full = text(&model, &o) + hlsl_harness(&model, Lang::Slang, ROWS).as_str();
             std::fs::write(&file, &full).unwrap();
             jobs += &format!("{}\tmain\tcompute\t{}\n", file.display(), spirv.display());
             let params =

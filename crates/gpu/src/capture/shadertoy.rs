@@ -26,6 +26,36 @@ layout(location = 0) out vec4 nshade_frag_color;
 // ---- user source ----
 ";
 
+/// The first lines of the GLSL ES wrapper, which replace [`PRELUDE`]'s `#version 450`.
+/// ShaderToy compiles a tab as GLSL ES 3.00 (WebGL 2) with high precision; Vulkan GLSL
+/// needs ES 3.10, whose fragment language is 3.00's plus features a tab cannot misuse.
+pub const ES_HEADER: &str = "#version 310 es\nprecision highp float;\nprecision highp int;\n";
+
+/// The GLSL dialect a tab is compiled as: GLSL ES first (ShaderToy's: ES built-ins only,
+/// no implicit conversions), then desktop GLSL 4.50 for tabs written for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dialect {
+    Es310,
+    Glsl450,
+}
+
+impl Dialect {
+    /// The wrapper's lines before the user's source in this dialect.
+    pub fn prelude(self) -> std::borrow::Cow<'static, str> {
+        match self {
+            Dialect::Glsl450 => PRELUDE.into(),
+            Dialect::Es310 => PRELUDE.replacen("#version 450\n", ES_HEADER, 1).into(),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Dialect::Es310 => "GLSL ES 3.10",
+            Dialect::Glsl450 => "GLSL 4.50",
+        }
+    }
+}
+
 /// Lines placed after a ShaderToy source: ShaderToy's `fragCoord` has its origin at the
 /// bottom-left with y up, the render target's at the top-left with y down.
 pub const EPILOGUE: &str = "
