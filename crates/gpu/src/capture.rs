@@ -2115,6 +2115,58 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
     }
 
     #[test]
+    fn dense_capture_takes_every_pixel_in_raster_order() {
+        let Some(ctx) = context_or_skip() else { return };
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("dense");
+        let src = ShaderSource::new(SourceKind::Wgsl, "o", ORIENT_WGSL);
+        let s = CaptureSettings {
+            parameter_range: [0.0, 2.0],
+            every_pixel: true,
+            semantics: Some(OutputSemantics::Display),
+            ..small()
+        };
+        let summary = capture(&ctx, &src, &s, &dir, &mut |_, _, _| Ok(())).unwrap();
+        assert_eq!(
+            (summary.train_rows, summary.validation_rows),
+            (3 * 128, 2 * 128)
+        );
+        let ds = nshade_core::dataset::Dataset::load(&dir).unwrap();
+        assert_eq!(ds.train.data.len(), 3 * 128 * 6);
+        assert!(
+            ds.manifest["sampling"]
+                .as_str()
+                .unwrap()
+                .contains("every pixel")
+        );
+        for (f, frame) in ds.train.data.chunks_exact(128 * 6).enumerate() {
+            let t = f as f32 - 1.0;
+            for (i, row) in frame.chunks_exact(6).enumerate() {
+                let (x, y) = ((i % 16) as f32, (i / 16) as f32);
+                // The shader writes its pixel centre (clamped to [0, 1] by the display).
+                let want = [
+                    (x + 0.5) / 16.0 * 2.0 - 1.0,
+                    (y + 0.5) / 8.0 * 2.0 - 1.0,
+                    t,
+                    (x + 0.5).min(1.0),
+                    (y + 0.5).min(1.0),
+                    (f as f32).min(1.0),
+                ];
+                assert_eq!(row, want, "frame {f} row {i}");
+            }
+        }
+        // The row bound is checked before anything is rendered.
+        let huge = CaptureSettings {
+            width: 8192,
+            height: 8192,
+            every_pixel: true,
+            ..small()
+        };
+        let e = huge.validate().unwrap_err().to_string();
+        assert!(e.contains("at most 67108864"), "{e}");
+    }
+
+    #[test]
     fn capture_writes_rows_the_kotlin_way() {
         let Some(ctx) = context_or_skip() else { return };
         let tmp = tempfile::tempdir().unwrap();
