@@ -156,6 +156,7 @@ pub fn run(args: Args) -> Result<()> {
         seconds: args.seconds,
         arch: args.arch.clone(),
         portfolio: args.arch.is_none(),
+        init: None,
         budget: args.budget.clone(),
         original_ms: (budget == Some(portfolio::Budget::Original))
             .then_some(original_ms)

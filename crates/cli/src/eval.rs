@@ -90,52 +90,19 @@ fn read_input(p: &Path) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// The float32 values of an `.npy` array of shape (rows, width).
+/// The values of an `.npy` array of shape (rows, width) (or (rows,) for one input), read
+/// by `nshade_core::arrays::parse_npy` (float32, float64, float16 or uint8; bounded;
+/// finite).
 fn parse_npy(bytes: &[u8], width: usize, name: &str) -> Result<Vec<f32>> {
-    let npy =
-        npyz::NpyFile::new(bytes).with_context(|| format!("{name}: not a valid .npy file"))?;
-    let dtype = npy.dtype().descr();
-    if dtype != "'<f4'" {
+    let t = nshade_core::arrays::parse_npy(bytes, name)?;
+    if t.cols != width && !(t.rows == 0 && t.cols == 1) {
         bail!(
-            "{name}: the array holds {dtype}, not little-endian float32 ('<f4'); convert it with .astype('<f4')"
+            "{name}: the array's shape is ({}, {}); the model takes rows of {width} inputs, shape (rows, {width})",
+            t.rows,
+            t.cols
         );
     }
-    if npy.order() != npyz::Order::C {
-        bail!("{name}: the array is in Fortran order; save it in C order (np.ascontiguousarray)");
-    }
-    let shape = npy.shape().to_vec();
-    let ok = match shape.as_slice() {
-        [_, w] => *w == width as u64,
-        [n] => width == 1 || *n == 0,
-        _ => false,
-    };
-    if !ok {
-        bail!(
-            "{name}: the array's shape is {shape:?}; the model takes rows of {width} inputs, shape (rows, {width})"
-        );
-    }
-    let count = shape.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
-    let header = bytes.len() - npy_data_len(bytes);
-    if count.and_then(|c| c.checked_mul(4)) != Some((bytes.len() - header) as u64) {
-        bail!(
-            "{name}: the header says shape {shape:?} but the file holds {} data bytes",
-            bytes.len() - header
-        );
-    }
-    npy.into_vec::<f32>()
-        .with_context(|| format!("{name}: reading the array"))
-}
-
-/// Bytes after an `.npy` header (its length is in the header's first 10 or 12 bytes).
-fn npy_data_len(bytes: &[u8]) -> usize {
-    let header = match bytes.get(6) {
-        Some(1) if bytes.len() >= 10 => 10 + u16::from_le_bytes([bytes[8], bytes[9]]) as usize,
-        Some(2 | 3) if bytes.len() >= 12 => {
-            12 + u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize
-        }
-        _ => bytes.len(),
-    };
-    bytes.len().saturating_sub(header)
+    Ok(t.data)
 }
 
 fn npy_bytes(values: &[f32], width: usize) -> Result<Vec<u8>> {

@@ -29,8 +29,34 @@ pub const DEFAULT_ARCHS: &[&str] = &[
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// PNG, JPEG or EXR image to fit (default: a built-in 512x512 texture).
-    pub image: Option<PathBuf>,
+    /// What to fit: a PNG, JPEG or EXR image (default: a built-in 512x512 texture);
+    /// several images of one size (a texture set: one network, all their channels); or
+    /// arrays: an .npz or .safetensors holding x and y, or an .npy of inputs with
+    /// --targets (docs/arrays.md).
+    #[arg(value_name = "IMAGE|ARRAYS")]
+    pub inputs: Vec<PathBuf>,
+    /// Targets for an .npy of inputs: an .npy with the same number of rows.
+    #[arg(long, value_name = "FILE.npy")]
+    pub targets: Option<PathBuf>,
+    /// Arrays and texture sets: the share of rows held out for validation (default 0.1
+    /// for arrays, 0 for a texture set, whose every pixel is scored).
+    #[arg(long, value_name = "FRACTION")]
+    pub validation: Option<f64>,
+    /// Fine-tune: start from this model's parameters (a weights.json or its directory)
+    /// and train its architecture (an --arch, if given, must be the same network).
+    #[arg(long, value_name = "MODEL")]
+    pub init: Option<PathBuf>,
+    /// Arrays and texture sets: write each architecture's complete training state
+    /// (parameters, Adam moments, step) to --checkpoint-dir every N steps (CPU backend).
+    #[arg(long, value_name = "N", requires = "checkpoint_dir")]
+    pub checkpoint_every: Option<u32>,
+    /// Where checkpoints go (`NAME.safetensors` per architecture).
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Continue an interrupted run from the checkpoints in --checkpoint-dir: the same
+    /// command with --resume gives the files an uninterrupted run gives (CPU backend).
+    #[arg(long, requires = "checkpoint_dir")]
+    pub resume: bool,
     /// Architecture to train, `name=spec` or `spec`; repeat for several (default: the
     /// seed's four, then `wide` and `grid`, stronger ones; see the README).
     #[arg(long = "arch", value_name = "SPEC")]
@@ -58,9 +84,10 @@ pub struct Args {
     #[arg(long, value_name = "INTERVAL:FACTOR")]
     pub lr_decay: Option<String>,
     /// Loss: l1, l2, relative_l1, relative_l2, mape, smape (default relative_l2, the
-    /// seed's; train and distill use l2 for linear, unclamped captured colours).
-    #[arg(long, default_value = "relative_l2")]
-    pub loss: String,
+    /// seed's, for images; l2 for arrays and texture sets; train and distill use l2 for
+    /// linear, unclamped captured colours).
+    #[arg(long)]
+    pub loss: Option<String>,
     /// Where to train: auto takes a hardware GPU when one is found, else the CPU.
     #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
     pub backend: BackendChoice,
@@ -108,12 +135,29 @@ impl Record {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    if crate::fit_arrays::applies(&args.inputs) {
+        return crate::fit_arrays::run(args);
+    }
+    if let Some(t) = &args.targets {
+        bail!(
+            "--targets {}: goes with an .npy of inputs (docs/arrays.md)",
+            t.display()
+        );
+    }
+    if args.checkpoint_dir.is_some() {
+        bail!(
+            "--checkpoint-dir/--resume: checkpoints are written for arrays and texture sets (docs/arrays.md)"
+        );
+    }
+    if args.validation.is_some() {
+        bail!("--validation applies to arrays and texture sets; an image is scored on every pixel");
+    }
     common::init_threads(args.threads)?;
     common::install_cancel_handler();
     let cfg = common::train_config(
         args.batch,
         args.seed,
-        &args.loss,
+        args.loss.as_deref().unwrap_or("relative_l2"),
         args.lr,
         args.lr_warmup,
         args.lr_decay.as_deref(),
@@ -133,10 +177,25 @@ pub fn run(args: Args) -> Result<()> {
             "--seconds must be a positive number of seconds up to {MAX_SECONDS} (a week), got {s}"
         );
     }
-    let specs: Vec<String> = if args.archs.is_empty() {
-        DEFAULT_ARCHS.iter().map(|s| s.to_string()).collect()
-    } else {
-        args.archs.clone()
+    let init = args
+        .init
+        .as_deref()
+        .map(crate::init::Init::load)
+        .transpose()?;
+    let specs: Vec<String> = match &init {
+        Some(i) => {
+            if i.model.inputs.names != ["u", "v"] || i.model.network.out_dims != 3 {
+                bail!(
+                    "--init {}: an image is fitted by a (u, v) -> RGB model; this one takes {} inputs to {} outputs",
+                    i.shown,
+                    i.model.network.in_dims,
+                    i.model.network.out_dims
+                );
+            }
+            i.archs(&args.archs, "init")?
+        }
+        None if args.archs.is_empty() => DEFAULT_ARCHS.iter().map(|s| s.to_string()).collect(),
+        None => args.archs.clone(),
     };
     let mut archs = Vec::new();
     for s in &specs {
@@ -172,7 +231,7 @@ pub fn run(args: Args) -> Result<()> {
             .map_err(|e| anyhow::anyhow!("--arch {}: {e}", common::shown(s)))?;
         archs.push(named);
     }
-    let tex = match &args.image {
+    let tex = match args.inputs.first() {
         Some(p) => Texture::load(p)?,
         None => Texture::builtin(),
     };
@@ -244,7 +303,10 @@ pub fn run(args: Args) -> Result<()> {
     for named in &archs {
         common::check_cancelled()?;
         let net = Network::build(&named.arch, 2, 3)?;
-        let params = net.init_params(args.seed);
+        let params = match &init {
+            Some(i) => i.params_for(&net)?,
+            None => net.init_params(args.seed),
+        };
         let mut trainer = backend
             .start(&net, params, data.clone(), &cfg)
             .with_context(|| format!("starting '{}'", named.name))?;
@@ -344,7 +406,7 @@ pub fn run(args: Args) -> Result<()> {
         };
         model.training = json!({
             "name": rec.name, "arch": rec.arch, "seed": args.seed, "steps": done, "batch": args.batch,
-            "loss": loss.name(), "lr": cfg.lr, "adam": cfg.adam, "backend": backend.name(),
+            "loss": loss.name(), "lr": cfg.lr, "adam": cfg.adam, "backend": backend.name(), "init": init.as_ref().map(|i| i.shown.clone()),
             "data": {"kind": "texture", "source": tex.source, "width": tex.width, "height": tex.height, "sha256": tex.sha256},
         })
         .as_object()
@@ -467,7 +529,7 @@ fn export_commands(records: &[Record], best: &Record, dir: &str) -> Vec<String> 
 
 /// Copies every file of an architecture's directory (the model, its sidecar if it has one,
 /// the images), `weights.json` last so the copy never names a sidecar not yet there.
-fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+pub fn copy_dir(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to).with_context(|| format!("creating {}", to.display()))?;
     let mut names = std::fs::read_dir(from)
         .with_context(|| format!("reading {}", from.display()))?

@@ -46,6 +46,10 @@ pub struct Args {
     /// network"), score each on the validation slices and keep the best within --budget.
     #[arg(long)]
     pub portfolio: bool,
+    /// Fine-tune: start from this model's parameters (a weights.json or its directory)
+    /// and train its architecture (an --arch, if given, must be the same network).
+    #[arg(long, value_name = "MODEL", conflicts_with = "portfolio")]
+    pub init: Option<PathBuf>,
     /// With --portfolio: what the kept network must fit in: params=N (trainable
     /// parameters) or ms=X (GPU time per frame of its fragment shader at the dataset's
     /// resolution). Default: no limit.
@@ -169,8 +173,14 @@ fn train_one(
     backend: &dyn nshade_core::train::Backend,
     steps: Option<u32>,
     seconds: Option<f64>,
+    start_params: Option<&[f32]>,
     log: &mut Log,
 ) -> Result<Trained> {
+    let first = || {
+        start_params
+            .map(<[f32]>::to_vec)
+            .unwrap_or_else(|| net.init_params(args.seed))
+    };
     let terminal = log.terminal;
     let start = Instant::now();
     let config = |steps: u32| {
@@ -205,7 +215,7 @@ fn train_one(
             // step is the estimate: a GPU records a call's steps into one submission, so
             // single steps would measure the submission's overhead, not the steps.
             let cfg = config(DEFAULT_STEPS)?;
-            let mut t = backend.start(net, net.init_params(args.seed), data.clone(), &cfg)?;
+            let mut t = backend.start(net, first(), data.clone(), &cfg)?;
             cancelled(t.run(2))?;
             let t0 = Instant::now();
             let aim = (budget * 0.05).min(1.0);
@@ -224,7 +234,7 @@ fn train_one(
         }
     };
     let cfg = config(steps)?;
-    let mut trainer = backend.start(net, net.init_params(args.seed), data.clone(), &cfg)?;
+    let mut trainer = backend.start(net, first(), data.clone(), &cfg)?;
     let mut bar = terminal.then(|| common::Progress::counted(steps as u64, label, "steps"));
     let report_every = (steps / 20).max(1);
     // Steps per call: up to 1000, but no more than about 0.1 s of work, so that a SIGTERM
@@ -336,7 +346,24 @@ pub fn run(args: Args) -> Result<()> {
             "--budget original: train has no original shader to compare with; use params=N or ms=X (distill compares with the original)"
         );
     }
-    let specs: Vec<String> = if args.portfolio {
+    let init = args
+        .init
+        .as_deref()
+        .map(crate::init::Init::load)
+        .transpose()?;
+    if let Some(i) = &init
+        && (i.model.inputs.names != ["x", "y", "t"] || i.model.network.out_dims != 3)
+    {
+        bail!(
+            "--init {}: a dataset is learned by an (x, y, t) -> RGB model; this one takes {} inputs to {} outputs",
+            i.shown,
+            i.model.network.in_dims,
+            i.model.network.out_dims
+        );
+    }
+    let specs: Vec<String> = if let Some(i) = &init {
+        i.archs(args.arch.as_slice(), "model")?
+    } else if args.portfolio {
         portfolio::CANDIDATES
             .iter()
             .map(|s| s.to_string())
@@ -473,6 +500,10 @@ pub fn run(args: Args) -> Result<()> {
             backend.as_ref(),
             args.steps,
             args.seconds.map(|s| s / n as f64),
+            init.as_ref()
+                .map(|i| i.params_for(&net))
+                .transpose()?
+                .as_deref(),
             &mut log,
         )?;
         let model = Model::new(net, trained.params.clone(), InputSpec::xyt());
@@ -539,7 +570,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     model.training = json!({
         "name": named.name, "arch": named.arch.to_string(), "seed": args.seed, "steps": trained.steps, "batch": args.batch,
-        "loss": loss.name(), "lr": trained.cfg.lr, "adam": trained.cfg.adam, "backend": backend.name(),
+        "loss": loss.name(), "lr": trained.cfg.lr, "adam": trained.cfg.adam, "backend": backend.name(), "init": init.as_ref().map(|i| i.shown.clone()),
         "data": {"kind": "dataset", "source": recorded.display().to_string(), "sha256": ds.digest(),
                  "train_sha256": ds.train_info.sha256, "validation_sha256": ds.validation_info.sha256,
                  "source_shader_digest": ds.source_digest, "resolution": ds.resolution, "parameter_range": ds.parameter_range},

@@ -436,7 +436,7 @@ fn eval_checks_the_shape_of_its_input() {
             d.path(),
         ),
         1,
-        "shape is [4, 3]",
+        "shape is (4, 3); the model takes rows of 2 inputs",
     );
     std::fs::write(d.path().join("good.npy"), npy(6, 2)).unwrap();
     let o = nshade(

@@ -13,7 +13,7 @@ use crate::data::TrainingData;
 use crate::module::{Grads, Layer, Workspace};
 use crate::network::Network;
 use crate::optim::AdamState;
-use crate::train::{Backend, TrainConfig, TrainError, Trainer, check_compatible};
+use crate::train::{Backend, Checkpoint, TrainConfig, TrainError, Trainer, check_compatible};
 use rayon::prelude::*;
 use std::sync::Arc;
 
@@ -41,6 +41,34 @@ impl Backend for CpuBackend {
             data,
             cfg.clone(),
         )?))
+    }
+    fn resume(
+        &self,
+        net: &Network,
+        checkpoint: Checkpoint,
+        data: Arc<TrainingData>,
+        cfg: &TrainConfig,
+    ) -> Result<Box<dyn Trainer>, TrainError> {
+        let n = net.param_count;
+        if [
+            checkpoint.params.len(),
+            checkpoint.m.len(),
+            checkpoint.v.len(),
+        ] != [n; 3]
+        {
+            return Err(TrainError::Backend {
+                backend: "cpu".into(),
+                message: format!(
+                    "the checkpoint holds {} parameters; the network has {n}",
+                    checkpoint.params.len()
+                ),
+            });
+        }
+        let mut t = CpuTrainer::new(net.clone(), checkpoint.params, data, cfg.clone())?;
+        t.adam.m = checkpoint.m;
+        t.adam.v = checkpoint.v;
+        t.adam.t = checkpoint.step;
+        Ok(Box::new(t))
     }
 }
 
@@ -232,6 +260,14 @@ impl Trainer for CpuTrainer {
     }
     fn steps_done(&self) -> u32 {
         self.adam.t
+    }
+    fn checkpoint(&mut self) -> Result<Checkpoint, TrainError> {
+        Ok(Checkpoint {
+            params: self.params.clone(),
+            m: self.adam.m.clone(),
+            v: self.adam.v.clone(),
+            step: self.adam.t,
+        })
     }
 }
 

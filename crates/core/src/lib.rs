@@ -5,6 +5,8 @@
 
 pub mod activation;
 pub mod arch;
+pub mod arrays;
+pub mod checkpoint;
 pub mod cpu;
 pub mod data;
 pub mod dataset;

@@ -78,69 +78,73 @@ fn pack_unorm8(data: &[f32]) -> Option<Vec<u32>> {
         .collect()
 }
 
+/// Reads and decodes an image file within nshade's bounds (file size, sides, decoder
+/// memory); returns the image with its own channels and the sha256 of the file's bytes.
+/// An empty image is an error.
+pub fn decode(path: &Path) -> Result<(image::DynamicImage, String), TextureError> {
+    let p = path.display().to_string();
+    let read_err = |error| TextureError::Read {
+        path: p.clone(),
+        error,
+    };
+    let refused = |message| TextureError::Refused {
+        path: p.clone(),
+        message,
+    };
+    let bytes = limits::read_bounded(path, limits::MAX_IMAGE_BYTES).map_err(|e| match e {
+        limits::ReadError::Io(e) => read_err(image::ImageError::IoError(e)),
+        e => refused(e.describe(limits::MAX_IMAGE_BYTES)),
+    })?;
+    let reader = || {
+        image::ImageReader::new(std::io::Cursor::new(&bytes))
+            .with_guessed_format()
+            .map_err(|e| read_err(image::ImageError::IoError(e)))
+    };
+    let max = limits::MAX_IMAGE_SIDE;
+    let (w, h) = reader()?.into_dimensions().map_err(read_err)?;
+    if w > max || h > max {
+        return Err(refused(format!(
+            "it is {w}x{h} pixels, larger than the limit of {max}x{max}"
+        )));
+    }
+    let mut decoder = reader()?;
+    let mut lim = image::Limits::default();
+    lim.max_image_width = Some(max);
+    lim.max_image_height = Some(max);
+    lim.max_alloc = Some(limits::MAX_IMAGE_ALLOC);
+    decoder.limits(lim);
+    let img = decoder.decode().map_err(|e| match e {
+        image::ImageError::Limits(l) => refused(format!(
+            "decoding it exceeds a limit ({max}x{max} pixels, {} bytes of memory): {l}",
+            limits::MAX_IMAGE_ALLOC
+        )),
+        e => read_err(e),
+    })?;
+    let (w, h) = (img.width(), img.height());
+    if w == 0 || h == 0 {
+        return Err(TextureError::Empty {
+            path: p,
+            width: w,
+            height: h,
+        });
+    }
+    Ok((img, hex(&Sha256::digest(&bytes))))
+}
+
 impl Texture {
     /// Loads a PNG, JPEG or EXR file (format from the content). Refuses, before decoding,
     /// anything but a regular file of at most [`limits::MAX_IMAGE_BYTES`] and images wider
     /// or taller than [`limits::MAX_IMAGE_SIDE`]; the decoder may allocate at most
     /// [`limits::MAX_IMAGE_ALLOC`].
     pub fn load(path: &Path) -> Result<Texture, TextureError> {
+        let (img, sha256) = decode(path)?;
         let p = path.display().to_string();
-        let read_err = |error| TextureError::Read {
-            path: p.clone(),
-            error,
-        };
-        let refused = |message| TextureError::Refused {
-            path: p.clone(),
-            message,
-        };
-        let bytes = limits::read_bounded(path, limits::MAX_IMAGE_BYTES).map_err(|e| match e {
-            limits::ReadError::Io(e) => read_err(image::ImageError::IoError(e)),
-            e => refused(e.describe(limits::MAX_IMAGE_BYTES)),
-        })?;
-        let reader = || {
-            image::ImageReader::new(std::io::Cursor::new(&bytes))
-                .with_guessed_format()
-                .map_err(|e| read_err(image::ImageError::IoError(e)))
-        };
-        let max = limits::MAX_IMAGE_SIDE;
-        let (w, h) = reader()?.into_dimensions().map_err(read_err)?;
-        if w > max || h > max {
-            return Err(refused(format!(
-                "it is {w}x{h} pixels, larger than the limit of {max}x{max}"
-            )));
-        }
-        let mut decoder = reader()?;
-        let mut lim = image::Limits::default();
-        lim.max_image_width = Some(max);
-        lim.max_image_height = Some(max);
-        lim.max_alloc = Some(limits::MAX_IMAGE_ALLOC);
-        decoder.limits(lim);
-        let img = decoder.decode().map_err(|e| match e {
-            image::ImageError::Limits(l) => refused(format!(
-                "decoding it exceeds a limit ({max}x{max} pixels, {} bytes of memory): {l}",
-                limits::MAX_IMAGE_ALLOC
-            )),
-            e => read_err(e),
-        })?;
         let (w, h) = (img.width(), img.height());
-        if w == 0 || h == 0 {
-            return Err(TextureError::Empty {
-                path: p,
-                width: w,
-                height: h,
-            });
-        }
         let data = img.to_rgb32f().into_raw();
         if data.iter().any(|v| !v.is_finite()) {
             return Err(TextureError::NonFinite { path: p });
         }
-        Ok(Texture::new(
-            w as usize,
-            h as usize,
-            data,
-            p,
-            hex(&Sha256::digest(&bytes)),
-        ))
+        Ok(Texture::new(w as usize, h as usize, data, p, sha256))
     }
 
     /// A texture from RGB rows (`width · height · 3` values).

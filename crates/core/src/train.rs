@@ -102,6 +102,25 @@ pub trait Trainer: Send {
     fn path(&self) -> String {
         "f32".into()
     }
+    /// Everything needed to continue exactly where this trainer is: parameters, Adam
+    /// moments and the step count (the sample stream and the learning rate follow from
+    /// the step). Backends that cannot export their state say so.
+    fn checkpoint(&mut self) -> Result<Checkpoint, TrainError> {
+        Err(TrainError::Backend {
+            backend: self.path(),
+            message: "this backend cannot write checkpoints (the CPU backend can)".into(),
+        })
+    }
+}
+
+/// A trainer's complete state (see [`Trainer::checkpoint`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Checkpoint {
+    pub params: Vec<f32>,
+    pub m: Vec<f32>,
+    pub v: Vec<f32>,
+    /// Steps taken.
+    pub step: u32,
 }
 
 /// A place where training runs.
@@ -120,6 +139,21 @@ pub trait Backend {
         data: Arc<TrainingData>,
         cfg: &TrainConfig,
     ) -> Result<Box<dyn Trainer>, TrainError>;
+    /// Continues training from a [`Checkpoint`]: the same steps, samples and updates an
+    /// uninterrupted run would take from there. Backends that cannot say so.
+    fn resume(
+        &self,
+        net: &Network,
+        checkpoint: Checkpoint,
+        data: Arc<TrainingData>,
+        cfg: &TrainConfig,
+    ) -> Result<Box<dyn Trainer>, TrainError> {
+        let _ = (net, checkpoint, data, cfg);
+        Err(TrainError::Backend {
+            backend: self.name(),
+            message: "this backend cannot resume from a checkpoint (the CPU backend can)".into(),
+        })
+    }
 }
 
 /// Checks that a network fits the data and the config is sane (shared by backends).

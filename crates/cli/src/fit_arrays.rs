@@ -1,0 +1,565 @@
+//! `nshade fit` on arrays and texture sets: rows of any number of inputs and outputs
+//! (`.npy` pairs, `.npz`, `.safetensors`), or several images of one size stacked into one
+//! multi-channel target. Every `--arch` trains side by side on the training rows; each is
+//! scored on held-out validation rows; models and `summary.json` are written as `fit`
+//! writes them (`docs/arrays.md`).
+
+use crate::common::{self, OutDir};
+use crate::fit::{self, Args};
+use anyhow::{Context, Result, bail};
+use nshade_core::arch::NamedArch;
+use nshade_core::arrays::{self, ArrayData};
+use nshade_core::data::{Rows, TrainingData};
+use nshade_core::model::{InputSpec, Model};
+use nshade_core::network::Network;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The default architectures for arrays of up to three inputs: a frequency MLP and a hash
+/// grid; beyond three inputs the grid is left out (its cost grows with 2^inputs).
+pub const DEFAULT_ARCHS: &[&str] = &[
+    "mlp=mlp(64x3, relu)",
+    "freq=cat(identity, freq(6)) | mlp(64x3, relu)",
+    "grid=hashgrid(levels=12, features=2, log2_size=17, base=8, scale=1.5) | mlp(64x2, relu)",
+];
+
+/// Default share of rows held out for validation (arrays; a texture set scores every
+/// pixel, as `fit` does for an image).
+pub const DEFAULT_VALIDATION: f64 = 0.1;
+
+/// Whether `fit` takes the array route for these files: any array file, or several images.
+pub fn applies(files: &[PathBuf]) -> bool {
+    files.len() > 1 || files.iter().any(|f| arrays::is_array_file(f))
+}
+
+/// Loads the rows: arrays (one archive, or an `.npy` with `--targets`) or a texture set.
+fn load(args: &Args) -> Result<ArrayData> {
+    let files = &args.inputs;
+    let array_files = files.iter().filter(|f| arrays::is_array_file(f)).count();
+    if array_files > 0 {
+        if files.len() > 1 {
+            bail!(
+                "give one array file (an .npz or .safetensors holding x and y, or an .npy of inputs with --targets), got {}",
+                files.len()
+            );
+        }
+        return Ok(arrays::load(&files[0], args.targets.as_deref())?);
+    }
+    if let Some(t) = &args.targets {
+        bail!(
+            "--targets {}: goes with an .npy of inputs, not with images",
+            t.display()
+        );
+    }
+    let paths: Vec<&Path> = files.iter().map(|p| p.as_path()).collect();
+    Ok(arrays::texture_set(&paths)?)
+}
+
+/// splitmix64: the validation split's per-row draw.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Row indices of the training and validation splits: row `i` is held out when
+/// `mix(seed ^ mix(i)) / 2^64 < fraction` (the same rows for the same seed and data).
+pub fn split(rows: usize, fraction: f64, seed: u64) -> (Vec<usize>, Vec<usize>) {
+    let (mut train, mut val) = (Vec::new(), Vec::new());
+    for i in 0..rows {
+        let u = mix(seed ^ mix(i as u64)) as f64 / 18_446_744_073_709_551_616.0;
+        if u < fraction {
+            val.push(i);
+        } else {
+            train.push(i);
+        }
+    }
+    (train, val)
+}
+
+/// The input mapping: each column's training range onto [0, 1] (a constant column maps
+/// to 0). A texture set's (u, v) already lie in [0, 1] and are kept.
+fn input_spec(data: &ArrayData, ranges: &[[f32; 2]]) -> InputSpec {
+    if data.image_size.is_some() {
+        let mut s = InputSpec::uv();
+        s.domain = vec![[0.0, 1.0]; 2];
+        return s;
+    }
+    let (mut scale, mut offset) = (Vec::new(), Vec::new());
+    for r in ranges {
+        let span = r[1] - r[0];
+        let s = if span > 0.0 { 1.0 / span } else { 1.0 };
+        scale.push(s);
+        offset.push(-r[0] * s);
+    }
+    InputSpec {
+        names: data.input_names.clone(),
+        domain: ranges.to_vec(),
+        scale,
+        offset,
+        convention: "array columns in file order; each input mapped from its training range onto [0, 1] (x * scale + offset)".into(),
+    }
+}
+
+/// Mean squared error and PSNR of `pred` against `want` (rows of `cols`) over the columns
+/// `from..to`; the PSNR's peak is 1 when every target value lies in [0, 1], else the
+/// targets' range (`peak`).
+fn score(pred: &[f32], want: &[f32], cols: usize, from: usize, to: usize, peak: f64) -> (f64, f64) {
+    let (mut sum, mut n) = (0.0f64, 0usize);
+    for (p, w) in pred.chunks_exact(cols).zip(want.chunks_exact(cols)) {
+        for c in from..to {
+            let d = (p[c] - w[c]) as f64;
+            sum += d * d;
+            n += 1;
+        }
+    }
+    let mse = sum / n.max(1) as f64;
+    let psnr = if mse > 0.0 {
+        10.0 * (peak * peak / mse).log10()
+    } else {
+        f64::INFINITY
+    };
+    (mse, psnr)
+}
+
+pub fn run(args: Args) -> Result<()> {
+    common::init_threads(args.threads)?;
+    common::install_cancel_handler();
+    let data = load(&args)?;
+    let (in_dims, out_dims) = (data.inputs.cols, data.targets.cols);
+    let fraction = match args.validation {
+        Some(v) if !(0.0..1.0).contains(&v) => {
+            bail!("--validation must be a fraction in [0, 1), got {v}")
+        }
+        Some(v) => v,
+        None if data.image_size.is_some() => 0.0,
+        None => DEFAULT_VALIDATION,
+    };
+    let (train_rows, val_rows) = split(data.inputs.rows, fraction, args.seed);
+    if train_rows.is_empty() {
+        bail!("--validation {fraction} leaves no training rows");
+    }
+    // A texture set (or --validation 0) is scored on every row.
+    let scored: Vec<usize> = if val_rows.is_empty() {
+        train_rows.clone()
+    } else {
+        val_rows.clone()
+    };
+    let gather = |t: &arrays::Table, idx: &[usize]| -> Vec<f32> {
+        let mut out = Vec::with_capacity(idx.len() * t.cols);
+        for &i in idx {
+            out.extend_from_slice(&t.data[i * t.cols..][..t.cols]);
+        }
+        out
+    };
+    let train_x = arrays::Table {
+        rows: train_rows.len(),
+        cols: in_dims,
+        data: gather(&data.inputs, &train_rows),
+    };
+    let ranges = arrays::column_ranges(&train_x);
+    let init = args
+        .init
+        .as_deref()
+        .map(crate::init::Init::load)
+        .transpose()?;
+    // Fine-tuning keeps the model's input mapping: its parameters were learned for it.
+    let spec = match &init {
+        Some(i) if i.model.inputs.names.len() != in_dims => bail!(
+            "--init {}: the model takes {} inputs; this data has {in_dims}",
+            i.shown,
+            i.model.inputs.names.len()
+        ),
+        Some(i) => i.model.inputs.clone(),
+        None => input_spec(&data, &ranges),
+    };
+    let mut mapped = train_x.data.clone();
+    spec.apply(&mut mapped);
+    let train_y = gather(&data.targets, &train_rows);
+    let mut rows = Vec::with_capacity(train_rows.len() * (in_dims + out_dims));
+    for (x, y) in mapped
+        .chunks_exact(in_dims)
+        .zip(train_y.chunks_exact(out_dims))
+    {
+        rows.extend_from_slice(x);
+        rows.extend_from_slice(y);
+    }
+    let training = Arc::new(TrainingData::Rows(Rows {
+        in_dims,
+        out_dims,
+        data: rows,
+    }));
+    let score_x = gather(&data.inputs, &scored);
+    let score_y = gather(&data.targets, &scored);
+    let unit = data.targets.data.iter().all(|v| (0.0..=1.0).contains(v));
+    let peak = if unit {
+        1.0
+    } else {
+        let r = arrays::column_ranges(&data.targets);
+        r.iter()
+            .map(|c| (c[1] - c[0]) as f64)
+            .fold(0.0, f64::max)
+            .max(1e-12)
+    };
+
+    let cfg = common::train_config(
+        args.batch,
+        args.seed,
+        args.loss.as_deref().unwrap_or("l2"),
+        args.lr,
+        args.lr_warmup,
+        args.lr_decay.as_deref(),
+        None,
+    )?;
+    let max_steps = match (args.steps, args.seconds) {
+        (Some(0), _) => bail!("--steps must be at least 1"),
+        (Some(s), _) => s,
+        (None, Some(_)) => u32::MAX,
+        (None, None) => 1000,
+    };
+    let specs: Vec<String> = if let Some(i) = &init {
+        i.archs(&args.archs, "init")?
+    } else if args.archs.is_empty() {
+        DEFAULT_ARCHS
+            .iter()
+            .filter(|s| in_dims <= 3 || !s.contains("hashgrid"))
+            .map(|s| s.to_string())
+            .collect()
+    } else {
+        args.archs.clone()
+    };
+    let mut nets = Vec::new();
+    for s in &specs {
+        let named =
+            NamedArch::parse(s).map_err(|e| anyhow::anyhow!("--arch {}: {e}", common::shown(s)))?;
+        common::check_arch_name(&named.name)
+            .map_err(|e| anyhow::anyhow!("--arch {}: {e}", common::shown(s)))?;
+        if nets
+            .iter()
+            .any(|(n, _): &(NamedArch, Network)| n.name.eq_ignore_ascii_case(&named.name))
+        {
+            bail!(
+                "--arch {}: the name '{}' is used twice (give names with name=spec)",
+                common::shown(s),
+                named.name
+            );
+        }
+        let net = Network::build(&named.arch, in_dims, out_dims).map_err(|e| {
+            anyhow::anyhow!(
+                "--arch {}: {e} (the data has {in_dims} inputs and {out_dims} outputs)",
+                common::shown(s)
+            )
+        })?;
+        nets.push((named, net));
+    }
+    let backend = common::training_backend_on(args.backend, args.gpu_path)?;
+    if let Some(dir) = &args.checkpoint_dir {
+        if backend.name() != "cpu" {
+            bail!(
+                "--checkpoint-dir {}: checkpoints and --resume need the CPU backend (--backend cpu)",
+                dir.display()
+            );
+        }
+        if args.seconds.is_some() {
+            bail!(
+                "--checkpoint-dir: a run bounded by --seconds cannot be resumed exactly; give --steps"
+            );
+        }
+        if args.checkpoint_every == Some(0) {
+            bail!("--checkpoint-every must be at least 1 step");
+        }
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("--checkpoint-dir {}", dir.display()))?;
+    }
+    for (n, net) in &nets {
+        common::check_training_memory(net, args.batch, backend.name() == "cpu")
+            .map_err(|e| anyhow::anyhow!("--arch '{}': {e}", n.name))?;
+    }
+    // Checkpoints to resume from, checked before anything is written.
+    let mut resumes = Vec::new();
+    for (named, _) in &nets {
+        // What a checkpoint must match to be resumed: everything that decides the steps.
+        let ckpt_meta: std::collections::HashMap<String, String> = [
+            ("arch", named.arch.to_string()),
+            ("data_sha256", data.sha256.clone()),
+            ("seed", args.seed.to_string()),
+            ("batch", args.batch.to_string()),
+            ("loss", cfg.loss.name().to_string()),
+            ("lr", format!("{:?}", cfg.lr)),
+            ("validation", fraction.to_string()),
+            ("steps", max_steps.to_string()),
+            (
+                "init",
+                init.as_ref()
+                    .map(|i| i.model.params.len().to_string())
+                    .unwrap_or_default(),
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+        let ckpt_path = args
+            .checkpoint_dir
+            .as_ref()
+            .map(|d| d.join(format!("{}.safetensors", named.name)));
+        let resumed = match &ckpt_path {
+            Some(p) if args.resume && p.exists() => {
+                let (c, meta) = nshade_core::checkpoint::load(p).map_err(anyhow::Error::msg)?;
+                let mut keys: Vec<&String> = ckpt_meta.keys().collect();
+                keys.sort();
+                for k in keys {
+                    let want = &ckpt_meta[k];
+                    if meta.get(k) != Some(want) {
+                        bail!(
+                            "--resume: {} was written with {k} = {}, this run has {want}; run the same command as before",
+                            p.display(),
+                            meta.get(k).map_or("(none)", String::as_str)
+                        );
+                    }
+                }
+                Some(c)
+            }
+            _ => None,
+        };
+        resumes.push((ckpt_meta, ckpt_path, resumed));
+    }
+    let out = OutDir::create(args.out.as_deref(), Path::new("nshade-out"))?;
+    eprintln!(
+        "fit: {} ({} rows: {} inputs -> {} outputs; {} training, {} validation), {} architectures on {}",
+        data.source,
+        data.inputs.rows,
+        in_dims,
+        out_dims,
+        train_rows.len(),
+        val_rows.len(),
+        nets.len(),
+        backend.name()
+    );
+    // Output groups scored separately: per image of a texture set, else all outputs.
+    let groups: Vec<(String, usize, usize)> = if data.image_size.is_some() {
+        let mut g: Vec<(String, usize, usize)> = Vec::new();
+        for (i, name) in data.output_names.iter().enumerate() {
+            let stem = name.rsplit_once('.').map_or(name.as_str(), |s| s.0);
+            match g.last_mut() {
+                Some(last) if last.0 == stem => last.2 = i + 1,
+                _ => g.push((stem.to_string(), i, i + 1)),
+            }
+        }
+        g
+    } else {
+        vec![("all".into(), 0, out_dims)]
+    };
+
+    let mut records = Vec::new();
+    for (named, net) in nets {
+        common::check_cancelled()?;
+        let start = Instant::now();
+        let start_params = match &init {
+            Some(i) => i.params_for(&net)?,
+            None => net.init_params(args.seed),
+        };
+        let (ckpt_meta, ckpt_path, resumed) = resumes.remove(0);
+        let mut trainer = match resumed {
+            Some(c) => {
+                eprintln!("{}: resuming at step {}", named.name, c.step);
+                backend.resume(&net, c, training.clone(), &cfg)?
+            }
+            None => backend.start(&net, start_params, training.clone(), &cfg)?,
+        };
+        let mut bar = common::Progress::counted(
+            if max_steps == u32::MAX {
+                0
+            } else {
+                max_steps as u64
+            },
+            &named.name,
+            "steps",
+        );
+        let mut done = trainer.steps_done();
+        let mut loss = f32::NAN;
+        let mut next_ckpt = args
+            .checkpoint_every
+            .map(|every| (done / every + 1).saturating_mul(every));
+        while done < max_steps
+            && args
+                .seconds
+                .is_none_or(|s| start.elapsed().as_secs_f64() < s)
+        {
+            common::check_cancelled()?;
+            // Calls end on multiples of 64 steps, independent of timing and of where a
+            // resumed run started, so the loss reported (the mean over the last call) is
+            // the same for the same settings.
+            let n = (64 - done % 64).min(max_steps - done);
+            loss = match trainer.run(n) {
+                Err(nshade_core::train::TrainError::Cancelled) => {
+                    bail!("interrupted; no output was written")
+                }
+                r => r?,
+            };
+            done += n;
+            if let (Some(at), Some(p), Some(every)) = (next_ckpt, &ckpt_path, args.checkpoint_every)
+                && done >= at
+                && done < max_steps
+            {
+                let c = trainer.checkpoint()?;
+                nshade_core::checkpoint::save(p, &c, &ckpt_meta).map_err(anyhow::Error::msg)?;
+                next_ckpt = Some((done / every + 1).saturating_mul(every));
+            }
+            bar.set(done as u64, &format!("loss {loss:.6}"));
+        }
+        bar.finish(done as u64, "done");
+        let seconds = start.elapsed().as_secs_f64();
+        let params = trainer.params()?;
+        let mut model = Model::new(net, params, spec.clone());
+        model.outputs = data.output_names.clone();
+        let pred = model.eval(&score_x);
+        let (mse, psnr) = score(&pred, &score_y, out_dims, 0, out_dims, peak);
+        let group_psnr: Vec<serde_json::Value> = groups
+            .iter()
+            .map(|(name, a, b)| {
+                let (m, p) = score(&pred, &score_y, out_dims, *a, *b, peak);
+                json!({"group": name, "outputs": b - a, "mse": m, "psnr": p})
+            })
+            .collect();
+        model.training = json!({
+            "name": named.name, "arch": named.arch.to_string(), "seed": args.seed, "steps": done,
+            "batch": args.batch, "loss": cfg.loss.name(), "lr": cfg.lr, "adam": cfg.adam,
+            "backend": backend.name(), "init": init.as_ref().map(|i| i.shown.clone()),
+            "data": {"kind": if data.image_size.is_some() { "texture-set" } else { "arrays" },
+                     "source": data.source, "sha256": data.sha256, "rows": data.inputs.rows,
+                     "training_rows": train_rows.len(), "validation_rows": val_rows.len(),
+                     "validation_fraction": fraction, "split_seed": args.seed},
+        })
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+        let scored_on = if val_rows.is_empty() {
+            "all rows"
+        } else {
+            "validation rows"
+        };
+        model.metrics = json!({"final_loss": loss, "mse": mse, "psnr": psnr, "psnr_peak": peak,
+                               "scored_on": scored_on, "groups": group_psnr})
+        .as_object()
+        .cloned()
+        .unwrap_or_default();
+        let dir = out.path().join(&named.name);
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        model.save(&dir.join("weights.json"))?;
+        eprintln!(
+            "{:>14} done: loss {loss:.5}, {} PSNR {psnr:.2} dB, {seconds:.1} s",
+            named.name, scored_on
+        );
+        records.push(json!({
+            "name": named.name, "arch": named.arch.to_string(), "params": model.network.param_count,
+            "steps": done, "samples": done as u64 * args.batch as u64, "seconds": seconds,
+            "samples_per_s": done as f64 * args.batch as f64 / seconds.max(1e-9),
+            "loss": loss, "mse": mse, "psnr": psnr, "groups": group_psnr,
+            "bakeable": nshade_shader::bakeable(&model),
+        }));
+    }
+    let best = records
+        .iter()
+        .max_by(|a, b| {
+            let p = |r: &serde_json::Value| r["psnr"].as_f64().unwrap_or(f64::NEG_INFINITY);
+            p(a).total_cmp(&p(b))
+        })
+        .expect("at least one architecture");
+    let best_name = best["name"].as_str().unwrap_or_default().to_string();
+    fit::copy_dir(&out.path().join(&best_name), &out.path().join("best"))?;
+    let summary = json!({
+        "data": {"kind": if data.image_size.is_some() { "texture-set" } else { "arrays" },
+                 "source": data.source, "sha256": data.sha256, "rows": data.inputs.rows,
+                 "inputs": data.input_names, "outputs": data.output_names,
+                 "image_size": data.image_size.map(|(w, h)| [w, h])},
+        "validation": {"fraction": fraction, "training_rows": train_rows.len(),
+                       "validation_rows": val_rows.len(), "psnr_peak": peak},
+        "steps": args.steps, "seconds_per_arch": args.seconds, "batch": args.batch,
+        "seed": args.seed, "loss": cfg.loss.name(), "lr": args.lr, "backend": backend.name(),
+        "best": best_name,
+        "architectures": records.iter().map(|r| {
+            let mut r = r.clone();
+            r["best"] = json!(r["name"] == best["name"]);
+            r
+        }).collect::<Vec<_>>(),
+    });
+    nshade_core::fsutil::write_atomic(
+        &out.path().join("summary.json"),
+        (serde_json::to_string_pretty(&summary)? + "\n").as_bytes(),
+    )
+    .context("writing summary.json")?;
+    println!(
+        "  {:<14} {:>9} {:>7} {:>11} {:>10} {:>7}",
+        "arch", "params", "steps", "loss", "PSNR", "time"
+    );
+    for r in &records {
+        let name = r["name"].as_str().unwrap_or_default();
+        println!(
+            "{} {:<14} {:>9} {:>7} {:>11.6} {:>7.2} dB {:>6.1}s",
+            if name == best_name { "*" } else { " " },
+            name,
+            r["params"].as_u64().unwrap_or(0),
+            r["steps"].as_u64().unwrap_or(0),
+            r["loss"].as_f64().unwrap_or(f64::NAN),
+            r["psnr"].as_f64().unwrap_or(f64::NAN),
+            r["seconds"].as_f64().unwrap_or(f64::NAN),
+        );
+        if groups.len() > 1 {
+            for g in r["groups"].as_array().into_iter().flatten() {
+                println!(
+                    "      {:<20} {:>7.2} dB",
+                    g["group"].as_str().unwrap_or_default(),
+                    g["psnr"].as_f64().unwrap_or(f64::NAN)
+                );
+            }
+        }
+    }
+    let path = out.commit()?;
+    // The run is complete: its checkpoints have served.
+    if let Some(dir) = &args.checkpoint_dir {
+        for r in &records {
+            let _ = std::fs::remove_file(dir.join(format!(
+                "{}.safetensors",
+                r["name"].as_str().unwrap_or_default()
+            )));
+        }
+    }
+    println!(
+        "results in {} (best: {best_name}; model {}/best/weights.json; PSNR on {})",
+        path.display(),
+        path.display(),
+        if val_rows.is_empty() {
+            "all rows".to_string()
+        } else {
+            format!("{} held-out validation rows", val_rows.len())
+        }
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn split_is_deterministic_and_near_its_fraction() {
+        let (t, v) = split(10_000, 0.1, 7);
+        assert_eq!(t.len() + v.len(), 10_000);
+        assert!((900..1100).contains(&v.len()), "{}", v.len());
+        assert_eq!(split(10_000, 0.1, 7), (t.clone(), v.clone()));
+        assert_ne!(split(10_000, 0.1, 8).1, v);
+        assert!(split(100, 0.0, 7).1.is_empty());
+    }
+
+    #[test]
+    fn scores() {
+        let (mse, psnr) = score(&[0.0, 1.0, 0.5, 0.5], &[0.0, 0.9, 0.5, 0.4], 2, 0, 2, 1.0);
+        assert!((mse - 0.005).abs() < 1e-9);
+        assert!((psnr - 23.0103).abs() < 1e-3);
+        let (_, p1) = score(&[0.0, 1.0, 0.5, 0.5], &[0.0, 0.9, 0.5, 0.4], 2, 0, 1, 1.0);
+        assert!(p1.is_infinite());
+    }
+}
