@@ -397,7 +397,7 @@ fn merge_combines_directories() {
             .arg(&a),
     );
     assert!(
-        String::from_utf8_lossy(&o.stderr).contains("copied 3 results, 3 already there"),
+        String::from_utf8_lossy(&o.stderr).contains("copied 3 results, 6 already there"),
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );

@@ -229,8 +229,9 @@ fn html(rows: &[Row]) -> String {
 /// summary; returns (copied, already there).
 pub fn merge(sources: &[PathBuf], out: &Path) -> Result<(usize, usize)> {
     let jobs_out = out.join("jobs");
-    std::fs::create_dir_all(&jobs_out)
-        .with_context(|| format!("creating {}", jobs_out.display()))?;
+    for d in [&jobs_out, &out.join("claims")] {
+        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+    }
     let (mut copied, mut kept) = (0, 0);
     for src in sources {
         if !src.join("jobs").is_dir() {
