@@ -19,8 +19,27 @@ fn nshade() -> Command {
     c
 }
 
+/// Runs `cmd` to the end (killed and failed after four minutes: a worker that waits
+/// forever is a failure, not a hang).
 fn run_ok(cmd: &mut Command) -> Output {
-    let o = cmd.output().unwrap();
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t0.elapsed() > Duration::from_secs(240) {
+            child.kill().unwrap();
+            let o = child.wait_with_output().unwrap();
+            panic!(
+                "{cmd:?} did not finish in 240 s: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = child.wait_with_output().unwrap();
     assert!(
         o.status.success(),
         "{cmd:?} failed ({:?}): {}",
@@ -187,21 +206,36 @@ fn shards_and_workers_agree_with_one_worker() {
         .collect();
     // Kill the shard-1 worker once a few results exist.
     wait_results(&shared, 4, Duration::from_secs(120));
-    let victim = &mut workers[1];
+    let mut victim = workers.remove(1);
     victim.kill().unwrap();
-    let killed = victim.wait().unwrap();
-    assert!(!killed.success());
-    for (k, w) in workers.iter_mut().enumerate() {
-        if k != 1 {
-            let o = w.wait().unwrap();
-            assert!(o.success(), "worker {k} failed");
-        }
+    let killed = victim.wait_with_output().unwrap();
+    assert!(!killed.status.success());
+    let mut logs = String::from_utf8_lossy(&killed.stderr).into_owned();
+    for (k, w) in workers.into_iter().enumerate() {
+        let o = w.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert!(o.status.success(), "worker {k} failed: {err}");
+        logs.push_str(&err);
     }
     // The rerun does only what is missing.
     let before = std::fs::read_dir(shared.join("jobs")).unwrap().count();
     let o = run_ok(&mut batch(&jobs, &shared, &["--shard", "1/3"]));
     let err = String::from_utf8_lossy(&o.stderr);
     eprintln!("rerun of shard 1 ({before} entries before):\n{err}");
+    logs.push_str(&err);
+    // Claims kept every job to one run: no worker ran a job whose result another one put
+    // in place first (the two shard-0 workers contend for every job of their shard).
+    assert!(!logs.contains(" discarded"), "{logs}");
+    let ok_lines = logs
+        .lines()
+        .filter(|l| l.starts_with('[') && l.contains(" ok "))
+        .count();
+    // Each job ran to the end once (the killed worker may have died between renaming a
+    // result into place and printing its line: one fewer).
+    assert!(
+        (29..=30).contains(&ok_lines),
+        "{ok_lines} ok lines for 30 jobs: {logs}"
+    );
     let parallel_s = t0.elapsed().as_secs_f64();
 
     let got = results(&shared);

@@ -40,8 +40,9 @@ pub struct Args {
     /// Jobs running at once on each GPU; choose it by measurement (docs/scale.md).
     #[arg(long, default_value_t = 2, value_name = "N")]
     pub jobs_per_gpu: usize,
-    /// Jobs running at once on the CPU (default 1: with GPUs, only for jobs that ask for
-    /// `--backend cpu`; without, for every job).
+    /// Jobs running at once on the CPU (default: 1 beside GPU slots, where only jobs that
+    /// ask for `--backend cpu` run on the CPU; 2 without GPU slots, each with half the
+    /// cores); choose it by measurement (docs/scale.md).
     #[arg(long, value_name = "N")]
     pub cpu_jobs: Option<usize>,
     /// Worker threads of each job (default: the cores divided among the jobs running at
@@ -350,7 +351,9 @@ fn run_batch(args: Args) -> Result<()> {
 
     // Slots.
     let gpus = select_gpus(&args.gpus)?;
-    let cpu_jobs = args.cpu_jobs.unwrap_or(1);
+    // Two CPU jobs overlap one job's serial parts (start-up, evaluation, images) with the
+    // other's training: measured faster than one on small jobs (docs/scale.md).
+    let cpu_jobs = args.cpu_jobs.unwrap_or(if gpus.is_empty() { 2 } else { 1 });
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
@@ -510,7 +513,10 @@ fn run_batch(args: Args) -> Result<()> {
                     }
                     Done::ByOther => {
                         by_other += 1;
-                        ("done-by-another-worker", String::new())
+                        (
+                            "discarded",
+                            ": another worker's result was in place first".to_string(),
+                        )
                     }
                     Done::Interrupted => {
                         interrupted += 1;
@@ -547,11 +553,11 @@ fn run_batch(args: Args) -> Result<()> {
             }
         }
         // Launch into free slots.
-        for si in 0..slots.len() {
-            if slots[si].running.is_some() {
+        for slot in slots.iter_mut() {
+            if slot.running.is_some() {
                 continue;
             }
-            let gpu_slot = matches!(slots[si].device, Device::Gpu { .. });
+            let gpu_slot = matches!(slot.device, Device::Gpu { .. });
             let fits = |j: &Job| {
                 let wants_cpu = j.backend() == Some("cpu");
                 if gpus.is_empty() {
@@ -596,7 +602,6 @@ fn run_batch(args: Args) -> Result<()> {
                             );
                             continue;
                         }
-                        let slot = &mut slots[si];
                         let r = w.launch(k, job, claim, took_over, &slot.device, slot.threads)?;
                         slot.running = Some(r);
                         progressed = true;
