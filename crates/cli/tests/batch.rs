@@ -650,3 +650,101 @@ fn ray_schedules_the_shards() {
     assert!(text.contains("ray_batch: ok"), "{text}");
     eprintln!("{text}");
 }
+
+/// `train` jobs (a dataset directory as input: its dataset.json is hashed) and a failing
+/// job side by side: the failure is recorded with its error, the batch exits 1, the
+/// summary holds train's validation PSNR, `--retry-failed` runs only the failure again,
+/// and a changed dataset is a new job.
+#[test]
+fn train_jobs_failures_and_changed_inputs() {
+    let d = tempfile::tempdir().unwrap();
+    common::make_dataset(&d.path().join("data"), (6, 3), 256);
+    let lines = [
+        serde_json::json!({"command": "train", "name": "plasma", "group": "t",
+            "args": ["--dataset", "data", "--steps", "30", "--batch", "256", "--arch", "freq(2) | mlp(16x1, relu)"]}),
+        serde_json::json!({"command": "fit", "name": "missing", "group": "t",
+            "args": ["no-such.png", "--steps", "5", "--batch", "256"]}),
+    ];
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let jobs = d.path().join("jobs.jsonl");
+    std::fs::write(&jobs, text).unwrap();
+    let out = d.path().join("out");
+    let o = batch(&jobs, &out, &[]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.lines()
+            .last()
+            .unwrap()
+            .starts_with("error: 1 of 2 jobs failed"),
+        "{err}"
+    );
+    let got = results(&out);
+    assert_eq!(got.len(), 2);
+    let rows = summary_lines(&out);
+    let train = rows.iter().find(|r| r["name"] == "plasma").unwrap();
+    assert_eq!(train["status"], "ok", "{train}");
+    // The validation PSNR of the model's own metrics.json (30 steps: low, but a number).
+    let metrics: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(got[train["hash"].as_str().unwrap()].join("out/metrics.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(train["psnr"], metrics["validation"]["psnr"], "{train}");
+    assert!(train["psnr"].as_f64().unwrap().is_finite(), "{train}");
+    let failed = rows.iter().find(|r| r["name"] == "missing").unwrap();
+    assert_eq!(failed["status"], "failed");
+    let fj = job_json(&got[failed["hash"].as_str().unwrap()]);
+    assert!(
+        fj["error"].as_str().unwrap().contains("no-such.png"),
+        "{fj}"
+    );
+    let tj = job_json(&got[train["hash"].as_str().unwrap()]);
+    let inputs = tj["hash_inputs"]["inputs"].as_array().unwrap();
+    assert_eq!(inputs.len(), 1, "{tj}");
+    assert_eq!(inputs[0]["arg"], "data");
+
+    // A failure is a result: running again does nothing, unless asked to retry it.
+    let o = batch(&jobs, &out, &[]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("2 already finished"), "{err}");
+    let o = batch(&jobs, &out, &["--retry-failed"]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        err.lines().filter(|l| l.starts_with('[')).count(),
+        1,
+        "only the failed job runs again: {err}"
+    );
+    assert_eq!(results(&out).len(), 2);
+
+    // New dataset bytes: a new hash, so the train job runs again beside the old result.
+    std::fs::remove_dir_all(d.path().join("data")).unwrap();
+    common::make_dataset(&d.path().join("data"), (6, 3), 200);
+    let o = batch(&jobs, &out, &[]).output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("1 already finished"), "{err}");
+    assert_eq!(results(&out).len(), 3);
+}
+
+/// `NSHADE_ADAPTER` pins the GPU context; an index past the end is a one-line error.
+#[test]
+fn nshade_adapter_out_of_range_is_an_error() {
+    let d = tempfile::tempdir().unwrap();
+    for (value, needle) in [("99", "NSHADE_ADAPTER=99"), ("x", "NSHADE_ADAPTER=x")] {
+        let o = nshade()
+            .args([
+                "fit",
+                "--backend",
+                "gpu",
+                "--steps",
+                "1",
+                "--batch",
+                "256",
+                "--out",
+            ])
+            .arg(d.path().join("o"))
+            .env("NSHADE_ADAPTER", value)
+            .output()
+            .unwrap();
+        common::assert_fails(&o, 1, needle);
+    }
+}
