@@ -3,6 +3,7 @@
 //! This binary only parses flags, calls the libraries and prints; each subcommand lives
 //! in its own file.
 
+mod batch;
 mod bench;
 mod capture;
 mod common;
@@ -53,6 +54,9 @@ enum Command {
     Report(report::Args),
     /// Show the backends and adapters found.
     Info(info::Args),
+    /// Run many fit/train/distill jobs from a JSON-lines file on every GPU of a host, or
+    /// as one shard of a scheduler's array (Slurm, Kubernetes, Ray); see docs/scale.md.
+    Batch(batch::Args),
 }
 
 fn main() {
@@ -69,6 +73,7 @@ fn main() {
         Command::Export(a) => export::run(a),
         Command::Capture(a) => capture::run(a),
         Command::Report(a) => report::run(a),
+        Command::Batch(a) => batch::run(a),
     };
     if let Err(e) = result {
         // One line: the chain of causes joined by ': '.

@@ -91,17 +91,54 @@ pub fn list_adapters() -> Vec<AdapterSummary> {
         .collect()
 }
 
+/// The environment variable that pins nshade to one adapter: its index in the order
+/// [`list_adapters`] (and `nshade info`) gives. `nshade batch` sets it for each child.
+pub const ADAPTER_ENV: &str = "NSHADE_ADAPTER";
+
+/// The adapter index `NSHADE_ADAPTER` asks for (`None` when unset or empty).
+pub fn pinned_adapter() -> Result<Option<usize>, GpuError> {
+    let Some(v) = std::env::var_os(ADAPTER_ENV) else {
+        return Ok(None);
+    };
+    let v = v.to_string_lossy();
+    let v = v.trim();
+    if v.is_empty() {
+        return Ok(None);
+    }
+    v.parse::<usize>().map(Some).map_err(|_| {
+        GpuError::Other(format!(
+            "{ADAPTER_ENV}={}: expected an adapter index (0, 1, ...) as `nshade info` lists them",
+            v.chars().take(32).collect::<String>()
+        ))
+    })
+}
+
 impl GpuContext {
-    /// Opens the high-performance adapter with every optional feature nshade can use.
+    /// Opens the high-performance adapter with every optional feature nshade can use, or,
+    /// when `NSHADE_ADAPTER=<index>` is set, the adapter with that index in the order
+    /// [`list_adapters`] gives (an index past the end is an error, never a silent fallback).
     pub fn new() -> Result<GpuContext, GpuError> {
         let instance = instance();
-        let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
-            power_preference: wgpu::PowerPreference::HighPerformance,
-            force_fallback_adapter: false,
-            compatible_surface: None,
-            apply_limit_buckets: false,
-        }))
-        .map_err(|_| GpuError::NoAdapter)?;
+        let adapter = match pinned_adapter()? {
+            Some(i) => {
+                let mut all =
+                    pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
+                if i >= all.len() {
+                    return Err(GpuError::Other(format!(
+                        "{ADAPTER_ENV}={i}, but wgpu lists {} adapter(s); see `nshade info`",
+                        all.len()
+                    )));
+                }
+                all.swap_remove(i)
+            }
+            None => pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                force_fallback_adapter: false,
+                compatible_surface: None,
+                apply_limit_buckets: false,
+            }))
+            .map_err(|_| GpuError::NoAdapter)?,
+        };
         let summary = summarize(&adapter);
         let wanted = wgpu::Features::SHADER_F16
             | wgpu::Features::SUBGROUP
