@@ -9,8 +9,8 @@ use crate::fit::{self, Args};
 use anyhow::{Context, Result, bail};
 use nshade_core::arch::NamedArch;
 use nshade_core::arrays::{self, ArrayData};
-use nshade_core::data::{Rows, TrainingData};
-use nshade_core::model::{InputSpec, Model};
+use nshade_core::data::TrainingData;
+use nshade_core::model::Model;
 use nshade_core::network::Network;
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -57,74 +57,6 @@ fn load(args: &Args) -> Result<ArrayData> {
     Ok(arrays::texture_set(&paths)?)
 }
 
-/// splitmix64: the validation split's per-row draw.
-fn mix(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
-/// Row indices of the training and validation splits: row `i` is held out when
-/// `mix(seed ^ mix(i)) / 2^64 < fraction` (the same rows for the same seed and data).
-pub fn split(rows: usize, fraction: f64, seed: u64) -> (Vec<usize>, Vec<usize>) {
-    let (mut train, mut val) = (Vec::new(), Vec::new());
-    for i in 0..rows {
-        let u = mix(seed ^ mix(i as u64)) as f64 / 18_446_744_073_709_551_616.0;
-        if u < fraction {
-            val.push(i);
-        } else {
-            train.push(i);
-        }
-    }
-    (train, val)
-}
-
-/// The input mapping: each column's training range onto [0, 1] (a constant column maps
-/// to 0). A texture set's (u, v) already lie in [0, 1] and are kept.
-fn input_spec(data: &ArrayData, ranges: &[[f32; 2]]) -> InputSpec {
-    if data.image_size.is_some() {
-        let mut s = InputSpec::uv();
-        s.domain = vec![[0.0, 1.0]; 2];
-        return s;
-    }
-    let (mut scale, mut offset) = (Vec::new(), Vec::new());
-    for r in ranges {
-        let span = r[1] - r[0];
-        let s = if span > 0.0 { 1.0 / span } else { 1.0 };
-        scale.push(s);
-        offset.push(-r[0] * s);
-    }
-    InputSpec {
-        names: data.input_names.clone(),
-        domain: ranges.to_vec(),
-        scale,
-        offset,
-        convention: "array columns in file order; each input mapped from its training range onto [0, 1] (x * scale + offset)".into(),
-    }
-}
-
-/// Mean squared error and PSNR of `pred` against `want` (rows of `cols`) over the columns
-/// `from..to`; the PSNR's peak is 1 when every target value lies in [0, 1], else the
-/// targets' range (`peak`).
-fn score(pred: &[f32], want: &[f32], cols: usize, from: usize, to: usize, peak: f64) -> (f64, f64) {
-    let (mut sum, mut n) = (0.0f64, 0usize);
-    for (p, w) in pred.chunks_exact(cols).zip(want.chunks_exact(cols)) {
-        for c in from..to {
-            let d = (p[c] - w[c]) as f64;
-            sum += d * d;
-            n += 1;
-        }
-    }
-    let mse = sum / n.max(1) as f64;
-    let psnr = if mse > 0.0 {
-        10.0 * (peak * peak / mse).log10()
-    } else {
-        f64::INFINITY
-    };
-    (mse, psnr)
-}
-
 pub fn run(args: Args) -> Result<()> {
     common::init_threads(args.threads)?;
     common::install_cancel_handler();
@@ -138,72 +70,33 @@ pub fn run(args: Args) -> Result<()> {
         None if data.image_size.is_some() => 0.0,
         None => DEFAULT_VALIDATION,
     };
-    let (train_rows, val_rows) = split(data.inputs.rows, fraction, args.seed);
-    if train_rows.is_empty() {
-        bail!("--validation {fraction} leaves no training rows");
-    }
-    // A texture set (or --validation 0) is scored on every row.
-    let scored: Vec<usize> = if val_rows.is_empty() {
-        train_rows.clone()
-    } else {
-        val_rows.clone()
-    };
-    let gather = |t: &arrays::Table, idx: &[usize]| -> Vec<f32> {
-        let mut out = Vec::with_capacity(idx.len() * t.cols);
-        for &i in idx {
-            out.extend_from_slice(&t.data[i * t.cols..][..t.cols]);
-        }
-        out
-    };
-    let train_x = arrays::Table {
-        rows: train_rows.len(),
-        cols: in_dims,
-        data: gather(&data.inputs, &train_rows),
-    };
-    let ranges = arrays::column_ranges(&train_x);
     let init = args
         .init
         .as_deref()
         .map(crate::init::Init::load)
         .transpose()?;
     // Fine-tuning keeps the model's input mapping: its parameters were learned for it.
-    let spec = match &init {
+    let keep = match &init {
         Some(i) if i.model.inputs.names.len() != in_dims => bail!(
             "--init {}: the model takes {} inputs; this data has {in_dims}",
             i.shown,
             i.model.inputs.names.len()
         ),
-        Some(i) => i.model.inputs.clone(),
-        None => input_spec(&data, &ranges),
+        Some(i) => Some(i.model.inputs.clone()),
+        None => None,
     };
-    let mut mapped = train_x.data.clone();
-    spec.apply(&mut mapped);
-    let train_y = gather(&data.targets, &train_rows);
-    let mut rows = Vec::with_capacity(train_rows.len() * (in_dims + out_dims));
-    for (x, y) in mapped
-        .chunks_exact(in_dims)
-        .zip(train_y.chunks_exact(out_dims))
-    {
-        rows.extend_from_slice(x);
-        rows.extend_from_slice(y);
-    }
-    let training = Arc::new(TrainingData::Rows(Rows {
-        in_dims,
-        out_dims,
-        data: rows,
-    }));
-    let score_x = gather(&data.inputs, &scored);
-    let score_y = gather(&data.targets, &scored);
-    let unit = data.targets.data.iter().all(|v| (0.0..=1.0).contains(v));
-    let peak = if unit {
-        1.0
-    } else {
-        let r = arrays::column_ranges(&data.targets);
-        r.iter()
-            .map(|c| (c[1] - c[0]) as f64)
-            .fold(0.0, f64::max)
-            .max(1e-12)
-    };
+    let prepared = arrays::prepare(&data, fraction, args.seed, keep)
+        .map_err(|e| anyhow::anyhow!("--validation {fraction}: {e}"))?;
+    let arrays::Prepared {
+        rows,
+        spec,
+        train_rows,
+        val_rows,
+        score_x,
+        score_y,
+        peak,
+    } = prepared;
+    let training = Arc::new(TrainingData::Rows(rows));
 
     let cfg = common::train_config(
         args.batch,
@@ -416,11 +309,11 @@ pub fn run(args: Args) -> Result<()> {
         let mut model = Model::new(net, params, spec.clone());
         model.outputs = data.output_names.clone();
         let pred = model.eval(&score_x);
-        let (mse, psnr) = score(&pred, &score_y, out_dims, 0, out_dims, peak);
+        let (mse, psnr) = arrays::score(&pred, &score_y, out_dims, 0, out_dims, peak);
         let group_psnr: Vec<serde_json::Value> = groups
             .iter()
             .map(|(name, a, b)| {
-                let (m, p) = score(&pred, &score_y, out_dims, *a, *b, peak);
+                let (m, p) = arrays::score(&pred, &score_y, out_dims, *a, *b, peak);
                 json!({"group": name, "outputs": b - a, "mse": m, "psnr": p})
             })
             .collect();
@@ -538,28 +431,4 @@ pub fn run(args: Args) -> Result<()> {
         }
     );
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn split_is_deterministic_and_near_its_fraction() {
-        let (t, v) = split(10_000, 0.1, 7);
-        assert_eq!(t.len() + v.len(), 10_000);
-        assert!((900..1100).contains(&v.len()), "{}", v.len());
-        assert_eq!(split(10_000, 0.1, 7), (t.clone(), v.clone()));
-        assert_ne!(split(10_000, 0.1, 8).1, v);
-        assert!(split(100, 0.0, 7).1.is_empty());
-    }
-
-    #[test]
-    fn scores() {
-        let (mse, psnr) = score(&[0.0, 1.0, 0.5, 0.5], &[0.0, 0.9, 0.5, 0.4], 2, 0, 2, 1.0);
-        assert!((mse - 0.005).abs() < 1e-9);
-        assert!((psnr - 23.0103).abs() < 1e-3);
-        let (_, p1) = score(&[0.0, 1.0, 0.5, 0.5], &[0.0, 0.9, 0.5, 0.4], 2, 0, 1, 1.0);
-        assert!(p1.is_infinite());
-    }
 }

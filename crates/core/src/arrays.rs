@@ -5,8 +5,9 @@
 //! allocated, every value must be finite, and every error is one line naming the file and
 //! what is wrong with it (`docs/arrays.md`).
 
+use crate::data::Rows;
 use crate::limits;
-use crate::model::check_name;
+use crate::model::{InputSpec, check_name};
 use sha2::{Digest, Sha256};
 use std::io::Read;
 use std::path::Path;
@@ -592,6 +593,157 @@ pub fn texture_set(paths: &[&Path]) -> Result<ArrayData, ArrayError> {
     })
 }
 
+/// splitmix64: the validation split's per-row draw.
+fn mix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// Row indices of the training and validation splits: row `i` is held out when
+/// `mix(seed ^ mix(i)) / 2^64 < fraction` (the same rows for the same seed and data).
+pub fn split(rows: usize, fraction: f64, seed: u64) -> (Vec<usize>, Vec<usize>) {
+    let (mut train, mut val) = (Vec::new(), Vec::new());
+    for i in 0..rows {
+        let u = mix(seed ^ mix(i as u64)) as f64 / 18_446_744_073_709_551_616.0;
+        if u < fraction {
+            val.push(i);
+        } else {
+            train.push(i);
+        }
+    }
+    (train, val)
+}
+
+/// The input mapping: each column's training range onto [0, 1] (a constant column maps
+/// to 0). A texture set's (u, v) already lie in [0, 1] and are kept.
+pub fn input_mapping(data: &ArrayData, ranges: &[[f32; 2]]) -> InputSpec {
+    if data.image_size.is_some() {
+        return InputSpec::uv();
+    }
+    let (mut scale, mut offset) = (Vec::new(), Vec::new());
+    for r in ranges {
+        let span = r[1] - r[0];
+        let s = if span > 0.0 { 1.0 / span } else { 1.0 };
+        scale.push(s);
+        offset.push(-r[0] * s);
+    }
+    InputSpec {
+        names: data.input_names.clone(),
+        domain: ranges.to_vec(),
+        scale,
+        offset,
+        convention: "array columns in file order; each input mapped from its training range onto [0, 1] (x * scale + offset)".into(),
+    }
+}
+
+/// Mean squared error and PSNR of `pred` against `want` (rows of `cols`) over the columns
+/// `from..to`, with PSNR peak `peak`.
+pub fn score(
+    pred: &[f32],
+    want: &[f32],
+    cols: usize,
+    from: usize,
+    to: usize,
+    peak: f64,
+) -> (f64, f64) {
+    let (mut sum, mut n) = (0.0f64, 0usize);
+    for (p, w) in pred.chunks_exact(cols).zip(want.chunks_exact(cols)) {
+        for c in from..to {
+            let d = (p[c] - w[c]) as f64;
+            sum += d * d;
+            n += 1;
+        }
+    }
+    let mse = sum / n.max(1) as f64;
+    let psnr = if mse > 0.0 {
+        10.0 * (peak * peak / mse).log10()
+    } else {
+        f64::INFINITY
+    };
+    (mse, psnr)
+}
+
+/// Arrays ready to train on: the training rows (inputs mapped), the mapping, the split,
+/// and the rows a model is scored on.
+pub struct Prepared {
+    /// Training rows: mapped inputs then raw targets.
+    pub rows: Rows,
+    pub spec: InputSpec,
+    pub train_rows: Vec<usize>,
+    pub val_rows: Vec<usize>,
+    /// Raw inputs and targets of the scored rows: the validation rows, or every row
+    /// when none are held out.
+    pub score_x: Vec<f32>,
+    pub score_y: Vec<f32>,
+    /// PSNR peak: 1 when every target lies in [0, 1], else the largest target range.
+    pub peak: f64,
+}
+
+/// Splits `data` ([`split`]), maps the inputs (`keep`, a model's mapping when
+/// fine-tuning, else [`input_mapping`] of the training rows) and gathers the rows.
+pub fn prepare(
+    data: &ArrayData,
+    fraction: f64,
+    seed: u64,
+    keep: Option<InputSpec>,
+) -> Result<Prepared, String> {
+    let (in_dims, out_dims) = (data.inputs.cols, data.targets.cols);
+    let (train_rows, val_rows) = split(data.inputs.rows, fraction, seed);
+    if train_rows.is_empty() {
+        return Err("no training rows are left".into());
+    }
+    let gather = |t: &Table, idx: &[usize]| -> Vec<f32> {
+        let mut out = Vec::with_capacity(idx.len() * t.cols);
+        for &i in idx {
+            out.extend_from_slice(&t.data[i * t.cols..][..t.cols]);
+        }
+        out
+    };
+    let train_x = Table::new(train_rows.len(), in_dims, gather(&data.inputs, &train_rows));
+    let spec = keep.unwrap_or_else(|| input_mapping(data, &column_ranges(&train_x)));
+    let mut mapped = train_x.data;
+    spec.apply(&mut mapped);
+    let train_y = gather(&data.targets, &train_rows);
+    let mut rows = Vec::with_capacity(train_rows.len() * (in_dims + out_dims));
+    for (x, y) in mapped
+        .chunks_exact(in_dims)
+        .zip(train_y.chunks_exact(out_dims))
+    {
+        rows.extend_from_slice(x);
+        rows.extend_from_slice(y);
+    }
+    let scored = if val_rows.is_empty() {
+        &train_rows
+    } else {
+        &val_rows
+    };
+    let unit = data.targets.data.iter().all(|v| (0.0..=1.0).contains(v));
+    let peak = if unit {
+        1.0
+    } else {
+        column_ranges(&data.targets)
+            .iter()
+            .map(|c| (c[1] - c[0]) as f64)
+            .fold(0.0, f64::max)
+            .max(1e-12)
+    };
+    Ok(Prepared {
+        score_x: gather(&data.inputs, scored),
+        score_y: gather(&data.targets, scored),
+        rows: Rows {
+            in_dims,
+            out_dims,
+            data: rows,
+        },
+        spec,
+        train_rows,
+        val_rows,
+        peak,
+    })
+}
+
 /// A file stem as an output-name prefix: allowed characters kept, others `_`, at most
 /// 24 characters (names are at most 32).
 fn sanitize(stem: &str) -> String {
@@ -766,6 +918,25 @@ mod tests {
         safetensors::serialize_to_file(tensors, None, &st).unwrap();
         let s = load(&st, None).unwrap();
         assert_eq!(s.interleaved(), d.interleaved());
+    }
+
+    #[test]
+    fn split_is_deterministic_and_near_its_fraction() {
+        let (t, v) = split(10_000, 0.1, 7);
+        assert_eq!(t.len() + v.len(), 10_000);
+        assert!((900..1100).contains(&v.len()), "{}", v.len());
+        assert_eq!(split(10_000, 0.1, 7), (t.clone(), v.clone()));
+        assert_ne!(split(10_000, 0.1, 8).1, v);
+        assert!(split(100, 0.0, 7).1.is_empty());
+    }
+
+    #[test]
+    fn scores() {
+        let (mse, psnr) = score(&[0.0, 1.0, 0.5, 0.5], &[0.0, 0.9, 0.5, 0.4], 2, 0, 2, 1.0);
+        assert!((mse - 0.005).abs() < 1e-9);
+        assert!((psnr - 23.0103).abs() < 1e-3);
+        let (_, p1) = score(&[0.0, 1.0, 0.5, 0.5], &[0.0, 0.9, 0.5, 0.4], 2, 0, 1, 1.0);
+        assert!(p1.is_infinite());
     }
 
     #[test]
