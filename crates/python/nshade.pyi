@@ -1,0 +1,52 @@
+"""nshade: train small neural networks for real-time graphics and ship them as shaders."""
+
+from typing import Any, Callable, Optional, Sequence
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+DEFAULT_ARCH: str
+
+class Model:
+    """A trained model: the same weights.json as the nshade CLI writes and reads."""
+
+    @property
+    def arch(self) -> str: ...
+    @property
+    def params(self) -> int: ...
+    @property
+    def inputs(self) -> list[str]: ...
+    @property
+    def outputs(self) -> list[str]: ...
+    @property
+    def metrics(self) -> dict[str, Any]: ...
+    @property
+    def training(self) -> dict[str, Any]: ...
+    def eval(self, x: npt.ArrayLike) -> npt.NDArray[np.float32]:
+        """Rows of raw inputs (rows, inputs) -> (rows, outputs) float32; bit for bit `nshade eval`."""
+    def save(self, dir: str) -> None:
+        """Writes dir/weights.json (and its sidecar for grid tables)."""
+    def export(self, target: str, weights: str = "baked") -> str:
+        """The inference shader: wgsl, glsl, glsl-es, hlsl, slang, msl or shadertoy; baked or buffer weights."""
+
+def fit(
+    x: npt.ArrayLike,
+    y: npt.ArrayLike,
+    arch: Optional[str] = None,
+    steps: int = 1000,
+    batch: int = 4096,
+    seed: int = 1337,
+    lr: float = 0.005,
+    loss: str = "l2",
+    backend: str = "auto",
+    validation: float = 0.1,
+    init: Optional[Model] = None,
+    progress: Optional[Callable[[int, float], Any]] = None,
+) -> Model:
+    """Trains `arch` (default DEFAULT_ARCH) on rows x -> y; Ctrl-C raises KeyboardInterrupt."""
+
+def load(path: str) -> Model:
+    """A model written by the CLI or Model.save (weights.json or its directory)."""
+
+def parse_arch(spec: str) -> str:
+    """The canonical text of an architecture; ValueError with the CLI's message otherwise."""

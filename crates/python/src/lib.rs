@@ -1,0 +1,394 @@
+//! nshade for Python: `nshade.fit(x, y, ...)` trains a network on numpy arrays and returns
+//! a `Model` that evaluates, saves, loads and exports exactly as the CLI's models do (the
+//! same `weights.json`, the same shaders). Training runs with the GIL released; Ctrl-C
+//! (KeyboardInterrupt) stops it between calls of at most 64 steps. `nshade.pyi` has the
+//! types.
+
+use nshade_core::arch::NamedArch;
+use nshade_core::arrays::{self, ArrayData, Table};
+use nshade_core::data::TrainingData;
+use nshade_core::network::Network;
+use nshade_core::optim::LrSchedule;
+use nshade_core::train::{Backend, CancelToken, TrainConfig, TrainError};
+use numpy::{PyArray2, PyArrayMethods, PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use sha2::{Digest, Sha256};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The architecture trained when none is given (`nshade fit` on arrays trains it too).
+const DEFAULT_ARCH: &str = "freq=cat(identity, freq(6)) | mlp(64x3, relu)";
+
+fn value_err(e: impl std::fmt::Display) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+/// A 2-D float32 table from any array-like: converted with
+/// `numpy.ascontiguousarray(a, dtype=numpy.float32)`; 1-D is one column.
+fn table(py: Python<'_>, a: &Bound<'_, PyAny>, what: &str) -> PyResult<Table> {
+    let np = py.import("numpy")?;
+    let kwargs = pyo3::types::PyDict::new(py);
+    kwargs.set_item("dtype", np.getattr("float32")?)?;
+    let arr = np.call_method("ascontiguousarray", (a,), Some(&kwargs))?;
+    let arr: PyReadonlyArrayDyn<'_, f32> = arr.extract()?;
+    let shape = arr.shape().to_vec();
+    let (rows, cols) = match shape.as_slice() {
+        [n] => (*n, 1),
+        [n, c] => (*n, *c),
+        _ => {
+            return Err(value_err(format!(
+                "{what}: the array has shape {shape:?}; nshade takes 2-D arrays (rows, columns) or 1-D ones (one column)"
+            )));
+        }
+    };
+    if cols == 0 || cols > arrays::MAX_COLUMNS {
+        return Err(value_err(format!(
+            "{what}: the array has {cols} columns; nshade takes 1 to {}",
+            arrays::MAX_COLUMNS
+        )));
+    }
+    let data = arr.as_slice().map_err(value_err)?.to_vec();
+    if let Some(i) = data.iter().position(|v| !v.is_finite()) {
+        return Err(value_err(format!(
+            "{what}: value at row {}, column {} is {} (every value must be finite)",
+            i / cols,
+            i % cols,
+            data[i]
+        )));
+    }
+    Ok(Table { rows, cols, data })
+}
+
+/// A trained model: the network, its parameters, its input mapping, provenance, metrics.
+#[pyclass(module = "nshade", frozen)]
+struct Model {
+    inner: nshade_core::model::Model,
+}
+
+#[pymethods]
+impl Model {
+    /// Evaluates rows of raw inputs (shape (rows, inputs)); returns (rows, outputs) float32,
+    /// bit for bit what `nshade eval` writes.
+    fn eval<'py>(
+        &self,
+        py: Python<'py>,
+        x: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyArray2<f32>>> {
+        let t = table(py, x, "x")?;
+        let m = &self.inner;
+        if t.cols != m.network.in_dims {
+            return Err(value_err(format!(
+                "x: the array's shape is ({}, {}); the model takes rows of {} inputs",
+                t.rows, t.cols, m.network.in_dims
+            )));
+        }
+        let out = py.detach(|| m.eval(&t.data));
+        let arr = numpy::PyArray1::from_vec(py, out);
+        arr.reshape([t.rows, m.network.out_dims])
+    }
+
+    /// Writes `dir/weights.json` (and its sidecar for grids), as the CLI does.
+    fn save(&self, dir: PathBuf) -> PyResult<()> {
+        std::fs::create_dir_all(&dir).map_err(|e| value_err(format!("{}: {e}", dir.display())))?;
+        self.inner
+            .save(&dir.join("weights.json"))
+            .map_err(|e| PyRuntimeError::new_err(e.to_string()))
+    }
+
+    /// The inference shader for `target` (wgsl, glsl, glsl-es, hlsl, slang, msl,
+    /// shadertoy) with `weights` "baked" or "buffer".
+    #[pyo3(signature = (target, weights = "baked"))]
+    fn export(&self, target: &str, weights: &str) -> PyResult<String> {
+        use nshade_shader::{Options, Output, Target, WeightMode};
+        let target = match target {
+            "wgsl" => Target::Wgsl,
+            "glsl" => Target::Glsl,
+            "glsl-es" => Target::GlslEs,
+            "hlsl" => Target::Hlsl,
+            "slang" => Target::Slang,
+            "msl" => Target::Msl,
+            "shadertoy" => Target::ShaderToy,
+            other => {
+                return Err(value_err(format!(
+                    "target {other:?}: one of wgsl, glsl, glsl-es, hlsl, slang, msl, shadertoy (SPIR-V is binary: use the CLI)"
+                )));
+            }
+        };
+        let weights = match weights {
+            "baked" => WeightMode::Baked,
+            "buffer" => WeightMode::Buffer,
+            other => return Err(value_err(format!("weights {other:?}: baked or buffer"))),
+        };
+        match nshade_shader::export(
+            &self.inner,
+            &Options {
+                weights,
+                ..Options::new(target)
+            },
+        ) {
+            Ok(Output::Text(t)) => Ok(t),
+            Ok(Output::Binary(_)) => Err(value_err("this target is binary")),
+            Err(e) => Err(value_err(e)),
+        }
+    }
+
+    /// The architecture in canonical text.
+    #[getter]
+    fn arch(&self) -> String {
+        self.inner.network.arch.to_string()
+    }
+
+    /// Trainable parameters.
+    #[getter]
+    fn params(&self) -> usize {
+        self.inner.network.param_count
+    }
+
+    #[getter]
+    fn inputs(&self) -> Vec<String> {
+        self.inner.inputs.names.clone()
+    }
+
+    #[getter]
+    fn outputs(&self) -> Vec<String> {
+        self.inner.outputs.clone()
+    }
+
+    /// The model's metrics (`weights.json`'s `metrics`) as a dict.
+    #[getter]
+    fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        json(py, &serde_json::Value::Object(self.inner.metrics.clone()))
+    }
+
+    /// The model's training provenance (`weights.json`'s `training`) as a dict.
+    #[getter]
+    fn training<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        json(py, &serde_json::Value::Object(self.inner.training.clone()))
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "nshade.Model({:?}, {} inputs -> {} outputs, {} parameters)",
+            self.inner.network.arch.to_string(),
+            self.inner.network.in_dims,
+            self.inner.network.out_dims,
+            self.inner.network.param_count
+        )
+    }
+}
+
+fn json<'py>(py: Python<'py>, v: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+    py.import("json")?.call_method1("loads", (v.to_string(),))
+}
+
+/// Loads a model written by the CLI or by `Model.save` (a weights.json or its directory).
+#[pyfunction]
+fn load(path: PathBuf) -> PyResult<Model> {
+    nshade_core::model::Model::load(&path)
+        .map(|inner| Model { inner })
+        .map_err(value_err)
+}
+
+/// Parses an architecture (`name=spec` or `spec`) with the CLI's errors; returns its
+/// canonical text.
+#[pyfunction]
+fn parse_arch(spec: &str) -> PyResult<String> {
+    NamedArch::parse(spec)
+        .map(|a| a.arch.to_string())
+        .map_err(value_err)
+}
+
+fn backend(name: &str) -> PyResult<Box<dyn Backend>> {
+    use nshade_gpu::train::GpuBackend;
+    match name {
+        "cpu" => Ok(Box::new(nshade_core::cpu::CpuBackend)),
+        "gpu" => GpuBackend::new()
+            .map(|b| Box::new(b) as Box<dyn Backend>)
+            .map_err(|e| PyRuntimeError::new_err(format!("backend gpu: {e}"))),
+        "auto" => Ok(match GpuBackend::new() {
+            Ok(b) if b.context().summary.device_type != "Cpu" => Box::new(b),
+            _ => Box::new(nshade_core::cpu::CpuBackend),
+        }),
+        other => Err(value_err(format!("backend {other:?}: auto, cpu or gpu"))),
+    }
+}
+
+/// Trains a network on rows `x` (inputs) -> `y` (targets) and returns the model. The
+/// inputs are mapped from their training range onto [0, 1] (stored in the model); a share
+/// `validation` of the rows is held out and scored (`Model.metrics`). `progress(step,
+/// loss)` is called after every call of at most 64 steps. Arguments as `nshade fit`.
+#[pyfunction]
+#[pyo3(signature = (x, y, arch = None, steps = 1000, batch = 4096, seed = 1337, lr = 0.005, loss = "l2", backend = "auto", validation = 0.1, init = None, progress = None))]
+#[allow(clippy::too_many_arguments)]
+fn fit(
+    py: Python<'_>,
+    x: &Bound<'_, PyAny>,
+    y: &Bound<'_, PyAny>,
+    arch: Option<&str>,
+    steps: u32,
+    batch: usize,
+    seed: u64,
+    lr: f32,
+    loss: &str,
+    backend: &str,
+    validation: f64,
+    init: Option<&Model>,
+    progress: Option<Bound<'_, PyAny>>,
+) -> PyResult<Model> {
+    let (x, y) = (table(py, x, "x")?, table(py, y, "y")?);
+    if x.rows != y.rows {
+        return Err(value_err(format!(
+            "the inputs have {} rows and the targets {}; they must match",
+            x.rows, y.rows
+        )));
+    }
+    if x.rows < 2 {
+        return Err(value_err(format!("{} rows; at least 2 are needed", x.rows)));
+    }
+    if !(0.0..1.0).contains(&validation) {
+        return Err(value_err(format!(
+            "validation must be a fraction in [0, 1), got {validation}"
+        )));
+    }
+    if steps == 0 || batch == 0 || batch > 1 << 26 || !(lr > 0.0 && lr.is_finite()) {
+        return Err(value_err(
+            "steps and batch must be at least 1 (batch at most 2^26), lr positive",
+        ));
+    }
+    let mut h = Sha256::new();
+    for v in x.data.iter().chain(&y.data) {
+        h.update(v.to_le_bytes());
+    }
+    let sha256: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    let data = ArrayData {
+        input_names: (0..x.cols).map(|i| format!("x{i}")).collect(),
+        output_names: (0..y.cols).map(|i| format!("y{i}")).collect(),
+        inputs: x,
+        targets: y,
+        source: "numpy".into(),
+        sha256,
+        image_size: None,
+    };
+    let (in_dims, out_dims) = (data.inputs.cols, data.targets.cols);
+    let spec = match (arch, init) {
+        (_, Some(m)) => m.inner.network.arch.to_string(),
+        (Some(a), None) => a.to_string(),
+        (None, None) => DEFAULT_ARCH.to_string(),
+    };
+    let named = NamedArch::parse(&spec).map_err(value_err)?;
+    if let (Some(m), Some(a)) = (init, arch)
+        && NamedArch::parse(a).map_err(value_err)?.arch != m.inner.network.arch
+    {
+        return Err(value_err(format!(
+            "init: the model is {}; arch {a:?} is another network",
+            m.inner.network.arch
+        )));
+    }
+    let net = Network::build(&named.arch, in_dims, out_dims).map_err(|e| {
+        value_err(format!(
+            "arch {spec:?}: {e} (the data has {in_dims} inputs and {out_dims} outputs)"
+        ))
+    })?;
+    let keep = init.map(|m| m.inner.inputs.clone());
+    if let Some(m) = init
+        && (m.inner.network.in_dims, m.inner.network.out_dims) != (in_dims, out_dims)
+    {
+        return Err(value_err(format!(
+            "init: the model takes {} inputs to {} outputs; this data has {in_dims} and {out_dims}",
+            m.inner.network.in_dims, m.inner.network.out_dims
+        )));
+    }
+    let prepared = arrays::prepare(&data, validation, seed, keep).map_err(value_err)?;
+    let cancel = CancelToken::new();
+    let cfg = TrainConfig {
+        batch,
+        seed,
+        loss: loss
+            .parse()
+            .map_err(|e: String| value_err(format!("loss: {e}")))?,
+        lr: LrSchedule {
+            base: lr,
+            warmup: 0,
+            decay: None,
+        },
+        cancel: cancel.clone(),
+        ..Default::default()
+    };
+    let backend = self::backend(backend)?;
+    let params = match init {
+        Some(m) => m.inner.params.clone(),
+        None => net.init_params(seed),
+    };
+    let training = Arc::new(TrainingData::Rows(prepared.rows));
+    let mut trainer = backend
+        .start(&net, params, training, &cfg)
+        .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    let (mut done, mut last) = (0u32, f32::NAN);
+    while done < steps {
+        // Calls end on multiples of 64 steps, as the CLI's, so the reported loss agrees.
+        let n = (64 - done % 64).min(steps - done);
+        let r = py.detach(|| trainer.run(n));
+        last = match r {
+            Ok(l) => l,
+            Err(TrainError::Cancelled) => break,
+            Err(e) => return Err(PyRuntimeError::new_err(e.to_string())),
+        };
+        done += n;
+        if let Err(e) = py.check_signals() {
+            cancel.cancel();
+            return Err(e);
+        }
+        if let Some(cb) = &progress {
+            cb.call1((done, last))?;
+        }
+    }
+    let trained = py
+        .detach(|| trainer.params())
+        .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    let mut model = nshade_core::model::Model::new(net, trained, prepared.spec);
+    model.outputs = data.output_names.clone();
+    let pred = py.detach(|| model.eval(&prepared.score_x));
+    let (mse, psnr) = arrays::score(
+        &pred,
+        &prepared.score_y,
+        out_dims,
+        0,
+        out_dims,
+        prepared.peak,
+    );
+    let scored_on = if prepared.val_rows.is_empty() {
+        "all rows"
+    } else {
+        "validation rows"
+    };
+    model.training = serde_json::json!({
+        "name": named.name, "arch": named.arch.to_string(), "seed": seed, "steps": done,
+        "batch": batch, "loss": cfg.loss.name(), "lr": cfg.lr, "adam": cfg.adam,
+        "backend": backend.name(), "init": init.map(|_| "a Python Model"),
+        "data": {"kind": "arrays", "source": "numpy", "sha256": data.sha256,
+                 "rows": data.inputs.rows, "training_rows": prepared.train_rows.len(),
+                 "validation_rows": prepared.val_rows.len(), "validation_fraction": validation,
+                 "split_seed": seed},
+    })
+    .as_object()
+    .cloned()
+    .unwrap_or_default();
+    model.metrics = serde_json::json!({"final_loss": last, "mse": mse, "psnr": psnr,
+        "psnr_peak": prepared.peak, "scored_on": scored_on})
+    .as_object()
+    .cloned()
+    .unwrap_or_default();
+    Ok(Model { inner: model })
+}
+
+#[pymodule]
+fn nshade(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Model>()?;
+    m.add_function(wrap_pyfunction!(fit, m)?)?;
+    m.add_function(wrap_pyfunction!(load, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_arch, m)?)?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("DEFAULT_ARCH", DEFAULT_ARCH)?;
+    Ok(())
+}

@@ -1,0 +1,102 @@
+"""The Python package against the CLI: run by crates/cli/tests/python.rs (cargo test) on the
+built wheel in a fresh virtualenv. NSHADE_BIN is the CLI binary."""
+
+import os
+import signal
+import subprocess
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import nshade
+
+BIN = os.environ["NSHADE_BIN"]
+
+
+def trivial_psnr(y, peak):
+    mse = float(np.mean((y - y.mean()) ** 2))
+    return 10 * np.log10(peak * peak / mse)
+
+
+def sdf(n=5000, seed=1):
+    r = np.random.default_rng(seed)
+    x = r.uniform(-1, 1, (n, 3)).astype(np.float32)
+    return x, (np.linalg.norm(x, axis=1) - 0.5).astype(np.float32)
+
+
+def test_an_sdf_beats_the_mean_and_evals_as_the_cli(tmp_path):
+    x, y = sdf()
+    steps = []
+    m = nshade.fit(x, y, arch="mlp(32x2, relu)", steps=300, batch=1024, backend="cpu",
+                   progress=lambda s, l: steps.append(s))
+    assert steps == sorted(steps) and steps[-1] == 300
+    assert m.inputs == ["x0", "x1", "x2"] and m.outputs == ["y0"]
+    peak = m.metrics["psnr_peak"]
+    assert m.metrics["psnr"] > trivial_psnr(y, peak) + 10
+    # Saved, evaluated by the CLI: the same float32 bits.
+    m.save(str(tmp_path / "m"))
+    np.save(tmp_path / "x.npy", x)
+    subprocess.run([BIN, "eval", str(tmp_path / "m"), "--input", str(tmp_path / "x.npy"),
+                    "--output", str(tmp_path / "p.npy")], check=True, capture_output=True)
+    cli = np.load(tmp_path / "p.npy")
+    ours = m.eval(x)
+    assert ours.shape == (len(x), 1) and ours.dtype == np.float32
+    assert np.array_equal(ours.view(np.uint32), cli.view(np.uint32))
+    # Round trip through the files.
+    back = nshade.load(str(tmp_path / "m"))
+    assert np.array_equal(back.eval(x).view(np.uint32), ours.view(np.uint32))
+    assert back.arch == m.arch == "mlp(32x2, relu)"
+
+
+def test_four_inputs_to_three_outputs():
+    r = np.random.default_rng(2)
+    x = r.uniform(0, 1, (4000, 4))
+    y = np.stack([np.sin(3 * x[:, 0]) * x[:, 1], np.cos(2 * x[:, 2] + x[:, 3]), x[:, 0] * x[:, 3]], 1)
+    m = nshade.fit(x, y, steps=300, batch=1024, backend="cpu")
+    assert m.eval(x[:7]).shape == (7, 3)
+    assert m.metrics["psnr"] > trivial_psnr(y.astype(np.float32), m.metrics["psnr_peak"]) + 10
+    assert "nshade_eval" in m.export("glsl")
+    assert "fn nshade_eval" in m.export("wgsl", weights="buffer")
+
+
+def test_fine_tuning_continues_from_a_model():
+    x, y = sdf(3000, 4)
+    a = nshade.fit(x, y, arch="mlp(16x2, relu)", steps=100, batch=512, backend="cpu")
+    b = nshade.fit(x, y, init=a, steps=100, batch=512, backend="cpu")
+    assert b.arch == a.arch and b.metrics["psnr"] > a.metrics["psnr"]
+    with pytest.raises(ValueError, match="another network"):
+        nshade.fit(x, y, init=a, arch="mlp(8x1, relu)", steps=1, backend="cpu")
+
+
+def test_errors_are_value_errors_with_the_clis_message(tmp_path):
+    x, y = sdf(100)
+    with pytest.raises(ValueError) as e:
+        nshade.parse_arch("mlp(3x")
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    cli = subprocess.run([BIN, "fit", str(tmp_path / "x.npy"), "--targets", str(tmp_path / "y.npy"),
+                          "--arch", "mlp(3x", "--steps", "1", "--out", str(tmp_path / "o")],
+                         capture_output=True, text=True)
+    assert cli.returncode == 1
+    assert str(e.value) in cli.stderr, (str(e.value), cli.stderr)
+    with pytest.raises(ValueError, match="rows and the targets"):
+        nshade.fit(x, y[:50], steps=1, backend="cpu")
+    bad = x.copy()
+    bad[3, 1] = np.nan
+    with pytest.raises(ValueError, match="row 3, column 1 is NaN"):
+        nshade.fit(bad, y, steps=1, backend="cpu")
+    with pytest.raises(ValueError, match="takes rows of 3 inputs"):
+        nshade.fit(x, y, arch="mlp(8x1, relu)", steps=1, backend="cpu").eval(np.zeros((2, 2)))
+
+
+def test_ctrl_c_stops_training():
+    x, y = sdf(2000)
+    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        nshade.fit(x, y, arch="mlp(64x3, relu)", steps=10**7, batch=4096, backend="cpu")
+    assert time.monotonic() - start < 20
+    timer.join()
