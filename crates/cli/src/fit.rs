@@ -164,19 +164,7 @@ pub fn run(args: Args) -> Result<()> {
         None,
     )?;
     let loss = cfg.loss;
-    let max_steps = match (args.steps, args.seconds) {
-        (Some(0), _) => bail!("--steps must be at least 1"),
-        (Some(s), _) => s,
-        (None, Some(_)) => u32::MAX,
-        (None, None) => 1000,
-    };
-    if let Some(s) = args.seconds
-        && !(s.is_finite() && s > 0.0 && s <= MAX_SECONDS)
-    {
-        bail!(
-            "--seconds must be a positive number of seconds up to {MAX_SECONDS} (a week), got {s}"
-        );
-    }
+    let max_steps = step_limit(&args)?;
     let init = args
         .init
         .as_deref()
@@ -477,6 +465,24 @@ pub fn run(args: Args) -> Result<()> {
         println!("{line}");
     }
     Ok(())
+}
+
+/// The steps each architecture may take: `--steps`, or unbounded under `--seconds`
+/// (checked: positive, at most a week), else 1000.
+pub fn step_limit(args: &Args) -> Result<u32> {
+    if let Some(s) = args.seconds
+        && !(s.is_finite() && s > 0.0 && s <= MAX_SECONDS)
+    {
+        bail!(
+            "--seconds must be a positive number of seconds up to {MAX_SECONDS} (a week), got {s}"
+        );
+    }
+    Ok(match (args.steps, args.seconds) {
+        (Some(0), _) => bail!("--steps must be at least 1"),
+        (Some(s), _) => s,
+        (None, Some(_)) => u32::MAX,
+        (None, None) => 1000,
+    })
 }
 
 /// The best model that bakes into source (a ShaderToy tab needs one).

@@ -107,12 +107,7 @@ pub fn run(args: Args) -> Result<()> {
         args.lr_decay.as_deref(),
         None,
     )?;
-    let max_steps = match (args.steps, args.seconds) {
-        (Some(0), _) => bail!("--steps must be at least 1"),
-        (Some(s), _) => s,
-        (None, Some(_)) => u32::MAX,
-        (None, None) => 1000,
-    };
+    let max_steps = fit::step_limit(&args)?;
     let specs: Vec<String> = if let Some(i) = &init {
         i.archs(&args.archs, "init")?
     } else if args.archs.is_empty() {

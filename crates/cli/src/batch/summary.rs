@@ -153,21 +153,8 @@ pub fn rebuild(dir: &Path) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
-/// HTML text with `& < > " '` escaped.
-pub fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            c => o.push(c),
-        }
-    }
-    o
-}
+/// HTML text escaped (the report's escaping).
+pub use crate::report::esc;
 
 /// The best finished job of each group: the highest PSNR among those that succeeded.
 pub fn best_per_group(rows: &[Row]) -> Vec<&Row> {
