@@ -217,7 +217,8 @@ fn backend(name: &str) -> PyResult<Box<dyn Backend>> {
 /// Trains a network on rows `x` (inputs) -> `y` (targets) and returns the model. The
 /// inputs are mapped from their training range onto [0, 1] (stored in the model); a share
 /// `validation` of the rows is held out and scored (`Model.metrics`). `progress(step,
-/// loss)` is called after every call of at most 64 steps. Arguments as `nshade fit`.
+/// loss)` is called after every call of at most 64 steps; without it, a tqdm bar shows the
+/// steps when tqdm is installed. Arguments as `nshade fit`.
 #[pyfunction]
 #[pyo3(signature = (x, y, arch = None, steps = 1000, batch = 4096, seed = 1337, lr = 0.005, loss = "l2", backend = "auto", validation = 0.1, init = None, progress = None))]
 #[allow(clippy::too_many_arguments)]
@@ -324,6 +325,17 @@ fn fit(
     let mut trainer = backend
         .start(&net, params, training, &cfg)
         .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    // Without a callback, a tqdm bar when tqdm is installed.
+    let bar = match (&progress, py.import("tqdm")) {
+        (None, Ok(tqdm)) => {
+            let kwargs = pyo3::types::PyDict::new(py);
+            kwargs.set_item("total", steps)?;
+            kwargs.set_item("desc", named.name.as_str())?;
+            kwargs.set_item("unit", "step")?;
+            Some(tqdm.call_method("tqdm", (), Some(&kwargs))?)
+        }
+        _ => None,
+    };
     let (mut done, mut last) = (0u32, f32::NAN);
     while done < steps {
         // Calls end on multiples of 64 steps, as the CLI's, so the reported loss agrees.
@@ -342,6 +354,13 @@ fn fit(
         if let Some(cb) = &progress {
             cb.call1((done, last))?;
         }
+        if let Some(b) = &bar {
+            b.call_method1("update", (n,))?;
+            b.call_method1("set_postfix_str", (format!("loss {last:.6}"),))?;
+        }
+    }
+    if let Some(b) = &bar {
+        b.call_method0("close")?;
     }
     let trained = py
         .detach(|| trainer.params())

@@ -50,6 +50,14 @@ def test_an_sdf_beats_the_mean_and_evals_as_the_cli(tmp_path):
     assert back.arch == m.arch == "mlp(32x2, relu)"
 
 
+def test_a_tqdm_bar_counts_the_steps(capfd):
+    tqdm = pytest.importorskip("tqdm")
+    x, y = sdf(500)
+    nshade.fit(x, y, arch="mlp(8x1, relu)", steps=130, batch=256, backend="cpu")
+    err = capfd.readouterr().err
+    assert "130/130" in err, err
+
+
 def test_four_inputs_to_three_outputs():
     r = np.random.default_rng(2)
     x = r.uniform(0, 1, (4000, 4))
