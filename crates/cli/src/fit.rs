@@ -57,6 +57,10 @@ pub struct Args {
     /// command with --resume gives the files an uninterrupted run gives (CPU backend).
     #[arg(long, requires = "checkpoint_dir")]
     pub resume: bool,
+    /// Arrays and texture sets: stop an architecture early once its PSNR on the scored
+    /// rows reaches this many dB (checked every 1024 steps).
+    #[arg(long, value_name = "DB")]
+    pub stop_at_psnr: Option<f64>,
     /// Architecture to train, `name=spec` or `spec`; repeat for several (default: the
     /// seed's four, then `wide` and `grid`, stronger ones; see the README).
     #[arg(long = "arch", value_name = "SPEC")]
@@ -148,6 +152,9 @@ pub fn run(args: Args) -> Result<()> {
         bail!(
             "--checkpoint-dir/--resume: checkpoints are written for arrays and texture sets (docs/arrays.md)"
         );
+    }
+    if args.stop_at_psnr.is_some() {
+        bail!("--stop-at-psnr applies to arrays and texture sets (docs/arrays.md)");
     }
     if args.validation.is_some() {
         bail!("--validation applies to arrays and texture sets; an image is scored on every pixel");

@@ -25,6 +25,9 @@ pub const DEFAULT_ARCHS: &[&str] = &[
     "grid=hashgrid(levels=12, features=2, log2_size=17, base=8, scale=1.5) | mlp(64x2, relu)",
 ];
 
+/// `--stop-at-psnr` is checked after every this many steps.
+pub const STOP_CHECK_EVERY: u32 = 1024;
+
 /// Default share of rows held out for validation (arrays; a texture set scores every
 /// pixel, as `fit` does for an image).
 pub const DEFAULT_VALIDATION: f64 = 0.1;
@@ -268,6 +271,7 @@ pub fn run(args: Args) -> Result<()> {
         );
         let mut done = trainer.steps_done();
         let mut loss = f32::NAN;
+        let mut stopped_at = None;
         let mut next_ckpt = args
             .checkpoint_every
             .map(|every| (done / every + 1).saturating_mul(every));
@@ -297,6 +301,18 @@ pub fn run(args: Args) -> Result<()> {
                 next_ckpt = Some((done / every + 1).saturating_mul(every));
             }
             bar.set(done as u64, &format!("loss {loss:.6}"));
+            if let Some(target) = args.stop_at_psnr
+                && done % STOP_CHECK_EVERY == 0
+                && done < max_steps
+            {
+                let probe = Model::new(net.clone(), trainer.params()?, spec.clone());
+                let pred = probe.eval(&score_x);
+                let (_, psnr) = arrays::score(&pred, &score_y, out_dims, 0, out_dims, peak);
+                if psnr >= target {
+                    stopped_at = Some(done);
+                    break;
+                }
+            }
         }
         bar.finish(done as u64, "done");
         let seconds = start.elapsed().as_secs_f64();
@@ -330,7 +346,8 @@ pub fn run(args: Args) -> Result<()> {
             "validation rows"
         };
         model.metrics = json!({"final_loss": loss, "mse": mse, "psnr": psnr, "psnr_peak": peak,
-                               "scored_on": scored_on, "groups": group_psnr})
+                               "scored_on": scored_on, "groups": group_psnr,
+                               "stopped_early_at": stopped_at})
         .as_object()
         .cloned()
         .unwrap_or_default();
@@ -346,6 +363,7 @@ pub fn run(args: Args) -> Result<()> {
             "steps": done, "samples": done as u64 * args.batch as u64, "seconds": seconds,
             "samples_per_s": done as f64 * args.batch as f64 / seconds.max(1e-9),
             "loss": loss, "mse": mse, "psnr": psnr, "groups": group_psnr,
+            "stopped_early_at": stopped_at,
             "bakeable": nshade_shader::bakeable(&model),
         }));
     }

@@ -526,3 +526,55 @@ fn a_killed_run_resumes_to_the_same_bytes() {
         "seed = 9",
     );
 }
+
+#[test]
+fn stop_at_psnr_stops_on_a_1024_step_boundary_once_reached() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path();
+    let x = uniform(2000 * 2, 11);
+    let y: Vec<f32> = x
+        .chunks_exact(2)
+        .map(|q| 0.5 * q[0] + 0.25 * q[1])
+        .collect();
+    npy(&p.join("x.npy"), 2, &x);
+    npy(&p.join("y.npy"), 0, &y);
+    let run = |out: &str, extra: &[&str]| {
+        let mut a = vec![
+            "fit",
+            "x.npy",
+            "--targets",
+            "y.npy",
+            "--arch",
+            "m=mlp(16x1, relu)",
+            "--steps",
+            "8192",
+            "--batch",
+            "256",
+            "--backend",
+            "cpu",
+            "--out",
+            out,
+        ];
+        a.extend_from_slice(extra);
+        nshade(&a, p)
+    };
+    // A linear target: 30 dB comes within the first few thousand steps.
+    ok(&run("early", &["--stop-at-psnr", "30"]));
+    let a = &summary(&p.join("early"))["architectures"][0];
+    let at = a["stopped_early_at"].as_u64().expect("stopped early");
+    assert!(at % 1024 == 0 && at < 8192, "{a}");
+    assert_eq!(a["steps"], at);
+    assert!(a["psnr"].as_f64().unwrap() >= 30.0, "{a}");
+    // Unreachable: it runs every step.
+    ok(&run("full", &["--stop-at-psnr", "200"]));
+    let f = &summary(&p.join("full"))["architectures"][0];
+    assert_eq!(f["steps"], 8192);
+    assert!(f["stopped_early_at"].is_null(), "{f}");
+    // An image is refused.
+    image::RgbImage::new(4, 4).save(p.join("i.png")).unwrap();
+    assert_fails(
+        &nshade(&["fit", "i.png", "--stop-at-psnr", "30", "--out", "o"], p),
+        1,
+        "--stop-at-psnr",
+    );
+}
