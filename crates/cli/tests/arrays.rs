@@ -562,7 +562,7 @@ fn stop_at_psnr_stops_on_a_1024_step_boundary_once_reached() {
     ok(&run("early", &["--stop-at-psnr", "30"]));
     let a = &summary(&p.join("early"))["architectures"][0];
     let at = a["stopped_early_at"].as_u64().expect("stopped early");
-    assert!(at % 1024 == 0 && at < 8192, "{a}");
+    assert!(at.is_multiple_of(1024) && at < 8192, "{a}");
     assert_eq!(a["steps"], at);
     assert!(a["psnr"].as_f64().unwrap() >= 30.0, "{a}");
     // Unreachable: it runs every step.
