@@ -41,9 +41,9 @@ pub fn training_backend(choice: BackendChoice) -> Result<Box<dyn Backend>> {
         BackendChoice::Gpu => Ok(Box::new(
             GpuBackend::new().map_err(|e| anyhow::anyhow!("--backend gpu: {e}"))?,
         )),
-        BackendChoice::Auto => match GpuBackend::new() {
-            Ok(b) if b.context().summary.device_type != "Cpu" => Ok(Box::new(b)),
-            _ => Ok(Box::new(nshade_core::cpu::CpuBackend)),
+        BackendChoice::Auto => match GpuBackend::hardware() {
+            Some(b) => Ok(Box::new(b)),
+            None => Ok(Box::new(nshade_core::cpu::CpuBackend)),
         },
     }
 }

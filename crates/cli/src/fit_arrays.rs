@@ -169,8 +169,23 @@ pub fn run(args: Args) -> Result<()> {
         common::check_training_memory(net, args.batch, backend.name() == "cpu")
             .map_err(|e| anyhow::anyhow!("--arch '{}': {e}", n.name))?;
     }
+    // The starting parameters a checkpoint must have started from, when fine-tuning.
+    let init_digest = init
+        .as_ref()
+        .map(|i| {
+            use sha2::Digest;
+            let mut h = sha2::Sha256::new();
+            for v in &i.model.params {
+                h.update(v.to_le_bytes());
+            }
+            h.finalize()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<String>()
+        })
+        .unwrap_or_default();
     // Checkpoints to resume from, checked before anything is written.
-    let mut resumes = Vec::new();
+    let mut resumes = Vec::with_capacity(nets.len());
     for (named, _) in &nets {
         // What a checkpoint must match to be resumed: everything that decides the steps.
         let ckpt_meta: std::collections::HashMap<String, String> = [
@@ -182,12 +197,7 @@ pub fn run(args: Args) -> Result<()> {
             ("lr", format!("{:?}", cfg.lr)),
             ("validation", fraction.to_string()),
             ("steps", max_steps.to_string()),
-            (
-                "init",
-                init.as_ref()
-                    .map(|i| i.model.params.len().to_string())
-                    .unwrap_or_default(),
-            ),
+            ("init", init_digest.clone()),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
@@ -245,14 +255,13 @@ pub fn run(args: Args) -> Result<()> {
     };
 
     let mut records = Vec::new();
-    for (named, net) in nets {
+    for ((named, net), (ckpt_meta, ckpt_path, resumed)) in nets.into_iter().zip(resumes) {
         common::check_cancelled()?;
         let start = Instant::now();
         let start_params = match &init {
             Some(i) => i.params_for(&net)?,
             None => net.init_params(args.seed),
         };
-        let (ckpt_meta, ckpt_path, resumed) = resumes.remove(0);
         let mut trainer = match resumed {
             Some(c) => {
                 eprintln!("{}: resuming at step {}", named.name, c.step);

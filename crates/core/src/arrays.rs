@@ -53,6 +53,33 @@ impl Table {
         debug_assert_eq!(rows * cols, data.len());
         Table { rows, cols, data }
     }
+
+    /// A table from untrusted values: 1 to [`MAX_COLUMNS`] columns, `rows · cols` values,
+    /// every one finite; errors name `name`.
+    pub fn checked(
+        rows: usize,
+        cols: usize,
+        data: Vec<f32>,
+        name: &str,
+    ) -> Result<Table, ArrayError> {
+        if cols == 0 || cols > MAX_COLUMNS {
+            return fail(
+                name,
+                format!("the array has {cols} columns; nshade takes 1 to {MAX_COLUMNS}"),
+            );
+        }
+        if rows.checked_mul(cols) != Some(data.len()) {
+            return fail(
+                name,
+                format!(
+                    "shape ({rows}, {cols}) does not match its {} values",
+                    data.len()
+                ),
+            );
+        }
+        check_finite(&data, cols, name)?;
+        Ok(Table::new(rows, cols, data))
+    }
 }
 
 /// Training rows from arrays: inputs and targets with the same number of rows.
@@ -71,6 +98,37 @@ pub struct ArrayData {
 }
 
 impl ArrayData {
+    /// Rows of inputs `x` and targets `y` (the same number, at least 2), named `x0, x1, ...`
+    /// and `y0, y1, ...`.
+    pub fn from_tables(
+        x: Table,
+        y: Table,
+        source: String,
+        sha256: String,
+    ) -> Result<ArrayData, ArrayError> {
+        if x.rows != y.rows {
+            return fail(
+                &source,
+                format!(
+                    "the inputs have {} rows and the targets {}; they must match",
+                    x.rows, y.rows
+                ),
+            );
+        }
+        if x.rows < 2 {
+            return fail(&source, format!("{} rows; at least 2 are needed", x.rows));
+        }
+        Ok(ArrayData {
+            input_names: (0..x.cols).map(|i| format!("x{i}")).collect(),
+            output_names: (0..y.cols).map(|i| format!("y{i}")).collect(),
+            inputs: x,
+            targets: y,
+            source,
+            sha256,
+            image_size: None,
+        })
+    }
+
     /// Rows of `in + out` values each (the layout of [`crate::data::Rows`]).
     pub fn interleaved(&self) -> Vec<f32> {
         let (i, o) = (self.inputs.cols, self.targets.cols);
@@ -167,6 +225,7 @@ pub fn parse_npy(bytes: &[u8], name: &str) -> Result<Table, ArrayError> {
         );
     };
     if cols as usize > MAX_COLUMNS || cols == 0 {
+        // Refused before the data is read (Table::checked says the same).
         return fail(
             name,
             format!("the array has {cols} columns; nshade takes 1 to {MAX_COLUMNS}"),
@@ -213,8 +272,7 @@ pub fn parse_npy(bytes: &[u8], name: &str) -> Result<Table, ArrayError> {
             .map(|&b| b as f32)
             .collect(),
     };
-    check_finite(&data, cols as usize, name)?;
-    Ok(Table::new(rows as usize, cols as usize, data))
+    Table::checked(rows as usize, cols as usize, data, name)
 }
 
 fn io_err(name: &str, e: impl std::fmt::Display) -> ArrayError {
@@ -343,12 +401,6 @@ pub fn read_safetensors(path: &Path) -> Result<Vec<(String, Table)>, ArrayError>
                 );
             }
         };
-        if cols == 0 || cols > MAX_COLUMNS {
-            return fail(
-                &label,
-                format!("the tensor has {cols} columns; nshade takes 1 to {MAX_COLUMNS}"),
-            );
-        }
         let raw = t.data();
         let data: Vec<f32> = match t.dtype() {
             Dtype::F32 => raw
@@ -375,14 +427,7 @@ pub fn read_safetensors(path: &Path) -> Result<Vec<(String, Table)>, ArrayError>
                 );
             }
         };
-        if data.len() != rows * cols {
-            return fail(
-                &label,
-                format!("shape {shape:?} does not match its {} values", data.len()),
-            );
-        }
-        check_finite(&data, cols, &label)?;
-        out.push((name.to_string(), Table::new(rows, cols, data)));
+        out.push((name.to_string(), Table::checked(rows, cols, data, &label)?));
     }
     Ok(out)
 }
@@ -475,29 +520,7 @@ pub fn load(inputs: &Path, targets: Option<&Path>) -> Result<ArrayData, ArrayErr
             return fail(&p, "not an array file (.npy, .npz or .safetensors)");
         }
     };
-    if x.rows != y.rows {
-        return fail(
-            &source,
-            format!(
-                "the inputs have {} rows and the targets {}; they must match",
-                x.rows, y.rows
-            ),
-        );
-    }
-    if x.rows < 2 {
-        return fail(&source, format!("{} rows; at least 2 are needed", x.rows));
-    }
-    let input_names = (0..x.cols).map(|i| format!("x{i}")).collect();
-    let output_names = (0..y.cols).map(|i| format!("y{i}")).collect();
-    Ok(ArrayData {
-        inputs: x,
-        targets: y,
-        input_names,
-        output_names,
-        source,
-        sha256: hex(&hasher.finalize()),
-        image_size: None,
-    })
+    ArrayData::from_tables(x, y, source, hex(&hasher.finalize()))
 }
 
 /// A texture set: several images of one size, one row per pixel with inputs (u, v) at

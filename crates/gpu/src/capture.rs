@@ -244,6 +244,14 @@ impl ShaderSource {
         hex(&Sha256::digest(&self.bytes))
     }
 
+    /// A one-line compile error about this source.
+    fn compile_error(&self, message: String) -> CaptureError {
+        CaptureError::Compile {
+            name: self.name.clone(),
+            message: one_line(&message),
+        }
+    }
+
     fn check_size(&self) -> Result<(), CaptureError> {
         if self.bytes.len() > MAX_SOURCE_BYTES {
             return Err(CaptureError::Compile {
@@ -302,10 +310,7 @@ impl ShaderSource {
     /// `@group(0) @binding(1)` is allowed too (see [`ShaderRenderer::with_storage`]).
     pub fn compile_with(&self, storage: bool) -> Result<Compiled, CaptureError> {
         let text = self.text()?;
-        let err = |message: String| CaptureError::Compile {
-            name: self.name.clone(),
-            message: one_line(&message),
-        };
+        let err = |message: String| self.compile_error(message);
         match self.kind {
             SourceKind::Wgsl => {
                 let module = naga::front::wgsl::parse_str(text).map_err(|e| {
@@ -315,7 +320,7 @@ impl ShaderSource {
                         .unwrap_or_default();
                     err(format!("does not compile: {at}{}", e.message()))
                 })?;
-                self.check_module(module, text, 0, storage, Frontend::NagaWgsl)
+                self.check_module(module, text, text, 0, storage, Frontend::NagaWgsl)
             }
             SourceKind::ShaderToyGlsl => {
                 if !text.contains("mainImage") {
@@ -352,10 +357,7 @@ impl ShaderSource {
         text: &str,
         storage: bool,
     ) -> Result<Compiled, CaptureError> {
-        let err = |message: String| CaptureError::Compile {
-            name: self.name.clone(),
-            message: one_line(&message),
-        };
+        let err = |message: String| self.compile_error(message);
         let full = self.wrapped_glsl_as(dialect)?;
         let words = glslang::compile(&full).map_err(|e| {
             let first = dialect.prelude().matches('\n').count();
@@ -418,10 +420,7 @@ impl ShaderSource {
         text: &str,
         storage: bool,
     ) -> Result<Compiled, CaptureError> {
-        let err = |message: String| CaptureError::Compile {
-            name: self.name.clone(),
-            message: one_line(&message),
-        };
+        let err = |message: String| self.compile_error(message);
         let mut frontend = naga::front::glsl::Frontend::default();
         let module = frontend
             .parse(
@@ -446,6 +445,7 @@ impl ShaderSource {
             })?;
         self.check_module(
             module,
+            text,
             full,
             SHADERTOY_PRELUDE.len(),
             storage,
@@ -458,16 +458,13 @@ impl ShaderSource {
     fn check_module(
         &self,
         module: naga::Module,
+        text: &str,
         full: &str,
         offset: usize,
         storage: bool,
         frontend: Frontend,
     ) -> Result<Compiled, CaptureError> {
-        let text = self.text()?;
-        let err = |message: String| CaptureError::Compile {
-            name: self.name.clone(),
-            message: one_line(&message),
-        };
+        let err = |message: String| self.compile_error(message);
         let mut validator = naga::valid::Validator::new(
             naga::valid::ValidationFlags::all(),
             naga::valid::Capabilities::all(),

@@ -42,22 +42,8 @@ fn table(py: Python<'_>, a: &Bound<'_, PyAny>, what: &str) -> PyResult<Table> {
             )));
         }
     };
-    if cols == 0 || cols > arrays::MAX_COLUMNS {
-        return Err(value_err(format!(
-            "{what}: the array has {cols} columns; nshade takes 1 to {}",
-            arrays::MAX_COLUMNS
-        )));
-    }
     let data = arr.as_slice().map_err(value_err)?.to_vec();
-    if let Some(i) = data.iter().position(|v| !v.is_finite()) {
-        return Err(value_err(format!(
-            "{what}: value at row {}, column {} is {} (every value must be finite)",
-            i / cols,
-            i % cols,
-            data[i]
-        )));
-    }
-    Ok(Table { rows, cols, data })
+    Table::checked(rows, cols, data, what).map_err(value_err)
 }
 
 /// A trained model: the network, its parameters, its input mapping, provenance, metrics.
@@ -206,9 +192,9 @@ fn backend(name: &str) -> PyResult<Box<dyn Backend>> {
         "gpu" => GpuBackend::new()
             .map(|b| Box::new(b) as Box<dyn Backend>)
             .map_err(|e| PyRuntimeError::new_err(format!("backend gpu: {e}"))),
-        "auto" => Ok(match GpuBackend::new() {
-            Ok(b) if b.context().summary.device_type != "Cpu" => Box::new(b),
-            _ => Box::new(nshade_core::cpu::CpuBackend),
+        "auto" => Ok(match GpuBackend::hardware() {
+            Some(b) => Box::new(b),
+            None => Box::new(nshade_core::cpu::CpuBackend),
         }),
         other => Err(value_err(format!("backend {other:?}: auto, cpu or gpu"))),
     }
@@ -238,15 +224,6 @@ fn fit(
     progress: Option<Bound<'_, PyAny>>,
 ) -> PyResult<Model> {
     let (x, y) = (table(py, x, "x")?, table(py, y, "y")?);
-    if x.rows != y.rows {
-        return Err(value_err(format!(
-            "the inputs have {} rows and the targets {}; they must match",
-            x.rows, y.rows
-        )));
-    }
-    if x.rows < 2 {
-        return Err(value_err(format!("{} rows; at least 2 are needed", x.rows)));
-    }
     if !(0.0..1.0).contains(&validation) {
         return Err(value_err(format!(
             "validation must be a fraction in [0, 1), got {validation}"
@@ -262,15 +239,7 @@ fn fit(
         h.update(v.to_le_bytes());
     }
     let sha256: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
-    let data = ArrayData {
-        input_names: (0..x.cols).map(|i| format!("x{i}")).collect(),
-        output_names: (0..y.cols).map(|i| format!("y{i}")).collect(),
-        inputs: x,
-        targets: y,
-        source: "numpy".into(),
-        sha256,
-        image_size: None,
-    };
+    let data = ArrayData::from_tables(x, y, "numpy".into(), sha256).map_err(value_err)?;
     let (in_dims, out_dims) = (data.inputs.cols, data.targets.cols);
     let spec = match (arch, init) {
         (_, Some(m)) => m.inner.network.arch.to_string(),

@@ -51,6 +51,14 @@ impl GpuBackend {
         Ok(GpuBackend::with_context(Arc::new(GpuContext::new()?)))
     }
 
+    /// The default adapter when it is hardware (not a software rasteriser such as
+    /// lavapipe): what `--backend auto` trains on; `None` sends auto to the CPU.
+    pub fn hardware() -> Option<GpuBackend> {
+        GpuBackend::new()
+            .ok()
+            .filter(|b| b.context().summary.device_type != "Cpu")
+    }
+
     pub fn with_context(ctx: Arc<GpuContext>) -> GpuBackend {
         GpuBackend {
             ctx,
