@@ -232,12 +232,18 @@ fn nsh_gacc_add(i: u32, v: f32) {{
         lo = 0u - lo;
     }}
     let k = 2u * (i - GRID_BASE);
-    let old = atomicAdd(&gacc[k], lo);
+{noatom}    let old = atomicAdd(&gacc[k], lo);
     atomicAdd(&gacc[k + 1u], hi + select(0u, 1u, old > 0xffffffffu - lo));
 }}
 ",
         base = net.dense_count,
         range = super::wgsl::lit(FIXED_RANGE),
+        // timing only: `NSHADE_GPU_EXP=noatom` drops the table gradients
+        noatom = if std::env::var("NSHADE_GPU_EXP").is_ok_and(|v| v == "noatom") {
+            "    if (k != 0xffffffffu) { return; }\n"
+        } else {
+            ""
+        },
         check = if scaled {
             format!(
                 "    if (nsh_ls_over(v, {})) {{ atomicOr(&lsbad, 1u); }}\n",

@@ -1013,8 +1013,9 @@ impl GpuTrainer {
                 label: Some("nshade steps"),
                 timestamp_writes: None,
             });
-            // timing only (`NSHADE_GPU_ONLY=step|adam`): record one of the two kernels
-            // (the weights then do not train; for splitting a step's time on a GPU)
+            // timing only (`NSHADE_GPU_ONLY=step|adam`): record the step kernel alone, or the
+            // Adam kernels alone (the weights then do not train; for splitting a step's
+            // time on a GPU)
             let only = std::env::var("NSHADE_GPU_ONLY").unwrap_or_default();
             for k in 0..n {
                 let off = [(k as u64 * RECORD) as u32];
@@ -1028,7 +1029,9 @@ impl GpuTrainer {
                     pass.set_bind_group(0, &self.adam_bg, &off);
                     pass.dispatch_workgroups(self.adam_groups, 1, 1);
                 }
-                if let Some(g) = &self.grid_pass {
+                if let Some(g) = &self.grid_pass
+                    && only != "step"
+                {
                     g.record(&mut pass, &off);
                 }
             }
