@@ -151,6 +151,88 @@ impl Activation {
         }
     }
 
+    /// Whether f'(z) follows from y = f(z) alone, so a layer need not keep z: `relu` and
+    /// `leaky_relu` with a positive slope (y > 0 exactly when z > 0), `sigmoid`, `tanh`,
+    /// `exp`, `none`. [`Activation::backward_from_output_lanes`] then gives the same bits
+    /// as [`Activation::backward_slice`].
+    pub fn from_output(&self) -> bool {
+        match *self {
+            Activation::None
+            | Activation::Relu
+            | Activation::Sigmoid
+            | Activation::Tanh
+            | Activation::Exp => true,
+            Activation::LeakyRelu { slope } => slope > 0.0,
+            Activation::Swish | Activation::Sine { .. } | Activation::Softplus => false,
+        }
+    }
+
+    /// dz = dy · f'(z) in place over `d`, from the outputs `y` only (for activations
+    /// with [`Activation::from_output`]): the same arithmetic as
+    /// [`Activation::backward_slice`], with `y > 0` standing for `z > 0`.
+    pub fn backward_from_output(&self, y: &[f32], d: &mut [f32]) {
+        crate::dense::vectorised(
+            #[inline(always)]
+            || self.backward_from_output_lanes(y, d),
+        )
+    }
+
+    /// [`Activation::backward_from_output`] for inlining into vectorised kernels.
+    #[inline(always)]
+    pub(crate) fn backward_from_output_lanes(&self, y: &[f32], d: &mut [f32]) {
+        let d = &mut d[..y.len()];
+        macro_rules! each {
+            (|$y:ident| $e:expr) => {
+                d.iter_mut().zip(y).for_each(|(d, &$y)| *d *= $e)
+            };
+        }
+        match *self {
+            Activation::None => {}
+            Activation::Relu => d
+                .iter_mut()
+                .zip(y)
+                .for_each(|(d, &y)| *d = if y > 0.0 { *d } else { 0.0 }),
+            Activation::LeakyRelu { slope } => each!(|y| if y > 0.0 { 1.0 } else { slope }),
+            Activation::Sigmoid => each!(|y| y * (1.0 - y)),
+            Activation::Tanh => each!(|y| 1.0 - y * y),
+            Activation::Exp => each!(|y| y),
+            Activation::Swish | Activation::Sine { .. } | Activation::Softplus => {
+                unreachable!("{} needs its pre-activations", self.name())
+            }
+        }
+    }
+
+    /// y = f(y) in place over a slice of pre-activations (the same arithmetic as
+    /// [`Activation::forward_slice`]).
+    pub fn forward_in_place(&self, y: &mut [f32]) {
+        crate::dense::vectorised(
+            #[inline(always)]
+            || {
+                macro_rules! each {
+                    (|$z:ident| $e:expr) => {
+                        y.iter_mut().for_each(|y| {
+                            let $z = *y;
+                            *y = $e
+                        })
+                    };
+                }
+                match *self {
+                    Activation::None => {}
+                    Activation::Relu => each!(|z| z.max(0.0)),
+                    Activation::LeakyRelu { slope } => {
+                        each!(|z| if z > 0.0 { z } else { slope * z })
+                    }
+                    Activation::Sigmoid => each!(|z| sigmoid(z)),
+                    Activation::Tanh => each!(|z| z.tanh()),
+                    Activation::Exp => each!(|z| exp(z)),
+                    Activation::Swish => each!(|z| z * sigmoid(z)),
+                    Activation::Sine { w0 } => each!(|z| (w0 * z).sin()),
+                    Activation::Softplus => each!(|z| softplus(z)),
+                }
+            },
+        )
+    }
+
     /// Applies f over a slice of pre-activations, writing outputs to `y`.
     ///
     /// The match is outside the loops so that each loop is a tight, vectorisable kernel.

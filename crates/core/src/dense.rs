@@ -16,6 +16,8 @@
 //! summed by the same tree), so they give identical bits; only the tiling differs.
 //! Measured against `matrixmultiply` in docs/PERFORMANCE.md.
 
+use crate::activation::Activation;
+
 /// Samples per vector: the row length of feature-major tensors is a multiple of this.
 pub const LANES: usize = 16;
 
@@ -42,6 +44,40 @@ pub fn broadcast_product(
     bias: Option<&[f32]>,
     out: &mut [f32],
 ) {
+    broadcast_product_then(rows, cols, a, ars, acs, b, np, bias, Epilogue::Store, out)
+}
+
+/// What [`broadcast_product_then`] does to each output value before storing it.
+#[derive(Clone, Copy, Debug)]
+pub enum Epilogue<'a> {
+    /// Store the sum.
+    Store,
+    /// Store f(sum): a layer's forward pass with its activation, for activations whose
+    /// derivative follows from the output ([`Activation::from_output`]), so the
+    /// pre-activations need not be kept.
+    Activate(Activation),
+    /// Store sum · f'(y), y the value at the same place of the `rows × np` tensor: an
+    /// input gradient times the derivative of the layer below, from that layer's outputs
+    /// (again for activations with [`Activation::from_output`]).
+    Derivative(Activation, &'a [f32]),
+}
+
+/// [`broadcast_product`], then `epilogue` over the output (the same bits as the product
+/// followed by [`Activation::forward_slice`] or [`Activation::backward_from_output`]):
+/// a layer then keeps only its outputs, not its pre-activations.
+#[allow(clippy::too_many_arguments)]
+pub fn broadcast_product_then(
+    rows: usize,
+    cols: usize,
+    a: &[f32],
+    ars: usize,
+    acs: usize,
+    b: &[f32],
+    np: usize,
+    bias: Option<&[f32]>,
+    epilogue: Epilogue<'_>,
+    out: &mut [f32],
+) {
     assert!(np.is_multiple_of(LANES));
     assert!(b.len() >= cols * np && out.len() >= rows * np);
     if rows > 0 && cols > 0 {
@@ -57,10 +93,21 @@ pub fn broadcast_product(
         // SAFETY: the CPU has the features (checked above); the asserts bound every index
         // the kernel forms (r < rows, c < cols, s < np).
         unsafe { broadcast_avx512(args, out.as_mut_ptr()) };
-        return;
+    } else {
+        // SAFETY: as above.
+        unsafe { broadcast_tiles::<4, 1>(args, out.as_mut_ptr()) };
     }
+    #[cfg(not(target_arch = "x86_64"))]
     // SAFETY: as above.
-    unsafe { broadcast_tiles::<4, 1>(args, out.as_mut_ptr()) };
+    unsafe {
+        broadcast_tiles::<4, 1>(args, out.as_mut_ptr())
+    };
+    let out = &mut out[..rows * np];
+    match epilogue {
+        Epilogue::Store => {}
+        Epilogue::Activate(act) => act.forward_in_place(out),
+        Epilogue::Derivative(act, y) => act.backward_from_output(&y[..rows * np], out),
+    }
 }
 
 /// `dw[r·dws + c] += Σ_s g[r·np + s] · x[c·np + s]` and `db[r] += Σ_s g[r·np + s]` for
@@ -644,6 +691,75 @@ mod tests {
 
     fn random(len: usize, rng: &mut Pcg32) -> Vec<f32> {
         (0..len).map(|_| rng.next_f32() * 2.0 - 1.0).collect()
+    }
+
+    #[test]
+    fn epilogues_give_the_bits_of_the_separate_passes() {
+        let mut rng = Pcg32::new(11);
+        let (rows, cols, n) = (32, 12, 40);
+        let np = padded(n);
+        let a = random(rows * cols, &mut rng);
+        let bias = random(rows, &mut rng);
+        let b: Vec<f32> = random(cols * np, &mut rng)
+            .iter()
+            .map(|v| 4.0 * v)
+            .collect();
+        let mut z = vec![0.0; rows * np];
+        broadcast_product(rows, cols, &a, cols, 1, &b, np, Some(&bias), &mut z);
+        let mut checked = 0;
+        for act in [
+            Activation::None,
+            Activation::Relu,
+            Activation::LeakyRelu { slope: 0.01 },
+            Activation::LeakyRelu { slope: -0.5 },
+            Activation::Sigmoid,
+            Activation::Tanh,
+            Activation::Exp,
+            Activation::Swish,
+            Activation::Softplus,
+            Activation::Sine { w0: 2.0 },
+        ] {
+            if !act.from_output() {
+                assert!(matches!(
+                    act,
+                    Activation::LeakyRelu { .. }
+                        | Activation::Swish
+                        | Activation::Softplus
+                        | Activation::Sine { .. }
+                ));
+                continue;
+            }
+            // forward: the product then the activation
+            let mut want = vec![0.0; rows * np];
+            act.forward_slice(&z, &mut want);
+            let mut got = vec![f32::NAN; rows * np];
+            let epi = Epilogue::Activate(act);
+            broadcast_product_then(rows, cols, &a, cols, 1, &b, np, Some(&bias), epi, &mut got);
+            assert_eq!(got.len(), want.len());
+            assert!(
+                got.iter()
+                    .zip(&want)
+                    .all(|(g, w)| g.to_bits() == w.to_bits()),
+                "{act}"
+            );
+            // backward: dx = Wᵀ·dz, times f' of the layer below from its outputs `want`
+            let dz = random(cols * np, &mut rng);
+            let mut dx = vec![0.0; rows * np];
+            broadcast_product(rows, cols, &a, cols, 1, &dz, np, None, &mut dx);
+            act.backward_slice(&z, &want, &mut dx);
+            let mut fused = vec![f32::NAN; rows * np];
+            let epi = Epilogue::Derivative(act, &want);
+            broadcast_product_then(rows, cols, &a, cols, 1, &dz, np, None, epi, &mut fused);
+            assert!(
+                fused
+                    .iter()
+                    .zip(&dx)
+                    .all(|(g, w)| g.to_bits() == w.to_bits()),
+                "{act}"
+            );
+            checked += 1;
+        }
+        assert_eq!(checked, 6);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use super::{Allocator, Grads, Layer, TensorInfo, Workspace};
 use crate::activation::Activation;
-use crate::dense;
+use crate::dense::{self, Epilogue};
 use crate::rng::Pcg32;
 
 /// One fully connected layer inside an MLP.
@@ -96,16 +96,25 @@ impl Mlp {
     }
 }
 
-/// Forward of one layer over feature-major tensors: zt (out × np) = W · xt + b.
-fn linear_forward(layer: &Linear, params: &[f32], xt: &[f32], np: usize, zt: &mut [f32]) {
+/// Forward of one layer over feature-major tensors: zt (out × np) = W · xt + b, then
+/// `epilogue` (the activation, when it need not keep z).
+fn linear_forward(
+    layer: &Linear,
+    params: &[f32],
+    xt: &[f32],
+    np: usize,
+    epilogue: Epilogue<'_>,
+    zt: &mut [f32],
+) {
     let (i, o) = (layer.in_dims, layer.out_dims);
     let w = &params[layer.weight..layer.weight + o * i];
     let b = &params[layer.bias..layer.bias + o];
-    dense::broadcast_product(o, i, w, i, 1, xt, np, Some(b), zt);
+    dense::broadcast_product_then(o, i, w, i, 1, xt, np, Some(b), epilogue, zt);
 }
 
 /// Given dzt (out × np, padding zero): dW += dz · xᵀ, db += Σ dz, and optionally
-/// dxt (in × np) = Wᵀ · dz.
+/// dxt (in × np) = Wᵀ · dz, then `epilogue` (the derivative of the layer below).
+#[allow(clippy::too_many_arguments)]
 fn linear_backward(
     layer: &Linear,
     params: &[f32],
@@ -113,6 +122,7 @@ fn linear_backward(
     np: usize,
     dzt: &[f32],
     dxt: Option<&mut [f32]>,
+    epilogue: Epilogue<'_>,
     grads: &mut [f32],
 ) {
     let (i, o) = (layer.in_dims, layer.out_dims);
@@ -120,7 +130,7 @@ fn linear_backward(
     dense::weight_gradient(o, i, dzt, xt, np, dw, i, db);
     if let Some(dxt) = dxt {
         let w = &params[layer.weight..layer.weight + o * i];
-        dense::broadcast_product(i, o, w, 1, i, dzt, np, None, dxt);
+        dense::broadcast_product_then(i, o, w, 1, i, dzt, np, None, epilogue, dxt);
     }
 }
 
@@ -148,11 +158,17 @@ impl Layer for Mlp {
         dense::to_feature_major(x, n, self.in_dims(), np, &mut prev);
         let mut prev_slot = self.xt_slot();
         for (l, layer) in self.layers.iter().enumerate() {
-            let mut z = ws.take(self.z_slot(l), layer.out_dims * np);
-            linear_forward(layer, params, &prev, np, &mut z);
             let mut a = ws.take(self.a_slot(l), layer.out_dims * np);
-            layer.act.forward_slice(&z, &mut a);
-            ws.put(self.z_slot(l), z);
+            if layer.act.from_output() {
+                // the activation in the product's epilogue; z is not kept
+                let epilogue = Epilogue::Activate(layer.act);
+                linear_forward(layer, params, &prev, np, epilogue, &mut a);
+            } else {
+                let mut z = ws.take(self.z_slot(l), layer.out_dims * np);
+                linear_forward(layer, params, &prev, np, Epilogue::Store, &mut z);
+                layer.act.forward_slice(&z, &mut a);
+                ws.put(self.z_slot(l), z);
+            }
             ws.put(prev_slot, prev);
             prev = a;
             prev_slot = self.a_slot(l);
@@ -178,16 +194,26 @@ impl Layer for Mlp {
         let mut cur = ws.take(self.grad_slot(0), self.out_dims() * np);
         dense::to_feature_major(dy, n, self.out_dims(), np, &mut cur);
         let mut next = ws.take_kept(self.grad_slot(1));
+        // whether `cur` already holds ∂L/∂z of layer l (the derivative was applied in the
+        // epilogue of the layer above's input gradient)
+        let mut is_dz = false;
         for l in (0..=last).rev() {
             let layer = &self.layers[l];
-            let (z, a) = (ws.take_kept(self.z_slot(l)), ws.take_kept(self.a_slot(l)));
-            layer.act.backward_slice(&z, &a, &mut cur);
+            if !is_dz {
+                let a = ws.take_kept(self.a_slot(l));
+                if layer.act.from_output() {
+                    layer.act.backward_from_output(&a, &mut cur);
+                } else {
+                    let z = ws.take_kept(self.z_slot(l));
+                    layer.act.backward_slice(&z, &a, &mut cur);
+                    ws.put(self.z_slot(l), z);
+                }
+                ws.put(self.a_slot(l), a);
+            }
             if n < np {
                 // f'(z) of a padding column may be anything; its gradient must be 0.
                 cur.chunks_exact_mut(np).for_each(|row| row[n..].fill(0.0));
             }
-            ws.put(self.z_slot(l), z);
-            ws.put(self.a_slot(l), a);
             let input_slot = if l > 0 {
                 self.a_slot(l - 1)
             } else {
@@ -198,6 +224,14 @@ impl Layer for Mlp {
             if want_dx {
                 next.resize(layer.in_dims * np, 0.0);
             }
+            // the layer below's derivative from its outputs (this layer's input) in the
+            // epilogue of dx = Wᵀ·dz, where its activation allows
+            let below = l.checked_sub(1).map(|b| self.layers[b].act);
+            let epilogue = match below {
+                Some(act) if act.from_output() => Epilogue::Derivative(act, &input),
+                _ => Epilogue::Store,
+            };
+            is_dz = !matches!(epilogue, Epilogue::Store);
             linear_backward(
                 layer,
                 params,
@@ -205,6 +239,7 @@ impl Layer for Mlp {
                 np,
                 &cur,
                 want_dx.then_some(&mut next[..]),
+                epilogue,
                 grads.dense,
             );
             ws.put(input_slot, input);
