@@ -145,6 +145,9 @@ impl GpuContext {
             | wgpu::Features::SUBGROUP_BARRIER
             | wgpu::Features::TIMESTAMP_QUERY
             | wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX
+            // grid-table gradients: one 64-bit atomic add per contribution
+            | wgpu::Features::SHADER_INT64
+            | wgpu::Features::SHADER_INT64_ATOMIC_ALL_OPS
             // For GLSL tabs whose SPIR-V naga cannot translate (capture's front end).
             | wgpu::Features::PASSTHROUGH_SHADERS;
         let features = adapter.features() & wanted;

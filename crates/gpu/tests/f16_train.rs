@@ -90,6 +90,7 @@ fn f16_kernels_validate() {
             skew: 0,
             xglobal: false,
             wsh: false,
+            atomic64: false,
         };
         let data = DataKind::Texture {
             width: 16,

@@ -38,6 +38,7 @@ fn generated_kernels_validate() {
                 skew: 0,
                 xglobal: false,
                 wsh: false,
+                atomic64: false,
             };
             let data = DataKind::Texture {
                 width: 64,
@@ -82,6 +83,7 @@ fn generated_kernels_validate() {
                 skew,
                 xglobal,
                 wsh: samples != 16,
+                atomic64: false,
             };
             let data = DataKind::Texture {
                 width: 64,
@@ -144,6 +146,7 @@ fn grid_kernels_validate() {
                 skew: 0,
                 xglobal: false,
                 wsh: false,
+                atomic64: false,
             };
             let data = DataKind::Rows {
                 rows: 100,

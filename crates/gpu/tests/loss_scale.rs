@@ -57,6 +57,7 @@ fn scaled_kernels_validate() {
                 skew: 0,
                 xglobal: false,
                 wsh: false,
+                atomic64: false,
             };
             let data = DataKind::Rows {
                 rows: 100,
@@ -111,6 +112,7 @@ fn scaled_kernels_validate() {
         skew: 0,
         xglobal: false,
         wsh: false,
+        atomic64: false,
     };
     let data = DataKind::Texture {
         width: 8,

@@ -11,7 +11,10 @@
 //! `hi` at `2i + 1`): `old = atomicAdd(lo, l)`, `carry = old > 0xffffffff − l`,
 //! `atomicAdd(hi, h + carry)`. Integer addition is associative, so the sums are exact and
 //! independent of the order in which invocations arrive: runs stay bit-reproducible, with
-//! no float atomics.
+//! no float atomics. Where the device has 64-bit atomics (`SHADER_INT64_ATOMIC_ALL_OPS`;
+//! the H200 and lavapipe do) a contribution is instead one `atomicAdd` of the same 64-bit
+//! value on an `atomic<u64>` over the same words: half the atomics, and none waits for
+//! another's result (`NSHADE_GPU_ATOMIC64=0` keeps the pairs).
 //!
 //! Fixed point: a value v is `round-toward-zero(v · 2^48)` as a two's-complement 64-bit
 //! integer; [`FIXED_RANGE`] bounds each contribution (|v| is clamped to it) and the sum
@@ -204,18 +207,52 @@ pub fn input_gradient_body(
 }
 
 /// Declarations the step kernel needs when `net` has grids: the accumulators at
-/// binding 6 and `nsh_gacc_add(flat parameter index, value)`.
+/// binding 6 and `nsh_gacc_add(flat parameter index, value)` (32-bit atomic pairs).
 pub fn step_decls(net: &Network) -> String {
-    step_decls_scaled(net, false)
+    step_decls_scaled(net, false, false)
 }
 
 /// [`step_decls`]; with dynamic loss scaling (`scaled`) a contribution that is not
-/// finite or exceeds [`FIXED_RANGE`] also flags the step's overflow (`lsbad`).
-pub fn step_decls_scaled(net: &Network, scaled: bool) -> String {
+/// finite or exceeds [`FIXED_RANGE`] also flags the step's overflow (`lsbad`). With
+/// `atomic64` (the device has 64-bit atomics) each contribution is one `atomicAdd` on an
+/// `atomic<u64>` — the same two's-complement value `trunc(v·2^48)` into the same
+/// little-endian words, so the accumulators hold the same bits as with the pairs, and
+/// the table Adam kernel reads them the same way.
+pub fn step_decls_scaled(net: &Network, scaled: bool, atomic64: bool) -> String {
     let mut grids = false;
     net.root.for_each_grid(&mut |_| grids = true);
     if !grids {
         return String::new();
+    }
+    let check = if scaled {
+        format!(
+            "    if (nsh_ls_over(v, {})) {{ atomicOr(&lsbad, 1u); }}\n",
+            super::wgsl::lit(FIXED_RANGE)
+        )
+    } else {
+        String::new()
+    };
+    // timing only: `NSHADE_GPU_EXP=noatom` drops the table gradients
+    let noatom = if std::env::var("NSHADE_GPU_EXP").is_ok_and(|v| v == "noatom") {
+        "    if (i != 0xffffffffu) { return; }\n"
+    } else {
+        ""
+    };
+    let range = super::wgsl::lit(FIXED_RANGE);
+    let base = net.dense_count;
+    if atomic64 {
+        return format!(
+            "@group(0) @binding(6) var<storage, read_write> gacc: array<atomic<u64>>;
+const GRID_BASE: u32 = {base}u;
+// Adds v to table parameter i's signed 64-bit fixed-point accumulator (v·2^48).
+fn nsh_gacc_add(i: u32, v: f32) {{
+{check}    if (v == 0.0f) {{ return; }}
+{noatom}    // |v|·2^48 is exact in f32 and below 2^63; the conversion truncates toward zero
+    let m = u64(min(abs(v), {range}) * 281474976710656.0f);
+    atomicAdd(&gacc[i - GRID_BASE], select(m, 0lu - m, v < 0.0f));
+}}
+"
+        );
     }
     format!(
         "@group(0) @binding(6) var<storage, read_write> gacc: array<atomic<u32>>;
@@ -223,7 +260,7 @@ const GRID_BASE: u32 = {base}u;
 // Adds v to table parameter i's signed 64-bit fixed-point accumulator (v·2^48).
 fn nsh_gacc_add(i: u32, v: f32) {{
 {check}    if (v == 0.0f) {{ return; }}
-    let a = min(abs(v), {range}) * 65536.0f;
+{noatom}    let a = min(abs(v), {range}) * 65536.0f;
     let hf = floor(a);
     var hi = u32(hf);
     var lo = u32((a - hf) * 4294967296.0f);
@@ -232,26 +269,10 @@ fn nsh_gacc_add(i: u32, v: f32) {{
         lo = 0u - lo;
     }}
     let k = 2u * (i - GRID_BASE);
-{noatom}    let old = atomicAdd(&gacc[k], lo);
+    let old = atomicAdd(&gacc[k], lo);
     atomicAdd(&gacc[k + 1u], hi + select(0u, 1u, old > 0xffffffffu - lo));
 }}
-",
-        base = net.dense_count,
-        range = super::wgsl::lit(FIXED_RANGE),
-        // timing only: `NSHADE_GPU_EXP=noatom` drops the table gradients
-        noatom = if std::env::var("NSHADE_GPU_EXP").is_ok_and(|v| v == "noatom") {
-            "    if (k != 0xffffffffu) { return; }\n"
-        } else {
-            ""
-        },
-        check = if scaled {
-            format!(
-                "    if (nsh_ls_over(v, {})) {{ atomicOr(&lsbad, 1u); }}\n",
-                super::wgsl::lit(FIXED_RANGE)
-            )
-        } else {
-            String::new()
-        },
+"
     )
 }
 

@@ -100,6 +100,10 @@ pub struct Launch {
     /// Fused cooperative-matrix MLP: the f16 weights are copied into workgroup memory
     /// (rows padded by 8) at the start of the step kernel, where they fit.
     pub wsh: bool,
+    /// Grid-table gradients: one 64-bit `atomicAdd` per contribution (device features
+    /// `SHADER_INT64` and `SHADER_INT64_ATOMIC_ALL_OPS`) instead of a carry-propagating
+    /// pair of 32-bit ones; the same accumulator bits either way.
+    pub atomic64: bool,
 }
 
 /// Invocations per workgroup of the Adam kernel.
@@ -1887,7 +1891,7 @@ pub fn step_kernel_with(
             g.r / 4
         );
     }
-    decls.push_str(&super::grid::step_decls_scaled(net, scaled));
+    decls.push_str(&super::grid::step_decls_scaled(net, scaled, launch.atomic64));
     let mut writeback = g.writeback.clone();
     let mut ls_end = String::new();
     if scaled {
