@@ -29,7 +29,7 @@ fn nshade(args: &[&str]) -> Output {
 }
 
 fn xdg() -> PathBuf {
-    let p = std::env::temp_dir().join(format!("nshade-xdg-{}", std::process::id()));
+    let p = std::env::temp_dir().join("nshade-xdg");
     if !p.exists() {
         std::fs::create_dir_all(&p).unwrap();
         #[cfg(unix)]

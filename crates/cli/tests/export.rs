@@ -48,7 +48,7 @@ fn fails(out: &Output, code: i32, needle: &str) {
 fn dir() -> &'static Path {
     static D: OnceLock<PathBuf> = OnceLock::new();
     D.get_or_init(|| {
-        let d = std::env::temp_dir().join(format!("nshade-export-test-{}", std::process::id()));
+        let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join("nshade-export-test");
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d

@@ -116,7 +116,7 @@ fn hashgrid_fit_export_and_eval_on_the_gpu() {
     let Some(_) = common::gpu_or_skip("hashgrid_fit_export_and_eval_on_the_gpu") else {
         return;
     };
-    let dir = std::env::temp_dir().join(format!("nshade-gpu-grid-{}", std::process::id()));
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("nshade-gpu-grid");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let (w, h) = (32usize, 24usize);

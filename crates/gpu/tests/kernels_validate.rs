@@ -133,7 +133,13 @@ fn grid_kernels_validate() {
         ),
     ] {
         let net = Network::build(&Arch::parse(arch).unwrap(), i, 3).unwrap();
-        for (coop, vec) in [(false, false), (false, true), (true, false)] {
+        for (coop, vec, atomic64) in [
+            (false, false, false),
+            (false, true, false),
+            (true, false, false),
+            (false, true, true),
+            (true, false, true),
+        ] {
             let launch = Launch {
                 samples: 32,
                 threads: 256,
@@ -146,7 +152,7 @@ fn grid_kernels_validate() {
                 skew: 0,
                 xglobal: false,
                 wsh: false,
-                atomic64: false,
+                atomic64,
             };
             let data = DataKind::Rows {
                 rows: 100,
@@ -155,7 +161,11 @@ fn grid_kernels_validate() {
             };
             let step = codegen::step_kernel(&net, Loss::L2, data, 5000, 9, launch, coop);
             assert!(step.contains("nsh_gacc_add"), "{arch}: no table gradient");
-            validate(&step, &format!("{arch} step (coop {coop}, vec {vec})"));
+            assert_eq!(step.contains("atomic<u64>"), atomic64, "{arch}");
+            validate(
+                &step,
+                &format!("{arch} step (coop {coop}, vec {vec}, atomic64 {atomic64})"),
+            );
         }
         validate(
             &nshade_gpu::train::grid::adam_kernel(&net, Adam::default()),

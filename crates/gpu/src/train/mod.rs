@@ -447,7 +447,8 @@ pub fn choose_launch_for(
             xglobal: fused && xglobal,
             wsh: fused && wsh,
             // NSHADE_GPU_ATOMIC64=0 keeps the 32-bit pairs (for comparing the two)
-            atomic64: ctx.has(wgpu::Features::SHADER_INT64 | wgpu::Features::SHADER_INT64_ATOMIC_ALL_OPS)
+            atomic64: ctx
+                .has(wgpu::Features::SHADER_INT64 | wgpu::Features::SHADER_INT64_ATOMIC_ALL_OPS)
                 && env_u32("NSHADE_GPU_ATOMIC64") != Some(0),
         },
         coop,

@@ -231,7 +231,7 @@ pub fn assert_close(what: &str, got: &[f32], want: &[f32], tol: f32) -> f32 {
 
 /// A fresh scratch directory for one test.
 pub fn scratch(test: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("nshade-shader-{test}-{}", std::process::id()));
+    let d = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("nshade-shader-{test}"));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d

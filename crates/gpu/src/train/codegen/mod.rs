@@ -1891,7 +1891,11 @@ pub fn step_kernel_with(
             g.r / 4
         );
     }
-    decls.push_str(&super::grid::step_decls_scaled(net, scaled, launch.atomic64));
+    decls.push_str(&super::grid::step_decls_scaled(
+        net,
+        scaled,
+        launch.atomic64,
+    ));
     let mut writeback = g.writeback.clone();
     let mut ls_end = String::new();
     if scaled {
