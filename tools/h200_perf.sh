@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# One device call that measures nshade's GPU training against its peers in the same run:
+# tiny-cuda-nn (its kit, both modes), PyTorch (CUDA graph) and nshade on configs A-D of
+# docs/PERFORMANCE.md at batches 2^16, 2^18, 2^20, plus the A/B switches of the grid
+# path (cooperative matrices, 64-bit atomics). Results: JSON lines in $OUT/perf.jsonl,
+# the log in $OUT/perf.log.
+#
+# Usage (on the device machine, from the repository root):
+#   D=.dev/perf tools/h200_perf.sh
+# where $D holds a stripped release `nshade`, `torch_baseline.py` and `tcnn-kit/` (copied
+# from ../shared/bench; shared/ does not travel), and .gl/ the Vulkan loader packages
+# (see the device notes). SKIP_TCNN=1 leaves tiny-cuda-nn out (its build takes ~2.5 min).
+set -u
+D=${D:-.dev/perf}
+OUT=${OUT:-/tmp/nshade-perf}
+mkdir -p "$OUT"
+for f in .gl/*.deb; do dpkg -x "$f" /; done
+ldconfig
+export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json XDG_RUNTIME_DIR=/tmp
+N="$D/nshade"
+J="$OUT/perf.jsonl"
+A='A=freq(3) | mlp(32x3, leaky_relu, sigmoid)'
+B='B=freq(8) | mlp(64x4, relu)'
+C='C=hashgrid(levels=16, features=2, log2_size=18, base=16, scale=1.5) | mlp(64x2, relu)'
+DD='D=freq(8) | mlp(128x4, relu)'
+BATCHES="--batch 65536 --batch 262144 --batch 1048576"
+tag() { python3 -c "import sys,json
+for l in sys.stdin:
+    l=l.strip()
+    if l.startswith('{'):
+        d=json.loads(l); d['run']='$1'; print(json.dumps(d))" >> "$J"; }
+{
+  git log -1 --format='commit %H' 2>/dev/null
+  nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+  echo "== nshade, automatic path"
+  "$N" bench --backend gpu --json --seconds 1 --arch "$A" --arch "$B" --arch "$C" --arch "$DD" $BATCHES | tee >(tag auto)
+  echo "== C on the cooperative-matrix path"
+  "$N" bench --backend gpu --json --seconds 1 --arch "$C" $BATCHES --gpu-path coop | tee >(tag coop)
+  echo "== C with 32-bit atomic pairs (automatic path, then coop)"
+  NSHADE_GPU_ATOMIC64=0 "$N" bench --backend gpu --json --seconds 1 --arch "$C" --batch 65536 --batch 1048576 | tee >(tag pairs)
+  NSHADE_GPU_ATOMIC64=0 "$N" bench --backend gpu --json --seconds 1 --arch "$C" --batch 65536 --batch 1048576 --gpu-path coop | tee >(tag coop-pairs)
+  echo "== C split: step kernel only, no table atomics"
+  NSHADE_GPU_ONLY=step "$N" bench --backend gpu --json --seconds 0.7 --arch "$C" --batch 65536 --gpu-path coop | tee >(tag coop-step)
+  NSHADE_GPU_EXP=noatom "$N" bench --backend gpu --json --seconds 0.7 --arch "$C" --batch 65536 --gpu-path coop | tee >(tag coop-noatom)
+  echo "== PyTorch CUDA graph"
+  [ -f "$D/torch_baseline.py" ] && python3 "$D/torch_baseline.py" graph 65536,262144,1048576 | tee >(tag torch)
+  if [ -z "${SKIP_TCNN:-}" ] && [ -d "$D/tcnn-kit" ]; then
+    echo "== tiny-cuda-nn (both modes)"
+    TCNN_BENCH_MODES=train bash "$D/tcnn-kit/build_and_bench.sh" 2>"$OUT/tcnn.err" | tee >(tag tcnn)
+  fi
+  echo "== nshade again, automatic path at 2^16 (run-to-run spread)"
+  "$N" bench --backend gpu --json --seconds 1 --arch "$A" --arch "$B" --arch "$C" --arch "$DD" --batch 65536 | tee >(tag auto-rerun)
+} > "$OUT/perf.log" 2>&1
+tail -40 "$OUT/perf.log"
