@@ -10,6 +10,7 @@ pub mod checkpoint;
 pub mod cpu;
 pub mod data;
 pub mod dataset;
+pub mod defaults;
 pub mod dense;
 pub mod fsutil;
 pub mod limits;
