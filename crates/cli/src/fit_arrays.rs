@@ -21,9 +21,14 @@ use std::time::Instant;
 /// pixel, as `fit` does for an image).
 pub const DEFAULT_VALIDATION: f64 = 0.1;
 
-/// Whether `fit` takes the array route for these files: any array file, or several images.
+/// Whether `fit` takes the array route for these files: any array file, several images,
+/// or one EXR of other channels than R, G, B (A) (learnt as a texture of all of them).
 pub fn applies(files: &[PathBuf]) -> bool {
-    files.len() > 1 || files.iter().any(|f| arrays::is_array_file(f))
+    files.len() > 1
+        || files.iter().any(|f| arrays::is_array_file(f))
+        || files
+            .iter()
+            .any(|f| nshade_core::exr_channels::is_multichannel(f))
 }
 
 /// Loads the rows: arrays (one archive, or an `.npy` with `--targets`) or a texture set.

@@ -527,7 +527,10 @@ pub fn load(inputs: &Path, targets: Option<&Path>) -> Result<ArrayData, ArrayErr
 /// the pixel centre and targets the images' channels side by side, each image with its
 /// own channel count (grey 1, grey+alpha 2, RGB 3, RGBA 4; values as the decoder gives
 /// them in [0, 1] for 8/16-bit files, linear floats for EXR). Outputs are named
-/// `STEM.r`, `STEM.g`, ... (`STEM.l` for grey, `.a` for alpha).
+/// `STEM.r`, `STEM.g`, ... (`STEM.l` for grey, `.a` for alpha). An EXR of other channels
+/// than one layer's R, G, B (A) gives all its channels ([`crate::exr_channels`]), named as
+/// the file names them (`albedo.R`), after `STEM.` when the set has several files; such
+/// an EXR alone is a texture set too.
 pub fn texture_set(paths: &[&Path]) -> Result<ArrayData, ArrayError> {
     let mut hasher = Sha256::new();
     let mut size = None;
@@ -535,6 +538,37 @@ pub fn texture_set(paths: &[&Path]) -> Result<ArrayData, ArrayError> {
     let mut output_names = Vec::new();
     for path in paths {
         let p = path.display().to_string();
+        if crate::exr_channels::is_multichannel(path) {
+            // An EXR of any channels: all of them, named as the file names them.
+            let e = crate::exr_channels::read(path)?;
+            hasher.update(e.sha256.as_bytes());
+            check_size(&mut size, (e.width, e.height), &p)?;
+            let n = e.channels.len();
+            let mut data = vec![0.0f32; e.width * e.height * n];
+            for (c, (name, values)) in e.channels.iter().enumerate() {
+                for (i, v) in values.iter().enumerate() {
+                    data[i * n + c] = *v;
+                }
+                let name: String = name
+                    .chars()
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() || "_-.".contains(c) {
+                            c
+                        } else {
+                            '_'
+                        }
+                    })
+                    .collect();
+                let name = if paths.len() == 1 {
+                    name
+                } else {
+                    format!("{}.{name}", stem_of(path))
+                };
+                push_name(&mut output_names, name, &p)?;
+            }
+            planes.push((data, n));
+            continue;
+        }
         let (img, sha) = crate::texture::decode(path).map_err(|e| ArrayError {
             path: p.clone(),
             message: e.to_string(),

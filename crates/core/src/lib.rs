@@ -12,6 +12,7 @@ pub mod data;
 pub mod dataset;
 pub mod defaults;
 pub mod dense;
+pub mod exr_channels;
 pub mod fsutil;
 pub mod limits;
 pub mod loss;
