@@ -793,3 +793,95 @@ mod tests {
         assert!(check_arch_name(&"a".repeat(MAX_NAME + 1)).is_err());
     }
 }
+
+/// `--checkpoint-every N --checkpoint-dir DIR [--resume]`, shared by every training command
+/// (`fit` on images, arrays and texture sets; `train`): each network's complete training
+/// state (parameters, Adam moments, step) is written to `DIR/NAME.safetensors` every N
+/// steps, and the same command with `--resume` continues from it to the results an
+/// uninterrupted run gives.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct CheckpointArgs {
+    /// Write each network's complete training state (parameters, Adam moments, step) to
+    /// --checkpoint-dir every N steps (rounded up to the end of a training call).
+    #[arg(long, value_name = "N", requires = "checkpoint_dir")]
+    pub checkpoint_every: Option<u32>,
+    /// Where checkpoints go (`NAME.safetensors` per network).
+    #[arg(long, value_name = "DIR")]
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Continue an interrupted run from the checkpoints in --checkpoint-dir: the same
+    /// command with --resume gives the results an uninterrupted run gives.
+    #[arg(long, requires = "checkpoint_dir")]
+    pub resume: bool,
+}
+
+impl CheckpointArgs {
+    /// Checks the flags against the run (a `--seconds` budget cannot be resumed exactly)
+    /// and creates the directory; before anything else is written.
+    pub fn prepare(&self, seconds: Option<f64>) -> Result<()> {
+        let Some(dir) = &self.checkpoint_dir else {
+            return Ok(());
+        };
+        if seconds.is_some() {
+            bail!(
+                "--checkpoint-dir: a run bounded by --seconds cannot be resumed exactly; give --steps"
+            );
+        }
+        if self.checkpoint_every == Some(0) {
+            bail!("--checkpoint-every must be at least 1 step");
+        }
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("--checkpoint-dir {}", dir.display()))?;
+        Ok(())
+    }
+
+    /// The checkpoint of network `name` trained under `settings` (everything that decides
+    /// its steps), and, with `--resume` and a file there, the state to continue from and
+    /// the metadata saved with it (checked against `settings`). `None` without
+    /// `--checkpoint-dir`.
+    pub fn for_network(
+        &self,
+        name: &str,
+        settings: Vec<(&str, String)>,
+    ) -> Result<Option<(Checkpointer, Option<Resumed>)>> {
+        let Some(dir) = &self.checkpoint_dir else {
+            return Ok(None);
+        };
+        let ck = Checkpointer::new(dir, name, self.checkpoint_every, settings);
+        let resumed = if self.resume {
+            ck.load_matching()
+                .map_err(|e| anyhow::anyhow!("--resume: {e}"))?
+        } else {
+            None
+        };
+        Ok(Some((ck, resumed)))
+    }
+}
+
+pub use nshade_core::checkpoint::{Checkpointer, Resumed};
+
+/// Starts a trainer: from `resumed` when given (saying so on stderr), else from `params`.
+/// A GPU trainer that cannot write checkpoints (its loss-scaled f16 paths) is refused
+/// here, before any training, when checkpoints are asked for.
+#[allow(clippy::too_many_arguments)]
+pub fn start_or_resume(
+    backend: &dyn Backend,
+    label: &str,
+    net: &nshade_core::network::Network,
+    params: Vec<f32>,
+    resumed: Option<nshade_core::train::Checkpoint>,
+    data: std::sync::Arc<nshade_core::data::TrainingData>,
+    cfg: &nshade_core::train::TrainConfig,
+    checkpointing: bool,
+) -> Result<Box<dyn nshade_core::train::Trainer>> {
+    let mut trainer = match resumed {
+        Some(c) => {
+            eprintln!("{label}: resuming at step {}", c.step);
+            backend.resume(net, c, data, cfg)?
+        }
+        None => backend.start(net, params, data, cfg)?,
+    };
+    if checkpointing && let Err(e) = trainer.checkpoint() {
+        bail!("--checkpoint-dir: {e}");
+    }
+    Ok(trainer)
+}

@@ -172,6 +172,7 @@ pub fn run(args: Args) -> Result<()> {
         backend: args.backend,
         gpu_path: None,
         threads: args.threads,
+        checkpoints: Default::default(),
         dataset_recorded_as: Some(out.target().join("dataset")),
     })?;
     common::check_cancelled()?;

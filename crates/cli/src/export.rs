@@ -83,6 +83,10 @@ pub struct Args {
     /// Binding of the parameter buffer (0..=65534; the view uniform uses the next one).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=65534))]
     pub binding: u32,
+    /// Slang: mark the network function `[Differentiable]`, so shaders can take
+    /// `fwd_diff`/`bwd_diff` of it with respect to its inputs (weights are constants).
+    #[arg(long)]
+    pub differentiable: bool,
     /// Output file; `-` or none: standard output (spirv, being binary, needs a file or `-`
     /// on a pipe).
     #[arg(short = 'o', long = "output")]
@@ -98,6 +102,11 @@ pub fn run(args: Args) -> Result<()> {
     if args.weights_out.is_some() && args.weights == Some(WeightsArg::Baked) {
         bail!(
             "--weights-out writes the parameter buffer of --weights buffer shaders; add --weights buffer"
+        );
+    }
+    if args.differentiable && target != Target::Slang {
+        bail!(
+            "--differentiable: automatic differentiation is Slang's; use --target slang (got --target {target})"
         );
     }
     if target == Target::SpirV && output.is_none() && std::io::stdout().is_terminal() {
@@ -148,6 +157,7 @@ pub fn run(args: Args) -> Result<()> {
         loops: args.loops,
         group: args.group,
         binding: args.binding,
+        differentiable: args.differentiable,
         ..Options::new(target)
     };
     let out = nshade_shader::export(&model, &opts)

@@ -16,16 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// The default architecture set: the seed's four, in its order, then stronger ones.
-pub const DEFAULT_ARCHS: &[&str] = &[
-    "basic=mlp(32x3, relu)",
-    "sigmoid=mlp(32x3, leaky_relu, sigmoid)",
-    "freq=freq(3) | mlp(32x3, leaky_relu, sigmoid)",
-    "freq_deep=freq(3) | mlp(32x4, leaky_relu, sigmoid)",
-    "wide=cat(identity, freq(7)) | mlp(64x3, relu, sigmoid)",
-    // A trainable hash grid: +12 dB over `wide` on the built-in texture at the default
-    // budget (docs/PERFORMANCE.md, "Encodings").
-    "grid=hashgrid(levels=12, features=2, log2_size=16, base=8, scale=1.5) | mlp(32x2, relu)",
-];
+pub use nshade_core::defaults::IMAGE as DEFAULT_ARCHS;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -46,17 +37,8 @@ pub struct Args {
     /// and train its architecture (an --arch, if given, must be the same network).
     #[arg(long, value_name = "MODEL")]
     pub init: Option<PathBuf>,
-    /// Arrays and texture sets: write each architecture's complete training state
-    /// (parameters, Adam moments, step) to --checkpoint-dir every N steps (CPU backend).
-    #[arg(long, value_name = "N", requires = "checkpoint_dir")]
-    pub checkpoint_every: Option<u32>,
-    /// Where checkpoints go (`NAME.safetensors` per architecture).
-    #[arg(long, value_name = "DIR")]
-    pub checkpoint_dir: Option<PathBuf>,
-    /// Continue an interrupted run from the checkpoints in --checkpoint-dir: the same
-    /// command with --resume gives the files an uninterrupted run gives (CPU backend).
-    #[arg(long, requires = "checkpoint_dir")]
-    pub resume: bool,
+    #[command(flatten)]
+    pub checkpoints: common::CheckpointArgs,
     /// Arrays and texture sets: stop an architecture early once its PSNR on the scored
     /// rows reaches this many dB (checked every 1024 steps).
     #[arg(long, value_name = "DB")]
@@ -148,11 +130,6 @@ pub fn run(args: Args) -> Result<()> {
             t.display()
         );
     }
-    if args.checkpoint_dir.is_some() {
-        bail!(
-            "--checkpoint-dir/--resume: checkpoints are written for arrays and texture sets (docs/arrays.md)"
-        );
-    }
     if args.stop_at_psnr.is_some() {
         bail!("--stop-at-psnr applies to arrays and texture sets (docs/arrays.md)");
     }
@@ -231,6 +208,29 @@ pub fn run(args: Args) -> Result<()> {
         None => Texture::builtin(),
     };
     let backend = common::training_backend_on(args.backend, args.gpu_path)?;
+    args.checkpoints.prepare(args.seconds)?;
+    let init_digest = init
+        .as_ref()
+        .map(|i| nshade_core::checkpoint::params_digest(&i.model.params))
+        .unwrap_or_default();
+    // Checkpoints to resume from, checked before anything is written.
+    let mut resumes = Vec::with_capacity(archs.len());
+    for named in &archs {
+        resumes.push(args.checkpoints.for_network(
+            &named.name,
+            vec![
+                ("arch", named.arch.to_string()),
+                ("data_sha256", tex.sha256.clone()),
+                ("seed", args.seed.to_string()),
+                ("batch", args.batch.to_string()),
+                ("loss", cfg.loss.name().to_string()),
+                ("lr", format!("{:?}", cfg.lr)),
+                ("steps", max_steps.to_string()),
+                ("init", init_digest.clone()),
+                ("backend", backend.name()),
+            ],
+        )?);
+    }
     for a in &archs {
         let net = Network::build(&a.arch, 2, 3)?;
         common::check_training_memory(&net, args.batch, backend.name() == "cpu")
@@ -295,16 +295,26 @@ pub fn run(args: Args) -> Result<()> {
         backend.name()
     );
     let mut records = Vec::new();
-    for named in &archs {
+    let mut checkpoints = Vec::new();
+    for (named, ckpt) in archs.iter().zip(resumes) {
         common::check_cancelled()?;
         let net = Network::build(&named.arch, 2, 3)?;
         let params = match &init {
             Some(i) => i.params_for(&net)?,
             None => net.init_params(args.seed),
         };
-        let mut trainer = backend
-            .start(&net, params, data.clone(), &cfg)
-            .with_context(|| format!("starting '{}'", named.name))?;
+        let (mut ckpt, resumed) = ckpt.unzip();
+        let mut trainer = common::start_or_resume(
+            backend.as_ref(),
+            &named.name,
+            &net,
+            params,
+            resumed.flatten().map(|r| r.0),
+            data.clone(),
+            &cfg,
+            ckpt.is_some(),
+        )
+        .with_context(|| format!("starting '{}'", named.name))?;
         let mut bar = match args.seconds {
             Some(s) => common::Progress::timed(s, &named.name),
             None => common::Progress::counted(max_steps as u64, &named.name, "steps"),
@@ -318,7 +328,13 @@ pub fn run(args: Args) -> Result<()> {
         live_page(&records, Some(&named.name))?; // report
         let start = Instant::now();
         let mut last_loss = f32::NAN;
-        let mut done = 0;
+        // A resumed run continues from its checkpoint's step; calls keep ending on
+        // multiples of `chunk`, as an uninterrupted run's do, so the loss reported (the
+        // mean over the last call) is the same.
+        let mut done = trainer.steps_done();
+        if let Some(c) = &mut ckpt {
+            c.begin(done);
+        }
         // report: time spent evaluating for the log is not training time.
         let mut eval_time = std::time::Duration::ZERO;
         let mut last_page = Instant::now();
@@ -328,7 +344,7 @@ pub fn run(args: Args) -> Result<()> {
             || (done < max_steps && args.seconds.is_none_or(|s| train_time(eval_time) < s))
         {
             common::check_cancelled()?;
-            let mut n = chunk.min(max_steps - done);
+            let mut n = (chunk - done % chunk).min(max_steps - done);
             if let Some(s) = args.seconds
                 && done > 0
             {
@@ -344,6 +360,10 @@ pub fn run(args: Args) -> Result<()> {
                 r => r.with_context(|| format!("training '{}'", named.name))?,
             };
             done += n;
+            if let Some(c) = &mut ckpt {
+                c.after_call(trainer.as_mut(), done, max_steps, &[])
+                    .map_err(anyhow::Error::msg)?;
+            }
             match args.seconds {
                 Some(_) => bar.set(
                     (train_time(eval_time) * 10.0) as u64,
@@ -426,6 +446,7 @@ pub fn run(args: Args) -> Result<()> {
             rec.name, rec.loss, rec.psnr, rec.seconds
         );
         records.push(rec);
+        checkpoints.extend(ckpt);
         live_page(&records, None)?; // report
     }
 
@@ -460,6 +481,10 @@ pub fn run(args: Args) -> Result<()> {
         .unwrap_or_default();
     report::write_fit_final(out.path(), Some(&report::sibling_page_url(&final_name)))?;
     let path = out.commit()?;
+    // The run is complete: its checkpoints have served.
+    for c in &checkpoints {
+        c.remove();
+    }
     report::write_fit_final(&path, None)?;
     println!("report in {}", path.join("report.html").display());
     // end report

@@ -17,24 +17,18 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// The default architectures for arrays of up to three inputs: a frequency MLP and a hash
-/// grid; beyond three inputs the grid is left out (its cost grows with 2^inputs).
-pub const DEFAULT_ARCHS: &[&str] = &[
-    "mlp=mlp(64x3, relu)",
-    "freq=cat(identity, freq(6)) | mlp(64x3, relu)",
-    "grid=hashgrid(levels=12, features=2, log2_size=17, base=8, scale=1.5) | mlp(64x2, relu)",
-];
-
-/// `--stop-at-psnr` is checked after every this many steps.
-pub const STOP_CHECK_EVERY: u32 = 1024;
-
 /// Default share of rows held out for validation (arrays; a texture set scores every
 /// pixel, as `fit` does for an image).
 pub const DEFAULT_VALIDATION: f64 = 0.1;
 
-/// Whether `fit` takes the array route for these files: any array file, or several images.
+/// Whether `fit` takes the array route for these files: any array file, several images,
+/// or one EXR of other channels than R, G, B (A) (learnt as a texture of all of them).
 pub fn applies(files: &[PathBuf]) -> bool {
-    files.len() > 1 || files.iter().any(|f| arrays::is_array_file(f))
+    files.len() > 1
+        || files.iter().any(|f| arrays::is_array_file(f))
+        || files
+            .iter()
+            .any(|f| nshade_core::exr_channels::is_multichannel(f))
 }
 
 /// Loads the rows: arrays (one archive, or an `.npy` with `--targets`) or a texture set.
@@ -114,10 +108,9 @@ pub fn run(args: Args) -> Result<()> {
     let specs: Vec<String> = if let Some(i) = &init {
         i.archs(&args.archs, "init")?
     } else if args.archs.is_empty() {
-        DEFAULT_ARCHS
-            .iter()
-            .filter(|s| in_dims <= 3 || !s.contains("hashgrid"))
-            .map(|s| s.to_string())
+        nshade_core::defaults::arrays(in_dims)
+            .into_iter()
+            .map(String::from)
             .collect()
     } else {
         args.archs.clone()
@@ -147,24 +140,7 @@ pub fn run(args: Args) -> Result<()> {
         nets.push((named, net));
     }
     let backend = common::training_backend_on(args.backend, args.gpu_path)?;
-    if let Some(dir) = &args.checkpoint_dir {
-        if backend.name() != "cpu" {
-            bail!(
-                "--checkpoint-dir {}: checkpoints and --resume need the CPU backend (--backend cpu)",
-                dir.display()
-            );
-        }
-        if args.seconds.is_some() {
-            bail!(
-                "--checkpoint-dir: a run bounded by --seconds cannot be resumed exactly; give --steps"
-            );
-        }
-        if args.checkpoint_every == Some(0) {
-            bail!("--checkpoint-every must be at least 1 step");
-        }
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("--checkpoint-dir {}", dir.display()))?;
-    }
+    args.checkpoints.prepare(args.seconds)?;
     for (n, net) in &nets {
         common::check_training_memory(net, args.batch, backend.name() == "cpu")
             .map_err(|e| anyhow::anyhow!("--arch '{}': {e}", n.name))?;
@@ -172,60 +148,27 @@ pub fn run(args: Args) -> Result<()> {
     // The starting parameters a checkpoint must have started from, when fine-tuning.
     let init_digest = init
         .as_ref()
-        .map(|i| {
-            use sha2::Digest;
-            let mut h = sha2::Sha256::new();
-            for v in &i.model.params {
-                h.update(v.to_le_bytes());
-            }
-            h.finalize()
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect::<String>()
-        })
+        .map(|i| nshade_core::checkpoint::params_digest(&i.model.params))
         .unwrap_or_default();
     // Checkpoints to resume from, checked before anything is written.
     let mut resumes = Vec::with_capacity(nets.len());
     for (named, _) in &nets {
         // What a checkpoint must match to be resumed: everything that decides the steps.
-        let ckpt_meta: std::collections::HashMap<String, String> = [
-            ("arch", named.arch.to_string()),
-            ("data_sha256", data.sha256.clone()),
-            ("seed", args.seed.to_string()),
-            ("batch", args.batch.to_string()),
-            ("loss", cfg.loss.name().to_string()),
-            ("lr", format!("{:?}", cfg.lr)),
-            ("validation", fraction.to_string()),
-            ("steps", max_steps.to_string()),
-            ("init", init_digest.clone()),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
-        let ckpt_path = args
-            .checkpoint_dir
-            .as_ref()
-            .map(|d| d.join(format!("{}.safetensors", named.name)));
-        let resumed = match &ckpt_path {
-            Some(p) if args.resume && p.exists() => {
-                let (c, meta) = nshade_core::checkpoint::load(p).map_err(anyhow::Error::msg)?;
-                let mut keys: Vec<&String> = ckpt_meta.keys().collect();
-                keys.sort();
-                for k in keys {
-                    let want = &ckpt_meta[k];
-                    if meta.get(k) != Some(want) {
-                        bail!(
-                            "--resume: {} was written with {k} = {}, this run has {want}; run the same command as before",
-                            p.display(),
-                            meta.get(k).map_or("(none)", String::as_str)
-                        );
-                    }
-                }
-                Some(c)
-            }
-            _ => None,
-        };
-        resumes.push((ckpt_meta, ckpt_path, resumed));
+        resumes.push(args.checkpoints.for_network(
+            &named.name,
+            vec![
+                ("arch", named.arch.to_string()),
+                ("data_sha256", data.sha256.clone()),
+                ("seed", args.seed.to_string()),
+                ("batch", args.batch.to_string()),
+                ("loss", cfg.loss.name().to_string()),
+                ("lr", format!("{:?}", cfg.lr)),
+                ("validation", fraction.to_string()),
+                ("steps", max_steps.to_string()),
+                ("init", init_digest.clone()),
+                ("backend", backend.name()),
+            ],
+        )?);
     }
     let out = OutDir::create(args.out.as_deref(), Path::new("nshade-out"))?;
     eprintln!(
@@ -255,20 +198,25 @@ pub fn run(args: Args) -> Result<()> {
     };
 
     let mut records = Vec::new();
-    for ((named, net), (ckpt_meta, ckpt_path, resumed)) in nets.into_iter().zip(resumes) {
+    let mut checkpoints = Vec::new();
+    for ((named, net), ckpt) in nets.into_iter().zip(resumes) {
         common::check_cancelled()?;
         let start = Instant::now();
         let start_params = match &init {
             Some(i) => i.params_for(&net)?,
             None => net.init_params(args.seed),
         };
-        let mut trainer = match resumed {
-            Some(c) => {
-                eprintln!("{}: resuming at step {}", named.name, c.step);
-                backend.resume(&net, c, training.clone(), &cfg)?
-            }
-            None => backend.start(&net, start_params, training.clone(), &cfg)?,
-        };
+        let (mut ckpt, resumed) = ckpt.unzip();
+        let mut trainer = common::start_or_resume(
+            backend.as_ref(),
+            &named.name,
+            &net,
+            start_params,
+            resumed.flatten().map(|r| r.0),
+            training.clone(),
+            &cfg,
+            ckpt.is_some(),
+        )?;
         let mut bar = common::Progress::counted(
             if max_steps == u32::MAX {
                 0
@@ -281,9 +229,9 @@ pub fn run(args: Args) -> Result<()> {
         let mut done = trainer.steps_done();
         let mut loss = f32::NAN;
         let mut stopped_at = None;
-        let mut next_ckpt = args
-            .checkpoint_every
-            .map(|every| (done / every + 1).saturating_mul(every));
+        if let Some(c) = &mut ckpt {
+            c.begin(done);
+        }
         while done < max_steps
             && args
                 .seconds
@@ -301,26 +249,18 @@ pub fn run(args: Args) -> Result<()> {
                 r => r?,
             };
             done += n;
-            if let (Some(at), Some(p), Some(every)) = (next_ckpt, &ckpt_path, args.checkpoint_every)
-                && done >= at
-                && done < max_steps
-            {
-                let c = trainer.checkpoint()?;
-                nshade_core::checkpoint::save(p, &c, &ckpt_meta).map_err(anyhow::Error::msg)?;
-                next_ckpt = Some((done / every + 1).saturating_mul(every));
+            if let Some(c) = &mut ckpt {
+                c.after_call(trainer.as_mut(), done, max_steps, &[])
+                    .map_err(anyhow::Error::msg)?;
             }
             bar.set(done as u64, &format!("loss {loss:.6}"));
-            if let Some(target) = args.stop_at_psnr
-                && done % STOP_CHECK_EVERY == 0
-                && done < max_steps
-            {
+            if arrays::stop_early(done, max_steps, args.stop_at_psnr, || {
                 let probe = Model::new(net.clone(), trainer.params()?, spec.clone());
                 let pred = probe.eval(&score_x);
-                let (_, psnr) = arrays::score(&pred, &score_y, out_dims, 0, out_dims, peak);
-                if psnr >= target {
-                    stopped_at = Some(done);
-                    break;
-                }
+                anyhow::Ok(arrays::score(&pred, &score_y, out_dims, 0, out_dims, peak).1)
+            })? {
+                stopped_at = Some(done);
+                break;
             }
         }
         bar.finish(done as u64, "done");
@@ -367,6 +307,7 @@ pub fn run(args: Args) -> Result<()> {
             "{:>14} done: loss {loss:.5}, {} PSNR {psnr:.2} dB, {seconds:.1} s",
             named.name, scored_on
         );
+        checkpoints.extend(ckpt);
         records.push(json!({
             "name": named.name, "arch": named.arch.to_string(), "params": model.network.param_count,
             "steps": done, "samples": done as u64 * args.batch as u64, "seconds": seconds,
@@ -434,13 +375,8 @@ pub fn run(args: Args) -> Result<()> {
     }
     let path = out.commit()?;
     // The run is complete: its checkpoints have served.
-    if let Some(dir) = &args.checkpoint_dir {
-        for r in &records {
-            let _ = std::fs::remove_file(dir.join(format!(
-                "{}.safetensors",
-                r["name"].as_str().unwrap_or_default()
-            )));
-        }
+    for c in &checkpoints {
+        c.remove();
     }
     println!(
         "results in {} (best: {best_name}; model {}/best/weights.json; PSNR on {})",

@@ -89,6 +89,8 @@ pub struct Args {
     /// Worker threads for the CPU backend (default: all cores, or RAYON_NUM_THREADS).
     #[arg(long)]
     pub threads: Option<usize>,
+    #[command(flatten)]
+    pub checkpoints: common::CheckpointArgs,
     /// The dataset path recorded in provenance and the log when it differs from where it
     /// is read now (`distill` trains on a dataset inside its unfinished output directory).
     #[arg(skip)]
@@ -150,6 +152,8 @@ pub const DEFAULT_STEPS: u32 = 12000;
 
 /// One network trained: its parameters and how the training went.
 struct Trained {
+    /// Its checkpoint, removed once the run has succeeded.
+    checkpoint: Option<common::Checkpointer>,
     params: Vec<f32>,
     cfg: nshade_core::train::TrainConfig,
     steps: u32,
@@ -174,6 +178,7 @@ fn train_one(
     steps: Option<u32>,
     seconds: Option<f64>,
     start_params: Option<&[f32]>,
+    checkpoint: Option<(common::Checkpointer, Option<common::Resumed>)>,
     log: &mut Log,
 ) -> Result<Trained> {
     let first = || {
@@ -234,14 +239,43 @@ fn train_one(
         }
     };
     let cfg = config(steps)?;
-    let mut trainer = backend.start(net, first(), data.clone(), &cfg)?;
+    let (mut ckpt, resumed) = checkpoint.unzip();
+    let (resumed, saved) = resumed.flatten().unzip();
+    let mut trainer = common::start_or_resume(
+        backend,
+        if label.is_empty() {
+            "train"
+        } else {
+            label.trim_end_matches(": ")
+        },
+        net,
+        first(),
+        resumed,
+        data.clone(),
+        &cfg,
+        ckpt.is_some(),
+    )?;
     let mut bar = terminal.then(|| common::Progress::counted(steps as u64, label, "steps"));
     let report_every = (steps / 20).max(1);
     // Steps per call: up to 1000, but no more than about 0.1 s of work, so that a SIGTERM
     // (checked between calls) stops the run promptly even on a slow machine; calls end on
     // report boundaries, and never run past the time budget.
     let mut chunk = 1u32;
-    let (mut done, mut since, mut acc) = (0u32, 0u32, 0.0f64);
+    let (mut done, mut since, mut acc) = (trainer.steps_done(), 0u32, 0.0f64);
+    // A resumed run takes up the loss sum of the report interval it was stopped in.
+    if let Some(meta) = &saved {
+        since = meta
+            .get("loss_since")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        acc = meta
+            .get("loss_acc")
+            .and_then(|v| u64::from_str_radix(v, 16).ok())
+            .map_or(0.0, f64::from_bits);
+    }
+    if let Some(c) = &mut ckpt {
+        c.begin(done);
+    }
     let mut last_loss = f32::NAN;
     let mut last_line = Instant::now();
     let mut lines = Vec::new();
@@ -249,6 +283,11 @@ fn train_one(
     while done < steps && !over(done) {
         common::check_cancelled()?;
         let mut n = chunk.min(steps - done).min(report_every - since);
+        if ckpt.is_some() {
+            // Checkpointed runs make calls of whole 64-step blocks (and report intervals)
+            // whatever the timing, so that a resumed run sums the same losses.
+            n = (64 - done % 64).min(steps - done).min(report_every - since);
+        }
         let t0 = Instant::now();
         if let Some(s) = seconds
             && done > 0
@@ -295,12 +334,25 @@ fn train_one(
             since = 0;
             acc = 0.0;
         }
+        if let Some(c) = &mut ckpt {
+            c.after_call(
+                trainer.as_mut(),
+                done,
+                steps,
+                &[
+                    ("loss_since", since.to_string()),
+                    ("loss_acc", format!("{:016x}", acc.to_bits())),
+                ],
+            )
+            .map_err(anyhow::Error::msg)?;
+        }
     }
     if let Some(b) = bar {
         b.finish(done as u64, "done");
     }
     let seconds = start.elapsed().as_secs_f64();
     Ok(Trained {
+        checkpoint: ckpt,
         params: trainer.params()?,
         cfg,
         steps: done,
@@ -388,6 +440,7 @@ pub fn run(args: Args) -> Result<()> {
         .with_context(|| format!("--dataset {}", args.dataset.display()))?;
 
     let backend = common::training_backend_on(args.backend, args.gpu_path)?;
+    args.checkpoints.prepare(args.seconds)?;
     // A GPU trains larger candidates in the time the CPU trains the small ones.
     if args.portfolio && backend.name() != "cpu" {
         for spec in portfolio::GPU_CANDIDATES {
@@ -476,10 +529,48 @@ pub fn run(args: Args) -> Result<()> {
         None
     };
     let (cw, ch) = (ds.resolution[0].max(1), ds.resolution[1].max(1));
+    // Checkpoints to resume from, checked before any training.
+    let init_digest = init
+        .as_ref()
+        .map(|i| nshade_core::checkpoint::params_digest(&i.model.params))
+        .unwrap_or_default();
+    let steps = args.steps.unwrap_or(DEFAULT_STEPS);
+    let mut resumes = Vec::with_capacity(nets.len());
+    for (named, _) in &nets {
+        let decay = nshade_core::optim::Decay {
+            start: 0,
+            interval: (steps / 4).max(1),
+            factor: 0.5,
+        };
+        let lr = common::train_config(
+            args.batch,
+            args.seed,
+            &args.loss,
+            args.lr,
+            args.lr_warmup,
+            args.lr_decay.as_deref(),
+            Some(decay),
+        )?
+        .lr;
+        resumes.push(args.checkpoints.for_network(
+            &named.name,
+            vec![
+                ("arch", named.arch.to_string()),
+                ("data_sha256", ds.digest()),
+                ("seed", args.seed.to_string()),
+                ("batch", args.batch.to_string()),
+                ("loss", loss.name().to_string()),
+                ("lr", format!("{lr:?}")),
+                ("steps", steps.to_string()),
+                ("init", init_digest.clone()),
+                ("backend", backend.name()),
+            ],
+        )?);
+    }
     let n = nets.len();
     let search = Instant::now();
     let mut results = Vec::new();
-    for (named, net) in nets {
+    for ((named, net), checkpoint) in nets.into_iter().zip(resumes) {
         common::check_cancelled()?;
         let label = if args.portfolio {
             format!("{}: ", named.name)
@@ -504,6 +595,7 @@ pub fn run(args: Args) -> Result<()> {
                 .map(|i| i.params_for(&net))
                 .transpose()?
                 .as_deref(),
+            checkpoint,
             &mut log,
         )?;
         let model = Model::new(net, trained.params.clone(), InputSpec::xyt());
@@ -612,6 +704,15 @@ pub fn run(args: Args) -> Result<()> {
     crate::report::write_train(&out.tmp)?; // report
     model.save(&out.tmp.join("weights.json"))?;
     let path = out.commit()?;
+    // The run is complete: its checkpoints have served.
+    for (_, _, t, _, _) in &results {
+        if let Some(c) = &t.checkpoint {
+            c.remove();
+        }
+    }
+    if let Some(c) = &trained.checkpoint {
+        c.remove();
+    }
     if terminal {
         println!(
             "model in {} (validation PSNR {:.2} dB)",

@@ -578,3 +578,188 @@ fn stop_at_psnr_stops_on_a_1024_step_boundary_once_reached() {
         "--stop-at-psnr",
     );
 }
+
+/// Writes an EXR of `layers`: each (layer name or none, size, channels (name, values)).
+#[allow(clippy::type_complexity)]
+fn write_exr(path: &Path, layers: Vec<(Option<&str>, (usize, usize), Vec<(&str, Vec<f32>)>)>) {
+    use exr::prelude::*;
+    let mut list = Vec::new();
+    for (name, size, channels) in layers {
+        let chans: SmallVec<[AnyChannel<FlatSamples>; 4]> = channels
+            .into_iter()
+            .map(|(n, v)| AnyChannel::new(n, FlatSamples::F32(v)))
+            .collect();
+        let attrs = match name {
+            Some(n) => LayerAttributes::named(n),
+            None => LayerAttributes::default(),
+        };
+        list.push(Layer::new(
+            size,
+            attrs,
+            Encoding::FAST_LOSSLESS,
+            AnyChannels::sort(chans),
+        ));
+    }
+    Image::from_layers(
+        ImageAttributes::new(IntegerBounds::from_dimensions(list[0].size)),
+        list,
+    )
+    .write()
+    .to_file(path)
+    .unwrap();
+}
+
+#[test]
+fn a_multichannel_exr_is_one_texture_of_all_its_channels() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path();
+    let (w, h) = (32usize, 24usize);
+    let plane = |f: &dyn Fn(f32, f32) -> f32| -> Vec<f32> {
+        (0..w * h)
+            .map(|i| f((i % w) as f32 / w as f32, (i / w) as f32 / h as f32))
+            .collect()
+    };
+    // Seven channels in one part: albedo.RGB, normal.XYZ (in [-1, 1]) and roughness.
+    let channels = vec![
+        ("albedo.R", plane(&|u, _| u)),
+        ("albedo.G", plane(&|_, v| v)),
+        ("albedo.B", plane(&|u, v| 0.5 * (u + v))),
+        ("normal.X", plane(&|u, _| 2.0 * u - 1.0)),
+        ("normal.Y", plane(&|_, v| 1.0 - 2.0 * v)),
+        ("normal.Z", plane(&|u, v| (u * 6.0).sin() * v)),
+        ("roughness", plane(&|u, _| if u < 0.5 { 0.2 } else { 0.8 })),
+    ];
+    write_exr(
+        &p.join("material.exr"),
+        vec![(None, (w, h), channels.clone())],
+    );
+    let out = ok(&nshade(
+        &[
+            "fit",
+            "material.exr",
+            "--arch",
+            "g=hashgrid(levels=6, features=2, log2_size=12, base=4, scale=1.5) | mlp(32x2, relu)",
+            "--steps",
+            "500",
+            "--batch",
+            "1024",
+            "--backend",
+            "cpu",
+            "--out",
+            "t",
+        ],
+        p,
+    ));
+    assert!(out.contains("normal"), "{out}");
+    let s = summary(&p.join("t"));
+    assert_eq!(s["data"]["kind"], "texture-set");
+    let names: Vec<&str> = channels.iter().map(|c| c.0).collect();
+    assert_eq!(s["data"]["outputs"], serde_json::json!(names));
+    assert_eq!(s["data"]["image_size"], serde_json::json!([w, h]));
+    // Scored per layer: albedo, normal, roughness.
+    let groups = s["architectures"][0]["groups"].as_array().unwrap();
+    let gnames: Vec<&str> = groups
+        .iter()
+        .map(|g| g["group"].as_str().unwrap())
+        .collect();
+    assert_eq!(gnames, ["albedo", "normal", "roughness"]);
+    let m = Model::load(&p.join("t/best")).unwrap();
+    assert_eq!(m.outputs, names);
+    assert_eq!(m.network.out_dims, 7);
+    // Every channel is learnt: the model at pixel centres against the file's values.
+    let uv: Vec<f32> = (0..w * h)
+        .flat_map(|i| {
+            [
+                ((i % w) as f32 + 0.5) / w as f32,
+                ((i / w) as f32 + 0.5) / h as f32,
+            ]
+        })
+        .collect();
+    let pred = m.eval(&uv);
+    for (c, (name, values)) in channels.iter().enumerate() {
+        let mse: f32 = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (pred[i * 7 + c] - v).powi(2))
+            .sum::<f32>()
+            / values.len() as f32;
+        let var: f32 = {
+            let mean = values.iter().sum::<f32>() / values.len() as f32;
+            values.iter().map(|v| (v - mean).powi(2)).sum::<f32>() / values.len() as f32
+        };
+        assert!(mse < 0.05 * var, "{name}: mse {mse}, variance {var}");
+    }
+
+    // A layered (multi-part) EXR: each part's name before its channels'.
+    write_exr(
+        &p.join("layers.exr"),
+        vec![
+            (
+                Some("base"),
+                (w, h),
+                vec![
+                    ("R", plane(&|u, _| u)),
+                    ("G", plane(&|_, v| v)),
+                    ("B", plane(&|u, _| u)),
+                ],
+            ),
+            (Some("mask"), (w, h), vec![("Y", plane(&|u, v| u * v))]),
+        ],
+    );
+    ok(&nshade(
+        &[
+            "fit",
+            "layers.exr",
+            "--arch",
+            "mlp(16x1, relu)",
+            "--steps",
+            "64",
+            "--batch",
+            "256",
+            "--backend",
+            "cpu",
+            "--out",
+            "l",
+        ],
+        p,
+    ));
+    assert_eq!(
+        summary(&p.join("l"))["data"]["outputs"],
+        serde_json::json!(["base.R", "base.G", "base.B", "mask.Y"])
+    );
+
+    // Refused in one line, nothing written: layers of different sizes, a NaN, too large.
+    write_exr(
+        &p.join("mixed.exr"),
+        vec![
+            (Some("a"), (w, h), vec![("R", plane(&|u, _| u))]),
+            (Some("b"), (w / 2, h), vec![("R", vec![0.0; w / 2 * h])]),
+        ],
+    );
+    let mut bad = plane(&|u, _| u);
+    bad[2 * w + 3] = f32::NAN;
+    write_exr(
+        &p.join("nan.exr"),
+        vec![(
+            None,
+            (w, h),
+            vec![("depth", bad), ("mask", plane(&|u, _| u))],
+        )],
+    );
+    write_exr(
+        &p.join("huge.exr"),
+        vec![(None, (20000, 1), vec![("depth", vec![0.5; 20000])])],
+    );
+    for (file, needle) in [
+        ("mixed.exr", "different sizes (32x24 and 16x24)"),
+        ("nan.exr", "channel 'depth' at pixel (3, 2) is NaN"),
+        ("huge.exr", "20000x1 pixels, larger than the limit"),
+    ] {
+        assert_fails(
+            &nshade(&["fit", file, "--steps", "1", "--out", "bad"], p),
+            1,
+            needle,
+        );
+        assert!(!p.join("bad").exists(), "{file}");
+    }
+}

@@ -527,7 +527,10 @@ pub fn load(inputs: &Path, targets: Option<&Path>) -> Result<ArrayData, ArrayErr
 /// the pixel centre and targets the images' channels side by side, each image with its
 /// own channel count (grey 1, grey+alpha 2, RGB 3, RGBA 4; values as the decoder gives
 /// them in [0, 1] for 8/16-bit files, linear floats for EXR). Outputs are named
-/// `STEM.r`, `STEM.g`, ... (`STEM.l` for grey, `.a` for alpha).
+/// `STEM.r`, `STEM.g`, ... (`STEM.l` for grey, `.a` for alpha). An EXR of other channels
+/// than one layer's R, G, B (A) gives all its channels ([`crate::exr_channels`]), named as
+/// the file names them (`albedo.R`), after `STEM.` when the set has several files; such
+/// an EXR alone is a texture set too.
 pub fn texture_set(paths: &[&Path]) -> Result<ArrayData, ArrayError> {
     let mut hasher = Sha256::new();
     let mut size = None;
@@ -535,24 +538,43 @@ pub fn texture_set(paths: &[&Path]) -> Result<ArrayData, ArrayError> {
     let mut output_names = Vec::new();
     for path in paths {
         let p = path.display().to_string();
+        if crate::exr_channels::is_multichannel(path) {
+            // An EXR of any channels: all of them, named as the file names them.
+            let e = crate::exr_channels::read(path)?;
+            hasher.update(e.sha256.as_bytes());
+            check_size(&mut size, (e.width, e.height), &p)?;
+            let n = e.channels.len();
+            let mut data = vec![0.0f32; e.width * e.height * n];
+            for (c, (name, values)) in e.channels.iter().enumerate() {
+                for (i, v) in values.iter().enumerate() {
+                    data[i * n + c] = *v;
+                }
+                let name: String = name
+                    .chars()
+                    .map(|c| {
+                        if c.is_ascii_alphanumeric() || "_-.".contains(c) {
+                            c
+                        } else {
+                            '_'
+                        }
+                    })
+                    .collect();
+                let name = if paths.len() == 1 {
+                    name
+                } else {
+                    format!("{}.{name}", stem_of(path))
+                };
+                push_name(&mut output_names, name, &p)?;
+            }
+            planes.push((data, n));
+            continue;
+        }
         let (img, sha) = crate::texture::decode(path).map_err(|e| ArrayError {
             path: p.clone(),
             message: e.to_string(),
         })?;
         hasher.update(sha.as_bytes());
-        let (w, h) = (img.width() as usize, img.height() as usize);
-        match size {
-            None => size = Some((w, h)),
-            Some((sw, sh)) if (sw, sh) != (w, h) => {
-                return fail(
-                    &p,
-                    format!(
-                        "it is {w}x{h}; the texture set's first image is {sw}x{sh} (all must be one size)"
-                    ),
-                );
-            }
-            _ => {}
-        }
+        check_size(&mut size, (img.width() as usize, img.height() as usize), &p)?;
         let (data, chans): (Vec<f32>, &[&str]) = match img.color().channel_count() {
             1 => (img.to_luma32f().into_raw(), &["l"]),
             2 => (img.to_luma_alpha32f().into_raw(), &["l", "a"]),
@@ -560,22 +582,9 @@ pub fn texture_set(paths: &[&Path]) -> Result<ArrayData, ArrayError> {
             _ => (img.to_rgba32f().into_raw(), &["r", "g", "b", "a"]),
         };
         check_finite(&data, chans.len(), &p)?;
-        let stem = sanitize(
-            &path
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-        );
+        let stem = stem_of(path);
         for c in chans {
-            let mut name = format!("{stem}.{c}");
-            while output_names.contains(&name) {
-                name = format!("{}_.{c}", &name[..name.len() - 2]);
-            }
-            check_name(&name).map_err(|e| ArrayError {
-                path: p.clone(),
-                message: format!("output {e}"),
-            })?;
-            output_names.push(name);
+            push_name(&mut output_names, format!("{stem}.{c}"), &p)?;
         }
         planes.push((data, chans.len()));
     }
@@ -614,6 +623,53 @@ pub fn texture_set(paths: &[&Path]) -> Result<ArrayData, ArrayError> {
         sha256: hex(&hasher.finalize()),
         image_size: Some((w, h)),
     })
+}
+
+/// A texture-set member's stem for its outputs' names.
+fn stem_of(path: &Path) -> String {
+    sanitize(
+        &path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+    )
+}
+
+/// Adds an output name, made unique (`_` before the last component) and checked.
+fn push_name(names: &mut Vec<String>, mut name: String, path: &str) -> Result<(), ArrayError> {
+    while names.contains(&name) {
+        name = match name.rsplit_once('.') {
+            Some((a, b)) => format!("{a}_.{b}"),
+            None => format!("{name}_"),
+        };
+    }
+    check_name(&name).map_err(|e| ArrayError {
+        path: path.to_string(),
+        message: format!("output {e}"),
+    })?;
+    names.push(name);
+    Ok(())
+}
+
+/// Every member of a texture set has the first one's size.
+fn check_size(
+    size: &mut Option<(usize, usize)>,
+    (w, h): (usize, usize),
+    path: &str,
+) -> Result<(), ArrayError> {
+    match *size {
+        None => *size = Some((w, h)),
+        Some((sw, sh)) if (sw, sh) != (w, h) => {
+            return fail(
+                path,
+                format!(
+                    "it is {w}x{h}; the texture set's first image is {sw}x{sh} (all must be one size)"
+                ),
+            );
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 /// splitmix64: the validation split's per-row draw.
@@ -688,6 +744,26 @@ pub fn score(
     (mse, psnr)
 }
 
+/// Early stopping (`fit --stop-at-psnr`, Python's `stop_at_psnr`) is checked after every
+/// this many steps.
+pub const STOP_CHECK_EVERY: u32 = 1024;
+
+/// Whether a run with early stopping at `target` dB stops after `done` of `total` steps:
+/// checked on multiples of [`STOP_CHECK_EVERY`] before the last step, where `psnr` (the
+/// model's PSNR over all outputs on the scored rows) is called. It depends on the
+/// parameters alone, so a run stops at the same step every time (and after a resume).
+pub fn stop_early<E>(
+    done: u32,
+    total: u32,
+    target: Option<f64>,
+    psnr: impl FnOnce() -> Result<f64, E>,
+) -> Result<bool, E> {
+    match target {
+        Some(t) if done.is_multiple_of(STOP_CHECK_EVERY) && done < total => Ok(psnr()? >= t),
+        _ => Ok(false),
+    }
+}
+
 /// Arrays ready to train on: the training rows (inputs mapped), the mapping, the split,
 /// and the rows a model is scored on.
 pub struct Prepared {
@@ -712,8 +788,20 @@ pub fn prepare(
     seed: u64,
     keep: Option<InputSpec>,
 ) -> Result<Prepared, String> {
-    let (in_dims, out_dims) = (data.inputs.cols, data.targets.cols);
     let (train_rows, val_rows) = split(data.inputs.rows, fraction, seed);
+    prepare_split(data, train_rows, val_rows, keep)
+}
+
+/// [`prepare`] with the split given: training on `train_rows`, scoring on `val_rows` (on
+/// the training rows when it is empty). Python's `validation=(x, y)` appends its rows to
+/// the data and holds out exactly those.
+pub fn prepare_split(
+    data: &ArrayData,
+    train_rows: Vec<usize>,
+    val_rows: Vec<usize>,
+    keep: Option<InputSpec>,
+) -> Result<Prepared, String> {
+    let (in_dims, out_dims) = (data.inputs.cols, data.targets.cols);
     if train_rows.is_empty() {
         return Err("no training rows are left".into());
     }

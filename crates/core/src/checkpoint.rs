@@ -4,9 +4,9 @@
 //! batch, ...). Written atomically; read with bounded sizes.
 
 use crate::limits;
-use crate::train::Checkpoint;
+use crate::train::{Checkpoint, TrainError, Trainer};
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Largest checkpoint read: three float32 copies of the largest model, plus the header.
 pub const MAX_CHECKPOINT_BYTES: u64 = 12 * limits::MAX_PARAMS as u64 + (1 << 20);
@@ -80,6 +80,132 @@ pub fn load(path: &Path) -> Result<(Checkpoint, HashMap<String, String>), String
         return Err(format!("{p}: its tensors differ in length"));
     }
     Ok((c, meta))
+}
+
+/// The sha256 (hex) of a parameter vector's little-endian bytes: what a fine-tuning run's
+/// checkpoint records of the parameters it started from.
+pub fn params_digest(params: &[f32]) -> String {
+    use sha2::Digest;
+    let mut h = sha2::Sha256::new();
+    for v in params {
+        h.update(v.to_le_bytes());
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A checkpoint read back to resume from, and the metadata saved with it (the settings
+/// and whatever the caller added, see [`Checkpointer::save`]).
+pub type Resumed = (Checkpoint, HashMap<String, String>);
+
+/// One training run's checkpoint: its file (`DIR/NAME.safetensors`), the settings it must
+/// be resumed under, and when the next one is due. Every training command (and the Python
+/// module) keeps its checkpoints through this, so they are written, checked and removed
+/// the same way.
+#[derive(Clone, Debug)]
+pub struct Checkpointer {
+    path: PathBuf,
+    every: Option<u32>,
+    next: Option<u32>,
+    settings: HashMap<String, String>,
+}
+
+impl Checkpointer {
+    /// A checkpoint at `dir/name.safetensors`, written every `every` steps (rounded up to
+    /// the end of the training call that reaches them; `None`: only read, for `--resume`),
+    /// recording `settings` (everything that decides the steps: architecture, data digest,
+    /// seed, batch, loss, learning rate, ...).
+    pub fn new<K: Into<String>>(
+        dir: &Path,
+        name: &str,
+        every: Option<u32>,
+        settings: impl IntoIterator<Item = (K, String)>,
+    ) -> Checkpointer {
+        Checkpointer {
+            path: dir.join(format!("{name}.safetensors")),
+            every,
+            next: None,
+            settings: settings.into_iter().map(|(k, v)| (k.into(), v)).collect(),
+        }
+    }
+
+    /// The checkpoint file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The checkpoint to resume from, if the file exists: refused (a message for the
+    /// caller to put after its flag's name), naming the first
+    /// setting (in name order) that differs, when written under other settings. Also
+    /// hands back the metadata, where a caller finds what it saved with [`Self::save`].
+    pub fn load_matching(&self) -> Result<Option<Resumed>, String> {
+        if !self.path.exists() {
+            return Ok(None);
+        }
+        let (c, meta) = load(&self.path)?;
+        let mut keys: Vec<&String> = self.settings.keys().collect();
+        keys.sort();
+        for k in keys {
+            let want = &self.settings[k];
+            if meta.get(k) != Some(want) {
+                return Err(format!(
+                    "{} was written with {k} = {}, this run has {want}; run the same command as before",
+                    self.path.display(),
+                    meta.get(k).map_or("(none)", String::as_str)
+                ));
+            }
+        }
+        Ok(Some((c, meta)))
+    }
+
+    /// Sets where training starts (a resumed run: the checkpoint's step); the first
+    /// checkpoint is due at the next multiple of the interval after it.
+    pub fn begin(&mut self, step: u32) {
+        self.next = self
+            .every
+            .filter(|&e| e > 0)
+            .map(|e| (step / e + 1).saturating_mul(e));
+    }
+
+    /// Called after every training call, `done` steps of `total` taken: writes the
+    /// trainer's state when a checkpoint is due (never after the last step: the run's
+    /// results follow at once). `extra` goes into the metadata beside the settings (a
+    /// caller's running totals). Returns whether one was written.
+    pub fn after_call(
+        &mut self,
+        trainer: &mut dyn Trainer,
+        done: u32,
+        total: u32,
+        extra: &[(&str, String)],
+    ) -> Result<bool, String> {
+        let Some(every) = self.every.filter(|&e| e > 0) else {
+            return Ok(false);
+        };
+        let next = *self.next.get_or_insert(every);
+        if done < next || done >= total {
+            return Ok(false);
+        }
+        self.save(trainer, extra)?;
+        self.next = Some((done / every + 1).saturating_mul(every));
+        Ok(true)
+    }
+
+    /// Writes the trainer's state now, with the settings and `extra` as metadata.
+    pub fn save(&self, trainer: &mut dyn Trainer, extra: &[(&str, String)]) -> Result<(), String> {
+        let c = trainer.checkpoint().map_err(|e| match e {
+            TrainError::Backend { message, .. } => format!("checkpoint: {message}"),
+            e => format!("checkpoint: {e}"),
+        })?;
+        let mut meta = self.settings.clone();
+        for (k, v) in extra {
+            meta.insert((*k).to_string(), v.clone());
+        }
+        save(&self.path, &c, &meta)
+    }
+
+    /// Removes the checkpoint once the run it belongs to has succeeded.
+    pub fn remove(&self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 #[cfg(test)]

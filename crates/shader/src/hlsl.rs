@@ -31,6 +31,13 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
     let in_ty = vec("float", program.in_dims);
     let out_ty = vec("float", program.out_dims);
     let signature = format!("{out_ty} {p}eval({in_ty} p)");
+    // Slang's automatic differentiation: derivatives with respect to the inputs; the
+    // weights (literals, or reads of the parameter buffer) are constants to it.
+    let diff_attr = if opts.differentiable {
+        "[Differentiable]\n"
+    } else {
+        ""
+    };
     let elem = if opts.buffer_is_f16() {
         "half"
     } else {
@@ -72,6 +79,11 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
             ));
         }
     }
+    if opts.differentiable {
+        entries.push(format!(
+            "[Differentiable]: fwd_diff({p}eval) and bwd_diff({p}eval) give derivatives with respect to the inputs; the weights are constants (no_diff)"
+        ));
+    }
     let iface = Interface {
         signature: signature.clone(),
         buffer: buffer_doc,
@@ -102,8 +114,16 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
         scalar: scalar.into(),
         wgsl: false,
     };
-    writeln!(s, "{signature} {{").unwrap();
+    writeln!(s, "{diff_attr}{signature} {{").unwrap();
+    let body_start = s.len();
     let outs = body.write(model, program, opts, &mut s);
+    if opts.differentiable {
+        // `floor` (tri's wave, a grid's cell index) has no derivative in Slang's library;
+        // `no_diff` says so (its derivative is zero almost everywhere, as on the CPU).
+        let marked = s[body_start..].replace("floor(", "no_diff floor(");
+        s.truncate(body_start);
+        s.push_str(&marked);
+    }
     let ret = if outs.len() == 1 {
         format!("float({})", outs[0])
     } else if f16 {

@@ -148,6 +148,10 @@ pub struct Options {
     /// Binding of the parameter buffer; the view uniform is `binding + 1`, the compute
     /// entry's inputs and outputs `binding + 2` and `binding + 3`.
     pub binding: u32,
+    /// Slang only: mark `{prefix}eval` `[Differentiable]`, so a shader can take
+    /// `fwd_diff` / `bwd_diff` of the network with respect to its inputs (the weights are
+    /// constants to Slang's autodiff: literals, or reads of the parameter buffer).
+    pub differentiable: bool,
 }
 
 impl Options {
@@ -162,6 +166,7 @@ impl Options {
             loops: false,
             group: 0,
             binding: 0,
+            differentiable: false,
         }
     }
 
@@ -275,6 +280,11 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
         })
     };
     check_prefix(&opts.prefix)?;
+    if opts.differentiable && t != Target::Slang {
+        return unsupported(
+            "--differentiable (automatic differentiation is Slang's: use --target slang)",
+        );
+    }
     if opts.binding > MAX_BINDING {
         return Err(Error::Option(format!(
             "binding {} is too large: the resources take bindings binding..=binding + 3, so it may be at most {MAX_BINDING}",

@@ -151,6 +151,8 @@ struct Case {
     loops: bool,
     fragment: bool,
     compute: bool,
+    /// `[Differentiable]` (Slang; other targets refuse it in one line).
+    differentiable: bool,
     prefix: String,
     group: u32,
     binding: u32,
@@ -197,7 +199,11 @@ fn case() -> impl Strategy<Value = Case> {
             prop::bool::weighted(0.25),
             prop::bool::weighted(0.25),
         ),
-        (prop::bool::weighted(0.3), prop::bool::weighted(0.2)),
+        (
+            prop::bool::weighted(0.3),
+            prop::bool::weighted(0.2),
+            prop::bool::weighted(0.2),
+        ),
         (
             prop_oneof![
                 8 => Just("nshade_".to_string()),
@@ -215,7 +221,7 @@ fn case() -> impl Strategy<Value = Case> {
                 (body, head, inputs, outputs, seed, extreme),
                 (names, convention),
                 (target, buffer, f16, loops),
-                (fragment, compute),
+                (fragment, compute, differentiable),
                 (prefix, group, binding, sane),
             )| Case {
                 arch: Arch::Chain {
@@ -233,6 +239,7 @@ fn case() -> impl Strategy<Value = Case> {
                 loops,
                 fragment,
                 compute,
+                differentiable,
                 prefix,
                 group,
                 binding,
@@ -323,8 +330,10 @@ fn fuzz_export() {
             loops: c.loops,
             group: c.group,
             binding: c.binding,
+            differentiable: c.differentiable,
         };
         if c.sane {
+            opts.differentiable &= target == Target::Slang;
             opts.loops &= opts.weights == WeightMode::Buffer;
             opts.compute &= matches!(target, Target::Wgsl | Target::SpirV);
             if !target.supports_f16() {

@@ -14,7 +14,7 @@ use crate::context::{GpuContext, GpuError};
 use codegen::{DataKind, Launch, LossScale, Precision};
 use nshade_core::data::TrainingData;
 use nshade_core::network::Network;
-use nshade_core::train::{Backend, TrainConfig, TrainError, Trainer, check_compatible};
+use nshade_core::train::{Backend, Checkpoint, TrainConfig, TrainError, Trainer, check_compatible};
 use std::sync::Arc;
 
 /// Most steps recorded into one submission (and losses read back per submission).
@@ -194,6 +194,35 @@ impl Backend for GpuBackend {
         cfg: &TrainConfig,
     ) -> Result<Box<dyn Trainer>, TrainError> {
         Ok(Box::new(self.trainer(net, params, data, cfg)?))
+    }
+    /// Restores the parameters, both Adam moments and the step counter: the step kernel
+    /// draws step s's samples from the seed and s alone, and the learning rate and bias
+    /// corrections follow from s, so the resumed trainer takes the steps an uninterrupted
+    /// one takes (bit for bit on the same device: no float atomics). The f16 and
+    /// cooperative-matrix paths also carry a loss scale that checkpoints do not hold, so
+    /// they are refused.
+    fn resume(
+        &self,
+        net: &Network,
+        checkpoint: Checkpoint,
+        data: Arc<TrainingData>,
+        cfg: &TrainConfig,
+    ) -> Result<Box<dyn Trainer>, TrainError> {
+        let n = net.param_count;
+        if [
+            checkpoint.params.len(),
+            checkpoint.m.len(),
+            checkpoint.v.len(),
+        ] != [n; 3]
+        {
+            return Err(backend_err(format!(
+                "the checkpoint holds {} parameters; the network has {n}",
+                checkpoint.params.len()
+            )));
+        }
+        let mut t = self.trainer(net, checkpoint.params.clone(), data, cfg)?;
+        t.restore(&checkpoint)?;
+        Ok(Box::new(t))
     }
 }
 
@@ -477,6 +506,12 @@ pub struct GpuTrainer {
     /// The table Adam kernel, for networks with grids.
     grid_pass: Option<grid::GridPass>,
     t: u32,
+    /// Dense parameters (their Adam moments come first in `moments`, `m` then `v`; the
+    /// grid tables' `m` and `v` follow).
+    dense_count: usize,
+    moments: wgpu::Buffer,
+    /// Whether an f16 or padded f32 copy of the weights is refreshed from the master ones.
+    weight_copy: bool,
     /// Dynamic loss scaling: its settings and state buffer (two slots of 4 words).
     scaling: Option<(LossScale, wgpu::Buffer)>,
     /// Steps whose loss scale is made infinite ([`GpuTrainer::inject_overflow`]).
@@ -899,6 +934,9 @@ impl GpuTrainer {
             records,
             grid_pass,
             t: 0,
+            dense_count: net.dense_count,
+            moments,
+            weight_copy: coop || launch.vec,
             scaling: scaling.zip(ls.map(|l| l.0)),
             poison: Vec::new(),
         };
@@ -907,6 +945,32 @@ impl GpuTrainer {
             trainer.submit_adam_only(2)?;
         }
         Ok(trainer)
+    }
+
+    /// Refuses checkpoints on the loss-scaled paths (their scale state is not saved).
+    fn check_checkpointable(&self) -> Result<(), TrainError> {
+        if self.scaling.is_some() {
+            return Err(backend_err(format!(
+                "the {} path's dynamic loss scale is not saved in checkpoints; train with --gpu-path f32 (or on the CPU) to checkpoint and resume",
+                self.precision.name()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Sets parameters, Adam moments and step from `c` (see [`Backend::resume`]).
+    fn restore(&mut self, c: &Checkpoint) -> Result<(), TrainError> {
+        self.check_checkpointable()?;
+        let d = self.dense_count;
+        let moments: Vec<f32> = [&c.m[..d], &c.v[..d], &c.m[d..], &c.v[d..]].concat();
+        let queue = &self.ctx.queue;
+        queue.write_buffer(&self.params, 0, bytemuck::cast_slice(&c.params));
+        queue.write_buffer(&self.moments, 0, bytemuck::cast_slice(&moments));
+        self.t = c.step;
+        if self.weight_copy {
+            self.submit_adam_only(2)?;
+        }
+        Ok(())
     }
 
     /// Runs only the Adam kernel once in `mode` (2: refresh the f16 weight copy).
@@ -1120,5 +1184,21 @@ impl Trainer for GpuTrainer {
 
     fn path(&self) -> String {
         GpuTrainer::path(self).into()
+    }
+
+    fn checkpoint(&mut self) -> Result<Checkpoint, TrainError> {
+        self.check_checkpointable()?;
+        let (n, d) = (self.param_count, self.dense_count);
+        let params = self.read(&self.params, n)?;
+        let mo = self.read(&self.moments, 2 * n)?;
+        let (dense, tables) = mo.split_at(2 * d);
+        let m = [&dense[..d], &tables[..n - d]].concat();
+        let v = [&dense[d..], &tables[n - d..]].concat();
+        Ok(Checkpoint {
+            params,
+            m,
+            v,
+            step: self.t,
+        })
     }
 }
