@@ -1,10 +1,11 @@
 //! `nshade capture`: render a WGSL or ShaderToy-style GLSL fragment shader over a parameter
-//! range into a seed-002 dataset (see docs/capture.md).
+//! range into a seed-002 dataset, or over several parameters (`--param NAME=A..B`) into a
+//! schema-2 dataset (see docs/capture.md).
 
 use crate::common;
 use anyhow::{Context, Result};
 use nshade_gpu::capture::{
-    self, CaptureError, CaptureSettings, DisplayStats, OutputSemantics, ShaderSource,
+    self, CaptureError, CaptureSettings, DisplayStats, OutputSemantics, Parameter, ShaderSource,
 };
 use nshade_gpu::context::GpuContext;
 use std::path::PathBuf;
@@ -22,8 +23,13 @@ pub struct Args {
     pub size: (usize, usize),
     /// The parameter range A..B the shader sees (WGSL params.parameter, ShaderToy iTime);
     /// default -1..1 for .wgsl (the seed's), 0..2 for ShaderToy tabs (iTime is never negative there).
-    #[arg(long, value_parser = parse_range, allow_hyphen_values = true)]
+    #[arg(long, value_parser = parse_range, allow_hyphen_values = true, conflicts_with = "param")]
     pub param_range: Option<(f32, f32)>,
+    /// A parameter NAME=A..B, repeatable: several give the shader a vector of parameters
+    /// (WGSL: params.values[i] in order; ShaderToy: NAME is the input it drives, iTime,
+    /// iMouse.x, iMouse.y, iMouse.z or iMouse.w) and write a schema-2 dataset.
+    #[arg(long, value_name = "NAME=A..B", value_parser = parse_param, allow_hyphen_values = true)]
+    pub param: Vec<(String, (f32, f32))>,
     /// Training frames, at frame/(count-1) of the range.
     #[arg(long, default_value_t = 48, value_parser = clap::value_parser!(u32).range(2..=512))]
     pub train_frames: u32,
@@ -88,6 +94,29 @@ fn counts(s: &DisplayStats) -> String {
     )
 }
 
+/// Parses `--param NAME=A..B`: NAME a column name (letters, digits, '_', '.', '-'), the
+/// range as [`parse_range`].
+pub fn parse_param(s: &str) -> Result<(String, (f32, f32)), String> {
+    let (name, range) = s
+        .split_once('=')
+        .ok_or_else(|| format!("invalid parameter '{s}': expected NAME=A..B, e.g. iTime=0..2"))?;
+    let name = name.trim();
+    nshade_core::model::check_name(name).map_err(|e| format!("parameter name {e}"))?;
+    Ok((name.to_string(), parse_range(range)?))
+}
+
+/// `--param` flags as capture parameters; a name given twice is an error.
+pub fn parameters(flags: &[(String, (f32, f32))]) -> Result<Vec<Parameter>> {
+    let mut out: Vec<Parameter> = Vec::new();
+    for (name, (a, b)) in flags {
+        if out.iter().any(|p| &p.name == name) {
+            anyhow::bail!("--param {name}: the parameter is given twice");
+        }
+        out.push(Parameter::new(name, [*a, *b]));
+    }
+    Ok(out)
+}
+
 /// Parses `A..B` (either may be negative): finite, A < B.
 pub fn parse_range(s: &str) -> Result<(f32, f32), String> {
     let (a, b) = s
@@ -113,6 +142,7 @@ pub fn parse_range(s: &str) -> Result<(f32, f32), String> {
 pub fn run(args: Args) -> Result<()> {
     common::install_cancel_handler();
     let source = ShaderSource::from_file(&args.shader)?;
+    let parameters = parameters(&args.param)?;
     let range = args
         .param_range
         .unwrap_or_else(|| source.kind.default_parameter_range());
@@ -120,6 +150,7 @@ pub fn run(args: Args) -> Result<()> {
         width: args.size.0 as u32,
         height: args.size.1 as u32,
         parameter_range: [range.0, range.1],
+        parameters,
         training_frames: args.train_frames,
         validation_frames: args.validation_frames,
         pixels_per_frame: match args.pixels_per_frame {
@@ -132,6 +163,12 @@ pub fn run(args: Args) -> Result<()> {
         ..CaptureSettings::default()
     };
     settings.validate()?;
+    let names: Vec<&str> = settings
+        .parameters
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    capture::Slot::for_names(source.kind, &names).context("--param")?;
     common::check_out_dir(&args.out, "--out")?;
     capture::check_new_dir(&args.out).context("--out")?;
     if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -179,16 +216,27 @@ pub fn run(args: Args) -> Result<()> {
         );
     }
     println!("{}", args.shown_as.as_ref().unwrap_or(&args.out).display());
+    let over = summary
+        .parameters
+        .iter()
+        .map(|(p, _)| {
+            if summary.schema == 1 {
+                format!("{}..{}", p.range[0], p.range[1])
+            } else {
+                format!("{}={}..{}", p.name, p.range[0], p.range[1])
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
     println!(
-        "captured {} ({} via {}, sha256 {}) at {}x{} over {}..{}: {} training rows ({} frames), {} validation rows ({} frames), seed {}, {:.1} s on {}",
+        "captured {} ({} via {}, sha256 {}) at {}x{} over {over} (schema {}): {} training rows ({} frames), {} validation rows ({} frames), seed {}, {:.1} s on {}",
         args.shader.display(),
         summary.source_kind.manifest_name(),
         summary.frontend.name(),
         &summary.digest[..12],
         settings.width,
         settings.height,
-        settings.parameter_range[0],
-        settings.parameter_range[1],
+        summary.schema,
         summary.train_rows,
         settings.training_frames,
         summary.validation_rows,
@@ -225,5 +273,35 @@ mod tests {
         assert!(parse_range("-inf..1").is_err());
         assert!(parse_range("1").is_err());
         assert!(parse_range("a..b").is_err());
+    }
+
+    #[test]
+    fn params() {
+        assert_eq!(
+            parse_param("iMouse.x=0..320"),
+            Ok(("iMouse.x".into(), (0.0, 320.0)))
+        );
+        assert_eq!(
+            parse_param("light=-1..1"),
+            Ok(("light".into(), (-1.0, 1.0)))
+        );
+        assert!(
+            parse_param("light")
+                .unwrap_err()
+                .contains("expected NAME=A..B")
+        );
+        assert!(
+            parse_param("a b=0..1")
+                .unwrap_err()
+                .contains("is not allowed")
+        );
+        assert!(parse_param("=0..1").unwrap_err().contains("is not allowed"));
+        assert!(
+            parse_param("a=1..1")
+                .unwrap_err()
+                .contains("the start must be below")
+        );
+        let e = parameters(&[("a".into(), (0.0, 1.0)), ("a".into(), (0.0, 2.0))]).unwrap_err();
+        assert_eq!(e.to_string(), "--param a: the parameter is given twice");
     }
 }

@@ -10,7 +10,7 @@ use nshade_core::metrics;
 use nshade_core::model::Model;
 use nshade_core::texture::{self, Texture};
 use nshade_gpu::capture::{
-    OutputSemantics, ShaderRenderer, ShaderSource, SourceKind, neural_fragment_wgsl,
+    CaptureSettings, OutputSemantics, ShaderRenderer, ShaderSource, Slot, SourceKind,
 };
 use nshade_gpu::context::GpuContext;
 use nshade_shader::{Options, Target, WeightMode, export, pack_weights};
@@ -29,8 +29,13 @@ pub struct Args {
     pub size: String,
     /// The parameter range A..B the shader sees; default -1..1 for .wgsl, 0..2 for
     /// ShaderToy tabs.
-    #[arg(long, allow_hyphen_values = true)]
+    #[arg(long, allow_hyphen_values = true, conflicts_with = "param")]
     pub param_range: Option<String>,
+    /// A parameter NAME=A..B, repeatable, as for `capture` (WGSL: params.values[i] in
+    /// order; ShaderToy: iTime, iMouse.x, iMouse.y, iMouse.z or iMouse.w). At most two:
+    /// the exported shader takes x, y and the parameters, a vector of at most 4.
+    #[arg(long, value_name = "NAME=A..B", value_parser = capture::parse_param, allow_hyphen_values = true)]
+    pub param: Vec<(String, (f32, f32))>,
     /// Training frames, at frame/(count-1) of the range (default: 48, the seed's; 192 when
     /// training on a GPU, which captures and trains on them in the same time).
     #[arg(long, value_parser = clap::value_parser!(u32).range(2..=512))]
@@ -72,7 +77,8 @@ pub struct Args {
     /// Worker threads for the CPU backend (default: all cores, or RAYON_NUM_THREADS).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Parameter values shown as images in the report (default: 3 validation slices).
+    /// Parameter values shown as images in the report (default: 3 validation slices; with
+    /// several --param, always 3 validation parameter vectors).
     #[arg(long = "show", value_name = "PARAM", allow_hyphen_values = true)]
     pub show: Vec<f32>,
     /// Capture with the seed's contract: refuse NaN/Inf and non-opaque output, keep HDR
@@ -109,9 +115,31 @@ pub fn run(args: Args) -> Result<()> {
     let source = ShaderSource::from_file(&args.shader)?;
     source.compile()?;
     let (w, h) = common::parse_size(&args.size).map_err(anyhow::Error::msg)?;
-    let range = match &args.param_range {
-        Some(r) => capture::parse_range(r).map_err(anyhow::Error::msg)?,
-        None => source.kind.default_parameter_range(),
+    let parameters = capture::parameters(&args.param)?;
+    let names: Vec<&str> = parameters.iter().map(|p| p.name.as_str()).collect();
+    Slot::for_names(source.kind, &names).context("--param")?;
+    let multi = CaptureSettings {
+        parameters: parameters.clone(),
+        ..CaptureSettings::default()
+    };
+    multi.validate()?;
+    let schema2 = multi.is_schema2(source.kind);
+    if schema2 && parameters.len() > 2 {
+        anyhow::bail!(
+            "--param: {} parameters; distill exports shaders that take x, y and at most 2 parameters (a vector of at most 4 inputs); capture and train take up to 16",
+            parameters.len()
+        );
+    }
+    if schema2 && !args.show.is_empty() {
+        anyhow::bail!(
+            "--show takes one parameter value; with --param {} the report shows validation parameter vectors",
+            names.join(", ")
+        );
+    }
+    let range = match (&args.param_range, parameters.first()) {
+        (Some(r), _) => capture::parse_range(r).map_err(anyhow::Error::msg)?,
+        (None, Some(p)) => (p.range[0], p.range[1]),
+        (None, None) => source.kind.default_parameter_range(),
     };
     let budget = args
         .budget
@@ -128,7 +156,8 @@ pub fn run(args: Args) -> Result<()> {
         shader: args.shader.clone(),
         out: dataset.clone(),
         size: (w, h),
-        param_range: Some(range),
+        param_range: args.param.is_empty().then_some(range),
+        param: args.param.clone(),
         train_frames: args.train_frames.unwrap_or(if on_gpu {
             GPU_TRAIN_FRAMES
         } else {
@@ -144,9 +173,19 @@ pub fn run(args: Args) -> Result<()> {
     // The original's render cost, measured before training: `--budget original` compares
     // every candidate with it.
     let ctx = GpuContext::new()?;
-    let original = ShaderRenderer::new(&ctx, &source, w as u32, h as u32)?;
+    let mut original = ShaderRenderer::new(&ctx, &source, w as u32, h as u32)?;
     let mid = (range.0 + range.1) * 0.5;
-    let t_orig = original.time_frames(mid, 50)?;
+    // Schema 2: frames are timed at the middle of every parameter's range.
+    let mids: Vec<f32> = if schema2 {
+        original.set_parameters(&names)?;
+        parameters
+            .iter()
+            .map(|p| (p.range[0] + p.range[1]) * 0.5)
+            .collect()
+    } else {
+        vec![mid]
+    };
+    let t_orig = original.time_frames_at(&mids, 50)?;
     let original_ms = portfolio::cost_json(&t_orig)["ms"].as_f64();
     common::check_cancelled()?;
     train::run(train::Args {
@@ -210,39 +249,65 @@ pub fn run(args: Args) -> Result<()> {
     // Report: images at a few parameter values, and render cost of original vs neural.
     let semantics = capture::semantics(args.strict, args.display)
         .unwrap_or(OutputSemantics::default_for(source.kind));
+    let at = if schema2 {
+        portfolio::CostAt::Params(mids.clone())
+    } else {
+        portfolio::CostAt::Range([range.0, range.1])
+    };
     let neural_src = ShaderSource::new(
         SourceKind::Wgsl,
         "neural.wgsl",
-        &neural_fragment_wgsl(&wgsl, [range.0, range.1]),
+        &portfolio::neural_fragment(&wgsl, &at)?,
     );
-    let neural =
+    let mut neural =
         ShaderRenderer::with_storage(&ctx, &neural_src, w as u32, h as u32, weights.as_deref())?;
+    if schema2 {
+        let generic: Vec<String> = (0..names.len()).map(|i| format!("p{i}")).collect();
+        neural.set_parameters(&generic.iter().map(String::as_str).collect::<Vec<_>>())?;
+    }
     let metrics_json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(model_dir.join("metrics.json"))?)?;
-    let shows: Vec<f32> = if args.show.is_empty() {
+    // The parameter vectors shown: schema 1 one value each (t follows from it); schema 2
+    // the validation frames' vectors, as the shader saw them.
+    let shows: Vec<Vec<f32>> = if args.show.is_empty() {
         let slices = metrics_json["validation"]["slices"]
             .as_array()
             .cloned()
             .unwrap_or_default();
         let n = slices.len();
+        let key = if schema2 { "parameters" } else { "parameter" };
         [0, n / 2, n.saturating_sub(1)]
             .iter()
-            .filter_map(|&i| slices.get(i)?["parameter"].as_f64().map(|p| p as f32))
+            .filter_map(|&i| {
+                let v = &slices.get(i)?[key];
+                match v.as_array() {
+                    Some(a) => a.iter().map(|x| x.as_f64().map(|p| p as f32)).collect(),
+                    None => v.as_f64().map(|p| vec![p as f32]),
+                }
+            })
             .collect()
     } else {
-        args.show.clone()
+        args.show.iter().map(|&p| vec![p]).collect()
     };
     let mut frames = Vec::new();
-    for (k, &param) in shows.iter().enumerate() {
+    for (k, values) in shows.iter().enumerate() {
+        let param = values[0];
         // The original as the training target saw it (display semantics: clamped).
-        let (orig, _) = original.render_target(param, semantics)?;
+        let (orig, _) = original.render_target_at(values, semantics)?;
+        // The model's inputs: (x, y, t) with t normalised (schema 1), or (x, y, the
+        // parameters as they are) (schema 2).
         let t = (param - range.0) / (range.1 - range.0) * 2.0 - 1.0;
-        let xyt: Vec<f32> = Texture::pixel_centres(w, h)
+        let tail: Vec<f32> = if schema2 { values.clone() } else { vec![t] };
+        let inputs: Vec<f32> = Texture::pixel_centres(w, h)
             .chunks_exact(2)
-            .flat_map(|p| [p[0] * 2.0 - 1.0, p[1] * 2.0 - 1.0, t])
+            .flat_map(|p| {
+                [p[0] * 2.0 - 1.0, p[1] * 2.0 - 1.0]
+                    .into_iter()
+                    .chain(tail.iter().copied())
+            })
             .collect();
-        let cpu_neural = common::eval_cancellable(&model, &xyt)?;
-        let gpu_neural = neural.render_rgb(param)?;
+        let cpu_neural = common::eval_cancellable(&model, &inputs)?;
+        let gpu_neural = neural.render_rgb_at(values)?;
         let names = [
             format!("original_{k}.png"),
             format!("neural_{k}.png"),
@@ -256,15 +321,21 @@ pub fn run(args: Args) -> Result<()> {
             &metrics::error_image(&gpu_neural.data, &orig.data),
             &out.path().join(&names[2]),
         )?;
-        frames.push(json!({
-            "parameter": param, "t": t,
+        let mut frame = json!({
+            "parameter": param,
             "psnr": metrics::psnr(&gpu_neural.data, &orig.data),
             "gpu_vs_cpu_max_abs_diff": common::max_abs_diff(&gpu_neural.data, &cpu_neural)?,
             "original": names[0], "neural": names[1], "error": names[2],
-        }));
+        });
+        if schema2 {
+            frame["parameters"] = json!(values);
+        } else {
+            frame["t"] = json!(t);
+        }
+        frames.push(frame);
     }
-    let t_neural = neural.time_frames(mid, 50)?;
-    let report = json!({
+    let t_neural = neural.time_frames_at(&mids, 50)?;
+    let mut report = json!({
         "shader": args.shader.display().to_string(),
         "source_sha256": source.digest(),
         "size": [w, h],
@@ -287,6 +358,16 @@ pub fn run(args: Args) -> Result<()> {
         "exports": TARGETS.iter().map(|(_, n)| format!("model/{n}")).chain(weights.as_ref().map(|_| "model/neural.bin".to_string())).collect::<Vec<_>>(),
         "export_weights": if weights.is_some() { "buffer" } else { "baked" },
     });
+    if schema2 {
+        report["parameters"] = parameters
+            .iter()
+            .zip(original.slots())
+            .map(|(p, s)| json!({"name": p.name, "range": p.range, "shader_input": s.describe()}))
+            .collect();
+        if let Some(o) = report.as_object_mut() {
+            o.remove("parameter_range");
+        }
+    }
     std::fs::write(
         out.path().join("report.json"),
         serde_json::to_string_pretty(&report)? + "\n",

@@ -4,8 +4,12 @@
 //! --portfolio` and `distill` (by default) use it.
 
 use anyhow::{Result, bail};
+use nshade_core::arch::{Arch, NamedArch};
+use nshade_core::dataset::Dataset;
 use nshade_core::model::Model;
-use nshade_gpu::capture::{ShaderRenderer, ShaderSource, SourceKind, neural_fragment_wgsl};
+use nshade_gpu::capture::{
+    ShaderRenderer, ShaderSource, SourceKind, neural_fragment_wgsl, neural_fragment_wgsl_params,
+};
 use nshade_gpu::context::GpuContext;
 use nshade_shader::{Options, Target, WeightMode, export, pack_weights};
 use serde_json::{Value, json};
@@ -228,24 +232,93 @@ pub fn neural_wgsl(model: &Model) -> Result<(String, Option<Vec<u8>>)> {
     Ok((text, weights))
 }
 
+/// A candidate for a dataset of `in_dims` inputs: the candidates are written for (x, y, t);
+/// with more inputs, `pick(2)` (the t branch) takes every input after x and y, and a
+/// 3-D grid over all inputs is left out past 4 inputs (a D-dimensional grid reads 2^D
+/// corners); with fewer, candidates that pick input 2 are left out.
+pub fn adapt(named: &NamedArch, in_dims: usize) -> Option<NamedArch> {
+    if in_dims == 3 {
+        return Some(named.clone());
+    }
+    let text = named.arch.to_string();
+    let text = if text.contains("pick(2)") {
+        if in_dims < 3 {
+            return None;
+        }
+        let rest: Vec<String> = (2..in_dims).map(|i| i.to_string()).collect();
+        text.replace("pick(2)", &format!("pick({})", rest.join(", ")))
+    } else if text.starts_with("hashgrid") && in_dims > 4 {
+        return None;
+    } else {
+        text
+    };
+    Some(NamedArch {
+        name: named.name.clone(),
+        arch: Arch::parse(&text).ok()?,
+    })
+}
+
+/// Where a neural candidate is timed: schema 1 at the middle of the parameter range (its
+/// t input), schema 2 (x, y and one or two parameters) at the middle of every parameter's
+/// range.
+#[derive(Clone, Debug)]
+pub enum CostAt {
+    Range([f32; 2]),
+    Params(Vec<f32>),
+}
+
+/// [`CostAt`] for a dataset, or `None` when its models have no full-screen form (schema 2
+/// without x, y first or with more than two parameters).
+pub fn cost_inputs(ds: &Dataset) -> Option<CostAt> {
+    if ds.schema == 1 {
+        return Some(CostAt::Range(ds.parameter_range));
+    }
+    let names: Vec<&str> = ds.inputs.iter().map(|c| c.name.as_str()).collect();
+    let params = &ds.inputs[2.min(ds.inputs.len())..];
+    let ok = names.len() >= 3
+        && names[..2] == ["x", "y"]
+        && params.len() <= 2
+        && params.iter().all(|c| c.parameter)
+        && ds.train.out_dims == 3;
+    ok.then(|| {
+        CostAt::Params(
+            params
+                .iter()
+                .map(|c| (c.range[0] + c.range[1]) * 0.5)
+                .collect(),
+        )
+    })
+}
+
+/// The full-screen neural fragment shader of `model` for a capture interface: schema 1
+/// maps the parameter onto t over `range`; schema 2 passes the parameters as they are.
+pub fn neural_fragment(wgsl: &str, at: &CostAt) -> Result<String> {
+    Ok(match at {
+        CostAt::Range(range) => neural_fragment_wgsl(wgsl, *range),
+        CostAt::Params(p) => neural_fragment_wgsl_params(wgsl, p.len())?,
+    })
+}
+
 /// The measured inference cost of `model` drawn as a full-screen fragment shader at
 /// `w`×`h`: GPU time per frame (median, from timestamp queries) where the adapter has
 /// them, else wall-clock time per frame.
-pub fn measure_cost(
-    ctx: &GpuContext,
-    model: &Model,
-    w: u32,
-    h: u32,
-    range: [f32; 2],
-) -> Result<Value> {
+pub fn measure_cost(ctx: &GpuContext, model: &Model, w: u32, h: u32, at: &CostAt) -> Result<Value> {
     let (wgsl, weights) = neural_wgsl(model)?;
     let src = ShaderSource::new(
         SourceKind::Wgsl,
         "neural.wgsl",
-        &neural_fragment_wgsl(&wgsl, range),
+        &neural_fragment(&wgsl, at)?,
     );
-    let r = ShaderRenderer::with_storage(ctx, &src, w, h, weights.as_deref())?;
-    let t = r.time_frames((range[0] + range[1]) * 0.5, COST_FRAMES)?;
+    let mut r = ShaderRenderer::with_storage(ctx, &src, w, h, weights.as_deref())?;
+    let t = match at {
+        CostAt::Range(range) => r.time_frames((range[0] + range[1]) * 0.5, COST_FRAMES)?,
+        CostAt::Params(values) => {
+            let names: Vec<String> = (0..values.len()).map(|i| format!("p{i}")).collect();
+            let names: Vec<&str> = names.iter().map(String::as_str).collect();
+            r.set_parameters(&names)?;
+            r.time_frames_at(values, COST_FRAMES)?
+        }
+    };
     Ok(cost_json(&t))
 }
 

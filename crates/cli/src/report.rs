@@ -1014,10 +1014,21 @@ pub fn write_distill(dir: &Path) -> Result<()> {
         .map(|a| a.as_slice())
         .unwrap_or_default()
     {
+        // Schema-2 captures show the frame's parameter vector.
+        let at = match f["parameters"].as_array() {
+            Some(v) => format!(
+                "parameters ({})",
+                v.iter()
+                    .map(|x| format!("{:.4}", x.as_f64().unwrap_or(f64::NAN)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            None => format!("parameter {:.4}", num(f, "parameter")),
+        };
         let _ = writeln!(
             o,
-            "<h3>parameter {:.4} — PSNR {:.2} dB</h3>\n<div>",
-            num(f, "parameter"),
+            "<h3>{} — PSNR {:.2} dB</h3>\n<div>",
+            esc(&at),
             num(f, "psnr")
         );
         figure(&mut o, dir, text(f, "original"), "original shader");

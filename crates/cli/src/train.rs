@@ -1,5 +1,6 @@
 //! `nshade train --dataset D --out M`: the seed-002 drop-in. Trains on a captured
-//! (x, y, t) → RGB dataset as a child process of a renderer would, writes `M/weights.json`,
+//! (x, y, t) → RGB dataset (schema 1), or on a schema-2 dataset of any input and output
+//! columns, as a child process of a renderer would, writes `M/weights.json`,
 //! `M/metrics.json` (validation scores per parameter slice) and `M/training.log`; never
 //! leaves a partial `weights.json`, and stops promptly on SIGINT/SIGTERM.
 
@@ -8,7 +9,7 @@ use crate::portfolio;
 use anyhow::{Context, Result, bail};
 use nshade_core::arch::NamedArch;
 use nshade_core::data::TrainingData;
-use nshade_core::dataset::{Dataset, ROW_FLOATS};
+use nshade_core::dataset::Dataset;
 use nshade_core::metrics;
 use nshade_core::model::{InputSpec, Model};
 use nshade_core::network::Network;
@@ -118,15 +119,17 @@ impl Log {
     }
 }
 
-/// Validation scores: overall and per parameter slice.
+/// Validation scores: overall and per parameter slice (schema 1: `parameter` and `t`;
+/// schema 2: `parameters`, the frame's vector, and `parameter`, its first value).
 fn validate(model: &Model, ds: &Dataset) -> Result<serde_json::Value> {
+    let (rf, d) = (ds.row_floats(), ds.train.in_dims);
     let score = |rows: &[f32]| {
-        let n = rows.len() / ROW_FLOATS;
-        let mut x = Vec::with_capacity(n * 3);
-        let mut t = Vec::with_capacity(n * 3);
-        for r in rows.chunks_exact(ROW_FLOATS) {
-            x.extend_from_slice(&r[..3]);
-            t.extend_from_slice(&r[3..]);
+        let n = rows.len() / rf;
+        let mut x = Vec::with_capacity(n * d);
+        let mut t = Vec::with_capacity(n * (rf - d));
+        for r in rows.chunks_exact(rf) {
+            x.extend_from_slice(&r[..d]);
+            t.extend_from_slice(&r[d..]);
         }
         let y = common::eval_cancellable(model, &x)?;
         let mse = metrics::mse(&y, &t);
@@ -136,12 +139,55 @@ fn validate(model: &Model, ds: &Dataset) -> Result<serde_json::Value> {
     let slices = ds
         .validation_slices()
         .iter()
-        .map(|(param, t, rows)| {
-            let (rmse, psnr) = score(rows)?;
-            Ok(json!({"parameter": param, "t": t, "rows": rows.len() / ROW_FLOATS, "rmse": rmse, "psnr": psnr}))
+        .map(|s| {
+            let (rmse, psnr) = score(s.rows)?;
+            let rows = s.rows.len() / rf;
+            Ok(match s.t {
+                Some(t) => json!({"parameter": s.parameters[0], "t": t, "rows": rows, "rmse": rmse, "psnr": psnr}),
+                None => json!({"parameter": s.parameters.first(), "parameters": s.parameters, "rows": rows, "rmse": rmse, "psnr": psnr}),
+            })
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(json!({"rmse": rmse, "psnr": psnr, "rows": ds.validation.len(), "slices": slices}))
+}
+
+/// The model's input mapping for a dataset: schema 1 keeps (x, y, t) as they are; schema 2
+/// maps each input column from its range onto [-1, 1] (`x · scale + offset`, stored in
+/// the model, so the model and its shaders take the columns' raw values).
+pub fn input_spec(ds: &Dataset) -> InputSpec {
+    if ds.schema == 1 {
+        return InputSpec::xyt();
+    }
+    let (mut scale, mut offset) = (Vec::new(), Vec::new());
+    for c in &ds.inputs {
+        let [lo, hi] = c.range;
+        let s = 2.0 / (hi - lo);
+        // x, y in [-1, 1] stay exactly as they are.
+        let (s, o) = if [lo, hi] == [-1.0, 1.0] {
+            (1.0, 0.0)
+        } else {
+            (s, -(hi + lo) / (hi - lo))
+        };
+        scale.push(s);
+        offset.push(o);
+    }
+    InputSpec {
+        names: ds.inputs.iter().map(|c| c.name.clone()).collect(),
+        domain: ds.inputs.iter().map(|c| c.range).collect(),
+        scale,
+        offset,
+        convention: "dataset (schema 2) input columns in row order, raw values; each mapped from its range onto [-1, 1] (x * scale + offset)".into(),
+    }
+}
+
+/// The training rows with the inputs mapped by `spec`.
+fn mapped_rows(rows: &nshade_core::data::Rows, spec: &InputSpec) -> nshade_core::data::Rows {
+    let mut out = rows.clone();
+    let d = rows.in_dims;
+    for r in out.data.chunks_exact_mut(d + rows.out_dims) {
+        spec.apply(&mut r[..d]);
+    }
+    out
 }
 
 /// Largest `--seconds` (a week).
@@ -403,16 +449,6 @@ pub fn run(args: Args) -> Result<()> {
         .as_deref()
         .map(crate::init::Init::load)
         .transpose()?;
-    if let Some(i) = &init
-        && (i.model.inputs.names != ["x", "y", "t"] || i.model.network.out_dims != 3)
-    {
-        bail!(
-            "--init {}: a dataset is learned by an (x, y, t) -> RGB model; this one takes {} inputs to {} outputs",
-            i.shown,
-            i.model.network.in_dims,
-            i.model.network.out_dims
-        );
-    }
     let specs: Vec<String> = if let Some(i) = &init {
         i.archs(args.arch.as_slice(), "model")?
     } else if args.portfolio {
@@ -427,17 +463,46 @@ pub fn run(args: Args) -> Result<()> {
                 .unwrap_or_else(|| format!("model={DEFAULT_ARCH}")),
         ]
     };
-    let mut nets = Vec::new();
+    let mut named_archs = Vec::new();
     for spec in &specs {
         let named = NamedArch::parse(spec)
             .map_err(|e| anyhow::anyhow!("--arch {}: {e}", common::shown(spec)))?;
-        let net = Network::build(&named.arch, 3, 3)
-            .map_err(|e| anyhow::anyhow!("--arch {}: {e}", common::shown(spec)))?;
-        nets.push((named, net));
+        named_archs.push((spec, named));
     }
     let out = ModelDir::create(&args.out)?;
     let ds = Dataset::load(&args.dataset)
         .with_context(|| format!("--dataset {}", args.dataset.display()))?;
+    let (in_dims, out_dims) = (ds.train.in_dims, ds.train.out_dims);
+    let spec = input_spec(&ds);
+    if let Some(i) = &init
+        && (i.model.inputs.names != spec.names || i.model.network.out_dims != out_dims)
+    {
+        bail!(
+            "--init {}: the model takes {} ({} inputs) to {} outputs; the dataset has inputs {} and {out_dims} outputs",
+            i.shown,
+            i.model.inputs.names.join(", "),
+            i.model.network.in_dims,
+            i.model.network.out_dims,
+            spec.names.join(", ")
+        );
+    }
+    let mut nets = Vec::new();
+    for (text, named) in named_archs {
+        let named = match args.portfolio {
+            true => match portfolio::adapt(&named, in_dims) {
+                Some(n) => n,
+                None => continue,
+            },
+            false => named,
+        };
+        let net = Network::build(&named.arch, in_dims, out_dims).map_err(|e| {
+            anyhow::anyhow!(
+                "--arch {}: {e} (the dataset has {in_dims} inputs and {out_dims} outputs)",
+                common::shown(text)
+            )
+        })?;
+        nets.push((named, net));
+    }
 
     let backend = common::training_backend_on(args.backend, args.gpu_path)?;
     args.checkpoints.prepare(args.seconds)?;
@@ -445,7 +510,11 @@ pub fn run(args: Args) -> Result<()> {
     if args.portfolio && backend.name() != "cpu" {
         for spec in portfolio::GPU_CANDIDATES {
             let named = NamedArch::parse(spec).expect("the GPU candidates parse");
-            let net = Network::build(&named.arch, 3, 3).expect("the GPU candidates build");
+            let Some(named) = portfolio::adapt(&named, in_dims) else {
+                continue;
+            };
+            let net =
+                Network::build(&named.arch, in_dims, out_dims).expect("the GPU candidates build");
             nets.push((named, net));
         }
     }
@@ -478,7 +547,7 @@ pub fn run(args: Args) -> Result<()> {
             recorded.display(),
             ds.train.len(),
             ds.validation.len(),
-            ds.validation_info.parameters.len(),
+            ds.validation_info.frames,
             nets.len(),
             args.batch,
             budget.as_ref().map_or("none".into(), |b| b.text()),
@@ -490,19 +559,24 @@ pub fn run(args: Args) -> Result<()> {
             recorded.display(),
             ds.train.len(),
             ds.validation.len(),
-            ds.validation_info.parameters.len(),
+            ds.validation_info.frames,
             nets[0].0.arch,
             args.batch,
             backend.name()
         ));
     }
+    let train_rows = if ds.schema == 1 {
+        ds.train.clone()
+    } else {
+        mapped_rows(&ds.train, &spec)
+    };
     for (_, net) in &nets {
-        if let Some(w) = grid_range_warning(net, &ds.train) {
+        if let Some(w) = grid_range_warning(net, &train_rows) {
             log.line(&w);
         }
         common::check_training_memory(net, args.batch, backend.name() == "cpu")?;
     }
-    let data = Arc::new(TrainingData::Rows(ds.train.clone()));
+    let data = Arc::new(TrainingData::Rows(train_rows));
     // The portfolio measures each candidate's inference cost at the dataset's resolution.
     let gpu = if args.portfolio {
         match nshade_gpu::context::GpuContext::new() {
@@ -528,7 +602,15 @@ pub fn run(args: Args) -> Result<()> {
     } else {
         None
     };
-    let (cw, ch) = (ds.resolution[0].max(1), ds.resolution[1].max(1));
+    // Costs are measured as a full-screen pass at the dataset's resolution: for schema 1,
+    // and for schema 2 with inputs x, y and one or two parameters (docs/capture.md).
+    let [cw, ch] = ds.resolution.unwrap_or([1, 1]).map(|v| v.max(1));
+    let cost_at = portfolio::cost_inputs(&ds);
+    if gpu.is_some() && cost_at.is_none() {
+        log.line(
+            "note: inference cost is measured for (x, y, t) datasets and schema-2 captures of x, y and one or two parameters; costs are not reported",
+        );
+    }
     // Checkpoints to resume from, checked before any training.
     let init_digest = init
         .as_ref()
@@ -598,18 +680,15 @@ pub fn run(args: Args) -> Result<()> {
             checkpoint,
             &mut log,
         )?;
-        let model = Model::new(net, trained.params.clone(), InputSpec::xyt());
+        let mut model = Model::new(net, trained.params.clone(), spec.clone());
+        if ds.schema == 2 {
+            model.outputs = ds.output_names();
+        }
         common::check_cancelled()?;
         let validation = validate(&model, &ds)?;
-        let cost = match &gpu {
-            Some(ctx) => Some(portfolio::measure_cost(
-                ctx,
-                &model,
-                cw,
-                ch,
-                ds.parameter_range,
-            )?),
-            None => None,
+        let cost = match (&gpu, &cost_at) {
+            (Some(ctx), Some(at)) => Some(portfolio::measure_cost(ctx, &model, cw, ch, at)?),
+            _ => None,
         };
         log.line(&format!(
             "{label}done in {:.1} s ({} steps): validation PSNR {:.2} dB, RMSE {:.5}{}",
@@ -670,6 +749,15 @@ pub fn run(args: Args) -> Result<()> {
     .as_object()
     .cloned()
     .unwrap_or_default();
+    if ds.schema == 2 {
+        let data = &mut model.training["data"];
+        data["schema"] = json!(2);
+        data["inputs"] = json!(ds.inputs);
+        data["outputs"] = json!(ds.outputs);
+        if let Some(o) = data.as_object_mut() {
+            o.remove("parameter_range");
+        }
+    }
     model.metrics = json!({"final_loss": trained.final_loss, "validation_psnr": validation["psnr"], "validation_rmse": validation["rmse"]}).as_object().cloned().unwrap_or_default();
     let seconds = trained.seconds;
     let mut metrics = json!({

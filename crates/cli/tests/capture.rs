@@ -134,7 +134,7 @@ fn captures_every_example_shader() {
             "{summary}"
         );
         let ds = Dataset::load(&out).unwrap();
-        assert_eq!(ds.resolution, [64, 36]);
+        assert_eq!(ds.resolution, Some([64, 36]));
         assert_eq!(ds.manifest["sourceKind"], kind);
         assert_eq!(ds.train.len(), 3 * 64);
         assert_eq!(ds.validation.len(), 2 * 64);

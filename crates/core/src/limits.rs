@@ -45,6 +45,12 @@ pub const MAX_DATASET_JSON_BYTES: u64 = 64 << 20;
 pub const MAX_DATASET_SPLIT_BYTES: u64 = 16 << 30;
 /// Largest dataset `resolution`, per side.
 pub const MAX_DATASET_RESOLUTION: u32 = 65536;
+/// Most input columns of a schema-2 dataset.
+pub const MAX_DATASET_INPUTS: usize = 1024;
+/// Most output columns of a schema-2 dataset; their widths add up to at most [`MAX_WIDTH`].
+pub const MAX_DATASET_OUTPUTS: usize = 1024;
+/// Most frames (entries of a split's `parameters`) of one schema-2 split.
+pub const MAX_DATASET_FRAMES: usize = 1 << 20;
 
 /// Largest image file in bytes.
 pub const MAX_IMAGE_BYTES: u64 = 512 << 20;

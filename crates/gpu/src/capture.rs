@@ -27,7 +27,10 @@
 //! ([`ShaderRenderer::time_frames`]), for `distill`'s cost comparison.
 
 use crate::context::GpuContext;
-use nshade_core::dataset::{DatasetError, DatasetMeta, SplitData, write_dataset};
+use nshade_core::dataset::{
+    DatasetError, DatasetMeta, InputColumn, OutputColumn, Schema2Meta, SplitData, write_dataset,
+    write_dataset_v2,
+};
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
 use std::path::Path;
@@ -67,8 +70,78 @@ pub const MAX_CAPTURE_ROWS: u64 = 1 << 26;
 /// (208 bytes) fits; the WGSL `Params` block uses its first 16 bytes.
 const UNIFORM_BYTES: u64 = 256;
 
-/// The largest uniform block a WGSL source may declare at group 0, binding 0.
-const WGSL_UNIFORM_LIMIT: u64 = 64;
+/// The largest uniform block a WGSL source may declare at group 0, binding 0: `Params`
+/// with its `values: array<vec4<f32>, 4>` (docs/capture.md).
+const WGSL_UNIFORM_LIMIT: u64 = 80;
+
+/// Most parameters one capture varies (`Params.values` holds 16).
+pub const MAX_PARAMETERS: usize = 16;
+
+/// The ShaderToy inputs a parameter may drive, by name.
+pub const SHADERTOY_PARAMETERS: &[&str] =
+    &["iTime", "iMouse.x", "iMouse.y", "iMouse.z", "iMouse.w"];
+
+/// One parameter a capture varies: its name (a dataset column) and its range.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Parameter {
+    pub name: String,
+    pub range: [f32; 2],
+}
+
+impl Parameter {
+    pub fn new(name: &str, range: [f32; 2]) -> Parameter {
+        Parameter {
+            name: name.into(),
+            range,
+        }
+    }
+}
+
+/// Where a parameter reaches the shader.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Slot {
+    /// WGSL: `params.values[i / 4][i % 4]` (the first one is also `params.parameter`).
+    Wgsl(usize),
+    /// ShaderToy `iTime` (and what follows from it: `iFrame`, `iDate.w`, `iGlobalTime`).
+    Time,
+    /// ShaderToy `iMouse` component 0..3 (`x`, `y`, `z`, `w`).
+    Mouse(usize),
+}
+
+impl Slot {
+    /// Where the parameters named `names` go for a `kind` source: WGSL by position,
+    /// ShaderToy by name ([`SHADERTOY_PARAMETERS`]).
+    pub fn for_names(kind: SourceKind, names: &[&str]) -> Result<Vec<Slot>, CaptureError> {
+        names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| match kind {
+                SourceKind::Wgsl => Ok(Slot::Wgsl(i)),
+                SourceKind::ShaderToyGlsl => match *n {
+                    "iTime" => Ok(Slot::Time),
+                    "iMouse.x" => Ok(Slot::Mouse(0)),
+                    "iMouse.y" => Ok(Slot::Mouse(1)),
+                    "iMouse.z" => Ok(Slot::Mouse(2)),
+                    "iMouse.w" => Ok(Slot::Mouse(3)),
+                    other => Err(CaptureError::Settings(format!(
+                        "parameter '{other}': a ShaderToy tab's parameters are named after the inputs they drive: {}",
+                        SHADERTOY_PARAMETERS.join(", ")
+                    ))),
+                },
+            })
+            .collect()
+    }
+
+    /// How the shader reads it (recorded in `dataset.json`).
+    pub fn describe(self) -> String {
+        match self {
+            Slot::Wgsl(0) => "params.values[0].x (also params.parameter)".into(),
+            Slot::Wgsl(i) => format!("params.values[{}].{}", i / 4, ["x", "y", "z", "w"][i % 4]),
+            Slot::Time => "iTime (iFrame, iDate.w and iGlobalTime follow it)".into(),
+            Slot::Mouse(k) => format!("iMouse.{}", ["x", "y", "z", "w"][k]),
+        }
+    }
+}
 
 /// What the training target is: the seed's contract or what ShaderToy shows.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -513,7 +586,7 @@ impl ShaderSource {
             };
             if size as u64 > limit {
                 return Err(err(format!(
-                    "{name} at @group(0) @binding(0) is {size} bytes; capture provides {limit} (Params: resolution, parameter; docs/capture.md)"
+                    "{name} at @group(0) @binding(0) is {size} bytes; capture provides {limit} (Params: resolution, parameter, values; docs/capture.md)"
                 )));
             }
         }
@@ -701,8 +774,14 @@ impl JavaRandom {
 pub struct CaptureSettings {
     pub width: u32,
     pub height: u32,
-    /// `[start, end]`; the parameter the shader sees runs over it.
+    /// `[start, end]`; the parameter the shader sees runs over it (when `parameters` is
+    /// empty).
     pub parameter_range: [f32; 2],
+    /// Several parameters (`--param NAME=A..B`), in order; empty: the one parameter over
+    /// `parameter_range` (schema 1). One parameter that is the source's default (WGSL's
+    /// `params.parameter`, ShaderToy's `iTime`) also writes schema 1; anything else
+    /// writes schema 2 (docs/capture.md).
+    pub parameters: Vec<Parameter>,
     pub training_frames: u32,
     pub validation_frames: u32,
     pub pixels_per_frame: u32,
@@ -723,6 +802,7 @@ impl Default for CaptureSettings {
             width: 320,
             height: 180,
             parameter_range: [-1.0, 1.0],
+            parameters: Vec::new(),
             training_frames: 48,
             validation_frames: 13,
             pixels_per_frame: 2048,
@@ -739,16 +819,42 @@ impl CaptureSettings {
     /// validation frames in 2..=128, pixels per frame in 1..=65536, a non-empty target.
     pub fn validate(&self) -> Result<(), CaptureError> {
         let bad = |m: String| Err(CaptureError::Settings(m));
-        let [a, b] = self.parameter_range;
-        if !a.is_finite() || !b.is_finite() {
+        if self.parameters.len() > MAX_PARAMETERS {
             return bad(format!(
-                "parameter range {a}..{b} must be finite (no NaN or infinity)"
+                "{} parameters; a capture varies at most {MAX_PARAMETERS}",
+                self.parameters.len()
             ));
         }
-        if a >= b {
-            return bad(format!(
-                "parameter range {a}..{b}: the start must be below the end"
-            ));
+        for (i, p) in self.parameters.iter().enumerate() {
+            nshade_core::model::check_name(&p.name)
+                .map_err(|e| CaptureError::Settings(format!("parameter name {e}")))?;
+            if ["x", "y", "r", "g", "b"].contains(&p.name.as_str()) {
+                return bad(format!(
+                    "parameter '{}': x, y, r, g and b name the dataset's other columns",
+                    p.name
+                ));
+            }
+            if self.parameters[..i].iter().any(|q| q.name == p.name) {
+                return bad(format!("parameter '{}' is given twice", p.name));
+            }
+        }
+        let ranges: Vec<(String, [f32; 2])> = if self.parameters.is_empty() {
+            vec![("parameter range".into(), self.parameter_range)]
+        } else {
+            self.parameters
+                .iter()
+                .map(|p| (format!("parameter '{}': range", p.name), p.range))
+                .collect()
+        };
+        for (what, [a, b]) in ranges {
+            if !a.is_finite() || !b.is_finite() {
+                return bad(format!(
+                    "{what} {a}..{b} must be finite (no NaN or infinity)"
+                ));
+            }
+            if a >= b {
+                return bad(format!("{what} {a}..{b}: the start must be below the end"));
+            }
         }
         if !(2..=512).contains(&self.training_frames) {
             return bad(format!(
@@ -788,6 +894,25 @@ impl CaptureSettings {
         Ok(())
     }
 
+    /// The parameters varied: `parameters`, or the one over `parameter_range` named `t`.
+    pub fn effective_parameters(&self) -> Vec<Parameter> {
+        if self.parameters.is_empty() {
+            vec![Parameter::new("t", self.parameter_range)]
+        } else {
+            self.parameters.clone()
+        }
+    }
+
+    /// Whether this capture of a `kind` source writes schema 2: more than one parameter,
+    /// or one that is not the source's default (ShaderToy: anything but `iTime`).
+    pub fn is_schema2(&self, kind: SourceKind) -> bool {
+        match self.parameters.as_slice() {
+            [] => false,
+            [p] => kind == SourceKind::ShaderToyGlsl && p.name != "iTime",
+            _ => true,
+        }
+    }
+
     /// Rows each frame adds: every pixel, or `pixels_per_frame`.
     pub fn rows_per_frame(&self) -> u64 {
         if self.every_pixel {
@@ -825,6 +950,48 @@ pub fn frame_position(training: bool, frame: u32, count: u32, range: [f32; 2]) -
     }
 }
 
+/// The parameter vectors of a split's frames (schema 2), `count × parameters.len()` values:
+/// parameter j of frame f sits at the schema-1 position of frame `π_j(f)` ([`frame_position`]:
+/// `k/(count−1)` for training, `(k + 0.381966)/count` for validation), where `π_0` is the
+/// identity and each other `π_j` a permutation of `0..count` drawn by
+/// `java.util.Collections.shuffle` with `java.util.Random(seed + 1)` (training's
+/// permutations first, then validation's). So every parameter takes the schema-1 values
+/// of its range, validation values are never training values, and the vectors are a
+/// Latin hypercube fixed by the seed.
+pub fn frame_vectors(
+    parameters: &[Parameter],
+    seed: i64,
+    training_frames: u32,
+    validation_frames: u32,
+) -> (Vec<f32>, Vec<f32>) {
+    let mut random = JavaRandom::new(seed.wrapping_add(1));
+    let mut split = |training: bool, count: u32| {
+        let perms: Vec<Vec<u32>> = (0..parameters.len())
+            .map(|j| {
+                let mut p: Vec<u32> = (0..count).collect();
+                if j > 0 {
+                    // Collections.shuffle(list, rnd): for i = size..2, swap(i − 1, nextInt(i)).
+                    for i in (2..=count as usize).rev() {
+                        let k = random.next_int_bounded(i as i32) as usize;
+                        p.swap(i - 1, k);
+                    }
+                }
+                p
+            })
+            .collect();
+        let mut out = Vec::with_capacity(count as usize * parameters.len());
+        for f in 0..count as usize {
+            for (p, perm) in parameters.iter().zip(&perms) {
+                out.push(frame_position(training, perm[f], count, p.range).parameter);
+            }
+        }
+        out
+    };
+    let train = split(true, training_frames);
+    let validation = split(false, validation_frames);
+    (train, validation)
+}
+
 /// A rendered frame: `width × height` RGB values, row-major, row 0 at the top.
 #[derive(Clone, Debug)]
 pub struct RgbImage {
@@ -849,6 +1016,8 @@ pub struct ShaderRenderer<'a> {
     kind: SourceKind,
     frontend: Frontend,
     wrapped: Option<String>,
+    /// Where each value of a parameter vector goes (default: the one parameter).
+    slots: Vec<Slot>,
     width: u32,
     height: u32,
     pipeline: wgpu::RenderPipeline,
@@ -1074,6 +1243,10 @@ impl<'a> ShaderRenderer<'a> {
             kind: source.kind,
             frontend,
             wrapped,
+            slots: vec![match source.kind {
+                SourceKind::Wgsl => Slot::Wgsl(0),
+                SourceKind::ShaderToyGlsl => Slot::Time,
+            }],
             width,
             height,
             pipeline,
@@ -1101,26 +1274,81 @@ impl<'a> ShaderRenderer<'a> {
         (self.width, self.height)
     }
 
-    fn write_params(&self, parameter: f32) {
+    /// Makes later renders take vectors of these parameters ([`Slot::for_names`]: WGSL in
+    /// order, ShaderToy by input name); a renderer starts with the one default parameter.
+    pub fn set_parameters(&mut self, names: &[&str]) -> Result<(), CaptureError> {
+        if names.is_empty() || names.len() > MAX_PARAMETERS {
+            return Err(CaptureError::Settings(format!(
+                "{} parameters; a capture varies 1 to {MAX_PARAMETERS}",
+                names.len()
+            )));
+        }
+        let slots = Slot::for_names(self.kind, names)?;
+        for (i, s) in slots.iter().enumerate() {
+            if slots[..i].contains(s) {
+                return Err(CaptureError::Settings(format!(
+                    "parameter '{}' is given twice",
+                    names[i]
+                )));
+            }
+        }
+        self.slots = slots;
+        Ok(())
+    }
+
+    /// The parameters' slots, in order.
+    pub fn slots(&self) -> &[Slot] {
+        &self.slots
+    }
+
+    fn write_params(&self, values: &[f32]) -> Result<(), CaptureError> {
+        if values.len() != self.slots.len() {
+            return Err(CaptureError::Settings(format!(
+                "{} parameter values for a renderer of {} parameters",
+                values.len(),
+                self.slots.len()
+            )));
+        }
         let (w, h) = (self.width as f32, self.height as f32);
         let mut bytes = [0u8; UNIFORM_BYTES as usize];
         let put = |bytes: &mut [u8], at: usize, v: f32| {
             bytes[at..at + 4].copy_from_slice(&v.to_le_bytes());
         };
         match self.kind {
-            // Params { resolution: vec2<f32>, parameter: f32, _pad: f32 }
+            // Params { resolution: vec2<f32>, parameter: f32, _pad: f32,
+            //          values: array<vec4<f32>, 4> }
             SourceKind::Wgsl => {
                 put(&mut bytes, 0, w);
                 put(&mut bytes, 4, h);
-                put(&mut bytes, 8, parameter);
+                for (slot, &v) in self.slots.iter().zip(values) {
+                    if let Slot::Wgsl(i) = *slot {
+                        if i == 0 {
+                            put(&mut bytes, 8, v);
+                        }
+                        put(&mut bytes, 16 + 4 * i, v);
+                    }
+                }
             }
             // The std140 block of the wrapper (shadertoy::PRELUDE).
             SourceKind::ShaderToyGlsl => {
-                let block = shadertoy::Inputs::new(self.width, self.height, parameter).to_bytes();
+                let time = self
+                    .slots
+                    .iter()
+                    .zip(values)
+                    .find(|(s, _)| **s == Slot::Time)
+                    .map_or(0.0, |(_, v)| *v);
+                let mut inputs = shadertoy::Inputs::new(self.width, self.height, time);
+                for (slot, &v) in self.slots.iter().zip(values) {
+                    if let Slot::Mouse(k) = *slot {
+                        inputs.mouse[k] = v;
+                    }
+                }
+                let block = inputs.to_bytes();
                 bytes[..block.len()].copy_from_slice(&block);
             }
         }
         self.ctx.queue.write_buffer(&self.uniform, 0, &bytes);
+        Ok(())
     }
 
     fn encode_pass(
@@ -1163,9 +1391,15 @@ impl<'a> ShaderRenderer<'a> {
 
     /// Renders at `parameter` and returns the RGBA32F image, row-major, row 0 at the top.
     pub fn render_rgba(&self, parameter: f32) -> Result<Vec<f32>, CaptureError> {
+        self.render_rgba_at(&[parameter])
+    }
+
+    /// [`ShaderRenderer::render_rgba`] at a parameter vector (one value per
+    /// [`ShaderRenderer::set_parameters`] name).
+    pub fn render_rgba_at(&self, values: &[f32]) -> Result<Vec<f32>, CaptureError> {
         let device = &self.ctx.device;
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-        self.write_params(parameter);
+        self.write_params(values)?;
         let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some("nshade capture"),
         });
@@ -1224,7 +1458,16 @@ impl<'a> ShaderRenderer<'a> {
         parameter: f32,
         semantics: OutputSemantics,
     ) -> Result<(RgbImage, DisplayStats), CaptureError> {
-        let mut rgba = self.render_rgba(parameter)?;
+        self.render_target_at(&[parameter], semantics)
+    }
+
+    /// [`ShaderRenderer::render_target`] at a parameter vector.
+    pub fn render_target_at(
+        &self,
+        values: &[f32],
+        semantics: OutputSemantics,
+    ) -> Result<(RgbImage, DisplayStats), CaptureError> {
+        let mut rgba = self.render_rgba_at(values)?;
         let stats = match semantics {
             OutputSemantics::Strict => DisplayStats::default(),
             OutputSemantics::Display => shadertoy::apply_display(&mut rgba).0,
@@ -1244,7 +1487,12 @@ impl<'a> ShaderRenderer<'a> {
 
     /// Renders at `parameter` and returns the RGB values (alpha dropped).
     pub fn render_rgb(&self, parameter: f32) -> Result<RgbImage, CaptureError> {
-        let rgba = self.render_rgba(parameter)?;
+        self.render_rgb_at(&[parameter])
+    }
+
+    /// [`ShaderRenderer::render_rgb`] at a parameter vector.
+    pub fn render_rgb_at(&self, values: &[f32]) -> Result<RgbImage, CaptureError> {
+        let rgba = self.render_rgba_at(values)?;
         Ok(RgbImage {
             width: self.width,
             height: self.height,
@@ -1259,9 +1507,18 @@ impl<'a> ShaderRenderer<'a> {
     /// reports the median GPU time per pass from timestamp queries when the device has
     /// `TIMESTAMP_QUERY`, and the wall-clock time per frame in any case.
     pub fn time_frames(&self, parameter: f32, frames: u32) -> Result<RenderTiming, CaptureError> {
+        self.time_frames_at(&[parameter], frames)
+    }
+
+    /// [`ShaderRenderer::time_frames`] at a parameter vector.
+    pub fn time_frames_at(
+        &self,
+        values: &[f32],
+        frames: u32,
+    ) -> Result<RenderTiming, CaptureError> {
         let frames = frames.max(1);
         let device = &self.ctx.device;
-        self.render_rgba(parameter)?;
+        self.render_rgba_at(values)?;
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let queries = self.ctx.has(wgpu::Features::TIMESTAMP_QUERY).then(|| {
             let count = 2 * frames;
@@ -1384,10 +1641,52 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {{
     )
 }
 
+/// [`neural_fragment_wgsl`] for a model of a schema-2 capture: `eval_source` defines
+/// `fn nshade_eval(p: vecN<f32>)` with N = 2 + `parameters` (at most 4), whose inputs are
+/// x, y (pixel centres in [−1, 1], y down) and the parameters as the shader saw them (the
+/// model maps them itself); the appended `fs_main` reads the parameters from
+/// `params.values` in order, as a WGSL capture does.
+pub fn neural_fragment_wgsl_params(
+    eval_source: &str,
+    parameters: usize,
+) -> Result<String, CaptureError> {
+    if !(1..=2).contains(&parameters) {
+        return Err(CaptureError::Settings(format!(
+            "a neural shader takes x, y and 1 or 2 parameters (vectors of at most 4 inputs); this one has {parameters} parameters"
+        )));
+    }
+    let values: Vec<String> = (0..parameters)
+        .map(|i| format!("params.values[0].{}", ["x", "y"][i]))
+        .collect();
+    Ok(format!(
+        "{eval_source}
+// ---- nshade capture interface (docs/capture.md) ----
+struct Params {{
+    resolution: vec2<f32>,
+    parameter: f32,
+    _pad: f32,
+    values: array<vec4<f32>, 4>,
+}}
+
+@group(0) @binding(0) var<uniform> params: Params;
+
+@fragment
+fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {{
+    let xy = pos.xy / params.resolution * 2.0 - 1.0;
+    return vec4<f32>(nshade_eval(vec{n}<f32>(xy, {values})), 1.0);
+}}
+",
+        n = 2 + parameters,
+        values = values.join(", "),
+    ))
+}
+
 /// The rows and parameters of both splits, as the Kotlin produces them.
 #[derive(Clone, Debug)]
 pub struct CapturedRows {
+    /// Rows of `x, y, t, r, g, b` (schema 1) or `x, y, p1, ..., pn, r, g, b` (schema 2).
     pub train: Vec<f32>,
+    /// One value per frame (schema 1), or each frame's parameter vector (schema 2).
     pub train_parameters: Vec<f32>,
     pub validation: Vec<f32>,
     pub validation_parameters: Vec<f32>,
@@ -1397,16 +1696,32 @@ pub struct CapturedRows {
     /// split (all pixels, not only the sampled ones); zero under strict semantics.
     pub train_display: DisplayStats,
     pub validation_display: DisplayStats,
+    /// 1 or 2.
+    pub schema: u32,
+    /// The parameters varied, in column order.
+    pub parameters: Vec<Parameter>,
+}
+
+impl CapturedRows {
+    /// Values per row: x, y, the parameter columns, r, g, b.
+    pub fn row_floats(&self) -> usize {
+        5 + if self.schema == 1 {
+            1
+        } else {
+            self.parameters.len()
+        }
+    }
 }
 
 /// Appends one frame's rows: `pixels` draws of `x = nextInt(w)`, `y = nextInt(h)` from
-/// `random`, each giving `((x+.5)/w·2−1, (y+.5)/h·2−1, t, r, g, b)` from an RGBA image.
+/// `random`, each giving `((x+.5)/w·2−1, (y+.5)/h·2−1, inputs..., r, g, b)` from an RGBA
+/// image (`inputs`: the frame's t for schema 1, its parameter vector for schema 2).
 pub fn sample_frame(
     random: &mut JavaRandom,
     rgba: &[f32],
     width: u32,
     height: u32,
-    normalized: f32,
+    inputs: &[f32],
     pixels: u32,
     out: &mut Vec<f32>,
 ) {
@@ -1414,31 +1729,31 @@ pub fn sample_frame(
     for _ in 0..pixels {
         let x = random.next_int_bounded(w);
         let y = random.next_int_bounded(h);
-        let index = (y as usize * width as usize + x as usize) * 4;
-        out.extend([
-            (x as f32 + 0.5) / width as f32 * 2.0 - 1.0,
-            (y as f32 + 0.5) / height as f32 * 2.0 - 1.0,
-            normalized,
-            rgba[index],
-            rgba[index + 1],
-            rgba[index + 2],
-        ]);
+        push_row(rgba, width, height, x as u32, y as u32, inputs, out);
     }
 }
 
+fn push_row(
+    rgba: &[f32],
+    width: u32,
+    height: u32,
+    x: u32,
+    y: u32,
+    inputs: &[f32],
+    out: &mut Vec<f32>,
+) {
+    let index = (y as usize * width as usize + x as usize) * 4;
+    out.push((x as f32 + 0.5) / width as f32 * 2.0 - 1.0);
+    out.push((y as f32 + 0.5) / height as f32 * 2.0 - 1.0);
+    out.extend_from_slice(inputs);
+    out.extend_from_slice(&rgba[index..index + 3]);
+}
+
 /// A dense frame: one row per pixel, rows top to bottom, each left to right.
-pub fn every_pixel(rgba: &[f32], width: u32, height: u32, normalized: f32, out: &mut Vec<f32>) {
+pub fn every_pixel(rgba: &[f32], width: u32, height: u32, inputs: &[f32], out: &mut Vec<f32>) {
     for y in 0..height {
         for x in 0..width {
-            let index = (y as usize * width as usize + x as usize) * 4;
-            out.extend([
-                (x as f32 + 0.5) / width as f32 * 2.0 - 1.0,
-                (y as f32 + 0.5) / height as f32 * 2.0 - 1.0,
-                normalized,
-                rgba[index],
-                rgba[index + 1],
-                rgba[index + 2],
-            ]);
+            push_row(rgba, width, height, x, y, inputs, out);
         }
     }
 }
@@ -1505,7 +1820,7 @@ fn display_frame(
 /// Renders every frame of both splits and draws the rows (nothing is written).
 /// `progress(split, frame, count)` is called before each frame.
 pub fn capture_rows(
-    renderer: &ShaderRenderer,
+    renderer: &mut ShaderRenderer,
     settings: &CaptureSettings,
     progress: &mut dyn FnMut(&str, u32, u32) -> Result<(), CaptureError>,
 ) -> Result<CapturedRows, CaptureError> {
@@ -1519,6 +1834,25 @@ pub fn capture_rows(
     let semantics = settings
         .semantics
         .unwrap_or(OutputSemantics::default_for(renderer.kind));
+    let parameters = settings.effective_parameters();
+    let names: Vec<&str> = parameters.iter().map(|p| p.name.as_str()).collect();
+    let schema2 = settings.is_schema2(renderer.kind);
+    if settings.parameters.is_empty() {
+        renderer.set_parameters(&[match renderer.kind {
+            SourceKind::Wgsl => "t",
+            SourceKind::ShaderToyGlsl => "iTime",
+        }])?;
+    } else {
+        renderer.set_parameters(&names)?;
+    }
+    let range = parameters[0].range;
+    let (train_vectors, validation_vectors) = frame_vectors(
+        &parameters,
+        settings.seed,
+        settings.training_frames,
+        settings.validation_frames,
+    );
+    let np = parameters.len();
     let mut random = JavaRandom::new(settings.seed);
     let mut out = CapturedRows {
         train: Vec::new(),
@@ -1528,43 +1862,54 @@ pub fn capture_rows(
         semantics,
         train_display: DisplayStats::default(),
         validation_display: DisplayStats::default(),
+        schema: if schema2 { 2 } else { 1 },
+        parameters: parameters.clone(),
     };
+    let row_floats = out.row_floats();
     for (split, count) in [
         ("train", settings.training_frames),
         ("validation", settings.validation_frames),
     ] {
         let training = split == "train";
-        let mut rows = Vec::with_capacity(count as usize * settings.rows_per_frame() as usize * 6);
-        let mut parameters = Vec::with_capacity(count as usize);
+        let mut rows =
+            Vec::with_capacity(count as usize * settings.rows_per_frame() as usize * row_floats);
+        let mut parameters = Vec::with_capacity(count as usize * np);
         let mut display = DisplayStats::default();
+        let vectors = if training {
+            &train_vectors
+        } else {
+            &validation_vectors
+        };
         for frame in 0..count {
             progress(split, frame, count)?;
-            let pos = frame_position(training, frame, count, settings.parameter_range);
-            parameters.push(pos.parameter);
-            let mut rgba = renderer.render_rgba(pos.parameter)?;
+            let pos = frame_position(training, frame, count, range);
+            // Schema 1: the Kotlin's placement, t in the rows; schema 2: the frame's
+            // parameter vector, in the rows as the shader saw it.
+            let (values, inputs): (&[f32], Vec<f32>) = if schema2 {
+                let v = &vectors[frame as usize * np..][..np];
+                (v, v.to_vec())
+            } else {
+                (std::slice::from_ref(&pos.parameter), vec![pos.normalized])
+            };
+            parameters.extend_from_slice(values);
+            let mut rgba = renderer.render_rgba_at(values)?;
             match semantics {
                 OutputSemantics::Strict => {
-                    check_frame(&rgba, settings.width, pos.parameter, split, frame)?
+                    check_frame(&rgba, settings.width, values[0], split, frame)?
                 }
                 OutputSemantics::Display => {
-                    display.add(&display_frame(&mut rgba, pos.parameter, split, frame)?)
+                    display.add(&display_frame(&mut rgba, values[0], split, frame)?)
                 }
             }
             if settings.every_pixel {
-                every_pixel(
-                    &rgba,
-                    settings.width,
-                    settings.height,
-                    pos.normalized,
-                    &mut rows,
-                );
+                every_pixel(&rgba, settings.width, settings.height, &inputs, &mut rows);
             } else {
                 sample_frame(
                     &mut random,
                     &rgba,
                     settings.width,
                     settings.height,
-                    pos.normalized,
+                    &inputs,
                     settings.pixels_per_frame,
                     &mut rows,
                 );
@@ -1599,6 +1944,10 @@ pub struct CaptureSummary {
     /// Display semantics: what was replaced or clamped per split (see [`CapturedRows`]).
     pub train_display: DisplayStats,
     pub validation_display: DisplayStats,
+    /// The dataset schema written: 1 (one time parameter) or 2.
+    pub schema: u32,
+    /// The parameters varied, with the slot each drove.
+    pub parameters: Vec<(Parameter, Slot)>,
 }
 
 /// Fails early, before any rendering, when `dir` exists and is not an empty directory.
@@ -1635,8 +1984,8 @@ pub fn capture(
 ) -> Result<CaptureSummary, CaptureError> {
     settings.validate()?;
     check_new_dir(dir)?;
-    let renderer = ShaderRenderer::new(ctx, source, settings.width, settings.height)?;
-    let rows = capture_rows(&renderer, settings, progress)?;
+    let mut renderer = ShaderRenderer::new(ctx, source, settings.width, settings.height)?;
+    let rows = capture_rows(&mut renderer, settings, progress)?;
     let mut files: Vec<(String, Vec<u8>)> =
         vec![(source.kind.copy_name().to_string(), source.bytes.clone())];
     if let Some(wrapped) = renderer.wrapped() {
@@ -1651,20 +2000,27 @@ pub fn capture(
         parameter_range: settings.parameter_range,
         seed: settings.seed,
     };
+    let slots = renderer.slots().to_vec();
+    let train = || SplitData {
+        rows: &rows.train,
+        parameters: &rows.train_parameters,
+    };
+    let validation = || SplitData {
+        rows: &rows.validation,
+        parameters: &rows.validation_parameters,
+    };
     let write = |to: &Path| {
-        write_dataset(
-            to,
-            &meta,
-            SplitData {
-                rows: &rows.train,
-                parameters: &rows.train_parameters,
-            },
-            SplitData {
-                rows: &rows.validation,
-                parameters: &rows.validation_parameters,
-            },
-            &files,
-        )
+        if rows.schema == 1 {
+            write_dataset(to, &meta, train(), validation(), &files)
+        } else {
+            write_dataset_v2(
+                to,
+                &schema2_meta(&meta, &rows.parameters, &slots, settings),
+                train(),
+                validation(),
+                &files,
+            )
+        }
     };
     match rows.semantics {
         // The seed's path: exactly the seed-002 manifest.
@@ -1692,13 +2048,74 @@ pub fn capture(
         source_kind: source.kind,
         frontend: renderer.frontend(),
         digest: meta.source_digest,
-        train_rows: rows.train.len() / 6,
-        validation_rows: rows.validation.len() / 6,
+        train_rows: rows.train.len() / rows.row_floats(),
+        validation_rows: rows.validation.len() / rows.row_floats(),
         source_files: files.into_iter().map(|(n, _)| n).collect(),
         semantics: rows.semantics,
         train_display: rows.train_display,
         validation_display: rows.validation_display,
+        schema: rows.schema,
+        parameters: rows.parameters.iter().cloned().zip(slots).collect(),
     })
+}
+
+/// The schema-2 manifest of a capture: inputs x, y (pixel centres in [−1, 1]) and each
+/// parameter (its range, as the shader saw it), outputs r, g, b; `shaderInputs` says where
+/// each parameter reached the shader and `parameterSampling` how frames were placed.
+fn schema2_meta(
+    meta: &DatasetMeta,
+    parameters: &[Parameter],
+    slots: &[Slot],
+    settings: &CaptureSettings,
+) -> Schema2Meta {
+    let mut inputs = vec![
+        InputColumn::new("x", [-1.0, 1.0], false),
+        InputColumn::new("y", [-1.0, 1.0], false),
+    ];
+    inputs.extend(
+        parameters
+            .iter()
+            .map(|p| InputColumn::new(&p.name, p.range, true)),
+    );
+    let mut extra = serde_json::Map::new();
+    extra.insert(
+        "shaderInputs".into(),
+        serde_json::Value::Object(
+            parameters
+                .iter()
+                .zip(slots)
+                .map(|(p, s)| (p.name.clone(), s.describe().into()))
+                .collect(),
+        ),
+    );
+    extra.insert(
+        "parameterSampling".into(),
+        format!(
+            "Latin hypercube: parameter j of frame f at the schema-1 position of frame perm_j(f) (training k/(n-1), validation (k+{VALIDATION_OFFSET})/n of its range); perm_0 the identity, the others java.util.Collections.shuffle with java.util.Random(seed+1)"
+        )
+        .into(),
+    );
+    extra.insert("color".into(), "linear RGB, unclamped, opaque".into());
+    Schema2Meta {
+        source_kind: meta.source_kind.clone(),
+        source_digest: meta.source_digest.clone(),
+        fixed_state: settings.fixed_state.replace(
+            "only the parameter varies",
+            "only the parameters vary",
+        ),
+        resolution: Some(meta.resolution),
+        seed: meta.seed,
+        inputs,
+        outputs: ["r", "g", "b"]
+            .iter()
+            .map(|n| OutputColumn {
+                name: n.to_string(),
+                width: 1,
+            })
+            .collect(),
+        coordinates: "pixel centers; x right, y down; x,y normalized to [-1,1]; parameters as the shader saw them".into(),
+        extra,
+    }
 }
 
 fn write_error(path: &Path, e: std::io::Error) -> CaptureError {
@@ -1994,9 +2411,12 @@ mod tests {
         assert!(e.contains("tex is bound at @group(0) @binding(1)"), "{e}");
         let e = compile_err(
             SourceKind::Wgsl,
-            "struct P { a: array<vec4<f32>, 5> }\n@group(0) @binding(0) var<uniform> p: P;\n@fragment fn fs_main() -> @location(0) vec4<f32> { return p.a[4]; }\n",
+            "struct P { a: array<vec4<f32>, 6> }\n@group(0) @binding(0) var<uniform> p: P;\n@fragment fn fs_main() -> @location(0) vec4<f32> { return p.a[5]; }\n",
         );
-        assert!(e.contains("p at @group(0) @binding(0) is 80 bytes"), "{e}");
+        assert!(
+            e.contains("p at @group(0) @binding(0) is 96 bytes; capture provides 80"),
+            "{e}"
+        );
         let e = compile_err(
             SourceKind::ShaderToyGlsl,
             "void mainImage(out vec4 c, in vec2 p) { c = texture(iChannel0, p); }\n",
@@ -2275,6 +2695,101 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
         );
     }
 
+    #[test]
+    fn frame_vectors_are_a_seeded_latin_hypercube_apart_from_validation() {
+        let ps = [
+            Parameter::new("a", [-1.0, 1.0]),
+            Parameter::new("b", [0.0, 6.5]),
+            Parameter::new("c", [2.0, 3.0]),
+        ];
+        let (tr, va) = frame_vectors(&ps, 4090, 9, 5);
+        assert_eq!((tr.len(), va.len()), (27, 15));
+        for (j, p) in ps.iter().enumerate() {
+            let col = |v: &[f32]| -> Vec<f32> { v.iter().skip(j).step_by(3).copied().collect() };
+            let mut got = col(&tr);
+            let mut want: Vec<f32> = (0..9)
+                .map(|f| frame_position(true, f, 9, p.range).parameter)
+                .collect();
+            // The first parameter in order, exactly as schema 1 places it.
+            if j == 0 {
+                assert_eq!(got, want);
+            }
+            got.sort_by(f32::total_cmp);
+            want.sort_by(f32::total_cmp);
+            assert_eq!(got, want, "training values of {}", p.name);
+            let mut vgot = col(&va);
+            vgot.sort_by(f32::total_cmp);
+            let mut vwant: Vec<f32> = (0..5)
+                .map(|f| frame_position(false, f, 5, p.range).parameter)
+                .collect();
+            vwant.sort_by(f32::total_cmp);
+            assert_eq!(vgot, vwant, "validation values of {}", p.name);
+            assert!(vgot.iter().all(|v| !got.contains(v)), "{}", p.name);
+        }
+        // Shuffled (not the identity) and fixed by the seed.
+        assert_ne!(
+            tr.iter().skip(1).step_by(3).copied().collect::<Vec<_>>(),
+            (0..9)
+                .map(|f| frame_position(true, f, 9, ps[1].range).parameter)
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(frame_vectors(&ps, 4090, 9, 5), (tr.clone(), va));
+        assert_ne!(frame_vectors(&ps, 4091, 9, 5).0, tr);
+    }
+
+    #[test]
+    fn parameter_names_and_slots() {
+        let names = |k, n: &[&str]| Slot::for_names(k, n).map_err(|e| e.to_string());
+        assert_eq!(
+            names(SourceKind::Wgsl, &["light", "time"]),
+            Ok(vec![Slot::Wgsl(0), Slot::Wgsl(1)])
+        );
+        assert_eq!(
+            names(SourceKind::ShaderToyGlsl, &["iMouse.y", "iTime"]),
+            Ok(vec![Slot::Mouse(1), Slot::Time])
+        );
+        let e = names(SourceKind::ShaderToyGlsl, &["light"]).unwrap_err();
+        assert!(e.contains("parameter 'light': a ShaderToy tab's parameters are named after the inputs they drive: iTime, iMouse.x"), "{e}");
+        let settings = |ps: Vec<Parameter>| CaptureSettings {
+            parameters: ps,
+            ..CaptureSettings::default()
+        };
+        let err = |ps| settings(ps).validate().unwrap_err().to_string();
+        assert_eq!(
+            err(vec![
+                Parameter::new("a", [0.0, 1.0]),
+                Parameter::new("a", [1.0, 2.0])
+            ]),
+            "parameter 'a' is given twice"
+        );
+        assert_eq!(
+            err(vec![Parameter::new("a", [1.0, 1.0])]),
+            "parameter 'a': range 1..1: the start must be below the end"
+        );
+        assert!(err(vec![Parameter::new("x", [0.0, 1.0])]).contains("x, y, r, g and b"));
+        assert!(
+            settings(vec![Parameter::new("iTime", [0.0, 1.0])])
+                .validate()
+                .is_ok()
+        );
+        assert!(
+            !settings(vec![Parameter::new("iTime", [0.0, 1.0])])
+                .is_schema2(SourceKind::ShaderToyGlsl)
+        );
+        assert!(
+            settings(vec![Parameter::new("iMouse.x", [0.0, 1.0])])
+                .is_schema2(SourceKind::ShaderToyGlsl)
+        );
+        assert!(!settings(vec![Parameter::new("light", [0.0, 1.0])]).is_schema2(SourceKind::Wgsl));
+        assert!(
+            settings(vec![
+                Parameter::new("a", [0.0, 1.0]),
+                Parameter::new("b", [0.0, 1.0])
+            ])
+            .is_schema2(SourceKind::Wgsl)
+        );
+    }
+
     fn glsl(name: &str, text: &str) -> ShaderSource {
         ShaderSource::new(SourceKind::ShaderToyGlsl, name, text)
     }
@@ -2284,8 +2799,8 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
         src: &ShaderSource,
         s: &CaptureSettings,
     ) -> Result<CapturedRows, CaptureError> {
-        let r = ShaderRenderer::new(ctx, src, s.width, s.height)?;
-        capture_rows(&r, s, &mut |_, _, _| Ok(()))
+        let mut r = ShaderRenderer::new(ctx, src, s.width, s.height)?;
+        capture_rows(&mut r, s, &mut |_, _, _| Ok(()))
     }
 
     #[test]
