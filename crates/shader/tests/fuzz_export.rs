@@ -11,7 +11,7 @@
 
 use nshade_core::model::{InputSpec, Model};
 use nshade_core::{Activation, Arch, Network, arch::GridSpec};
-use nshade_shader::{Options, Output, Precision, Target, WeightMode, export};
+use nshade_shader::{Form, Options, Output, Precision, Target, WeightMode, export};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -323,6 +323,8 @@ fn fuzz_export() {
             loops: c.loops,
             group: c.group,
             binding: c.binding,
+            // the top bits of the seed pick the form (function half of the time)
+            form: Form::ALL[(c.seed >> 62) as usize % 3],
         };
         if c.sane {
             opts.loops &= opts.weights == WeightMode::Buffer;
@@ -339,6 +341,15 @@ fn fuzz_export() {
                 opts.prefix = "nshade_".into();
             }
             opts.binding = opts.binding.min(nshade_shader::MAX_BINDING);
+            if opts.form.is_tiled() {
+                if matches!(target, Target::Wgsl | Target::SpirV) {
+                    opts.weights = WeightMode::Buffer;
+                    opts.fragment = false;
+                    opts.loops = false;
+                } else {
+                    opts.form = Form::Function;
+                }
+            }
         }
         match export(&model, &opts) {
             Err(e) => one_line("export", &e.to_string())?,
@@ -346,8 +357,13 @@ fn fuzz_export() {
                 exported.fetch_add(1, Ordering::Relaxed);
                 if let Output::Text(src) = out {
                     check_source(&src)?;
+                    let valid = if opts.form.is_tiled() {
+                        nshade_shader::validate_coop_wgsl(&src)
+                    } else {
+                        nshade_shader::validate_wgsl(&src)
+                    };
                     if target == Target::Wgsl
-                        && let Err(e) = nshade_shader::validate_wgsl(&src)
+                        && let Err(e) = valid
                     {
                         prop_assert!(false, "generated WGSL does not validate: {e}\n{src}");
                     }
