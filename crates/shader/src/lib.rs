@@ -181,6 +181,10 @@ pub struct Options {
     /// weights (`weights` must be `Buffer`; `precision` picks the f32 or f16 parameter
     /// buffer of buffer mode, their arithmetic is f16 operands with f32 accumulation).
     pub form: Form,
+    /// The tiled forms: bytes of workgroup memory the kernel may declare (the device's
+    /// `max_compute_workgroup_storage_size`); the largest row tile that fits is taken.
+    /// Default [`coop::MAX_WORKGROUP_BYTES`].
+    pub workgroup_memory: usize,
     pub weights: WeightMode,
     pub precision: Precision,
     /// Prefix of every global name (`nshade_` gives `nshade_eval`, `nshade_params`, ...).
@@ -205,6 +209,7 @@ impl Options {
         Options {
             target,
             form: Form::Function,
+            workgroup_memory: coop::MAX_WORKGROUP_BYTES,
             weights: WeightMode::Baked,
             precision: Precision::F32,
             prefix: "nshade_".into(),
@@ -352,9 +357,9 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
         ));
     }
     if opts.form.is_tiled() {
-        if !matches!(t, Target::Wgsl | Target::SpirV) {
+        if !matches!(t, Target::Wgsl | Target::SpirV | Target::Glsl) {
             return unsupported(&format!(
-                "--form {} (wgsl and spirv have it; the other targets have --form function)",
+                "--form {} (wgsl, spirv and glsl have it; the other targets have --form function)",
                 opts.form
             ));
         }
@@ -370,7 +375,7 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
                 opts.form
             )));
         }
-        coop::plan(model)?;
+        coop::plan(model, opts.workgroup_memory)?;
     }
     if opts.compute && !matches!(t, Target::Wgsl | Target::SpirV) {
         return unsupported("the compute entry point (only wgsl and spirv have one)");

@@ -325,6 +325,8 @@ fn fuzz_export() {
             binding: c.binding,
             // the top bits of the seed pick the form (function half of the time)
             form: Form::ALL[(c.seed >> 62) as usize % 3],
+            // 16 KiB to 48 KiB: small budgets give small tiles or a refusal
+            workgroup_memory: 16384 + (c.seed >> 40) as usize % 32768,
         };
         if c.sane {
             opts.loops &= opts.weights == WeightMode::Buffer;

@@ -62,7 +62,7 @@ fn opts(form: Form, precision: Precision) -> Options {
 fn tiled_forms_validate_with_naga() {
     for &(arch, i, o) in ARCHS {
         let m = model(arch, i, o);
-        let plan = nshade_shader::coop::plan(&m).unwrap();
+        let plan = nshade_shader::coop::plan(&m, nshade_shader::coop::MAX_WORKGROUP_BYTES).unwrap();
         for form in [Form::CoopCompute, Form::TiledCompute] {
             for precision in [Precision::F32, Precision::F16] {
                 let src = export(&m, &opts(form, precision))
@@ -86,6 +86,16 @@ fn tiled_forms_validate_with_naga() {
             "{arch}: {} rows per workgroup, {} bytes of workgroup memory",
             plan.rows, plan.workgroup_bytes
         );
+        // a smaller budget gives smaller tiles (or a refusal), never more memory
+        if let Ok(small) = nshade_shader::coop::plan(&m, 32768) {
+            assert!(small.workgroup_bytes <= 32768 && small.rows <= plan.rows);
+            let o = Options {
+                workgroup_memory: 32768,
+                ..opts(Form::CoopCompute, Precision::F32)
+            };
+            let src = export(&m, &o).unwrap().into_text().unwrap();
+            nshade_shader::validate_coop_wgsl(&src).unwrap();
+        }
         assert!(plan.workgroup_bytes <= nshade_shader::coop::MAX_WORKGROUP_BYTES);
     }
 }
@@ -140,31 +150,77 @@ fn tiled_spirv_passes_spirv_val() {
     }
 }
 
+/// `--target glsl --form tiled-compute` compiles with Debian's glslangValidator (Vulkan
+/// 1.1). Its glslang (12) predates `GL_KHR_cooperative_matrix`: the coop-compute GLSL is
+/// compiled by the glslang built into nshade in `crates/gpu/tests/tiled_infer.rs`, which
+/// also runs both on the GPU.
+#[test]
+fn tiled_glsl_compiles_with_glslang_validator() {
+    let Some(_) = common::tool("glslangValidator", "glslang-tools") else {
+        return;
+    };
+    let dir = common::scratch("tiled-glsl");
+    for &(arch, i, o) in ARCHS {
+        let m = model(arch, i, o);
+        let src = export(
+            &m,
+            &Options {
+                target: Target::Glsl,
+                ..opts(Form::TiledCompute, Precision::F32)
+            },
+        )
+        .unwrap()
+        .into_text()
+        .unwrap();
+        let path = dir.join("tiled.comp");
+        std::fs::write(&path, &src).unwrap();
+        common::run_ok(
+            Command::new("glslangValidator")
+                .args(["-V", "--target-env", "vulkan1.1", "-o"])
+                .arg(dir.join("tiled.spv"))
+                .arg(&path),
+            &format!("glslangValidator {arch} tiled-compute"),
+            &src,
+        );
+    }
+}
+
 #[test]
 fn tiled_forms_match_golden_files() {
     let bless = std::env::var("NSHADE_BLESS").is_ok_and(|v| v == "1");
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
     let mut failures = Vec::new();
-    for (name, form, precision) in [
-        ("seed3", Form::CoopCompute, Precision::F32),
-        ("seed3", Form::TiledCompute, Precision::F32),
-        ("seed3", Form::CoopCompute, Precision::F16),
-        ("encodings", Form::CoopCompute, Precision::F32),
-        ("hashgrid2", Form::CoopCompute, Precision::F32),
+    for (name, target, form, precision) in [
+        ("seed3", Target::Wgsl, Form::CoopCompute, Precision::F32),
+        ("seed3", Target::Wgsl, Form::TiledCompute, Precision::F32),
+        ("seed3", Target::Wgsl, Form::CoopCompute, Precision::F16),
+        ("seed3", Target::Glsl, Form::CoopCompute, Precision::F32),
+        ("seed3", Target::Glsl, Form::TiledCompute, Precision::F32),
+        ("encodings", Target::Wgsl, Form::CoopCompute, Precision::F32),
+        ("hashgrid2", Target::Wgsl, Form::CoopCompute, Precision::F32),
+        ("hashgrid2", Target::Glsl, Form::CoopCompute, Precision::F32),
     ] {
         let m = common::model(name);
-        let src = export(&m, &opts(form, precision))
-            .unwrap()
-            .into_text()
-            .unwrap();
+        let o = Options {
+            target,
+            ..opts(form, precision)
+        };
+        let src = export(&m, &o).unwrap().into_text().unwrap();
         let p = if precision == Precision::F16 {
             ".f16"
         } else {
             ""
         };
-        let path = root
-            .join(name)
-            .join(format!("wgsl.{}{p}.wgsl", form.name()));
+        let path = root.join(name).join(format!(
+            "{}.{}{p}.{}",
+            target.name(),
+            form.name(),
+            if target == Target::Glsl {
+                "comp"
+            } else {
+                "wgsl"
+            }
+        ));
         if bless {
             std::fs::write(&path, &src).unwrap();
             continue;
@@ -204,7 +260,7 @@ fn tiled_forms_refuse_with_reasons() {
             "freq(8) | mlp(128x4, relu)",
             2,
             3,
-            "more than the 49152 bytes",
+            "do not fit in the 49152 bytes",
         ),
     ] {
         let m = model(arch, i, o);
@@ -232,7 +288,7 @@ fn tiled_forms_refuse_with_reasons() {
         ),
         (
             Options {
-                target: Target::Glsl,
+                target: Target::Hlsl,
                 ..opts(Form::CoopCompute, Precision::F32)
             },
             "--form coop-compute",

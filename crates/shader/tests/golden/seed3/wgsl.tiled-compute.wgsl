@@ -19,10 +19,10 @@
 //   [200..203) 1.layers.2.bias [3]
 //
 // form tiled-compute: one compute kernel; each workgroup evaluates tiles of 128 rows, every mlp layer as 16x16 tile products as f16 x f16 multiply-adds accumulated in f32 loops (no cooperative matrices)
-// requires: WGSL `enable f16;` (wgpu: Features::SHADER_F16); 16320 bytes of workgroup memory (limits.max_compute_workgroup_storage_size)
-// entry point nshade_main, @workgroup_size(128): n = arrayLength(nshade_outputs) / 3 rows in tiles of 128; workgroup w evaluates tiles w, w + G, w + 2G, ... (G = num_workgroups.x)
+// requires: WGSL `enable f16;` (wgpu: Features::SHADER_F16); 16320 bytes of workgroup memory (limits.max_compute_workgroup_storage_size, Vulkan maxComputeSharedMemorySize)
+// entry point nshade_main, workgroup size 128: n = arrayLength(nshade_outputs) / 3 rows in tiles of 128; workgroup w evaluates tiles w, w + G, w + 2G, ... (G = number of workgroups in x)
 // dispatch: (G, 1, 1) workgroups, any G >= 1; G = min(ceil(n / 128), 65535) gives one tile per workgroup up to 4194240 rows
-// bindings: nshade_params @group(0) @binding(0) (the parameter buffer below), nshade_inputs: array<f32> @group(0) @binding(2) (read; row r = raw inputs [r * 2, r * 2 + 2)), nshade_outputs: array<f32> @group(0) @binding(3) (read_write; row r = outputs [r * 3, r * 3 + 3)); bind exactly n rows of outputs and at least n rows of inputs
+// bindings: nshade_params @group(0) @binding(0) (the parameter buffer below), nshade_inputs @group(0) @binding(2) (f32, read; row r = raw inputs [r * 2, r * 2 + 2)), nshade_outputs @group(0) @binding(3) (f32, read-write; row r = outputs [r * 3, r * 3 + 3)); bind exactly n rows of outputs and at least n rows of inputs
 // once per workgroup the weights are staged from the parameter buffer into workgroup memory as f16 (each layer's W zero-padded to multiples of 16 rows and columns) and the biases as f32; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is f32 and outputs are f32
 //   layer 0: 8 x 12 (padded 16 x 16), weights at parameter 0, staged rows of 24 f16 at 0; bias at parameter 96
 //   layer 1: 8 x 8 (padded 16 x 16), weights at parameter 104, staged rows of 24 f16 at 384; bias at parameter 168
