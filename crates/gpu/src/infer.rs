@@ -5,7 +5,7 @@
 
 use crate::context::{GpuContext, GpuError};
 use nshade_core::model::Model;
-use nshade_shader::{Options, Precision, Target, WeightMode};
+use nshade_shader::{Form, Options, Precision, Target, WeightMode};
 
 /// Rows per dispatch: the compute entry's 64-wide workgroups over a 2-D grid of at most
 /// 65535 × 65535 groups; a multiple of 64 keeps every chunk's byte offset a multiple of
@@ -31,6 +31,49 @@ pub struct ShaderEvaluator {
     out_dims: usize,
     /// Bindings of (parameters, inputs, outputs).
     bindings: (u32, u32, u32),
+    /// The form of the kernel, and for the tiled forms the rows per workgroup tile.
+    form: Form,
+    tile_rows: usize,
+}
+
+/// The tiled compute form `form` can run on this device for `model`: f16 always; for
+/// [`Form::CoopCompute`] also cooperative matrices with f16 × f16 → f32 at 16×16×16 and
+/// subgroups of at most 32 invocations; workgroup memory for the model's tiles. `Err`
+/// says why not.
+pub fn tiled_supported(ctx: &GpuContext, model: &Model, form: Form) -> Result<(), String> {
+    let name = &ctx.summary.name;
+    if !ctx.has(wgpu::Features::SHADER_F16) {
+        return Err(format!("the adapter {name} has no f16 shader support"));
+    }
+    if form == Form::CoopCompute {
+        if !ctx.has(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
+            return Err(format!("the adapter {name} has no cooperative matrices"));
+        }
+        if !ctx
+            .summary
+            .cooperative_matrix_shapes
+            .iter()
+            .any(|s| s.starts_with("16x16x16") && s.contains("F16->F32"))
+        {
+            return Err(format!(
+                "the adapter {name} lists no 16x16x16 f16 -> f32 cooperative matrix"
+            ));
+        }
+        if ctx.summary.subgroup_size[1] > 32 {
+            return Err(format!(
+                "the adapter {name} may run subgroups of {} invocations; the kernel's matrix groups are 32",
+                ctx.summary.subgroup_size[1]
+            ));
+        }
+    }
+    nshade_shader::coop::plan(model, workgroup_memory(ctx))
+        .map_err(|e| format!("on the adapter {name}: {e}"))?;
+    Ok(())
+}
+
+/// The workgroup memory the tiled kernels may use on this device.
+fn workgroup_memory(ctx: &GpuContext) -> usize {
+    ctx.summary.max_workgroup_storage as usize
 }
 
 /// The buffer-mode WGSL with the compute entry that [`ShaderEvaluator::new`] runs.
@@ -89,6 +132,44 @@ impl ShaderEvaluator {
             WeightMode::Baked
         };
         ShaderEvaluator::with_weights(ctx, model, precision, weights)
+    }
+
+    /// The fastest form this device runs for `model`: the cooperative-matrix kernel
+    /// ([`Form::CoopCompute`]: f16 operands, f32 accumulation) where
+    /// [`tiled_supported`] allows it, else [`ShaderEvaluator::new`] at `precision`.
+    /// [`ShaderEvaluator::form`] says which.
+    pub fn fastest(
+        ctx: &GpuContext,
+        model: &Model,
+        precision: Precision,
+    ) -> Result<ShaderEvaluator, GpuError> {
+        if tiled_supported(ctx, model, Form::CoopCompute).is_ok() {
+            return ShaderEvaluator::tiled(ctx, model, Form::CoopCompute);
+        }
+        ShaderEvaluator::new(ctx, model, precision)
+    }
+
+    /// The tiled compute kernel of `model` in `form` (`CoopCompute` or `TiledCompute`),
+    /// its weights in the f32 parameter buffer; fails with the reason when
+    /// [`tiled_supported`] says the device cannot run it.
+    pub fn tiled(ctx: &GpuContext, model: &Model, form: Form) -> Result<ShaderEvaluator, GpuError> {
+        tiled_supported(ctx, model, form).map_err(GpuError::Other)?;
+        let opts = Options {
+            form,
+            compute: false,
+            workgroup_memory: workgroup_memory(ctx),
+            ..kernel_options(Target::Wgsl, Precision::F32)
+        };
+        let wgsl = nshade_shader::export(model, &opts)
+            .map_err(|e| GpuError::Other(format!("generating the inference shader: {e}")))?
+            .into_text()
+            .ok_or_else(|| GpuError::Other("WGSL came out as binary".into()))?;
+        ShaderEvaluator::from_tiled_kernel(ctx, Kernel::Wgsl(&wgsl), "nshade_main", model, form)
+    }
+
+    /// The form of the kernel this evaluator runs.
+    pub fn form(&self) -> Form {
+        self.form
     }
 
     /// Like [`ShaderEvaluator::new`], with the weights baked into the shader or in the buffer.
@@ -152,7 +233,55 @@ impl ShaderEvaluator {
         out_dims: usize,
         weights: Option<&[u8]>,
     ) -> Result<ShaderEvaluator, GpuError> {
+        ShaderEvaluator::build(ctx, kernel, entry, in_dims, out_dims, weights, None)
+    }
+
+    /// [`ShaderEvaluator::from_kernel`] for a tiled compute form's kernel (WGSL, or
+    /// SPIR-V such as glslang's of `--target glsl --form ...`), generated with
+    /// `Options::workgroup_memory` = the device's `max_compute_workgroup_storage_size`:
+    /// workgroups of [`nshade_shader::coop::WORKGROUP_SIZE`], one per tile of `model`'s
+    /// plan; the weights from the f32 parameter buffer.
+    pub fn from_tiled_kernel(
+        ctx: &GpuContext,
+        kernel: Kernel,
+        entry: &str,
+        model: &Model,
+        form: Form,
+    ) -> Result<ShaderEvaluator, GpuError> {
+        tiled_supported(ctx, model, form).map_err(GpuError::Other)?;
+        let plan = nshade_shader::coop::plan(model, workgroup_memory(ctx))
+            .map_err(|e| GpuError::Other(format!("generating the inference shader: {e}")))?;
+        let opts = Options {
+            form,
+            ..kernel_options(Target::Wgsl, Precision::F32)
+        };
+        let packed = nshade_shader::pack_weights(model, &opts);
+        ShaderEvaluator::build(
+            ctx,
+            kernel,
+            entry,
+            model.network.in_dims,
+            model.network.out_dims,
+            Some(&packed),
+            Some((form, plan.rows)),
+        )
+    }
+
+    fn build(
+        ctx: &GpuContext,
+        kernel: Kernel,
+        entry: &str,
+        in_dims: usize,
+        out_dims: usize,
+        weights: Option<&[u8]>,
+        tiled: Option<(Form, usize)>,
+    ) -> Result<ShaderEvaluator, GpuError> {
         let device = &ctx.device;
+        let workgroup_size = if tiled.is_some() {
+            nshade_shader::coop::WORKGROUP_SIZE as u32
+        } else {
+            WORKGROUP
+        };
         let internal = device.push_error_scope(wgpu::ErrorFilter::Internal);
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = match kernel {
@@ -182,7 +311,7 @@ impl ShaderEvaluator {
                     label: Some("nshade inference (SPIR-V)"),
                     entry_points: vec![wgpu::PassthroughShaderEntryPoint {
                         name: entry.to_string().into(),
-                        workgroup_size: (WORKGROUP, 1, 1),
+                        workgroup_size: (workgroup_size, 1, 1),
                     }]
                     .into(),
                     spirv: Some(words.into()),
@@ -256,6 +385,8 @@ impl ShaderEvaluator {
             in_dims,
             out_dims,
             bindings,
+            form: tiled.map_or(Form::Function, |t| t.0),
+            tile_rows: tiled.map_or(0, |t| t.1),
         })
     }
 
@@ -302,8 +433,15 @@ impl ShaderEvaluator {
         })
     }
 
-    /// Records the evaluation of `rows` rows (2-D grid of 64-wide workgroups).
+    /// Records the evaluation of `rows` rows: a 2-D grid of 64-wide workgroups, or for
+    /// the tiled forms one workgroup per tile of rows (at most 65535; they loop over the rest).
     fn dispatch(&self, pass: &mut wgpu::ComputePass, bind_group: &wgpu::BindGroup, rows: usize) {
+        if self.form.is_tiled() {
+            pass.set_pipeline(&self.pipeline);
+            pass.set_bind_group(0, bind_group, &[]);
+            pass.dispatch_workgroups(rows.div_ceil(self.tile_rows).clamp(1, 65535) as u32, 1, 1);
+            return;
+        }
         let groups = rows.div_ceil(WORKGROUP as usize) as u32;
         let x = groups.min(65535);
         let y = groups.div_ceil(x.max(1));

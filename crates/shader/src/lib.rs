@@ -18,6 +18,7 @@
 //! ```
 
 mod body;
+pub mod coop;
 mod glsl;
 mod header;
 
@@ -127,10 +128,63 @@ pub enum Precision {
     F16,
 }
 
+/// The shape of the generated code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Form {
+    /// The function `{prefix}eval` (one sample, scalar code), plus the entry points the
+    /// options ask for: every target, also fragment shaders; the portable form.
+    Function,
+    /// One compute kernel over tiles of rows: the encodings per row, every `mlp` layer
+    /// as 16×16×16 cooperative-matrix products (f16 operands, f32 accumulators) with the
+    /// weights staged once per workgroup ([`coop`]). WGSL (and naga's SPIR-V) only;
+    /// needs f16 and cooperative matrices (tensor cores).
+    CoopCompute,
+    /// [`Form::CoopCompute`] with the tile products written as f16 multiply-add loops
+    /// accumulated in f32: the same staging, tiles and epilogues without cooperative
+    /// matrices, for any adapter with f16 (the numerical reference of the cooperative form).
+    TiledCompute,
+}
+
+impl Form {
+    pub const ALL: [Form; 3] = [Form::Function, Form::CoopCompute, Form::TiledCompute];
+
+    /// The name used on the command line (`--form`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Form::Function => "function",
+            Form::CoopCompute => "coop-compute",
+            Form::TiledCompute => "tiled-compute",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Form> {
+        Form::ALL.into_iter().find(|f| f.name() == s)
+    }
+
+    /// One of the tiled compute kernels.
+    pub fn is_tiled(self) -> bool {
+        self != Form::Function
+    }
+}
+
+impl fmt::Display for Form {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// What to emit.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Options {
     pub target: Target,
+    /// The function (default) or a tiled compute kernel. The tiled forms read buffer
+    /// weights (`weights` must be `Buffer`; `precision` picks the f32 or f16 parameter
+    /// buffer of buffer mode, their arithmetic is f16 operands with f32 accumulation).
+    pub form: Form,
+    /// The tiled forms: bytes of workgroup memory the kernel may declare (the device's
+    /// `max_compute_workgroup_storage_size`); the largest row tile that fits is taken.
+    /// Default [`coop::MAX_WORKGROUP_BYTES`].
+    pub workgroup_memory: usize,
     pub weights: WeightMode,
     pub precision: Precision,
     /// Prefix of every global name (`nshade_` gives `nshade_eval`, `nshade_params`, ...).
@@ -158,6 +212,8 @@ impl Options {
     pub fn new(target: Target) -> Options {
         Options {
             target,
+            form: Form::Function,
+            workgroup_memory: coop::MAX_WORKGROUP_BYTES,
             weights: WeightMode::Baked,
             precision: Precision::F32,
             prefix: "nshade_".into(),
@@ -218,6 +274,13 @@ impl Output {
 pub fn export(model: &Model, opts: &Options) -> Result<Output, Error> {
     check(model, opts)?;
     let program = ir::Program::lower(model);
+    if opts.form.is_tiled() {
+        let text = coop::write_string(model, &program, opts)?;
+        if opts.target == Target::SpirV {
+            return naga_out::tiled_spirv(&text, opts.form).map(Output::Binary);
+        }
+        return Ok(Output::Text(text));
+    }
     let text = match opts.target {
         Target::Wgsl => wgsl::write_string(model, &program, opts)?,
         Target::Glsl | Target::GlslEs | Target::ShaderToy => {
@@ -303,6 +366,27 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
                 .into(),
         ));
     }
+    if opts.form.is_tiled() {
+        if !matches!(t, Target::Wgsl | Target::SpirV | Target::Glsl) {
+            return unsupported(&format!(
+                "--form {} (wgsl, spirv and glsl have it; the other targets have --form function)",
+                opts.form
+            ));
+        }
+        if opts.weights != WeightMode::Buffer {
+            return Err(Error::Option(format!(
+                "--form {} stages its weights from the parameter buffer: it needs --weights buffer",
+                opts.form
+            )));
+        }
+        if opts.fragment || opts.loops {
+            return Err(Error::Option(format!(
+                "--form {} is a compute kernel: --fragment and --loops belong to --form function",
+                opts.form
+            )));
+        }
+        coop::plan(model, opts.workgroup_memory)?;
+    }
     if opts.compute && !matches!(t, Target::Wgsl | Target::SpirV) {
         return unsupported("the compute entry point (only wgsl and spirv have one)");
     }
@@ -316,7 +400,9 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
         ));
     }
     let (i, o) = (model.network.in_dims, model.network.out_dims);
-    if !(1..=4).contains(&i) || !(1..=4).contains(&o) {
+    if opts.form.is_tiled() && (1..=4).contains(&i) {
+        // outputs go to a flat array: any number
+    } else if !(1..=4).contains(&i) || !(1..=4).contains(&o) {
         return Err(Error::Model(format!(
             "it has {i} inputs and {o} outputs; the generated function takes and returns vectors of 1 to 4 values"
         )));
@@ -387,4 +473,10 @@ pub fn check_prefix(p: &str) -> Result<(), Error> {
 /// Parses and validates WGSL with naga (f16 allowed): what every generated WGSL passes.
 pub fn validate_wgsl(src: &str) -> Result<(), Error> {
     naga_out::parse_and_validate(src, true).map(|_| ())
+}
+
+/// Parses and validates WGSL with naga, f16 and cooperative matrices allowed: what the
+/// tiled compute forms pass.
+pub fn validate_coop_wgsl(src: &str) -> Result<(), Error> {
+    naga_out::parse_and_validate_with(src, naga_out::coop_capabilities()).map(|_| ())
 }

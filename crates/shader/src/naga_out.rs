@@ -11,13 +11,26 @@ pub fn parse_and_validate(
     wgsl: &str,
     f16: bool,
 ) -> Result<(naga::Module, naga::valid::ModuleInfo), Error> {
-    let module = naga::front::wgsl::parse_str(wgsl)
-        .map_err(|e| Error::NagaValidation(e.emit_to_string(wgsl)))?;
     let caps = if f16 {
         Capabilities::default() | Capabilities::SHADER_FLOAT16
     } else {
         Capabilities::default()
     };
+    parse_and_validate_with(wgsl, caps)
+}
+
+/// The capabilities the tiled compute forms use: f16 and cooperative matrices.
+pub fn coop_capabilities() -> Capabilities {
+    Capabilities::default() | Capabilities::SHADER_FLOAT16 | Capabilities::COOPERATIVE_MATRIX
+}
+
+/// Parses and validates WGSL text with naga under `caps`.
+pub fn parse_and_validate_with(
+    wgsl: &str,
+    caps: Capabilities,
+) -> Result<(naga::Module, naga::valid::ModuleInfo), Error> {
+    let module = naga::front::wgsl::parse_str(wgsl)
+        .map_err(|e| Error::NagaValidation(e.emit_to_string(wgsl)))?;
     let info = Validator::new(ValidationFlags::all(), caps)
         .validate(&module)
         .map_err(|e| Error::NagaValidation(e.emit_to_string(wgsl)))?;
@@ -106,6 +119,28 @@ pub fn write_spirv(model: &Model, program: &Program, opts: &Options) -> Result<V
     let (module, info) = parse_and_validate(&wgsl, opts.precision == Precision::F16)?;
     let mut options = naga::back::spv::Options::default();
     // Reproducible bytes in debug and release builds alike.
+    options.flags.remove(naga::back::spv::WriterFlags::DEBUG);
+    options.zero_initialize_workgroup_memory =
+        naga::back::spv::ZeroInitializeWorkgroupMemoryMode::None;
+    let words = naga::back::spv::write_vec(&module, &info, &options, None).map_err(|e| {
+        Error::Translate {
+            target: Target::SpirV,
+            message: e.to_string(),
+        }
+    })?;
+    Ok(words.iter().flat_map(|w| w.to_le_bytes()).collect())
+}
+
+/// SPIR-V of a tiled compute form's WGSL `text` (naga validates it first), as
+/// little-endian bytes.
+pub fn tiled_spirv(text: &str, form: crate::Form) -> Result<Vec<u8>, Error> {
+    let caps = if form == crate::Form::CoopCompute {
+        coop_capabilities()
+    } else {
+        Capabilities::default() | Capabilities::SHADER_FLOAT16
+    };
+    let (module, info) = parse_and_validate_with(text, caps)?;
+    let mut options = naga::back::spv::Options::default();
     options.flags.remove(naga::back::spv::WriterFlags::DEBUG);
     options.zero_initialize_workgroup_memory =
         naga::back::spv::ZeroInitializeWorkgroupMemoryMode::None;

@@ -11,7 +11,7 @@
 
 use nshade_core::model::{InputSpec, Model};
 use nshade_core::{Activation, Arch, Network, arch::GridSpec};
-use nshade_shader::{Options, Output, Precision, Target, WeightMode, export};
+use nshade_shader::{Form, Options, Output, Precision, Target, WeightMode, export};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -331,6 +331,10 @@ fn fuzz_export() {
             group: c.group,
             binding: c.binding,
             differentiable: c.differentiable,
+            // the top bits of the seed pick the form (function half of the time)
+            form: Form::ALL[(c.seed >> 62) as usize % 3],
+            // 16 KiB to 48 KiB: small budgets give small tiles or a refusal
+            workgroup_memory: 16384 + (c.seed >> 40) as usize % 32768,
         };
         if c.sane {
             opts.differentiable &= target == Target::Slang;
@@ -348,6 +352,15 @@ fn fuzz_export() {
                 opts.prefix = "nshade_".into();
             }
             opts.binding = opts.binding.min(nshade_shader::MAX_BINDING);
+            if opts.form.is_tiled() {
+                if matches!(target, Target::Wgsl | Target::SpirV) {
+                    opts.weights = WeightMode::Buffer;
+                    opts.fragment = false;
+                    opts.loops = false;
+                } else {
+                    opts.form = Form::Function;
+                }
+            }
         }
         match export(&model, &opts) {
             Err(e) => one_line("export", &e.to_string())?,
@@ -355,8 +368,13 @@ fn fuzz_export() {
                 exported.fetch_add(1, Ordering::Relaxed);
                 if let Output::Text(src) = out {
                     check_source(&src)?;
+                    let valid = if opts.form.is_tiled() {
+                        nshade_shader::validate_coop_wgsl(&src)
+                    } else {
+                        nshade_shader::validate_wgsl(&src)
+                    };
                     if target == Target::Wgsl
-                        && let Err(e) = nshade_shader::validate_wgsl(&src)
+                        && let Err(e) = valid
                     {
                         prop_assert!(false, "generated WGSL does not validate: {e}\n{src}");
                     }

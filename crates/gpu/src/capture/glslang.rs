@@ -24,6 +24,17 @@ pub struct GlslError {
 
 /// Compiles a complete GLSL 450 fragment shader (Vulkan rules) to SPIR-V 1.0 words.
 pub fn compile(full: &str) -> Result<Vec<u32>, GlslError> {
+    compile_as(full, false)
+}
+
+/// Compiles a complete GLSL 450 compute shader (Vulkan 1.3 rules, SPIR-V 1.6 words):
+/// how the tiled compute forms of `nshade export --target glsl` are checked (this
+/// glslang knows `GL_KHR_cooperative_matrix`).
+pub fn compile_compute(full: &str) -> Result<Vec<u32>, GlslError> {
+    compile_as(full, true)
+}
+
+fn compile_as(full: &str, compute: bool) -> Result<Vec<u32>, GlslError> {
     use ::glslang::{
         Compiler, CompilerOptions, ShaderInput, ShaderSource, ShaderStage, SourceLanguage,
         SpirvVersion, Target, VulkanVersion,
@@ -44,16 +55,27 @@ pub fn compile(full: &str) -> Result<Vec<u32>, GlslError> {
     let source = ShaderSource::from(full);
     let options = CompilerOptions {
         source_language: SourceLanguage::GLSL,
-        target: Target::Vulkan {
-            version: VulkanVersion::Vulkan1_0,
-            spirv_version: SpirvVersion::SPIRV1_0,
+        target: if compute {
+            Target::Vulkan {
+                version: VulkanVersion::Vulkan1_3,
+                spirv_version: SpirvVersion::SPIRV1_6,
+            }
+        } else {
+            Target::Vulkan {
+                version: VulkanVersion::Vulkan1_0,
+                spirv_version: SpirvVersion::SPIRV1_0,
+            }
         },
         version_profile: None,
         messages: ::glslang::ShaderMessage::DEFAULT,
     };
     let input = ShaderInput::new(
         &source,
-        ShaderStage::Fragment,
+        if compute {
+            ShaderStage::Compute
+        } else {
+            ShaderStage::Fragment
+        },
         &options,
         None::<&[(&str, Option<&str>)]>,
         None,

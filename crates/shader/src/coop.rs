@@ -1,0 +1,804 @@
+//! The tiled compute forms: one WGSL compute kernel that evaluates tiles of rows per
+//! workgroup, every `mlp` layer as 16×16×16 matrix products with f16 operands and f32
+//! accumulators — as cooperative matrices (`Form::CoopCompute`, tensor cores) or as plain
+//! f16 multiply-add loops over the same tiles (`Form::TiledCompute`, any adapter with f16;
+//! the numerical reference of the cooperative form, which differs from it only in the
+//! products).
+//!
+//! Layout of one workgroup (128 invocations = 4 groups of 32, "subgroups" below; the
+//! cooperative-matrix operations of a group are uniform across it, so hardware subgroups
+//! of 32 or fewer invocations all work):
+//!
+//! ```text
+//! once:      W_l (f16, out_p × in_p padded to multiples of 16, zero padding, rows
+//!            `stride` apart) and b_l (f32, zero padding) staged from the parameter buffer
+//! per tile:  R rows: invocation r < R reads row (tile·R + r), runs the encodings in f32
+//!            (the statements the function form runs) and writes the MLP input, f16,
+//!            feature-major into X_0[j·SX + r]; workgroup barrier
+//! per layer: output tiles (16 outputs × 16 rows) dealt to the subgroups; a tile is
+//!            C = Σ_k W[16 × 16 block] · X[16 × 16 block] from a zero tile, stored to the
+//!            subgroup's f32 scratch; barrier; its 32 invocations add the bias, apply the
+//!            activation and write 8 values each: f16 into X_{l+1} (zero in padding rows),
+//!            or for the last layer f32 into the output buffer; barrier
+//! ```
+//!
+//! Workgroups walk the row tiles `wid.x, wid.x + G, ...` (G = `num_workgroups.x`), so the
+//! weights are staged once per workgroup whatever the number of rows.
+
+use crate::body::Body;
+use crate::header::{self, Interface};
+use crate::ir::{Program, Stmt};
+use crate::syntax::WgslSyntax;
+use crate::{Error, Form, Options, Target, WeightMode};
+use nshade_core::Activation;
+use nshade_core::model::Model;
+use nshade_core::module::Module;
+use std::fmt::Write;
+
+/// Invocations per workgroup.
+pub const WORKGROUP_SIZE: usize = 128;
+/// Groups of 32 invocations that take matrix tiles.
+const GROUPS: usize = WORKGROUP_SIZE / 32;
+/// Workgroup memory the forms may use by default (`Options::workgroup_memory`), in
+/// bytes: wgpu's limit on the NVIDIA H200 (`max_compute_workgroup_storage_size`), and
+/// Vulkan's usual 48 KiB.
+pub const MAX_WORKGROUP_BYTES: usize = 48 * 1024;
+/// f16 values of skew added to every row of the X tiles (bank conflicts).
+const X_SKEW: usize = 8;
+
+/// One `mlp` layer as the kernel holds it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TileLayer {
+    pub in_dims: usize,
+    pub out_dims: usize,
+    /// `in_dims` and `out_dims` rounded up to multiples of 16.
+    pub in_p: usize,
+    pub out_p: usize,
+    /// Flat-parameter offsets of `W` (out × in, row-major) and `b`.
+    pub weight: usize,
+    pub bias: usize,
+    /// Offset of the staged `W` in the workgroup weight array, and its row stride (f16).
+    pub staged: usize,
+    pub stride: usize,
+    /// Offset of the staged bias in the workgroup bias array (f32).
+    pub staged_bias: usize,
+    pub act: Activation,
+}
+
+/// The shape of a tiled compute kernel for one model: what a host needs to dispatch it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TilePlan {
+    /// Invocations per workgroup ([`WORKGROUP_SIZE`]).
+    pub workgroup_size: usize,
+    /// Rows per tile: a multiple of 16, at most the workgroup size.
+    pub rows: usize,
+    /// Row stride of the X tiles (f16): `rows` plus a skew.
+    pub sx: usize,
+    pub layers: Vec<TileLayer>,
+    /// f16 elements of the staged weights, f32 elements of the staged biases, f16
+    /// elements of each of the two X tiles.
+    pub weights_len: usize,
+    pub biases_len: usize,
+    pub x_len: usize,
+    /// Workgroup memory the kernel declares, in bytes.
+    pub workgroup_bytes: usize,
+}
+
+impl TilePlan {
+    /// Workgroups to dispatch for `rows` rows: one per tile, at most 65535 (the
+    /// workgroups loop over the remaining tiles).
+    pub fn dispatch(&self, rows: usize) -> u32 {
+        rows.div_ceil(self.rows).clamp(1, 65535) as u32
+    }
+}
+
+/// The network's last `mlp`, when the model is encodings followed by one `mlp` (the only
+/// networks the tiled forms take).
+fn final_mlp(model: &Model) -> Result<&nshade_core::module::Mlp, Error> {
+    fn has_mlp(m: &Module) -> bool {
+        match m {
+            Module::Mlp(_) => true,
+            Module::Chain(c) => c.stages.iter().any(has_mlp),
+            Module::Cat(c) => c.children.iter().any(has_mlp),
+            _ => false,
+        }
+    }
+    let refuse = |why: &str| {
+        Err(Error::Model(format!(
+            "the tiled compute forms evaluate encodings followed by one mlp, and {why} (use --form function)"
+        )))
+    };
+    match &model.network.root {
+        Module::Mlp(m) => Ok(m),
+        Module::Chain(c) => match c.stages.last() {
+            Some(Module::Mlp(m)) => {
+                if c.stages[..c.stages.len() - 1].iter().any(has_mlp) {
+                    refuse("this network has an mlp before its last stage")
+                } else {
+                    Ok(m)
+                }
+            }
+            _ => refuse("this network does not end in an mlp"),
+        },
+        _ => refuse("this network has no mlp at its end"),
+    }
+}
+
+/// The tiled kernel's layout for `model` within `budget` bytes of workgroup memory (the
+/// largest row tile that fits), or why the model cannot have one.
+pub fn plan(model: &Model, budget: usize) -> Result<TilePlan, Error> {
+    let mlp = final_mlp(model)?;
+    let pad = |n: usize| n.next_multiple_of(16);
+    let mut best = None;
+    // Largest tile first; skewed weight rows (fewer bank conflicts) where they fit.
+    'search: for rows in [128, 64, 32, 16] {
+        for skew in [8, 0] {
+            let mut layers = Vec::new();
+            let (mut staged, mut staged_bias) = (0, 0);
+            for l in &mlp.layers {
+                let (in_p, out_p) = (pad(l.in_dims), pad(l.out_dims));
+                let stride = in_p + skew;
+                layers.push(TileLayer {
+                    in_dims: l.in_dims,
+                    out_dims: l.out_dims,
+                    in_p,
+                    out_p,
+                    weight: l.weight,
+                    bias: l.bias,
+                    staged,
+                    stride,
+                    staged_bias,
+                    act: l.act,
+                });
+                staged += out_p * stride;
+                staged_bias += out_p;
+            }
+            let widest = layers.iter().map(|l| l.in_p).max().unwrap_or(16);
+            let sx = rows + X_SKEW;
+            let x_len = widest * sx;
+            // weights f16, biases f32, two X tiles f16, the groups' scratch tiles and
+            // the zero tile f32
+            let bytes = staged * 2 + staged_bias * 4 + 2 * x_len * 2 + (GROUPS + 1) * 256 * 4;
+            if bytes <= budget {
+                best = Some(TilePlan {
+                    workgroup_size: WORKGROUP_SIZE,
+                    rows,
+                    sx,
+                    layers,
+                    weights_len: staged,
+                    biases_len: staged_bias,
+                    x_len,
+                    workgroup_bytes: bytes,
+                });
+                break 'search;
+            }
+        }
+    }
+    best.ok_or_else(|| {
+        let w: usize = mlp
+            .layers
+            .iter()
+            .map(|l| pad(l.in_dims) * pad(l.out_dims))
+            .sum();
+        Error::Model(format!(
+            "the tiled compute forms keep every layer's weights in workgroup memory as f16, and this mlp's {w} padded weights ({} bytes) and its smallest row tiles do not fit in the {budget} bytes of workgroup memory allowed (--workgroup-memory; or use --form function)",
+            w * 2
+        ))
+    })
+}
+
+/// The WGSL of a tiled compute form (`opts.form` is `CoopCompute` or `TiledCompute`).
+pub(crate) fn write_string(
+    model: &Model,
+    program: &Program,
+    opts: &Options,
+) -> Result<String, Error> {
+    if opts.target == Target::Glsl {
+        return write_glsl(model, program, opts);
+    }
+    let plan = plan(model, opts.workgroup_memory)?;
+    let coop = opts.form == Form::CoopCompute;
+    let p = &opts.prefix;
+    let (g, b) = (opts.group, opts.binding);
+    let (in_dims, out_dims) = (program.in_dims, program.out_dims);
+    let elem = if opts.buffer_is_f16() { "f16" } else { "f32" };
+    let (rows, sx) = (plan.rows, plan.sx);
+    let wg = plan.workgroup_size;
+
+    let encoding = encoding(program);
+    let entries = entries(&plan, opts, in_dims, out_dims, false);
+    let in_ty = if in_dims == 1 {
+        "f32".to_string()
+    } else {
+        format!("vec{in_dims}<f32>")
+    };
+    let iface = Interface {
+        signature: format!(
+            "@compute @workgroup_size({wg}) fn {p}main (evaluates rows of {in_ty} into rows of {out_dims} f32; no {p}eval function in this form)"
+        ),
+        buffer: vec![format!(
+            "weights: var<storage, read> {p}params: array<{elem}, {n}> at @group({g}) @binding({b})",
+            n = model.params.len()
+        )],
+        entries,
+    };
+    let mut s = header::write(model, opts, &iface);
+    s.push('\n');
+    s.push_str("enable f16;\n");
+    if coop {
+        s.push_str("enable wgpu_cooperative_matrix;\n");
+    }
+    let _ = write!(
+        s,
+        "
+@group({g}) @binding({b}) var<storage, read> {p}params: array<{elem}, {n}>;
+@group({g}) @binding({b2}) var<storage, read> {p}inputs: array<f32>;
+@group({g}) @binding({b3}) var<storage, read_write> {p}outputs: array<f32>;
+
+// Staged weights (f16) and biases (f32), two f16 X tiles (feature-major, rows of {sx}),
+// one f32 scratch tile per group of 32 invocations{zero_doc}.
+var<workgroup> {p}ws: array<f16, {wl}>;
+var<workgroup> {p}bs: array<f32, {bl}>;
+var<workgroup> {p}x0: array<f16, {xl}>;
+var<workgroup> {p}x1: array<f16, {xl}>;
+var<workgroup> {p}zc: array<f32, {zl}>;
+{zero_decl}
+@compute @workgroup_size({wg})
+fn {p}main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {{
+    let sgid = lid / 32u;
+    let lane = lid % 32u;
+    let zslot = sgid * 256u;
+",
+        n = model.params.len(),
+        b2 = b + 2,
+        b3 = b + 3,
+        wl = plan.weights_len.max(1),
+        bl = plan.biases_len.max(1),
+        xl = plan.x_len,
+        zl = GROUPS * 256,
+        zero_doc = if coop {
+            ", and a zero tile (the accumulators' start)"
+        } else {
+            ""
+        },
+        zero_decl = if coop {
+            format!("var<workgroup> {p}zero: array<f32, 256>;\n")
+        } else {
+            String::new()
+        },
+    );
+    // Staging, once per workgroup.
+    s.push_str("    // Weights and biases, once per workgroup.\n");
+    let f32_of = |e: String| {
+        if elem == "f16" {
+            format!("f32({e})")
+        } else {
+            e
+        }
+    };
+    for l in &plan.layers {
+        let _ = writeln!(
+            s,
+            "    for (var e = lid; e < {n}u; e += {wg}u) {{
+        let o = e / {ip}u; let i = e % {ip}u;
+        var w = 0.0f;
+        if (o < {od}u && i < {id}u) {{ w = {read}; }}
+        {p}ws[{st}u + o * {stride}u + i] = f16(w);
+    }}
+    for (var e = lid; e < {op}u; e += {wg}u) {{
+        var v = 0.0f;
+        if (e < {od}u) {{ v = {bread}; }}
+        {p}bs[{sb}u + e] = v;
+    }}",
+            n = l.out_p * l.in_p,
+            ip = l.in_p,
+            op = l.out_p,
+            od = l.out_dims,
+            id = l.in_dims,
+            read = f32_of(format!("{p}params[{}u + o * {}u + i]", l.weight, l.in_dims)),
+            bread = f32_of(format!("{p}params[{}u + e]", l.bias)),
+            st = l.staged,
+            stride = l.stride,
+            sb = l.staged_bias,
+        );
+    }
+    if coop {
+        let _ = writeln!(
+            s,
+            "    for (var e = lid; e < 256u; e += {wg}u) {{ {p}zero[e] = 0.0f; }}"
+        );
+    }
+    let _ = write!(
+        s,
+        "    workgroupBarrier();
+    let n = arrayLength(&{p}outputs) / {out_dims}u;
+    let tiles = (n + {r1}u) / {rows}u;
+    for (var tile = wid.x; tile < tiles; tile += groups.x) {{
+",
+        r1 = rows - 1
+    );
+    // The encodings of row r of the tile, in f32, into X_0 (f16).
+    let l0 = &plan.layers[0];
+    let guard = rows < wg;
+    let ind = if guard { "            " } else { "        " };
+    let _ = writeln!(
+        s,
+        "        // Row lid of the tile: inputs (the last row again past n), encodings in f32, the mlp input as f16."
+    );
+    if guard {
+        let _ = writeln!(s, "        if (lid < {rows}u) {{");
+    }
+    let comps: Vec<String> = (0..in_dims)
+        .map(|k| format!("{p}inputs[row * {in_dims}u + {k}u]"))
+        .collect();
+    let arg = if in_dims == 1 {
+        comps[0].clone()
+    } else {
+        format!("{in_ty}({})", comps.join(", "))
+    };
+    let _ = writeln!(
+        s,
+        "{ind}let row = min(tile * {rows}u + lid, n - 1u);\n{ind}let p = {arg};"
+    );
+    let read = |i: &str| format!("{p}params[{i}]");
+    let body = Body {
+        syntax: &WgslSyntax,
+        decl: "let ".into(),
+        cast: None,
+        param: "p".into(),
+        buffer_read: &read,
+        indent: ind,
+        scalar: "f32".into(),
+        wgsl: true,
+    };
+    let body_opts = Options {
+        target: Target::Wgsl,
+        weights: WeightMode::Buffer,
+        loops: false,
+        ..opts.clone()
+    };
+    let xs = body.write(model, &encoding, &body_opts, &mut s);
+    for (j, v) in xs.iter().enumerate() {
+        let _ = writeln!(s, "{ind}{p}x0[{}u + lid] = f16({v});", j * sx);
+    }
+    if l0.in_p > l0.in_dims {
+        let _ = writeln!(
+            s,
+            "{ind}for (var j = {}u; j < {}u; j++) {{ {p}x0[j * {sx}u + lid] = f16(0.0f); }}",
+            l0.in_dims, l0.in_p
+        );
+    }
+    if guard {
+        s.push_str("        }\n");
+    }
+    s.push_str("        workgroupBarrier();\n");
+
+    let st_n = rows / 16;
+    let last = plan.layers.len() - 1;
+    for (i, l) in plan.layers.iter().enumerate() {
+        let xin = format!("{p}x{}", i % 2);
+        let xout = format!("{p}x{}", (i + 1) % 2);
+        let nt = (l.out_p / 16) * st_n;
+        let _ = writeln!(
+            s,
+            "        // Layer {i}: {} x {} ({}), {nt} tiles of 16 outputs x 16 rows.",
+            l.out_dims,
+            l.in_dims,
+            l.act.name()
+        );
+        let _ = writeln!(
+            s,
+            "        for (var j = 0u; j < {nj}u; j++) {{
+            let t = j * {GROUPS}u + sgid; let q = min(t, {lt}u);
+            let ot = q / {st_n}u; let st = q % {st_n}u;",
+            nj = nt.div_ceil(GROUPS),
+            lt = nt - 1,
+        );
+        if coop {
+            let _ = writeln!(
+                s,
+                "            var c = coopLoad<coop_mat16x16<f32, C>>(&{p}zero[0], 16u);"
+            );
+            for k in 0..l.in_p / 16 {
+                let _ = writeln!(
+                    s,
+                    "            c = coopMultiplyAdd(coopLoadT<coop_mat16x16<f16, A>>(&{p}ws[{w}u + ot * {ws16}u], {stride}u), coopLoadT<coop_mat16x16<f16, B>>(&{xin}[{x}u + st * 16u], {sx}u), c);",
+                    w = l.staged + k * 16,
+                    ws16 = 16 * l.stride,
+                    stride = l.stride,
+                    x = k * 16 * sx,
+                );
+            }
+            let _ = writeln!(s, "            coopStoreT(c, &{p}zc[zslot], 16u);");
+        } else {
+            let _ = writeln!(
+                s,
+                "            for (var u = 0u; u < 8u; u++) {{
+                let e = u * 32u + lane; let o = ot * 16u + e / 16u; let s = st * 16u + e % 16u;
+                var acc = 0.0f;
+                for (var k = 0u; k < {ip}u; k++) {{
+                    acc += f32({p}ws[{w}u + o * {stride}u + k]) * f32({xin}[k * {sx}u + s]);
+                }}
+                {p}zc[zslot + e] = acc;
+            }}",
+                ip = l.in_p,
+                w = l.staged,
+                stride = l.stride,
+            );
+        }
+        let zz = format!("{p}zc[zslot + e] + {p}bs[{}u + o]", l.staged_bias);
+        let y = crate::wgsl::activation(&l.act, "zz");
+        let epi = if i < last {
+            format!(
+                "let zz = {zz}; {xout}[o * {sx}u + s] = select(f16(0.0f), f16({y}), o < {}u);",
+                l.out_dims
+            )
+        } else {
+            format!(
+                "let row = tile * {rows}u + s;
+                    if (o < {od}u && row < n) {{ let zz = {zz}; {p}outputs[row * {od}u + o] = {y}; }}",
+                od = l.out_dims
+            )
+        };
+        let _ = writeln!(
+            s,
+            "            workgroupBarrier();
+            if (t < {nt}u) {{
+                for (var u = 0u; u < 8u; u++) {{
+                    let e = u * 32u + lane; let o = ot * 16u + e / 16u; let s = st * 16u + e % 16u;
+                    {epi}
+                }}
+            }}
+            workgroupBarrier();
+        }}"
+        );
+    }
+    s.push_str("    }\n}\n");
+    Ok(s)
+}
+
+/// The encodings of `program`: the statements before the mlp's first neuron, whose
+/// sources (the mlp input) are the outputs.
+fn encoding(program: &Program) -> Program {
+    let first = program
+        .stmts
+        .iter()
+        .position(|s| matches!(s, Stmt::Neuron { .. }))
+        .expect("an mlp has neurons");
+    let Stmt::Neuron { srcs, .. } = &program.stmts[first] else {
+        unreachable!()
+    };
+    Program {
+        in_dims: program.in_dims,
+        out_dims: srcs.len(),
+        stmts: program.stmts[..first].to_vec(),
+        outputs: srcs.clone(),
+        value_count: program.value_count,
+    }
+}
+
+/// The header lines of a tiled form (WGSL, or GLSL with `glsl`).
+fn entries(
+    plan: &TilePlan,
+    opts: &Options,
+    in_dims: usize,
+    out_dims: usize,
+    glsl: bool,
+) -> Vec<String> {
+    let coop = opts.form == Form::CoopCompute;
+    let p = &opts.prefix;
+    let (g, b) = (opts.group, opts.binding);
+    let (rows, wg) = (plan.rows, plan.workgroup_size);
+    let name = opts.form.name();
+    let products = match (coop, glsl) {
+        (true, false) => {
+            "16x16x16 cooperative-matrix products (coop_mat16x16: f16 operands A and B, f32 accumulator C)"
+        }
+        (true, true) => {
+            "16x16x16 cooperative-matrix products (coopmat<float16_t> A and B, coopmat<float> accumulator, subgroup scope)"
+        }
+        _ => {
+            "16x16 tile products as f16 x f16 multiply-adds accumulated in f32 loops (no cooperative matrices)"
+        }
+    };
+    let requires = match (coop, glsl) {
+        (true, false) => {
+            "WGSL `enable f16;` and `enable wgpu_cooperative_matrix;` (wgpu: Features::SHADER_F16 and Features::EXPERIMENTAL_COOPERATIVE_MATRIX, with ExperimentalFeatures enabled; the adapter's cooperative_matrix_properties must list f16 x f16 -> f32 at 16x16x16); hardware subgroups of at most 32 invocations (each 32 consecutive invocations act as one matrix group)"
+        }
+        (false, false) => "WGSL `enable f16;` (wgpu: Features::SHADER_F16)",
+        (true, true) => {
+            "GL_KHR_cooperative_matrix, GL_KHR_memory_scope_semantics and GL_EXT_shader_explicit_arithmetic_types_float16 (Vulkan: VK_KHR_cooperative_matrix listing f16 x f16 -> f32 at 16x16x16 with subgroup scope, shaderFloat16); hardware subgroups of at most 32 invocations (each 32 consecutive invocations act as one matrix group)"
+        }
+        (false, true) => "GL_EXT_shader_explicit_arithmetic_types_float16 (Vulkan: shaderFloat16)",
+    };
+    let (len, at) = if glsl {
+        (format!("{p}outputs.length()"), "layout(set = ".to_string())
+    } else {
+        (format!("arrayLength({p}outputs)"), "@group(".to_string())
+    };
+    let bind = |k: u32| {
+        if glsl {
+            format!("{at}{g}, binding = {})", b + k)
+        } else {
+            format!("{at}{g}) @binding({})", b + k)
+        }
+    };
+    let mut entries = vec![
+        format!(
+            "form {name}: one compute kernel; each workgroup evaluates tiles of {rows} rows, every mlp layer as {products}"
+        ),
+        format!(
+            "requires: {requires}; {} bytes of workgroup memory (limits.max_compute_workgroup_storage_size, Vulkan maxComputeSharedMemorySize)",
+            plan.workgroup_bytes
+        ),
+        format!(
+            "entry point {}, workgroup size {wg}: n = {len} / {out_dims} rows in tiles of {rows}; workgroup w evaluates tiles w, w + G, w + 2G, ... (G = number of workgroups in x)",
+            if glsl { "main".to_string() } else { format!("{p}main") }
+        ),
+        format!(
+            "dispatch: (G, 1, 1) workgroups, any G >= 1; G = min(ceil(n / {rows}), 65535) gives one tile per workgroup up to 4194240 rows"
+        ),
+        format!(
+            "bindings: {p}params {} (the parameter buffer below), {p}inputs {} (f32, read; row r = raw inputs [r * {in_dims}, r * {in_dims} + {in_dims})), {p}outputs {} (f32, read-write; row r = outputs [r * {out_dims}, r * {out_dims} + {out_dims})); bind exactly n rows of outputs and at least n rows of inputs",
+            bind(0),
+            bind(2),
+            bind(3)
+        ),
+        "once per workgroup the weights are staged from the parameter buffer into workgroup memory as f16 (each layer's W zero-padded to multiples of 16 rows and columns) and the biases as f32; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is f32 and outputs are f32".to_string(),
+    ];
+    for (k, l) in plan.layers.iter().enumerate() {
+        entries.push(format!(
+            "  layer {k}: {} x {} (padded {} x {}), weights at parameter {}, staged rows of {} f16 at {}; bias at parameter {}",
+            l.out_dims, l.in_dims, l.out_p, l.in_p, l.weight, l.stride, l.staged, l.bias
+        ));
+    }
+    entries
+}
+
+/// The GLSL 450 (Vulkan) compute shader of a tiled form: the WGSL kernel's staging,
+/// tiles and epilogues, the products through `GL_KHR_cooperative_matrix` (coop-compute)
+/// or as loops (tiled-compute). A complete shader (`#version 450`, entry `main`).
+fn write_glsl(model: &Model, program: &Program, opts: &Options) -> Result<String, Error> {
+    let plan = plan(model, opts.workgroup_memory)?;
+    let coop = opts.form == Form::CoopCompute;
+    let p = &opts.prefix;
+    let (g, b) = (opts.group, opts.binding);
+    let (in_dims, out_dims) = (program.in_dims, program.out_dims);
+    let (rows, sx) = (plan.rows, plan.sx);
+    let wg = plan.workgroup_size;
+    let encoding = encoding(program);
+    let entries = entries(&plan, opts, in_dims, out_dims, true);
+    let in_ty = if in_dims == 1 {
+        "float".to_string()
+    } else {
+        format!("vec{in_dims}")
+    };
+    let iface = Interface {
+        signature: format!(
+            "void main() of a #version 450 compute shader, local_size_x = {wg} (evaluates rows of {in_ty} into rows of {out_dims} float; no {p}eval function in this form)"
+        ),
+        buffer: vec![format!(
+            "weights: layout(std430, set = {g}, binding = {b}) readonly buffer {p}Params {{ float {p}params[{}]; }}",
+            model.params.len()
+        )],
+        entries,
+    };
+    let mut s = String::from("#version 450\n");
+    if coop {
+        s.push_str(
+            "#extension GL_KHR_cooperative_matrix : require\n#extension GL_KHR_memory_scope_semantics : require\n",
+        );
+    }
+    s.push_str("#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n");
+    s.push_str(&header::write(model, opts, &iface));
+    let mat = |ty: &str, usage: &str| format!("coopmat<{ty}, gl_ScopeSubgroup, 16, 16, {usage}>");
+    let _ = write!(
+        s,
+        "
+layout(local_size_x = {wg}) in;
+
+layout(std430, set = {g}, binding = {b}) readonly buffer {p}Params {{ float {p}params[{n}]; }};
+layout(std430, set = {g}, binding = {b2}) readonly buffer {p}Inputs {{ float {p}inputs[]; }};
+layout(std430, set = {g}, binding = {b3}) buffer {p}Outputs {{ float {p}outputs[]; }};
+
+// Staged weights (f16) and biases (f32), two f16 X tiles (feature-major, rows of {sx}),
+// one f32 scratch tile per group of 32 invocations.
+shared float16_t {p}ws[{wl}];
+shared float {p}bs[{bl}];
+shared float16_t {p}x0[{xl}];
+shared float16_t {p}x1[{xl}];
+shared float {p}zc[{zl}];
+
+void main() {{
+    uint lid = gl_LocalInvocationIndex;
+    uint sgid = lid / 32u;
+    uint lane = lid % 32u;
+    uint zslot = sgid * 256u;
+    // Weights and biases, once per workgroup.
+",
+        n = model.params.len(),
+        b2 = b + 2,
+        b3 = b + 3,
+        wl = plan.weights_len.max(1),
+        bl = plan.biases_len.max(1),
+        xl = plan.x_len,
+        zl = GROUPS * 256,
+    );
+    for l in &plan.layers {
+        let _ = writeln!(
+            s,
+            "    for (uint e = lid; e < {n}u; e += {wg}u) {{
+        uint o = e / {ip}u; uint i = e % {ip}u;
+        float w = 0.0;
+        if (o < {od}u && i < {id}u) {{ w = {p}params[{wt}u + o * {id}u + i]; }}
+        {p}ws[{st}u + o * {stride}u + i] = float16_t(w);
+    }}
+    for (uint e = lid; e < {op}u; e += {wg}u) {{
+        float v = 0.0;
+        if (e < {od}u) {{ v = {p}params[{bias}u + e]; }}
+        {p}bs[{sb}u + e] = v;
+    }}",
+            n = l.out_p * l.in_p,
+            ip = l.in_p,
+            op = l.out_p,
+            od = l.out_dims,
+            id = l.in_dims,
+            wt = l.weight,
+            bias = l.bias,
+            st = l.staged,
+            stride = l.stride,
+            sb = l.staged_bias,
+        );
+    }
+    let _ = write!(
+        s,
+        "    barrier();
+    uint n = uint({p}outputs.length()) / {out_dims}u;
+    uint tiles = (n + {r1}u) / {rows}u;
+    for (uint tile = gl_WorkGroupID.x; tile < tiles; tile += gl_NumWorkGroups.x) {{
+",
+        r1 = rows - 1
+    );
+    let l0 = &plan.layers[0];
+    let guard = rows < wg;
+    let ind = if guard { "            " } else { "        " };
+    let _ = writeln!(
+        s,
+        "        // Row lid of the tile: inputs (the last row again past n), encodings in f32, the mlp input as f16."
+    );
+    if guard {
+        let _ = writeln!(s, "        if (lid < {rows}u) {{");
+    }
+    let comps: Vec<String> = (0..in_dims)
+        .map(|k| format!("{p}inputs[row * {in_dims}u + {k}u]"))
+        .collect();
+    let arg = if in_dims == 1 {
+        comps[0].clone()
+    } else {
+        format!("{in_ty}({})", comps.join(", "))
+    };
+    let _ = writeln!(
+        s,
+        "{ind}uint row = min(tile * {rows}u + lid, n - 1u);\n{ind}{in_ty} p = {arg};"
+    );
+    let read = |i: &str| format!("{p}params[{i}]");
+    let body = Body {
+        syntax: &crate::syntax::CSyntax,
+        decl: "float ".into(),
+        cast: None,
+        param: "p".into(),
+        buffer_read: &read,
+        indent: ind,
+        scalar: "float".into(),
+        wgsl: false,
+    };
+    let body_opts = Options {
+        weights: WeightMode::Buffer,
+        loops: false,
+        ..opts.clone()
+    };
+    let xs = body.write(model, &encoding, &body_opts, &mut s);
+    for (j, v) in xs.iter().enumerate() {
+        let _ = writeln!(s, "{ind}{p}x0[{}u + lid] = float16_t({v});", j * sx);
+    }
+    if l0.in_p > l0.in_dims {
+        let _ = writeln!(
+            s,
+            "{ind}for (uint j = {}u; j < {}u; j++) {{ {p}x0[j * {sx}u + lid] = float16_t(0.0); }}",
+            l0.in_dims, l0.in_p
+        );
+    }
+    if guard {
+        s.push_str("        }\n");
+    }
+    s.push_str("        barrier();\n");
+    let st_n = rows / 16;
+    let last = plan.layers.len() - 1;
+    for (i, l) in plan.layers.iter().enumerate() {
+        let xin = format!("{p}x{}", i % 2);
+        let xout = format!("{p}x{}", (i + 1) % 2);
+        let nt = (l.out_p / 16) * st_n;
+        let _ = writeln!(
+            s,
+            "        // Layer {i}: {} x {} ({}), {nt} tiles of 16 outputs x 16 rows.
+        for (uint j = 0u; j < {nj}u; j++) {{
+            uint t = j * {GROUPS}u + sgid; uint q = min(t, {lt}u);
+            uint ot = q / {st_n}u; uint st = q % {st_n}u;",
+            l.out_dims,
+            l.in_dims,
+            l.act.name(),
+            nj = nt.div_ceil(GROUPS),
+            lt = nt - 1,
+        );
+        if coop {
+            let (ma, mb, mc) = (
+                mat("float16_t", "gl_MatrixUseA"),
+                mat("float16_t", "gl_MatrixUseB"),
+                mat("float", "gl_MatrixUseAccumulator"),
+            );
+            let _ = writeln!(
+                s,
+                "            {mc} c = {mc}(0.0);\n            {ma} a;\n            {mb} bm;"
+            );
+            for k in 0..l.in_p / 16 {
+                let _ = writeln!(
+                    s,
+                    "            coopMatLoad(a, {p}ws, {w}u + ot * {ws16}u, {stride}u, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatLoad(bm, {xin}, {x}u + st * 16u, {sx}u, gl_CooperativeMatrixLayoutRowMajor);
+            c = coopMatMulAdd(a, bm, c);",
+                    w = l.staged + k * 16,
+                    ws16 = 16 * l.stride,
+                    stride = l.stride,
+                    x = k * 16 * sx,
+                );
+            }
+            let _ = writeln!(
+                s,
+                "            coopMatStore(c, {p}zc, zslot, 16u, gl_CooperativeMatrixLayoutRowMajor);"
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "            for (uint u = 0u; u < 8u; u++) {{
+                uint e = u * 32u + lane; uint o = ot * 16u + e / 16u; uint s = st * 16u + e % 16u;
+                float acc = 0.0;
+                for (uint k = 0u; k < {ip}u; k++) {{
+                    acc += float({p}ws[{w}u + o * {stride}u + k]) * float({xin}[k * {sx}u + s]);
+                }}
+                {p}zc[zslot + e] = acc;
+            }}",
+                ip = l.in_p,
+                w = l.staged,
+                stride = l.stride,
+            );
+        }
+        let zz = format!("{p}zc[zslot + e] + {p}bs[{}u + o]", l.staged_bias);
+        let y = crate::syntax::activation(&crate::syntax::CSyntax, &l.act, "zz");
+        let epi = if i < last {
+            format!(
+                "float zz = {zz}; {xout}[o * {sx}u + s] = (o < {}u) ? float16_t({y}) : float16_t(0.0);",
+                l.out_dims
+            )
+        } else {
+            format!(
+                "uint row = tile * {rows}u + s;
+                    if (o < {od}u && row < n) {{ float zz = {zz}; {p}outputs[row * {od}u + o] = {y}; }}",
+                od = l.out_dims
+            )
+        };
+        let _ = writeln!(
+            s,
+            "            barrier();
+            if (t < {nt}u) {{
+                for (uint u = 0u; u < 8u; u++) {{
+                    uint e = u * 32u + lane; uint o = ot * 16u + e / 16u; uint s = st * 16u + e % 16u;
+                    {epi}
+                }}
+            }}
+            barrier();
+        }}"
+        );
+    }
+    s.push_str("    }\n}\n");
+    Ok(s)
+}

@@ -1,0 +1,321 @@
+//! The tiled compute forms (`--form coop-compute` and `--form tiled-compute`): naga
+//! parses and validates them (cooperative matrices allowed), naga's SPIR-V of them passes
+//! `spirv-val`, golden files, and the networks they refuse with a clear error. They run
+//! against the CPU in `crates/gpu/tests/tiled_infer.rs`.
+
+mod common;
+
+use nshade_core::model::{InputSpec, Model};
+use nshade_core::rng::Pcg32;
+use nshade_core::{Arch, Network};
+use nshade_shader::{Error, Form, Options, Output, Precision, Target, WeightMode, export};
+use std::path::PathBuf;
+use std::process::Command;
+
+/// (architecture, inputs, outputs): the seed's #3, the common wide networks, odd widths
+/// (padding in every direction), a deep narrow one, one input and four outputs, encodings
+/// of every kind, and a grid (its tables read from the parameter buffer).
+const ARCHS: &[(&str, usize, usize)] = &[
+    ("freq(3) | mlp(32x3, leaky_relu, sigmoid)", 2, 3),
+    ("freq(8) | mlp(64x4, relu)", 2, 3),
+    ("mlp(20x2, tanh)", 3, 5),
+    ("mlp(20x2, tanh)", 2, 3),
+    ("cat(identity, freq(2)) | mlp(48x1, swish, exp)", 1, 4),
+    ("mlp(16x6, softplus, none)", 3, 1),
+    (
+        "cat(pick(0, 1) | freq(2), pick(2) | oneblob(4), sh(2), tri(2)) | mlp(24x2, sine(2), sigmoid)",
+        3,
+        3,
+    ),
+    (
+        "hashgrid(levels=4, features=2, log2_size=8, base=4, scale=2) | mlp(32x2, relu, sigmoid)",
+        2,
+        3,
+    ),
+];
+
+fn model(arch: &str, i: usize, o: usize) -> Model {
+    let net = Network::build(&Arch::parse(arch).unwrap(), i, o).unwrap();
+    let mut params = net.init_params(5);
+    let mut rng = Pcg32::new(3);
+    for p in params.iter_mut() {
+        *p += 0.1 * (rng.next_f32() - 0.5);
+    }
+    let mut spec = InputSpec::xyt();
+    spec.names.resize(i, "w".into());
+    spec.domain.resize(i, [-1.0, 1.0]);
+    spec.scale.resize(i, 1.0);
+    spec.offset.resize(i, 0.0);
+    Model::new(net, params, spec)
+}
+
+fn opts(form: Form, precision: Precision) -> Options {
+    Options {
+        form,
+        weights: WeightMode::Buffer,
+        precision,
+        ..Options::new(Target::Wgsl)
+    }
+}
+
+#[test]
+fn tiled_forms_validate_with_naga() {
+    for &(arch, i, o) in ARCHS {
+        let m = model(arch, i, o);
+        let plan = nshade_shader::coop::plan(&m, nshade_shader::coop::MAX_WORKGROUP_BYTES).unwrap();
+        for form in [Form::CoopCompute, Form::TiledCompute] {
+            for precision in [Precision::F32, Precision::F16] {
+                let src = export(&m, &opts(form, precision))
+                    .unwrap()
+                    .into_text()
+                    .unwrap();
+                nshade_shader::validate_coop_wgsl(&src)
+                    .unwrap_or_else(|e| panic!("{arch} {form} {precision:?}: {e}\n{src}"));
+                assert_eq!(
+                    src.contains("coopMultiplyAdd"),
+                    form == Form::CoopCompute,
+                    "{arch} {form}"
+                );
+                if form == Form::TiledCompute {
+                    // without cooperative matrices: plain f16 validation
+                    nshade_shader::validate_wgsl(&src).unwrap();
+                }
+            }
+        }
+        eprintln!(
+            "{arch}: {} rows per workgroup, {} bytes of workgroup memory",
+            plan.rows, plan.workgroup_bytes
+        );
+        // a smaller budget gives smaller tiles (or a refusal), never more memory
+        if let Ok(small) = nshade_shader::coop::plan(&m, 32768) {
+            assert!(small.workgroup_bytes <= 32768 && small.rows <= plan.rows);
+            let o = Options {
+                workgroup_memory: 32768,
+                ..opts(Form::CoopCompute, Precision::F32)
+            };
+            let src = export(&m, &o).unwrap().into_text().unwrap();
+            nshade_shader::validate_coop_wgsl(&src).unwrap();
+        }
+        assert!(plan.workgroup_bytes <= nshade_shader::coop::MAX_WORKGROUP_BYTES);
+    }
+}
+
+/// naga writes both forms as SPIR-V. `spirv-val` checks tiled-compute's in full;
+/// coop-compute's uses `SPV_KHR_cooperative_matrix` (capability 6022), which the
+/// spirv-val of Debian 12 (SPIRV-Tools 2023.1) does not know yet: the test requires that
+/// this is its only complaint, and says so on stderr.
+#[test]
+fn tiled_spirv_passes_spirv_val() {
+    let Some(_) = common::tool("spirv-val", "spirv-tools") else {
+        return;
+    };
+    let dir = common::scratch("tiled-spirv");
+    for &(arch, i, o) in ARCHS {
+        let m = model(arch, i, o);
+        for form in [Form::CoopCompute, Form::TiledCompute] {
+            let o = Options {
+                target: Target::SpirV,
+                ..opts(form, Precision::F32)
+            };
+            let Output::Binary(bytes) = export(&m, &o).unwrap() else {
+                panic!("spirv is binary")
+            };
+            assert_eq!(&bytes[..4], &0x0723_0203u32.to_le_bytes());
+            let path = dir.join(format!("{}.spv", form.name()));
+            std::fs::write(&path, &bytes).unwrap();
+            let out = Command::new("spirv-val")
+                .arg("--target-env")
+                .arg("vulkan1.1")
+                .arg(&path)
+                .output()
+                .expect("spirv-val starts");
+            let err = String::from_utf8_lossy(&out.stderr).to_string()
+                + &String::from_utf8_lossy(&out.stdout);
+            match form {
+                Form::TiledCompute => {
+                    assert!(out.status.success(), "spirv-val {arch} {form}: {err}")
+                }
+                _ if out.status.success() => {}
+                _ => {
+                    assert!(
+                        err.trim() == "error: line 6: Invalid capability operand: 6022",
+                        "spirv-val {arch} {form}: {err}"
+                    );
+                    eprintln!(
+                        "note: spirv-val {arch} {form}: this spirv-val does not know CooperativeMatrixKHR (6022); naga wrote the module"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// `--target glsl --form tiled-compute` compiles with Debian's glslangValidator (Vulkan
+/// 1.1). Its glslang (12) predates `GL_KHR_cooperative_matrix`: the coop-compute GLSL is
+/// compiled by the glslang built into nshade in `crates/gpu/tests/tiled_infer.rs`, which
+/// also runs both on the GPU.
+#[test]
+fn tiled_glsl_compiles_with_glslang_validator() {
+    let Some(_) = common::tool("glslangValidator", "glslang-tools") else {
+        return;
+    };
+    let dir = common::scratch("tiled-glsl");
+    for &(arch, i, o) in ARCHS {
+        let m = model(arch, i, o);
+        let src = export(
+            &m,
+            &Options {
+                target: Target::Glsl,
+                ..opts(Form::TiledCompute, Precision::F32)
+            },
+        )
+        .unwrap()
+        .into_text()
+        .unwrap();
+        let path = dir.join("tiled.comp");
+        std::fs::write(&path, &src).unwrap();
+        common::run_ok(
+            Command::new("glslangValidator")
+                .args(["-V", "--target-env", "vulkan1.1", "-o"])
+                .arg(dir.join("tiled.spv"))
+                .arg(&path),
+            &format!("glslangValidator {arch} tiled-compute"),
+            &src,
+        );
+    }
+}
+
+#[test]
+fn tiled_forms_match_golden_files() {
+    let bless = std::env::var("NSHADE_BLESS").is_ok_and(|v| v == "1");
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+    let mut failures = Vec::new();
+    for (name, target, form, precision) in [
+        ("seed3", Target::Wgsl, Form::CoopCompute, Precision::F32),
+        ("seed3", Target::Wgsl, Form::TiledCompute, Precision::F32),
+        ("seed3", Target::Wgsl, Form::CoopCompute, Precision::F16),
+        ("seed3", Target::Glsl, Form::CoopCompute, Precision::F32),
+        ("seed3", Target::Glsl, Form::TiledCompute, Precision::F32),
+        ("encodings", Target::Wgsl, Form::CoopCompute, Precision::F32),
+        ("hashgrid2", Target::Wgsl, Form::CoopCompute, Precision::F32),
+        ("hashgrid2", Target::Glsl, Form::CoopCompute, Precision::F32),
+    ] {
+        let m = common::model(name);
+        let o = Options {
+            target,
+            ..opts(form, precision)
+        };
+        let src = export(&m, &o).unwrap().into_text().unwrap();
+        let p = if precision == Precision::F16 {
+            ".f16"
+        } else {
+            ""
+        };
+        let path = root.join(name).join(format!(
+            "{}.{}{p}.{}",
+            target.name(),
+            form.name(),
+            if target == Target::Glsl {
+                "comp"
+            } else {
+                "wgsl"
+            }
+        ));
+        if bless {
+            std::fs::write(&path, &src).unwrap();
+            continue;
+        }
+        match std::fs::read_to_string(&path) {
+            Ok(old) if old == src => {}
+            Ok(_) => failures.push(format!("{}", path.display())),
+            Err(e) => failures.push(format!("{}: {e}", path.display())),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "golden files differ (re-bless with NSHADE_BLESS=1 cargo test -p nshade-shader --test tiled, then review the diff):\n{}",
+        failures.join("\n")
+    );
+}
+
+/// Networks the tiled forms cannot take, each refused with a reason; and options that
+/// do not apply to them.
+#[test]
+fn tiled_forms_refuse_with_reasons() {
+    for (arch, i, o, want) in [
+        (
+            "mlp(8x1, tanh, out=4) | freq(1) | mlp(6x1, swish)",
+            2,
+            3,
+            "an mlp before its last stage",
+        ),
+        (
+            "mlp(8x1, relu, out=1) | freq(1)",
+            2,
+            2,
+            "does not end in an mlp",
+        ),
+        ("freq(1)", 2, 4, "no mlp at its end"),
+        (
+            "freq(8) | mlp(128x4, relu)",
+            2,
+            3,
+            "do not fit in the 49152 bytes",
+        ),
+    ] {
+        let m = model(arch, i, o);
+        let e = export(&m, &opts(Form::CoopCompute, Precision::F32)).unwrap_err();
+        assert!(
+            matches!(e, Error::Model(_)) && e.to_string().contains(want),
+            "{arch}: {e}"
+        );
+    }
+    let m = model(ARCHS[0].0, 2, 3);
+    for (o, want) in [
+        (
+            Options {
+                weights: WeightMode::Baked,
+                ..opts(Form::CoopCompute, Precision::F32)
+            },
+            "needs --weights buffer",
+        ),
+        (
+            Options {
+                fragment: true,
+                ..opts(Form::TiledCompute, Precision::F32)
+            },
+            "--fragment",
+        ),
+        (
+            Options {
+                target: Target::Hlsl,
+                ..opts(Form::CoopCompute, Precision::F32)
+            },
+            "--form coop-compute",
+        ),
+    ] {
+        let e = export(&m, &o).unwrap_err();
+        assert!(e.to_string().contains(want), "{o:?}: {e}");
+    }
+}
+
+/// Hostile strings in the model file reach the tiled forms' header only through
+/// `comment_safe`, as in every other form.
+#[test]
+fn tiled_header_is_comment_safe() {
+    let mut m = model(ARCHS[0].0, 2, 3);
+    m.inputs.names[0] = "x */ fn evil() {} /*\nlet".into();
+    m.outputs[0] = "r\n@compute fn bad() {}".into();
+    for form in [Form::CoopCompute, Form::TiledCompute] {
+        let src = export(&m, &opts(form, Precision::F32))
+            .unwrap()
+            .into_text()
+            .unwrap();
+        assert!(!src.contains("fn evil") || src.contains("* /"), "{src}");
+        for line in src.lines().take_while(|l| l.starts_with("//")) {
+            assert!(!line.contains("*/"), "{line}");
+        }
+        assert!(!src.contains("\n@compute fn bad"), "{src}");
+        nshade_shader::validate_coop_wgsl(&src).unwrap();
+    }
+}
