@@ -133,14 +133,16 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 /// `--inference`: evaluations per second of a full-HD frame of (u, v) pixel centres. On
-/// the GPU this runs the generated WGSL with its compute entry (f32, and f16 where the
-/// adapter has it; weights in the buffer and baked), inputs resident, every submission
-/// waited for; on the CPU, `Model::eval`.
+/// the GPU this runs the generated WGSL with its compute entry (form `function`: f32,
+/// and f16 where the adapter has it; weights in the buffer and baked) and the tiled
+/// compute forms the adapter runs (`coop-compute` on cooperative matrices, `tiled-compute`
+/// with f16 on hardware adapters), inputs resident, every submission waited for; every line names its form.
+/// On the CPU, `Model::eval`.
 fn run_inference(args: &Args) -> Result<()> {
     use nshade_core::model::{InputSpec, Model};
     use nshade_gpu::context::GpuContext;
-    use nshade_gpu::infer::ShaderEvaluator;
-    use nshade_shader::{Precision, WeightMode};
+    use nshade_gpu::infer::{ShaderEvaluator, tiled_supported};
+    use nshade_shader::{Form, Precision, WeightMode};
     const SIZE: (usize, usize) = (1920, 1080);
     let specs: Vec<String> = if args.archs.is_empty() {
         BENCH_ARCHS.iter().map(|s| s.to_string()).collect()
@@ -165,7 +167,8 @@ fn run_inference(args: &Args) -> Result<()> {
             .map_err(|e| anyhow::anyhow!("--arch {}: {e}", common::shown(s)))?;
         let params = net.init_params(1);
         let model = Model::new(net, params, InputSpec::uv());
-        let mut results: Vec<(String, &str, &str, f64)> = Vec::new();
+        // (adapter, path, weights, form, evaluations per second)
+        let mut results: Vec<(String, &str, &str, Form, f64)> = Vec::new();
         match &ctx {
             Some(ctx) => {
                 let mut paths = vec![Precision::F32];
@@ -186,7 +189,37 @@ fn run_inference(args: &Args) -> Result<()> {
                         let ev = ShaderEvaluator::with_weights(ctx, &model, p, weights)?;
                         let eps = ev.throughput(ctx, &x, args.seconds)?;
                         let name = if p == Precision::F16 { "f16" } else { "f32" };
-                        results.push((format!("gpu ({})", ctx.summary.name), name, wname, eps));
+                        results.push((
+                            format!("gpu ({})", ctx.summary.name),
+                            name,
+                            wname,
+                            Form::Function,
+                            eps,
+                        ));
+                    }
+                }
+                // The tiled compute kernels (f16 operands, f32 accumulation, weights from
+                // the buffer): on cooperative matrices where the adapter has them, and
+                // with loop products on hardware adapters with f16 (a software adapter
+                // takes seconds per frame of those loops, and they are only its fallback).
+                let software = ctx.summary.device_type == "Cpu";
+                for (form, path) in [(Form::CoopCompute, "coop"), (Form::TiledCompute, "f16")] {
+                    if form == Form::TiledCompute && software {
+                        continue;
+                    }
+                    match tiled_supported(ctx, &model, form) {
+                        Ok(()) => {
+                            let ev = ShaderEvaluator::tiled(ctx, &model, form)?;
+                            let eps = ev.throughput(ctx, &x, args.seconds)?;
+                            results.push((
+                                format!("gpu ({})", ctx.summary.name),
+                                path,
+                                "buffer",
+                                form,
+                                eps,
+                            ));
+                        }
+                        Err(why) => eprintln!("{}: no --form {form}: {why}", named.name),
                     }
                 }
             }
@@ -202,24 +235,25 @@ fn run_inference(args: &Args) -> Result<()> {
                     "cpu".into(),
                     "f32",
                     "-",
+                    Form::Function,
                     n as f64 / start.elapsed().as_secs_f64(),
                 ));
             }
         }
-        for (backend, path, weights, eps) in results {
+        for (backend, path, weights, form, eps) in results {
             let kind = if backend == "cpu" { "cpu" } else { "gpu" };
             if args.json {
                 println!(
                     "{}",
                     json!({"arch": named.arch.to_string(), "name": named.name, "backend": kind,
-                           "adapter": backend, "path": path, "weights": weights, "mode": "inference",
+                           "adapter": backend, "path": path, "weights": weights, "form": form.name(), "mode": "inference",
                            "width": SIZE.0, "height": SIZE.1, "batch": rows,
                            "evals_per_s": eps, "samples_per_s": eps,
                            "frame_ms": rows as f64 / eps * 1e3, "params": model.network.param_count})
                 );
             } else {
                 println!(
-                    "{:>12}  {:<45} {backend} {path} {weights}  {:>10} evals/s  ({:.3} ms per 1920x1080 frame)",
+                    "{:>12}  {:<45} {backend} {form} {path} {weights}  {:>10} evals/s  ({:.3} ms per 1920x1080 frame)",
                     named.name,
                     named.arch.to_string(),
                     human(eps),

@@ -180,8 +180,11 @@ pub fn run(args: Args) -> Result<()> {
 }
 
 /// Evaluates raw input rows on the chosen backend: the GPU runs the model's generated
-/// inference shader (WGSL with a compute entry, weights baked); `auto` takes the GPU when a hardware adapter
-/// opens, else the CPU. Returns the outputs and the backend's description.
+/// inference shader in the fastest form the adapter runs (`ShaderEvaluator::fastest`:
+/// the cooperative-matrix compute kernel, f16 operands with f32 accumulation, where the
+/// adapter has cooperative matrices; else the f32 function with a compute entry, weights
+/// baked); `auto` takes the GPU when a hardware adapter opens, else the CPU. Returns the
+/// outputs and the backend's description, which names the form.
 pub fn evaluate(model: &Model, x: &[f32], backend: BackendChoice) -> Result<(Vec<f32>, String)> {
     use nshade_gpu::context::GpuContext;
     use nshade_gpu::infer::ShaderEvaluator;
@@ -197,9 +200,12 @@ pub fn evaluate(model: &Model, x: &[f32], backend: BackendChoice) -> Result<(Vec
     match ctx {
         None => Ok((model.eval(x), "the CPU".into())),
         Some(ctx) => {
-            let ev = ShaderEvaluator::new(&ctx, model, nshade_shader::Precision::F32)?;
+            let ev = ShaderEvaluator::fastest(&ctx, model, nshade_shader::Precision::F32)?;
             let y = ev.eval(&ctx, x)?;
-            Ok((y, format!("the GPU ({})", ctx.summary.name)))
+            Ok((
+                y,
+                format!("the GPU ({}, form {})", ctx.summary.name, ev.form()),
+            ))
         }
     }
 }

@@ -2,7 +2,7 @@
 
 use anyhow::{Context, Result, bail};
 use nshade_core::model::Model;
-use nshade_shader::{Options, Precision, Target, WeightMode};
+use nshade_shader::{Form, Options, Precision, Target, WeightMode};
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
@@ -45,6 +45,19 @@ pub enum WeightsArg {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FormArg {
+    /// The function `nshade_eval` (every target; optional entry points).
+    Function,
+    /// A compute kernel over tiles of rows with cooperative-matrix (tensor-core) layers:
+    /// wgsl, spirv.
+    #[value(name = "coop-compute")]
+    CoopCompute,
+    /// The coop-compute kernel with plain f16 loops for the tile products.
+    #[value(name = "tiled-compute")]
+    TiledCompute,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum PrecisionArg {
     F32,
     /// Half precision inside the function (wgsl, hlsl, slang, msl, spirv).
@@ -64,9 +77,21 @@ pub struct Args {
     /// the output (FILE.bin).
     #[arg(long, value_enum)]
     pub weights: Option<WeightsArg>,
-    /// Arithmetic precision inside the function.
+    /// Arithmetic precision inside the function (with a compute form: the element type
+    /// of the parameter buffer; those forms compute with f16 operands, f32 accumulation).
     #[arg(long, value_enum, default_value_t = PrecisionArg::F32)]
     pub precision: PrecisionArg,
+    /// Shape of the code: function (default), coop-compute (a compute kernel over
+    /// tiles of rows whose mlp layers run on cooperative matrices, i.e. tensor cores;
+    /// wgsl and spirv; weights from the buffer) or tiled-compute (the same kernel with
+    /// loops instead of cooperative matrices, for adapters with f16 only).
+    #[arg(long, value_enum, default_value_t = FormArg::Function)]
+    pub form: FormArg,
+    /// With a compute form: bytes of workgroup memory the kernel may use (the device's
+    /// maxComputeSharedMemorySize / max_compute_workgroup_storage_size); the largest tile
+    /// of rows that fits is taken.
+    #[arg(long, default_value_t = nshade_shader::coop::MAX_WORKGROUP_BYTES as u32, value_parser = clap::value_parser!(u32).range(1024..=1 << 20))]
+    pub workgroup_memory: u32,
     /// Prefix of every global name, so several models can share one shader.
     #[arg(long, default_value = "nshade_")]
     pub prefix: String,
@@ -114,8 +139,19 @@ pub fn run(args: Args) -> Result<()> {
     }
     let model = Model::load(&args.model)?;
     let tables = model.network.param_count - model.network.dense_count;
+    let form = match args.form {
+        FormArg::Function => Form::Function,
+        FormArg::CoopCompute => Form::CoopCompute,
+        FormArg::TiledCompute => Form::TiledCompute,
+    };
+    if form.is_tiled() && args.weights == Some(WeightsArg::Baked) {
+        bail!(
+            "--form {form} stages its weights from the parameter buffer; drop --weights baked (it implies --weights buffer)"
+        );
+    }
     let weights = match args.weights {
         Some(w) => w,
+        None if form.is_tiled() => WeightsArg::Buffer,
         None if args.weights_out.is_some() => WeightsArg::Buffer,
         None if nshade_shader::bakeable(&model) => WeightsArg::Baked,
         None if target == Target::ShaderToy => bail!(
@@ -126,8 +162,10 @@ pub fn run(args: Args) -> Result<()> {
         None => WeightsArg::Buffer,
     };
     // Where an automatic buffer goes: beside the output file.
-    let auto_buffer =
-        args.weights.is_none() && args.weights_out.is_none() && weights == WeightsArg::Buffer;
+    let auto_buffer = args.weights.is_none()
+        && args.weights_out.is_none()
+        && weights == WeightsArg::Buffer
+        && !form.is_tiled();
     let weights_out = match (&args.weights_out, auto_buffer) {
         (Some(p), _) => Some(p.clone()),
         (None, true) => match output {
@@ -158,6 +196,8 @@ pub fn run(args: Args) -> Result<()> {
         group: args.group,
         binding: args.binding,
         differentiable: args.differentiable,
+        form,
+        workgroup_memory: args.workgroup_memory as usize,
         ..Options::new(target)
     };
     let out = nshade_shader::export(&model, &opts)
@@ -172,6 +212,11 @@ pub fn run(args: Args) -> Result<()> {
                 .as_deref()
                 .unwrap_or(std::path::Path::new("-"))
                 .display()
+        );
+    }
+    if form.is_tiled() && weights_out.is_none() {
+        eprintln!(
+            "notice: --form {form} reads the parameters from a buffer (layout in its header); write it with --weights-out FILE.bin"
         );
     }
     if let Some(path) = &weights_out {

@@ -116,8 +116,10 @@ fn bench_on_the_cpu_prints_one_json_line_per_case() {
     );
 }
 
-/// Inference throughput of the generated shader on the GPU (lavapipe in CI: f32 and, where
-/// the adapter has it, f16; buffer and baked weights), and of the CPU evaluator.
+/// Inference throughput of the generated shader on the GPU (lavapipe in CI: the function
+/// form at f32 and, where the adapter has it, f16, buffer and baked weights; the tiled
+/// compute forms, coop-compute where the adapter has cooperative matrices), and of the
+/// CPU evaluator; every line names its form.
 #[test]
 fn bench_inference_reports_evaluations_per_second() {
     let d = tempfile::tempdir().unwrap();
@@ -177,29 +179,52 @@ fn bench_inference_reports_evaluations_per_second() {
     let lines = json_lines(&out);
     let info: Value = serde_json::from_str(&ok(&nshade(&["info", "--json"], d.path()), "info"))
         .expect("info --json");
-    let f16 = info["adapters"]
+    let described = info["adapters"]
         .as_array()
         .unwrap()
         .iter()
         .find(|a| a["name"] == adapter.as_str())
-        .map(|a| a["shader_f16"] == true)
-        .unwrap_or(false);
-    let mut seen: Vec<(String, String)> = Vec::new();
+        .cloned()
+        .unwrap_or_default();
+    let f16 = described["shader_f16"] == true;
+    // as `nshade_gpu::infer::tiled_supported` decides
+    let coop = f16
+        && described["cooperative_matrix"] == true
+        && described["subgroup_size"][1]
+            .as_u64()
+            .is_some_and(|s| s <= 32)
+        && described["cooperative_matrix_shapes"]
+            .as_array()
+            .is_some_and(|v| {
+                v.iter().any(|s| {
+                    s.as_str()
+                        .is_some_and(|s| s.starts_with("16x16x16") && s.contains("F16->F32"))
+                })
+            });
+    let mut seen: Vec<(String, String, String)> = Vec::new();
     for l in &lines {
         check(l, "gpu");
         assert_eq!(l["adapter"], format!("gpu ({adapter})").as_str(), "{l}");
         seen.push((
             l["path"].as_str().unwrap().into(),
             l["weights"].as_str().unwrap().into(),
+            l["form"].as_str().unwrap().into(),
         ));
     }
-    let mut expect = vec![("f32", "buffer"), ("f32", "baked")];
+    let mut expect = vec![("f32", "buffer", "function"), ("f32", "baked", "function")];
     if f16 {
-        expect.extend([("f16", "buffer"), ("f16", "baked")]);
+        expect.extend([("f16", "buffer", "function"), ("f16", "baked", "function")]);
     }
-    let expect: Vec<(String, String)> = expect
+    if coop {
+        expect.push(("coop", "buffer", "coop-compute"));
+    }
+    // the loop form on hardware adapters only (lavapipe is a CPU adapter)
+    if f16 && described["device_type"] != "Cpu" {
+        expect.push(("f16", "buffer", "tiled-compute"));
+    }
+    let expect: Vec<(String, String, String)> = expect
         .iter()
-        .map(|(p, w)| (p.to_string(), w.to_string()))
+        .map(|(p, w, f)| (p.to_string(), w.to_string(), f.to_string()))
         .collect();
     assert_eq!(seen, expect, "{out}");
 }
