@@ -50,3 +50,23 @@ def load(path: str) -> Model:
 
 def parse_arch(spec: str) -> str:
     """The canonical text of an architecture; ValueError with the CLI's message otherwise."""
+
+def capture(
+    shader_path: str,
+    out_dir: str,
+    size: tuple[int, int] = (320, 180),
+    params: Optional[dict[str, tuple[float, float]]] = None,
+    train_frames: int = 48,
+    validation_frames: int = 13,
+    pixels_per_frame: Optional[int] = 2048,
+    seed: int = 4090,
+    semantics: Optional[str] = None,
+) -> dict[str, Any]:
+    """Captures a .wgsl or ShaderToy .glsl/.frag shader into the dataset directory out_dir,
+    as `nshade capture` does: params maps names to (start, end) ranges (WGSL:
+    params.values[i] in order; ShaderToy: iTime, iMouse.x, iMouse.y, iMouse.z, iMouse.w);
+    more than one (or a ShaderToy input other than iTime) writes schema 2. pixels_per_frame
+    None captures every pixel; semantics "strict", "display" or None (the kind's default).
+    Returns {path, schema, train_rows, validation_rows, parameters, frontend, semantics};
+    ValueError with the CLI's message for bad settings or shaders, KeyboardInterrupt on
+    Ctrl-C (nothing is written)."""

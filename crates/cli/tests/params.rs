@@ -438,3 +438,110 @@ fn distill_with_two_parameters() {
     );
     assert!(report["render_cost"]["neural_wall_ms"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn train_takes_schema2_datasets_of_any_widths() {
+    use nshade_core::dataset::{
+        InputColumn, OutputColumn, Schema2Meta, SplitData, write_dataset_v2,
+    };
+    // Three inputs (no frame parameters) to outputs of widths 2 and 1.
+    let f = |a: f32, b: f32, c: f32| [(a * 2.0).sin() * b, c * c - 0.5 * a, 0.25 * (a + b + c)];
+    let rows = |n: usize, seed: u32| {
+        let mut r = Vec::new();
+        for i in 0..n as u32 {
+            let h = |k: u32| {
+                let v = (i.wrapping_mul(2654435761) ^ (seed + k).wrapping_mul(40503)) % 10007;
+                v as f32 / 10006.0
+            };
+            let (a, b, c) = (h(1) * 4.0 - 2.0, h(2), h(3) * 3.0);
+            r.extend([a, b, c]);
+            r.extend(f(a, b, c));
+        }
+        r
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("ds");
+    let (tr, va) = (rows(4000, 1), rows(500, 2));
+    write_dataset_v2(
+        &d,
+        &Schema2Meta {
+            source_kind: "test".into(),
+            source_digest: String::new(),
+            fixed_state: "none".into(),
+            resolution: None,
+            seed: 0,
+            inputs: vec![
+                InputColumn::new("a", [-2.0, 2.0], false),
+                InputColumn::new("b", [0.0, 1.0], false),
+                InputColumn::new("c", [0.0, 3.0], false),
+            ],
+            outputs: vec![
+                OutputColumn {
+                    name: "uv".into(),
+                    width: 2,
+                },
+                OutputColumn {
+                    name: "w".into(),
+                    width: 1,
+                },
+            ],
+            coordinates: "three test inputs".into(),
+            extra: Default::default(),
+        },
+        SplitData {
+            rows: &tr,
+            parameters: &[],
+        },
+        SplitData {
+            rows: &va,
+            parameters: &[],
+        },
+        &[],
+    )
+    .unwrap();
+    let m = tmp.path().join("m");
+    ok(&nshade(&[
+        "train",
+        "--dataset",
+        d.to_str().unwrap(),
+        "--out",
+        m.to_str().unwrap(),
+        "--arch",
+        "mlp(32x2, swish)",
+        "--steps",
+        "800",
+        "--batch",
+        "1024",
+        "--backend",
+        "cpu",
+    ]));
+    let model: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(m.join("weights.json")).unwrap()).unwrap();
+    assert_eq!(model["input_dims"], 3);
+    assert_eq!(model["output_dims"], 3);
+    assert_eq!(model["outputs"], serde_json::json!(["uv.0", "uv.1", "w"]));
+    assert_eq!(
+        model["inputs"]["scale"],
+        serde_json::json!([0.5f32, 2.0f32, 2.0f32 / 3.0])
+    );
+    let metrics: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(m.join("metrics.json")).unwrap()).unwrap();
+    let v = &metrics["validation"];
+    assert_eq!(v["rows"], 500);
+    assert_eq!(v["slices"].as_array().unwrap().len(), 1);
+    // Far above a mean predictor of the validation targets.
+    let mut mean = [0.0f64; 3];
+    for r in tr.chunks_exact(6) {
+        for c in 0..3 {
+            mean[c] += r[3 + c] as f64 / 4000.0;
+        }
+    }
+    let mse: f64 = va
+        .chunks_exact(6)
+        .flat_map(|r| (0..3).map(move |c| (r[3 + c] as f64 - mean[c]).powi(2)))
+        .sum::<f64>()
+        / 1500.0;
+    let trivial = 10.0 * (1.0 / mse).log10();
+    let psnr = v["psnr"].as_f64().unwrap();
+    assert!(psnr > trivial + 15.0, "{psnr} vs {trivial}");
+}

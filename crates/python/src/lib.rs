@@ -370,8 +370,136 @@ fn fit(
     Ok(Model { inner: model })
 }
 
+/// Captures a WGSL or ShaderToy-style GLSL fragment shader into a dataset directory, as
+/// `nshade capture` does (the same code, settings and errors): `params` maps parameter
+/// names to `(start, end)` ranges (WGSL: `params.values[i]` in order; ShaderToy: `iTime`,
+/// `iMouse.x`, ... the input each drives); without it, the one parameter over the kind's
+/// default range (schema 1). Rendering runs with the GIL released; Ctrl-C stops it between
+/// frames and nothing is written. Returns a dict: `path`, `schema`, `train_rows`,
+/// `validation_rows`, `parameters`, `frontend`, `semantics`.
+#[pyfunction]
+#[pyo3(signature = (shader_path, out_dir, size = (320, 180), params = None, train_frames = 48, validation_frames = 13, pixels_per_frame = 2048, seed = 4090, semantics = None))]
+#[allow(clippy::too_many_arguments)]
+fn capture<'py>(
+    py: Python<'py>,
+    shader_path: PathBuf,
+    out_dir: PathBuf,
+    size: (u32, u32),
+    params: Option<&Bound<'py, PyAny>>,
+    train_frames: u32,
+    validation_frames: u32,
+    pixels_per_frame: Option<u32>,
+    seed: i64,
+    semantics: Option<&str>,
+) -> PyResult<Bound<'py, PyAny>> {
+    use nshade_gpu::capture::{
+        self, CaptureError, CaptureSettings, OutputSemantics, Parameter, ShaderSource,
+    };
+    let semantics = match semantics {
+        None => None,
+        Some("strict") => Some(OutputSemantics::Strict),
+        Some("display") => Some(OutputSemantics::Display),
+        Some(other) => {
+            return Err(value_err(format!(
+                "semantics {other:?}: strict, display or None (the source kind's default)"
+            )));
+        }
+    };
+    let source = ShaderSource::from_file(&shader_path).map_err(value_err)?;
+    let range = source.kind.default_parameter_range();
+    // A dict {name: (start, end)} (in its order), or pairs (name, (start, end)).
+    let params: Vec<(String, (f32, f32))> = match params {
+        None => Vec::new(),
+        Some(p) => {
+            let items = if p.hasattr("items")? {
+                p.call_method0("items")?
+            } else {
+                p.clone()
+            };
+            py.import("builtins")?
+                .getattr("list")?
+                .call1((items,))?
+                .extract()
+                .map_err(|_| {
+                    value_err("params: a dict of name -> (start, end), e.g. {\"iTime\": (0, 2)}")
+                })?
+        }
+    };
+    let parameters: Vec<Parameter> = params
+        .iter()
+        .map(|(n, (a, b))| Parameter::new(n, [*a, *b]))
+        .collect();
+    let settings = CaptureSettings {
+        width: size.0,
+        height: size.1,
+        parameter_range: [range.0, range.1],
+        parameters,
+        training_frames: train_frames,
+        validation_frames,
+        pixels_per_frame: pixels_per_frame.unwrap_or(2048),
+        every_pixel: pixels_per_frame.is_none(),
+        seed,
+        semantics,
+        ..CaptureSettings::default()
+    };
+    settings.validate().map_err(value_err)?;
+    let names: Vec<&str> = settings
+        .parameters
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    capture::Slot::for_names(source.kind, &names).map_err(value_err)?;
+    capture::check_new_dir(&out_dir).map_err(value_err)?;
+    source.compile().map_err(value_err)?;
+    let mut interrupted = None;
+    let result = py.detach(|| {
+        let ctx =
+            nshade_gpu::context::GpuContext::new().map_err(|e| CaptureError::Gpu(e.to_string()))?;
+        capture::capture(
+            &ctx,
+            &source,
+            &settings,
+            &out_dir,
+            &mut |_, _, _| match Python::attach(|py| py.check_signals()) {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    interrupted = Some(e);
+                    Err(CaptureError::Settings(
+                        "interrupted; no dataset was written".into(),
+                    ))
+                }
+            },
+        )
+    });
+    if let Some(e) = interrupted {
+        return Err(e);
+    }
+    let summary = result.map_err(|e| match e {
+        CaptureError::Gpu(_) => PyRuntimeError::new_err(e.to_string()),
+        e => value_err(e),
+    })?;
+    let parameters: Vec<serde_json::Value> = summary
+        .parameters
+        .iter()
+        .map(|(p, s)| serde_json::json!({"name": p.name, "range": p.range, "shader_input": s.describe()}))
+        .collect();
+    json(
+        py,
+        &serde_json::json!({
+            "path": out_dir.display().to_string(),
+            "schema": summary.schema,
+            "train_rows": summary.train_rows,
+            "validation_rows": summary.validation_rows,
+            "parameters": parameters,
+            "frontend": summary.frontend.name(),
+            "semantics": summary.semantics.name(),
+        }),
+    )
+}
+
 #[pymodule]
 fn nshade(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(capture, m)?)?;
     m.add_class::<Model>()?;
     m.add_function(wrap_pyfunction!(fit, m)?)?;
     m.add_function(wrap_pyfunction!(load, m)?)?;

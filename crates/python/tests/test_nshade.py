@@ -108,3 +108,48 @@ def test_ctrl_c_stops_training():
         nshade.fit(x, y, arch="mlp(64x3, relu)", steps=10**7, batch=4096, backend="cpu")
     assert time.monotonic() - start < 20
     timer.join()
+
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "..", "cli", "tests", "data")
+
+
+def test_capture_of_two_parameters_is_the_clis(tmp_path):
+    shader = os.path.join(DATA, "two_params.wgsl")
+    settings = dict(size=(24, 16), train_frames=6, validation_frames=3, pixels_per_frame=200, seed=5)
+    got = nshade.capture(shader, str(tmp_path / "py"), params={"light": (0, 3), "k": (-1, 1)}, **settings)
+    assert got["path"] == str(tmp_path / "py")
+    assert got["schema"] == 2 and got["train_rows"] == 1200 and got["validation_rows"] == 600
+    assert [p["name"] for p in got["parameters"]] == ["light", "k"]
+    assert got["parameters"][1]["shader_input"] == "params.values[0].y"
+    subprocess.run([BIN, "capture", shader, "--out", str(tmp_path / "cli"), "--size", "24x16",
+                    "--param", "light=0..3", "--param", "k=-1..1", "--train-frames", "6",
+                    "--validation-frames", "3", "--pixels-per-frame", "200", "--seed", "5"],
+                   check=True, capture_output=True)
+    for f in ["dataset.json", "train.f32", "validation.f32", "source.wgsl"]:
+        assert (tmp_path / "py" / f).read_bytes() == (tmp_path / "cli" / f).read_bytes(), f
+    rows = np.fromfile(tmp_path / "py" / "train.f32", dtype="<f4").reshape(-1, 7)
+    x, y, light, k = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]
+    r = 0.5 + 0.3 * (x * np.cos(light) + y * np.sin(light))
+    assert np.nanmax(np.abs(rows[:, 4] - r)) < 2e-5
+    # Without params: the one time parameter, schema 1, as `nshade capture` without --param.
+    one = nshade.capture(shader, str(tmp_path / "one"), **settings)
+    assert one["schema"] == 1 and [p["name"] for p in one["parameters"]] == ["t"]
+
+
+def test_capture_errors_are_the_clis(tmp_path):
+    tab = os.path.join(DATA, "mouse_tab.glsl")
+    with pytest.raises(ValueError) as e:
+        nshade.capture(tab, str(tmp_path / "a"), params={"light": (0, 1)})
+    cli = subprocess.run([BIN, "capture", tab, "--out", str(tmp_path / "b"), "--param", "light=0..1"],
+                         capture_output=True, text=True)
+    assert cli.returncode == 1
+    assert str(e.value) in cli.stderr, (str(e.value), cli.stderr)
+    with pytest.raises(ValueError, match="the start must be below the end"):
+        nshade.capture(tab, str(tmp_path / "a"), params={"iTime": (1, 1)})
+    with pytest.raises(ValueError, match="a dict of name"):
+        nshade.capture(tab, str(tmp_path / "a"), params={"iTime": "soon"})
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    with pytest.raises(ValueError, match="directory exists and is not empty"):
+        nshade.capture(tab, str(tmp_path / "full"))
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
