@@ -1,6 +1,7 @@
 """nshade: train small neural networks for real-time graphics and ship them as shaders."""
 
-from typing import Any, Callable, Optional, Sequence
+from types import ModuleType
+from typing import Any, Callable, Optional, Sequence, Tuple, TypedDict, Union
 import numpy as np
 import numpy.typing as npt
 
@@ -26,8 +27,10 @@ class Model:
         """Rows of raw inputs (rows, inputs) -> (rows, outputs) float32; bit for bit `nshade eval`."""
     def save(self, dir: str) -> None:
         """Writes dir/weights.json (and its sidecar for grid tables)."""
-    def export(self, target: str, weights: str = "baked") -> str:
-        """The inference shader: wgsl, glsl, glsl-es, hlsl, slang, msl or shadertoy; baked or buffer weights."""
+    def export(self, target: str, weights: str = "baked", differentiable: bool = False) -> str:
+        """The inference shader: wgsl, glsl, glsl-es, hlsl, slang, msl or shadertoy; baked or buffer
+        weights. differentiable=True (Slang only) marks nshade_eval [Differentiable] for
+        fwd_diff/bwd_diff with respect to its inputs (the weights are constants)."""
 
 def fit(
     x: npt.ArrayLike,
@@ -39,11 +42,20 @@ def fit(
     lr: float = 0.005,
     loss: str = "l2",
     backend: str = "auto",
-    validation: float = 0.1,
+    validation: Union[float, Tuple[npt.ArrayLike, npt.ArrayLike], None] = None,
     init: Optional[Model] = None,
     progress: Optional[Callable[[int, float], Any]] = None,
+    stop_at_psnr: Optional[float] = None,
+    checkpoint_every: Optional[int] = None,
+    checkpoint_dir: Optional[str] = None,
+    resume: bool = False,
 ) -> Model:
-    """Trains `arch` (default DEFAULT_ARCH) on rows x -> y; Ctrl-C raises KeyboardInterrupt."""
+    """Trains `arch` (default DEFAULT_ARCH) on rows x -> y; Ctrl-C raises KeyboardInterrupt.
+
+    validation: a fraction of the rows held out (default 0.1), or (x, y) validation rows.
+    stop_at_psnr: stop once the validation PSNR reaches it (checked every 1024 steps).
+    checkpoint_every/checkpoint_dir/resume: the CLI's checkpoints; resume=True continues
+    from checkpoint_dir to the model an uninterrupted run gives."""
 
 def load(path: str) -> Model:
     """A model written by the CLI or Model.save (weights.json or its directory)."""
@@ -70,3 +82,20 @@ def capture(
     Returns {path, schema, train_rows, validation_rows, parameters, frontend, semantics};
     ValueError with the CLI's message for bad settings or shaders, KeyboardInterrupt on
     Ctrl-C (nothing is written)."""
+
+
+
+class ParsedArch(TypedDict):
+    name: str
+    canonical: str
+    tree: dict[str, Any]
+
+class _Architectures(ModuleType):
+    def parse(self, text: str) -> ParsedArch:
+        """`name=spec` or `spec` (text or JSON): its name, canonical text and JSON tree;
+        ValueError with the CLI's message otherwise."""
+    def defaults(self, kind: str = "arrays", inputs: Optional[int] = None) -> list[tuple[str, str]]:
+        """(name, spec) of the architectures `nshade fit` trains without --arch: for arrays and
+        texture sets (the hash grid only up to three inputs, when given), or kind="image"."""
+
+architectures: _Architectures

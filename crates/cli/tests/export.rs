@@ -258,6 +258,21 @@ fn bad_targets_and_flags_fail_with_one_error_line() {
         "/nonexistent/dir/x.wgsl",
     ]);
     fails(&o, 1, "/nonexistent/dir/x.wgsl");
+    // --differentiable is Slang's: other targets refuse it; Slang marks nshade_eval.
+    for target in ["glsl", "hlsl", "wgsl"] {
+        fails(
+            &nshade(&["export", m, "--target", target, "--differentiable"]),
+            1,
+            "--differentiable",
+        );
+    }
+    let o = nshade(&["export", m, "--target", "slang", "--differentiable"]);
+    ok(&o, "slang --differentiable");
+    let src = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        src.contains("[Differentiable]\nfloat3 nshade_eval(float2 p)"),
+        "{src}"
+    );
 }
 
 /// `eval` on the CPU is the reference: `eval --backend auto|gpu` agree with it value for

@@ -6,6 +6,7 @@
 
 use nshade_core::arch::NamedArch;
 use nshade_core::arrays::{self, ArrayData, Table};
+use nshade_core::checkpoint::Checkpointer;
 use nshade_core::data::TrainingData;
 use nshade_core::network::Network;
 use nshade_core::optim::LrSchedule;
@@ -83,9 +84,10 @@ impl Model {
     }
 
     /// The inference shader for `target` (wgsl, glsl, glsl-es, hlsl, slang, msl,
-    /// shadertoy) with `weights` "baked" or "buffer".
-    #[pyo3(signature = (target, weights = "baked"))]
-    fn export(&self, target: &str, weights: &str) -> PyResult<String> {
+    /// shadertoy) with `weights` "baked" or "buffer"; `differentiable` (Slang only) marks
+    /// the network function `[Differentiable]` for `fwd_diff`/`bwd_diff`.
+    #[pyo3(signature = (target, weights = "baked", differentiable = false))]
+    fn export(&self, target: &str, weights: &str, differentiable: bool) -> PyResult<String> {
         use nshade_shader::{Options, Output, Target, WeightMode};
         let target = match target {
             "wgsl" => Target::Wgsl,
@@ -106,10 +108,16 @@ impl Model {
             "buffer" => WeightMode::Buffer,
             other => return Err(value_err(format!("weights {other:?}: baked or buffer"))),
         };
+        if differentiable && target != Target::Slang {
+            return Err(value_err(format!(
+                "differentiable: automatic differentiation is Slang's; use target \"slang\" (got {target})"
+            )));
+        }
         match nshade_shader::export(
             &self.inner,
             &Options {
                 weights,
+                differentiable,
                 ..Options::new(target)
             },
         ) {
@@ -185,6 +193,45 @@ fn parse_arch(spec: &str) -> PyResult<String> {
         .map_err(value_err)
 }
 
+/// `nshade.architectures.parse(text)`: an architecture (`name=spec` or `spec`, text or
+/// JSON) as a dict of its `name`, `canonical` text and JSON `tree`; ValueError with the
+/// CLI's message (without its `error: --arch ...:` prefix) otherwise.
+#[pyfunction(name = "parse")]
+fn arch_parse<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
+    let named = NamedArch::parse(text).map_err(value_err)?;
+    json(
+        py,
+        &serde_json::json!({
+            "name": named.name,
+            "canonical": named.arch.to_string(),
+            "tree": named.arch.to_json(),
+        }),
+    )
+}
+
+/// `nshade.architectures.defaults(kind="arrays", inputs=None)`: the architectures
+/// `nshade fit` trains side by side when none is given, as (name, spec) pairs: for arrays
+/// and texture sets (the hash grid only for at most three `inputs`, when given), or for
+/// images (`kind="image"`).
+#[pyfunction(name = "defaults")]
+#[pyo3(signature = (kind = "arrays", inputs = None))]
+fn arch_defaults(kind: &str, inputs: Option<usize>) -> PyResult<Vec<(String, String)>> {
+    let set: Vec<&str> = match kind {
+        "arrays" => nshade_core::defaults::arrays(inputs.unwrap_or(0)),
+        "image" => nshade_core::defaults::IMAGE.to_vec(),
+        other => {
+            return Err(value_err(format!("kind {other:?}: arrays or image")));
+        }
+    };
+    Ok(set
+        .into_iter()
+        .map(|s| {
+            let (name, spec) = s.split_once('=').expect("defaults are named");
+            (name.to_string(), spec.to_string())
+        })
+        .collect())
+}
+
 fn backend(name: &str) -> PyResult<Box<dyn Backend>> {
     use nshade_gpu::train::GpuBackend;
     match name {
@@ -206,7 +253,7 @@ fn backend(name: &str) -> PyResult<Box<dyn Backend>> {
 /// loss)` is called after every call of at most 64 steps; without it, a tqdm bar shows the
 /// steps when tqdm is installed. Arguments as `nshade fit`.
 #[pyfunction]
-#[pyo3(signature = (x, y, arch = None, steps = 1000, batch = 4096, seed = 1337, lr = 0.005, loss = "l2", backend = "auto", validation = 0.1, init = None, progress = None))]
+#[pyo3(signature = (x, y, arch = None, steps = 1000, batch = 4096, seed = 1337, lr = 0.005, loss = "l2", backend = "auto", validation = None, init = None, progress = None, stop_at_psnr = None, checkpoint_every = None, checkpoint_dir = None, resume = false))]
 #[allow(clippy::too_many_arguments)]
 fn fit(
     py: Python<'_>,
@@ -219,15 +266,54 @@ fn fit(
     lr: f32,
     loss: &str,
     backend: &str,
-    validation: f64,
+    validation: Option<&Bound<'_, PyAny>>,
     init: Option<&Model>,
     progress: Option<Bound<'_, PyAny>>,
+    stop_at_psnr: Option<f64>,
+    checkpoint_every: Option<u32>,
+    checkpoint_dir: Option<PathBuf>,
+    resume: bool,
 ) -> PyResult<Model> {
-    let (x, y) = (table(py, x, "x")?, table(py, y, "y")?);
-    if !(0.0..1.0).contains(&validation) {
+    let (mut x, mut y) = (table(py, x, "x")?, table(py, y, "y")?);
+    // validation: a fraction of the rows (as the CLI's --validation), or rows of its own.
+    let (fraction, held_out) = match validation {
+        None => (0.1, None),
+        Some(v) if v.is_instance_of::<pyo3::types::PyTuple>() => {
+            let (xv, yv): (Bound<'_, PyAny>, Bound<'_, PyAny>) = v.extract().map_err(|_| {
+                value_err("validation: a fraction, or a tuple (x, y) of validation rows")
+            })?;
+            let (xv, yv) = (
+                table(py, &xv, "validation x")?,
+                table(py, &yv, "validation y")?,
+            );
+            (0.0, Some((xv, yv)))
+        }
+        Some(v) => (
+            v.extract::<f64>().map_err(|_| {
+                value_err("validation: a fraction, or a tuple (x, y) of validation rows")
+            })?,
+            None,
+        ),
+    };
+    if !(0.0..1.0).contains(&fraction) {
         return Err(value_err(format!(
-            "validation must be a fraction in [0, 1), got {validation}"
+            "validation must be a fraction in [0, 1), got {fraction}"
         )));
+    }
+    if let Some(t) = stop_at_psnr
+        && !t.is_finite()
+    {
+        return Err(value_err(format!(
+            "stop_at_psnr must be a number of dB, got {t}"
+        )));
+    }
+    if checkpoint_dir.is_none() && (checkpoint_every.is_some() || resume) {
+        return Err(value_err(
+            "checkpoint_every and resume need checkpoint_dir (where the checkpoints go)",
+        ));
+    }
+    if checkpoint_every == Some(0) {
+        return Err(value_err("checkpoint_every must be at least 1 step"));
     }
     if steps == 0 || batch == 0 || batch > 1 << 26 || !(lr > 0.0 && lr.is_finite()) {
         return Err(value_err(
@@ -237,6 +323,34 @@ fn fit(
     let mut h = Sha256::new();
     for v in x.data.iter().chain(&y.data) {
         h.update(v.to_le_bytes());
+    }
+    // Validation rows of their own follow the training rows (and are held out below).
+    let train_count = x.rows;
+    if let Some((xv, yv)) = &held_out {
+        if (xv.cols, yv.cols) != (x.cols, y.cols) || xv.rows != yv.rows {
+            return Err(value_err(format!(
+                "validation: x and y are ({}, {}) and ({}, {}); they must have as many rows and the training arrays' columns ({} and {})",
+                xv.rows, xv.cols, yv.rows, yv.cols, x.cols, y.cols
+            )));
+        }
+        h.update(b"validation");
+        for v in xv.data.iter().chain(&yv.data) {
+            h.update(v.to_le_bytes());
+        }
+        x = Table::checked(
+            x.rows + xv.rows,
+            x.cols,
+            [x.data, xv.data.clone()].concat(),
+            "x",
+        )
+        .map_err(value_err)?;
+        y = Table::checked(
+            y.rows + yv.rows,
+            y.cols,
+            [y.data, yv.data.clone()].concat(),
+            "y",
+        )
+        .map_err(value_err)?;
     }
     let sha256: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
     let data = ArrayData::from_tables(x, y, "numpy".into(), sha256).map_err(value_err)?;
@@ -269,7 +383,16 @@ fn fit(
             m.inner.network.in_dims, m.inner.network.out_dims
         )));
     }
-    let prepared = arrays::prepare(&data, validation, seed, keep).map_err(value_err)?;
+    let prepared = match &held_out {
+        Some(_) => arrays::prepare_split(
+            &data,
+            (0..train_count).collect(),
+            (train_count..data.inputs.rows).collect(),
+            keep,
+        ),
+        None => arrays::prepare(&data, fraction, seed, keep),
+    }
+    .map_err(value_err)?;
     let cancel = CancelToken::new();
     let cfg = TrainConfig {
         batch,
@@ -290,10 +413,75 @@ fn fit(
         Some(m) => m.inner.params.clone(),
         None => net.init_params(seed),
     };
+    // Checkpoints: the CLI's (nshade_core::checkpoint), with the same settings recorded.
+    let mut ckpt = match &checkpoint_dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| value_err(format!("checkpoint_dir {}: {e}", dir.display())))?;
+            Some(Checkpointer::new(
+                dir,
+                &named.name,
+                checkpoint_every,
+                [
+                    ("arch", named.arch.to_string()),
+                    ("data_sha256", data.sha256.clone()),
+                    ("seed", seed.to_string()),
+                    ("batch", batch.to_string()),
+                    ("loss", cfg.loss.name().to_string()),
+                    ("lr", format!("{:?}", cfg.lr)),
+                    (
+                        "validation",
+                        match &held_out {
+                            Some(_) => "rows".to_string(),
+                            None => fraction.to_string(),
+                        },
+                    ),
+                    ("steps", steps.to_string()),
+                    (
+                        "init",
+                        init.map(|m| nshade_core::checkpoint::params_digest(&m.inner.params))
+                            .unwrap_or_default(),
+                    ),
+                    ("backend", backend.name()),
+                ],
+            ))
+        }
+        None => None,
+    };
+    let resumed = match (&ckpt, resume) {
+        (Some(c), true) => c
+            .load_matching()
+            .map_err(|e| value_err(format!("resume: {e}")))?
+            .map(|r| r.0),
+        _ => None,
+    };
     let training = Arc::new(TrainingData::Rows(prepared.rows));
-    let mut trainer = backend
-        .start(&net, params, training, &cfg)
-        .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    let mut trainer = match resumed {
+        Some(c) => backend.resume(&net, c, training, &cfg),
+        None => backend.start(&net, params, training, &cfg),
+    }
+    .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    if ckpt.is_some() {
+        trainer
+            .checkpoint()
+            .map_err(|e| PyRuntimeError::new_err(format!("checkpoint_dir: {e}")))?;
+    }
+    let score = |trainer: &mut Box<dyn nshade_core::train::Trainer>| -> PyResult<f64> {
+        let params = trainer
+            .params()
+            .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+        let probe = nshade_core::model::Model::new(net.clone(), params, prepared.spec.clone());
+        let pred = probe.eval(&prepared.score_x);
+        Ok(arrays::score(
+            &pred,
+            &prepared.score_y,
+            out_dims,
+            0,
+            out_dims,
+            prepared.peak,
+        )
+        .1)
+    };
     // Without a callback, a tqdm bar when tqdm is installed.
     let bar = match (&progress, py.import("tqdm")) {
         (None, Ok(tqdm)) => {
@@ -305,7 +493,14 @@ fn fit(
         }
         _ => None,
     };
-    let (mut done, mut last) = (0u32, f32::NAN);
+    let (mut done, mut last) = (trainer.steps_done(), f32::NAN);
+    if let Some(c) = &mut ckpt {
+        c.begin(done);
+    }
+    if let Some(b) = &bar {
+        b.call_method1("update", (done,))?;
+    }
+    let mut stopped_at = None;
     while done < steps {
         // Calls end on multiples of 64 steps, as the CLI's, so the reported loss agrees.
         let n = (64 - done % 64).min(steps - done);
@@ -316,6 +511,10 @@ fn fit(
             Err(e) => return Err(PyRuntimeError::new_err(e.to_string())),
         };
         done += n;
+        if let Some(c) = &mut ckpt {
+            py.detach(|| c.after_call(trainer.as_mut(), done, steps, &[]))
+                .map_err(PyRuntimeError::new_err)?;
+        }
         if let Err(e) = py.check_signals() {
             cancel.cancel();
             return Err(e);
@@ -326,6 +525,12 @@ fn fit(
         if let Some(b) = &bar {
             b.call_method1("update", (n,))?;
             b.call_method1("set_postfix_str", (format!("loss {last:.6}"),))?;
+        }
+        if arrays::stop_early(done, steps, stop_at_psnr, || {
+            py.detach(|| score(&mut trainer))
+        })? {
+            stopped_at = Some(done);
+            break;
         }
     }
     if let Some(b) = &bar {
@@ -356,17 +561,22 @@ fn fit(
         "backend": backend.name(), "init": init.map(|_| "a Python Model"),
         "data": {"kind": "arrays", "source": "numpy", "sha256": data.sha256,
                  "rows": data.inputs.rows, "training_rows": prepared.train_rows.len(),
-                 "validation_rows": prepared.val_rows.len(), "validation_fraction": validation,
+                 "validation_rows": prepared.val_rows.len(),
+                 "validation_fraction": held_out.is_none().then_some(fraction),
                  "split_seed": seed},
     })
     .as_object()
     .cloned()
     .unwrap_or_default();
     model.metrics = serde_json::json!({"final_loss": last, "mse": mse, "psnr": psnr,
-        "psnr_peak": prepared.peak, "scored_on": scored_on})
+        "psnr_peak": prepared.peak, "scored_on": scored_on, "stopped_early_at": stopped_at})
     .as_object()
     .cloned()
     .unwrap_or_default();
+    // The run is complete: its checkpoint has served.
+    if let Some(c) = &ckpt {
+        c.remove();
+    }
     Ok(Model { inner: model })
 }
 
@@ -504,6 +714,15 @@ fn nshade(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(fit, m)?)?;
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(parse_arch, m)?)?;
+    // nshade.architectures: parse and the default sets (also importable as a module).
+    let archs = PyModule::new(m.py(), "architectures")?;
+    archs.add_function(wrap_pyfunction!(arch_parse, &archs)?)?;
+    archs.add_function(wrap_pyfunction!(arch_defaults, &archs)?)?;
+    m.add_submodule(&archs)?;
+    m.py()
+        .import("sys")?
+        .getattr("modules")?
+        .set_item("nshade.architectures", &archs)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("DEFAULT_ARCH", DEFAULT_ARCH)?;
     Ok(())

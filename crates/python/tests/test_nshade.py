@@ -153,3 +153,116 @@ def test_capture_errors_are_the_clis(tmp_path):
     with pytest.raises(ValueError, match="directory exists and is not empty"):
         nshade.capture(tab, str(tmp_path / "full"))
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_architectures_parse_and_defaults(tmp_path):
+    a = nshade.architectures.parse("f=freq(3)|mlp(32x3,relu)")
+    assert a["name"] == "f" and a["canonical"] == "freq(3) | mlp(32x3, relu)"
+    assert a["tree"]["type"] == "chain" and len(a["tree"]["modules"]) == 2
+    # The JSON tree parses back to the same canonical text.
+    import json
+    assert nshade.architectures.parse(json.dumps(a["tree"]))["canonical"] == a["canonical"]
+    from nshade.architectures import parse
+    assert parse("mlp(8x1, relu)")["canonical"] == nshade.parse_arch("mlp(8x1, relu)")
+    # The same message as the CLI's error line.
+    with pytest.raises(ValueError) as e:
+        parse("freq(3) | mlp(32x, relu)")
+    x, y = sdf(100)
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "y.npy", y)
+    cli = subprocess.run([BIN, "fit", str(tmp_path / "x.npy"), "--targets", str(tmp_path / "y.npy"),
+                          "--arch", "freq(3) | mlp(32x, relu)", "--steps", "1", "--out",
+                          str(tmp_path / "o")], capture_output=True, text=True)
+    assert cli.returncode == 1 and str(e.value) in cli.stderr, (str(e.value), cli.stderr)
+    # The default sets: the arrays set is what `nshade fit` trains on arrays without --arch.
+    d = nshade.architectures.defaults()
+    assert [n for n, _ in d] == ["mlp", "freq", "grid"]
+    assert [n for n, _ in nshade.architectures.defaults(inputs=4)] == ["mlp", "freq"]
+    image = nshade.architectures.defaults("image")
+    assert image[0] == ("basic", "mlp(32x3, relu)") and len(image) == 6
+    for _, spec in d + image:
+        assert parse(spec)["canonical"]
+    x4 = np.random.default_rng(5).uniform(0, 1, (300, 4)).astype(np.float32)
+    np.save(tmp_path / "x4.npy", x4)
+    np.save(tmp_path / "y4.npy", x4[:, 0])
+    subprocess.run([BIN, "fit", str(tmp_path / "x4.npy"), "--targets", str(tmp_path / "y4.npy"),
+                    "--steps", "1", "--batch", "64", "--backend", "cpu", "--out",
+                    str(tmp_path / "d")], check=True, capture_output=True)
+    summary = json.loads((tmp_path / "d" / "summary.json").read_text())
+    assert [(a["name"], a["arch"]) for a in summary["architectures"]] == \
+        [(n, parse(s)["canonical"]) for n, s in nshade.architectures.defaults(inputs=4)]
+    with pytest.raises(ValueError, match="arrays or image"):
+        nshade.architectures.defaults("video")
+
+
+def test_validation_rows_and_early_stopping():
+    r = np.random.default_rng(8)
+    x = r.uniform(0, 1, (4000, 2)).astype(np.float32)
+    f = lambda x: 0.5 * x[:, 0] + 0.25 * x[:, 1]
+    xv = r.uniform(0, 1, (500, 2)).astype(np.float32)
+    # Held-out rows of its own: scored there, never trained on.
+    m = nshade.fit(x, f(x), arch="mlp(16x1, relu)", steps=128, batch=1024, backend="cpu",
+                   validation=(xv, f(xv)))
+    assert m.training["data"]["validation_rows"] == 500
+    assert m.training["data"]["training_rows"] == 4000
+    pred = m.eval(xv)[:, 0]
+    assert abs(m.metrics["mse"] - float(np.mean((pred - f(xv)) ** 2))) < 1e-6
+    assert m.metrics["stopped_early_at"] is None
+    # Stops on a 1024-step boundary once the validation PSNR reaches the target, as the CLI.
+    s = nshade.fit(x, f(x), arch="mlp(16x1, relu)", steps=8192, batch=1024, backend="cpu",
+                   validation=(xv, f(xv)), stop_at_psnr=35.0)
+    at = s.metrics["stopped_early_at"]
+    assert at is not None and at % 1024 == 0 and at < 8192, s.metrics
+    assert s.training["steps"] == at and s.metrics["psnr"] >= 35.0
+    # The same run without the target reaches that step with the same parameters.
+    full = nshade.fit(x, f(x), arch="mlp(16x1, relu)", steps=at, batch=1024, backend="cpu",
+                      validation=(xv, f(xv)))
+    assert np.array_equal(full.eval(xv).view(np.uint32), s.eval(xv).view(np.uint32))
+    with pytest.raises(ValueError, match="validation"):
+        nshade.fit(x, f(x), steps=1, backend="cpu", validation=(xv[:, :1], f(xv)))
+    with pytest.raises(ValueError, match="validation"):
+        nshade.fit(x, f(x), steps=1, backend="cpu", validation="half")
+
+
+def test_checkpoint_and_resume_give_the_uninterrupted_model(tmp_path):
+    x, y = sdf(3000, 9)
+    kw = dict(arch="mlp(16x2, relu)", steps=640, batch=512, backend="cpu")
+    whole = nshade.fit(x, y, **kw)
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_300(step, loss):
+        if step >= 300:
+            raise Stop()
+
+    ck = tmp_path / "ck"
+    with pytest.raises(Stop):
+        nshade.fit(x, y, checkpoint_every=128, checkpoint_dir=str(ck), progress=stop_at_300, **kw)
+    files = list(ck.iterdir())
+    assert len(files) == 1 and files[0].suffix == ".safetensors", files
+    resumed = nshade.fit(x, y, checkpoint_every=128, checkpoint_dir=str(ck), resume=True, **kw)
+    assert np.array_equal(whole.eval(x).view(np.uint32), resumed.eval(x).view(np.uint32))
+    assert resumed.metrics["final_loss"] == whole.metrics["final_loss"]
+    whole.save(str(tmp_path / "a"))
+    resumed.save(str(tmp_path / "b"))
+    assert (tmp_path / "a/weights.json").read_bytes() == (tmp_path / "b/weights.json").read_bytes()
+    assert not list(ck.iterdir()), "the served checkpoint is removed"
+    # A checkpoint from other settings is refused, naming the setting.
+    with pytest.raises(Stop):
+        nshade.fit(x, y, checkpoint_every=128, checkpoint_dir=str(ck), progress=stop_at_300,
+                   **{**kw, "lr": 0.001})
+    with pytest.raises(ValueError, match="lr"):
+        nshade.fit(x, y, checkpoint_dir=str(ck), resume=True, **kw)
+    with pytest.raises(ValueError, match="checkpoint_dir"):
+        nshade.fit(x, y, resume=True, **kw)
+
+
+def test_differentiable_slang_export():
+    x, y = sdf(500)
+    m = nshade.fit(x, y, arch="mlp(8x1, tanh)", steps=10, batch=256, backend="cpu")
+    src = m.export("slang", differentiable=True)
+    assert "[Differentiable]\nfloat nshade_eval(float3 p)" in src
+    assert "[Differentiable]" not in m.export("slang")
+    with pytest.raises(ValueError, match="Slang"):
+        m.export("glsl", differentiable=True)
