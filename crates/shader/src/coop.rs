@@ -319,23 +319,8 @@ fn {p}main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
     );
     // The encodings of row r of the tile, in f32, into X_0 (f16).
     let l0 = &plan.layers[0];
-    let guard = rows < wg;
-    let ind = if guard { "            " } else { "        " };
-    let _ = writeln!(
-        s,
-        "        // Row lid of the tile: inputs (the last row again past n), encodings in f32, the mlp input as f16."
-    );
-    if guard {
-        let _ = writeln!(s, "        if (lid < {rows}u) {{");
-    }
-    let comps: Vec<String> = (0..in_dims)
-        .map(|k| format!("{p}inputs[row * {in_dims}u + {k}u]"))
-        .collect();
-    let arg = if in_dims == 1 {
-        comps[0].clone()
-    } else {
-        format!("{in_ty}({})", comps.join(", "))
-    };
+    let (guard, ind) = row_header(&mut s, rows, wg);
+    let arg = row_input(p, in_dims, &in_ty);
     let _ = writeln!(
         s,
         "{ind}let row = min(tile * {rows}u + lid, n - 1u);\n{ind}let p = {arg};"
@@ -660,23 +645,8 @@ void main() {{
         r1 = rows - 1
     );
     let l0 = &plan.layers[0];
-    let guard = rows < wg;
-    let ind = if guard { "            " } else { "        " };
-    let _ = writeln!(
-        s,
-        "        // Row lid of the tile: inputs (the last row again past n), encodings in f32, the mlp input as f16."
-    );
-    if guard {
-        let _ = writeln!(s, "        if (lid < {rows}u) {{");
-    }
-    let comps: Vec<String> = (0..in_dims)
-        .map(|k| format!("{p}inputs[row * {in_dims}u + {k}u]"))
-        .collect();
-    let arg = if in_dims == 1 {
-        comps[0].clone()
-    } else {
-        format!("{in_ty}({})", comps.join(", "))
-    };
+    let (guard, ind) = row_header(&mut s, rows, wg);
+    let arg = row_input(p, in_dims, &in_ty);
     let _ = writeln!(
         s,
         "{ind}uint row = min(tile * {rows}u + lid, n - 1u);\n{ind}{in_ty} p = {arg};"
@@ -801,4 +771,31 @@ void main() {{
     }
     s.push_str("    }\n}\n");
     Ok(s)
+}
+
+/// The start of the per-row phase of a tile: its comment and, when the tile has fewer
+/// rows than the workgroup invocations, the `if (lid < rows)` guard; returns whether the
+/// guard is open and the indentation of the phase's body.
+fn row_header(s: &mut String, rows: usize, wg: usize) -> (bool, &'static str) {
+    let guard = rows < wg;
+    let _ = writeln!(
+        s,
+        "        // Row lid of the tile: inputs (the last row again past n), encodings in f32, the mlp input as f16."
+    );
+    if guard {
+        let _ = writeln!(s, "        if (lid < {rows}u) {{");
+    }
+    (guard, if guard { "            " } else { "        " })
+}
+
+/// The raw inputs of `row` as one value: a scalar for one input, else `in_ty(...)`.
+fn row_input(p: &str, in_dims: usize, in_ty: &str) -> String {
+    let comps: Vec<String> = (0..in_dims)
+        .map(|k| format!("{p}inputs[row * {in_dims}u + {k}u]"))
+        .collect();
+    if in_dims == 1 {
+        comps[0].clone()
+    } else {
+        format!("{in_ty}({})", comps.join(", "))
+    }
 }
