@@ -34,6 +34,8 @@ pub struct ShaderEvaluator {
     /// The form of the kernel, and for the tiled forms the rows per workgroup tile.
     form: Form,
     tile_rows: usize,
+    /// The tiled forms' cap on workgroups per dispatch (they loop over the other tiles).
+    max_groups: usize,
 }
 
 /// The tiled compute form `form` can run on this device for `model`: f16 always; for
@@ -387,6 +389,11 @@ impl ShaderEvaluator {
             bindings,
             form: tiled.map_or(Form::Function, |t| t.0),
             tile_rows: tiled.map_or(0, |t| t.1),
+            max_groups: std::env::var("NSHADE_TILED_GROUPS")
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or(nshade_shader::coop::MAX_DISPATCH)
+                .clamp(1, 65535),
         })
     }
 
@@ -433,13 +440,24 @@ impl ShaderEvaluator {
         })
     }
 
+    /// At most `groups` workgroups per dispatch for the tiled forms (default
+    /// [`nshade_shader::coop::MAX_DISPATCH`], or `NSHADE_TILED_GROUPS` for measurements):
+    /// each stages the weights once and loops over its share of the tiles. Other forms
+    /// ignore it.
+    pub fn max_workgroups(mut self, groups: usize) -> ShaderEvaluator {
+        self.max_groups = groups.clamp(1, 65535);
+        self
+    }
+
     /// Records the evaluation of `rows` rows: a 2-D grid of 64-wide workgroups, or for
-    /// the tiled forms one workgroup per tile of rows (at most 65535; they loop over the rest).
+    /// the tiled forms one workgroup per tile of rows up to the cap of
+    /// [`ShaderEvaluator::max_workgroups`]; they loop over the rest.
     fn dispatch(&self, pass: &mut wgpu::ComputePass, bind_group: &wgpu::BindGroup, rows: usize) {
         if self.form.is_tiled() {
+            let groups = rows.div_ceil(self.tile_rows).clamp(1, self.max_groups);
             pass.set_pipeline(&self.pipeline);
             pass.set_bind_group(0, bind_group, &[]);
-            pass.dispatch_workgroups(rows.div_ceil(self.tile_rows).clamp(1, 65535) as u32, 1, 1);
+            pass.dispatch_workgroups(groups as u32, 1, 1);
             return;
         }
         let groups = rows.div_ceil(WORKGROUP as usize) as u32;

@@ -149,6 +149,64 @@ fn coop_compute_matches_cpu() {
     eprintln!("coop-compute {coop:.3e}, tiled-compute {tiled:.3e}");
 }
 
+/// Few workgroups looping over many tiles (each stages the weights once, then walks
+/// tiles w, w + G, ...) write the same bits as one workgroup per tile, in every form the
+/// adapter runs.
+#[test]
+fn workgroups_loop_over_tiles() {
+    let Some(ctx) = common::context() else { return };
+    // lavapipe (llvmpipe 15) gets every tile wrong from a workgroup's 41st loop
+    // iteration on (measured: 95 tiles of 32 rows in 1 or 2 workgroups; 32 iterations
+    // are right), so there the loops stay at most 32 iterations long, as nshade's own
+    // dispatch keeps them (at most 65536 tiles per chunk over 2048 workgroups); real GPUs
+    // also run one workgroup over every tile.
+    let loops: &[usize] = if ctx.summary.device_type == "Cpu" {
+        &[3, 7]
+    } else {
+        &[1, 3, 7]
+    };
+    let mut ran = 0;
+    for form in [Form::TiledCompute, Form::CoopCompute] {
+        for (k, &(arch, i, o)) in ARCHS.iter().enumerate() {
+            let m = model(arch, i, o, 30 + k as u64);
+            if tiled_supported(&ctx, &m, form).is_err() {
+                continue;
+            }
+            // 24 tiles of 128 rows (or more of smaller tiles) and a partial last one
+            let x = common::models::random_inputs(&m, ROWS + 13, 5);
+            let one_each = ShaderEvaluator::tiled(&ctx, &m, form)
+                .unwrap()
+                .max_workgroups(65535)
+                .eval(&ctx, &x)
+                .unwrap();
+            for &groups in loops {
+                let looped = ShaderEvaluator::tiled(&ctx, &m, form)
+                    .unwrap()
+                    .max_workgroups(groups)
+                    .eval(&ctx, &x)
+                    .unwrap();
+                assert_eq!(looped.len(), one_each.len(), "{arch} {form}");
+                let first = looped
+                    .iter()
+                    .zip(&one_each)
+                    .position(|(a, b)| a.to_bits() != b.to_bits());
+                if let Some(i) = first {
+                    panic!(
+                        "{arch} {form}: {groups} workgroups looping over the tiles differ from one per tile, first at output {i} of {} ({} against {})",
+                        looped.len(),
+                        looped[i],
+                        one_each[i]
+                    );
+                }
+            }
+            ran += 1;
+        }
+    }
+    if ran == 0 {
+        common::skip(&format!("adapter {} runs no tiled form", ctx.summary.name));
+    }
+}
+
 /// `ShaderEvaluator::fastest` picks the cooperative-matrix kernel exactly when the
 /// adapter has it, and says so.
 #[test]

@@ -22,6 +22,7 @@ use nshade_core::loss::Loss;
 use nshade_core::network::Network;
 use nshade_core::train::{Backend, TrainConfig, Trainer};
 use nshade_gpu::train::GpuBackend;
+use nshade_gpu::train::codegen::Precision;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -373,12 +374,32 @@ fn adapter_and_paths() {
 #[test]
 fn resume_continues_bit_for_bit() {
     let Some(ctx) = common::context() else { return };
-    let backend = GpuBackend::with_context(Arc::new(ctx));
+    let ctx = Arc::new(ctx);
+    // The f32 path checkpoints whatever NSHADE_GPU_PATH says (gpu_check forces each path).
+    let backend = GpuBackend::with_context(ctx.clone()).precision(Precision::F32);
     let tex = Arc::new(TrainingData::Texture(common::small_texture()));
     let c = TrainConfig {
         lr: nshade_core::optim::LrSchedule::constant(0.01),
         ..cfg(512, Loss::RelativeL2)
     };
+    // The loss-scaled paths refuse to checkpoint, in one line, where the adapter has them.
+    for p in [Precision::F16, Precision::Coop] {
+        if !nshade_gpu::train::precision_supported(&ctx, p) {
+            continue;
+        }
+        let net = Network::build(&Arch::parse("freq(2) | mlp(32x2, relu)").unwrap(), 2, 3).unwrap();
+        let mut t = GpuBackend::with_context(ctx.clone())
+            .precision(p)
+            .start(&net, net.init_params(5), tex.clone(), &c)
+            .unwrap();
+        t.run(3).unwrap();
+        let err = t.checkpoint().unwrap_err().to_string();
+        assert!(
+            err.contains("not saved in checkpoints") && !err.contains('\n'),
+            "{}: {err}",
+            p.name()
+        );
+    }
     for arch in [
         "freq(2) | mlp(16x2, leaky_relu, sigmoid)",
         "hashgrid(levels=2, features=2, log2_size=8, base=4, scale=2) | mlp(16x1, relu)",

@@ -45,6 +45,9 @@ const GROUPS: usize = WORKGROUP_SIZE / 32;
 pub const MAX_WORKGROUP_BYTES: usize = 48 * 1024;
 /// f16 values of skew added to every row of the X tiles (bank conflicts).
 const X_SKEW: usize = 8;
+/// Workgroups [`TilePlan::dispatch`] launches at most: enough to fill a large GPU several
+/// times over (a workgroup stages the weights once and then loops over tiles).
+pub const MAX_DISPATCH: usize = 2048;
 
 /// One `mlp` layer as the kernel holds it.
 #[derive(Clone, Debug, PartialEq)]
@@ -74,6 +77,10 @@ pub struct TilePlan {
     pub rows: usize,
     /// Row stride of the X tiles (f16): `rows` plus a skew.
     pub sx: usize,
+    /// Output tiles each group of 32 invocations computes per phase (one f32 scratch
+    /// tile each): a layer of `nt` tiles takes `ceil(nt / (4 · per))` phases of two
+    /// workgroup barriers.
+    pub per: usize,
     pub layers: Vec<TileLayer>,
     /// f16 elements of the staged weights, f32 elements of the staged biases, f16
     /// elements of each of the two X tiles.
@@ -85,10 +92,29 @@ pub struct TilePlan {
 }
 
 impl TilePlan {
-    /// Workgroups to dispatch for `rows` rows: one per tile, at most 65535 (the
-    /// workgroups loop over the remaining tiles).
+    /// Workgroups to dispatch for `rows` rows: one per tile up to [`MAX_DISPATCH`]; the
+    /// workgroups loop over the remaining tiles, so each stages the weights once for
+    /// several tiles.
     pub fn dispatch(&self, rows: usize) -> u32 {
-        rows.div_ceil(self.rows).clamp(1, 65535) as u32
+        self.dispatch_capped(rows, MAX_DISPATCH)
+    }
+
+    /// [`TilePlan::dispatch`] with another cap on the workgroups (at least 1, at most
+    /// 65535).
+    pub fn dispatch_capped(&self, rows: usize, cap: usize) -> u32 {
+        rows.div_ceil(self.rows).clamp(1, cap.clamp(1, 65535)) as u32
+    }
+
+    /// Workgroup barriers per row of input: each layer's phases, two barriers each, plus
+    /// the encoding's, over the rows of a tile (what [`plan`] minimises).
+    pub fn barriers_per_row(&self) -> f64 {
+        let st_n = self.rows / 16;
+        let phases: usize = self
+            .layers
+            .iter()
+            .map(|l| ((l.out_p / 16) * st_n).div_ceil(GROUPS * self.per))
+            .sum();
+        (2 * phases + 1) as f64 / self.rows as f64
     }
 }
 
@@ -129,9 +155,10 @@ fn final_mlp(model: &Model) -> Result<&nshade_core::module::Mlp, Error> {
 pub fn plan(model: &Model, budget: usize) -> Result<TilePlan, Error> {
     let mlp = final_mlp(model)?;
     let pad = |n: usize| n.next_multiple_of(16);
-    let mut best = None;
-    // Largest tile first; skewed weight rows (fewer bank conflicts) where they fit.
-    'search: for rows in [128, 64, 32, 16] {
+    let mut best: Option<TilePlan> = None;
+    // Every row tile, skew and scratch size that fits; the fewest barriers per row win,
+    // then larger tiles, then skewed weight rows (fewer bank conflicts).
+    for rows in [128, 64, 32, 16] {
         for skew in [8, 0] {
             let mut layers = Vec::new();
             let (mut staged, mut staged_bias) = (0, 0);
@@ -154,23 +181,40 @@ pub fn plan(model: &Model, budget: usize) -> Result<TilePlan, Error> {
                 staged_bias += out_p;
             }
             let widest = layers.iter().map(|l| l.in_p).max().unwrap_or(16);
+            let most = layers
+                .iter()
+                .map(|l| (l.out_p / 16) * (rows / 16))
+                .max()
+                .unwrap_or(1)
+                .div_ceil(GROUPS);
             let sx = rows + X_SKEW;
             let x_len = widest * sx;
-            // weights f16, biases f32, two X tiles f16, the groups' scratch tiles and
-            // the zero tile f32
-            let bytes = staged * 2 + staged_bias * 4 + 2 * x_len * 2 + (GROUPS + 1) * 256 * 4;
-            if bytes <= budget {
-                best = Some(TilePlan {
+            for per in (1..=most).rev() {
+                // weights f16, biases f32, two X tiles f16, the groups' scratch tiles
+                // and the zero tile f32
+                let bytes =
+                    staged * 2 + staged_bias * 4 + 2 * x_len * 2 + (GROUPS * per + 1) * 256 * 4;
+                if bytes > budget {
+                    continue;
+                }
+                let cand = TilePlan {
                     workgroup_size: WORKGROUP_SIZE,
                     rows,
                     sx,
-                    layers,
+                    per,
+                    layers: layers.clone(),
                     weights_len: staged,
                     biases_len: staged_bias,
                     x_len,
                     workgroup_bytes: bytes,
-                });
-                break 'search;
+                };
+                let better = best
+                    .as_ref()
+                    .is_none_or(|b| cand.barriers_per_row() < b.barriers_per_row() - 1e-12);
+                if better {
+                    best = Some(cand);
+                }
+                break;
             }
         }
     }
@@ -202,7 +246,7 @@ pub(crate) fn write_string(
     let (g, b) = (opts.group, opts.binding);
     let (in_dims, out_dims) = (program.in_dims, program.out_dims);
     let elem = if opts.buffer_is_f16() { "f16" } else { "f32" };
-    let (rows, sx) = (plan.rows, plan.sx);
+    let (rows, sx, per) = (plan.rows, plan.sx, plan.per);
     let wg = plan.workgroup_size;
 
     let encoding = encoding(program);
@@ -236,7 +280,7 @@ pub(crate) fn write_string(
 @group({g}) @binding({b3}) var<storage, read_write> {p}outputs: array<f32>;
 
 // Staged weights (f16) and biases (f32), two f16 X tiles (feature-major, rows of {sx}),
-// one f32 scratch tile per group of 32 invocations{zero_doc}.
+// {per} f32 scratch tile(s) per group of 32 invocations{zero_doc}.
 var<workgroup> {p}ws: array<f16, {wl}>;
 var<workgroup> {p}bs: array<f32, {bl}>;
 var<workgroup> {p}x0: array<f16, {xl}>;
@@ -247,15 +291,16 @@ var<workgroup> {p}zc: array<f32, {zl}>;
 fn {p}main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {{
     let sgid = lid / 32u;
     let lane = lid % 32u;
-    let zslot = sgid * 256u;
+    let zslot = sgid * {zg}u;
 ",
+        zg = per * 256,
         n = model.params.len(),
         b2 = b + 2,
         b3 = b + 3,
         wl = plan.weights_len.max(1),
         bl = plan.biases_len.max(1),
         xl = plan.x_len,
-        zl = GROUPS * 256,
+        zl = GROUPS * per * 256,
         zero_doc = if coop {
             ", and a zero tile (the accumulators' start)"
         } else {
@@ -374,9 +419,10 @@ fn {p}main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
         let _ = writeln!(
             s,
             "        for (var j = 0u; j < {nj}u; j++) {{
-            let t = j * {GROUPS}u + sgid; let q = min(t, {lt}u);
-            let ot = q / {st_n}u; let st = q % {st_n}u;",
-            nj = nt.div_ceil(GROUPS),
+          for (var u = 0u; u < {per}u; u++) {{
+            let t = (j * {GROUPS}u + sgid) * {per}u + u; let q = min(t, {lt}u);
+            let ot = q / {st_n}u; let st = q % {st_n}u; let zt = zslot + u * 256u;",
+            nj = nt.div_ceil(GROUPS * per),
             lt = nt - 1,
         );
         if coop {
@@ -394,24 +440,24 @@ fn {p}main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
                     x = k * 16 * sx,
                 );
             }
-            let _ = writeln!(s, "            coopStoreT(c, &{p}zc[zslot], 16u);");
+            let _ = writeln!(s, "            coopStoreT(c, &{p}zc[zt], 16u);");
         } else {
             let _ = writeln!(
                 s,
-                "            for (var u = 0u; u < 8u; u++) {{
-                let e = u * 32u + lane; let o = ot * 16u + e / 16u; let s = st * 16u + e % 16u;
+                "            for (var v = 0u; v < 8u; v++) {{
+                let e = v * 32u + lane; let o = ot * 16u + e / 16u; let s = st * 16u + e % 16u;
                 var acc = 0.0f;
                 for (var k = 0u; k < {ip}u; k++) {{
                     acc += f32({p}ws[{w}u + o * {stride}u + k]) * f32({xin}[k * {sx}u + s]);
                 }}
-                {p}zc[zslot + e] = acc;
+                {p}zc[zt + e] = acc;
             }}",
                 ip = l.in_p,
                 w = l.staged,
                 stride = l.stride,
             );
         }
-        let zz = format!("{p}zc[zslot + e] + {p}bs[{}u + o]", l.staged_bias);
+        let zz = format!("{p}zc[zt + e] + {p}bs[{}u + o]", l.staged_bias);
         let y = crate::wgsl::activation(&l.act, "zz");
         let epi = if i < last {
             format!(
@@ -427,13 +473,18 @@ fn {p}main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
         };
         let _ = writeln!(
             s,
-            "            workgroupBarrier();
+            "          }}
+            workgroupBarrier();
+          for (var u = 0u; u < {per}u; u++) {{
+            let t = (j * {GROUPS}u + sgid) * {per}u + u;
+            let ot = t / {st_n}u; let st = t % {st_n}u; let zt = zslot + u * 256u;
             if (t < {nt}u) {{
-                for (var u = 0u; u < 8u; u++) {{
-                    let e = u * 32u + lane; let o = ot * 16u + e / 16u; let s = st * 16u + e % 16u;
+                for (var v = 0u; v < 8u; v++) {{
+                    let e = v * 32u + lane; let o = ot * 16u + e / 16u; let s = st * 16u + e % 16u;
                     {epi}
                 }}
             }}
+          }}
             workgroupBarrier();
         }}"
         );
@@ -521,7 +572,8 @@ fn entries(
             if glsl { "main".to_string() } else { format!("{p}main") }
         ),
         format!(
-            "dispatch: (G, 1, 1) workgroups, any G >= 1; G = min(ceil(n / {rows}), 65535) gives one tile per workgroup up to 4194240 rows"
+            "dispatch: (G, 1, 1) workgroups, any G from 1 to 65535; each stages the weights once and then loops over its tiles, so G = min(ceil(n / {rows}), {MAX_DISPATCH}) (what nshade uses) beats one workgroup per tile; each layer runs in phases of {per} output tile(s) per group of 32 invocations",
+            per = plan.per
         ),
         format!(
             "bindings: {p}params {} (the parameter buffer below), {p}inputs {} (f32, read; row r = raw inputs [r * {in_dims}, r * {in_dims} + {in_dims})), {p}outputs {} (f32, read-write; row r = outputs [r * {out_dims}, r * {out_dims} + {out_dims})); bind exactly n rows of outputs and at least n rows of inputs",
@@ -549,7 +601,7 @@ fn write_glsl(model: &Model, program: &Program, opts: &Options) -> Result<String
     let p = &opts.prefix;
     let (g, b) = (opts.group, opts.binding);
     let (in_dims, out_dims) = (program.in_dims, program.out_dims);
-    let (rows, sx) = (plan.rows, plan.sx);
+    let (rows, sx, per) = (plan.rows, plan.sx, plan.per);
     let wg = plan.workgroup_size;
     let encoding = encoding(program);
     let entries = entries(&plan, opts, in_dims, out_dims, true);
@@ -587,7 +639,7 @@ layout(std430, set = {g}, binding = {b2}) readonly buffer {p}Inputs {{ float {p}
 layout(std430, set = {g}, binding = {b3}) buffer {p}Outputs {{ float {p}outputs[]; }};
 
 // Staged weights (f16) and biases (f32), two f16 X tiles (feature-major, rows of {sx}),
-// one f32 scratch tile per group of 32 invocations.
+// {per} f32 scratch tile(s) per group of 32 invocations.
 shared float16_t {p}ws[{wl}];
 shared float {p}bs[{bl}];
 shared float16_t {p}x0[{xl}];
@@ -598,16 +650,17 @@ void main() {{
     uint lid = gl_LocalInvocationIndex;
     uint sgid = lid / 32u;
     uint lane = lid % 32u;
-    uint zslot = sgid * 256u;
+    uint zslot = sgid * {zg}u;
     // Weights and biases, once per workgroup.
 ",
+        zg = per * 256,
         n = model.params.len(),
         b2 = b + 2,
         b3 = b + 3,
         wl = plan.weights_len.max(1),
         bl = plan.biases_len.max(1),
         xl = plan.x_len,
-        zl = GROUPS * 256,
+        zl = GROUPS * per * 256,
     );
     for l in &plan.layers {
         let _ = writeln!(
@@ -692,12 +745,13 @@ void main() {{
             s,
             "        // Layer {i}: {} x {} ({}), {nt} tiles of 16 outputs x 16 rows.
         for (uint j = 0u; j < {nj}u; j++) {{
-            uint t = j * {GROUPS}u + sgid; uint q = min(t, {lt}u);
-            uint ot = q / {st_n}u; uint st = q % {st_n}u;",
+          for (uint u = 0u; u < {per}u; u++) {{
+            uint t = (j * {GROUPS}u + sgid) * {per}u + u; uint q = min(t, {lt}u);
+            uint ot = q / {st_n}u; uint st = q % {st_n}u; uint zt = zslot + u * 256u;",
             l.out_dims,
             l.in_dims,
             l.act.name(),
-            nj = nt.div_ceil(GROUPS),
+            nj = nt.div_ceil(GROUPS * per),
             lt = nt - 1,
         );
         if coop {
@@ -724,25 +778,25 @@ void main() {{
             }
             let _ = writeln!(
                 s,
-                "            coopMatStore(c, {p}zc, zslot, 16u, gl_CooperativeMatrixLayoutRowMajor);"
+                "            coopMatStore(c, {p}zc, zt, 16u, gl_CooperativeMatrixLayoutRowMajor);"
             );
         } else {
             let _ = writeln!(
                 s,
-                "            for (uint u = 0u; u < 8u; u++) {{
-                uint e = u * 32u + lane; uint o = ot * 16u + e / 16u; uint s = st * 16u + e % 16u;
+                "            for (uint v = 0u; v < 8u; v++) {{
+                uint e = v * 32u + lane; uint o = ot * 16u + e / 16u; uint s = st * 16u + e % 16u;
                 float acc = 0.0;
                 for (uint k = 0u; k < {ip}u; k++) {{
                     acc += float({p}ws[{w}u + o * {stride}u + k]) * float({xin}[k * {sx}u + s]);
                 }}
-                {p}zc[zslot + e] = acc;
+                {p}zc[zt + e] = acc;
             }}",
                 ip = l.in_p,
                 w = l.staged,
                 stride = l.stride,
             );
         }
-        let zz = format!("{p}zc[zslot + e] + {p}bs[{}u + o]", l.staged_bias);
+        let zz = format!("{p}zc[zt + e] + {p}bs[{}u + o]", l.staged_bias);
         let y = crate::syntax::activation(&crate::syntax::CSyntax, &l.act, "zz");
         let epi = if i < last {
             format!(
@@ -758,13 +812,18 @@ void main() {{
         };
         let _ = writeln!(
             s,
-            "            barrier();
+            "          }}
+            barrier();
+          for (uint u = 0u; u < {per}u; u++) {{
+            uint t = (j * {GROUPS}u + sgid) * {per}u + u;
+            uint ot = t / {st_n}u; uint st = t % {st_n}u; uint zt = zslot + u * 256u;
             if (t < {nt}u) {{
-                for (uint u = 0u; u < 8u; u++) {{
-                    uint e = u * 32u + lane; uint o = ot * 16u + e / 16u; uint s = st * 16u + e % 16u;
+                for (uint v = 0u; v < 8u; v++) {{
+                    uint e = v * 32u + lane; uint o = ot * 16u + e / 16u; uint s = st * 16u + e % 16u;
                     {epi}
                 }}
             }}
+          }}
             barrier();
         }}"
         );

@@ -153,18 +153,17 @@ impl GpuBackend {
 
 /// The automatic path for `net` when none is chosen: `coop` when the adapter can run it
 /// ([`coop_supported`]), the fused kernels apply (every hidden activation's derivative
-/// follows from its output; `NSHADE_GPU_FUSED` not 0), the network has no grid (not
-/// measured there) and a layer of at least 32×32 — on the H200 the fused kernels trained
-/// the seed's four networks (32 wide) and `freq(8) | mlp(64x4, relu)` faster than f32
-/// (docs/PERFORMANCE.md); f32 otherwise.
+/// follows from its output; `NSHADE_GPU_FUSED` not 0) and the network has a layer of at
+/// least 32×32 — on the H200 the fused kernels trained the seed's four networks (32
+/// wide), `freq(8) | mlp(64x4, relu)` and the hash-grid network C (1.5x) faster than f32
+/// (docs/PERFORMANCE.md); f32 otherwise. Grid table gradients are exact fixed-point sums
+/// on every path, so the choice keeps runs deterministic.
 pub fn auto_precision(ctx: &GpuContext, net: &Network) -> Precision {
     let wide = codegen::Pad::of(net)
         .layers
         .iter()
         .any(|l| l.out_dims >= 32 && l.in_dims >= 32);
-    let grid = net.param_count != net.dense_count;
-    if wide && !grid && coop_supported(ctx) && codegen::fused_enabled() && codegen::net_fusable(net)
-    {
+    if wide && coop_supported(ctx) && codegen::fused_enabled() && codegen::net_fusable(net) {
         Precision::Coop
     } else {
         Precision::F32

@@ -21,9 +21,9 @@
 //   [200..203) 1.layers.2.bias [3]
 //
 // form tiled-compute: one compute kernel; each workgroup evaluates tiles of 128 rows, every mlp layer as 16x16 tile products as f16 x f16 multiply-adds accumulated in f32 loops (no cooperative matrices)
-// requires: GL_EXT_shader_explicit_arithmetic_types_float16 (Vulkan: shaderFloat16); 16320 bytes of workgroup memory (limits.max_compute_workgroup_storage_size, Vulkan maxComputeSharedMemorySize)
+// requires: GL_EXT_shader_explicit_arithmetic_types_float16 (Vulkan: shaderFloat16); 20416 bytes of workgroup memory (limits.max_compute_workgroup_storage_size, Vulkan maxComputeSharedMemorySize)
 // entry point main, workgroup size 128: n = nshade_outputs.length() / 3 rows in tiles of 128; workgroup w evaluates tiles w, w + G, w + 2G, ... (G = number of workgroups in x)
-// dispatch: (G, 1, 1) workgroups, any G >= 1; G = min(ceil(n / 128), 65535) gives one tile per workgroup up to 4194240 rows
+// dispatch: (G, 1, 1) workgroups, any G from 1 to 65535; each stages the weights once and then loops over its tiles, so G = min(ceil(n / 128), 2048) (what nshade uses) beats one workgroup per tile; each layer runs in phases of 2 output tile(s) per group of 32 invocations
 // bindings: nshade_params layout(set = 0, binding = 0) (the parameter buffer below), nshade_inputs layout(set = 0, binding = 2) (f32, read; row r = raw inputs [r * 2, r * 2 + 2)), nshade_outputs layout(set = 0, binding = 3) (f32, read-write; row r = outputs [r * 3, r * 3 + 3)); bind exactly n rows of outputs and at least n rows of inputs
 // once per workgroup the weights are staged from the parameter buffer into workgroup memory as f16 (each layer's W zero-padded to multiples of 16 rows and columns) and the biases as f32; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is f32 and outputs are f32
 //   layer 0: 8 x 12 (padded 16 x 16), weights at parameter 0, staged rows of 24 f16 at 0; bias at parameter 96
@@ -37,18 +37,18 @@ layout(std430, set = 0, binding = 2) readonly buffer nshade_Inputs { float nshad
 layout(std430, set = 0, binding = 3) buffer nshade_Outputs { float nshade_outputs[]; };
 
 // Staged weights (f16) and biases (f32), two f16 X tiles (feature-major, rows of 136),
-// one f32 scratch tile per group of 32 invocations.
+// 2 f32 scratch tile(s) per group of 32 invocations.
 shared float16_t nshade_ws[1152];
 shared float nshade_bs[48];
 shared float16_t nshade_x0[2176];
 shared float16_t nshade_x1[2176];
-shared float nshade_zc[1024];
+shared float nshade_zc[2048];
 
 void main() {
     uint lid = gl_LocalInvocationIndex;
     uint sgid = lid / 32u;
     uint lane = lid % 32u;
-    uint zslot = sgid * 256u;
+    uint zslot = sgid * 512u;
     // Weights and biases, once per workgroup.
     for (uint e = lid; e < 256u; e += 128u) {
         uint o = e / 16u; uint i = e % 16u;
@@ -119,67 +119,85 @@ void main() {
         for (uint j = 12u; j < 16u; j++) { nshade_x0[j * 136u + lid] = float16_t(0.0); }
         barrier();
         // Layer 0: 8 x 12 (leaky_relu), 8 tiles of 16 outputs x 16 rows.
-        for (uint j = 0u; j < 2u; j++) {
-            uint t = j * 4u + sgid; uint q = min(t, 7u);
-            uint ot = q / 8u; uint st = q % 8u;
-            for (uint u = 0u; u < 8u; u++) {
-                uint e = u * 32u + lane; uint o = ot * 16u + e / 16u; uint s = st * 16u + e % 16u;
+        for (uint j = 0u; j < 1u; j++) {
+          for (uint u = 0u; u < 2u; u++) {
+            uint t = (j * 4u + sgid) * 2u + u; uint q = min(t, 7u);
+            uint ot = q / 8u; uint st = q % 8u; uint zt = zslot + u * 256u;
+            for (uint v = 0u; v < 8u; v++) {
+                uint e = v * 32u + lane; uint o = ot * 16u + e / 16u; uint s = st * 16u + e % 16u;
                 float acc = 0.0;
                 for (uint k = 0u; k < 16u; k++) {
                     acc += float(nshade_ws[0u + o * 24u + k]) * float(nshade_x0[k * 136u + s]);
                 }
-                nshade_zc[zslot + e] = acc;
+                nshade_zc[zt + e] = acc;
             }
+          }
             barrier();
+          for (uint u = 0u; u < 2u; u++) {
+            uint t = (j * 4u + sgid) * 2u + u;
+            uint ot = t / 8u; uint st = t % 8u; uint zt = zslot + u * 256u;
             if (t < 8u) {
-                for (uint u = 0u; u < 8u; u++) {
-                    uint e = u * 32u + lane; uint o = ot * 16u + e / 16u; uint s = st * 16u + e % 16u;
-                    float zz = nshade_zc[zslot + e] + nshade_bs[0u + o]; nshade_x1[o * 136u + s] = (o < 8u) ? float16_t((zz > 0.0 ? zz : 0.01 * zz)) : float16_t(0.0);
+                for (uint v = 0u; v < 8u; v++) {
+                    uint e = v * 32u + lane; uint o = ot * 16u + e / 16u; uint s = st * 16u + e % 16u;
+                    float zz = nshade_zc[zt + e] + nshade_bs[0u + o]; nshade_x1[o * 136u + s] = (o < 8u) ? float16_t((zz > 0.0 ? zz : 0.01 * zz)) : float16_t(0.0);
                 }
             }
+          }
             barrier();
         }
         // Layer 1: 8 x 8 (leaky_relu), 8 tiles of 16 outputs x 16 rows.
-        for (uint j = 0u; j < 2u; j++) {
-            uint t = j * 4u + sgid; uint q = min(t, 7u);
-            uint ot = q / 8u; uint st = q % 8u;
-            for (uint u = 0u; u < 8u; u++) {
-                uint e = u * 32u + lane; uint o = ot * 16u + e / 16u; uint s = st * 16u + e % 16u;
+        for (uint j = 0u; j < 1u; j++) {
+          for (uint u = 0u; u < 2u; u++) {
+            uint t = (j * 4u + sgid) * 2u + u; uint q = min(t, 7u);
+            uint ot = q / 8u; uint st = q % 8u; uint zt = zslot + u * 256u;
+            for (uint v = 0u; v < 8u; v++) {
+                uint e = v * 32u + lane; uint o = ot * 16u + e / 16u; uint s = st * 16u + e % 16u;
                 float acc = 0.0;
                 for (uint k = 0u; k < 16u; k++) {
                     acc += float(nshade_ws[384u + o * 24u + k]) * float(nshade_x1[k * 136u + s]);
                 }
-                nshade_zc[zslot + e] = acc;
+                nshade_zc[zt + e] = acc;
             }
+          }
             barrier();
+          for (uint u = 0u; u < 2u; u++) {
+            uint t = (j * 4u + sgid) * 2u + u;
+            uint ot = t / 8u; uint st = t % 8u; uint zt = zslot + u * 256u;
             if (t < 8u) {
-                for (uint u = 0u; u < 8u; u++) {
-                    uint e = u * 32u + lane; uint o = ot * 16u + e / 16u; uint s = st * 16u + e % 16u;
-                    float zz = nshade_zc[zslot + e] + nshade_bs[16u + o]; nshade_x0[o * 136u + s] = (o < 8u) ? float16_t((zz > 0.0 ? zz : 0.01 * zz)) : float16_t(0.0);
+                for (uint v = 0u; v < 8u; v++) {
+                    uint e = v * 32u + lane; uint o = ot * 16u + e / 16u; uint s = st * 16u + e % 16u;
+                    float zz = nshade_zc[zt + e] + nshade_bs[16u + o]; nshade_x0[o * 136u + s] = (o < 8u) ? float16_t((zz > 0.0 ? zz : 0.01 * zz)) : float16_t(0.0);
                 }
             }
+          }
             barrier();
         }
         // Layer 2: 3 x 8 (sigmoid), 8 tiles of 16 outputs x 16 rows.
-        for (uint j = 0u; j < 2u; j++) {
-            uint t = j * 4u + sgid; uint q = min(t, 7u);
-            uint ot = q / 8u; uint st = q % 8u;
-            for (uint u = 0u; u < 8u; u++) {
-                uint e = u * 32u + lane; uint o = ot * 16u + e / 16u; uint s = st * 16u + e % 16u;
+        for (uint j = 0u; j < 1u; j++) {
+          for (uint u = 0u; u < 2u; u++) {
+            uint t = (j * 4u + sgid) * 2u + u; uint q = min(t, 7u);
+            uint ot = q / 8u; uint st = q % 8u; uint zt = zslot + u * 256u;
+            for (uint v = 0u; v < 8u; v++) {
+                uint e = v * 32u + lane; uint o = ot * 16u + e / 16u; uint s = st * 16u + e % 16u;
                 float acc = 0.0;
                 for (uint k = 0u; k < 16u; k++) {
                     acc += float(nshade_ws[768u + o * 24u + k]) * float(nshade_x0[k * 136u + s]);
                 }
-                nshade_zc[zslot + e] = acc;
+                nshade_zc[zt + e] = acc;
             }
+          }
             barrier();
+          for (uint u = 0u; u < 2u; u++) {
+            uint t = (j * 4u + sgid) * 2u + u;
+            uint ot = t / 8u; uint st = t % 8u; uint zt = zslot + u * 256u;
             if (t < 8u) {
-                for (uint u = 0u; u < 8u; u++) {
-                    uint e = u * 32u + lane; uint o = ot * 16u + e / 16u; uint s = st * 16u + e % 16u;
+                for (uint v = 0u; v < 8u; v++) {
+                    uint e = v * 32u + lane; uint o = ot * 16u + e / 16u; uint s = st * 16u + e % 16u;
                     uint row = tile * 128u + s;
-                    if (o < 3u && row < n) { float zz = nshade_zc[zslot + e] + nshade_bs[32u + o]; nshade_outputs[row * 3u + o] = (1.0 / (1.0 + exp(-zz))); }
+                    if (o < 3u && row < n) { float zz = nshade_zc[zt + e] + nshade_bs[32u + o]; nshade_outputs[row * 3u + o] = (1.0 / (1.0 + exp(-zz))); }
                 }
             }
+          }
             barrier();
         }
     }

@@ -19,9 +19,9 @@
 //   [200..203) 1.layers.2.bias [3]
 //
 // form coop-compute: one compute kernel; each workgroup evaluates tiles of 128 rows, every mlp layer as 16x16x16 cooperative-matrix products (coop_mat16x16: f16 operands A and B, f32 accumulator C)
-// requires: WGSL `enable f16;` and `enable wgpu_cooperative_matrix;` (wgpu: Features::SHADER_F16 and Features::EXPERIMENTAL_COOPERATIVE_MATRIX, with ExperimentalFeatures enabled; the adapter's cooperative_matrix_properties must list f16 x f16 -> f32 at 16x16x16); hardware subgroups of at most 32 invocations (each 32 consecutive invocations act as one matrix group); 16320 bytes of workgroup memory (limits.max_compute_workgroup_storage_size, Vulkan maxComputeSharedMemorySize)
+// requires: WGSL `enable f16;` and `enable wgpu_cooperative_matrix;` (wgpu: Features::SHADER_F16 and Features::EXPERIMENTAL_COOPERATIVE_MATRIX, with ExperimentalFeatures enabled; the adapter's cooperative_matrix_properties must list f16 x f16 -> f32 at 16x16x16); hardware subgroups of at most 32 invocations (each 32 consecutive invocations act as one matrix group); 20416 bytes of workgroup memory (limits.max_compute_workgroup_storage_size, Vulkan maxComputeSharedMemorySize)
 // entry point nshade_main, workgroup size 128: n = arrayLength(nshade_outputs) / 3 rows in tiles of 128; workgroup w evaluates tiles w, w + G, w + 2G, ... (G = number of workgroups in x)
-// dispatch: (G, 1, 1) workgroups, any G >= 1; G = min(ceil(n / 128), 65535) gives one tile per workgroup up to 4194240 rows
+// dispatch: (G, 1, 1) workgroups, any G from 1 to 65535; each stages the weights once and then loops over its tiles, so G = min(ceil(n / 128), 2048) (what nshade uses) beats one workgroup per tile; each layer runs in phases of 2 output tile(s) per group of 32 invocations
 // bindings: nshade_params @group(0) @binding(0) (the parameter buffer below), nshade_inputs @group(0) @binding(2) (f32, read; row r = raw inputs [r * 2, r * 2 + 2)), nshade_outputs @group(0) @binding(3) (f32, read-write; row r = outputs [r * 3, r * 3 + 3)); bind exactly n rows of outputs and at least n rows of inputs
 // once per workgroup the weights are staged from the parameter buffer into workgroup memory as f16 (each layer's W zero-padded to multiples of 16 rows and columns) and the biases as f32; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is f32 and outputs are f32
 //   layer 0: 8 x 12 (padded 16 x 16), weights at parameter 0, staged rows of 24 f16 at 0; bias at parameter 96
@@ -36,19 +36,19 @@ enable wgpu_cooperative_matrix;
 @group(0) @binding(3) var<storage, read_write> nshade_outputs: array<f32>;
 
 // Staged weights (f16) and biases (f32), two f16 X tiles (feature-major, rows of 136),
-// one f32 scratch tile per group of 32 invocations, and a zero tile (the accumulators' start).
+// 2 f32 scratch tile(s) per group of 32 invocations, and a zero tile (the accumulators' start).
 var<workgroup> nshade_ws: array<f16, 1152>;
 var<workgroup> nshade_bs: array<f32, 48>;
 var<workgroup> nshade_x0: array<f16, 2176>;
 var<workgroup> nshade_x1: array<f16, 2176>;
-var<workgroup> nshade_zc: array<f32, 1024>;
+var<workgroup> nshade_zc: array<f32, 2048>;
 var<workgroup> nshade_zero: array<f32, 256>;
 
 @compute @workgroup_size(128)
 fn nshade_main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
     let sgid = lid / 32u;
     let lane = lid % 32u;
-    let zslot = sgid * 256u;
+    let zslot = sgid * 512u;
     // Weights and biases, once per workgroup.
     for (var e = lid; e < 256u; e += 128u) {
         let o = e / 16u; let i = e % 16u;
@@ -120,52 +120,70 @@ fn nshade_main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
         for (var j = 12u; j < 16u; j++) { nshade_x0[j * 136u + lid] = f16(0.0f); }
         workgroupBarrier();
         // Layer 0: 8 x 12 (leaky_relu), 8 tiles of 16 outputs x 16 rows.
-        for (var j = 0u; j < 2u; j++) {
-            let t = j * 4u + sgid; let q = min(t, 7u);
-            let ot = q / 8u; let st = q % 8u;
+        for (var j = 0u; j < 1u; j++) {
+          for (var u = 0u; u < 2u; u++) {
+            let t = (j * 4u + sgid) * 2u + u; let q = min(t, 7u);
+            let ot = q / 8u; let st = q % 8u; let zt = zslot + u * 256u;
             var c = coopLoad<coop_mat16x16<f32, C>>(&nshade_zero[0], 16u);
             c = coopMultiplyAdd(coopLoadT<coop_mat16x16<f16, A>>(&nshade_ws[0u + ot * 384u], 24u), coopLoadT<coop_mat16x16<f16, B>>(&nshade_x0[0u + st * 16u], 136u), c);
-            coopStoreT(c, &nshade_zc[zslot], 16u);
+            coopStoreT(c, &nshade_zc[zt], 16u);
+          }
             workgroupBarrier();
+          for (var u = 0u; u < 2u; u++) {
+            let t = (j * 4u + sgid) * 2u + u;
+            let ot = t / 8u; let st = t % 8u; let zt = zslot + u * 256u;
             if (t < 8u) {
-                for (var u = 0u; u < 8u; u++) {
-                    let e = u * 32u + lane; let o = ot * 16u + e / 16u; let s = st * 16u + e % 16u;
-                    let zz = nshade_zc[zslot + e] + nshade_bs[0u + o]; nshade_x1[o * 136u + s] = select(f16(0.0f), f16(select(0.01 * zz, zz, zz > 0.0)), o < 8u);
+                for (var v = 0u; v < 8u; v++) {
+                    let e = v * 32u + lane; let o = ot * 16u + e / 16u; let s = st * 16u + e % 16u;
+                    let zz = nshade_zc[zt + e] + nshade_bs[0u + o]; nshade_x1[o * 136u + s] = select(f16(0.0f), f16(select(0.01 * zz, zz, zz > 0.0)), o < 8u);
                 }
             }
+          }
             workgroupBarrier();
         }
         // Layer 1: 8 x 8 (leaky_relu), 8 tiles of 16 outputs x 16 rows.
-        for (var j = 0u; j < 2u; j++) {
-            let t = j * 4u + sgid; let q = min(t, 7u);
-            let ot = q / 8u; let st = q % 8u;
+        for (var j = 0u; j < 1u; j++) {
+          for (var u = 0u; u < 2u; u++) {
+            let t = (j * 4u + sgid) * 2u + u; let q = min(t, 7u);
+            let ot = q / 8u; let st = q % 8u; let zt = zslot + u * 256u;
             var c = coopLoad<coop_mat16x16<f32, C>>(&nshade_zero[0], 16u);
             c = coopMultiplyAdd(coopLoadT<coop_mat16x16<f16, A>>(&nshade_ws[384u + ot * 384u], 24u), coopLoadT<coop_mat16x16<f16, B>>(&nshade_x1[0u + st * 16u], 136u), c);
-            coopStoreT(c, &nshade_zc[zslot], 16u);
+            coopStoreT(c, &nshade_zc[zt], 16u);
+          }
             workgroupBarrier();
+          for (var u = 0u; u < 2u; u++) {
+            let t = (j * 4u + sgid) * 2u + u;
+            let ot = t / 8u; let st = t % 8u; let zt = zslot + u * 256u;
             if (t < 8u) {
-                for (var u = 0u; u < 8u; u++) {
-                    let e = u * 32u + lane; let o = ot * 16u + e / 16u; let s = st * 16u + e % 16u;
-                    let zz = nshade_zc[zslot + e] + nshade_bs[16u + o]; nshade_x0[o * 136u + s] = select(f16(0.0f), f16(select(0.01 * zz, zz, zz > 0.0)), o < 8u);
+                for (var v = 0u; v < 8u; v++) {
+                    let e = v * 32u + lane; let o = ot * 16u + e / 16u; let s = st * 16u + e % 16u;
+                    let zz = nshade_zc[zt + e] + nshade_bs[16u + o]; nshade_x0[o * 136u + s] = select(f16(0.0f), f16(select(0.01 * zz, zz, zz > 0.0)), o < 8u);
                 }
             }
+          }
             workgroupBarrier();
         }
         // Layer 2: 3 x 8 (sigmoid), 8 tiles of 16 outputs x 16 rows.
-        for (var j = 0u; j < 2u; j++) {
-            let t = j * 4u + sgid; let q = min(t, 7u);
-            let ot = q / 8u; let st = q % 8u;
+        for (var j = 0u; j < 1u; j++) {
+          for (var u = 0u; u < 2u; u++) {
+            let t = (j * 4u + sgid) * 2u + u; let q = min(t, 7u);
+            let ot = q / 8u; let st = q % 8u; let zt = zslot + u * 256u;
             var c = coopLoad<coop_mat16x16<f32, C>>(&nshade_zero[0], 16u);
             c = coopMultiplyAdd(coopLoadT<coop_mat16x16<f16, A>>(&nshade_ws[768u + ot * 384u], 24u), coopLoadT<coop_mat16x16<f16, B>>(&nshade_x0[0u + st * 16u], 136u), c);
-            coopStoreT(c, &nshade_zc[zslot], 16u);
+            coopStoreT(c, &nshade_zc[zt], 16u);
+          }
             workgroupBarrier();
+          for (var u = 0u; u < 2u; u++) {
+            let t = (j * 4u + sgid) * 2u + u;
+            let ot = t / 8u; let st = t % 8u; let zt = zslot + u * 256u;
             if (t < 8u) {
-                for (var u = 0u; u < 8u; u++) {
-                    let e = u * 32u + lane; let o = ot * 16u + e / 16u; let s = st * 16u + e % 16u;
+                for (var v = 0u; v < 8u; v++) {
+                    let e = v * 32u + lane; let o = ot * 16u + e / 16u; let s = st * 16u + e % 16u;
                     let row = tile * 128u + s;
-                    if (o < 3u && row < n) { let zz = nshade_zc[zslot + e] + nshade_bs[32u + o]; nshade_outputs[row * 3u + o] = (1.0 / (1.0 + exp(-zz))); }
+                    if (o < 3u && row < n) { let zz = nshade_zc[zt + e] + nshade_bs[32u + o]; nshade_outputs[row * 3u + o] = (1.0 / (1.0 + exp(-zz))); }
                 }
             }
+          }
             workgroupBarrier();
         }
     }
