@@ -51,6 +51,11 @@ pub struct Args {
     /// Measure inference of the generated shader at 1920x1080 instead of training.
     #[arg(long)]
     pub inference: bool,
+    /// With --inference: the shader forms to measure; repeat for several (default every
+    /// form the adapter runs: function with buffer and baked weights in f32 and f16,
+    /// coop-compute, tiled-compute).
+    #[arg(long = "form", value_enum, requires = "inference")]
+    pub forms: Vec<crate::export::FormArg>,
     /// Worker threads for the CPU backend (default: all cores, or RAYON_NUM_THREADS).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -160,6 +165,12 @@ fn run_inference(args: &Args) -> Result<()> {
     };
     let x = Texture::pixel_centres(SIZE.0, SIZE.1);
     let rows = SIZE.0 * SIZE.1;
+    let wanted = |form: Form| args.forms.is_empty() || args.forms.iter().any(|f| f.form() == form);
+    if ctx.is_none() && !wanted(Form::Function) {
+        bail!(
+            "--backend cpu measures the function form only (Model::eval); add --form function or use --backend gpu"
+        );
+    }
     for s in &specs {
         let named =
             NamedArch::parse(s).map_err(|e| anyhow::anyhow!("--arch {}: {e}", common::shown(s)))?;
@@ -167,80 +178,8 @@ fn run_inference(args: &Args) -> Result<()> {
             .map_err(|e| anyhow::anyhow!("--arch {}: {e}", common::shown(s)))?;
         let params = net.init_params(1);
         let model = Model::new(net, params, InputSpec::uv());
-        // (adapter, path, weights, form, evaluations per second)
-        let mut results: Vec<(String, &str, &str, Form, f64)> = Vec::new();
-        match &ctx {
-            Some(ctx) => {
-                let mut paths = vec![Precision::F32];
-                if ctx.summary.shader_f16 {
-                    paths.push(Precision::F16);
-                }
-                for p in paths {
-                    // Models with grid tables are measured from the buffer only, as
-                    // `eval`/`render` run them (baked tables are run-time indexed
-                    // arrays that some drivers compile very slowly, or too large).
-                    let tables = model.network.param_count - model.network.dense_count;
-                    for (weights, wname) in
-                        [(WeightMode::Buffer, "buffer"), (WeightMode::Baked, "baked")]
-                    {
-                        if weights == WeightMode::Baked && tables > 0 {
-                            continue;
-                        }
-                        let ev = ShaderEvaluator::with_weights(ctx, &model, p, weights)?;
-                        let eps = ev.throughput(ctx, &x, args.seconds)?;
-                        let name = if p == Precision::F16 { "f16" } else { "f32" };
-                        results.push((
-                            format!("gpu ({})", ctx.summary.name),
-                            name,
-                            wname,
-                            Form::Function,
-                            eps,
-                        ));
-                    }
-                }
-                // The tiled compute kernels (f16 operands, f32 accumulation, weights from
-                // the buffer): on cooperative matrices where the adapter has them, and
-                // with loop products on hardware adapters with f16 (a software adapter
-                // takes seconds per frame of those loops, and they are only its fallback).
-                let software = ctx.summary.device_type == "Cpu";
-                for (form, path) in [(Form::CoopCompute, "coop"), (Form::TiledCompute, "f16")] {
-                    if form == Form::TiledCompute && software {
-                        continue;
-                    }
-                    match tiled_supported(ctx, &model, form) {
-                        Ok(()) => {
-                            let ev = ShaderEvaluator::tiled(ctx, &model, form)?;
-                            let eps = ev.throughput(ctx, &x, args.seconds)?;
-                            results.push((
-                                format!("gpu ({})", ctx.summary.name),
-                                path,
-                                "buffer",
-                                form,
-                                eps,
-                            ));
-                        }
-                        Err(why) => eprintln!("{}: no --form {form}: {why}", named.name),
-                    }
-                }
-            }
-            None => {
-                let _ = model.eval(&x); // warm-up
-                let start = Instant::now();
-                let mut n = 0usize;
-                while start.elapsed() < Duration::from_secs_f64(args.seconds) {
-                    let _ = model.eval(&x);
-                    n += rows;
-                }
-                results.push((
-                    "cpu".into(),
-                    "f32",
-                    "-",
-                    Form::Function,
-                    n as f64 / start.elapsed().as_secs_f64(),
-                ));
-            }
-        }
-        for (backend, path, weights, form, eps) in results {
+        // One line per measurement, as soon as it is measured.
+        let report = |backend: &str, path: &str, weights: &str, form: Form, eps: f64| {
             let kind = if backend == "cpu" { "cpu" } else { "gpu" };
             if args.json {
                 println!(
@@ -258,6 +197,71 @@ fn run_inference(args: &Args) -> Result<()> {
                     named.arch.to_string(),
                     human(eps),
                     rows as f64 / eps * 1e3
+                );
+            }
+        };
+        match &ctx {
+            Some(ctx) => {
+                let adapter = format!("gpu ({})", ctx.summary.name);
+                let mut paths = vec![Precision::F32];
+                if ctx.summary.shader_f16 {
+                    paths.push(Precision::F16);
+                }
+                for p in paths {
+                    if !wanted(Form::Function) {
+                        break;
+                    }
+                    // Models with grid tables are measured from the buffer only, as
+                    // `eval`/`render` run them (baked tables are run-time indexed
+                    // arrays that some drivers compile very slowly, or too large).
+                    let tables = model.network.param_count - model.network.dense_count;
+                    for (weights, wname) in
+                        [(WeightMode::Buffer, "buffer"), (WeightMode::Baked, "baked")]
+                    {
+                        if weights == WeightMode::Baked && tables > 0 {
+                            continue;
+                        }
+                        let ev = ShaderEvaluator::with_weights(ctx, &model, p, weights)?;
+                        let eps = ev.throughput(ctx, &x, args.seconds)?;
+                        let name = if p == Precision::F16 { "f16" } else { "f32" };
+                        report(&adapter, name, wname, Form::Function, eps);
+                    }
+                }
+                // The tiled compute kernels (f16 operands, f32 accumulation, weights from
+                // the buffer): on cooperative matrices where the adapter has them, and
+                // with loop products on hardware adapters with f16 (a software adapter
+                // takes seconds per frame of those loops, and they are only its fallback).
+                let software = ctx.summary.device_type == "Cpu";
+                for (form, path) in [(Form::CoopCompute, "coop"), (Form::TiledCompute, "f16")] {
+                    if !wanted(form)
+                        || (form == Form::TiledCompute && software && args.forms.is_empty())
+                    {
+                        continue;
+                    }
+                    match tiled_supported(ctx, &model, form) {
+                        Ok(()) => {
+                            let ev = ShaderEvaluator::tiled(ctx, &model, form)?;
+                            let eps = ev.throughput(ctx, &x, args.seconds)?;
+                            report(&adapter, path, "buffer", form, eps);
+                        }
+                        Err(why) => eprintln!("{}: no --form {form}: {why}", named.name),
+                    }
+                }
+            }
+            None => {
+                let _ = model.eval(&x); // warm-up
+                let start = Instant::now();
+                let mut n = 0usize;
+                while start.elapsed() < Duration::from_secs_f64(args.seconds) {
+                    let _ = model.eval(&x);
+                    n += rows;
+                }
+                report(
+                    "cpu",
+                    "f32",
+                    "-",
+                    Form::Function,
+                    n as f64 / start.elapsed().as_secs_f64(),
                 );
             }
         }

@@ -57,6 +57,16 @@ pub enum FormArg {
     TiledCompute,
 }
 
+impl FormArg {
+    pub fn form(self) -> Form {
+        match self {
+            FormArg::Function => Form::Function,
+            FormArg::CoopCompute => Form::CoopCompute,
+            FormArg::TiledCompute => Form::TiledCompute,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum PrecisionArg {
     F32,
@@ -139,11 +149,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     let model = Model::load(&args.model)?;
     let tables = model.network.param_count - model.network.dense_count;
-    let form = match args.form {
-        FormArg::Function => Form::Function,
-        FormArg::CoopCompute => Form::CoopCompute,
-        FormArg::TiledCompute => Form::TiledCompute,
-    };
+    let form = args.form.form();
     if form.is_tiled() && args.weights == Some(WeightsArg::Baked) {
         bail!(
             "--form {form} stages its weights from the parameter buffer; drop --weights baked (it implies --weights buffer)"
