@@ -211,17 +211,23 @@ fn run_inference(args: &Args) -> Result<()> {
                     if !wanted(Form::Function) {
                         break;
                     }
-                    // Models with grid tables are measured from the buffer only, as
-                    // `eval`/`render` run them (baked tables are run-time indexed
-                    // arrays that some drivers compile very slowly, or too large).
-                    let tables = model.network.param_count - model.network.dense_count;
+                    // Baked only where `eval`/`render` bake (`bakes`: no grid tables,
+                    // whose baked form is a run-time indexed array that some drivers
+                    // compile very slowly, and at most BAKE_LIMIT parameters); large
+                    // networks from the buffer with one loop per layer, as they run.
                     for (weights, wname) in
                         [(WeightMode::Buffer, "buffer"), (WeightMode::Baked, "baked")]
                     {
-                        if weights == WeightMode::Baked && tables > 0 {
+                        if weights == WeightMode::Baked && !nshade_gpu::infer::bakes(&model) {
                             continue;
                         }
-                        let ev = ShaderEvaluator::with_weights(ctx, &model, p, weights)?;
+                        let opts = nshade_shader::Options {
+                            weights,
+                            loops: weights == WeightMode::Buffer
+                                && model.network.dense_count > nshade_gpu::infer::LOOP_ABOVE,
+                            ..nshade_gpu::infer::kernel_options(nshade_shader::Target::Wgsl, p)
+                        };
+                        let ev = ShaderEvaluator::with_options(ctx, &model, &opts)?;
                         let eps = ev.throughput(ctx, &x, args.seconds)?;
                         let name = if p == Precision::F16 { "f16" } else { "f32" };
                         report(&adapter, name, wname, Form::Function, eps);

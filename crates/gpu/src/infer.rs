@@ -111,41 +111,80 @@ fn storage(binding: u32, read_only: bool) -> wgpu::BindGroupLayoutEntry {
     }
 }
 
+/// Networks of at most this many dense parameters (and no grid tables) are baked into
+/// the function form by [`ShaderEvaluator::new`]. `freq(8) | mlp(64x4, relu)` (14 787)
+/// compiled in about a second on the H200; `freq(8) | mlp(128x4, relu)` (54 147) baked
+/// or straight-line from the buffer kept the NVIDIA driver compiling for minutes.
+pub const BAKE_LIMIT: usize = 16_384;
+/// Buffer-mode function kernels of more dense parameters than this use one loop per
+/// layer (`Options::loops`), which compiles in time proportional to the widths.
+pub const LOOP_ABOVE: usize = BAKE_LIMIT;
+
+/// Whether [`ShaderEvaluator::new`] bakes `model`'s weights: no grid tables and at most
+/// [`BAKE_LIMIT`] parameters.
+pub fn bakes(model: &Model) -> bool {
+    model.network.param_count == model.network.dense_count
+        && model.network.param_count <= BAKE_LIMIT
+}
+
+/// The form [`ShaderEvaluator::fastest`] runs for `model` on an adapter that can (`coop`)
+/// or cannot run the cooperative-matrix kernel: [`Form::CoopCompute`] for models with
+/// grid tables or an mlp layer of at least 64 outputs, where it was measured faster
+/// than the function form on the H200 (1920x1080: the hash-grid network C 0.93 G
+/// evaluations/s against 0.28 G from the buffer; `freq(8) | mlp(64x4, relu)` 0.61 G
+/// against 0.46 G baked f32), else [`Form::Function`] (seed #3, 32 wide: 10.2 G baked
+/// against 2.0 G; docs/PERFORMANCE.md).
+pub fn preferred_form(model: &Model, coop: bool) -> Form {
+    let grid = model.network.param_count > model.network.dense_count;
+    let wide = nshade_shader::coop::plan(model, usize::MAX)
+        .map(|p| p.layers.iter().any(|l| l.out_dims >= 64))
+        .unwrap_or(false);
+    if coop && (grid || wide) {
+        Form::CoopCompute
+    } else {
+        Form::Function
+    }
+}
+
 impl ShaderEvaluator {
-    /// Generates the WGSL of `model` at `precision`, weights baked, and builds its
-    /// pipeline: what `nshade eval/render --backend gpu` run. Baked, because the weights
-    /// are fixed for the evaluator's lifetime and drivers compile literals far faster
-    /// than thousands of buffer loads (seed arch #3 on lavapipe: 1.2 s against 138 s);
-    /// literals are also operands of the multiply-adds on hardware. The buffer-mode
-    /// kernel, identical otherwise, is [`ShaderEvaluator::with_weights`]. Models with
-    /// grid encodings use the buffer-mode kernel (their tables are data, not code).
+    /// Generates the WGSL of `model` at `precision` and builds its pipeline: what
+    /// `nshade eval/render --backend gpu` run where no tiled form is preferred. Weights
+    /// baked where [`bakes`] says so: they are fixed for the evaluator's lifetime, drivers
+    /// compile literals far faster than thousands of buffer loads (seed arch #3 on
+    /// lavapipe: 1.2 s against 138 s), and literals are operands of the multiply-adds on
+    /// hardware (H200: 10.2 G evaluations/s baked against 2.4 G from the buffer). Larger
+    /// networks and models with grid tables read the buffer, the large ones with one loop
+    /// per layer ([`LOOP_ABOVE`]). The buffer-mode kernel, identical otherwise, is
+    /// [`ShaderEvaluator::with_weights`].
     pub fn new(
         ctx: &GpuContext,
         model: &Model,
         precision: Precision,
     ) -> Result<ShaderEvaluator, GpuError> {
-        // Grid tables are read from the buffer: a baked table is an array indexed at run
-        // time, which some drivers compile very slowly (lavapipe: minutes for a few
-        // thousand entries), and large ones cannot be baked at all.
-        let tables = model.network.param_count - model.network.dense_count;
-        let weights = if tables > 0 {
-            WeightMode::Buffer
-        } else {
+        let weights = if bakes(model) {
             WeightMode::Baked
+        } else {
+            WeightMode::Buffer
         };
-        ShaderEvaluator::with_weights(ctx, model, precision, weights)
+        let opts = Options {
+            weights,
+            loops: weights == WeightMode::Buffer && model.network.dense_count > LOOP_ABOVE,
+            ..kernel_options(Target::Wgsl, precision)
+        };
+        ShaderEvaluator::with_options(ctx, model, &opts)
     }
 
-    /// The fastest form this device runs for `model`: the cooperative-matrix kernel
-    /// ([`Form::CoopCompute`]: f16 operands, f32 accumulation) where
-    /// [`tiled_supported`] allows it, else [`ShaderEvaluator::new`] at `precision`.
-    /// [`ShaderEvaluator::form`] says which.
+    /// The fastest form this device runs for `model` ([`preferred_form`]): the
+    /// cooperative-matrix kernel ([`Form::CoopCompute`]: f16 operands, f32 accumulation)
+    /// where it was measured faster and [`tiled_supported`] allows it, else
+    /// [`ShaderEvaluator::new`] at `precision`. [`ShaderEvaluator::form`] says which.
     pub fn fastest(
         ctx: &GpuContext,
         model: &Model,
         precision: Precision,
     ) -> Result<ShaderEvaluator, GpuError> {
-        if tiled_supported(ctx, model, Form::CoopCompute).is_ok() {
+        let coop = tiled_supported(ctx, model, Form::CoopCompute).is_ok();
+        if preferred_form(model, coop) == Form::CoopCompute {
             return ShaderEvaluator::tiled(ctx, model, Form::CoopCompute);
         }
         ShaderEvaluator::new(ctx, model, precision)

@@ -207,27 +207,44 @@ fn workgroups_loop_over_tiles() {
     }
 }
 
-/// `ShaderEvaluator::fastest` picks the cooperative-matrix kernel exactly when the
-/// adapter has it, and says so.
+/// `ShaderEvaluator::fastest` runs the form `preferred_form` names (the cooperative-matrix
+/// kernel for grids and 64-wide layers where the adapter has it, the function otherwise),
+/// says so, and matches the CPU.
 #[test]
 fn fastest_names_its_form() {
+    use nshade_gpu::infer::{bakes, preferred_form};
     let Some(ctx) = common::context() else { return };
-    let m = model(ARCHS[0].0, 2, 3, 3);
-    let ev = ShaderEvaluator::fastest(&ctx, &m, nshade_shader::Precision::F32).unwrap();
-    let want = if tiled_supported(&ctx, &m, Form::CoopCompute).is_ok() {
-        Form::CoopCompute
-    } else {
-        Form::Function
-    };
-    assert_eq!(ev.form(), want);
-    let x = common::models::random_inputs(&m, 500, 4);
-    let got = ev.eval(&ctx, &x).unwrap();
-    let (diff, _) = common::max_abs_diff("fastest", &got, &m.eval(&x));
-    eprintln!(
-        "fastest form on {}: {} (max error {diff:.3e})",
-        ctx.summary.name, want
+    // seed #3 (32 wide), 64 wide, a grid
+    for (k, &(arch, i, o)) in [ARCHS[0], ARCHS[2], ARCHS[5]].iter().enumerate() {
+        let m = model(arch, i, o, 3 + k as u64);
+        let coop = tiled_supported(&ctx, &m, Form::CoopCompute).is_ok();
+        let want = match k {
+            0 => Form::Function,
+            _ if coop => Form::CoopCompute,
+            _ => Form::Function,
+        };
+        assert_eq!(preferred_form(&m, coop), want, "{arch}");
+        let ev = ShaderEvaluator::fastest(&ctx, &m, nshade_shader::Precision::F32).unwrap();
+        assert_eq!(ev.form(), want, "{arch}");
+        let x = common::models::random_inputs(&m, 500, 4);
+        let got = ev.eval(&ctx, &x).unwrap();
+        let (diff, _) = common::max_abs_diff("fastest", &got, &m.eval(&x));
+        eprintln!(
+            "fastest form of {arch} on {}: {want} (max error {diff:.3e})",
+            ctx.summary.name
+        );
+        assert!(diff <= 2e-2, "{arch}: {diff}");
+    }
+    // Which networks the function form bakes: small dense ones only.
+    assert!(bakes(&model(ARCHS[0].0, 2, 3, 1)));
+    assert!(
+        !bakes(&model(ARCHS[5].0, 2, 3, 1)),
+        "grid tables stay in the buffer"
     );
-    assert!(diff <= 2e-2);
+    assert!(
+        !bakes(&model("freq(8) | mlp(128x4, relu)", 2, 3, 1)),
+        "54 147 parameters"
+    );
 }
 
 /// `--target glsl` of both forms: glslang (the crate built into nshade, which knows
