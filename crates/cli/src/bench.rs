@@ -225,9 +225,6 @@ fn run_inference(args: &Args) -> Result<()> {
                             weights,
                             loops: weights == WeightMode::Buffer
                                 && model.network.dense_count > nshade_gpu::infer::LOOP_ABOVE,
-                            // A/B switch for measurements: buffer reads as vec4 components.
-                            buffer_vec4: std::env::var("NSHADE_BUFFER_VEC4")
-                                .is_ok_and(|v| v == "1"),
                             ..nshade_gpu::infer::kernel_options(nshade_shader::Target::Wgsl, p)
                         };
                         let ev = ShaderEvaluator::with_options(ctx, &model, &opts)?;

@@ -245,7 +245,6 @@ impl ShaderEvaluator {
         let opts = Options {
             weights,
             loops: opts.loops,
-            buffer_vec4: opts.buffer_vec4,
             prefix: opts.prefix.clone(),
             ..kernel_options(Target::Wgsl, precision)
         };

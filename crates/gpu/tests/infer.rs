@@ -31,28 +31,22 @@ fn wgsl_matches_cpu() {
     let Some(ctx) = common::context() else { return };
     for (name, model) in models::all() {
         let cpu = model.eval(&models::random_inputs(&model, ROWS, 11));
-        for (weights, loops, buffer_vec4) in [
-            (WeightMode::Buffer, false, false),
-            (WeightMode::Buffer, true, false),
-            (WeightMode::Buffer, false, true),
-            (WeightMode::Buffer, true, true),
-            (WeightMode::Baked, false, false),
+        for (weights, loops) in [
+            (WeightMode::Buffer, false),
+            (WeightMode::Buffer, true),
+            (WeightMode::Baked, false),
         ] {
             let opts = Options {
                 weights,
                 loops,
-                buffer_vec4,
                 ..kernel_options(Target::Wgsl, Precision::F32)
             };
             let src = export(&model, &opts).unwrap().into_text().unwrap();
             let packed = pack_weights(&model, &opts);
             let w = (weights == WeightMode::Buffer).then_some(packed.as_slice());
             let gpu = run(&ctx, &model, Kernel::Wgsl(&src), w);
-            if buffer_vec4 {
-                assert_eq!(packed.len() % 16, 0, "{name}: vec4 buffers are whole vec4s");
-            }
             assert_close(
-                &format!("{name} wgsl {weights:?} loops {loops} vec4 {buffer_vec4}"),
+                &format!("{name} wgsl {weights:?} loops {loops}"),
                 &gpu,
                 &cpu,
                 1e-5,
@@ -86,15 +80,6 @@ fn wgsl_f16_is_close_to_cpu() {
         // others), so 1e-2 is 2.4x the largest error seen.
         let e = assert_close(&format!("{name} f16"), &gpu, &cpu, 1e-2);
         eprintln!("{name} f16: max relative error {e:.2e}");
-        worst = worst.max(e);
-        // The same f16 buffer read as vec4<f16> (8-byte elements).
-        let opts = Options {
-            buffer_vec4: true,
-            ..kernel_options(Target::Wgsl, Precision::F16)
-        };
-        let ev = ShaderEvaluator::with_options(&ctx, &model, &opts).unwrap();
-        let gpu = ev.eval(&ctx, &x).unwrap();
-        let e = assert_close(&format!("{name} f16 vec4 buffer"), &gpu, &cpu, 1e-2);
         worst = worst.max(e);
     }
     eprintln!("f16: max relative error over every model {worst:.2e}");

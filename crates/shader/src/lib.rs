@@ -206,11 +206,6 @@ pub struct Options {
     /// `fwd_diff` / `bwd_diff` of the network with respect to its inputs (the weights are
     /// constants to Slang's autodiff: literals, or reads of the parameter buffer).
     pub differentiable: bool,
-    /// WGSL buffer mode: declare the parameters as `array<vec4<T>>` and read them as
-    /// components, so a run of four weights is one load instruction (buffer-mode shaders
-    /// are load-bound where baked ones are multiply-add-bound). The buffer's bytes are
-    /// the same, zero-padded to a whole vec4 ([`pack_weights`]).
-    pub buffer_vec4: bool,
 }
 
 impl Options {
@@ -228,7 +223,6 @@ impl Options {
             group: 0,
             binding: 0,
             differentiable: false,
-            buffer_vec4: false,
         }
     }
 
@@ -301,10 +295,9 @@ pub fn export(model: &Model, opts: &Options) -> Result<Output, Error> {
 
 /// The bytes of the parameter buffer that buffer-mode shaders for `opts` read: the flat
 /// parameter vector in model order, little-endian f32 (f16 where
-/// [`Options::buffer_is_f16`]); no padding, except to a whole vec4 of elements with
-/// [`Options::buffer_vec4`] (WGSL).
+/// [`Options::buffer_is_f16`]), no padding.
 pub fn pack_weights(model: &Model, opts: &Options) -> Vec<u8> {
-    let mut bytes: Vec<u8> = if opts.buffer_is_f16() {
+    if opts.buffer_is_f16() {
         model
             .params
             .iter()
@@ -312,12 +305,7 @@ pub fn pack_weights(model: &Model, opts: &Options) -> Vec<u8> {
             .collect()
     } else {
         model.params.iter().flat_map(|v| v.to_le_bytes()).collect()
-    };
-    if opts.buffer_vec4 && opts.target == Target::Wgsl {
-        let elem = if opts.buffer_is_f16() { 2 } else { 4 };
-        bytes.resize(model.params.len().div_ceil(4) * 4 * elem, 0);
     }
-    bytes
 }
 
 /// Largest parameter count a GLSL ES 3.00 buffer-mode shader can hold: WebGL2 guarantees

@@ -172,17 +172,10 @@ pub(crate) fn write_tables_as(
     }
     let iface = Interface {
         signature: signature.clone(),
-        buffer: vec![if opts.buffer_vec4 {
-            format!(
-                "weights: var<storage, read> {p}params: array<vec4<{elem}>, {n4}> at @group({g}) @binding({b}) (parameter i is component i % 4 of element i / 4; the buffer is zero-padded to {n4} x 4 values)",
-                n4 = model.params.len().div_ceil(4)
-            )
-        } else {
-            format!(
-                "weights: var<storage, read> {p}params: array<{elem}, {n}> at @group({g}) @binding({b})",
-                n = model.params.len()
-            )
-        }],
+        buffer: vec![format!(
+            "weights: var<storage, read> {p}params: array<{elem}, {n}> at @group({g}) @binding({b})",
+            n = model.params.len()
+        )],
         entries,
     };
     let mut s = header::write(model, opts, &iface);
@@ -191,21 +184,12 @@ pub(crate) fn write_tables_as(
         s.push_str("enable f16;\n\n");
     }
     if opts.weights == WeightMode::Buffer {
-        if opts.buffer_vec4 {
-            writeln!(
-                s,
-                "@group({g}) @binding({b}) var<storage, read> {p}params: array<vec4<{elem}>, {}>;\n",
-                model.params.len().div_ceil(4)
-            )
-            .unwrap();
-        } else {
-            writeln!(
-                s,
-                "@group({g}) @binding({b}) var<storage, read> {p}params: array<{elem}, {}>;\n",
-                model.params.len()
-            )
-            .unwrap();
-        }
+        writeln!(
+            s,
+            "@group({g}) @binding({b}) var<storage, read> {p}params: array<{elem}, {}>;\n",
+            model.params.len()
+        )
+        .unwrap();
     }
     if let Some((n, lits)) = crate::body::baked_tables(model, opts, "    ") {
         writeln!(
@@ -217,15 +201,7 @@ pub(crate) fn write_tables_as(
         )
         .unwrap();
     }
-    let read = |i: &str| {
-        if !opts.buffer_vec4 {
-            format!("{p}params[{i}]")
-        } else if let Ok(k) = i.parse::<usize>() {
-            format!("{p}params[{}].{}", k / 4, ["x", "y", "z", "w"][k % 4])
-        } else {
-            format!("{p}params[({i}) / 4u][({i}) % 4u]")
-        }
-    };
+    let read = |i: &str| format!("{p}params[{i}]");
     let body = Body {
         syntax: &WgslSyntax,
         decl: "let ".into(),
