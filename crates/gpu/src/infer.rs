@@ -129,17 +129,14 @@ pub fn bakes(model: &Model) -> bool {
 
 /// The form [`ShaderEvaluator::fastest`] runs for `model` on an adapter that can (`coop`)
 /// or cannot run the cooperative-matrix kernel: [`Form::CoopCompute`] for models with
-/// grid tables or an mlp layer of at least 64 outputs, where it was measured faster
-/// than the function form on the H200 (1920x1080: the hash-grid network C 0.93 G
-/// evaluations/s against 0.28 G from the buffer; `freq(8) | mlp(64x4, relu)` 0.61 G
-/// against 0.46 G baked f32), else [`Form::Function`] (seed #3, 32 wide: 10.2 G baked
-/// against 2.0 G; docs/PERFORMANCE.md).
+/// grid tables, where it was measured faster than the function form on the H200
+/// (1920x1080: the hash-grid network C 0.93 G evaluations/s against 0.22-0.43 G from the
+/// buffer), else [`Form::Function`]: seed #3 runs at 10.2 G baked against 2.0 G, and
+/// `freq(8) | mlp(64x4, relu)` at 0.46-1.43 G baked (f32, four calls) against a steady
+/// 0.61 G (docs/PERFORMANCE.md).
 pub fn preferred_form(model: &Model, coop: bool) -> Form {
     let grid = model.network.param_count > model.network.dense_count;
-    let wide = nshade_shader::coop::plan(model, usize::MAX)
-        .map(|p| p.layers.iter().any(|l| l.out_dims >= 64))
-        .unwrap_or(false);
-    if coop && (grid || wide) {
+    if coop && grid {
         Form::CoopCompute
     } else {
         Form::Function
