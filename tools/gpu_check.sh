@@ -16,7 +16,7 @@
 #
 # Suites per path (their kernels depend on the path): train, f16_train, grid_train,
 # loss_scale, kernels_validate. Once (inference and building blocks, path-independent):
-# infer, tiled_infer, fragment, building_blocks, targets, shadertoy. Each suite's full output goes to
+# infer, tiled_infer, example_infer_tiled, fragment, building_blocks, targets, shadertoy. Each suite's full output goes to
 # $CARGO_TARGET_DIR/gpu-check/<path>-<suite>.log. Exit status 1 if anything failed.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
@@ -37,7 +37,7 @@ fi
 paths=("$@")
 [ ${#paths[@]} -eq 0 ] && paths=(f32 f16 coop)
 per_path=(train f16_train grid_train loss_scale kernels_validate)
-once=(infer tiled_infer fragment building_blocks targets shadertoy)
+once=(infer tiled_infer example_infer_tiled fragment building_blocks targets shadertoy)
 
 commit="${GPU_CHECK_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}"
 [ -z "${GPU_CHECK_COMMIT:-}" ] && ! git diff --quiet HEAD 2>/dev/null && commit="$commit+uncommitted"
