@@ -81,6 +81,10 @@ pub struct TilePlan {
     /// tile each): a layer of `nt` tiles takes `ceil(nt / (4 · per))` phases of two
     /// workgroup barriers.
     pub per: usize,
+    /// The weights do not all fit in workgroup memory: each layer's are staged in turn,
+    /// for every tile, into one region sized for the largest layer (every
+    /// `TileLayer::staged` is 0); biases are staged once.
+    pub streamed: bool,
     pub layers: Vec<TileLayer>,
     /// f16 elements of the staged weights, f32 elements of the staged biases, f16
     /// elements of each of the two X tiles.
@@ -114,7 +118,8 @@ impl TilePlan {
             .iter()
             .map(|l| ((l.out_p / 16) * st_n).div_ceil(GROUPS * self.per))
             .sum();
-        (2 * phases + 1) as f64 / self.rows as f64
+        let staging = if self.streamed { self.layers.len() } else { 0 };
+        (2 * phases + staging + 1) as f64 / self.rows as f64
     }
 }
 
@@ -150,6 +155,69 @@ fn final_mlp(model: &Model) -> Result<&nshade_core::module::Mlp, Error> {
     }
 }
 
+/// The layout with `rows` rows per tile, weight rows skewed by `skew` and X rows by
+/// `x_skew` f16, all weights staged once or (`streamed`) one layer at a time, and the
+/// most scratch tiles per group that fit in `budget` bytes; `None` when none fits.
+fn candidate(
+    mlp: &nshade_core::module::Mlp,
+    budget: usize,
+    rows: usize,
+    skew: usize,
+    x_skew: usize,
+    streamed: bool,
+) -> Option<TilePlan> {
+    let pad = |n: usize| n.next_multiple_of(16);
+    let mut layers = Vec::new();
+    let (mut staged, mut staged_bias, mut largest) = (0, 0, 0);
+    for l in &mlp.layers {
+        let (in_p, out_p) = (pad(l.in_dims), pad(l.out_dims));
+        let stride = in_p + skew;
+        layers.push(TileLayer {
+            in_dims: l.in_dims,
+            out_dims: l.out_dims,
+            in_p,
+            out_p,
+            weight: l.weight,
+            bias: l.bias,
+            staged: if streamed { 0 } else { staged },
+            stride,
+            staged_bias,
+            act: l.act,
+        });
+        staged += out_p * stride;
+        largest = largest.max(out_p * stride);
+        staged_bias += out_p;
+    }
+    let weights_len = if streamed { largest } else { staged };
+    let widest = layers.iter().map(|l| l.in_p).max().unwrap_or(16);
+    let most = layers
+        .iter()
+        .map(|l| (l.out_p / 16) * (rows / 16))
+        .max()
+        .unwrap_or(1)
+        .div_ceil(GROUPS);
+    let sx = rows + x_skew;
+    let x_len = widest * sx;
+    (1..=most).rev().find_map(|per| {
+        // weights f16, biases f32, two X tiles f16, the groups' scratch tiles and the
+        // zero tile f32
+        let bytes =
+            weights_len * 2 + staged_bias * 4 + 2 * x_len * 2 + (GROUPS * per + 1) * 256 * 4;
+        (bytes <= budget).then(|| TilePlan {
+            workgroup_size: WORKGROUP_SIZE,
+            rows,
+            sx,
+            per,
+            streamed,
+            layers: layers.clone(),
+            weights_len,
+            biases_len: staged_bias,
+            x_len,
+            workgroup_bytes: bytes,
+        })
+    })
+}
+
 /// The tiled kernel's layout for `model` within `budget` bytes of workgroup memory (the
 /// largest row tile that fits), or why the model cannot have one.
 pub fn plan(model: &Model, budget: usize) -> Result<TilePlan, Error> {
@@ -157,75 +225,40 @@ pub fn plan(model: &Model, budget: usize) -> Result<TilePlan, Error> {
     let pad = |n: usize| n.next_multiple_of(16);
     let mut best: Option<TilePlan> = None;
     // Every row tile, skew and scratch size that fits; the fewest barriers per row win,
-    // then larger tiles, then skewed weight rows (fewer bank conflicts).
-    for rows in [128, 64, 32, 16] {
-        for skew in [8, 0] {
-            let mut layers = Vec::new();
-            let (mut staged, mut staged_bias) = (0, 0);
-            for l in &mlp.layers {
-                let (in_p, out_p) = (pad(l.in_dims), pad(l.out_dims));
-                let stride = in_p + skew;
-                layers.push(TileLayer {
-                    in_dims: l.in_dims,
-                    out_dims: l.out_dims,
-                    in_p,
-                    out_p,
-                    weight: l.weight,
-                    bias: l.bias,
-                    staged,
-                    stride,
-                    staged_bias,
-                    act: l.act,
-                });
-                staged += out_p * stride;
-                staged_bias += out_p;
-            }
-            let widest = layers.iter().map(|l| l.in_p).max().unwrap_or(16);
-            let most = layers
-                .iter()
-                .map(|l| (l.out_p / 16) * (rows / 16))
-                .max()
-                .unwrap_or(1)
-                .div_ceil(GROUPS);
-            let sx = rows + X_SKEW;
-            let x_len = widest * sx;
-            for per in (1..=most).rev() {
-                // weights f16, biases f32, two X tiles f16, the groups' scratch tiles
-                // and the zero tile f32
-                let bytes =
-                    staged * 2 + staged_bias * 4 + 2 * x_len * 2 + (GROUPS * per + 1) * 256 * 4;
-                if bytes > budget {
-                    continue;
+    // then larger tiles, then skewed weight rows (fewer bank conflicts). Only when the
+    // weights of all layers fit nowhere, each layer's in turn (streamed), which also
+    // tries unskewed X tiles.
+    for streamed in [false, true] {
+        for rows in [128, 64, 32, 16] {
+            for skew in [8, 0] {
+                for x_skew in [X_SKEW, 0] {
+                    if x_skew == 0 && !streamed {
+                        continue;
+                    }
+                    if let Some(cand) = candidate(mlp, budget, rows, skew, x_skew, streamed) {
+                        let better = best
+                            .as_ref()
+                            .is_none_or(|b| cand.barriers_per_row() < b.barriers_per_row() - 1e-12);
+                        if better {
+                            best = Some(cand);
+                        }
+                    }
                 }
-                let cand = TilePlan {
-                    workgroup_size: WORKGROUP_SIZE,
-                    rows,
-                    sx,
-                    per,
-                    layers: layers.clone(),
-                    weights_len: staged,
-                    biases_len: staged_bias,
-                    x_len,
-                    workgroup_bytes: bytes,
-                };
-                let better = best
-                    .as_ref()
-                    .is_none_or(|b| cand.barriers_per_row() < b.barriers_per_row() - 1e-12);
-                if better {
-                    best = Some(cand);
-                }
-                break;
             }
+        }
+        if best.is_some() {
+            break;
         }
     }
     best.ok_or_else(|| {
-        let w: usize = mlp
+        let w = mlp
             .layers
             .iter()
             .map(|l| pad(l.in_dims) * pad(l.out_dims))
-            .sum();
+            .max()
+            .unwrap_or(0);
         Error::Model(format!(
-            "the tiled compute forms keep every layer's weights in workgroup memory as f16, and this mlp's {w} padded weights ({} bytes) and its smallest row tiles do not fit in the {budget} bytes of workgroup memory allowed (--workgroup-memory; or use --form function)",
+            "the tiled compute forms keep at least one layer's weights in workgroup memory as f16, and this mlp's largest layer ({w} padded weights, {} bytes) with its smallest row tiles does not fit in the {budget} bytes of workgroup memory allowed (--workgroup-memory; or use --form function)",
             w * 2
         ))
     })
@@ -312,8 +345,7 @@ fn {p}main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
             String::new()
         },
     );
-    // Staging, once per workgroup.
-    s.push_str("    // Weights and biases, once per workgroup.\n");
+    // Staging: biases once per workgroup; weights too, or per layer and tile (streamed).
     let f32_of = |e: String| {
         if elem == "f16" {
             format!("f32({e})")
@@ -321,29 +353,42 @@ fn {p}main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
             e
         }
     };
+    let stage = |l: &TileLayer, ind: &str| -> String {
+        format!(
+            "{ind}for (var e = lid; e < {n}u; e += {wg}u) {{
+{ind}    let o = e / {ip}u; let i = e % {ip}u;
+{ind}    var w = 0.0f;
+{ind}    if (o < {od}u && i < {id}u) {{ w = {read}; }}
+{ind}    {p}ws[{st}u + o * {stride}u + i] = f16(w);
+{ind}}}\n",
+            n = l.out_p * l.in_p,
+            ip = l.in_p,
+            od = l.out_dims,
+            id = l.in_dims,
+            read = f32_of(format!("{p}params[{}u + o * {}u + i]", l.weight, l.in_dims)),
+            st = l.staged,
+            stride = l.stride,
+        )
+    };
+    s.push_str(if plan.streamed {
+        "    // Biases, once per workgroup (each layer's weights are staged before it, per tile).\n"
+    } else {
+        "    // Weights and biases, once per workgroup.\n"
+    });
     for l in &plan.layers {
+        if !plan.streamed {
+            s.push_str(&stage(l, "    "));
+        }
         let _ = writeln!(
             s,
-            "    for (var e = lid; e < {n}u; e += {wg}u) {{
-        let o = e / {ip}u; let i = e % {ip}u;
-        var w = 0.0f;
-        if (o < {od}u && i < {id}u) {{ w = {read}; }}
-        {p}ws[{st}u + o * {stride}u + i] = f16(w);
-    }}
-    for (var e = lid; e < {op}u; e += {wg}u) {{
+            "    for (var e = lid; e < {op}u; e += {wg}u) {{
         var v = 0.0f;
         if (e < {od}u) {{ v = {bread}; }}
         {p}bs[{sb}u + e] = v;
     }}",
-            n = l.out_p * l.in_p,
-            ip = l.in_p,
             op = l.out_p,
             od = l.out_dims,
-            id = l.in_dims,
-            read = f32_of(format!("{p}params[{}u + o * {}u + i]", l.weight, l.in_dims)),
             bread = f32_of(format!("{p}params[{}u + e]", l.bias)),
-            st = l.staged,
-            stride = l.stride,
             sb = l.staged_bias,
         );
     }
@@ -416,6 +461,11 @@ fn {p}main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
             l.in_dims,
             l.act.name()
         );
+        if plan.streamed {
+            // the previous phase ended in a barrier: nobody reads the weights now
+            s.push_str(&stage(l, "        "));
+            s.push_str("        workgroupBarrier();\n");
+        }
         let _ = writeln!(
             s,
             "        for (var j = 0u; j < {nj}u; j++) {{
@@ -569,7 +619,11 @@ fn entries(
         ),
         format!(
             "entry point {}, workgroup size {wg}: n = {len} / {out_dims} rows in tiles of {rows}; workgroup w evaluates tiles w, w + G, w + 2G, ... (G = number of workgroups in x)",
-            if glsl { "main".to_string() } else { format!("{p}main") }
+            if glsl {
+                "main".to_string()
+            } else {
+                format!("{p}main")
+            }
         ),
         format!(
             "dispatch: (G, 1, 1) workgroups, any G from 1 to 65535; each stages the weights once and then loops over its tiles, so G = min(ceil(n / {rows}), {MAX_DISPATCH}) (what nshade uses) beats one workgroup per tile; each layer runs in phases of {per} output tile(s) per group of 32 invocations",
@@ -581,7 +635,11 @@ fn entries(
             bind(2),
             bind(3)
         ),
-        "once per workgroup the weights are staged from the parameter buffer into workgroup memory as f16 (each layer's W zero-padded to multiples of 16 rows and columns) and the biases as f32; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is f32 and outputs are f32".to_string(),
+        if plan.streamed {
+            "the weights do not all fit in workgroup memory: for every tile, each layer's weights are staged in turn from the parameter buffer into one workgroup region as f16 (W zero-padded to multiples of 16 rows and columns; staged offsets below are all 0), the biases once per workgroup as f32; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is f32 and outputs are f32".to_string()
+        } else {
+            "once per workgroup the weights are staged from the parameter buffer into workgroup memory as f16 (each layer's W zero-padded to multiples of 16 rows and columns) and the biases as f32; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is f32 and outputs are f32".to_string()
+        },
     ];
     for (k, l) in plan.layers.iter().enumerate() {
         entries.push(format!(
@@ -651,7 +709,6 @@ void main() {{
     uint sgid = lid / 32u;
     uint lane = lid % 32u;
     uint zslot = sgid * {zg}u;
-    // Weights and biases, once per workgroup.
 ",
         zg = per * 256,
         n = model.params.len(),
@@ -662,29 +719,42 @@ void main() {{
         xl = plan.x_len,
         zl = GROUPS * per * 256,
     );
+    let stage = |l: &TileLayer, ind: &str| -> String {
+        format!(
+            "{ind}for (uint e = lid; e < {n}u; e += {wg}u) {{
+{ind}    uint o = e / {ip}u; uint i = e % {ip}u;
+{ind}    float w = 0.0;
+{ind}    if (o < {od}u && i < {id}u) {{ w = {p}params[{wt}u + o * {id}u + i]; }}
+{ind}    {p}ws[{st}u + o * {stride}u + i] = float16_t(w);
+{ind}}}\n",
+            n = l.out_p * l.in_p,
+            ip = l.in_p,
+            od = l.out_dims,
+            id = l.in_dims,
+            wt = l.weight,
+            st = l.staged,
+            stride = l.stride,
+        )
+    };
+    s.push_str(if plan.streamed {
+        "    // Biases, once per workgroup (each layer's weights are staged before it, per tile).\n"
+    } else {
+        "    // Weights and biases, once per workgroup.\n"
+    });
     for l in &plan.layers {
+        if !plan.streamed {
+            s.push_str(&stage(l, "    "));
+        }
         let _ = writeln!(
             s,
-            "    for (uint e = lid; e < {n}u; e += {wg}u) {{
-        uint o = e / {ip}u; uint i = e % {ip}u;
-        float w = 0.0;
-        if (o < {od}u && i < {id}u) {{ w = {p}params[{wt}u + o * {id}u + i]; }}
-        {p}ws[{st}u + o * {stride}u + i] = float16_t(w);
-    }}
-    for (uint e = lid; e < {op}u; e += {wg}u) {{
+            "    for (uint e = lid; e < {op}u; e += {wg}u) {{
         float v = 0.0;
         if (e < {od}u) {{ v = {p}params[{bias}u + e]; }}
         {p}bs[{sb}u + e] = v;
     }}",
-            n = l.out_p * l.in_p,
-            ip = l.in_p,
             op = l.out_p,
             od = l.out_dims,
-            id = l.in_dims,
-            wt = l.weight,
             bias = l.bias,
-            st = l.staged,
-            stride = l.stride,
             sb = l.staged_bias,
         );
     }
@@ -741,6 +811,10 @@ void main() {{
         let xin = format!("{p}x{}", i % 2);
         let xout = format!("{p}x{}", (i + 1) % 2);
         let nt = (l.out_p / 16) * st_n;
+        if plan.streamed {
+            s.push_str(&stage(l, "        "));
+            s.push_str("        barrier();\n");
+        }
         let _ = writeln!(
             s,
             "        // Layer {i}: {} x {} ({}), {nt} tiles of 16 outputs x 16 rows.
