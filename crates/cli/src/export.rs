@@ -102,6 +102,11 @@ pub struct Args {
     /// of rows that fits is taken.
     #[arg(long, default_value_t = nshade_shader::coop::MAX_WORKGROUP_BYTES as u32, value_parser = clap::value_parser!(u32).range(1024..=1 << 20))]
     pub workgroup_memory: u32,
+    /// With a compute form (wgsl, spirv): read the rows from the texels of a
+    /// texture_2d<f32> and write a texture_storage_2d<rgba32float, write> instead of
+    /// storage buffers (a deferred neural pass; 1 to 4 inputs and outputs).
+    #[arg(long)]
+    pub texture_io: bool,
     /// Prefix of every global name, so several models can share one shader.
     #[arg(long, default_value = "nshade_")]
     pub prefix: String,
@@ -204,6 +209,7 @@ pub fn run(args: Args) -> Result<()> {
         differentiable: args.differentiable,
         form,
         workgroup_memory: args.workgroup_memory as usize,
+        texture_io: args.texture_io,
         ..Options::new(target)
     };
     let out = nshade_shader::export(&model, &opts)

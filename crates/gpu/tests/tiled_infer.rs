@@ -309,3 +309,168 @@ fn glsl_forms_compile_with_glslang_and_run() {
         ),
     }
 }
+
+/// `texture_io`: the tiled kernel reads a 67x45 rgba32float texture of (u, v) texels and
+/// writes an rgba32float storage texture; its texels match the CPU's outputs (alpha 1),
+/// for every form the adapter runs. Texels of 67 x 16 bytes leave rows of 1072 bytes,
+/// padded to 1280 for the readback, so the test also reads the padding right.
+#[test]
+fn texture_io_matches_cpu() {
+    use nshade_core::model::InputSpec;
+    use wgpu::util::DeviceExt;
+    let Some(ctx) = common::context() else { return };
+    if !ctx.has(wgpu::Features::SHADER_F16) {
+        common::skip(&format!("adapter {} has no SHADER_F16", ctx.summary.name));
+        return;
+    }
+    let (w, h) = (67u32, 45u32);
+    let d = &ctx.device;
+    let mut ran = 0;
+    for form in [Form::TiledCompute, Form::CoopCompute] {
+        for (k, arch) in [ARCHS[0].0, ARCHS[6].0].into_iter().enumerate() {
+            let net = Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
+            let m = Model::new(net.clone(), net.init_params(60 + k as u64), InputSpec::uv());
+            if tiled_supported(&ctx, &m, form).is_err() {
+                continue;
+            }
+            let opts = nshade_shader::Options {
+                form,
+                texture_io: true,
+                workgroup_memory: ctx.summary.max_workgroup_storage as usize,
+                ..nshade_gpu::infer::kernel_options(
+                    nshade_shader::Target::Wgsl,
+                    nshade_shader::Precision::F32,
+                )
+            };
+            let src = nshade_shader::export(&m, &opts)
+                .unwrap()
+                .into_text()
+                .unwrap();
+            let params = nshade_shader::pack_weights(&m, &opts);
+            let mut texels = Vec::new();
+            let mut x = Vec::new();
+            for y in 0..h {
+                for c in 0..w {
+                    let (u, v) = ((c as f32 + 0.5) / w as f32, (y as f32 + 0.5) / h as f32);
+                    texels.extend_from_slice(&[u, v, 0.0, 0.0]);
+                    x.extend_from_slice(&[u, v]);
+                }
+            }
+            let size = wgpu::Extent3d {
+                width: w,
+                height: h,
+                depth_or_array_layers: 1,
+            };
+            let texture = |usage| wgpu::TextureDescriptor {
+                label: None,
+                size,
+                mip_level_count: 1,
+                sample_count: 1,
+                dimension: wgpu::TextureDimension::D2,
+                format: wgpu::TextureFormat::Rgba32Float,
+                usage,
+                view_formats: &[],
+            };
+            let input = d.create_texture_with_data(
+                &ctx.queue,
+                &texture(wgpu::TextureUsages::TEXTURE_BINDING | wgpu::TextureUsages::COPY_DST),
+                wgpu::util::TextureDataOrder::LayerMajor,
+                bytemuck::cast_slice(&texels),
+            );
+            let output = d.create_texture(&texture(
+                wgpu::TextureUsages::STORAGE_BINDING | wgpu::TextureUsages::COPY_SRC,
+            ));
+            let param_buf = d.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+                label: None,
+                contents: &params,
+                usage: wgpu::BufferUsages::STORAGE,
+            });
+            let module = d.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: None,
+                source: wgpu::ShaderSource::Wgsl(src.into()),
+            });
+            let pipeline = d.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: None,
+                layout: None,
+                module: &module,
+                entry_point: Some("nshade_main"),
+                compilation_options: Default::default(),
+                cache: None,
+            });
+            let iv = input.create_view(&Default::default());
+            let ov = output.create_view(&Default::default());
+            let bg = d.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: None,
+                layout: &pipeline.get_bind_group_layout(0),
+                entries: &[
+                    wgpu::BindGroupEntry {
+                        binding: 0,
+                        resource: param_buf.as_entire_binding(),
+                    },
+                    wgpu::BindGroupEntry {
+                        binding: 2,
+                        resource: wgpu::BindingResource::TextureView(&iv),
+                    },
+                    wgpu::BindGroupEntry {
+                        binding: 3,
+                        resource: wgpu::BindingResource::TextureView(&ov),
+                    },
+                ],
+            });
+            let padded_row = (w * 16).next_multiple_of(256);
+            let read = d.create_buffer(&wgpu::BufferDescriptor {
+                label: None,
+                size: (padded_row * h) as u64,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            let plan =
+                nshade_shader::coop::plan(&m, nshade_shader::coop::io_budget(&opts)).unwrap();
+            let mut enc = d.create_command_encoder(&Default::default());
+            {
+                let mut pass = enc.begin_compute_pass(&Default::default());
+                pass.set_pipeline(&pipeline);
+                pass.set_bind_group(0, &bg, &[]);
+                pass.dispatch_workgroups(plan.dispatch((w * h) as usize), 1, 1);
+            }
+            enc.copy_texture_to_buffer(
+                output.as_image_copy(),
+                wgpu::TexelCopyBufferInfo {
+                    buffer: &read,
+                    layout: wgpu::TexelCopyBufferLayout {
+                        offset: 0,
+                        bytes_per_row: Some(padded_row),
+                        rows_per_image: Some(h),
+                    },
+                },
+                size,
+            );
+            ctx.queue.submit([enc.finish()]);
+            read.slice(..).map_async(wgpu::MapMode::Read, |_| {});
+            d.poll(wgpu::PollType::wait_indefinitely()).unwrap();
+            let bytes = read.slice(..).get_mapped_range().unwrap().to_vec();
+            let mut got = Vec::new();
+            let mut alpha = Vec::new();
+            for y in 0..h as usize {
+                let row: &[f32] = bytemuck::cast_slice(
+                    &bytes[y * padded_row as usize..y * padded_row as usize + w as usize * 16],
+                );
+                for t in row.chunks(4) {
+                    got.extend_from_slice(&t[..3]);
+                    alpha.push(t[3]);
+                }
+            }
+            let want = m.eval(&x);
+            let what = format!("{arch} {form} texture io");
+            let (diff, at) = common::max_abs_diff(&what, &got, &want);
+            eprintln!("{what}: max |GPU - CPU| = {diff:.3e} at output {at}");
+            assert!(
+                diff <= 2e-2 * common::max_abs(&what, &want).max(1.0),
+                "{what}: {diff}"
+            );
+            assert!(alpha.iter().all(|&a| a == 1.0), "{what}: alpha");
+            ran += 1;
+        }
+    }
+    assert!(ran >= 2, "the tiled-compute form ran {ran} times");
+}

@@ -49,6 +49,16 @@ const X_SKEW: usize = 8;
 /// times over (a workgroup stages the weights once and then loops over tiles).
 pub const MAX_DISPATCH: usize = 2048;
 
+/// The workgroup memory the tiles may use under `opts`: all of `--workgroup-memory`, less
+/// the output staging of the texture variant (4 f32 per row of the largest tile).
+pub fn io_budget(opts: &Options) -> usize {
+    if opts.texture_io {
+        opts.workgroup_memory.saturating_sub(4 * 4 * WORKGROUP_SIZE)
+    } else {
+        opts.workgroup_memory
+    }
+}
+
 /// One `mlp` layer as the kernel holds it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TileLayer {
@@ -273,7 +283,8 @@ pub(crate) fn write_string(
     if opts.target == Target::Glsl {
         return write_glsl(model, program, opts);
     }
-    let plan = plan(model, opts.workgroup_memory)?;
+    let plan = plan(model, io_budget(opts))?;
+    let tex = opts.texture_io;
     let coop = opts.form == Form::CoopCompute;
     let p = &opts.prefix;
     let (g, b) = (opts.group, opts.binding);
@@ -281,6 +292,24 @@ pub(crate) fn write_string(
     let elem = if opts.buffer_is_f16() { "f16" } else { "f32" };
     let (rows, sx, per) = (plan.rows, plan.sx, plan.per);
     let wg = plan.workgroup_size;
+    let io_decl = if tex {
+        format!(
+            "@group({g}) @binding({b2}) var {p}input_tex: texture_2d<f32>;
+@group({g}) @binding({b3}) var {p}output_tex: texture_storage_2d<rgba32float, write>;
+// The outputs of the tile's rows, 4 per row, gathered for whole-texel stores.
+var<workgroup> {p}yo: array<f32, {yl}>;",
+            b2 = b + 2,
+            b3 = b + 3,
+            yl = 4 * rows
+        )
+    } else {
+        format!(
+            "@group({g}) @binding({b2}) var<storage, read> {p}inputs: array<f32>;
+@group({g}) @binding({b3}) var<storage, read_write> {p}outputs: array<f32>;",
+            b2 = b + 2,
+            b3 = b + 3
+        )
+    };
 
     let encoding = encoding(program);
     let entries = entries(&plan, opts, in_dims, out_dims, false);
@@ -309,8 +338,7 @@ pub(crate) fn write_string(
         s,
         "
 @group({g}) @binding({b}) var<storage, read> {p}params: array<{elem}, {n}>;
-@group({g}) @binding({b2}) var<storage, read> {p}inputs: array<f32>;
-@group({g}) @binding({b3}) var<storage, read_write> {p}outputs: array<f32>;
+{io_decl}
 
 // Staged weights (f16) and biases (f32), two f16 X tiles (feature-major, rows of {sx}),
 // {per} f32 scratch tile(s) per group of 32 invocations{zero_doc}.
@@ -328,8 +356,6 @@ fn {p}main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
 ",
         zg = per * 256,
         n = model.params.len(),
-        b2 = b + 2,
-        b3 = b + 3,
         wl = plan.weights_len.max(1),
         bl = plan.biases_len.max(1),
         xl = plan.x_len,
@@ -401,20 +427,47 @@ fn {p}main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
     let _ = write!(
         s,
         "    workgroupBarrier();
-    let n = arrayLength(&{p}outputs) / {out_dims}u;
+    {n_decl}
     let tiles = (n + {r1}u) / {rows}u;
     for (var tile = wid.x; tile < tiles; tile += groups.x) {{
 ",
-        r1 = rows - 1
+        r1 = rows - 1,
+        n_decl = if tex {
+            format!(
+                "let width = textureDimensions({p}input_tex).x;\n    let n = width * textureDimensions({p}input_tex).y;"
+            )
+        } else {
+            format!("let n = arrayLength(&{p}outputs) / {out_dims}u;")
+        },
     );
     // The encodings of row r of the tile, in f32, into X_0 (f16).
     let l0 = &plan.layers[0];
     let (guard, ind) = row_header(&mut s, rows, wg);
-    let arg = row_input(p, in_dims, &in_ty);
-    let _ = writeln!(
-        s,
-        "{ind}let row = min(tile * {rows}u + lid, n - 1u);\n{ind}let p = {arg};"
-    );
+    if tex {
+        let comps = ["x", "y", "z", "w"];
+        let arg = if in_dims == 1 {
+            "texel.x".to_string()
+        } else {
+            format!(
+                "{in_ty}({})",
+                comps[..in_dims]
+                    .iter()
+                    .map(|c| format!("texel.{c}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        let _ = writeln!(
+            s,
+            "{ind}let row = min(tile * {rows}u + lid, n - 1u);\n{ind}let texel = textureLoad({p}input_tex, vec2<u32>(row % width, row / width), 0);\n{ind}let p = {arg};"
+        );
+    } else {
+        let arg = row_input(p, in_dims, &in_ty);
+        let _ = writeln!(
+            s,
+            "{ind}let row = min(tile * {rows}u + lid, n - 1u);\n{ind}let p = {arg};"
+        );
+    }
     let read = |i: &str| format!("{p}params[{i}]");
     let body = Body {
         syntax: &WgslSyntax,
@@ -514,6 +567,11 @@ fn {p}main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
                 "let zz = {zz}; {xout}[o * {sx}u + s] = select(f16(0.0f), f16({y}), o < {}u);",
                 l.out_dims
             )
+        } else if tex {
+            format!(
+                "if (o < {od}u) {{ let zz = {zz}; {p}yo[s * 4u + o] = {y}; }}",
+                od = l.out_dims
+            )
         } else {
             format!(
                 "let row = tile * {rows}u + s;
@@ -537,6 +595,31 @@ fn {p}main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
           }}
             workgroupBarrier();
         }}"
+        );
+    }
+    if tex {
+        // Whole texels: the outputs, then 0, and alpha 1 where the model has no 4th.
+        let comps: Vec<String> = (0..4)
+            .map(|c| {
+                if c < out_dims {
+                    format!("{p}yo[lid * 4u + {c}u]")
+                } else if c == 3 {
+                    "1.0".into()
+                } else {
+                    "0.0".into()
+                }
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "        // Row lid's outputs, one texel (yo is next written after this tile's next layers' barriers).
+        if (lid < {rows}u) {{
+            let row = tile * {rows}u + lid;
+            if (row < n) {{
+                textureStore({p}output_tex, vec2<u32>(row % width, row / width), vec4<f32>({}));
+            }}
+        }}",
+            comps.join(", ")
         );
     }
     s.push_str("    }\n}\n");
@@ -618,23 +701,37 @@ fn entries(
             plan.workgroup_bytes
         ),
         format!(
-            "entry point {}, workgroup size {wg}: n = {len} / {out_dims} rows in tiles of {rows}; workgroup w evaluates tiles w, w + G, w + 2G, ... (G = number of workgroups in x)",
+            "entry point {}, workgroup size {wg}: n = {} rows in tiles of {rows}; workgroup w evaluates tiles w, w + G, w + 2G, ... (G = number of workgroups in x)",
             if glsl {
                 "main".to_string()
             } else {
                 format!("{p}main")
+            },
+            if opts.texture_io {
+                "W * H (the input texture's size)".to_string()
+            } else {
+                format!("{len} / {out_dims}")
             }
         ),
         format!(
             "dispatch: (G, 1, 1) workgroups, any G from 1 to 65535; each stages the weights once and then loops over its tiles, so G = min(ceil(n / {rows}), {MAX_DISPATCH}) (what nshade uses) beats one workgroup per tile; each layer runs in phases of {per} output tile(s) per group of 32 invocations",
             per = plan.per
         ),
-        format!(
-            "bindings: {p}params {} (the parameter buffer below), {p}inputs {} (f32, read; row r = raw inputs [r * {in_dims}, r * {in_dims} + {in_dims})), {p}outputs {} (f32, read-write; row r = outputs [r * {out_dims}, r * {out_dims} + {out_dims})); bind exactly n rows of outputs and at least n rows of inputs",
-            bind(0),
-            bind(2),
-            bind(3)
-        ),
+        if opts.texture_io {
+            format!(
+                "bindings: {p}params {} (the parameter buffer below), {p}input_tex {} (texture_2d<f32>, W x H; row r = texel (r % W, r / W), its first {in_dims} channel(s) the raw inputs), {p}output_tex {} (texture_storage_2d<rgba32float, write>, W x H or larger; texel (r % W, r / W) = the {out_dims} output(s), then 0, alpha 1); n = W * H rows",
+                bind(0),
+                bind(2),
+                bind(3)
+            )
+        } else {
+            format!(
+                "bindings: {p}params {} (the parameter buffer below), {p}inputs {} (f32, read; row r = raw inputs [r * {in_dims}, r * {in_dims} + {in_dims})), {p}outputs {} (f32, read-write; row r = outputs [r * {out_dims}, r * {out_dims} + {out_dims})); bind exactly n rows of outputs and at least n rows of inputs",
+                bind(0),
+                bind(2),
+                bind(3)
+            )
+        },
         if plan.streamed {
             "the weights do not all fit in workgroup memory: for every tile, each layer's weights are staged in turn from the parameter buffer into one workgroup region as f16 (W zero-padded to multiples of 16 rows and columns; staged offsets below are all 0), the biases once per workgroup as f32; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is f32 and outputs are f32".to_string()
         } else {

@@ -206,6 +206,12 @@ pub struct Options {
     /// `fwd_diff` / `bwd_diff` of the network with respect to its inputs (the weights are
     /// constants to Slang's autodiff: literals, or reads of the parameter buffer).
     pub differentiable: bool,
+    /// Tiled compute forms, WGSL and SPIR-V: rows come from the texels of a
+    /// `texture_2d<f32>` (the first `in_dims` channels, row-major over the texture) and go
+    /// to a `texture_storage_2d<rgba32float, write>` of the same size (the outputs in the
+    /// first channels, then 0 and alpha 1) instead of storage buffers — a deferred
+    /// neural pass over a G-buffer. At most 4 inputs and 4 outputs.
+    pub texture_io: bool,
 }
 
 impl Options {
@@ -223,6 +229,7 @@ impl Options {
             group: 0,
             binding: 0,
             differentiable: false,
+            texture_io: false,
         }
     }
 
@@ -385,7 +392,20 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
                 opts.form
             )));
         }
-        coop::plan(model, opts.workgroup_memory)?;
+        coop::plan(model, coop::io_budget(opts))?;
+    }
+    if opts.texture_io {
+        if !opts.form.is_tiled() || !matches!(t, Target::Wgsl | Target::SpirV) {
+            return Err(Error::Option(
+                "texture input and output belong to the tiled compute forms in wgsl and spirv (--form coop-compute or tiled-compute)".into(),
+            ));
+        }
+        let (i, o) = (model.network.in_dims, model.network.out_dims);
+        if !(1..=4).contains(&i) || !(1..=4).contains(&o) {
+            return Err(Error::Model(format!(
+                "it has {i} inputs and {o} outputs; texture input and output carry 1 to 4 channels each"
+            )));
+        }
     }
     if opts.compute && !matches!(t, Target::Wgsl | Target::SpirV) {
         return unsupported("the compute entry point (only wgsl and spirv have one)");

@@ -335,6 +335,9 @@ fn fuzz_export() {
             form: Form::ALL[(c.seed >> 62) as usize % 3],
             // 16 KiB to 48 KiB: small budgets give small tiles or a refusal
             workgroup_memory: 16384 + (c.seed >> 40) as usize % 32768,
+            // texture input and output a quarter of the time (refused outside the tiled
+            // forms in wgsl and spirv)
+            texture_io: (c.seed >> 30) % 4 == 0,
         };
         if c.sane {
             opts.differentiable &= target == Target::Slang;
@@ -361,6 +364,7 @@ fn fuzz_export() {
                     opts.form = Form::Function;
                 }
             }
+            opts.texture_io &= opts.form.is_tiled() && c.outputs <= 4;
         }
         match export(&model, &opts) {
             Err(e) => one_line("export", &e.to_string())?,

@@ -238,6 +238,62 @@ fn tiled_forms_match_golden_files() {
     );
 }
 
+/// `texture_io`: the tiled kernels read rows from a `texture_2d<f32>` and write texels to
+/// a `texture_storage_2d<rgba32float, write>`; every such kernel of 1 to 4 inputs and
+/// outputs validates with naga (WGSL and, through naga, SPIR-V), its header names the
+/// textures, and the options it does not take are refused.
+#[test]
+fn texture_io_kernels_validate() {
+    for &(arch, i, o) in ARCHS.iter().filter(|a| a.2 <= 4) {
+        let m = model(arch, i, o);
+        for form in [Form::CoopCompute, Form::TiledCompute] {
+            for precision in [Precision::F32, Precision::F16] {
+                let t = Options {
+                    texture_io: true,
+                    ..opts(form, precision)
+                };
+                let src = export(&m, &t).unwrap().into_text().unwrap();
+                nshade_shader::validate_coop_wgsl(&src)
+                    .unwrap_or_else(|e| panic!("{arch} {form} {precision:?}: {e}\n{src}"));
+                assert!(
+                    src.contains("texture_storage_2d<rgba32float, write>"),
+                    "{arch}"
+                );
+                assert!(src.contains("textureStore(") && !src.contains("nshade_outputs"));
+                assert!(src.contains("nshade_input_tex @group(0) @binding(2) (texture_2d<f32>"));
+                if form == Form::TiledCompute {
+                    nshade_shader::validate_wgsl(&src).unwrap();
+                }
+            }
+        }
+    }
+    let five = model("mlp(20x2, tanh)", 3, 5);
+    let e = export(
+        &five,
+        &Options {
+            texture_io: true,
+            ..opts(Form::TiledCompute, Precision::F32)
+        },
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("1 to 4 channels"), "{e}");
+    let m = model(ARCHS[0].0, 2, 3);
+    for o in [
+        Options {
+            texture_io: true,
+            ..opts(Form::Function, Precision::F32)
+        },
+        Options {
+            texture_io: true,
+            target: Target::Glsl,
+            ..opts(Form::TiledCompute, Precision::F32)
+        },
+    ] {
+        let e = export(&m, &o).unwrap_err();
+        assert!(e.to_string().contains("texture input and output"), "{e}");
+    }
+}
+
 /// An mlp whose weights do not all fit in workgroup memory streams them a layer at a
 /// time: `freq(8) | mlp(128x4, relu)` (110 KiB of f16 weights) within the 48 KiB of the
 /// H200 and `freq(8) | mlp(64x4, relu)` (30 KiB) within lavapipe's 32 KiB, where all of it
