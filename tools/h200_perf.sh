@@ -9,7 +9,9 @@
 #   D=.dev/perf tools/h200_perf.sh
 # where $D holds a stripped release `nshade`, `torch_baseline.py` and `tcnn-kit/` (copied
 # from ../shared/bench; shared/ does not travel), and .gl/ the Vulkan loader packages
-# (see the device notes). SKIP_TCNN=1 leaves tiny-cuda-nn out (its build takes ~2.5 min).
+# (see the device notes). SKIP_TCNN=1 leaves tiny-cuda-nn out (its build takes ~2.5 min);
+# SKIP_INFER=1 leaves out the inference section (every shader form of A-D at 1080p against
+# PyTorch's fp16 graph and tcnn's inference modes, about 2 minutes).
 set -u
 D=${D:-.dev/perf}
 OUT=${OUT:-/tmp/nshade-perf}
@@ -47,6 +49,14 @@ for l in sys.stdin:
   if [ -z "${SKIP_TCNN:-}" ] && [ -d "$D/tcnn-kit" ]; then
     echo "== tiny-cuda-nn (both modes)"
     TCNN_BENCH_MODES=train bash "$D/tcnn-kit/build_and_bench.sh" 2>"$OUT/tcnn.err" | tee >(tag tcnn)
+  fi
+  if [ -z "${SKIP_INFER:-}" ]; then
+    echo "== inference at 1920x1080: nshade (every form), PyTorch fp16 graph, tcnn (both modes)"
+    "$N" bench --inference --backend gpu --json --seconds 0.3 --arch "$A" --arch "$B" --arch "$C" --arch "$DD" | tee >(tag infer)
+    [ -f "$D/torch_baseline.py" ] && python3 "$D/torch_baseline.py" infer_graph_fp16 | tee >(tag torch-infer)
+    if [ -z "${SKIP_TCNN:-}" ] && [ -d "$D/tcnn-kit" ]; then
+      TCNN_SKIP_BUILD=1 TCNN_BENCH_MODES=infer bash "$D/tcnn-kit/build_and_bench.sh" 2>>"$OUT/tcnn.err" | tee >(tag tcnn-infer)
+    fi
   fi
   echo "== nshade again, automatic path at 2^16 (run-to-run spread)"
   "$N" bench --backend gpu --json --seconds 1 --arch "$A" --arch "$B" --arch "$C" --arch "$DD" --batch 65536 | tee >(tag auto-rerun)
