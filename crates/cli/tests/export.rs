@@ -552,4 +552,43 @@ fn export_compute_forms() {
         2,
         "tensor",
     );
+    // --texture-io: texture in, storage texture out; wgsl and spirv tiled forms only
+    let tex = d.join("tex.wgsl");
+    ok(
+        &nshade(&[
+            "export",
+            m,
+            "--target",
+            "wgsl",
+            "--form",
+            "tiled-compute",
+            "--texture-io",
+            "-o",
+            tex.to_str().unwrap(),
+        ]),
+        "tiled-compute --texture-io",
+    );
+    let src = std::fs::read_to_string(&tex).unwrap();
+    assert!(
+        src.contains("var nshade_input_tex: texture_2d<f32>;")
+            && src.contains("texture_storage_2d<rgba32float, write>")
+            && !src.contains("nshade_outputs"),
+        "{src}"
+    );
+    nshade_shader::validate_wgsl(&src).unwrap();
+    for (target, form) in [("glsl", "tiled-compute"), ("wgsl", "function")] {
+        fails(
+            &nshade(&[
+                "export",
+                m,
+                "--target",
+                target,
+                "--form",
+                form,
+                "--texture-io",
+            ]),
+            1,
+            "texture input and output",
+        );
+    }
 }

@@ -154,6 +154,28 @@ fn bench_inference_reports_evaluations_per_second() {
     assert_eq!(lines.len(), 1, "{out}");
     check(&lines[0], "cpu");
     assert_eq!(lines[0]["adapter"], "cpu");
+    // --form picks forms; the CPU has the function form only, and --form needs --inference
+    let refused = nshade(
+        &[
+            "bench",
+            "--inference",
+            "--seconds",
+            "0.1",
+            "--arch",
+            arch,
+            "--form",
+            "coop-compute",
+        ],
+        d.path(),
+    );
+    assert_eq!(refused.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        err.contains("function form only") && err.trim().lines().count() == 1,
+        "{err}"
+    );
+    let clap = nshade(&["bench", "--form", "function"], d.path());
+    assert_eq!(clap.status.code(), Some(2));
 
     let Some(adapter) = common::gpu_or_skip("bench_inference_reports_evaluations_per_second")
     else {
@@ -227,6 +249,32 @@ fn bench_inference_reports_evaluations_per_second() {
         .map(|(p, w, f)| (p.to_string(), w.to_string(), f.to_string()))
         .collect();
     assert_eq!(seen, expect, "{out}");
+    // One form asked for: that form's line alone (the loop form too on a software adapter).
+    if f16 {
+        let out = ok(
+            &nshade(
+                &[
+                    "bench",
+                    "--inference",
+                    "--backend",
+                    "gpu",
+                    "--json",
+                    "--seconds",
+                    "0.05",
+                    "--arch",
+                    arch,
+                    "--form",
+                    "tiled-compute",
+                ],
+                d.path(),
+            ),
+            "bench --inference --form tiled-compute",
+        );
+        let lines = json_lines(&out);
+        assert_eq!(lines.len(), 1, "{out}");
+        check(&lines[0], "gpu");
+        assert_eq!(lines[0]["form"], "tiled-compute", "{out}");
+    }
 }
 
 /// `info --json` and the text form describe the same adapters; the CPU thread count follows
