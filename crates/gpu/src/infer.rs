@@ -31,9 +31,9 @@ pub struct ShaderEvaluator {
     out_dims: usize,
     /// Bindings of (parameters, inputs, outputs).
     bindings: (u32, u32, u32),
-    /// The form of the kernel, and for the tiled forms the rows per workgroup tile.
+    /// The form of the kernel, and for the tiled forms its layout (rows per tile, dispatch).
     form: Form,
-    tile_rows: usize,
+    plan: Option<nshade_shader::coop::TilePlan>,
     /// The tiled forms' cap on workgroups per dispatch (they loop over the other tiles).
     max_groups: usize,
 }
@@ -301,7 +301,7 @@ impl ShaderEvaluator {
             model.network.in_dims,
             model.network.out_dims,
             Some(&packed),
-            Some((form, plan.rows)),
+            Some((form, plan)),
         )
     }
 
@@ -312,7 +312,7 @@ impl ShaderEvaluator {
         in_dims: usize,
         out_dims: usize,
         weights: Option<&[u8]>,
-        tiled: Option<(Form, usize)>,
+        tiled: Option<(Form, nshade_shader::coop::TilePlan)>,
     ) -> Result<ShaderEvaluator, GpuError> {
         let device = &ctx.device;
         let workgroup_size = if tiled.is_some() {
@@ -423,8 +423,8 @@ impl ShaderEvaluator {
             in_dims,
             out_dims,
             bindings,
-            form: tiled.map_or(Form::Function, |t| t.0),
-            tile_rows: tiled.map_or(0, |t| t.1),
+            form: tiled.as_ref().map_or(Form::Function, |t| t.0),
+            plan: tiled.map(|t| t.1),
             max_groups: std::env::var("NSHADE_TILED_GROUPS")
                 .ok()
                 .and_then(|v| v.parse::<usize>().ok())
@@ -489,11 +489,10 @@ impl ShaderEvaluator {
     /// the tiled forms one workgroup per tile of rows up to the cap of
     /// [`ShaderEvaluator::max_workgroups`]; they loop over the rest.
     fn dispatch(&self, pass: &mut wgpu::ComputePass, bind_group: &wgpu::BindGroup, rows: usize) {
-        if self.form.is_tiled() {
-            let groups = rows.div_ceil(self.tile_rows).clamp(1, self.max_groups);
+        if let Some(plan) = &self.plan {
             pass.set_pipeline(&self.pipeline);
             pass.set_bind_group(0, bind_group, &[]);
-            pass.dispatch_workgroups(groups as u32, 1, 1);
+            pass.dispatch_workgroups(plan.dispatch_capped(rows, self.max_groups), 1, 1);
             return;
         }
         let groups = rows.div_ceil(WORKGROUP as usize) as u32;

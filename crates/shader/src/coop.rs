@@ -379,45 +379,12 @@ fn {p}main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
             e
         }
     };
-    let stage = |l: &TileLayer, ind: &str| -> String {
-        format!(
-            "{ind}for (var e = lid; e < {n}u; e += {wg}u) {{
-{ind}    let o = e / {ip}u; let i = e % {ip}u;
-{ind}    var w = 0.0f;
-{ind}    if (o < {od}u && i < {id}u) {{ w = {read}; }}
-{ind}    {p}ws[{st}u + o * {stride}u + i] = f16(w);
-{ind}}}\n",
-            n = l.out_p * l.in_p,
-            ip = l.in_p,
-            od = l.out_dims,
-            id = l.in_dims,
-            read = f32_of(format!("{p}params[{}u + o * {}u + i]", l.weight, l.in_dims)),
-            st = l.staged,
-            stride = l.stride,
-        )
-    };
-    s.push_str(if plan.streamed {
-        "    // Biases, once per workgroup (each layer's weights are staged before it, per tile).\n"
-    } else {
-        "    // Weights and biases, once per workgroup.\n"
+    let d = &WGSL;
+    let stage =
+        |l: &TileLayer, ind: &str| stage_weights(d, p, wg, l, &f32_of(weight_read(p, l)), ind);
+    stage_biases(d, &mut s, &plan, p, &stage, &|l| {
+        f32_of(format!("{p}params[{}u + e]", l.bias))
     });
-    for l in &plan.layers {
-        if !plan.streamed {
-            s.push_str(&stage(l, "    "));
-        }
-        let _ = writeln!(
-            s,
-            "    for (var e = lid; e < {op}u; e += {wg}u) {{
-        var v = 0.0f;
-        if (e < {od}u) {{ v = {bread}; }}
-        {p}bs[{sb}u + e] = v;
-    }}",
-            op = l.out_p,
-            od = l.out_dims,
-            bread = f32_of(format!("{p}params[{}u + e]", l.bias)),
-            sb = l.staged_bias,
-        );
-    }
     if coop {
         let _ = writeln!(
             s,
@@ -486,20 +453,7 @@ fn {p}main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
         ..opts.clone()
     };
     let xs = body.write(model, &encoding, &body_opts, &mut s);
-    for (j, v) in xs.iter().enumerate() {
-        let _ = writeln!(s, "{ind}{p}x0[{}u + lid] = f16({v});", j * sx);
-    }
-    if l0.in_p > l0.in_dims {
-        let _ = writeln!(
-            s,
-            "{ind}for (var j = {}u; j < {}u; j++) {{ {p}x0[j * {sx}u + lid] = f16(0.0f); }}",
-            l0.in_dims, l0.in_p
-        );
-    }
-    if guard {
-        s.push_str("        }\n");
-    }
-    s.push_str("        workgroupBarrier();\n");
+    write_x0(d, &mut s, p, &xs, l0, sx, ind, guard);
 
     let st_n = rows / 16;
     let last = plan.layers.len() - 1;
@@ -514,20 +468,7 @@ fn {p}main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
             l.in_dims,
             l.act.name()
         );
-        if plan.streamed {
-            // the previous phase ended in a barrier: nobody reads the weights now
-            s.push_str(&stage(l, "        "));
-            s.push_str("        workgroupBarrier();\n");
-        }
-        let _ = writeln!(
-            s,
-            "        for (var j = 0u; j < {nj}u; j++) {{
-          for (var u = 0u; u < {per}u; u++) {{
-            let t = (j * {GROUPS}u + sgid) * {per}u + u; let q = min(t, {lt}u);
-            let ot = q / {st_n}u; let st = q % {st_n}u; let zt = zslot + u * 256u;",
-            nj = nt.div_ceil(GROUPS * per),
-            lt = nt - 1,
-        );
+        phase_head(d, &mut s, &plan, l, &stage);
         if coop {
             let _ = writeln!(
                 s,
@@ -579,23 +520,7 @@ fn {p}main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
                 od = l.out_dims
             )
         };
-        let _ = writeln!(
-            s,
-            "          }}
-            workgroupBarrier();
-          for (var u = 0u; u < {per}u; u++) {{
-            let t = (j * {GROUPS}u + sgid) * {per}u + u;
-            let ot = t / {st_n}u; let st = t % {st_n}u; let zt = zslot + u * 256u;
-            if (t < {nt}u) {{
-                for (var v = 0u; v < 8u; v++) {{
-                    let e = v * 32u + lane; let o = ot * 16u + e / 16u; let s = st * 16u + e % 16u;
-                    {epi}
-                }}
-            }}
-          }}
-            workgroupBarrier();
-        }}"
-        );
+        phase_tail(d, &mut s, &plan, l, &epi);
     }
     if tex {
         // Whole texels: the outputs, then 0, and alpha 1 where the model has no 4th.
@@ -816,45 +741,11 @@ void main() {{
         xl = plan.x_len,
         zl = GROUPS * per * 256,
     );
-    let stage = |l: &TileLayer, ind: &str| -> String {
-        format!(
-            "{ind}for (uint e = lid; e < {n}u; e += {wg}u) {{
-{ind}    uint o = e / {ip}u; uint i = e % {ip}u;
-{ind}    float w = 0.0;
-{ind}    if (o < {od}u && i < {id}u) {{ w = {p}params[{wt}u + o * {id}u + i]; }}
-{ind}    {p}ws[{st}u + o * {stride}u + i] = float16_t(w);
-{ind}}}\n",
-            n = l.out_p * l.in_p,
-            ip = l.in_p,
-            od = l.out_dims,
-            id = l.in_dims,
-            wt = l.weight,
-            st = l.staged,
-            stride = l.stride,
-        )
-    };
-    s.push_str(if plan.streamed {
-        "    // Biases, once per workgroup (each layer's weights are staged before it, per tile).\n"
-    } else {
-        "    // Weights and biases, once per workgroup.\n"
+    let d = &GLSL;
+    let stage = |l: &TileLayer, ind: &str| stage_weights(d, p, wg, l, &weight_read(p, l), ind);
+    stage_biases(d, &mut s, &plan, p, &stage, &|l| {
+        format!("{p}params[{}u + e]", l.bias)
     });
-    for l in &plan.layers {
-        if !plan.streamed {
-            s.push_str(&stage(l, "    "));
-        }
-        let _ = writeln!(
-            s,
-            "    for (uint e = lid; e < {op}u; e += {wg}u) {{
-        float v = 0.0;
-        if (e < {od}u) {{ v = {p}params[{bias}u + e]; }}
-        {p}bs[{sb}u + e] = v;
-    }}",
-            op = l.out_p,
-            od = l.out_dims,
-            bias = l.bias,
-            sb = l.staged_bias,
-        );
-    }
     let _ = write!(
         s,
         "    barrier();
@@ -888,43 +779,21 @@ void main() {{
         ..opts.clone()
     };
     let xs = body.write(model, &encoding, &body_opts, &mut s);
-    for (j, v) in xs.iter().enumerate() {
-        let _ = writeln!(s, "{ind}{p}x0[{}u + lid] = float16_t({v});", j * sx);
-    }
-    if l0.in_p > l0.in_dims {
-        let _ = writeln!(
-            s,
-            "{ind}for (uint j = {}u; j < {}u; j++) {{ {p}x0[j * {sx}u + lid] = float16_t(0.0); }}",
-            l0.in_dims, l0.in_p
-        );
-    }
-    if guard {
-        s.push_str("        }\n");
-    }
-    s.push_str("        barrier();\n");
+    write_x0(d, &mut s, p, &xs, l0, sx, ind, guard);
     let st_n = rows / 16;
     let last = plan.layers.len() - 1;
     for (i, l) in plan.layers.iter().enumerate() {
         let xin = format!("{p}x{}", i % 2);
         let xout = format!("{p}x{}", (i + 1) % 2);
         let nt = (l.out_p / 16) * st_n;
-        if plan.streamed {
-            s.push_str(&stage(l, "        "));
-            s.push_str("        barrier();\n");
-        }
         let _ = writeln!(
             s,
-            "        // Layer {i}: {} x {} ({}), {nt} tiles of 16 outputs x 16 rows.
-        for (uint j = 0u; j < {nj}u; j++) {{
-          for (uint u = 0u; u < {per}u; u++) {{
-            uint t = (j * {GROUPS}u + sgid) * {per}u + u; uint q = min(t, {lt}u);
-            uint ot = q / {st_n}u; uint st = q % {st_n}u; uint zt = zslot + u * 256u;",
+            "        // Layer {i}: {} x {} ({}), {nt} tiles of 16 outputs x 16 rows.",
             l.out_dims,
             l.in_dims,
-            l.act.name(),
-            nj = nt.div_ceil(GROUPS * per),
-            lt = nt - 1,
+            l.act.name()
         );
+        phase_head(d, &mut s, &plan, l, &stage);
         if coop {
             let (ma, mb, mc) = (
                 mat("float16_t", "gl_MatrixUseA"),
@@ -981,26 +850,210 @@ void main() {{
                 od = l.out_dims
             )
         };
+        phase_tail(d, &mut s, &plan, l, &epi);
+    }
+    s.push_str("    }\n}\n");
+    Ok(s)
+}
+
+/// The tokens in which the WGSL and GLSL tiled kernels differ.
+struct Dialect {
+    /// Declares a u32 loop counter / a u32 value / a mutable f32.
+    uloop: &'static str,
+    ulet: &'static str,
+    fvar: &'static str,
+    /// f32 zero, the f16 type (conversion), the workgroup barrier.
+    fzero: &'static str,
+    half: &'static str,
+    barrier: &'static str,
+}
+
+const WGSL: Dialect = Dialect {
+    uloop: "var",
+    ulet: "let",
+    fvar: "var",
+    fzero: "0.0f",
+    half: "f16",
+    barrier: "workgroupBarrier();",
+};
+
+const GLSL: Dialect = Dialect {
+    uloop: "uint",
+    ulet: "uint",
+    fvar: "float",
+    fzero: "0.0",
+    half: "float16_t",
+    barrier: "barrier();",
+};
+
+/// The parameter-buffer read of layer `l`'s weight (o, i).
+fn weight_read(p: &str, l: &TileLayer) -> String {
+    format!("{p}params[{}u + o * {}u + i]", l.weight, l.in_dims)
+}
+
+/// The loop that stages layer `l`'s weights (`read`: the f32 value of weight (o, i)) into
+/// the workgroup array as f16, zero-padded, at `ind`.
+fn stage_weights(d: &Dialect, p: &str, wg: usize, l: &TileLayer, read: &str, ind: &str) -> String {
+    let Dialect {
+        uloop,
+        ulet,
+        fvar,
+        fzero,
+        half,
+        ..
+    } = d;
+    format!(
+        "{ind}for ({uloop} e = lid; e < {n}u; e += {wg}u) {{
+{ind}    {ulet} o = e / {ip}u; {ulet} i = e % {ip}u;
+{ind}    {fvar} w = {fzero};
+{ind}    if (o < {od}u && i < {id}u) {{ w = {read}; }}
+{ind}    {p}ws[{st}u + o * {stride}u + i] = {half}(w);
+{ind}}}\n",
+        n = l.out_p * l.in_p,
+        ip = l.in_p,
+        od = l.out_dims,
+        id = l.in_dims,
+        st = l.staged,
+        stride = l.stride,
+    )
+}
+
+/// The once-per-workgroup staging: every layer's biases (`bread`: the f32 value of bias
+/// `e`), and its weights unless the plan streams them (`stage`).
+fn stage_biases(
+    d: &Dialect,
+    s: &mut String,
+    plan: &TilePlan,
+    p: &str,
+    stage: &dyn Fn(&TileLayer, &str) -> String,
+    bread: &dyn Fn(&TileLayer) -> String,
+) {
+    s.push_str(if plan.streamed {
+        "    // Biases, once per workgroup (each layer's weights are staged before it, per tile).\n"
+    } else {
+        "    // Weights and biases, once per workgroup.\n"
+    });
+    let Dialect {
+        uloop, fvar, fzero, ..
+    } = d;
+    for l in &plan.layers {
+        if !plan.streamed {
+            s.push_str(&stage(l, "    "));
+        }
         let _ = writeln!(
             s,
-            "          }}
-            barrier();
-          for (uint u = 0u; u < {per}u; u++) {{
-            uint t = (j * {GROUPS}u + sgid) * {per}u + u;
-            uint ot = t / {st_n}u; uint st = t % {st_n}u; uint zt = zslot + u * 256u;
+            "    for ({uloop} e = lid; e < {op}u; e += {wg}u) {{
+        {fvar} v = {fzero};
+        if (e < {od}u) {{ v = {bread}; }}
+        {p}bs[{sb}u + e] = v;
+    }}",
+            wg = plan.workgroup_size,
+            op = l.out_p,
+            od = l.out_dims,
+            bread = bread(l),
+            sb = l.staged_bias,
+        );
+    }
+}
+
+/// The end of a tile's row phase: the mlp input `xs` (f32 expressions) into X_0 as f16,
+/// zero rows up to the first layer's padded width, the guard closed, a barrier.
+#[allow(clippy::too_many_arguments)]
+fn write_x0(
+    d: &Dialect,
+    s: &mut String,
+    p: &str,
+    xs: &[String],
+    l0: &TileLayer,
+    sx: usize,
+    ind: &str,
+    guard: bool,
+) {
+    let Dialect {
+        uloop,
+        fzero,
+        half,
+        barrier,
+        ..
+    } = d;
+    for (j, v) in xs.iter().enumerate() {
+        let _ = writeln!(s, "{ind}{p}x0[{}u + lid] = {half}({v});", j * sx);
+    }
+    if l0.in_p > l0.in_dims {
+        let _ = writeln!(
+            s,
+            "{ind}for ({uloop} j = {}u; j < {}u; j++) {{ {p}x0[j * {sx}u + lid] = {half}({fzero}); }}",
+            l0.in_dims, l0.in_p
+        );
+    }
+    if guard {
+        s.push_str("        }\n");
+    }
+    let _ = writeln!(s, "        {barrier}");
+}
+
+/// The start of layer `l`: its weights staged when the plan streams them (the previous
+/// phase ended in a barrier, so nobody reads them now), then the phase loop and, per
+/// scratch tile of the group, its output tile (ot, st), clamped to the last (q).
+fn phase_head(
+    d: &Dialect,
+    s: &mut String,
+    plan: &TilePlan,
+    l: &TileLayer,
+    stage: &dyn Fn(&TileLayer, &str) -> String,
+) {
+    let Dialect {
+        uloop,
+        ulet,
+        barrier,
+        ..
+    } = d;
+    if plan.streamed {
+        s.push_str(&stage(l, "        "));
+        let _ = writeln!(s, "        {barrier}");
+    }
+    let (per, st_n) = (plan.per, plan.rows / 16);
+    let nt = (l.out_p / 16) * st_n;
+    let _ = writeln!(
+        s,
+        "        for ({uloop} j = 0u; j < {nj}u; j++) {{
+          for ({uloop} u = 0u; u < {per}u; u++) {{
+            {ulet} t = (j * {GROUPS}u + sgid) * {per}u + u; {ulet} q = min(t, {lt}u);
+            {ulet} ot = q / {st_n}u; {ulet} st = q % {st_n}u; {ulet} zt = zslot + u * 256u;",
+        nj = nt.div_ceil(GROUPS * per),
+        lt = nt - 1,
+    );
+}
+
+/// The end of a phase of layer `l`: a barrier, then each scratch tile's 256 values
+/// through `epi` (bias, activation, store; `e`, `o`, `s` in scope), 8 per invocation,
+/// and a barrier.
+fn phase_tail(d: &Dialect, s: &mut String, plan: &TilePlan, l: &TileLayer, epi: &str) {
+    let Dialect {
+        uloop,
+        ulet,
+        barrier,
+        ..
+    } = d;
+    let (per, st_n) = (plan.per, plan.rows / 16);
+    let nt = (l.out_p / 16) * st_n;
+    let _ = writeln!(
+        s,
+        "          }}
+            {barrier}
+          for ({uloop} u = 0u; u < {per}u; u++) {{
+            {ulet} t = (j * {GROUPS}u + sgid) * {per}u + u;
+            {ulet} ot = t / {st_n}u; {ulet} st = t % {st_n}u; {ulet} zt = zslot + u * 256u;
             if (t < {nt}u) {{
-                for (uint v = 0u; v < 8u; v++) {{
-                    uint e = v * 32u + lane; uint o = ot * 16u + e / 16u; uint s = st * 16u + e % 16u;
+                for ({uloop} v = 0u; v < 8u; v++) {{
+                    {ulet} e = v * 32u + lane; {ulet} o = ot * 16u + e / 16u; {ulet} s = st * 16u + e % 16u;
                     {epi}
                 }}
             }}
           }}
-            barrier();
+            {barrier}
         }}"
-        );
-    }
-    s.push_str("    }\n}\n");
-    Ok(s)
+    );
 }
 
 /// The start of the per-row phase of a tile: its comment and, when the tile has fewer
