@@ -455,20 +455,11 @@ fn {p}main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
     let xs = body.write(model, &encoding, &body_opts, &mut s);
     write_x0(d, &mut s, p, &xs, l0, sx, ind, guard);
 
-    let st_n = rows / 16;
     let last = plan.layers.len() - 1;
     for (i, l) in plan.layers.iter().enumerate() {
         let xin = format!("{p}x{}", i % 2);
         let xout = format!("{p}x{}", (i + 1) % 2);
-        let nt = (l.out_p / 16) * st_n;
-        let _ = writeln!(
-            s,
-            "        // Layer {i}: {} x {} ({}), {nt} tiles of 16 outputs x 16 rows.",
-            l.out_dims,
-            l.in_dims,
-            l.act.name()
-        );
-        phase_head(d, &mut s, &plan, l, &stage);
+        phase_head(d, &mut s, &plan, i, l, &stage);
         if coop {
             let _ = writeln!(
                 s,
@@ -780,20 +771,11 @@ void main() {{
     };
     let xs = body.write(model, &encoding, &body_opts, &mut s);
     write_x0(d, &mut s, p, &xs, l0, sx, ind, guard);
-    let st_n = rows / 16;
     let last = plan.layers.len() - 1;
     for (i, l) in plan.layers.iter().enumerate() {
         let xin = format!("{p}x{}", i % 2);
         let xout = format!("{p}x{}", (i + 1) % 2);
-        let nt = (l.out_p / 16) * st_n;
-        let _ = writeln!(
-            s,
-            "        // Layer {i}: {} x {} ({}), {nt} tiles of 16 outputs x 16 rows.",
-            l.out_dims,
-            l.in_dims,
-            l.act.name()
-        );
-        phase_head(d, &mut s, &plan, l, &stage);
+        phase_head(d, &mut s, &plan, i, l, &stage);
         if coop {
             let (ma, mb, mc) = (
                 mat("float16_t", "gl_MatrixUseA"),
@@ -992,13 +974,15 @@ fn write_x0(
     let _ = writeln!(s, "        {barrier}");
 }
 
-/// The start of layer `l`: its weights staged when the plan streams them (the previous
-/// phase ended in a barrier, so nobody reads them now), then the phase loop and, per
-/// scratch tile of the group, its output tile (ot, st), clamped to the last (q).
+/// The start of layer `i` (`l`): a comment, its weights staged when the plan streams
+/// them (the previous phase ended in a barrier, so nobody reads them now), then the phase
+/// loop and, per scratch tile of the group, its output tile (ot, st), clamped to the last
+/// (q).
 fn phase_head(
     d: &Dialect,
     s: &mut String,
     plan: &TilePlan,
+    i: usize,
     l: &TileLayer,
     stage: &dyn Fn(&TileLayer, &str) -> String,
 ) {
@@ -1008,12 +992,19 @@ fn phase_head(
         barrier,
         ..
     } = d;
+    let (per, st_n) = (plan.per, plan.rows / 16);
+    let nt = (l.out_p / 16) * st_n;
+    let _ = writeln!(
+        s,
+        "        // Layer {i}: {} x {} ({}), {nt} tiles of 16 outputs x 16 rows.",
+        l.out_dims,
+        l.in_dims,
+        l.act.name()
+    );
     if plan.streamed {
         s.push_str(&stage(l, "        "));
         let _ = writeln!(s, "        {barrier}");
     }
-    let (per, st_n) = (plan.per, plan.rows / 16);
-    let nt = (l.out_p / 16) * st_n;
     let _ = writeln!(
         s,
         "        for ({uloop} j = 0u; j < {nj}u; j++) {{
