@@ -2,6 +2,9 @@
 //! checked against `nshade_core::dataset::Dataset::load` and against the independent
 //! Python implementation of the seed's Kotlin (`tools/seed_dataset.py`).
 
+mod common;
+
+use common::ok;
 use nshade_core::dataset::Dataset;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -48,17 +51,6 @@ fn script(args: &[&str]) -> Output {
         .args(args)
         .output()
         .expect("python3 must be installed to run these tests (tools/seed_dataset.py)")
-}
-
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// Exit code and the error line; asserts stderr is one `error:` line.

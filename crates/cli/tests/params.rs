@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::ok;
 use nshade_core::dataset::Dataset;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -29,17 +30,6 @@ fn nshade(args: &[&str]) -> Output {
         .env("XDG_RUNTIME_DIR", xdg)
         .output()
         .expect("run nshade")
-}
-
-fn ok(o: &Output) -> String {
-    assert!(
-        o.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 /// Asserts the exit code and that stderr is one `error:` line; returns it.

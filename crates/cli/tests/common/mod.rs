@@ -229,6 +229,19 @@ pub fn tree(dir: &Path) -> Vec<String> {
     out
 }
 
+/// Asserts that `o` succeeded (showing its exit code, stdout and stderr otherwise);
+/// returns its stdout.
+pub fn ok(o: &std::process::Output) -> String {
+    assert!(
+        o.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
 /// Asserts a clean failure: exit `code` and exactly one line on stderr, starting `error:`
 /// and containing `needle`; returns that line.
 pub fn assert_fails(o: &std::process::Output, code: i32, needle: &str) -> String {
