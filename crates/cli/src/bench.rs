@@ -214,20 +214,15 @@ fn run_inference(args: &Args) -> Result<()> {
                     // Baked only where `eval`/`render` bake (`bakes`: no grid tables,
                     // whose baked form is a run-time indexed array that some drivers
                     // compile very slowly, and at most BAKE_LIMIT parameters); large
-                    // networks from the buffer with one loop per layer, as they run.
+                    // networks from the buffer with one loop per layer, as they run
+                    // (`with_weights`).
                     for (weights, wname) in
                         [(WeightMode::Buffer, "buffer"), (WeightMode::Baked, "baked")]
                     {
                         if weights == WeightMode::Baked && !nshade_gpu::infer::bakes(&model) {
                             continue;
                         }
-                        let opts = nshade_shader::Options {
-                            weights,
-                            loops: weights == WeightMode::Buffer
-                                && model.network.dense_count > nshade_gpu::infer::LOOP_ABOVE,
-                            ..nshade_gpu::infer::kernel_options(nshade_shader::Target::Wgsl, p)
-                        };
-                        let ev = ShaderEvaluator::with_options(ctx, &model, &opts)?;
+                        let ev = ShaderEvaluator::with_weights(ctx, &model, p, weights)?;
                         let eps = ev.throughput(ctx, &x, args.seconds)?;
                         let name = if p == Precision::F16 { "f16" } else { "f32" };
                         report(&adapter, name, wname, Form::Function, eps);

@@ -163,12 +163,7 @@ impl ShaderEvaluator {
         } else {
             WeightMode::Buffer
         };
-        let opts = Options {
-            weights,
-            loops: weights == WeightMode::Buffer && model.network.dense_count > LOOP_ABOVE,
-            ..kernel_options(Target::Wgsl, precision)
-        };
-        ShaderEvaluator::with_options(ctx, model, &opts)
+        ShaderEvaluator::with_weights(ctx, model, precision, weights)
     }
 
     /// The fastest form this device runs for `model` ([`preferred_form`]): the
@@ -210,7 +205,8 @@ impl ShaderEvaluator {
         self.form
     }
 
-    /// Like [`ShaderEvaluator::new`], with the weights baked into the shader or in the buffer.
+    /// Like [`ShaderEvaluator::new`], with the weights baked into the shader or in the
+    /// buffer (one loop per layer for networks of more than [`LOOP_ABOVE`] parameters).
     pub fn with_weights(
         ctx: &GpuContext,
         model: &Model,
@@ -219,6 +215,7 @@ impl ShaderEvaluator {
     ) -> Result<ShaderEvaluator, GpuError> {
         let opts = Options {
             weights,
+            loops: weights == WeightMode::Buffer && model.network.dense_count > LOOP_ABOVE,
             ..kernel_options(Target::Wgsl, precision)
         };
         ShaderEvaluator::with_options(ctx, model, &opts)
