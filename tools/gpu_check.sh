@@ -13,6 +13,7 @@
 #                                           # needed here): DIR/<suite>, e.g. from
 #   tools/gpu_check.sh --build-only DIR     # builds them here and copies them (stripped) to DIR
 #   GPU_CHECK_COMMIT=abc123 ...             # the commit to report where there is no .git
+#   GPU_CHECK_ONCE="" ...                   # skip the path-independent suites
 #
 # Suites per path (their kernels depend on the path): train, f16_train, grid_train,
 # loss_scale, kernels_validate. Once (inference and building blocks, path-independent):
@@ -37,7 +38,9 @@ fi
 paths=("$@")
 [ ${#paths[@]} -eq 0 ] && paths=(f32 f16 coop)
 per_path=(train f16_train grid_train loss_scale kernels_validate)
-once=(infer tiled_infer example_infer_tiled fragment building_blocks targets shadertoy)
+# GPU_CHECK_ONCE="..." replaces the path-independent suites ("" runs none of them: a check
+# of the training kernels alone, e.g. with fewer binaries carried to a remote machine).
+read -ra once <<< "${GPU_CHECK_ONCE-infer tiled_infer example_infer_tiled fragment building_blocks targets shadertoy}"
 
 commit="${GPU_CHECK_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}"
 [ -z "${GPU_CHECK_COMMIT:-}" ] && ! git diff --quiet HEAD 2>/dev/null && commit="$commit+uncommitted"
@@ -122,7 +125,7 @@ for p in "${paths[@]}"; do
         ;;
     esac
 done
-NSHADE_GPU_PATH= run_suites common "${once[@]}"
+[ ${#once[@]} -eq 0 ] || NSHADE_GPU_PATH= run_suites common "${once[@]}"
 
 {
     echo "== nshade gpu check $(date -u +%Y-%m-%dT%H:%M:%SZ) =="

@@ -5,12 +5,95 @@ use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
 use nshade_core::train::Backend;
 use nshade_core::train::CancelToken;
-use std::io::IsTerminal;
+use nshade_gpu::context::GpuContext;
+use std::cell::RefCell;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
+/// A command that `nshade batch` runs on a thread of its own (an in-process worker,
+/// docs/scale.md) instead of in a child process. What the command would otherwise take
+/// from its process comes from here: its arguments, its stdout and stderr (the job's log
+/// files), and the GPU device, which the jobs of one slot group share with their compiled
+/// pipelines.
+pub struct JobScope {
+    /// The command line as a child process would get it, `nshade` first.
+    pub argv: Vec<String>,
+    pub stdout: std::fs::File,
+    pub stderr: std::fs::File,
+    pub gpu: Option<Arc<GpuContext>>,
+}
+
+thread_local! {
+    static JOB: RefCell<Option<JobScope>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` as a batch job on this thread: [`say!`] and [`tell!`] write to the scope's
+/// files, [`training_backend`] trains on its GPU, [`init_threads`] leaves the (caller's)
+/// pool alone and progress bars print lines.
+pub fn in_job_scope<T>(scope: JobScope, f: impl FnOnce() -> T) -> T {
+    struct Leave;
+    impl Drop for Leave {
+        fn drop(&mut self) {
+            JOB.with(|j| j.borrow_mut().take());
+        }
+    }
+    JOB.with(|j| *j.borrow_mut() = Some(scope));
+    let _leave = Leave;
+    f()
+}
+
+/// Whether this thread runs a batch job (see [`JobScope`]).
+pub fn in_job() -> bool {
+    JOB.with(|j| j.borrow().is_some())
+}
+
+/// The command line of this thread's batch job, or of the process (without `nshade`).
+pub fn command_args() -> Vec<String> {
+    JOB.with(|j| match &*j.borrow() {
+        Some(s) => s.argv.iter().skip(1).cloned().collect(),
+        None => std::env::args().skip(1).collect(),
+    })
+}
+
+/// The GPU device of this thread's batch job, if it has one.
+pub fn job_gpu() -> Option<Arc<GpuContext>> {
+    JOB.with(|j| j.borrow().as_ref().and_then(|s| s.gpu.clone()))
+}
+
+/// One line on stdout, or on the batch job's stdout log ([`say!`]).
+pub fn write_out(args: std::fmt::Arguments) {
+    JOB.with(|j| match &mut *j.borrow_mut() {
+        Some(s) => {
+            let _ = writeln!(s.stdout, "{args}");
+        }
+        None => println!("{args}"),
+    })
+}
+
+/// One line on stderr, or on the batch job's stderr log ([`tell!`]).
+pub fn write_err(args: std::fmt::Arguments) {
+    JOB.with(|j| match &mut *j.borrow_mut() {
+        Some(s) => {
+            let _ = writeln!(s.stderr, "{args}");
+        }
+        None => eprintln!("{args}"),
+    })
+}
+
+/// `println!` of the commands that batch jobs run: to stdout, or to the job's log.
+macro_rules! say {
+    ($($t:tt)*) => { $crate::common::write_out(format_args!($($t)*)) };
+}
+/// `eprintln!` of the commands that batch jobs run: to stderr, or to the job's log.
+macro_rules! tell {
+    ($($t:tt)*) => { $crate::common::write_err(format_args!($($t)*)) };
+}
+pub(crate) use {say, tell};
+
 /// Sets the number of worker threads (`--threads`, else `RAYON_NUM_THREADS`, else all cores).
+/// A batch job runs in the pool its worker installed (sized by the same `--threads`).
 pub fn init_threads(threads: Option<usize>) -> Result<()> {
     let mut b = rayon::ThreadPoolBuilder::new();
     if let Some(n) = threads {
@@ -18,6 +101,9 @@ pub fn init_threads(threads: Option<usize>) -> Result<()> {
             bail!("--threads must be in 1..=1024, got {n}");
         }
         b = b.num_threads(n);
+    }
+    if in_job() {
+        return Ok(());
     }
     b.build_global().context("starting the worker threads")?;
     Ok(())
@@ -35,17 +121,32 @@ pub enum BackendChoice {
 /// Picks the training backend: `gpu` needs an adapter; `auto` takes the GPU when the
 /// adapter is a real one (not a CPU rasteriser such as lavapipe), else the CPU.
 pub fn training_backend(choice: BackendChoice) -> Result<Box<dyn Backend>> {
-    use nshade_gpu::train::GpuBackend;
     match choice {
         BackendChoice::Cpu => Ok(Box::new(nshade_core::cpu::CpuBackend)),
         BackendChoice::Gpu => Ok(Box::new(
-            GpuBackend::new().map_err(|e| anyhow::anyhow!("--backend gpu: {e}"))?,
+            gpu_backend().map_err(|e| anyhow::anyhow!("--backend gpu: {e}"))?,
         )),
-        BackendChoice::Auto => match GpuBackend::hardware() {
+        BackendChoice::Auto => match hardware_backend() {
             Some(b) => Ok(Box::new(b)),
             None => Ok(Box::new(nshade_core::cpu::CpuBackend)),
         },
     }
+}
+
+/// The GPU backend on the batch job's device, or on a newly opened one.
+fn gpu_backend() -> Result<nshade_gpu::train::GpuBackend, nshade_gpu::context::GpuError> {
+    use nshade_gpu::train::GpuBackend;
+    match job_gpu() {
+        Some(ctx) => Ok(GpuBackend::with_context(ctx)),
+        None => GpuBackend::new(),
+    }
+}
+
+/// [`gpu_backend`] when its adapter is hardware (what `--backend auto` trains on).
+fn hardware_backend() -> Option<nshade_gpu::train::GpuBackend> {
+    gpu_backend()
+        .ok()
+        .filter(|b| b.context().summary.device_type != "Cpu")
 }
 
 /// Whether [`training_backend`] would train on a GPU for `choice`, without opening a
@@ -107,11 +208,11 @@ pub fn training_backend_on(
     match choice {
         BackendChoice::Cpu => Ok(Box::new(nshade_core::cpu::CpuBackend)),
         BackendChoice::Gpu => {
-            open(GpuBackend::new().map_err(|e| anyhow::anyhow!("--backend gpu: {e}"))?)
+            open(gpu_backend().map_err(|e| anyhow::anyhow!("--backend gpu: {e}"))?)
         }
-        BackendChoice::Auto => match GpuBackend::new() {
-            Ok(b) if b.context().summary.device_type != "Cpu" => open(b),
-            _ => Ok(Box::new(nshade_core::cpu::CpuBackend)),
+        BackendChoice::Auto => match hardware_backend() {
+            Some(b) => open(b),
+            None => Ok(Box::new(nshade_core::cpu::CpuBackend)),
         },
     }
 }
@@ -225,13 +326,13 @@ pub fn clean_stale_temps(dir: &Path) {
     match nshade_core::fsutil::remove_stale_temps(dir) {
         Ok(removed) => {
             for p in removed {
-                eprintln!(
+                tell!(
                     "notice: removed {}, left behind by a run that was killed",
                     p.display()
                 );
             }
         }
-        Err(e) => eprintln!(
+        Err(e) => tell!(
             "warning: could not check {} for leftovers of killed runs: {e}",
             dir.display()
         ),
@@ -449,7 +550,7 @@ impl Progress {
 
     /// Counts `len` items of `unit` (steps, frames).
     pub fn counted(len: u64, prefix: &str, unit: &'static str) -> Progress {
-        let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = (std::io::stderr().is_terminal() && !in_job()).then(|| {
             let bar = ProgressBar::new(len);
             bar.set_style(
                 ProgressStyle::with_template(&format!(
@@ -465,7 +566,7 @@ impl Progress {
 
     /// Counts training time against a budget of `seconds` (positions in tenths of a second).
     pub fn timed(seconds: f64, prefix: &str) -> Progress {
-        let bar = std::io::stderr().is_terminal().then(|| {
+        let bar = (std::io::stderr().is_terminal() && !in_job()).then(|| {
             let bar = ProgressBar::new((seconds * 10.0).ceil() as u64);
             bar.set_style(
                 ProgressStyle::with_template("{prefix:>14.bold} [{bar:30}] {msg}  ({elapsed})")
@@ -517,8 +618,8 @@ impl Progress {
 
     fn line(&self, pos: u64, msg: &str) {
         match self.len {
-            Some(len) => eprintln!("{}: {pos}/{len} {}, {msg}", self.prefix, self.unit),
-            None => eprintln!("{}: {msg}", self.prefix),
+            Some(len) => tell!("{}: {pos}/{len} {}, {msg}", self.prefix, self.unit),
+            None => tell!("{}: {msg}", self.prefix),
         }
     }
 
@@ -875,7 +976,7 @@ pub fn start_or_resume(
 ) -> Result<Box<dyn nshade_core::train::Trainer>> {
     let mut trainer = match resumed {
         Some(c) => {
-            eprintln!("{label}: resuming at step {}", c.step);
+            tell!("{label}: resuming at step {}", c.step);
             backend.resume(net, c, data, cfg)?
         }
         None => backend.start(net, params, data, cfg)?,

@@ -1,7 +1,7 @@
 //! `nshade fit`: train every `--arch` on one image, side by side, and write fit and error
 //! images, each model, and a summary.
 
-use crate::common::{self, BackendChoice, GpuPathChoice, OutDir};
+use crate::common::{self, BackendChoice, GpuPathChoice, OutDir, say, tell};
 use crate::report;
 use anyhow::{Context, Result, bail};
 use nshade_core::arch::NamedArch;
@@ -107,6 +107,12 @@ struct Record {
     psnr: f64,
     /// Whether its weights can be baked into shader source (and so into a ShaderToy tab).
     bakeable: bool,
+    /// Where its wall time went besides training (`seconds`), in seconds: starting the
+    /// trainer (device, kernels, upload), the report's probes during training, and the
+    /// evaluation, images and model at the end.
+    start_s: f64,
+    probe_s: f64,
+    finish_s: f64,
 }
 
 impl Record {
@@ -116,6 +122,7 @@ impl Record {
             "name": self.name, "arch": self.arch, "params": self.params, "steps": self.steps, "samples": self.samples,
             "seconds": self.seconds, "samples_per_s": self.samples as f64 / self.seconds, "loss": self.loss, "psnr": self.psnr,
             "bakeable": self.bakeable, "best": best,
+            "timing": {"start_s": self.start_s, "training_s": self.seconds, "probe_s": self.probe_s, "finish_s": self.finish_s},
         })
     }
 }
@@ -274,7 +281,7 @@ pub fn run(args: Args) -> Result<()> {
         )
     };
     live_page(&[], None)?;
-    eprintln!(
+    tell!(
         "live report: {} (moves to {} when done)",
         std::path::absolute(out.path().join("report.html"))?.display(),
         out.target().join("report.html").display()
@@ -285,7 +292,7 @@ pub fn run(args: Args) -> Result<()> {
         Some(s) => format!("{s} s each"),
         None => format!("{max_steps} steps"),
     };
-    eprintln!(
+    tell!(
         "fitting {} architecture(s) on {} ({}x{}), {budget} of {} samples, {} backend",
         archs.len(),
         tex.source,
@@ -299,6 +306,7 @@ pub fn run(args: Args) -> Result<()> {
     for (named, ckpt) in archs.iter().zip(resumes) {
         common::check_cancelled()?;
         let net = Network::build(&named.arch, 2, 3)?;
+        let t_start = Instant::now();
         let params = match &init {
             Some(i) => i.params_for(&net)?,
             None => net.init_params(args.seed),
@@ -326,6 +334,7 @@ pub fn run(args: Args) -> Result<()> {
             (max_steps / 100).clamp(1, 50)
         };
         live_page(&records, Some(&named.name))?; // report
+        let start_s = t_start.elapsed().as_secs_f64();
         let start = Instant::now();
         let mut last_loss = f32::NAN;
         // A resumed run continues from its checkpoint's step; calls keep ending on
@@ -338,7 +347,12 @@ pub fn run(args: Args) -> Result<()> {
         // report: time spent evaluating for the log is not training time.
         let mut eval_time = std::time::Duration::ZERO;
         let mut last_page = Instant::now();
+        let mut last_probe = Instant::now();
         let train_time = |eval_time| (start.elapsed() - eval_time).as_secs_f64();
+        // Probes at twenty evenly spaced steps (with a step budget), and between them while
+        // probing has cost at most a tenth of the training time or a second has passed:
+        // a short job is not dominated by its report, a long one gets a point per chunk.
+        let probe_every = args.seconds.is_none().then_some((max_steps / 20).max(1));
         // At least one step, whatever the budget: a model is never written untrained.
         while done == 0
             || (done < max_steps && args.seconds.is_none_or(|s| train_time(eval_time) < s))
@@ -374,7 +388,11 @@ pub fn run(args: Args) -> Result<()> {
             // report: one metrics.jsonl line per chunk (PSNR on the subsampled grid);
             // the preview images and the page after the first chunk, then at most every second.
             let more = done < max_steps && args.seconds.is_none_or(|s| train_time(eval_time) < s);
-            if more {
+            let due = done == chunk
+                || probe_every.is_some_and(|e| done / e != (done - n) / e)
+                || eval_time.as_secs_f64() <= 0.1 * train_time(eval_time)
+                || last_probe.elapsed().as_secs_f64() >= 1.0;
+            if more && due {
                 let t0 = Instant::now();
                 let seconds = (t0 - start - eval_time).as_secs_f64();
                 let probe_model = Model::new(net.clone(), trainer.params()?, InputSpec::uv());
@@ -388,6 +406,7 @@ pub fn run(args: Args) -> Result<()> {
                     last_page = Instant::now();
                 }
                 eval_time += t0.elapsed();
+                last_probe = Instant::now();
             }
         }
         let params = trainer.params()?;
@@ -400,6 +419,7 @@ pub fn run(args: Args) -> Result<()> {
             },
         );
 
+        let t_finish = Instant::now();
         let mut model = Model::new(net, params, InputSpec::uv());
         let fit = common::eval_cancellable(&model, &uv)?;
         let psnr = metrics::psnr(&fit, &reference);
@@ -408,7 +428,7 @@ pub fn run(args: Args) -> Result<()> {
             &json!({"arch": named.name, "step": done, "samples": done as u64 * args.batch as u64,
             "seconds": seconds, "loss": last_loss, "psnr": psnr, "full_image": true}),
         )?;
-        let rec = Record {
+        let mut rec = Record {
             name: named.name.clone(),
             arch: named.arch.to_string(),
             params: model.network.param_count,
@@ -418,6 +438,9 @@ pub fn run(args: Args) -> Result<()> {
             loss: last_loss,
             psnr,
             bakeable: nshade_shader::bakeable(&model),
+            start_s,
+            probe_s: eval_time.as_secs_f64(),
+            finish_s: 0.0,
         };
         model.training = json!({
             "name": rec.name, "arch": rec.arch, "seed": args.seed, "steps": done, "batch": args.batch,
@@ -441,9 +464,13 @@ pub fn run(args: Args) -> Result<()> {
             &metrics::error_image(&fit, &reference),
             &dir.join("error.png"),
         )?;
-        eprintln!(
+        rec.finish_s = t_finish.elapsed().as_secs_f64();
+        tell!(
             "{:>14} done: loss {:.5}, PSNR {:.2} dB, {:.1} s",
-            rec.name, rec.loss, rec.psnr, rec.seconds
+            rec.name,
+            rec.loss,
+            rec.psnr,
+            rec.seconds
         );
         records.push(rec);
         checkpoints.extend(ckpt);
@@ -486,15 +513,15 @@ pub fn run(args: Args) -> Result<()> {
         c.remove();
     }
     report::write_fit_final(&path, None)?;
-    println!("report in {}", path.join("report.html").display());
+    say!("report in {}", path.join("report.html").display());
     // end report
-    println!(
+    say!(
         "results in {} (best: {best_name}; model {}/best/weights.json)",
         path.display(),
         path.display()
     );
     for line in exports {
-        println!("{line}");
+        say!("{line}");
     }
     Ok(())
 }
@@ -601,7 +628,7 @@ fn print_table(records: &[Record], best: &str) {
         .max()
         .unwrap_or(8)
         .max(8);
-    println!(
+    say!(
         "  {:<name_w$}  {:<arch_w$}  {:>params_w$}  {:>6}  {:>11}  {:>8}  {:>10}  {:>9}  {:>8}",
         "name",
         "architecture",
@@ -614,7 +641,7 @@ fn print_table(records: &[Record], best: &str) {
         "PSNR dB"
     );
     for r in records {
-        println!(
+        say!(
             "{} {:<name_w$}  {:<arch_w$}  {:>params_w$}  {:>6}  {:>11}  {:>8.2}  {:>10}  {:>9.5}  {:>8.2}",
             if r.name == best { "*" } else { " " },
             r.name,

@@ -4,7 +4,7 @@
 //! scored on held-out validation rows; models and `summary.json` are written as `fit`
 //! writes them (`docs/arrays.md`).
 
-use crate::common::{self, OutDir};
+use crate::common::{self, OutDir, say, tell};
 use crate::fit::{self, Args};
 use anyhow::{Context, Result, bail};
 use nshade_core::arch::NamedArch;
@@ -171,7 +171,7 @@ pub fn run(args: Args) -> Result<()> {
         )?);
     }
     let out = OutDir::create(args.out.as_deref(), Path::new("nshade-out"))?;
-    eprintln!(
+    tell!(
         "fit: {} ({} rows: {} inputs -> {} outputs; {} training, {} validation), {} architectures on {}",
         data.source,
         data.inputs.rows,
@@ -303,9 +303,10 @@ pub fn run(args: Args) -> Result<()> {
         let dir = out.path().join(&named.name);
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         model.save(&dir.join("weights.json"))?;
-        eprintln!(
+        tell!(
             "{:>14} done: loss {loss:.5}, {} PSNR {psnr:.2} dB, {seconds:.1} s",
-            named.name, scored_on
+            named.name,
+            scored_on
         );
         checkpoints.extend(ckpt);
         records.push(json!({
@@ -347,13 +348,18 @@ pub fn run(args: Args) -> Result<()> {
         (serde_json::to_string_pretty(&summary)? + "\n").as_bytes(),
     )
     .context("writing summary.json")?;
-    println!(
+    say!(
         "  {:<14} {:>9} {:>7} {:>11} {:>10} {:>7}",
-        "arch", "params", "steps", "loss", "PSNR", "time"
+        "arch",
+        "params",
+        "steps",
+        "loss",
+        "PSNR",
+        "time"
     );
     for r in &records {
         let name = r["name"].as_str().unwrap_or_default();
-        println!(
+        say!(
             "{} {:<14} {:>9} {:>7} {:>11.6} {:>7.2} dB {:>6.1}s",
             if name == best_name { "*" } else { " " },
             name,
@@ -365,7 +371,7 @@ pub fn run(args: Args) -> Result<()> {
         );
         if groups.len() > 1 {
             for g in r["groups"].as_array().into_iter().flatten() {
-                println!(
+                say!(
                     "      {:<20} {:>7.2} dB",
                     g["group"].as_str().unwrap_or_default(),
                     g["psnr"].as_f64().unwrap_or(f64::NAN)
@@ -378,7 +384,7 @@ pub fn run(args: Args) -> Result<()> {
     for c in &checkpoints {
         c.remove();
     }
-    println!(
+    say!(
         "results in {} (best: {best_name}; model {}/best/weights.json; PSNR on {})",
         path.display(),
         path.display(),

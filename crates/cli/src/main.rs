@@ -62,7 +62,15 @@ enum Command {
 fn main() {
     common::ensure_runtime_dir();
     let cli = parse_args();
-    let result = match cli.command {
+    if let Err(e) = dispatch(cli.command) {
+        // One line: the chain of causes joined by ': '.
+        eprintln!("error: {}", one_line(&e));
+        std::process::exit(1);
+    }
+}
+
+fn dispatch(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::Fit(a) => fit::run(a),
         Command::Eval(a) => eval::run(a),
         Command::Render(a) => render::run(a),
@@ -74,20 +82,38 @@ fn main() {
         Command::Capture(a) => capture::run(a),
         Command::Report(a) => report::run(a),
         Command::Batch(a) => batch::run(a),
-    };
-    if let Err(e) = result {
-        // One line: the chain of causes joined by ': '.
-        let msg = format!("{e:#}").replace('\n', " ");
-        eprintln!("error: {msg}");
-        std::process::exit(1);
     }
 }
 
-/// Parses the command line. Negative numbers are values (`--t -0.5`, `--seed -1` gets
-/// "invalid value", not a tip about `--`); a usage error is one line on stderr, exit 2.
+/// An error as the one line `main` prints after `error: `: the chain of causes joined by
+/// ': '.
+pub(crate) fn one_line(e: &anyhow::Error) -> String {
+    format!("{e:#}").replace('\n', " ")
+}
+
+/// Runs the command line `argv` (`nshade` first) on this thread, as `main` would in a
+/// process of its own: `nshade batch`'s in-process workers call it inside a job scope
+/// (`common::in_job_scope`). A failure comes back as the exit status and the one error
+/// line the process would have had (2 for a usage error, 1 otherwise).
+pub(crate) fn run_argv(argv: &[String]) -> Result<(), (i32, String)> {
+    let parsed = command()
+        .try_get_matches_from(argv)
+        .and_then(|m| Cli::from_arg_matches(&m));
+    match parsed {
+        Ok(cli) => dispatch(cli.command).map_err(|e| (1, one_line(&e))),
+        Err(e) => Err((2, usage_line(&e, argv.get(1).map(String::as_str)))),
+    }
+}
+
+/// The command-line parser: negative numbers are values (`--t -0.5`, `--seed -1` gets
+/// "invalid value", not a tip about `--`).
+fn command() -> clap::Command {
+    Cli::command().mut_subcommands(|c| c.allow_negative_numbers(true))
+}
+
+/// Parses the command line; a usage error is one line on stderr, exit 2.
 fn parse_args() -> Cli {
-    let cmd = Cli::command().mut_subcommands(|c| c.allow_negative_numbers(true));
-    let parsed = cmd
+    let parsed = command()
         .try_get_matches()
         .and_then(|m| Cli::from_arg_matches(&m));
     match parsed {
@@ -102,15 +128,16 @@ fn parse_args() -> Cli {
             ) {
                 e.exit();
             }
-            eprintln!("error: {}", usage_line(&e));
+            let sub = std::env::args().nth(1);
+            eprintln!("error: {}", usage_line(&e, sub.as_deref()));
             std::process::exit(2);
         }
     }
 }
 
 /// clap's error as one line: its message (lines before the usage, without "tip:" lines)
-/// joined, plus where to read more.
-fn usage_line(e: &clap::Error) -> String {
+/// joined, plus where to read more (`sub`: the word after `nshade`).
+fn usage_line(e: &clap::Error, sub: Option<&str>) -> String {
     let text = e.render().to_string();
     let mut parts = Vec::new();
     for l in text.lines().map(str::trim) {
@@ -131,7 +158,7 @@ fn usage_line(e: &clap::Error) -> String {
         .get_subcommands()
         .map(|c| c.get_name().to_string())
         .collect();
-    match std::env::args().nth(1).filter(|a| names.contains(a)) {
+    match sub.filter(|a| names.iter().any(|n| n == a)) {
         Some(cmd) => format!("{message} (see `nshade {cmd} --help`)"),
         None => format!("{message} (see `nshade --help`)"),
     }
@@ -165,13 +192,12 @@ mod tests {
 
     #[test]
     fn usage_errors_are_one_line() {
-        let cmd = Cli::command().mut_subcommands(|c| c.allow_negative_numbers(true));
-        let e = cmd
+        let e = command()
             .try_get_matches_from(["nshade", "fit", "--steps", "-1"])
             .err()
             .unwrap();
-        let line = usage_line(&e);
+        let line = usage_line(&e, Some("fit"));
         assert!(!line.contains('\n') && line.contains("'-1'"), "{line}");
-        assert!(line.contains("(see `nshade"), "{line}");
+        assert!(line.contains("(see `nshade fit --help`)"), "{line}");
     }
 }

@@ -85,7 +85,7 @@ pub fn shell_quote(s: &str) -> String {
 /// then write a fresh `nshade-out/run-NNN`, or for `train`, whose `--out` is required,
 /// replaced by a new sibling name.
 pub fn command_line(seed: u64) -> String {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args = crate::common::command_args();
     rerun_command(&args, seed, |p| std::fs::symlink_metadata(p).is_ok())
 }
 

@@ -4,7 +4,7 @@
 //! `M/metrics.json` (validation scores per parameter slice) and `M/training.log`; never
 //! leaves a partial `weights.json`, and stops promptly on SIGINT/SIGTERM.
 
-use crate::common::{self, BackendChoice, GpuPathChoice};
+use crate::common::{self, BackendChoice, GpuPathChoice, say, tell};
 use crate::portfolio;
 use anyhow::{Context, Result, bail};
 use nshade_core::arch::NamedArch;
@@ -111,7 +111,7 @@ struct Log {
 impl Log {
     fn line(&mut self, s: &str) {
         if !self.terminal {
-            eprintln!("{s}");
+            tell!("{s}");
         }
         if let Some(f) = self.file.as_mut() {
             let _ = writeln!(f, "{s}");
@@ -358,7 +358,7 @@ fn train_one(
             && last_line.elapsed() >= common::Progress::LINE_EVERY
         {
             last_line = Instant::now();
-            eprintln!(
+            tell!(
                 "{label}step {done}/{steps} loss {l:.6} {:.1} s",
                 start.elapsed().as_secs_f64()
             );
@@ -518,7 +518,7 @@ pub fn run(args: Args) -> Result<()> {
             nets.push((named, net));
         }
     }
-    let terminal = std::io::stderr().is_terminal();
+    let terminal = std::io::stderr().is_terminal() && !common::in_job();
     let recorded = args
         .dataset_recorded_as
         .clone()
@@ -802,13 +802,13 @@ pub fn run(args: Args) -> Result<()> {
         c.remove();
     }
     if terminal {
-        println!(
+        say!(
             "model in {} (validation PSNR {:.2} dB)",
             path.display(),
             metrics["validation"]["psnr"].as_f64().unwrap_or(f64::NAN)
         );
         if args.portfolio {
-            println!("  winner {why}");
+            say!("  winner {why}");
         }
     }
     Ok(())

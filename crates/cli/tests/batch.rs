@@ -151,9 +151,13 @@ fn summary_lines(out: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
-/// The weights of every architecture of a fit result, by name.
+/// The weights of every architecture of a fit result, by name (a train result's one
+/// model under "").
 fn weights(result: &Path) -> BTreeMap<String, Vec<u8>> {
     let mut w = BTreeMap::new();
+    if let Ok(bytes) = std::fs::read(result.join("out/weights.json")) {
+        w.insert(String::new(), bytes);
+    }
     for e in std::fs::read_dir(result.join("out")).unwrap() {
         let p = e.unwrap().path().join("weights.json");
         if p.is_file() {
@@ -463,6 +467,31 @@ fn processes_mentioning(needle: &str) -> Vec<u32> {
 
 #[test]
 fn sigterm_stops_children_and_leaves_nothing() {
+    sigterm_stops_jobs(&[], |out| {
+        processes_mentioning(&out.join("jobs").display().to_string()).len()
+    });
+}
+
+/// The same with in-process jobs: the cancel flag stops the job threads.
+#[test]
+fn sigterm_stops_job_threads_and_leaves_nothing() {
+    sigterm_stops_jobs(&["--workers", "threads"], |out| {
+        std::fs::read_dir(out.join("jobs"))
+            .map(|d| {
+                d.filter(|e| {
+                    e.as_ref()
+                        .is_ok_and(|e| e.file_name().to_string_lossy().contains(".tmp-"))
+                })
+                .count()
+            })
+            .unwrap_or(0)
+    });
+}
+
+/// Starts a worker on four endless CPU jobs with two slots, waits until `running` counts
+/// two jobs, sends SIGTERM: the worker stops within 3 s with `error: interrupted`, no
+/// job process is left and no result or temporary directory exists.
+fn sigterm_stops_jobs(extra: &[&str], running: impl Fn(&Path) -> usize) {
     let d = tempfile::tempdir().unwrap();
     images(d.path());
     let mut text = String::new();
@@ -476,15 +505,13 @@ fn sigterm_stops_children_and_leaves_nothing() {
     let jobs = d.path().join("jobs.jsonl");
     std::fs::write(&jobs, text).unwrap();
     let out = d.path().canonicalize().unwrap().join("out");
-    let w = spawn(batch(&jobs, &out, &["--cpu-jobs", "2"]));
-    // Wait for two children to be running.
+    let mut args = vec!["--cpu-jobs", "2"];
+    args.extend_from_slice(extra);
+    let w = spawn(batch(&jobs, &out, &args));
+    // Wait for two jobs to be running.
     let t0 = Instant::now();
-    let needle = out.join("jobs").display().to_string();
-    while processes_mentioning(&needle).len() < 2 {
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "no children started"
-        );
+    while running(&out) < 2 {
+        assert!(t0.elapsed() < Duration::from_secs(60), "no jobs started");
         std::thread::sleep(Duration::from_millis(50));
     }
     std::thread::sleep(Duration::from_millis(300));
@@ -500,11 +527,91 @@ fn sigterm_stops_children_and_leaves_nothing() {
         "{err}"
     );
     std::thread::sleep(Duration::from_millis(200));
+    let needle = out.join("jobs").display().to_string();
     assert!(
         processes_mentioning(&needle).is_empty(),
         "children still run"
     );
     assert!(results(&out).is_empty());
+}
+
+/// `--workers threads` runs fit and train jobs on threads of the worker: the models are
+/// the bytes a child process writes, a job's output goes to its own logs (none to the
+/// worker's), and failures — a missing input, a bad architecture — are recorded as a
+/// child's would be, with the same error line and exit status.
+#[test]
+fn threads_workers_match_processes() {
+    let d = tempfile::tempdir().unwrap();
+    let jobs = fit_jobs(d.path(), 8);
+    common::make_dataset(&d.path().join("data"), (6, 3), 256);
+    let mut text = std::fs::read_to_string(&jobs).unwrap();
+    for l in [
+        serde_json::json!({"command": "train", "name": "plasma", "args": ["--dataset", "data", "--steps", "30", "--batch", "256", "--arch", "freq(2) | mlp(16x1, relu)", "--backend", "cpu"]}),
+        serde_json::json!({"command": "fit", "name": "missing", "args": ["no-such.png", "--steps", "5", "--batch", "256", "--backend", "cpu"]}),
+        serde_json::json!({"command": "fit", "name": "badarch", "args": ["img0.png", "--arch", "mlp(8x1, nosuchact)", "--backend", "cpu"]}),
+    ] {
+        text.push_str(&format!("{l}\n"));
+    }
+    std::fs::write(&jobs, text).unwrap();
+    let run = |name: &str, extra: &[&str]| {
+        let out = d.path().join(name);
+        let o = batch(&jobs, &out, &[&["--cpu-jobs", "2"], extra].concat())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        assert_eq!(o.status.code(), Some(1), "two jobs fail: {err}");
+        (results(&out), err)
+    };
+    let (procs, _) = run("procs", &[]);
+    let (threads, err) = run("threads", &["--workers", "threads"]);
+    assert!(err.contains("(in-process)"), "{err}");
+    // Nothing of the jobs' own output reaches the worker's stderr.
+    assert!(
+        !err.contains("fitting ") && !err.contains("done: loss"),
+        "{err}"
+    );
+    assert_eq!(procs.len(), 11);
+    assert_eq!(
+        procs.keys().collect::<Vec<_>>(),
+        threads.keys().collect::<Vec<_>>()
+    );
+    let mut failures = 0;
+    for (hash, p) in &procs {
+        let t = &threads[hash];
+        let (pj, tj) = (job_json(p), job_json(t));
+        assert_eq!(pj["worker"], "process", "{pj}");
+        assert_eq!(tj["worker"], "thread", "{tj}");
+        for key in ["status", "exit_code", "error"] {
+            assert_eq!(pj[key], tj[key], "{hash} {key}: {pj} / {tj}");
+        }
+        if pj["status"] == "ok" {
+            assert_eq!(weights(p), weights(t), "{hash}");
+            // fit reports on stdout; train, off a terminal, logs its steps on stderr.
+            let (file, needle) = match tj["command"].as_str().unwrap() {
+                "fit" => ("stdout.log", "results in"),
+                _ => ("stderr.log", "step"),
+            };
+            let log = std::fs::read_to_string(t.join(file)).unwrap();
+            assert!(log.contains(needle), "{hash} {file}: {log}");
+        } else {
+            failures += 1;
+            let e = tj["error"].as_str().unwrap();
+            assert_eq!(tj["exit_code"], 1);
+            let needle = match tj["job"]["name"].as_str().unwrap() {
+                "missing" => "no-such.png",
+                "badarch" => "nosuchact",
+                other => panic!("{other} failed: {tj}"),
+            };
+            assert!(e.starts_with("error: ") && e.contains(needle), "{e}");
+            let log = std::fs::read_to_string(t.join("stderr.log")).unwrap();
+            let last = log.lines().last().unwrap_or("");
+            assert!(
+                last.starts_with("error: ") && last.contains(needle),
+                "{log}"
+            );
+        }
+    }
+    assert_eq!(failures, 2);
 }
 
 fn unsafe_kill(pid: u32, sig: i32) {
@@ -606,6 +713,51 @@ fn two_gpu_slots_on_one_adapter() {
         spans[1].0 < spans[0].1,
         "the two slots did not run jobs at the same time: {spans:?}"
     );
+
+    // In-process workers on two devices opened on the one adapter (the index given
+    // twice), one slot each, and on one device with two slots: the same model bytes as
+    // the child processes, the kernels compiled once per device.
+    for (gpus, per) in [(format!("{index},{index}"), "1"), (index.to_string(), "2")] {
+        let out = d.path().join(format!("threads-{}", gpus.len()));
+        let mut c = nshade();
+        c.arg("batch").arg(&jobs).arg("--out").arg(&out).args([
+            "--gpus",
+            &gpus,
+            "--jobs-per-gpu",
+            per,
+            "--workers",
+            "threads",
+        ]);
+        let o = run_ok(&mut c);
+        let err = String::from_utf8_lossy(&o.stderr);
+        eprintln!("{err}");
+        let devices: Vec<&str> = err
+            .lines()
+            .filter(|l| l.contains("pipelines compiled"))
+            .collect();
+        assert_eq!(devices.len(), gpus.split(',').count(), "{err}");
+        let compiled: u32 = devices
+            .iter()
+            .map(|l| {
+                let n = l.split(": ").last().unwrap().split(' ').next().unwrap();
+                n.parse::<u32>().unwrap()
+            })
+            .sum();
+        // Two kernels (step and Adam) per device; two jobs that start together on one
+        // device may both compile them.
+        assert!((2..=4 * devices.len() as u32).contains(&compiled), "{err}");
+        let t = results(&out);
+        assert_eq!(t.len(), 3);
+        for (hash, dir) in &t {
+            let j = job_json(dir);
+            assert_eq!(
+                (&j["status"], &j["worker"]),
+                (&"ok".into(), &"thread".into()),
+                "{j}"
+            );
+            assert_eq!(weights(dir), weights(&g[hash]), "{gpus}: {hash}");
+        }
+    }
 }
 
 /// A real scheduler: tools/ray_batch.py starts a local Ray head, runs one Ray task per

@@ -169,8 +169,15 @@ impl Texture {
 
     /// The built-in default texture (512 × 512): smooth gradients, saturated colours, sharp
     /// edges, a checkerboard, a chirp of rings and thin lines — the features that separate
-    /// good architectures from bad ones. Made by the program, 4×4 supersampled.
+    /// good architectures from bad ones. Made by the program, 4×4 supersampled, once per
+    /// process (a batch worker's in-process jobs share it).
     pub fn builtin() -> Texture {
+        static BUILTIN: std::sync::LazyLock<Texture> =
+            std::sync::LazyLock::new(Texture::make_builtin);
+        BUILTIN.clone()
+    }
+
+    fn make_builtin() -> Texture {
         let (w, h) = (512usize, 512usize);
         let mut data = vec![0.0f32; w * h * 3];
         const SS: usize = 4;

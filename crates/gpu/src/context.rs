@@ -40,6 +40,26 @@ pub struct GpuContext {
     pub summary: AdapterSummary,
     /// Features enabled on `device`.
     pub features: wgpu::Features,
+    /// Compute pipelines already compiled on `device`, by their source and layout (see
+    /// [`GpuContext::cached_pipeline`]).
+    pipelines: std::sync::Mutex<PipelineCache>,
+}
+
+/// A compiled compute pipeline and the layout of its one bind group.
+pub type CachedPipeline = (wgpu::ComputePipeline, wgpu::BindGroupLayout);
+
+/// Pipelines by key; emptied when it reaches [`PipelineCache::LIMIT`] entries.
+#[derive(Default)]
+struct PipelineCache {
+    entries: std::collections::HashMap<String, CachedPipeline>,
+    hits: u64,
+    misses: u64,
+}
+
+impl PipelineCache {
+    /// Kernels of a few dozen networks: enough for a batch worker's jobs, small next to
+    /// the device's memory.
+    const LIMIT: usize = 64;
 }
 
 fn instance() -> wgpu::Instance {
@@ -118,8 +138,15 @@ impl GpuContext {
     /// when `NSHADE_ADAPTER=<index>` is set, the adapter with that index in the order
     /// [`list_adapters`] gives (an index past the end is an error, never a silent fallback).
     pub fn new() -> Result<GpuContext, GpuError> {
+        GpuContext::open(pinned_adapter()?)
+    }
+
+    /// Opens the adapter with index `index` in the order [`list_adapters`] gives, or the
+    /// high-performance one for `None`. `nshade batch`'s in-process workers open one per
+    /// GPU slot group this way.
+    pub fn open(index: Option<usize>) -> Result<GpuContext, GpuError> {
         let instance = instance();
-        let adapter = match pinned_adapter()? {
+        let adapter = match index {
             Some(i) => {
                 let mut all =
                     pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
@@ -170,13 +197,58 @@ impl GpuContext {
             adapter: summary.name.clone(),
             message: e.to_string(),
         })?;
-        Ok(GpuContext {
+        Ok(GpuContext::from_device(adapter, device, queue, features))
+    }
+
+    /// A context of a device opened elsewhere on `adapter` with `features`.
+    pub fn from_device(
+        adapter: wgpu::Adapter,
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        features: wgpu::Features,
+    ) -> GpuContext {
+        GpuContext {
+            summary: summarize(&adapter),
             adapter,
             device,
             queue,
-            summary,
             features,
-        })
+            pipelines: Default::default(),
+        }
+    }
+
+    /// The pipeline compiled under `key` (which must determine everything `build` does:
+    /// the source, the entry point, the bindings and the compile options), built by `build`
+    /// the first time. Trainers of the same network on one device (a batch worker's jobs,
+    /// a sweep's seeds) compile their kernels once.
+    pub fn cached_pipeline(
+        &self,
+        key: String,
+        build: impl FnOnce() -> CachedPipeline,
+    ) -> CachedPipeline {
+        {
+            let mut c = self.pipelines.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(p) = c.entries.get(&key).cloned() {
+                c.hits += 1;
+                return p;
+            }
+            c.misses += 1;
+        }
+        // Compiled outside the lock: another thread may compile the same kernel at the same
+        // time; the first one stored wins and both are equivalent.
+        let p = build();
+        let mut c = self.pipelines.lock().unwrap_or_else(|e| e.into_inner());
+        if c.entries.len() >= PipelineCache::LIMIT {
+            c.entries.clear();
+        }
+        c.entries.entry(key).or_insert(p).clone()
+    }
+
+    /// How many [`GpuContext::cached_pipeline`] calls found their pipeline compiled, and
+    /// how many compiled it.
+    pub fn pipeline_cache_stats(&self) -> (u64, u64) {
+        let c = self.pipelines.lock().unwrap_or_else(|e| e.into_inner());
+        (c.hits, c.misses)
     }
 
     /// True when the device was created with `f`.

@@ -97,7 +97,7 @@ fn f16_kernels_validate() {
             height: 8,
         };
         let step =
-            codegen::step_kernel_for(&net, Loss::L2, data, 5000, 9, launch, Precision::F16, true);
+            codegen::step_kernel_for(&net, Loss::L2, data, 5000, launch, Precision::F16, true);
         assert!(
             !step.contains("coop"),
             "{arch}: f16 path uses no cooperative matrices"

@@ -44,7 +44,7 @@ fn generated_kernels_validate() {
                 width: 64,
                 height: 48,
             };
-            let step = codegen::step_kernel(&net, Loss::RelativeL2, data, 5000, 9, launch, coop);
+            let step = codegen::step_kernel(&net, Loss::RelativeL2, data, 5000, launch, coop);
             validate(
                 &step,
                 &format!("{arch} step (coop {coop}, pingpong {pingpong})"),
@@ -94,7 +94,6 @@ fn generated_kernels_validate() {
                 Loss::RelativeL2,
                 data,
                 5000,
-                9,
                 launch,
                 codegen::Precision::Coop,
                 true,
@@ -159,7 +158,7 @@ fn grid_kernels_validate() {
                 in_dims: i as u32,
                 out_dims: 3,
             };
-            let step = codegen::step_kernel(&net, Loss::L2, data, 5000, 9, launch, coop);
+            let step = codegen::step_kernel(&net, Loss::L2, data, 5000, launch, coop);
             assert!(step.contains("nsh_gacc_add"), "{arch}: no table gradient");
             assert_eq!(step.contains("atomic<u64>"), atomic64, "{arch}");
             validate(

@@ -65,8 +65,7 @@ fn scaled_kernels_validate() {
                 out_dims: 3,
             };
             let what = format!("{arch} (coop {coop}, vec {vec}, pingpong {pingpong})");
-            let step =
-                codegen::step_kernel_scaled(&net, Loss::L2, data, 5000, 9, launch, coop, true);
+            let step = codegen::step_kernel_scaled(&net, Loss::L2, data, 5000, launch, coop, true);
             assert!(step.contains("lsflags[wid.x]"), "{what}: no overflow flag");
             assert!(step.contains("* lsc"), "{what}: loss gradient not scaled");
             if coop {
@@ -118,9 +117,9 @@ fn scaled_kernels_validate() {
         width: 8,
         height: 8,
     };
-    let coop = codegen::step_kernel(&net, Loss::L2, data, 5000, 9, launch, true);
+    let coop = codegen::step_kernel(&net, Loss::L2, data, 5000, launch, true);
     assert!(coop.contains("lsflags[wid.x]"));
-    let f32_path = codegen::step_kernel(&net, Loss::L2, data, 5000, 9, launch, false);
+    let f32_path = codegen::step_kernel(&net, Loss::L2, data, 5000, launch, false);
     assert!(
         !f32_path.contains("lsflags"),
         "the f32 default must not scale"

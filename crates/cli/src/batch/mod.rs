@@ -1,21 +1,25 @@
 //! `nshade batch JOBS --out DIR`: runs many independent `fit`, `train` and `distill` jobs
-//! as child processes of this binary, on every GPU of a host (and the CPU), and — with
+//! as child processes of this binary or on its own threads (`exec.rs`), on every GPU of a host (and the CPU), and — with
 //! `--shard I/N`, or the index a scheduler gives (Slurm job arrays, Kubernetes Indexed
 //! Jobs) — on many hosts writing into one shared directory. Results are content-addressed
 //! (`DIR/jobs/HASH/`), appear only when complete, and are never redone; claims
 //! (`DIR/claims/HASH`) keep two workers off one job. See docs/scale.md.
 
 mod claims;
+mod exec;
 mod jobs;
 mod summary;
 
 use crate::common;
 use anyhow::{Context, Result, bail};
+use exec::{Exec, Exit, Workers};
 use jobs::Job;
+use nshade_gpu::context::GpuContext;
 use serde_json::json;
 use std::collections::{HashSet, VecDeque};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 #[derive(clap::Args)]
@@ -40,6 +44,11 @@ pub struct Args {
     /// Jobs running at once on each GPU; choose it by measurement (docs/scale.md).
     #[arg(long, default_value_t = 2, value_name = "N")]
     pub jobs_per_gpu: usize,
+    /// Where jobs run: `processes` (a child process each) or `threads` (`fit` and `train`
+    /// jobs on threads of this worker, one device per GPU slot group with its compiled
+    /// pipelines shared; docs/scale.md).
+    #[arg(long, value_enum, default_value = "processes", value_name = "KIND")]
+    pub workers: Workers,
     /// Jobs running at once on the CPU (default: 1 beside GPU slots, where only jobs that
     /// ask for `--backend cpu` run on the CPU; 2 without GPU slots, each with half the
     /// cores); choose it by measurement (docs/scale.md).
@@ -145,7 +154,8 @@ impl Device {
 /// A job running in a slot.
 struct Running {
     job: usize,
-    child: Child,
+    exec: Exec,
+    worker: Workers,
     tmp: PathBuf,
     claim: claims::Claim,
     took_over: Option<String>,
@@ -158,6 +168,8 @@ struct Running {
 
 struct Slot {
     device: Device,
+    /// The device the slot's in-process jobs share (`--workers threads`).
+    gpu: Option<Arc<GpuContext>>,
     threads: usize,
     running: Option<Running>,
 }
@@ -172,6 +184,7 @@ struct Worker {
     heartbeat: Duration,
     retry_failed: bool,
     host: String,
+    workers: Workers,
 }
 
 /// What became of a job this worker looked at.
@@ -361,12 +374,22 @@ fn run_batch(args: Args) -> Result<()> {
     let total_slots = (gpu_slots + cpu_jobs).max(1);
     let mut slots = Vec::new();
     for (index, name) in &gpus {
+        // In-process workers: one device per entry of --gpus (an index given twice opens
+        // two), shared by its slots.
+        let gpu = match args.workers {
+            Workers::Processes => None,
+            Workers::Threads => Some(Arc::new(
+                GpuContext::open(Some(*index))
+                    .with_context(|| format!("--gpus: opening adapter {index} ({name})"))?,
+            )),
+        };
         for _ in 0..args.jobs_per_gpu {
             slots.push(Slot {
                 device: Device::Gpu {
                     index: *index,
                     name: name.clone(),
                 },
+                gpu: gpu.clone(),
                 threads: args.threads.unwrap_or((cores / total_slots).max(1)),
                 running: None,
             });
@@ -375,6 +398,7 @@ fn run_batch(args: Args) -> Result<()> {
     for _ in 0..cpu_jobs {
         slots.push(Slot {
             device: Device::Cpu,
+            gpu: None,
             threads: args.threads.unwrap_or((cores / cpu_jobs.max(1)).max(1)),
             running: None,
         });
@@ -432,7 +456,14 @@ fn run_batch(args: Args) -> Result<()> {
         heartbeat: Duration::from_secs_f64((args.stale_after as f64 / 4.0).clamp(0.25, 5.0)),
         retry_failed: args.retry_failed,
         host: claims::hostname(),
+        workers: args.workers,
     };
+    if args.workers == Workers::Threads {
+        // In-process jobs resolve their relative paths against the jobs file's directory,
+        // as child processes started there do; every path this worker still uses is absolute.
+        std::env::set_current_dir(&w.base)
+            .with_context(|| format!("entering {}", w.base.display()))?;
+    }
 
     let total = mine.len();
     let mut done = 0usize;
@@ -452,7 +483,11 @@ fn run_batch(args: Args) -> Result<()> {
         if cpu_jobs > 0 {
             parts.push(format!("{cpu_jobs} on the cpu"));
         }
-        parts.join(", ")
+        let mut text = parts.join(", ");
+        if args.workers == Workers::Threads {
+            text.push_str(" (in-process)");
+        }
+        text
     };
     let shard_text = if shards > 1 {
         format!(
@@ -492,7 +527,7 @@ fn run_batch(args: Args) -> Result<()> {
         // Reap finished children.
         for slot in slots.iter_mut() {
             let exited = match slot.running.as_mut() {
-                Some(r) => r.child.try_wait().context("waiting for a job")?,
+                Some(r) => r.exec.try_wait().context("waiting for a job")?,
                 None => None,
             };
             if let Some(status) = exited {
@@ -602,7 +637,7 @@ fn run_batch(args: Args) -> Result<()> {
                             );
                             continue;
                         }
-                        let r = w.launch(k, job, claim, took_over, &slot.device, slot.threads)?;
+                        let r = w.launch(k, job, claim, took_over, slot)?;
                         slot.running = Some(r);
                         progressed = true;
                         break;
@@ -623,6 +658,19 @@ fn run_batch(args: Args) -> Result<()> {
     }
 
     claims::sweep(&w.claims_dir);
+    let mut seen_gpu: Vec<*const GpuContext> = Vec::new();
+    for slot in &slots {
+        if let Some(g) = &slot.gpu
+            && !seen_gpu.contains(&Arc::as_ptr(g))
+        {
+            seen_gpu.push(Arc::as_ptr(g));
+            let (hits, misses) = g.pipeline_cache_stats();
+            eprintln!(
+                "batch: {}: {misses} pipelines compiled, {hits} reused",
+                slot.device.describe()
+            );
+        }
+    }
     let rows = summary::rebuild(&out)?;
     // This shard's results as they stand now (some may come from earlier runs).
     let mine_hashes: HashSet<&str> = mine.iter().map(|j| j.hash.as_str()).collect();
@@ -653,13 +701,13 @@ fn run_batch(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// Kills every running child and removes its partial output and claim; returns how many.
+/// Stops every running job (children killed, threads stopped by the cancel flag that
+/// brought us here) and removes its partial output and claim; returns how many.
 fn stop_all(slots: &mut [Slot]) -> usize {
     let mut n = 0;
     for slot in slots.iter_mut() {
         if let Some(mut r) = slot.running.take() {
-            let _ = r.child.kill();
-            let _ = r.child.wait();
+            r.exec.stop();
             let _ = std::fs::remove_dir_all(&r.tmp);
             common::unregister_temp(&r.tmp);
             common::unregister_temp(&r.claim.path);
@@ -705,9 +753,9 @@ impl Worker {
         job: &Job,
         claim: claims::Claim,
         took_over: Option<String>,
-        device: &Device,
-        threads: usize,
+        slot: &Slot,
     ) -> Result<Running> {
+        let (device, threads) = (&slot.device, slot.threads);
         if let Some(why) = &took_over {
             eprintln!(
                 "notice: took over job {} ({}): {why}",
@@ -741,29 +789,28 @@ impl Worker {
         if !job.has_flag("--threads") {
             child_args.extend(["--threads".to_string(), threads.to_string()]);
         }
-        let log = |name: &str| {
-            std::fs::File::create(tmp.join(name))
-                .with_context(|| format!("creating {}", tmp.join(name).display()))
+        let worker = match self.workers {
+            Workers::Threads if exec::runs_in_thread(&job.command) => Workers::Threads,
+            _ => Workers::Processes,
         };
-        let mut cmd = Command::new(&self.exe);
-        cmd.arg(&job.command)
-            .args(&child_args)
-            .arg("--out")
-            .arg(tmp.join("out"))
-            .current_dir(&self.base)
-            .stdin(Stdio::null())
-            .stdout(log("stdout.log")?)
-            .stderr(log("stderr.log")?);
-        if let Device::Gpu { index, .. } = device {
-            cmd.env(nshade_gpu::context::ADAPTER_ENV, index.to_string());
-        }
-        child_setup(&mut cmd);
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("starting {}", self.exe.display()))?;
+        let exec = match worker {
+            Workers::Threads => {
+                let argv: Vec<String> = ["nshade".to_string(), job.command.clone()]
+                    .into_iter()
+                    .chain(child_args.iter().cloned())
+                    .chain(["--out".to_string(), tmp.join("out").display().to_string()])
+                    .collect();
+                let threads = exec::threads_arg(&child_args).unwrap_or(threads);
+                let name = format!("job {}", job.hash.get(..12).unwrap_or(&job.hash));
+                exec::spawn_thread(argv, &tmp, threads, slot.gpu.clone(), name)
+                    .with_context(|| format!("starting job {}", job.hash))?
+            }
+            Workers::Processes => Exec::Child(self.spawn_child(job, &child_args, &tmp, device)?),
+        };
         Ok(Running {
             job: k,
-            child,
+            exec,
+            worker,
             tmp,
             claim,
             took_over,
@@ -775,13 +822,43 @@ impl Worker {
         })
     }
 
+    /// Starts `nshade COMMAND ARGS --out TMP/out` as a child process in the jobs file's
+    /// directory, with its output in TMP's log files.
+    fn spawn_child(
+        &self,
+        job: &Job,
+        child_args: &[String],
+        tmp: &Path,
+        device: &Device,
+    ) -> Result<std::process::Child> {
+        let log = |name: &str| {
+            std::fs::File::create(tmp.join(name))
+                .with_context(|| format!("creating {}", tmp.join(name).display()))
+        };
+        let mut cmd = Command::new(&self.exe);
+        cmd.arg(&job.command)
+            .args(child_args)
+            .arg("--out")
+            .arg(tmp.join("out"))
+            .current_dir(&self.base)
+            .stdin(Stdio::null())
+            .stdout(log("stdout.log")?)
+            .stderr(log("stderr.log")?);
+        if let Device::Gpu { index, .. } = device {
+            cmd.env(nshade_gpu::context::ADAPTER_ENV, index.to_string());
+        }
+        child_setup(&mut cmd);
+        cmd.spawn()
+            .with_context(|| format!("starting {}", self.exe.display()))
+    }
+
     /// Records a finished child: writes `job.json`, renames the result into place and
     /// releases the claim.
     fn finish(
         &self,
         job: &Job,
         r: Running,
-        status: ExitStatus,
+        status: Exit,
         device: &Device,
         threads: usize,
     ) -> Result<Done> {
@@ -793,9 +870,9 @@ impl Worker {
             common::unregister_temp(&r.claim.path);
             r.claim.release();
         };
-        if !status.success()
+        if !status.success
             && (common::cancelled()
-                || signal_of(&status).is_some_and(|s| s == 2 || s == 15)
+                || status.signal.is_some_and(|s| s == 2 || s == 15)
                 || stderr_tail.starts_with("error: interrupted"))
         {
             // Stopped from outside (Ctrl-C, a scheduler's SIGTERM): not a result.
@@ -809,11 +886,11 @@ impl Worker {
             cleanup(r);
             return Ok(Done::ByOther);
         }
-        let ok = status.success() && r.tmp.join("out").is_dir();
+        let ok = status.success && r.tmp.join("out").is_dir();
         let error = if ok {
             None
         } else if stderr_tail.is_empty() {
-            Some(match (status.code(), signal_of(&status)) {
+            Some(match (status.code, status.signal) {
                 (Some(c), _) => format!("exit status {c}"),
                 (None, Some(s)) => format!("killed by signal {s}"),
                 _ => "no output".into(),
@@ -831,8 +908,9 @@ impl Worker {
             "hash_inputs": job.hash_inputs,
             "child_args": r.child_args.iter().chain([&"--out".to_string(), &"<result>/out".to_string()]).collect::<Vec<_>>(),
             "status": if ok { "ok" } else { "failed" },
-            "exit_code": status.code(),
-            "signal": signal_of(&status),
+            "exit_code": status.code,
+            "signal": status.signal,
+            "worker": r.worker.name(),
             "error": error,
             "wall_s": wall,
             "device": device.describe(),
@@ -877,17 +955,6 @@ fn last_line(p: &Path) -> String {
         .find(|l| !l.trim().is_empty())
         .unwrap_or("");
     nshade_core::limits::quote(line.trim())
-}
-
-#[cfg(unix)]
-fn signal_of(s: &ExitStatus) -> Option<i32> {
-    use std::os::unix::process::ExitStatusExt;
-    s.signal()
-}
-
-#[cfg(not(unix))]
-fn signal_of(_: &ExitStatus) -> Option<i32> {
-    None
 }
 
 /// Puts the child in its own process group (a terminal's Ctrl-C reaches only this worker,

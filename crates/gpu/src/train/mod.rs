@@ -33,7 +33,9 @@ struct StepRecord {
     mode: u32,
     /// Added to the loss scale by the step kernel (0; +∞ injects an overflow, for tests).
     poison: f32,
-    _pad: [u32; 2],
+    /// `pcg_hash` of the sample seed: the step kernel's stream of samples.
+    seed_h: u32,
+    _pad: [u32; 1],
 }
 
 /// Trains on the GPU through wgpu.
@@ -564,7 +566,8 @@ fn uniform_ty() -> wgpu::BindingType {
     }
 }
 
-/// Compiles `wgsl` into a pipeline with the given binding types.
+/// The pipeline of `wgsl` with the given binding types: compiled once per device (see
+/// `GpuContext::cached_pipeline`).
 fn pipeline(
     ctx: &GpuContext,
     label: &str,
@@ -572,12 +575,26 @@ fn pipeline(
     entry: &str,
     types: &[wgpu::BindingType],
 ) -> (wgpu::ComputePipeline, wgpu::BindGroupLayout) {
+    let checked = std::env::var("NSHADE_GPU_CHECKED").is_ok_and(|v| v == "1");
+    let key = format!("{label}\n{entry}\n{types:?}\n{checked}\n{wgsl}");
+    ctx.cached_pipeline(key, || compile(ctx, label, wgsl, entry, types, checked))
+}
+
+/// Compiles `wgsl` into a pipeline with the given binding types.
+fn compile(
+    ctx: &GpuContext,
+    label: &str,
+    wgsl: &str,
+    entry: &str,
+    types: &[wgpu::BindingType],
+    checked: bool,
+) -> (wgpu::ComputePipeline, wgpu::BindGroupLayout) {
     let device = &ctx.device;
     let desc = wgpu::ShaderModuleDescriptor {
         label: Some(label),
         source: wgpu::ShaderSource::Wgsl(wgsl.into()),
     };
-    let module = if std::env::var("NSHADE_GPU_CHECKED").is_ok_and(|v| v == "1") {
+    let module = if checked {
         device.create_shader_module(desc)
     } else {
         // SAFETY: every index in the generated kernels is in range by construction:
@@ -732,7 +749,6 @@ impl GpuTrainer {
             cfg.loss,
             kind,
             batch,
-            cfg.sample_seed(),
             launch,
             precision,
             scaling.is_some(),
@@ -981,7 +997,8 @@ impl GpuTrainer {
             inv_c2: 0.0,
             mode,
             poison: 0.0,
-            _pad: [0; 2],
+            seed_h: nshade_core::rng::pcg_hash(self.cfg.sample_seed()),
+            _pad: [0; 1],
         };
         let (device, queue) = (&self.ctx.device, &self.ctx.queue);
         queue.write_buffer(&self.records, 0, bytemuck::bytes_of(&r));
@@ -1064,7 +1081,8 @@ impl GpuTrainer {
                     } else {
                         0.0
                     },
-                    _pad: [0; 2],
+                    seed_h: nshade_core::rng::pcg_hash(self.cfg.sample_seed()),
+                    _pad: [0; 1],
                 };
                 bytes[..std::mem::size_of::<StepRecord>()].copy_from_slice(bytemuck::bytes_of(&r));
                 bytes
@@ -1121,14 +1139,19 @@ impl GpuTrainer {
             label: Some("readback"),
         });
         enc.copy_buffer_to_buffer(buf, 0, &staging, 0, bytes);
-        queue.submit([enc.finish()]);
+        let index = queue.submit([enc.finish()]);
         let slice = staging.slice(..);
         let (tx, rx) = std::sync::mpsc::channel();
         slice.map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
         });
+        // Only this trainer's work: other trainers sharing the device (a batch worker's
+        // in-process jobs) keep their own submissions in flight.
         device
-            .poll(wgpu::PollType::wait_indefinitely())
+            .poll(wgpu::PollType::Wait {
+                submission_index: Some(index),
+                timeout: None,
+            })
             .map_err(|e| backend_err(format!("waiting for the GPU: {e}")))?;
         rx.recv()
             .map_err(|e| backend_err(e.to_string()))?

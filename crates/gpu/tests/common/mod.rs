@@ -62,13 +62,12 @@ pub fn passthrough_context() -> Option<GpuContext> {
             trace: wgpu::Trace::Off,
         }))
         .unwrap();
-    Some(GpuContext {
-        adapter: base.adapter,
+    Some(GpuContext::from_device(
+        base.adapter,
         device,
         queue,
-        summary: base.summary,
         features,
-    })
+    ))
 }
 
 /// Compares a GPU gradient with the CPU's tensor by tensor (every weight matrix, bias

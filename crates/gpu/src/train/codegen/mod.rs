@@ -1479,11 +1479,10 @@ pub fn step_kernel(
     loss: Loss,
     data: DataKind,
     batch: u32,
-    sample_seed: u32,
     launch: Launch,
     coop: bool,
 ) -> String {
-    step_kernel_scaled(net, loss, data, batch, sample_seed, launch, coop, coop)
+    step_kernel_scaled(net, loss, data, batch, launch, coop, coop)
 }
 
 /// WGSL of the dynamic loss-scaling state for the step kernel (`scaled`): the state
@@ -1541,7 +1540,6 @@ pub fn step_kernel_scaled(
     loss: Loss,
     data: DataKind,
     batch: u32,
-    sample_seed: u32,
     launch: Launch,
     coop: bool,
     scaled: bool,
@@ -1551,16 +1549,7 @@ pub fn step_kernel_scaled(
     } else {
         Precision::F32
     };
-    step_kernel_for(
-        net,
-        loss,
-        data,
-        batch,
-        sample_seed,
-        launch,
-        precision,
-        scaled,
-    )
+    step_kernel_for(net, loss, data, batch, launch, precision, scaled)
 }
 
 /// The step kernel for any [`Precision`] (the f16 and cooperative-matrix paths should
@@ -1572,7 +1561,6 @@ pub fn step_kernel_for(
     loss: Loss,
     data: DataKind,
     batch: u32,
-    sample_seed: u32,
     launch: Launch,
     precision: Precision,
     scaled: bool,
@@ -1582,7 +1570,6 @@ pub fn step_kernel_for(
         loss,
         data,
         batch,
-        sample_seed,
         launch,
         precision,
         scaled,
@@ -1598,7 +1585,6 @@ pub fn step_kernel_with(
     loss: Loss,
     data: DataKind,
     batch: u32,
-    sample_seed: u32,
     launch: Launch,
     precision: Precision,
     scaled: bool,
@@ -1971,11 +1957,9 @@ pub fn step_kernel_with(
             loss_tree(wg, red)
         );
     }
-    let step_struct = if scaled {
-        "struct Step { step: u32, slot: u32, step_lr: f32, inv_c2: f32, mode: u32, poison: f32 }"
-    } else {
-        "struct Step { step: u32, slot: u32, step_lr: f32, inv_c2: f32, mode: u32 }"
-    };
+    // The sample seed's hash comes with each step, not as a constant: trainers of one
+    // network with different seeds share one compiled pipeline.
+    let step_struct = "struct Step { step: u32, slot: u32, step_lr: f32, inv_c2: f32, mode: u32, poison: f32, seed_h: u32 }";
     if precision == Precision::F16 {
         head.push_str("enable f16;\n");
         let _ = write!(
@@ -2056,7 +2040,6 @@ const WG: u32 = {wg}u;
 const CHUNKS: u32 = {chunks}u;
 const BATCH: u32 = {batch}u;
 const P: u32 = {p}u;
-const SEED_H: u32 = {seed_h}u;
 
 {step_struct}
 @group(0) @binding(0) var<uniform> st: Step;
@@ -2070,7 +2053,7 @@ var<workgroup> red: array<f32, {red_n}>;
 {decls}
 @compute @workgroup_size({wg})
 fn nsh_step(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {{
-    let step_h = nsh_pcg_hash(st.step ^ SEED_H);
+    let step_h = nsh_pcg_hash(st.step ^ st.seed_h);
 {prefetch_init}{init}{accs}    var loss_acc = 0.0f;
     for (var c = 0u; c < CHUNKS; c++) {{
     let first = (wid.x * CHUNKS + c) * S;
@@ -2083,7 +2066,6 @@ fn nsh_step(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wi
         r = g.r,
         wg = launch.threads,
         chunks = launch.chunks,
-        seed_h = nshade_core::rng::pcg_hash(sample_seed),
     )
 }
 
