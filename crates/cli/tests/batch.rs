@@ -467,7 +467,7 @@ fn processes_mentioning(needle: &str) -> Vec<u32> {
 
 #[test]
 fn sigterm_stops_children_and_leaves_nothing() {
-    sigterm_stops_jobs(&[], |out| {
+    sigterm_stops_jobs(&["--workers", "processes"], |out| {
         processes_mentioning(&out.join("jobs").display().to_string()).len()
     });
 }
@@ -562,7 +562,7 @@ fn threads_workers_match_processes() {
         assert_eq!(o.status.code(), Some(1), "two jobs fail: {err}");
         (results(&out), err)
     };
-    let (procs, _) = run("procs", &[]);
+    let (procs, _) = run("procs", &["--workers", "processes"]);
     let (threads, err) = run("threads", &["--workers", "threads"]);
     assert!(err.contains("(in-process)"), "{err}");
     // Nothing of the jobs' own output reaches the worker's stderr.
@@ -626,7 +626,9 @@ fn unsafe_kill(pid: u32, sig: i32) {
 
 /// Two slots on one (lavapipe) adapter: `--backend gpu` is added to jobs that name no
 /// backend, the child is pinned with NSHADE_ADAPTER, jobs overlap in time, and the results
-/// land where the CPU's training of the same jobs lands.
+/// land where the CPU's training of the same jobs lands. In-process workers with two
+/// devices opened on the adapter, and with one device for two slots, write the same model
+/// bytes as the child processes.
 #[test]
 fn two_gpu_slots_on_one_adapter() {
     let Some(name) = common::gpu_or_skip("two_gpu_slots_on_one_adapter") else {
@@ -657,6 +659,8 @@ fn two_gpu_slots_on_one_adapter() {
         &gpus,
         "--jobs-per-gpu",
         "2",
+        "--workers",
+        "processes",
     ]);
     let o = run_ok(&mut c);
     eprintln!("{}", String::from_utf8_lossy(&o.stderr));

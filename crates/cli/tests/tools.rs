@@ -516,6 +516,7 @@ fn fit_gives_the_same_bytes_for_any_thread_count() {
         for a in s["architectures"].as_array_mut().unwrap() {
             let a = a.as_object_mut().unwrap();
             assert!(a.remove("seconds").is_some() && a.remove("samples_per_s").is_some());
+            assert!(a.remove("timing").is_some());
         }
         let o = s.as_object_mut().unwrap();
         o.remove("command");

@@ -439,3 +439,53 @@ fn resume_continues_bit_for_bit() {
         assert!(mid.m.iter().any(|&m| m != 0.0) && mid.v.iter().any(|&v| v > 0.0));
     }
 }
+
+/// Trainers of one network on one device share its compiled kernels whatever their
+/// seeds (the sample seed comes with each step, not as a kernel constant), and a trainer
+/// whose kernels came from the cache trains to the same bits as one on a fresh device;
+/// different seeds still draw different samples.
+#[test]
+fn kernels_are_compiled_once_per_device_across_seeds() {
+    let Some(ctx) = common::context() else { return };
+    let shared = Arc::new(ctx);
+    let tex = Arc::new(TrainingData::Texture(common::small_texture()));
+    let net = Network::build(
+        &Arch::parse("freq(2) | mlp(16x2, leaky_relu, sigmoid)").unwrap(),
+        2,
+        3,
+    )
+    .unwrap();
+    let train = |ctx: &Arc<nshade_gpu::context::GpuContext>, seed: u64| {
+        let c = TrainConfig {
+            seed,
+            ..cfg(512, Loss::RelativeL2)
+        };
+        let mut t = GpuBackend::with_context(ctx.clone())
+            .start(&net, net.init_params(3), tex.clone(), &c)
+            .unwrap();
+        let loss = t.run(12).unwrap();
+        (loss, t.params().unwrap())
+    };
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    let (hits0, misses0) = shared.pipeline_cache_stats();
+    let (_, first) = train(&shared, 1);
+    let (hits1, misses1) = shared.pipeline_cache_stats();
+    assert!(misses1 > misses0, "the first trainer compiles its kernels");
+    let (loss2, second) = train(&shared, 2);
+    let (hits2, misses2) = shared.pipeline_cache_stats();
+    assert_eq!(misses2, misses1, "another seed compiled kernels again");
+    assert_eq!(
+        hits2 - hits1,
+        misses1 - misses0,
+        "every kernel came from the cache"
+    );
+    assert!(hits1 == hits0);
+    // Seeds differ: the samples, so the weights.
+    assert_ne!(bits(&first), bits(&second));
+    // Cached kernels give the bits of freshly compiled ones.
+    let fresh = Arc::new(common::context().unwrap());
+    let (loss2_fresh, second_fresh) = train(&fresh, 2);
+    assert_eq!(fresh.pipeline_cache_stats().0, 0);
+    assert_eq!(bits(&second), bits(&second_fresh));
+    assert_eq!(loss2.to_bits(), loss2_fresh.to_bits());
+}

@@ -10,6 +10,7 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Child, ExitStatus};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
 /// Where jobs run (`--workers`).
@@ -39,7 +40,11 @@ pub fn runs_in_thread(command: &str) -> bool {
 /// A running job.
 pub enum Exec {
     Child(Child),
-    Thread(Option<JoinHandle<Result<(), (i32, String)>>>),
+    /// The thread, and whether it has its result (it then ends at once).
+    Thread(
+        Option<JoinHandle<Result<(), (i32, String)>>>,
+        Arc<AtomicBool>,
+    ),
 }
 
 /// How a job ended, the same way for a process and a thread.
@@ -65,11 +70,10 @@ impl Exec {
     pub fn try_wait(&mut self) -> std::io::Result<Option<Exit>> {
         match self {
             Exec::Child(c) => Ok(c.try_wait()?.map(Exit::of)),
-            Exec::Thread(h) => {
-                if !h.as_ref().is_some_and(|h| h.is_finished()) {
-                    return Ok(None);
-                }
-                Ok(Some(join(h)))
+            Exec::Thread(h, ended) => {
+                let ending =
+                    ended.load(Ordering::Acquire) || h.as_ref().is_some_and(|h| h.is_finished());
+                Ok(ending.then(|| join(h)))
             }
         }
     }
@@ -82,7 +86,7 @@ impl Exec {
                 let _ = c.kill();
                 let _ = c.wait();
             }
-            Exec::Thread(h) => {
+            Exec::Thread(h, _) => {
                 join(h);
             }
         }
@@ -105,17 +109,20 @@ fn join(h: &mut Option<JoinHandle<Result<(), (i32, String)>>>) -> Exit {
 /// Starts `argv` (`nshade` first) on a thread with `threads` worker threads for its CPU
 /// work, its stdout and stderr in `dir/stdout.log` and `dir/stderr.log`, and `gpu` as
 /// its device. A failure writes `error: ...` as the last line of stderr.log, as `main`
-/// does; a panic is a failure with status 101.
+/// does; a panic is a failure with status 101. `done` is told when the thread ends.
 pub fn spawn_thread(
     argv: Vec<String>,
     dir: &Path,
     threads: usize,
     gpu: Option<Arc<GpuContext>>,
     name: String,
+    done: std::sync::mpsc::Sender<()>,
 ) -> std::io::Result<Exec> {
     let stdout = std::fs::File::create(dir.join("stdout.log"))?;
     let stderr = std::fs::File::create(dir.join("stderr.log"))?;
     let mut err_log = stderr.try_clone()?;
+    let ended = Arc::new(AtomicBool::new(false));
+    let ending = ended.clone();
     let handle = std::thread::Builder::new()
         .name(name.clone())
         .spawn(move || {
@@ -123,9 +130,11 @@ pub fn spawn_thread(
             if let Err((_, msg)) = &result {
                 let _ = writeln!(err_log, "error: {msg}");
             }
+            ending.store(true, Ordering::Release);
+            let _ = done.send(());
             result
         })?;
-    Ok(Exec::Thread(Some(handle)))
+    Ok(Exec::Thread(Some(handle), ended))
 }
 
 fn run(
@@ -196,6 +205,25 @@ pub fn signal_of(_: &ExitStatus) -> Option<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The commands that run in-process (and what only they call) print through the job
+    /// scope (`say!`, `tell!`), so a job thread's output lands in its own logs.
+    #[test]
+    fn in_process_commands_print_through_the_job_scope() {
+        let sources = [
+            ("fit.rs", include_str!("../fit.rs")),
+            ("fit_arrays.rs", include_str!("../fit_arrays.rs")),
+            ("train.rs", include_str!("../train.rs")),
+            ("portfolio.rs", include_str!("../portfolio.rs")),
+            ("init.rs", include_str!("../init.rs")),
+        ];
+        for (name, src) in sources {
+            for bad in ["println!(", "print!(", "dbg!("] {
+                assert!(!src.contains(bad), "{name} uses {bad}: use say!/tell!");
+            }
+        }
+        assert!(runs_in_thread("fit") && runs_in_thread("train") && !runs_in_thread("distill"));
+    }
 
     #[test]
     fn threads_come_from_either_spelling() {

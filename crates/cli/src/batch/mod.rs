@@ -44,10 +44,11 @@ pub struct Args {
     /// Jobs running at once on each GPU; choose it by measurement (docs/scale.md).
     #[arg(long, default_value_t = 2, value_name = "N")]
     pub jobs_per_gpu: usize,
-    /// Where jobs run: `processes` (a child process each) or `threads` (`fit` and `train`
-    /// jobs on threads of this worker, one device per GPU slot group with its compiled
-    /// pipelines shared; docs/scale.md).
-    #[arg(long, value_enum, default_value = "processes", value_name = "KIND")]
+    /// Where jobs run: `threads` (`fit` and `train` jobs on threads of this worker, one
+    /// device per GPU slot group with its compiled pipelines shared: 3-4x the jobs per
+    /// minute of processes on small GPU jobs; docs/scale.md) or `processes` (a child
+    /// process each: a job that crashes or hangs its driver takes only itself down).
+    #[arg(long, value_enum, default_value = "threads", value_name = "KIND")]
     pub workers: Workers,
     /// Jobs running at once on the CPU (default: 1 beside GPU slots, where only jobs that
     /// ask for `--backend cpu` run on the CPU; 2 without GPU slots, each with half the
@@ -185,6 +186,8 @@ struct Worker {
     retry_failed: bool,
     host: String,
     workers: Workers,
+    /// Told when a job thread ends, so that the loop below reaps it at once.
+    wake: std::sync::mpsc::Sender<()>,
 }
 
 /// What became of a job this worker looked at.
@@ -447,6 +450,7 @@ fn run_batch(args: Args) -> Result<()> {
     let out = std::fs::canonicalize(&out_arg)
         .with_context(|| format!("resolving {}", out_arg.display()))?;
     claims::sweep(&out.join("claims"));
+    let (wake, woken) = std::sync::mpsc::channel();
     let w = Worker {
         jobs_dir: out.join("jobs"),
         claims_dir: out.join("claims"),
@@ -457,6 +461,7 @@ fn run_batch(args: Args) -> Result<()> {
         retry_failed: args.retry_failed,
         host: claims::hostname(),
         workers: args.workers,
+        wake,
     };
     if args.workers == Workers::Threads {
         // In-process jobs resolve their relative paths against the jobs file's directory,
@@ -653,7 +658,8 @@ fn run_batch(args: Args) -> Result<()> {
             break;
         }
         if !progressed {
-            std::thread::sleep(Duration::from_millis(50));
+            // Child processes are polled; a job thread wakes us when it ends.
+            let _ = woken.recv_timeout(Duration::from_millis(50));
         }
     }
 
@@ -802,8 +808,15 @@ impl Worker {
                     .collect();
                 let threads = exec::threads_arg(&child_args).unwrap_or(threads);
                 let name = format!("job {}", job.hash.get(..12).unwrap_or(&job.hash));
-                exec::spawn_thread(argv, &tmp, threads, slot.gpu.clone(), name)
-                    .with_context(|| format!("starting job {}", job.hash))?
+                exec::spawn_thread(
+                    argv,
+                    &tmp,
+                    threads,
+                    slot.gpu.clone(),
+                    name,
+                    self.wake.clone(),
+                )
+                .with_context(|| format!("starting job {}", job.hash))?
             }
             Workers::Processes => Exec::Child(self.spawn_child(job, &child_args, &tmp, device)?),
         };
