@@ -23,6 +23,24 @@ pub struct JobScope {
     pub stdout: std::fs::File,
     pub stderr: std::fs::File,
     pub gpu: Option<Arc<GpuContext>>,
+    /// Where the job's `--out` ends up once the batch renames it (see [`RESULT_ENV`]).
+    pub result: Option<PathBuf>,
+}
+
+/// Set by `nshade batch` for a child process: where the child's `--out` (a temporary
+/// directory of the batch) ends up, so that the paths the command records and prints
+/// (export commands, report links) name the result, not the temporary directory.
+pub const RESULT_ENV: &str = "NSHADE_BATCH_RESULT";
+
+/// Where this command's output directory ends up when a batch runs it (the job scope's
+/// `result`, or [`RESULT_ENV`]); `None` outside a batch.
+fn batch_result() -> Option<PathBuf> {
+    JOB.with(|j| j.borrow().as_ref().map(|s| s.result.clone()))
+        .unwrap_or_else(|| {
+            std::env::var_os(RESULT_ENV)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        })
 }
 
 thread_local! {
@@ -489,6 +507,12 @@ impl OutDir {
     #[allow(dead_code)]
     pub fn target(&self) -> &Path {
         &self.target
+    }
+
+    /// The directory to name in what the run records and prints: [`OutDir::target`], or,
+    /// for a batch job, the result directory the batch renames it to.
+    pub fn shown(&self) -> PathBuf {
+        batch_result().unwrap_or_else(|| self.target.clone())
     }
 
     /// Renames the finished directory into place.

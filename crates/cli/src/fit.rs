@@ -284,7 +284,7 @@ pub fn run(args: Args) -> Result<()> {
     tell!(
         "live report: {} (moves to {} when done)",
         std::path::absolute(out.path().join("report.html"))?.display(),
-        out.target().join("report.html").display()
+        out.shown().join("report.html").display()
     );
     // end report
 
@@ -488,7 +488,7 @@ pub fn run(args: Args) -> Result<()> {
         "batch": args.batch, "seed": args.seed, "loss": loss.name(), "lr": args.lr,
         "backend": backend.name(), "command": command,
         "best": best.name,
-        "export": export_json(&records, best, &out.target().display().to_string()),
+        "export": export_json(&records, best, &out.shown().display().to_string()),
         "architectures": records.iter().map(|r| r.to_json(r.name == best.name)).collect::<Vec<_>>(),
     });
     nshade_core::fsutil::write_atomic(
@@ -498,7 +498,7 @@ pub fn run(args: Args) -> Result<()> {
     .context("writing summary.json")?;
     let best_name = best.name.clone();
     print_table(&records, &best_name);
-    let exports = export_commands(&records, best, &out.target().display().to_string());
+    let exports = export_commands(&records, best, &out.shown().display().to_string());
     // report: the finished page; the copy left in the temporary directory sends a browser
     // still showing it on to the final directory's page.
     let final_name = out
@@ -507,18 +507,19 @@ pub fn run(args: Args) -> Result<()> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     report::write_fit_final(out.path(), Some(&report::sibling_page_url(&final_name)))?;
+    let shown = out.shown();
     let path = out.commit()?;
     // The run is complete: its checkpoints have served.
     for c in &checkpoints {
         c.remove();
     }
     report::write_fit_final(&path, None)?;
-    say!("report in {}", path.join("report.html").display());
+    say!("report in {}", shown.join("report.html").display());
     // end report
     say!(
         "results in {} (best: {best_name}; model {}/best/weights.json)",
-        path.display(),
-        path.display()
+        shown.display(),
+        shown.display()
     );
     for line in exports {
         say!("{line}");

@@ -537,8 +537,9 @@ fn sigterm_stops_jobs(extra: &[&str], running: impl Fn(&Path) -> usize) {
 
 /// `--workers threads` runs fit and train jobs on threads of the worker: the models are
 /// the bytes a child process writes, a job's output goes to its own logs (none to the
-/// worker's), and failures — a missing input, a bad architecture — are recorded as a
-/// child's would be, with the same error line and exit status.
+/// worker's) and names the result directory (not the batch's temporary one), and
+/// failures — a missing input, a bad architecture — are recorded as a child's would be,
+/// with the same error line and exit status.
 #[test]
 fn threads_workers_match_processes() {
     let d = tempfile::tempdir().unwrap();
@@ -586,6 +587,21 @@ fn threads_workers_match_processes() {
         }
         if pj["status"] == "ok" {
             assert_eq!(weights(p), weights(t), "{hash}");
+            // What the job records and prints names its result, not the batch's
+            // temporary directory.
+            let result = format!("jobs/{hash}/out");
+            for dir in [p, t] {
+                if let Ok(text) = std::fs::read_to_string(dir.join("out/summary.json")) {
+                    let s: serde_json::Value = serde_json::from_str(&text).unwrap();
+                    let glsl = s["export"]["glsl"].as_str().unwrap();
+                    assert!(glsl.contains(&format!("{result}/best")), "{glsl}");
+                    let log = std::fs::read_to_string(dir.join("stdout.log")).unwrap();
+                    assert!(
+                        log.contains("results in ") && !log.contains(".tmp-"),
+                        "{log}"
+                    );
+                }
+            }
             // fit reports on stdout; train, off a terminal, logs its steps on stderr.
             let (file, needle) = match tj["command"].as_str().unwrap() {
                 "fit" => ("stdout.log", "results in"),

@@ -7,7 +7,7 @@
 use crate::common::{self, JobScope};
 use nshade_gpu::context::GpuContext;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -108,13 +108,14 @@ fn join(h: &mut Option<JoinHandle<Result<(), (i32, String)>>>) -> Exit {
 
 /// Starts `argv` (`nshade` first) on a thread with `threads` worker threads for its CPU
 /// work, its stdout and stderr in `dir/stdout.log` and `dir/stderr.log`, and `gpu` as
-/// its device. A failure writes `error: ...` as the last line of stderr.log, as `main`
+/// its device; `result` is where its `--out` ends up. A failure writes `error: ...` as the last line of stderr.log, as `main`
 /// does; a panic is a failure with status 101. `done` is told when the thread ends.
 pub fn spawn_thread(
     argv: Vec<String>,
     dir: &Path,
     threads: usize,
     gpu: Option<Arc<GpuContext>>,
+    result: PathBuf,
     name: String,
     done: std::sync::mpsc::Sender<()>,
 ) -> std::io::Result<Exec> {
@@ -126,7 +127,7 @@ pub fn spawn_thread(
     let handle = std::thread::Builder::new()
         .name(name.clone())
         .spawn(move || {
-            let result = run(argv, stdout, stderr, threads, gpu, &name);
+            let result = run(argv, stdout, stderr, threads, gpu, result, &name);
             if let Err((_, msg)) = &result {
                 let _ = writeln!(err_log, "error: {msg}");
             }
@@ -143,6 +144,7 @@ fn run(
     stderr: std::fs::File,
     threads: usize,
     gpu: Option<Arc<GpuContext>>,
+    result: PathBuf,
     name: &str,
 ) -> Result<(), (i32, String)> {
     let pool = rayon::ThreadPoolBuilder::new()
@@ -159,6 +161,7 @@ fn run(
         stdout,
         stderr,
         gpu,
+        result: Some(result),
     };
     let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         // The scope is this pool's: the command runs on one of its threads.

@@ -813,6 +813,7 @@ impl Worker {
                     &tmp,
                     threads,
                     slot.gpu.clone(),
+                    self.jobs_dir.join(&job.hash).join("out"),
                     name,
                     self.wake.clone(),
                 )
@@ -857,6 +858,10 @@ impl Worker {
             .stdin(Stdio::null())
             .stdout(log("stdout.log")?)
             .stderr(log("stderr.log")?);
+        cmd.env(
+            common::RESULT_ENV,
+            self.jobs_dir.join(&job.hash).join("out"),
+        );
         if let Device::Gpu { index, .. } = device {
             cmd.env(nshade_gpu::context::ADAPTER_ENV, index.to_string());
         }
