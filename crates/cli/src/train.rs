@@ -579,7 +579,11 @@ pub fn run(args: Args) -> Result<()> {
     let data = Arc::new(TrainingData::Rows(train_rows));
     // The portfolio measures each candidate's inference cost at the dataset's resolution.
     let gpu = if args.portfolio {
-        match nshade_gpu::context::GpuContext::new() {
+        // A batch job measures on its slot's device.
+        match common::job_gpu().map_or_else(
+            || nshade_gpu::context::GpuContext::new().map(std::sync::Arc::new),
+            Ok,
+        ) {
             Ok(c) => Some(c),
             Err(e)
                 if matches!(
