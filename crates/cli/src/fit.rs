@@ -506,14 +506,14 @@ pub fn run(args: Args) -> Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    report::write_fit_final(out.path(), Some(&report::sibling_page_url(&final_name)))?;
+    let zoom = report::write_fit_final(out.path(), Some(&report::sibling_page_url(&final_name)))?;
     let shown = out.shown();
     let path = out.commit()?;
     // The run is complete: its checkpoints have served.
     for c in &checkpoints {
         c.remove();
     }
-    report::write_fit_final(&path, None)?;
+    report::rewrite_fit_final(&path, &zoom)?;
     say!("report in {}", shown.join("report.html").display());
     // end report
     say!(

@@ -565,15 +565,34 @@ fn write_zoom(dir: &Path, best: &str) -> Result<Option<Zoom>> {
 /// Writes the finished fit run's page (with the zoomed crop) from its files. With
 /// `redirect`, the page also sends a browser that still shows it on to that URL (the
 /// temporary directory's page points at the final directory's).
-pub fn write_fit_final(dir: &Path, redirect: Option<&str>) -> Result<()> {
-    let summary: Value = serde_json::from_str(
+///
+/// Returns the zoomed region, for [`rewrite_fit_final`] after the directory moves.
+pub fn write_fit_final(dir: &Path, redirect: Option<&str>) -> Result<FitZoom> {
+    let summary = read_summary(dir)?;
+    let zoom = write_zoom(dir, text(&summary, "best"))?;
+    let html = fit_html(dir, &summary, None, zoom.as_ref(), redirect)?;
+    write_page(dir, &html)?;
+    Ok(FitZoom(zoom))
+}
+
+/// Writes the finished page again in `dir`, where a directory that [`write_fit_final`]
+/// wrote was moved (the crops in `zoom/` moved with it): the same page as
+/// `write_fit_final(dir, None)`, without decoding the images again.
+pub fn rewrite_fit_final(dir: &Path, zoom: &FitZoom) -> Result<()> {
+    let summary = read_summary(dir)?;
+    let html = fit_html(dir, &summary, None, zoom.0.as_ref(), None)?;
+    write_page(dir, &html)
+}
+
+/// The zoomed region of a finished fit page (opaque outside this file).
+pub struct FitZoom(Option<Zoom>);
+
+fn read_summary(dir: &Path) -> Result<Value> {
+    serde_json::from_str(
         &std::fs::read_to_string(dir.join("summary.json"))
             .with_context(|| format!("reading {}", dir.join("summary.json").display()))?,
     )
-    .with_context(|| format!("parsing {}", dir.join("summary.json").display()))?;
-    let zoom = write_zoom(dir, text(&summary, "best"))?;
-    let html = fit_html(dir, &summary, None, zoom.as_ref(), redirect)?;
-    write_page(dir, &html)
+    .with_context(|| format!("parsing {}", dir.join("summary.json").display()))
 }
 
 /// Writes the page of a fit run in progress: `summary` holds the finished architectures.
