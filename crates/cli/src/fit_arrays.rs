@@ -379,15 +379,16 @@ pub fn run(args: Args) -> Result<()> {
             }
         }
     }
-    let path = out.commit()?;
+    let shown = out.shown();
+    out.commit()?;
     // The run is complete: its checkpoints have served.
     for c in &checkpoints {
         c.remove();
     }
     say!(
         "results in {} (best: {best_name}; model {}/best/weights.json; PSNR on {})",
-        path.display(),
-        path.display(),
+        shown.display(),
+        shown.display(),
         if val_rows.is_empty() {
             "all rows".to_string()
         } else {
