@@ -1,6 +1,6 @@
 #!/bin/bash
 # nshade batch throughput at 1, 2, 4, 8 jobs per GPU (and, unless SKIP_TEX is set, an 8-channel texture-set fit).
-# Usage: OUT=DIR [N=48] [STEPS=1000] [JS="1 2 4 8"] [WORKERS=processes|threads] [LIMIT=seconds per J]
+# Usage: OUT=DIR [N=48] [STEPS=1000] [JS="1 2 4 8"] [WORKERS=threads|processes] [LIMIT=seconds per J]
 #        [NSHADE=path] [TEXSET=dir of astronaut,camera,brick,grass,gravel,moon.png] tools/batch_throughput.sh
 # A run that LIMIT stops reports the results it has (rerun with the same OUT to finish it:
 # finished jobs are not redone, and the figures then cover only the rerun).
@@ -17,7 +17,7 @@ T=${TEXSET:-.dev/texset}
   --seconds 20 --backend gpu --out $OUT/tex > $OUT/tex.log 2>&1
 [ -n "${SKIP_TEX:-}" ] || tail -20 $OUT/tex.log
 N=${N:-48}
-W=${WORKERS:-processes}
+W=${WORKERS:-threads}
 for J in ${JS:-1 2 4 8}; do
   mkdir -p ${WORK:-/tmp/nshade-batch-bench}/b$J
   python3 - $J $N ${STEPS:-1000} > ${WORK:-/tmp/nshade-batch-bench}/b$J/jobs.jsonl <<'PY'
