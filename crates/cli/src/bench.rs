@@ -159,9 +159,7 @@ fn run_inference(args: &Args) -> Result<()> {
         BackendChoice::Gpu => Some(GpuContext::new().context("--backend gpu")?),
         // A software adapter (lavapipe, llvmpipe) is slower than the CPU backend and
         // compiles the straight-line shader slowly: `auto` takes hardware GPUs only.
-        BackendChoice::Auto => GpuContext::new()
-            .ok()
-            .filter(|c| c.summary.device_type != "Cpu"),
+        BackendChoice::Auto => GpuContext::new().ok().filter(|c| c.summary.is_hardware()),
     };
     let x = Texture::pixel_centres(SIZE.0, SIZE.1);
     let rows = SIZE.0 * SIZE.1;
@@ -232,7 +230,7 @@ fn run_inference(args: &Args) -> Result<()> {
                 // the buffer): on cooperative matrices where the adapter has them, and
                 // with loop products on hardware adapters with f16 (a software adapter
                 // takes seconds per frame of those loops, and they are only its fallback).
-                let software = ctx.summary.device_type == "Cpu";
+                let software = !ctx.summary.is_hardware();
                 for (form, path) in [(Form::CoopCompute, "coop"), (Form::TiledCompute, "f16")] {
                     if !wanted(form)
                         || (form == Form::TiledCompute && software && args.forms.is_empty())

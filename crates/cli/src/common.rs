@@ -164,7 +164,7 @@ fn gpu_backend() -> Result<nshade_gpu::train::GpuBackend, nshade_gpu::context::G
 fn hardware_backend() -> Option<nshade_gpu::train::GpuBackend> {
     gpu_backend()
         .ok()
-        .filter(|b| b.context().summary.device_type != "Cpu")
+        .filter(|b| b.context().summary.is_hardware())
 }
 
 /// Whether [`training_backend`] would train on a GPU for `choice`, without opening a
@@ -175,7 +175,7 @@ pub fn trains_on_gpu(choice: BackendChoice) -> bool {
         BackendChoice::Gpu => true,
         BackendChoice::Auto => nshade_gpu::context::list_adapters()
             .iter()
-            .any(|a| a.device_type != "Cpu"),
+            .any(|a| a.is_hardware()),
     }
 }
 

@@ -193,9 +193,7 @@ pub fn evaluate(model: &Model, x: &[f32], backend: BackendChoice) -> Result<(Vec
         BackendChoice::Gpu => Some(GpuContext::new().context("--backend gpu")?),
         // A software adapter (lavapipe, llvmpipe) is slower than the CPU backend and
         // compiles the straight-line shader slowly: `auto` takes hardware GPUs only.
-        BackendChoice::Auto => GpuContext::new()
-            .ok()
-            .filter(|c| c.summary.device_type != "Cpu"),
+        BackendChoice::Auto => GpuContext::new().ok().filter(|c| c.summary.is_hardware()),
     };
     match ctx {
         None => Ok((model.eval(x), "the CPU".into())),

@@ -103,6 +103,14 @@ fn summarize(adapter: &wgpu::Adapter) -> AdapterSummary {
     }
 }
 
+impl AdapterSummary {
+    /// A GPU, not a software rasteriser such as lavapipe or llvmpipe (which wgpu lists as
+    /// device type `Cpu`): what `--backend auto` and `nshade batch --gpus all` take.
+    pub fn is_hardware(&self) -> bool {
+        self.device_type != "Cpu"
+    }
+}
+
 /// Every adapter wgpu finds.
 pub fn list_adapters() -> Vec<AdapterSummary> {
     pollster::block_on(instance().enumerate_adapters(wgpu::Backends::all()))

@@ -164,7 +164,7 @@ fn workgroups_loop_over_tiles() {
     // tiles per workgroup); nshade never runs the tiled forms on a software adapter
     // (`preferred_form` needs cooperative matrices, `bench --inference` skips them).
     // Real GPUs also run one workgroup over every tile.
-    let loops: &[usize] = if ctx.summary.device_type == "Cpu" {
+    let loops: &[usize] = if !ctx.summary.is_hardware() {
         &[13, 31]
     } else {
         &[1, 3, 7]

@@ -105,6 +105,13 @@ pub struct TilePlan {
     pub workgroup_bytes: usize,
 }
 
+impl TileLayer {
+    /// The 16 × 16 output tiles of this layer over a tile of `rows` input rows.
+    pub fn tiles(&self, rows: usize) -> usize {
+        (self.out_p / 16) * (rows / 16)
+    }
+}
+
 impl TilePlan {
     /// Workgroups to dispatch for `rows` rows: one per tile up to [`MAX_DISPATCH`]; the
     /// workgroups loop over the remaining tiles, so each stages the weights once for
@@ -122,11 +129,10 @@ impl TilePlan {
     /// Workgroup barriers per row of input: each layer's phases, two barriers each, plus
     /// the encoding's, over the rows of a tile (what [`plan`] minimises).
     pub fn barriers_per_row(&self) -> f64 {
-        let st_n = self.rows / 16;
         let phases: usize = self
             .layers
             .iter()
-            .map(|l| ((l.out_p / 16) * st_n).div_ceil(GROUPS * self.per))
+            .map(|l| l.tiles(self.rows).div_ceil(GROUPS * self.per))
             .sum();
         let staging = if self.streamed { self.layers.len() } else { 0 };
         (2 * phases + staging + 1) as f64 / self.rows as f64
@@ -202,7 +208,7 @@ fn candidate(
     let widest = layers.iter().map(|l| l.in_p).max().unwrap_or(16);
     let most = layers
         .iter()
-        .map(|l| (l.out_p / 16) * (rows / 16))
+        .map(|l| l.tiles(rows))
         .max()
         .unwrap_or(1)
         .div_ceil(GROUPS);
@@ -992,8 +998,7 @@ fn phase_head(
         barrier,
         ..
     } = d;
-    let (per, st_n) = (plan.per, plan.rows / 16);
-    let nt = (l.out_p / 16) * st_n;
+    let (per, st_n, nt) = (plan.per, plan.rows / 16, l.tiles(plan.rows));
     let _ = writeln!(
         s,
         "        // Layer {i}: {} x {} ({}), {nt} tiles of 16 outputs x 16 rows.",
@@ -1026,8 +1031,7 @@ fn phase_tail(d: &Dialect, s: &mut String, plan: &TilePlan, l: &TileLayer, epi: 
         barrier,
         ..
     } = d;
-    let (per, st_n) = (plan.per, plan.rows / 16);
-    let nt = (l.out_p / 16) * st_n;
+    let (per, st_n, nt) = (plan.per, plan.rows / 16, l.tiles(plan.rows));
     let _ = writeln!(
         s,
         "          }}

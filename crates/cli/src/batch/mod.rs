@@ -295,7 +295,7 @@ fn select_gpus(spec: &str) -> Result<Vec<(usize, String)>> {
         let hw: Vec<(usize, &nshade_gpu::context::AdapterSummary)> = adapters
             .iter()
             .enumerate()
-            .filter(|(_, a)| a.device_type != "Cpu")
+            .filter(|(_, a)| a.is_hardware())
             .collect();
         let native: Vec<_> = hw.iter().filter(|(_, a)| a.backend != "Gl").collect();
         let pick = if native.is_empty() {
@@ -376,6 +376,8 @@ fn run_batch(args: Args) -> Result<()> {
     let gpu_slots = gpus.len() * args.jobs_per_gpu;
     let total_slots = (gpu_slots + cpu_jobs).max(1);
     let mut slots = Vec::new();
+    // The devices in-process jobs share, for their compile counts at the end.
+    let mut devices: Vec<(String, Arc<GpuContext>)> = Vec::new();
     for (index, name) in &gpus {
         // In-process workers: one device per entry of --gpus (an index given twice opens
         // two), shared by its slots.
@@ -386,12 +388,16 @@ fn run_batch(args: Args) -> Result<()> {
                     .with_context(|| format!("--gpus: opening adapter {index} ({name})"))?,
             )),
         };
+        let device = Device::Gpu {
+            index: *index,
+            name: name.clone(),
+        };
+        if let Some(g) = &gpu {
+            devices.push((device.describe(), g.clone()));
+        }
         for _ in 0..args.jobs_per_gpu {
             slots.push(Slot {
-                device: Device::Gpu {
-                    index: *index,
-                    name: name.clone(),
-                },
+                device: device.clone(),
                 gpu: gpu.clone(),
                 threads: args.threads.unwrap_or((cores / total_slots).max(1)),
                 running: None,
@@ -664,18 +670,9 @@ fn run_batch(args: Args) -> Result<()> {
     }
 
     claims::sweep(&w.claims_dir);
-    let mut seen_gpu: Vec<*const GpuContext> = Vec::new();
-    for slot in &slots {
-        if let Some(g) = &slot.gpu
-            && !seen_gpu.contains(&Arc::as_ptr(g))
-        {
-            seen_gpu.push(Arc::as_ptr(g));
-            let (hits, misses) = g.pipeline_cache_stats();
-            eprintln!(
-                "batch: {}: {misses} pipelines compiled, {hits} reused",
-                slot.device.describe()
-            );
-        }
+    for (what, g) in &devices {
+        let (hits, misses) = g.pipeline_cache_stats();
+        eprintln!("batch: {what}: {misses} pipelines compiled, {hits} reused");
     }
     let rows = summary::rebuild(&out)?;
     // This shard's results as they stand now (some may come from earlier runs).

@@ -58,7 +58,7 @@ impl GpuBackend {
     pub fn hardware() -> Option<GpuBackend> {
         GpuBackend::new()
             .ok()
-            .filter(|b| b.context().summary.device_type != "Cpu")
+            .filter(|b| b.context().summary.is_hardware())
     }
 
     pub fn with_context(ctx: Arc<GpuContext>) -> GpuBackend {
