@@ -80,6 +80,12 @@ pub fn job_gpu() -> Option<Arc<GpuContext>> {
     JOB.with(|j| j.borrow().as_ref().and_then(|s| s.gpu.clone()))
 }
 
+/// Whether this command's stderr is a terminal (progress bars); a batch job's never is:
+/// it goes to the job's log.
+pub fn stderr_is_terminal() -> bool {
+    !in_job() && std::io::stderr().is_terminal()
+}
+
 /// One line on stdout, or on the batch job's stdout log ([`say!`]).
 pub fn write_out(args: std::fmt::Arguments) {
     JOB.with(|j| match &mut *j.borrow_mut() {
@@ -574,7 +580,7 @@ impl Progress {
 
     /// Counts `len` items of `unit` (steps, frames).
     pub fn counted(len: u64, prefix: &str, unit: &'static str) -> Progress {
-        let bar = (std::io::stderr().is_terminal() && !in_job()).then(|| {
+        let bar = stderr_is_terminal().then(|| {
             let bar = ProgressBar::new(len);
             bar.set_style(
                 ProgressStyle::with_template(&format!(
@@ -590,7 +596,7 @@ impl Progress {
 
     /// Counts training time against a budget of `seconds` (positions in tenths of a second).
     pub fn timed(seconds: f64, prefix: &str) -> Progress {
-        let bar = (std::io::stderr().is_terminal() && !in_job()).then(|| {
+        let bar = stderr_is_terminal().then(|| {
             let bar = ProgressBar::new((seconds * 10.0).ceil() as u64);
             bar.set_style(
                 ProgressStyle::with_template("{prefix:>14.bold} [{bar:30}] {msg}  ({elapsed})")

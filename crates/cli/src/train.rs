@@ -14,7 +14,7 @@ use nshade_core::metrics;
 use nshade_core::model::{InputSpec, Model};
 use nshade_core::network::Network;
 use serde_json::json;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -518,7 +518,7 @@ pub fn run(args: Args) -> Result<()> {
             nets.push((named, net));
         }
     }
-    let terminal = std::io::stderr().is_terminal() && !common::in_job();
+    let terminal = common::stderr_is_terminal();
     let recorded = args
         .dataset_recorded_as
         .clone()
