@@ -11,7 +11,9 @@
 # from ../shared/bench; shared/ does not travel), and .gl/ the Vulkan loader packages
 # (see the device notes). SKIP_TCNN=1 leaves tiny-cuda-nn out (its build takes ~2.5 min);
 # SKIP_INFER=1 leaves out the inference section (every shader form of A-D at 1080p against
-# PyTorch's fp16 graph and tcnn's inference modes, about 2 minutes).
+# PyTorch's fp16 graph and tcnn's inference modes, about 2 minutes; then the GLSL
+# subgroup-private kernel in each shape of ROWS_SHAPES, "G,B ..." of subgroups per
+# workgroup and 16-row blocks per subgroup).
 set -u
 D=${D:-.dev/perf}
 OUT=${OUT:-/tmp/nshade-perf}
@@ -53,6 +55,10 @@ for l in sys.stdin:
   if [ -z "${SKIP_INFER:-}" ]; then
     echo "== inference at 1920x1080: nshade (every form), PyTorch fp16 graph, tcnn (both modes)"
     "$N" bench --inference --backend gpu --json --seconds 0.3 --arch "$A" --arch "$B" --arch "$C" --arch "$DD" | tee >(tag infer)
+    # The GLSL subgroup-private kernel (line `coop-glsl` above) in each of its shapes
+    for sh in ${ROWS_SHAPES-4,2 2,2 4,1 2,1 1,2 1,1 8,1}; do
+      NSHADE_ROWS_SHAPE=$sh "$N" bench --inference --backend gpu --json --seconds 0.3 --form coop-compute --arch "$A" --arch "$B" --arch "$C" | grep coop-glsl | tee >(tag "infer-rows-$sh")
+    done
     [ -f "$D/torch_baseline.py" ] && python3 "$D/torch_baseline.py" infer_graph_fp16 | tee >(tag torch-infer)
     if [ -z "${SKIP_TCNN:-}" ] && [ -d "$D/tcnn-kit" ]; then
       TCNN_SKIP_BUILD=1 TCNN_BENCH_MODES=infer bash "$D/tcnn-kit/build_and_bench.sh" 2>>"$OUT/tcnn.err" | tee >(tag tcnn-infer)

@@ -246,6 +246,20 @@ fn run_inference(args: &Args) -> Result<()> {
                         Err(why) => eprintln!("{}: no --form {form}: {why}", named.name),
                     }
                 }
+                // The GLSL cooperative-matrix kernel (`--target glsl`: subgroup-private
+                // rows, epilogues in registers), compiled by the built-in glslang.
+                if wanted(Form::CoopCompute) {
+                    match nshade_gpu::infer::glsl_coop_supported(ctx, &model) {
+                        Ok(()) => {
+                            let ev = ShaderEvaluator::coop_glsl(ctx, &model)?;
+                            let eps = ev.throughput(ctx, &x, args.seconds)?;
+                            report(&adapter, "coop-glsl", "buffer", Form::CoopCompute, eps);
+                        }
+                        Err(why) => {
+                            eprintln!("{}: no --form coop-compute in GLSL: {why}", named.name)
+                        }
+                    }
+                }
             }
             None => {
                 let _ = model.eval(&x); // warm-up

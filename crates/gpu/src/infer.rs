@@ -73,6 +73,49 @@ pub fn tiled_supported(ctx: &GpuContext, model: &Model, form: Form) -> Result<()
     Ok(())
 }
 
+/// [`tiled_supported`] for the GLSL kernel of `nshade export --target glsl --form
+/// coop-compute`, compiled by the glslang built into nshade and loaded as SPIR-V: also
+/// passthrough shaders and, where that kernel is the subgroup-private one, subgroups of
+/// exactly 32 invocations.
+pub fn glsl_coop_supported(ctx: &GpuContext, model: &Model) -> Result<(), String> {
+    tiled_supported(ctx, model, Form::CoopCompute)?;
+    let name = &ctx.summary.name;
+    if !cfg!(feature = "glslang") {
+        return Err("this nshade was built without glslang".into());
+    }
+    if !ctx.has(wgpu::Features::PASSTHROUGH_SHADERS) {
+        return Err(format!("the adapter {name} cannot load SPIR-V unchanged"));
+    }
+    let plan = nshade_shader::coop::plan_for(model, &glsl_coop_options(ctx))
+        .map_err(|e| format!("on the adapter {name}: {e}"))?;
+    if plan.blocks > 0 && ctx.summary.subgroup_size != [32, 32] {
+        return Err(format!(
+            "the adapter {name} runs subgroups of {} to {} invocations; the GLSL kernel's are exactly 32",
+            ctx.summary.subgroup_size[0], ctx.summary.subgroup_size[1]
+        ));
+    }
+    Ok(())
+}
+
+/// The export options of the GLSL cooperative-matrix kernel on this device: the
+/// subgroup-private kernel in the first shape that fits the device's workgroup memory
+/// (`NSHADE_ROWS_SHAPE=G,B` picks another, for measurements).
+fn glsl_coop_options(ctx: &GpuContext) -> Options {
+    let rows_shape = std::env::var("NSHADE_ROWS_SHAPE")
+        .ok()
+        .and_then(|v| {
+            let (g, b) = v.split_once(',')?;
+            Some((g.trim().parse().ok()?, b.trim().parse().ok()?))
+        })
+        .or(Some((0, 0)));
+    Options {
+        form: Form::CoopCompute,
+        workgroup_memory: workgroup_memory(ctx),
+        rows_shape,
+        ..kernel_options(Target::Glsl, Precision::F32)
+    }
+}
+
 /// The workgroup memory the tiled kernels may use on this device.
 fn workgroup_memory(ctx: &GpuContext) -> usize {
     ctx.summary.max_workgroup_storage as usize
@@ -197,7 +240,31 @@ impl ShaderEvaluator {
             .map_err(|e| GpuError::Other(format!("generating the inference shader: {e}")))?
             .into_text()
             .ok_or_else(|| GpuError::Other("WGSL came out as binary".into()))?;
-        ShaderEvaluator::from_tiled_kernel(ctx, Kernel::Wgsl(&wgsl), "nshade_main", model, form)
+        ShaderEvaluator::from_tiled_kernel(ctx, Kernel::Wgsl(&wgsl), "nshade_main", model, &opts)
+    }
+
+    /// The GLSL cooperative-matrix kernel of `model` (`nshade export --target glsl --form
+    /// coop-compute`), compiled by the glslang built into nshade and loaded as SPIR-V;
+    /// fails with the reason when [`glsl_coop_supported`] says the device cannot run it.
+    pub fn coop_glsl(ctx: &GpuContext, model: &Model) -> Result<ShaderEvaluator, GpuError> {
+        glsl_coop_supported(ctx, model).map_err(GpuError::Other)?;
+        #[cfg(feature = "glslang")]
+        {
+            let opts = glsl_coop_options(ctx);
+            let src = nshade_shader::export(model, &opts)
+                .map_err(|e| GpuError::Other(format!("generating the inference shader: {e}")))?
+                .into_text()
+                .ok_or_else(|| GpuError::Other("GLSL came out as binary".into()))?;
+            let words = crate::capture::glslang::compile_compute(&src).map_err(|e| {
+                GpuError::Other(format!(
+                    "glslang rejected the generated GLSL kernel (line {:?}): {}",
+                    e.line, e.message
+                ))
+            })?;
+            ShaderEvaluator::from_tiled_kernel(ctx, Kernel::SpirV(&words), "main", model, &opts)
+        }
+        #[cfg(not(feature = "glslang"))]
+        unreachable!("glsl_coop_supported refuses without glslang")
     }
 
     /// The form of the kernel this evaluator runs.
@@ -272,19 +339,21 @@ impl ShaderEvaluator {
     }
 
     /// [`ShaderEvaluator::from_kernel`] for a tiled compute form's kernel (WGSL, or
-    /// SPIR-V such as glslang's of `--target glsl --form ...`), generated with
-    /// `Options::workgroup_memory` = the device's `max_compute_workgroup_storage_size`:
-    /// workgroups of [`nshade_shader::coop::WORKGROUP_SIZE`], one per tile of `model`'s
-    /// plan; the weights from the f32 parameter buffer.
+    /// SPIR-V such as glslang's of `--target glsl --form ...`), generated with `opts`
+    /// (its target, form and `workgroup_memory`, at most the device's
+    /// `max_compute_workgroup_storage_size`): workgroups of the plan's size
+    /// ([`nshade_shader::coop::plan_for`]), one per tile up to the cap; the weights from
+    /// the f32 parameter buffer.
     pub fn from_tiled_kernel(
         ctx: &GpuContext,
         kernel: Kernel,
         entry: &str,
         model: &Model,
-        form: Form,
+        opts: &Options,
     ) -> Result<ShaderEvaluator, GpuError> {
+        let form = opts.form;
         tiled_supported(ctx, model, form).map_err(GpuError::Other)?;
-        let plan = nshade_shader::coop::plan(model, workgroup_memory(ctx))
+        let plan = nshade_shader::coop::plan_for(model, opts)
             .map_err(|e| GpuError::Other(format!("generating the inference shader: {e}")))?;
         let opts = Options {
             form,
@@ -312,8 +381,8 @@ impl ShaderEvaluator {
         tiled: Option<(Form, nshade_shader::coop::TilePlan)>,
     ) -> Result<ShaderEvaluator, GpuError> {
         let device = &ctx.device;
-        let workgroup_size = if tiled.is_some() {
-            nshade_shader::coop::WORKGROUP_SIZE as u32
+        let workgroup_size = if let Some((_, plan)) = &tiled {
+            plan.workgroup_size as u32
         } else {
             WORKGROUP
         };

@@ -262,13 +262,14 @@ fn glsl_forms_compile_with_glslang_and_run() {
     use nshade_gpu::capture::glslang::compile_compute;
     use nshade_gpu::infer::Kernel;
     use nshade_shader::{Options, Target, WeightMode, export};
+    let opts = |form: Form, workgroup_memory: usize| Options {
+        form,
+        weights: WeightMode::Buffer,
+        workgroup_memory,
+        ..Options::new(Target::Glsl)
+    };
     let spirv = |m: &Model, form: Form, workgroup_memory: usize| -> Vec<u32> {
-        let opts = Options {
-            form,
-            weights: WeightMode::Buffer,
-            workgroup_memory,
-            ..Options::new(Target::Glsl)
-        };
+        let opts = opts(form, workgroup_memory);
         let src = export(m, &opts).unwrap().into_text().unwrap();
         compile_compute(&src).unwrap_or_else(|e| {
             panic!(
@@ -293,9 +294,16 @@ fn glsl_forms_compile_with_glslang_and_run() {
     }
     let run = |form: Form| {
         check_with(&ctx, form, "glsl", &|m| {
-            let words = spirv(m, form, ctx.summary.max_workgroup_storage as usize);
-            ShaderEvaluator::from_tiled_kernel(&ctx, Kernel::SpirV(&words), "main", m, form)
-                .unwrap()
+            let budget = ctx.summary.max_workgroup_storage as usize;
+            let words = spirv(m, form, budget);
+            ShaderEvaluator::from_tiled_kernel(
+                &ctx,
+                Kernel::SpirV(&words),
+                "main",
+                m,
+                &opts(form, budget),
+            )
+            .unwrap()
         })
     };
     run(Form::TiledCompute);
@@ -473,4 +481,93 @@ fn texture_io_matches_cpu() {
         }
     }
     assert!(ran >= 2, "the tiled-compute form ran {ran} times");
+}
+
+/// The GLSL cooperative-matrix kernel of subgroup-private rows (`--target glsl --form
+/// coop-compute` with `Options::rows_shape`) in every shape of subgroups per workgroup and
+/// 16-row blocks per subgroup, for every network whose weights fit in 48 KiB: glslang
+/// compiles each (on every machine); where the adapter has cooperative matrices (the
+/// H200) each runs against the CPU (the bound above), and 3 workgroups looping over every
+/// tile write the same bits as one workgroup per tile. An adapter without them prints a
+/// SKIPPED line for the runs, as `coop_compute_matches_cpu`.
+#[cfg(feature = "glslang")]
+#[test]
+fn glsl_coop_shapes_match_cpu() {
+    use nshade_gpu::capture::glslang::compile_compute;
+    use nshade_gpu::infer::{Kernel, glsl_coop_supported};
+    use nshade_shader::{Options, Target, WeightMode, coop, export};
+    let kernels = |budget: usize| {
+        let mut out = Vec::new();
+        for shape in [(4, 2), (2, 2), (4, 1), (2, 1), (1, 2), (1, 1)] {
+            for (k, &(arch, i, o)) in ARCHS.iter().enumerate() {
+                let m = model(arch, i, o, 50 + k as u64);
+                let opts = Options {
+                    form: Form::CoopCompute,
+                    weights: WeightMode::Buffer,
+                    workgroup_memory: budget,
+                    rows_shape: Some(shape),
+                    ..Options::new(Target::Glsl)
+                };
+                let plan = coop::plan_for(&m, &opts).unwrap();
+                if plan.blocks == 0 {
+                    eprintln!(
+                        "{arch} {shape:?}: does not fit in {budget} bytes (the shared-tile kernel)"
+                    );
+                    continue;
+                }
+                assert_eq!(plan.workgroup_size, 32 * shape.0, "{arch} {shape:?}");
+                assert_eq!(plan.rows, 16 * shape.0 * shape.1, "{arch} {shape:?}");
+                assert!(plan.workgroup_bytes <= budget, "{arch} {shape:?}");
+                let src = export(&m, &opts).unwrap().into_text().unwrap();
+                let words = compile_compute(&src)
+                    .unwrap_or_else(|e| panic!("glslang: {arch} {shape:?}: {e:?}\n{src}"));
+                out.push((format!("{arch} glsl coop {shape:?}"), m, opts, words));
+            }
+        }
+        // every network but the 128-wide one fits in every shape except the 64x4 one
+        assert!(
+            out.len() >= 6 * 5,
+            "only {} shape x network kernels fit",
+            out.len()
+        );
+        out
+    };
+    kernels(coop::MAX_WORKGROUP_BYTES);
+    let Some(ctx) = common::context() else { return };
+    let probe = model(ARCHS[0].0, 2, 3, 1);
+    if let Err(why) = glsl_coop_supported(&ctx, &probe) {
+        eprintln!(
+            "\n*** SKIPPED the runs of glsl_coop_shapes_match_cpu (every kernel compiled): {why}; they run on an adapter with cooperative matrices (the H200) ***\n"
+        );
+        return;
+    }
+    let mut worst = 0.0f32;
+    let all = kernels(ctx.summary.max_workgroup_storage as usize);
+    for (what, m, opts, words) in &all {
+        let build = || {
+            ShaderEvaluator::from_tiled_kernel(&ctx, Kernel::SpirV(words), "main", m, opts).unwrap()
+        };
+        let x = common::models::random_inputs(m, ROWS + 13, 9);
+        let want = m.eval(&x);
+        let got = build().max_workgroups(65535).eval(&ctx, &x).unwrap();
+        let (diff, at) = common::max_abs_diff(what, &got, &want);
+        let rel = diff / common::max_abs(what, &want).max(1.0);
+        eprintln!("{what}: max |GPU - CPU| {diff:.3e} (output {at}), relative {rel:.3e}");
+        assert!(rel <= 2e-2, "{what}: relative error {rel:e}");
+        worst = worst.max(rel);
+        let looped = build().max_workgroups(3).eval(&ctx, &x).unwrap();
+        assert_eq!(looped.len(), got.len(), "{what}");
+        let first = looped
+            .iter()
+            .zip(&got)
+            .position(|(a, b)| a.to_bits() != b.to_bits());
+        assert!(
+            first.is_none(),
+            "{what}: 3 looping workgroups differ at {first:?}"
+        );
+    }
+    eprintln!(
+        "glsl coop shapes: {} kernels, worst relative error {worst:.3e}",
+        all.len()
+    );
 }

@@ -103,6 +103,10 @@ pub struct TilePlan {
     pub x_len: usize,
     /// Workgroup memory the kernel declares, in bytes.
     pub workgroup_bytes: usize,
+    /// The GLSL cooperative-matrix kernel of [`crate::coop_rows`]: blocks of 16 rows
+    /// each subgroup evaluates per tile on its own (`rows` = `16 · blocks` per subgroup;
+    /// `x_len` is one subgroup's X); 0 for the shared-tile kernels of this module.
+    pub blocks: usize,
 }
 
 impl TileLayer {
@@ -230,6 +234,7 @@ fn candidate(
             biases_len: staged_bias,
             x_len,
             workgroup_bytes: bytes,
+            blocks: 0,
         })
     })
 }
@@ -278,6 +283,21 @@ pub fn plan(model: &Model, budget: usize) -> Result<TilePlan, Error> {
             w * 2
         ))
     })
+}
+
+/// The layout of the kernel that `export` writes for `opts` (a tiled form): for `--target
+/// glsl --form coop-compute` with `Options::rows_shape` the subgroup-private kernel of
+/// [`crate::coop_rows`] where its weights fit, else [`plan`] within [`io_budget`].
+pub fn plan_for(model: &Model, opts: &Options) -> Result<TilePlan, Error> {
+    if let (Target::Glsl, Form::CoopCompute, false, Some(shape)) =
+        (opts.target, opts.form, opts.texture_io, opts.rows_shape)
+    {
+        let shape = (shape != (0, 0)).then_some(shape);
+        if let Some(p) = crate::coop_rows::plan(final_mlp(model)?, opts.workgroup_memory, shape) {
+            return Ok(p);
+        }
+    }
+    plan(model, io_budget(opts))
 }
 
 /// The WGSL of a tiled compute form (`opts.form` is `CoopCompute` or `TiledCompute`).
@@ -550,7 +570,7 @@ fn {p}main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
 
 /// The encodings of `program`: the statements before the mlp's first neuron, whose
 /// sources (the mlp input) are the outputs.
-fn encoding(program: &Program) -> Program {
+pub(crate) fn encoding(program: &Program) -> Program {
     let first = program
         .stmts
         .iter()
@@ -673,7 +693,10 @@ fn entries(
 /// tiles and epilogues, the products through `GL_KHR_cooperative_matrix` (coop-compute)
 /// or as loops (tiled-compute). A complete shader (`#version 450`, entry `main`).
 fn write_glsl(model: &Model, program: &Program, opts: &Options) -> Result<String, Error> {
-    let plan = plan(model, opts.workgroup_memory)?;
+    let plan = plan_for(model, opts)?;
+    if plan.blocks > 0 {
+        return Ok(crate::coop_rows::write(model, program, opts, &plan));
+    }
     let coop = opts.form == Form::CoopCompute;
     let p = &opts.prefix;
     let (g, b) = (opts.group, opts.binding);
@@ -1067,7 +1090,7 @@ fn row_header(s: &mut String, rows: usize, wg: usize) -> (bool, &'static str) {
 }
 
 /// The raw inputs of `row` as one value: a scalar for one input, else `in_ty(...)`.
-fn row_input(p: &str, in_dims: usize, in_ty: &str) -> String {
+pub(crate) fn row_input(p: &str, in_dims: usize, in_ty: &str) -> String {
     let comps: Vec<String> = (0..in_dims)
         .map(|k| format!("{p}inputs[row * {in_dims}u + {k}u]"))
         .collect();

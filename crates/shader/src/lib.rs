@@ -19,6 +19,7 @@
 
 mod body;
 pub mod coop;
+mod coop_rows;
 mod glsl;
 mod header;
 
@@ -212,6 +213,15 @@ pub struct Options {
     /// first channels, then 0 and alpha 1) instead of storage buffers — a deferred
     /// neural pass over a G-buffer. At most 4 inputs and 4 outputs.
     pub texture_io: bool,
+    /// `--target glsl --form coop-compute`: `Some` emits the subgroup-private kernel of
+    /// `coop_rows` (epilogues in registers, no workgroup barrier after staging) in this
+    /// shape, (subgroups per workgroup, blocks of 16 rows per subgroup), or with `(0, 0)`
+    /// the first that fits of (4, 2), (2, 2), (4, 1), (2, 1), (1, 2), (1, 1); where none
+    /// fits, and with `None` (the default, what `nshade export` writes), the shared-tile
+    /// kernel. The subgroup kernel has not yet run on a GPU with cooperative matrices:
+    /// `nshade bench --inference` measures it as `coop-glsl`, and
+    /// `crates/gpu/tests/tiled_infer.rs` checks it against the CPU where the adapter can.
+    pub rows_shape: Option<(usize, usize)>,
 }
 
 impl Options {
@@ -230,6 +240,7 @@ impl Options {
             binding: 0,
             differentiable: false,
             texture_io: false,
+            rows_shape: None,
         }
     }
 
@@ -392,7 +403,7 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
                 opts.form
             )));
         }
-        coop::plan(model, coop::io_budget(opts))?;
+        coop::plan_for(model, opts)?;
     }
     if opts.texture_io {
         if !opts.form.is_tiled() || !matches!(t, Target::Wgsl | Target::SpirV) {

@@ -338,6 +338,12 @@ fn fuzz_export() {
             // texture input and output a quarter of the time (refused outside the tiled
             // forms in wgsl and spirv)
             texture_io: (c.seed >> 30) % 4 == 0,
+            // the subgroup-private GLSL kernel an eighth of the time, in the first shape
+            // that fits or one of the six
+            rows_shape: ((c.seed >> 20) % 8 == 0).then(|| {
+                [(0, 0), (4, 2), (2, 2), (4, 1), (2, 1), (1, 2), (1, 1)]
+                    [(c.seed >> 10) as usize % 7]
+            }),
         };
         if c.sane {
             opts.differentiable &= target == Target::Slang;

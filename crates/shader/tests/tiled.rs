@@ -190,26 +190,90 @@ fn tiled_forms_match_golden_files() {
     let bless = std::env::var("NSHADE_BLESS").is_ok_and(|v| v == "1");
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
     let mut failures = Vec::new();
-    for (name, target, form, precision) in [
-        ("seed3", Target::Wgsl, Form::CoopCompute, Precision::F32),
-        ("seed3", Target::Wgsl, Form::TiledCompute, Precision::F32),
-        ("seed3", Target::Wgsl, Form::CoopCompute, Precision::F16),
-        ("seed3", Target::Glsl, Form::CoopCompute, Precision::F32),
-        ("seed3", Target::Glsl, Form::TiledCompute, Precision::F32),
-        ("encodings", Target::Wgsl, Form::CoopCompute, Precision::F32),
-        ("hashgrid2", Target::Wgsl, Form::CoopCompute, Precision::F32),
-        ("hashgrid2", Target::Glsl, Form::CoopCompute, Precision::F32),
+    // (model, target, form, precision, the subgroup-private GLSL kernel)
+    for (name, target, form, precision, rows) in [
+        (
+            "seed3",
+            Target::Wgsl,
+            Form::CoopCompute,
+            Precision::F32,
+            false,
+        ),
+        (
+            "seed3",
+            Target::Wgsl,
+            Form::TiledCompute,
+            Precision::F32,
+            false,
+        ),
+        (
+            "seed3",
+            Target::Wgsl,
+            Form::CoopCompute,
+            Precision::F16,
+            false,
+        ),
+        (
+            "seed3",
+            Target::Glsl,
+            Form::CoopCompute,
+            Precision::F32,
+            false,
+        ),
+        (
+            "seed3",
+            Target::Glsl,
+            Form::CoopCompute,
+            Precision::F32,
+            true,
+        ),
+        (
+            "seed3",
+            Target::Glsl,
+            Form::TiledCompute,
+            Precision::F32,
+            false,
+        ),
+        (
+            "encodings",
+            Target::Wgsl,
+            Form::CoopCompute,
+            Precision::F32,
+            false,
+        ),
+        (
+            "hashgrid2",
+            Target::Wgsl,
+            Form::CoopCompute,
+            Precision::F32,
+            false,
+        ),
+        (
+            "hashgrid2",
+            Target::Glsl,
+            Form::CoopCompute,
+            Precision::F32,
+            false,
+        ),
+        (
+            "hashgrid2",
+            Target::Glsl,
+            Form::CoopCompute,
+            Precision::F32,
+            true,
+        ),
     ] {
         let m = common::model(name);
         let o = Options {
             target,
+            rows_shape: rows.then_some((0, 0)),
             ..opts(form, precision)
         };
         let src = export(&m, &o).unwrap().into_text().unwrap();
-        let p = if precision == Precision::F16 {
-            ".f16"
-        } else {
-            ""
+        let p = match (precision, rows) {
+            (Precision::F16, _) => ".f16",
+            (_, true) => ".rows",
+            _ => "",
         };
         let path = root.join(name).join(format!(
             "{}.{}{p}.{}",

@@ -1,0 +1,384 @@
+//! The GLSL cooperative-matrix kernel with subgroup-private rows: what `--target glsl
+//! --form coop-compute` emits with `Options::rows_shape` wherever its weights fit in
+//! workgroup memory (else the shared-tile kernel of [`crate::coop`]). It compiles with
+//! glslang and is checked against the CPU by `crates/gpu/tests/tiled_infer.rs` on
+//! adapters with cooperative matrices; it has not yet run on one, so `nshade export`
+//! keeps the shared-tile kernel until it has been measured faster and correct.
+//!
+//! `GL_KHR_cooperative_matrix` gives an invocation its own elements of an accumulator
+//! (`length()`, `[]`) and converts accumulators between component types, so the bias, the
+//! activation and the f16 rounding of a layer happen in registers; WGSL's `coop_mat` has
+//! neither, which is why the WGSL kernel sends every layer's accumulators through f32
+//! scratch and two workgroup barriers. Here each group of 32 invocations (a subgroup)
+//! owns `16 · blocks` rows of the workgroup's tile and never waits for another:
+//!
+//! ```text
+//! once:      W_l (f16, out_p × in_p zero-padded, rows `stride` apart) and b_l (f32)
+//!            staged from the parameter buffer; one workgroup barrier
+//! per tile:  the subgroup's rows: lane r reads rows r, r + 32, ..., runs the encodings
+//!            in f32 and writes the mlp input as f16 into its row of X (row-major,
+//!            rows `sx` apart); subgroup barrier
+//! per layer: every 16 × in_p block of X into A matrices (registers); subgroup barrier;
+//!            for each 16-output block n: C = b (a stride-0 load) + Σ_k A_k · W_(k,n)
+//!            (W as a column-major B operand), the activation applied to C's elements,
+//!            C converted to f16 and stored back over X's columns [16n, 16n + 16) of the
+//!            same rows; subgroup barrier. The last layer stores C (f32) into the
+//!            subgroup's output scratch, from which 32 lanes write whole output rows
+//!            (consecutive floats) to the output buffer.
+//! ```
+//!
+//! The layer's A matrices are all loaded before its first store, so X is overwritten in
+//! place; a subgroup's rows are its own, so only subgroup barriers follow the staging.
+
+use crate::body::Body;
+use crate::coop::{TileLayer, TilePlan};
+use crate::header::{self, Interface};
+use crate::ir::Program;
+use crate::{Options, WeightMode};
+use nshade_core::model::Model;
+use std::fmt::Write;
+
+/// f16 of skew added to every row of X (bank conflicts of the row-major A loads).
+const X_SKEW: usize = 8;
+
+/// The shapes tried, best first: (subgroups per workgroup, 16-row blocks per subgroup).
+/// More subgroups share one copy of the staged weights; two blocks let every weight
+/// matrix loaded serve two products.
+const SHAPES: &[(usize, usize)] = &[(4, 2), (2, 2), (4, 1), (2, 1), (1, 2), (1, 1)];
+
+/// The layout of `mlp` for this kernel within `budget` bytes of workgroup memory:
+/// the first of [`SHAPES`] (or `shape` alone) that fits, skewed weight rows before
+/// unskewed ones; `None` when none fits.
+pub(crate) fn plan(
+    mlp: &nshade_core::module::Mlp,
+    budget: usize,
+    shape: Option<(usize, usize)>,
+) -> Option<TilePlan> {
+    let pad = |n: usize| n.next_multiple_of(16);
+    let shapes: Vec<(usize, usize)> = match shape {
+        Some(s) => vec![s],
+        None => SHAPES.to_vec(),
+    };
+    for (groups, blocks) in shapes {
+        for skew in [8, 0] {
+            let mut layers = Vec::new();
+            let (mut staged, mut staged_bias) = (0, 0);
+            for l in &mlp.layers {
+                let (in_p, out_p) = (pad(l.in_dims), pad(l.out_dims));
+                let stride = in_p + skew;
+                layers.push(TileLayer {
+                    in_dims: l.in_dims,
+                    out_dims: l.out_dims,
+                    in_p,
+                    out_p,
+                    weight: l.weight,
+                    bias: l.bias,
+                    staged,
+                    stride,
+                    staged_bias,
+                    act: l.act,
+                });
+                staged += out_p * stride;
+                staged_bias += out_p;
+            }
+            let widest = layers
+                .iter()
+                .map(|l| l.in_p.max(l.out_p))
+                .max()
+                .unwrap_or(16);
+            let sx = widest + X_SKEW;
+            let rows_each = 16 * blocks;
+            let x_len = rows_each * sx;
+            let out_p = layers.last().map_or(16, |l| l.out_p);
+            let z_len = rows_each * out_p;
+            let bytes = staged * 2 + staged_bias * 4 + groups * (x_len * 2 + z_len * 4);
+            if bytes <= budget {
+                return Some(TilePlan {
+                    workgroup_size: 32 * groups,
+                    rows: groups * rows_each,
+                    sx,
+                    per: 0,
+                    streamed: false,
+                    layers,
+                    weights_len: staged,
+                    biases_len: staged_bias,
+                    x_len,
+                    workgroup_bytes: bytes,
+                    blocks,
+                });
+            }
+        }
+    }
+    None
+}
+
+/// The complete GLSL 450 compute shader of `plan` (from [`plan`]).
+pub(crate) fn write(model: &Model, program: &Program, opts: &Options, plan: &TilePlan) -> String {
+    let p = &opts.prefix;
+    let (g, b) = (opts.group, opts.binding);
+    let (in_dims, out_dims) = (program.in_dims, program.out_dims);
+    let wg = plan.workgroup_size;
+    let groups = wg / 32;
+    let (rows, sx, blocks) = (plan.rows, plan.sx, plan.blocks);
+    let rows_each = 16 * blocks;
+    let last = plan.layers.last().expect("an mlp has layers");
+    let zw = last.out_p;
+    let z_len = rows_each * zw;
+    let in_ty = if in_dims == 1 {
+        "float".to_string()
+    } else {
+        format!("vec{in_dims}")
+    };
+    let iface = Interface {
+        signature: format!(
+            "void main() of a #version 450 compute shader, local_size_x = {wg} (evaluates rows of {in_ty} into rows of {out_dims} float; no {p}eval function in this form)"
+        ),
+        buffer: vec![format!(
+            "weights: layout(std430, set = {g}, binding = {b}) readonly buffer {p}Params {{ float {p}params[{}]; }}",
+            model.params.len()
+        )],
+        entries: entries(plan, opts, in_dims, out_dims),
+    };
+    let mut s = String::from(
+        "#version 450\n#extension GL_KHR_cooperative_matrix : require\n#extension GL_KHR_memory_scope_semantics : require\n#extension GL_KHR_shader_subgroup_basic : require\n#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n",
+    );
+    s.push_str(&header::write(model, opts, &iface));
+    let mat = |ty: &str, usage: &str| format!("coopmat<{ty}, gl_ScopeSubgroup, 16, 16, {usage}>");
+    let (ma, mb, mc, mh) = (
+        mat("float16_t", "gl_MatrixUseA"),
+        mat("float16_t", "gl_MatrixUseB"),
+        mat("float", "gl_MatrixUseAccumulator"),
+        mat("float16_t", "gl_MatrixUseAccumulator"),
+    );
+    let _ = write!(
+        s,
+        "
+layout(local_size_x = {wg}) in;
+
+layout(std430, set = {g}, binding = {b}) readonly buffer {p}Params {{ float {p}params[{n}]; }};
+layout(std430, set = {g}, binding = {b2}) readonly buffer {p}Inputs {{ float {p}inputs[]; }};
+layout(std430, set = {g}, binding = {b3}) buffer {p}Outputs {{ float {p}outputs[]; }};
+
+// Staged weights (f16) and biases (f32); each subgroup's {rows_each} rows of X (f16,
+// row-major, rows of {sx}) and of the last layer's outputs (f32, rows of {zw}).
+shared float16_t {p}ws[{wl}];
+shared float {p}bs[{bl}];
+shared float16_t {p}xs[{xl}];
+shared float {p}zs[{zl}];
+
+// All loads and stores of shared memory by this subgroup so far are visible to it.
+void {p}sync() {{
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+}}
+
+void main() {{
+    uint lid = gl_LocalInvocationIndex;
+    uint sgid = lid / 32u;
+    uint lane = lid % 32u;
+    uint xb = sgid * {x_len}u;
+    uint zb = sgid * {z_len}u;
+    // Weights and biases, once per workgroup.
+",
+        n = model.params.len(),
+        b2 = b + 2,
+        b3 = b + 3,
+        wl = plan.weights_len.max(1),
+        bl = plan.biases_len.max(1),
+        xl = groups * plan.x_len,
+        zl = groups * z_len,
+        x_len = plan.x_len,
+    );
+    for l in &plan.layers {
+        let _ = writeln!(
+            s,
+            "    for (uint e = lid; e < {n}u; e += {wg}u) {{
+        uint o = e / {ip}u; uint i = e % {ip}u;
+        float w = 0.0;
+        if (o < {od}u && i < {id}u) {{ w = {p}params[{wo}u + o * {id}u + i]; }}
+        {p}ws[{st}u + o * {stride}u + i] = float16_t(w);
+    }}
+    for (uint e = lid; e < {op}u; e += {wg}u) {{
+        float v = 0.0;
+        if (e < {od}u) {{ v = {p}params[{bo}u + e]; }}
+        {p}bs[{sb}u + e] = v;
+    }}",
+            n = l.out_p * l.in_p,
+            ip = l.in_p,
+            od = l.out_dims,
+            id = l.in_dims,
+            wo = l.weight,
+            st = l.staged,
+            stride = l.stride,
+            op = l.out_p,
+            bo = l.bias,
+            sb = l.staged_bias,
+        );
+    }
+    let _ = write!(
+        s,
+        "    barrier();
+    uint n = uint({p}outputs.length()) / {out_dims}u;
+    uint tiles = (n + {r1}u) / {rows}u;
+    for (uint tile = gl_WorkGroupID.x; tile < tiles; tile += gl_NumWorkGroups.x) {{
+        uint r0 = tile * {rows}u + sgid * {rows_each}u;
+        // The subgroup's rows (the last row again past n): encodings in f32, the mlp input as f16.
+        for (uint r = lane; r < {rows_each}u; r += 32u) {{
+            uint row = min(r0 + r, n - 1u);
+            {in_ty} p = {arg};
+",
+        r1 = rows - 1,
+        arg = crate::coop::row_input(p, in_dims, &in_ty),
+    );
+    let ind = "            ";
+    let read = |i: &str| format!("{p}params[{i}]");
+    let body = Body {
+        syntax: &crate::syntax::CSyntax,
+        decl: "float ".into(),
+        cast: None,
+        param: "p".into(),
+        buffer_read: &read,
+        indent: ind,
+        scalar: "float".into(),
+        wgsl: false,
+    };
+    let body_opts = Options {
+        weights: WeightMode::Buffer,
+        loops: false,
+        ..opts.clone()
+    };
+    let encoding = crate::coop::encoding(program);
+    let xs = body.write(model, &encoding, &body_opts, &mut s);
+    for (j, v) in xs.iter().enumerate() {
+        let _ = writeln!(s, "{ind}{p}xs[xb + r * {sx}u + {j}u] = float16_t({v});");
+    }
+    let l0 = &plan.layers[0];
+    if l0.in_p > l0.in_dims {
+        let _ = writeln!(
+            s,
+            "{ind}for (uint j = {}u; j < {}u; j++) {{ {p}xs[xb + r * {sx}u + j] = float16_t(0.0); }}",
+            l0.in_dims, l0.in_p
+        );
+    }
+    let _ = writeln!(s, "        }}\n        {p}sync();");
+    let n_last = plan.layers.len() - 1;
+    for (i, l) in plan.layers.iter().enumerate() {
+        let (kb, nb) = (l.in_p / 16, l.out_p / 16);
+        let _ = writeln!(
+            s,
+            "        // Layer {i}: {} x {} ({}).",
+            l.out_dims,
+            l.in_dims,
+            l.act.name()
+        );
+        let _ = writeln!(s, "        {{");
+        for m in 0..blocks {
+            for k in 0..kb {
+                let _ = writeln!(
+                    s,
+                    "            {ma} a{m}_{k}; coopMatLoad(a{m}_{k}, {p}xs, xb + {off}u, {sx}u, gl_CooperativeMatrixLayoutRowMajor);",
+                    off = m * 16 * sx + k * 16
+                );
+            }
+        }
+        let _ = writeln!(s, "            {p}sync();\n            {mb} w;");
+        for m in 0..blocks {
+            let _ = writeln!(s, "            {mc} c{m};");
+        }
+        let y = crate::syntax::activation(&crate::syntax::CSyntax, &l.act, "z");
+        for nn in 0..nb {
+            for m in 0..blocks {
+                let _ = writeln!(
+                    s,
+                    "            coopMatLoad(c{m}, {p}bs, {bo}u, 0u, gl_CooperativeMatrixLayoutRowMajor);",
+                    bo = l.staged_bias + nn * 16
+                );
+            }
+            for k in 0..kb {
+                let _ = writeln!(
+                    s,
+                    "            coopMatLoad(w, {p}ws, {wo}u, {stride}u, gl_CooperativeMatrixLayoutColumnMajor);",
+                    wo = l.staged + nn * 16 * l.stride + k * 16,
+                    stride = l.stride
+                );
+                for m in 0..blocks {
+                    let _ = writeln!(s, "            c{m} = coopMatMulAdd(a{m}_{k}, w, c{m});");
+                }
+            }
+            for m in 0..blocks {
+                if !matches!(l.act, nshade_core::Activation::None) {
+                    let _ = writeln!(
+                        s,
+                        "            for (int e = 0; e < c{m}.length(); e++) {{ float z = c{m}[e]; c{m}[e] = {y}; }}"
+                    );
+                }
+                if i < n_last {
+                    let _ = writeln!(
+                        s,
+                        "            coopMatStore({mh}(c{m}), {p}xs, xb + {off}u, {sx}u, gl_CooperativeMatrixLayoutRowMajor);",
+                        off = m * 16 * sx + nn * 16
+                    );
+                } else {
+                    let _ = writeln!(
+                        s,
+                        "            coopMatStore(c{m}, {p}zs, zb + {off}u, {zw}u, gl_CooperativeMatrixLayoutRowMajor);",
+                        off = m * 16 * zw + nn * 16
+                    );
+                }
+            }
+        }
+        let _ = writeln!(s, "        }}\n        {p}sync();");
+    }
+    let _ = writeln!(
+        s,
+        "        // The subgroup's output rows: {rows_each} x {out_dims} consecutive floats.
+        for (uint e = lane; e < {tot}u; e += 32u) {{
+            uint r = e / {out_dims}u; uint o = e % {out_dims}u;
+            if (r0 + r < n) {{ {p}outputs[r0 * {out_dims}u + e] = {p}zs[zb + r * {zw}u + o]; }}
+        }}
+        {p}sync();
+    }}
+}}",
+        tot = rows_each * out_dims,
+    );
+    s
+}
+
+/// The header lines of this kernel.
+fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> Vec<String> {
+    let p = &opts.prefix;
+    let (g, b) = (opts.group, opts.binding);
+    let (rows, wg) = (plan.rows, plan.workgroup_size);
+    let rows_each = 16 * plan.blocks;
+    let bind = |k: u32| format!("layout(set = {g}, binding = {})", b + k);
+    let mut entries = vec![
+        format!(
+            "form coop-compute: one compute kernel; each group of 32 invocations (a subgroup) evaluates {rows_each} rows of each tile of {rows} on its own, every mlp layer as 16x16x16 cooperative-matrix products (coopmat<float16_t> A and B, coopmat<float> accumulator, subgroup scope) with the bias, activation and f16 rounding applied to the accumulator's elements"
+        ),
+        format!(
+            "requires: GL_KHR_cooperative_matrix, GL_KHR_memory_scope_semantics, GL_KHR_shader_subgroup_basic and GL_EXT_shader_explicit_arithmetic_types_float16 (Vulkan: VK_KHR_cooperative_matrix listing f16 x f16 -> f32 at 16x16x16 with subgroup scope, shaderFloat16); subgroups of exactly 32 invocations; {} bytes of workgroup memory (Vulkan maxComputeSharedMemorySize)",
+            plan.workgroup_bytes
+        ),
+        format!(
+            "entry point main, workgroup size {wg}: n = {p}outputs.length() / {out_dims} rows in tiles of {rows}; workgroup w evaluates tiles w, w + G, w + 2G, ... (G = number of workgroups in x)"
+        ),
+        format!(
+            "dispatch: (G, 1, 1) workgroups, any G from 1 to 65535; each stages the weights once and then loops over its tiles, so G = min(ceil(n / {rows}), {}) (what nshade uses) beats one workgroup per tile",
+            crate::coop::MAX_DISPATCH
+        ),
+        format!(
+            "bindings: {p}params {} (the parameter buffer below), {p}inputs {} (float, read; row r = raw inputs [r * {in_dims}, r * {in_dims} + {in_dims})), {p}outputs {} (float, read-write; row r = outputs [r * {out_dims}, r * {out_dims} + {out_dims})); bind exactly n rows of outputs and at least n rows of inputs",
+            bind(0),
+            bind(2),
+            bind(3)
+        ),
+        "once per workgroup the weights are staged from the parameter buffer into workgroup memory as f16 (each layer's W zero-padded to multiples of 16 rows and columns) and the biases as f32; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is f32 and outputs are f32".to_string(),
+    ];
+    for (k, l) in plan.layers.iter().enumerate() {
+        entries.push(format!(
+            "  layer {k}: {} x {} (padded {} x {}), weights at parameter {}, staged rows of {} f16 at {}; bias at parameter {}",
+            l.out_dims, l.in_dims, l.out_p, l.in_p, l.weight, l.stride, l.staged, l.bias
+        ));
+    }
+    entries
+}
