@@ -101,13 +101,20 @@ def test_errors_are_value_errors_with_the_clis_message(tmp_path):
 
 def test_ctrl_c_stops_training():
     x, y = sdf(2000)
+    # A process started in the background by a non-interactive shell inherits SIGINT
+    # ignored, and Python then installs no handler: Ctrl-C is what the test sends, so it
+    # installs Python's own.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
     timer.start()
     start = time.monotonic()
-    with pytest.raises(KeyboardInterrupt):
-        nshade.fit(x, y, arch="mlp(64x3, relu)", steps=10**7, batch=4096, backend="cpu")
-    assert time.monotonic() - start < 20
-    timer.join()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            nshade.fit(x, y, arch="mlp(64x3, relu)", steps=10**7, batch=4096, backend="cpu")
+        assert time.monotonic() - start < 20
+    finally:
+        timer.join()
+        signal.signal(signal.SIGINT, previous)
 
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "..", "cli", "tests", "data")
