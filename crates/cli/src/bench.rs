@@ -214,13 +214,32 @@ fn run_inference(args: &Args) -> Result<()> {
                     // compile very slowly, and at most BAKE_LIMIT parameters); large
                     // networks from the buffer with one loop per layer, as they run
                     // (`with_weights`).
-                    for (weights, wname) in
-                        [(WeightMode::Buffer, "buffer"), (WeightMode::Baked, "baked")]
-                    {
+                    // Uniform: the buffer as a uniform block of vec4 (a constant
+                    // buffer), where one holds the network (dense, at most 64 KiB).
+                    let uniform_fits = model.network.param_count == model.network.dense_count
+                        && model.params.len() <= nshade_shader::UNIFORM_MAX_PARAMS;
+                    for (weights, wname) in [
+                        (WeightMode::Buffer, "buffer"),
+                        (WeightMode::Buffer, "uniform"),
+                        (WeightMode::Baked, "baked"),
+                    ] {
                         if weights == WeightMode::Baked && !nshade_gpu::infer::bakes(&model) {
                             continue;
                         }
-                        let ev = ShaderEvaluator::with_weights(ctx, &model, p, weights)?;
+                        let uniform = wname == "uniform";
+                        if uniform && !uniform_fits {
+                            continue;
+                        }
+                        let ev = if uniform {
+                            let opts = nshade_shader::Options {
+                                weights,
+                                uniform_weights: true,
+                                ..nshade_gpu::infer::kernel_options(nshade_shader::Target::Wgsl, p)
+                            };
+                            ShaderEvaluator::with_options(ctx, &model, &opts)?
+                        } else {
+                            ShaderEvaluator::with_weights(ctx, &model, p, weights)?
+                        };
                         let eps = ev.throughput(ctx, &x, args.seconds)?;
                         let name = if p == Precision::F16 { "f16" } else { "f32" };
                         report(&adapter, name, wname, Form::Function, eps);

@@ -42,6 +42,9 @@ pub enum WeightsArg {
     Baked,
     /// A read-only buffer holding the flat parameter vector (see the header).
     Buffer,
+    /// The flat parameter vector in a uniform block of vec4 (a constant buffer; not
+    /// glsl-es, whose buffer is one already; dense networks of at most 16 384 parameters).
+    Uniform,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -195,8 +198,9 @@ pub fn run(args: Args) -> Result<()> {
     let opts = Options {
         weights: match weights {
             WeightsArg::Baked => WeightMode::Baked,
-            WeightsArg::Buffer => WeightMode::Buffer,
+            WeightsArg::Buffer | WeightsArg::Uniform => WeightMode::Buffer,
         },
+        uniform_weights: weights == WeightsArg::Uniform,
         precision: match args.precision {
             PrecisionArg::F32 => Precision::F32,
             PrecisionArg::F16 => Precision::F16,

@@ -275,6 +275,78 @@ fn bad_targets_and_flags_fail_with_one_error_line() {
     );
 }
 
+/// `--weights uniform`: the shader declares a uniform block of vec4 and `--weights-out`
+/// writes the parameters as f32, zero-padded to whole vec4s; a grid, GLSL ES and a
+/// ShaderToy tab are refused in one line each.
+#[test]
+fn uniform_weights_export() {
+    let m = model("small", "mlp(4x1, relu)");
+    let m = m.to_str().unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let bin = d.path().join("w.bin");
+    let out = d.path().join("n.wgsl");
+    let o = nshade(&[
+        "export",
+        m,
+        "--target",
+        "wgsl",
+        "--weights",
+        "uniform",
+        "--weights-out",
+        bin.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    ok(&o, "wgsl --weights uniform");
+    let src = std::fs::read_to_string(&out).unwrap();
+    let model = nshade_core::model::Model::load(std::path::Path::new(m)).unwrap();
+    let n = model.params.len();
+    assert!(
+        src.contains(&format!(
+            "var<uniform> nshade_params: array<vec4<f32>, {}>;",
+            n.div_ceil(4)
+        )),
+        "{src}"
+    );
+    assert!(src.contains("// target wgsl, weights uniform"), "{src}");
+    let bytes = std::fs::read(&bin).unwrap();
+    assert_eq!(bytes.len(), n.div_ceil(4) * 16);
+    for (k, v) in model.params.iter().enumerate() {
+        assert_eq!(bytes[4 * k..4 * k + 4], v.to_le_bytes(), "parameter {k}");
+    }
+    assert!(bytes[4 * n..].iter().all(|&b| b == 0), "padding");
+    for target in ["glsl", "hlsl", "slang", "msl"] {
+        ok(
+            &nshade(&["export", m, "--target", target, "--weights", "uniform"]),
+            target,
+        );
+    }
+    for target in ["glsl-es", "shadertoy"] {
+        fails(
+            &nshade(&["export", m, "--target", target, "--weights", "uniform"]),
+            1,
+            "uniform",
+        );
+    }
+    let g = model_steps(
+        "small_grid",
+        "hashgrid(levels=2, features=2, log2_size=6, base=4, scale=2) | mlp(4x1, relu)",
+        2,
+    );
+    fails(
+        &nshade(&[
+            "export",
+            g.to_str().unwrap(),
+            "--target",
+            "wgsl",
+            "--weights",
+            "uniform",
+        ]),
+        1,
+        "uniform block",
+    );
+}
+
 /// `eval` on the CPU is the reference: `eval --backend auto|gpu` agree with it value for
 /// value (and write exactly as many values), and `render` (CPU and GPU) writes the model at
 /// the documented pixel centres, u right and v down, quantised to 8 bits.

@@ -307,6 +307,7 @@ impl ShaderEvaluator {
             weights,
             loops: opts.loops,
             prefix: opts.prefix.clone(),
+            uniform_weights: opts.uniform_weights,
             ..kernel_options(Target::Wgsl, precision)
         };
         let wgsl = nshade_shader::export(model, &opts)
@@ -314,13 +315,15 @@ impl ShaderEvaluator {
             .into_text()
             .ok_or_else(|| GpuError::Other("WGSL came out as binary".into()))?;
         let packed = nshade_shader::pack_weights(model, &opts);
-        ShaderEvaluator::from_kernel(
+        ShaderEvaluator::build(
             ctx,
             Kernel::Wgsl(&wgsl),
             &format!("{}main", opts.prefix),
             model.network.in_dims,
             model.network.out_dims,
             (weights == WeightMode::Buffer).then_some(packed.as_slice()),
+            None,
+            opts.uniform_weights,
         )
     }
 
@@ -335,7 +338,7 @@ impl ShaderEvaluator {
         out_dims: usize,
         weights: Option<&[u8]>,
     ) -> Result<ShaderEvaluator, GpuError> {
-        ShaderEvaluator::build(ctx, kernel, entry, in_dims, out_dims, weights, None)
+        ShaderEvaluator::build(ctx, kernel, entry, in_dims, out_dims, weights, None, false)
     }
 
     /// [`ShaderEvaluator::from_kernel`] for a tiled compute form's kernel (WGSL, or
@@ -368,9 +371,13 @@ impl ShaderEvaluator {
             model.network.out_dims,
             Some(&packed),
             Some((form, plan)),
+            false,
         )
     }
 
+    /// The pipeline of `kernel`; `uniform`: its parameters are a uniform block
+    /// (`Options::uniform_weights`), else a storage buffer.
+    #[allow(clippy::too_many_arguments)]
     fn build(
         ctx: &GpuContext,
         kernel: Kernel,
@@ -379,6 +386,7 @@ impl ShaderEvaluator {
         out_dims: usize,
         weights: Option<&[u8]>,
         tiled: Option<(Form, nshade_shader::coop::TilePlan)>,
+        uniform: bool,
     ) -> Result<ShaderEvaluator, GpuError> {
         let device = &ctx.device;
         let workgroup_size = if let Some((_, plan)) = &tiled {
@@ -430,8 +438,22 @@ impl ShaderEvaluator {
         // wgpu's Vulkan backend numbers descriptors densely in layout order, and
         // passthrough SPIR-V keeps its own numbers, so the layout is dense: 0..=3, with a
         // placeholder buffer at 1 (the view uniform's slot) and at 0 for baked kernels.
+        let params_entry = if uniform {
+            wgpu::BindGroupLayoutEntry {
+                binding: 0,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer {
+                    ty: wgpu::BufferBindingType::Uniform,
+                    has_dynamic_offset: false,
+                    min_binding_size: None,
+                },
+                count: None,
+            }
+        } else {
+            storage(0, true)
+        };
         let entries = [
-            storage(0, true),
+            params_entry,
             storage(1, true),
             storage(bindings.1, true),
             storage(bindings.2, false),
@@ -460,7 +482,11 @@ impl ShaderEvaluator {
             let buf = device.create_buffer(&wgpu::BufferDescriptor {
                 label: Some("nshade parameters"),
                 size: bytes.len() as u64,
-                usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST,
+                usage: if uniform {
+                    wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST
+                } else {
+                    wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_DST
+                },
                 mapped_at_creation: false,
             });
             ctx.queue.write_buffer(&buf, 0, &bytes);

@@ -61,6 +61,59 @@ fn wgsl_matches_cpu() {
     }
 }
 
+/// `--weights uniform`: the parameters in a uniform block of vec4 (straight-line and
+/// loops, f32 and f16 arithmetic) give the storage buffer's results, for every fixed
+/// model a uniform block can hold (dense, at most 16 384 parameters); the others are
+/// refused in one line.
+#[test]
+fn uniform_weights_match_cpu() {
+    let Some(ctx) = common::context() else { return };
+    let f16 = ctx.has(wgpu::Features::SHADER_F16);
+    let mut ran = 0;
+    for (name, model) in models::all() {
+        let x = models::random_inputs(&model, ROWS, 13);
+        let cpu = model.eval(&x);
+        let fits = model.network.param_count == model.network.dense_count
+            && model.params.len() <= nshade_shader::UNIFORM_MAX_PARAMS;
+        for (precision, loops) in [
+            (Precision::F32, false),
+            (Precision::F32, true),
+            (Precision::F16, false),
+        ] {
+            if precision == Precision::F16 && !f16 {
+                continue;
+            }
+            let opts = Options {
+                weights: WeightMode::Buffer,
+                uniform_weights: true,
+                loops,
+                ..kernel_options(Target::Wgsl, precision)
+            };
+            let ev = ShaderEvaluator::with_options(&ctx, &model, &opts);
+            if !fits {
+                let e = ev.err().expect("refused").to_string();
+                assert!(e.contains("uniform block") && !e.contains('\n'), "{e}");
+                continue;
+            }
+            let gpu = ev.unwrap().eval(&ctx, &x).unwrap();
+            let tol = if precision == Precision::F16 {
+                1e-2
+            } else {
+                1e-5
+            };
+            let e = assert_close(
+                &format!("{name} uniform {precision:?} loops {loops}"),
+                &gpu,
+                &cpu,
+                tol,
+            );
+            eprintln!("{name} uniform {precision:?} loops {loops}: max relative error {e:.2e}");
+            ran += 1;
+        }
+    }
+    assert!(ran >= 6, "only {ran} uniform-weight kernels ran");
+}
+
 #[test]
 fn wgsl_f16_is_close_to_cpu() {
     let Some(ctx) = common::context() else { return };

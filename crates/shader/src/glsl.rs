@@ -26,7 +26,12 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
     } else {
         String::new()
     };
-    let buffer_decl = if es {
+    let buffer_decl = if opts.uniform_weights && !es {
+        format!(
+            "layout(std140, {set}binding = {b}) uniform {p}Params {{\n    vec4 w[{}];\n}} {p}params;\n",
+            n.div_ceil(4)
+        )
+    } else if es {
         format!(
             "layout(std140) uniform {p}Params {{\n    vec4 w[{}];\n}} {p}params;\n",
             n.div_ceil(4)
@@ -36,7 +41,12 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
             "layout(std430, {set}binding = {b}) readonly buffer {p}Params {{\n    float w[{n}];\n}} {p}params;\n"
         )
     };
-    let buffer_doc = if es {
+    let buffer_doc = if opts.uniform_weights && !es {
+        vec![format!(
+            "weights: uniform block {p}Params (instance {p}params) {{ vec4 w[{}]; }}, std140, {set}binding = {b}: parameter i is w[i / 4][i % 4] (the last vec4 zero-padded)",
+            n.div_ceil(4)
+        )]
+    } else if es {
         vec![
             format!(
                 "weights: uniform block {p}Params (instance {p}params) of {} vec4 (std140, so the floats are tightly packed; the last vec4 is zero-padded);",
@@ -112,9 +122,10 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
         )
         .unwrap();
     }
+    let vec4s = es || opts.uniform_weights;
     let read = |i: &str| match i.parse::<usize>() {
-        Ok(i) if es => format!("{p}params.w[{}].{}", i / 4, ["x", "y", "z", "w"][i % 4]),
-        Err(_) if es => format!("{p}params.w[({i}) / 4][({i}) % 4]"),
+        Ok(i) if vec4s => format!("{p}params.w[{}].{}", i / 4, ["x", "y", "z", "w"][i % 4]),
+        Err(_) if vec4s => format!("{p}params.w[({i}) / 4][({i}) % 4]"),
         _ => format!("{p}params.w[{i}]"),
     };
     let body = Body {

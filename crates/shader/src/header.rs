@@ -66,6 +66,7 @@ pub(crate) fn write(model: &Model, opts: &Options, iface: &Interface) -> String 
             opts.target,
             match opts.weights {
                 WeightMode::Baked => "baked",
+                WeightMode::Buffer if opts.uniform_weights => "uniform",
                 WeightMode::Buffer => "buffer",
             },
             match opts.precision {
@@ -126,8 +127,13 @@ pub(crate) fn write(model: &Model, opts: &Options, iface: &Interface) -> String 
             "f32 (4 bytes)"
         };
         line(&format!(
-            "parameter buffer: {} values of {elem}, little-endian, tightly packed: the model's flat parameter vector (`nshade export --weights-out` writes it):",
-            net.param_count
+            "parameter buffer: {} values of {elem}, little-endian, tightly packed{}: the model's flat parameter vector (`nshade export --weights-out` writes it):",
+            net.param_count,
+            if opts.uniform_weights {
+                ", zero-padded to whole vec4s"
+            } else {
+                ""
+            }
         ));
         for t in net.tensors() {
             let order = if t.name.contains("levels.") {

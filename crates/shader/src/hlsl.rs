@@ -48,12 +48,27 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
     } else {
         String::new()
     };
-    let buffer_decl = if slang {
+    let n4 = model.params.len().div_ceil(4);
+    let buffer_decl = if opts.uniform_weights && slang {
+        format!(
+            "struct {p}Params {{ float4 w[{n4}]; }};\n[[vk::binding({b}, {g})]]\nConstantBuffer<{p}Params> {p}params;\n"
+        )
+    } else if opts.uniform_weights {
+        format!("cbuffer {p}Params : register(b{b}{space}) {{ float4 {p}params_w[{n4}]; }};\n")
+    } else if slang {
         format!("[[vk::binding({b}, {g})]]\nStructuredBuffer<{elem}> {p}params;\n")
     } else {
         format!("StructuredBuffer<{elem}> {p}params : register(t{b}{space});\n")
     };
-    let buffer_doc = if slang {
+    let buffer_doc = if opts.uniform_weights && slang {
+        vec![format!(
+            "weights: ConstantBuffer<{p}Params> {p}params {{ float4 w[{n4}]; }}, Vulkan binding {b} set {g}: parameter i is w[i / 4][i % 4] (the last float4 zero-padded)"
+        )]
+    } else if opts.uniform_weights {
+        vec![format!(
+            "weights: cbuffer {p}Params {{ float4 {p}params_w[{n4}]; }} : register(b{b}{space}) (Vulkan via DXC: binding {b}, set {g}): parameter i is {p}params_w[i / 4][i % 4] (the last float4 zero-padded)"
+        )]
+    } else if slang {
         vec![format!(
             "weights: StructuredBuffer<{elem}> {p}params, Vulkan binding {b} set {g} (D3D: the next free t register)"
         )]
@@ -103,7 +118,20 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
         )
         .unwrap();
     }
-    let read = |i: &str| format!("{p}params[{i}]");
+    let read = |i: &str| {
+        if !opts.uniform_weights {
+            return format!("{p}params[{i}]");
+        }
+        let arr = if slang {
+            format!("{p}params.w")
+        } else {
+            format!("{p}params_w")
+        };
+        match i.parse::<usize>() {
+            Ok(i) => format!("{arr}[{}].{}", i / 4, ["x", "y", "z", "w"][i % 4]),
+            Err(_) => format!("{arr}[({i}) / 4][({i}) % 4]"),
+        }
+    };
     let body = Body {
         syntax: &CSyntax,
         decl: format!("{scalar} "),

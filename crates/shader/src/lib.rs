@@ -222,6 +222,12 @@ pub struct Options {
     /// `nshade bench --inference` measures it as `coop-glsl`, and
     /// `crates/gpu/tests/tiled_infer.rs` checks it against the CPU where the adapter can.
     pub rows_shape: Option<(usize, usize)>,
+    /// With buffer weights (`--weights uniform`): the parameters in a uniform block of
+    /// vec4<f32> (a constant buffer) instead of a storage buffer, read with constant
+    /// indices where the code is straight-line. Dense networks of at most
+    /// [`UNIFORM_MAX_PARAMS`] parameters; every target but glsl-es (whose buffer mode is
+    /// a uniform block already) and shadertoy.
+    pub uniform_weights: bool,
 }
 
 impl Options {
@@ -241,13 +247,14 @@ impl Options {
             differentiable: false,
             texture_io: false,
             rows_shape: None,
+            uniform_weights: false,
         }
     }
 
     /// The element type of the parameter buffer in buffer mode: f16 where the target
     /// computes in f16 and can store it (WGSL, Slang, MSL, SPIR-V), else f32.
     pub fn buffer_is_f16(&self) -> bool {
-        self.precision == Precision::F16 && self.target != Target::Hlsl
+        self.precision == Precision::F16 && self.target != Target::Hlsl && !self.uniform_weights
     }
 }
 
@@ -315,6 +322,12 @@ pub fn export(model: &Model, opts: &Options) -> Result<Output, Error> {
 /// parameter vector in model order, little-endian f32 (f16 where
 /// [`Options::buffer_is_f16`]), no padding.
 pub fn pack_weights(model: &Model, opts: &Options) -> Vec<u8> {
+    if opts.uniform_weights {
+        // whole vec4s: the last one zero-padded
+        let mut v: Vec<u8> = model.params.iter().flat_map(|v| v.to_le_bytes()).collect();
+        v.resize(model.params.len().div_ceil(4) * 16, 0);
+        return v;
+    }
     if opts.buffer_is_f16() {
         model
             .params
@@ -325,6 +338,10 @@ pub fn pack_weights(model: &Model, opts: &Options) -> Vec<u8> {
         model.params.iter().flat_map(|v| v.to_le_bytes()).collect()
     }
 }
+
+/// Largest parameter count of `--weights uniform`: 64 KiB of f32, the uniform block size
+/// Vulkan, Metal and D3D guarantee (wgpu's default `max_uniform_buffer_binding_size`).
+pub const UNIFORM_MAX_PARAMS: usize = 65536 / 4;
 
 /// Largest parameter count a GLSL ES 3.00 buffer-mode shader can hold: WebGL2 guarantees
 /// uniform blocks of 16 KiB.
@@ -374,6 +391,30 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
     }
     if opts.precision == Precision::F16 && !t.supports_f16() {
         return unsupported("f16 precision (use --precision f32)");
+    }
+    if opts.uniform_weights {
+        if opts.weights != WeightMode::Buffer || opts.form.is_tiled() {
+            return Err(Error::Option(
+                "uniform weights are a kind of buffer weights for --form function".into(),
+            ));
+        }
+        if matches!(t, Target::GlslEs | Target::ShaderToy) {
+            return unsupported(
+                "--weights uniform (glsl-es reads a uniform block with --weights buffer; a ShaderToy tab has no buffers)",
+            );
+        }
+        if model.network.param_count > model.network.dense_count {
+            return Err(Error::Model(
+                "it has grid tables, which a uniform block cannot hold (use --weights buffer)"
+                    .into(),
+            ));
+        }
+        if model.params.len() > UNIFORM_MAX_PARAMS {
+            return Err(Error::Model(format!(
+                "it has {} parameters, and a uniform block holds at most {UNIFORM_MAX_PARAMS} (64 KiB); use --weights buffer",
+                model.params.len()
+            )));
+        }
     }
     if t == Target::ShaderToy && opts.weights == WeightMode::Buffer {
         return unsupported("buffer weights (a ShaderToy tab has no buffers; use --weights baked)");

@@ -172,10 +172,17 @@ pub(crate) fn write_tables_as(
     }
     let iface = Interface {
         signature: signature.clone(),
-        buffer: vec![format!(
-            "weights: var<storage, read> {p}params: array<{elem}, {n}> at @group({g}) @binding({b})",
-            n = model.params.len()
-        )],
+        buffer: vec![if opts.uniform_weights {
+            format!(
+                "weights: var<uniform> {p}params: array<vec4<f32>, {n4}> at @group({g}) @binding({b}): parameter i is {p}params[i / 4][i % 4] (the last vec4 zero-padded)",
+                n4 = model.params.len().div_ceil(4)
+            )
+        } else {
+            format!(
+                "weights: var<storage, read> {p}params: array<{elem}, {n}> at @group({g}) @binding({b})",
+                n = model.params.len()
+            )
+        }],
         entries,
     };
     let mut s = header::write(model, opts, &iface);
@@ -183,7 +190,14 @@ pub(crate) fn write_tables_as(
     if f16 {
         s.push_str("enable f16;\n\n");
     }
-    if opts.weights == WeightMode::Buffer {
+    if opts.weights == WeightMode::Buffer && opts.uniform_weights {
+        writeln!(
+            s,
+            "@group({g}) @binding({b}) var<uniform> {p}params: array<vec4<f32>, {}>;\n",
+            model.params.len().div_ceil(4)
+        )
+        .unwrap();
+    } else if opts.weights == WeightMode::Buffer {
         writeln!(
             s,
             "@group({g}) @binding({b}) var<storage, read> {p}params: array<{elem}, {}>;\n",
@@ -201,7 +215,16 @@ pub(crate) fn write_tables_as(
         )
         .unwrap();
     }
-    let read = |i: &str| format!("{p}params[{i}]");
+    let read = |i: &str| {
+        if !opts.uniform_weights {
+            return format!("{p}params[{i}]");
+        }
+        let v = match i.parse::<usize>() {
+            Ok(i) => format!("{p}params[{}].{}", i / 4, ["x", "y", "z", "w"][i % 4]),
+            Err(_) => format!("{p}params[({i}) / 4u][({i}) % 4u]"),
+        };
+        if f16 { format!("f16({v})") } else { v }
+    };
     let body = Body {
         syntax: &WgslSyntax,
         decl: "let ".into(),

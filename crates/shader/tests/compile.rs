@@ -1,4 +1,5 @@
-//! Every target × every fixed model × weight mode × precision, compiled by a real
+//! Every target × every fixed model × weight mode (baked, storage buffer, uniform block)
+//! × precision, compiled by a real
 //! compiler: naga for WGSL (and re-parsing naga's own WGSL output), glslangValidator for
 //! GLSL 450, GLSL ES 3.00, the ShaderToy tab and HLSL, spirv-val for SPIR-V, and the
 //! Slang compiler when it is installed (see slang.rs).
@@ -13,8 +14,20 @@ use std::process::Command;
 /// Every option combination a target accepts for `model`.
 fn variants(model: &Model, target: Target) -> Vec<Options> {
     let mut v = Vec::new();
-    for weights in [WeightMode::Baked, WeightMode::Buffer] {
+    // (weights, uniform block): baked, a storage buffer, and where the target and model
+    // allow it a uniform block
+    let uniform_ok = !matches!(target, Target::GlslEs | Target::ShaderToy)
+        && model.network.param_count == model.network.dense_count
+        && model.params.len() <= nshade_shader::UNIFORM_MAX_PARAMS;
+    for (weights, uniform_weights) in [
+        (WeightMode::Baked, false),
+        (WeightMode::Buffer, false),
+        (WeightMode::Buffer, true),
+    ] {
         if target == Target::ShaderToy && weights == WeightMode::Buffer {
+            continue;
+        }
+        if uniform_weights && !uniform_ok {
             continue;
         }
         for precision in [Precision::F32, Precision::F16] {
@@ -46,6 +59,7 @@ fn variants(model: &Model, target: Target) -> Vec<Options> {
                     compute: target == Target::Wgsl && !fragment,
                     // Buffer weights: loops without the fragment entry, straight-line with it.
                     loops: weights == WeightMode::Buffer && !fragment,
+                    uniform_weights,
                     ..Options::new(target)
                 });
             }

@@ -340,6 +340,8 @@ fn fuzz_export() {
             texture_io: (c.seed >> 30) % 4 == 0,
             // the subgroup-private GLSL kernel an eighth of the time, in the first shape
             // that fits or one of the six
+            // the weights in a uniform block a quarter of the time
+            uniform_weights: (c.seed >> 5) % 4 == 0,
             rows_shape: ((c.seed >> 20) % 8 == 0).then(|| {
                 [(0, 0), (4, 2), (2, 2), (4, 1), (2, 1), (1, 2), (1, 1)]
                     [(c.seed >> 10) as usize % 7]
@@ -371,6 +373,9 @@ fn fuzz_export() {
                 }
             }
             opts.texture_io &= opts.form.is_tiled() && c.outputs <= 4;
+            opts.uniform_weights &= opts.weights == WeightMode::Buffer
+                && !opts.form.is_tiled()
+                && !matches!(target, Target::GlslEs | Target::ShaderToy);
         }
         match export(&model, &opts) {
             Err(e) => one_line("export", &e.to_string())?,

@@ -64,7 +64,22 @@ fn generated_shaders_match_golden_files() {
         let model = common::model(name);
         let dir = root.join(name);
         std::fs::create_dir_all(&dir).unwrap();
-        for (file, opts) in variants(common::can_fragment(&model)) {
+        let mut all = variants(common::can_fragment(&model));
+        if model.network.param_count == model.network.dense_count {
+            // uniform weights (dense networks only) in the four text languages
+            for target in [Target::Wgsl, Target::Glsl, Target::Hlsl, Target::Slang] {
+                let ext = target.extension();
+                all.push((
+                    format!("{}.uniform.{ext}", target.name()),
+                    Options {
+                        weights: WeightMode::Buffer,
+                        uniform_weights: true,
+                        ..Options::new(target)
+                    },
+                ));
+            }
+        }
+        for (file, opts) in all {
             let bytes = match export(&model, &opts).unwrap() {
                 Output::Text(t) => t.into_bytes(),
                 Output::Binary(b) => b,

@@ -34,7 +34,14 @@ fn slang_compiles_with_the_slang_compiler() {
     let mut outputs = Vec::new();
     for (name, model) in common::all() {
         let (i, o) = (model.network.in_dims, model.network.out_dims);
-        for weights in [WeightMode::Baked, WeightMode::Buffer] {
+        // baked, a storage buffer, and for small dense networks a uniform block
+        let uniform_ok = model.network.param_count == model.network.dense_count
+            && model.params.len() <= nshade_shader::UNIFORM_MAX_PARAMS;
+        let mut modes = vec![(WeightMode::Baked, false), (WeightMode::Buffer, false)];
+        if uniform_ok {
+            modes.push((WeightMode::Buffer, true));
+        }
+        for (weights, uniform_weights) in modes {
             for precision in [Precision::F32, Precision::F16] {
                 for fragment in [false, true] {
                     if fragment && !common::can_fragment(&model) {
@@ -45,6 +52,7 @@ fn slang_compiles_with_the_slang_compiler() {
                         precision,
                         fragment,
                         loops: weights == WeightMode::Buffer && !fragment,
+                        uniform_weights,
                         ..Options::new(Target::Slang)
                     };
                     let src = export(&model, &opts).unwrap().into_text().unwrap();
