@@ -84,7 +84,8 @@ impl Model {
     }
 
     /// The inference shader for `target` (wgsl, glsl, glsl-es, hlsl, slang, msl,
-    /// shadertoy) with `weights` "baked" or "buffer"; `differentiable` (Slang only) marks
+    /// shadertoy) with `weights` "baked", "buffer" or "uniform" (a uniform block of vec4;
+    /// dense networks of at most 16 384 parameters); `differentiable` (Slang only) marks
     /// the network function `[Differentiable]` for `fwd_diff`/`bwd_diff`.
     #[pyo3(signature = (target, weights = "baked", differentiable = false))]
     fn export(&self, target: &str, weights: &str, differentiable: bool) -> PyResult<String> {
@@ -103,10 +104,15 @@ impl Model {
                 )));
             }
         };
-        let weights = match weights {
-            "baked" => WeightMode::Baked,
-            "buffer" => WeightMode::Buffer,
-            other => return Err(value_err(format!("weights {other:?}: baked or buffer"))),
+        let (weights, uniform_weights) = match weights {
+            "baked" => (WeightMode::Baked, false),
+            "buffer" => (WeightMode::Buffer, false),
+            "uniform" => (WeightMode::Buffer, true),
+            other => {
+                return Err(value_err(format!(
+                    "weights {other:?}: baked, buffer or uniform"
+                )));
+            }
         };
         if differentiable && target != Target::Slang {
             return Err(value_err(format!(
@@ -117,6 +123,7 @@ impl Model {
             &self.inner,
             &Options {
                 weights,
+                uniform_weights,
                 differentiable,
                 ..Options::new(target)
             },

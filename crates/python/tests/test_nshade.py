@@ -67,6 +67,9 @@ def test_four_inputs_to_three_outputs():
     assert m.metrics["psnr"] > trivial_psnr(y.astype(np.float32), m.metrics["psnr_peak"]) + 10
     assert "nshade_eval" in m.export("glsl")
     assert "fn nshade_eval" in m.export("wgsl", weights="buffer")
+    assert "var<uniform> nshade_params" in m.export("wgsl", weights="uniform")
+    with pytest.raises(ValueError, match="baked, buffer or uniform"):
+        m.export("wgsl", weights="texture")
 
 
 def test_fine_tuning_continues_from_a_model():
