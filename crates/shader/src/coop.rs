@@ -734,10 +734,7 @@ fn write_glsl(model: &Model, program: &Program, opts: &Options) -> Result<String
         "
 layout(local_size_x = {wg}) in;
 
-layout(std430, set = {g}, binding = {b}) readonly buffer {p}Params {{ float {p}params[{n}]; }};
-layout(std430, set = {g}, binding = {b2}) readonly buffer {p}Inputs {{ float {p}inputs[]; }};
-layout(std430, set = {g}, binding = {b3}) buffer {p}Outputs {{ float {p}outputs[]; }};
-
+{buffers}
 // Staged weights (f16) and biases (f32), two f16 X tiles (feature-major, rows of {sx}),
 // {per} f32 scratch tile(s) per group of 32 invocations.
 shared float16_t {p}ws[{wl}];
@@ -753,9 +750,7 @@ void main() {{
     uint zslot = sgid * {zg}u;
 ",
         zg = per * 256,
-        n = model.params.len(),
-        b2 = b + 2,
-        b3 = b + 3,
+        buffers = glsl_buffers(p, g, b, model.params.len()),
         wl = plan.weights_len.max(1),
         bl = plan.biases_len.max(1),
         xl = plan.x_len,
@@ -867,8 +862,21 @@ void main() {{
     Ok(s)
 }
 
+/// The GLSL tiled kernels' three storage buffers (parameters, input rows, output rows)
+/// at `set = g`, bindings `b`, `b + 2`, `b + 3`, for `n` parameters.
+pub(crate) fn glsl_buffers(p: &str, g: u32, b: u32, n: usize) -> String {
+    format!(
+        "layout(std430, set = {g}, binding = {b}) readonly buffer {p}Params {{ float {p}params[{n}]; }};
+layout(std430, set = {g}, binding = {b2}) readonly buffer {p}Inputs {{ float {p}inputs[]; }};
+layout(std430, set = {g}, binding = {b3}) buffer {p}Outputs {{ float {p}outputs[]; }};
+",
+        b2 = b + 2,
+        b3 = b + 3
+    )
+}
+
 /// The tokens in which the WGSL and GLSL tiled kernels differ.
-struct Dialect {
+pub(crate) struct Dialect {
     /// Declares a u32 loop counter / a u32 value / a mutable f32.
     uloop: &'static str,
     ulet: &'static str,
@@ -888,7 +896,7 @@ const WGSL: Dialect = Dialect {
     barrier: "workgroupBarrier();",
 };
 
-const GLSL: Dialect = Dialect {
+pub(crate) const GLSL: Dialect = Dialect {
     uloop: "uint",
     ulet: "uint",
     fvar: "float",
@@ -898,13 +906,20 @@ const GLSL: Dialect = Dialect {
 };
 
 /// The parameter-buffer read of layer `l`'s weight (o, i).
-fn weight_read(p: &str, l: &TileLayer) -> String {
+pub(crate) fn weight_read(p: &str, l: &TileLayer) -> String {
     format!("{p}params[{}u + o * {}u + i]", l.weight, l.in_dims)
 }
 
 /// The loop that stages layer `l`'s weights (`read`: the f32 value of weight (o, i)) into
 /// the workgroup array as f16, zero-padded, at `ind`.
-fn stage_weights(d: &Dialect, p: &str, wg: usize, l: &TileLayer, read: &str, ind: &str) -> String {
+pub(crate) fn stage_weights(
+    d: &Dialect,
+    p: &str,
+    wg: usize,
+    l: &TileLayer,
+    read: &str,
+    ind: &str,
+) -> String {
     let Dialect {
         uloop,
         ulet,
@@ -931,7 +946,7 @@ fn stage_weights(d: &Dialect, p: &str, wg: usize, l: &TileLayer, read: &str, ind
 
 /// The once-per-workgroup staging: every layer's biases (`bread`: the f32 value of bias
 /// `e`), and its weights unless the plan streams them (`stage`).
-fn stage_biases(
+pub(crate) fn stage_biases(
     d: &Dialect,
     s: &mut String,
     plan: &TilePlan,

@@ -155,10 +155,7 @@ pub(crate) fn write(model: &Model, program: &Program, opts: &Options, plan: &Til
         "
 layout(local_size_x = {wg}) in;
 
-layout(std430, set = {g}, binding = {b}) readonly buffer {p}Params {{ float {p}params[{n}]; }};
-layout(std430, set = {g}, binding = {b2}) readonly buffer {p}Inputs {{ float {p}inputs[]; }};
-layout(std430, set = {g}, binding = {b3}) buffer {p}Outputs {{ float {p}outputs[]; }};
-
+{buffers}
 // Staged weights (f16) and biases (f32); each subgroup's {rows_each} rows of X (f16,
 // row-major, rows of {sx}) and of the last layer's outputs (f32, rows of {zw}).
 shared float16_t {p}ws[{wl}];
@@ -178,43 +175,21 @@ void main() {{
     uint lane = lid % 32u;
     uint xb = sgid * {x_len}u;
     uint zb = sgid * {z_len}u;
-    // Weights and biases, once per workgroup.
 ",
-        n = model.params.len(),
-        b2 = b + 2,
-        b3 = b + 3,
+        buffers = crate::coop::glsl_buffers(p, g, b, model.params.len()),
         wl = plan.weights_len.max(1),
         bl = plan.biases_len.max(1),
         xl = groups * plan.x_len,
         zl = groups * z_len,
         x_len = plan.x_len,
     );
-    for l in &plan.layers {
-        let _ = writeln!(
-            s,
-            "    for (uint e = lid; e < {n}u; e += {wg}u) {{
-        uint o = e / {ip}u; uint i = e % {ip}u;
-        float w = 0.0;
-        if (o < {od}u && i < {id}u) {{ w = {p}params[{wo}u + o * {id}u + i]; }}
-        {p}ws[{st}u + o * {stride}u + i] = float16_t(w);
-    }}
-    for (uint e = lid; e < {op}u; e += {wg}u) {{
-        float v = 0.0;
-        if (e < {od}u) {{ v = {p}params[{bo}u + e]; }}
-        {p}bs[{sb}u + e] = v;
-    }}",
-            n = l.out_p * l.in_p,
-            ip = l.in_p,
-            od = l.out_dims,
-            id = l.in_dims,
-            wo = l.weight,
-            st = l.staged,
-            stride = l.stride,
-            op = l.out_p,
-            bo = l.bias,
-            sb = l.staged_bias,
-        );
-    }
+    let d = &crate::coop::GLSL;
+    let stage = |l: &TileLayer, ind: &str| {
+        crate::coop::stage_weights(d, p, wg, l, &crate::coop::weight_read(p, l), ind)
+    };
+    crate::coop::stage_biases(d, &mut s, plan, p, &stage, &|l| {
+        format!("{p}params[{}u + e]", l.bias)
+    });
     let _ = write!(
         s,
         "    barrier();
