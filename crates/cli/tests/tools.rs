@@ -233,16 +233,30 @@ fn bench_inference_reports_evaluations_per_second() {
             l["form"].as_str().unwrap().into(),
         ));
     }
-    let mut expect = vec![("f32", "buffer", "function"), ("f32", "baked", "function")];
+    // per precision: the storage buffer, the uniform block (this small dense network
+    // fits one), baked
+    let mut expect = vec![
+        ("f32", "buffer", "function"),
+        ("f32", "uniform", "function"),
+        ("f32", "baked", "function"),
+    ];
     if f16 {
-        expect.extend([("f16", "buffer", "function"), ("f16", "baked", "function")]);
+        expect.extend([
+            ("f16", "buffer", "function"),
+            ("f16", "uniform", "function"),
+            ("f16", "baked", "function"),
+        ]);
     }
     if coop {
+        // the WGSL kernel, then the GLSL one through the built-in glslang
         expect.push(("coop", "buffer", "coop-compute"));
     }
     // the loop form on hardware adapters only (lavapipe is a CPU adapter)
     if f16 && described["device_type"] != "Cpu" {
         expect.push(("f16", "buffer", "tiled-compute"));
+    }
+    if coop {
+        expect.push(("coop-glsl", "buffer", "coop-compute"));
     }
     let expect: Vec<(String, String, String)> = expect
         .iter()
