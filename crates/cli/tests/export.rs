@@ -328,6 +328,20 @@ fn uniform_weights_export() {
             "uniform",
         );
     }
+    fails(
+        &nshade(&[
+            "export",
+            m,
+            "--target",
+            "wgsl",
+            "--form",
+            "coop-compute",
+            "--weights",
+            "uniform",
+        ]),
+        1,
+        "--weights uniform belongs to --form function",
+    );
     let g = model_steps(
         "small_grid",
         "hashgrid(levels=2, features=2, log2_size=6, base=4, scale=2) | mlp(4x1, relu)",

@@ -395,7 +395,7 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
     if opts.uniform_weights {
         if opts.weights != WeightMode::Buffer || opts.form.is_tiled() {
             return Err(Error::Option(
-                "uniform weights are a kind of buffer weights for --form function".into(),
+                "--weights uniform belongs to --form function (the tiled forms stage their weights from a storage buffer)".into(),
             ));
         }
         if matches!(t, Target::GlslEs | Target::ShaderToy) {
