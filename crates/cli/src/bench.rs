@@ -216,21 +216,19 @@ fn run_inference(args: &Args) -> Result<()> {
                     // (`with_weights`).
                     // Uniform: the buffer as a uniform block of vec4 (a constant
                     // buffer), where one holds the network (dense, at most 64 KiB).
-                    let uniform_fits = model.network.param_count == model.network.dense_count
-                        && model.params.len() <= nshade_shader::UNIFORM_MAX_PARAMS;
-                    for (weights, wname) in [
-                        (WeightMode::Buffer, "buffer"),
-                        (WeightMode::Buffer, "uniform"),
-                        (WeightMode::Baked, "baked"),
+                    for (weights, uniform, wname) in [
+                        (WeightMode::Buffer, false, "buffer"),
+                        (WeightMode::Buffer, true, "uniform"),
+                        (WeightMode::Baked, false, "baked"),
                     ] {
                         if weights == WeightMode::Baked && !nshade_gpu::infer::bakes(&model) {
                             continue;
                         }
-                        let uniform = wname == "uniform";
-                        if uniform && !uniform_fits {
+                        if uniform && !nshade_shader::uniform_holds(&model) {
                             continue;
                         }
                         let ev = if uniform {
+                            // straight-line: a uniform block holds at most LOOP_ABOVE
                             let opts = nshade_shader::Options {
                                 weights,
                                 uniform_weights: true,

@@ -777,23 +777,7 @@ void main() {{
         s,
         "{ind}uint row = min(tile * {rows}u + lid, n - 1u);\n{ind}{in_ty} p = {arg};"
     );
-    let read = |i: &str| format!("{p}params[{i}]");
-    let body = Body {
-        syntax: &crate::syntax::CSyntax,
-        decl: "float ".into(),
-        cast: None,
-        param: "p".into(),
-        buffer_read: &read,
-        indent: ind,
-        scalar: "float".into(),
-        wgsl: false,
-    };
-    let body_opts = Options {
-        weights: WeightMode::Buffer,
-        loops: false,
-        ..opts.clone()
-    };
-    let xs = body.write(model, &encoding, &body_opts, &mut s);
+    let xs = glsl_encoding(model, &encoding, opts, ind, &mut s);
     write_x0(d, &mut s, p, &xs, l0, sx, ind, guard);
     let last = plan.layers.len() - 1;
     for (i, l) in plan.layers.iter().enumerate() {
@@ -860,6 +844,36 @@ void main() {{
     }
     s.push_str("    }\n}\n");
     Ok(s)
+}
+
+/// The GLSL statements of `encoding` (the statements before the mlp, [`encoding`]) for
+/// the row input `p` in f32, reading grid tables from `{prefix}params`, at `ind`; returns
+/// the f32 expressions of the mlp input.
+pub(crate) fn glsl_encoding(
+    model: &Model,
+    encoding: &Program,
+    opts: &Options,
+    ind: &str,
+    s: &mut String,
+) -> Vec<String> {
+    let p = &opts.prefix;
+    let read = |i: &str| format!("{p}params[{i}]");
+    let body = Body {
+        syntax: &crate::syntax::CSyntax,
+        decl: "float ".into(),
+        cast: None,
+        param: "p".into(),
+        buffer_read: &read,
+        indent: ind,
+        scalar: "float".into(),
+        wgsl: false,
+    };
+    let body_opts = Options {
+        weights: WeightMode::Buffer,
+        loops: false,
+        ..opts.clone()
+    };
+    body.write(model, encoding, &body_opts, s)
 }
 
 /// The GLSL tiled kernels' three storage buffers (parameters, input rows, output rows)

@@ -30,11 +30,10 @@
 //! The layer's A matrices are all loaded before its first store, so X is overwritten in
 //! place; a subgroup's rows are its own, so only subgroup barriers follow the staging.
 
-use crate::body::Body;
+use crate::Options;
 use crate::coop::{TileLayer, TilePlan};
 use crate::header::{self, Interface};
 use crate::ir::Program;
-use crate::{Options, WeightMode};
 use nshade_core::model::Model;
 use std::fmt::Write;
 
@@ -206,24 +205,8 @@ void main() {{
         arg = crate::coop::row_input(p, in_dims, &in_ty),
     );
     let ind = "            ";
-    let read = |i: &str| format!("{p}params[{i}]");
-    let body = Body {
-        syntax: &crate::syntax::CSyntax,
-        decl: "float ".into(),
-        cast: None,
-        param: "p".into(),
-        buffer_read: &read,
-        indent: ind,
-        scalar: "float".into(),
-        wgsl: false,
-    };
-    let body_opts = Options {
-        weights: WeightMode::Buffer,
-        loops: false,
-        ..opts.clone()
-    };
     let encoding = crate::coop::encoding(program);
-    let xs = body.write(model, &encoding, &body_opts, &mut s);
+    let xs = crate::coop::glsl_encoding(model, &encoding, opts, ind, &mut s);
     for (j, v) in xs.iter().enumerate() {
         let _ = writeln!(s, "{ind}{p}xs[xb + r * {sx}u + {j}u] = float16_t({v});");
     }

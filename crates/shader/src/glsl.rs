@@ -123,10 +123,12 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
         .unwrap();
     }
     let vec4s = es || opts.uniform_weights;
-    let read = |i: &str| match i.parse::<usize>() {
-        Ok(i) if vec4s => format!("{p}params.w[{}].{}", i / 4, ["x", "y", "z", "w"][i % 4]),
-        Err(_) if vec4s => format!("{p}params.w[({i}) / 4][({i}) % 4]"),
-        _ => format!("{p}params.w[{i}]"),
+    let read = |i: &str| {
+        if vec4s {
+            crate::syntax::vec4_element(&format!("{p}params.w"), i, false)
+        } else {
+            format!("{p}params.w[{i}]")
+        }
     };
     let body = Body {
         syntax: &CSyntax,

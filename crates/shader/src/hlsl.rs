@@ -127,10 +127,7 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
         } else {
             format!("{p}params_w")
         };
-        match i.parse::<usize>() {
-            Ok(i) => format!("{arr}[{}].{}", i / 4, ["x", "y", "z", "w"][i % 4]),
-            Err(_) => format!("{arr}[({i}) / 4][({i}) % 4]"),
-        }
+        crate::syntax::vec4_element(&arr, i, false)
     };
     let body = Body {
         syntax: &CSyntax,

@@ -343,6 +343,13 @@ pub fn pack_weights(model: &Model, opts: &Options) -> Vec<u8> {
 /// Vulkan, Metal and D3D guarantee (wgpu's default `max_uniform_buffer_binding_size`).
 pub const UNIFORM_MAX_PARAMS: usize = 65536 / 4;
 
+/// Whether `--weights uniform` can hold `model`: a dense network (no grid tables) of at
+/// most [`UNIFORM_MAX_PARAMS`] parameters.
+pub fn uniform_holds(model: &Model) -> bool {
+    model.network.param_count == model.network.dense_count
+        && model.params.len() <= UNIFORM_MAX_PARAMS
+}
+
 /// Largest parameter count a GLSL ES 3.00 buffer-mode shader can hold: WebGL2 guarantees
 /// uniform blocks of 16 KiB.
 pub const GLSL_ES_MAX_BUFFER_PARAMS: usize = 16384 / 4;

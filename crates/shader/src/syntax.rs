@@ -373,6 +373,17 @@ pub fn grid_level(
     (s, outs)
 }
 
+/// Flat element `i` of an array of 4-vectors `arr` (a parameter block of vec4): with a
+/// constant index `arr[i / 4].x` etc., else `arr[(i) / 4][(i) % 4]` (`unsigned`: with
+/// WGSL's `u` literals for a u32 index).
+pub fn vec4_element(arr: &str, i: &str, unsigned: bool) -> String {
+    match i.parse::<usize>() {
+        Ok(i) => format!("{arr}[{}].{}", i / 4, ["x", "y", "z", "w"][i % 4]),
+        Err(_) if unsigned => format!("{arr}[({i}) / 4u][({i}) % 4u]"),
+        Err(_) => format!("{arr}[({i}) / 4][({i}) % 4]"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

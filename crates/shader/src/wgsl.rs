@@ -219,10 +219,7 @@ pub(crate) fn write_tables_as(
         if !opts.uniform_weights {
             return format!("{p}params[{i}]");
         }
-        let v = match i.parse::<usize>() {
-            Ok(i) => format!("{p}params[{}].{}", i / 4, ["x", "y", "z", "w"][i % 4]),
-            Err(_) => format!("{p}params[({i}) / 4u][({i}) % 4u]"),
-        };
+        let v = crate::syntax::vec4_element(&format!("{p}params"), i, true);
         if f16 { format!("f16({v})") } else { v }
     };
     let body = Body {
