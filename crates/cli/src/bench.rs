@@ -169,6 +169,16 @@ fn run_inference(args: &Args) -> Result<()> {
             "--backend cpu measures the function form only (Model::eval); add --form function or use --backend gpu"
         );
     }
+    // A kernel that fails to build or run is named on stderr and the others are still
+    // measured; the command then fails.
+    let failures = std::cell::Cell::new(0usize);
+    let failed = |name: &str, what: &str, e: &nshade_gpu::context::GpuError| {
+        eprintln!(
+            "{name}: {what} failed: {}",
+            e.to_string().replace('\n', " ")
+        );
+        failures.set(failures.get() + 1);
+    };
     for s in &specs {
         let named =
             NamedArch::parse(s).map_err(|e| anyhow::anyhow!("--arch {}: {e}", common::shown(s)))?;
@@ -215,32 +225,44 @@ fn run_inference(args: &Args) -> Result<()> {
                     // networks from the buffer with one loop per layer, as they run
                     // (`with_weights`).
                     // Uniform: the buffer as a uniform block of vec4 (a constant
-                    // buffer), where one holds the network (dense, at most 64 KiB).
-                    for (weights, uniform, wname) in [
-                        (WeightMode::Buffer, false, "buffer"),
-                        (WeightMode::Buffer, true, "uniform"),
-                        (WeightMode::Baked, false, "baked"),
+                    // buffer), where one holds the network (dense, at most 64 KiB); f32
+                    // only (the block is f32: at f16 every read is a conversion, and the
+                    // H200's driver lost the device building that kernel for a 64-wide
+                    // network).
+                    // Buffer-vec4: the storage buffer read as 4-vectors (Options::vec4_buffer).
+                    for (weights, uniform, vec4, wname) in [
+                        (WeightMode::Buffer, false, false, "buffer"),
+                        (WeightMode::Buffer, false, true, "buffer-vec4"),
+                        (WeightMode::Buffer, true, false, "uniform"),
+                        (WeightMode::Baked, false, false, "baked"),
                     ] {
                         if weights == WeightMode::Baked && !nshade_gpu::infer::bakes(&model) {
                             continue;
                         }
-                        if uniform && !nshade_shader::uniform_holds(&model) {
+                        if uniform && (p == Precision::F16 || !nshade_shader::uniform_holds(&model))
+                        {
                             continue;
                         }
-                        let ev = if uniform {
-                            // straight-line: a uniform block holds at most LOOP_ABOVE
+                        let name = if p == Precision::F16 { "f16" } else { "f32" };
+                        let ev = if uniform || vec4 {
+                            // uniform: straight-line (a uniform block holds at most
+                            // LOOP_ABOVE); vec4: looped where `with_weights` loops
                             let opts = nshade_shader::Options {
                                 weights,
-                                uniform_weights: true,
+                                uniform_weights: uniform,
+                                vec4_buffer: vec4,
+                                loops: vec4
+                                    && model.network.dense_count > nshade_gpu::infer::LOOP_ABOVE,
                                 ..nshade_gpu::infer::kernel_options(nshade_shader::Target::Wgsl, p)
                             };
-                            ShaderEvaluator::with_options(ctx, &model, &opts)?
+                            ShaderEvaluator::with_options(ctx, &model, &opts)
                         } else {
-                            ShaderEvaluator::with_weights(ctx, &model, p, weights)?
+                            ShaderEvaluator::with_weights(ctx, &model, p, weights)
                         };
-                        let eps = ev.throughput(ctx, &x, args.seconds)?;
-                        let name = if p == Precision::F16 { "f16" } else { "f32" };
-                        report(&adapter, name, wname, Form::Function, eps);
+                        match ev.and_then(|ev| ev.throughput(ctx, &x, args.seconds)) {
+                            Ok(eps) => report(&adapter, name, wname, Form::Function, eps),
+                            Err(e) => failed(&named.name, &format!("{name} {wname}"), &e),
+                        }
                     }
                 }
                 // The tiled compute kernels (f16 operands, f32 accumulation, weights from
@@ -255,11 +277,12 @@ fn run_inference(args: &Args) -> Result<()> {
                         continue;
                     }
                     match tiled_supported(ctx, &model, form) {
-                        Ok(()) => {
-                            let ev = ShaderEvaluator::tiled(ctx, &model, form)?;
-                            let eps = ev.throughput(ctx, &x, args.seconds)?;
-                            report(&adapter, path, "buffer", form, eps);
-                        }
+                        Ok(()) => match ShaderEvaluator::tiled(ctx, &model, form)
+                            .and_then(|ev| ev.throughput(ctx, &x, args.seconds))
+                        {
+                            Ok(eps) => report(&adapter, path, "buffer", form, eps),
+                            Err(e) => failed(&named.name, &format!("{form} {path}"), &e),
+                        },
                         Err(why) => eprintln!("{}: no --form {form}: {why}", named.name),
                     }
                 }
@@ -267,11 +290,14 @@ fn run_inference(args: &Args) -> Result<()> {
                 // rows, epilogues in registers), compiled by the built-in glslang.
                 if wanted(Form::CoopCompute) {
                     match nshade_gpu::infer::glsl_coop_supported(ctx, &model) {
-                        Ok(()) => {
-                            let ev = ShaderEvaluator::coop_glsl(ctx, &model)?;
-                            let eps = ev.throughput(ctx, &x, args.seconds)?;
-                            report(&adapter, "coop-glsl", "buffer", Form::CoopCompute, eps);
-                        }
+                        Ok(()) => match ShaderEvaluator::coop_glsl(ctx, &model)
+                            .and_then(|ev| ev.throughput(ctx, &x, args.seconds))
+                        {
+                            Ok(eps) => {
+                                report(&adapter, "coop-glsl", "buffer", Form::CoopCompute, eps)
+                            }
+                            Err(e) => failed(&named.name, "coop-compute coop-glsl", &e),
+                        },
                         Err(why) => {
                             eprintln!("{}: no --form coop-compute in GLSL: {why}", named.name)
                         }
@@ -295,6 +321,12 @@ fn run_inference(args: &Args) -> Result<()> {
                 );
             }
         }
+    }
+    if failures.get() > 0 {
+        bail!(
+            "{} measurement(s) failed (named above); the others are reported",
+            failures.get()
+        );
     }
     Ok(())
 }

@@ -202,7 +202,7 @@ pub fn evaluate(model: &Model, x: &[f32], backend: BackendChoice) -> Result<(Vec
             let y = ev.eval(&ctx, x)?;
             Ok((
                 y,
-                format!("the GPU ({}, form {})", ctx.summary.name, ev.form()),
+                format!("the GPU ({}, form {})", ctx.summary.name, ev.describe()),
             ))
         }
     }

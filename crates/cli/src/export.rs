@@ -52,7 +52,7 @@ pub enum FormArg {
     /// The function `nshade_eval` (every target; optional entry points).
     Function,
     /// A compute kernel over tiles of rows with cooperative-matrix (tensor-core) layers:
-    /// wgsl, spirv.
+    /// wgsl, spirv, glsl (the fastest: each subgroup owns its rows).
     #[value(name = "coop-compute")]
     CoopCompute,
     /// The coop-compute kernel with plain f16 loops for the tile products.
@@ -96,7 +96,8 @@ pub struct Args {
     pub precision: PrecisionArg,
     /// Shape of the code: function (default), coop-compute (a compute kernel over
     /// tiles of rows whose mlp layers run on cooperative matrices, i.e. tensor cores;
-    /// wgsl and spirv; weights from the buffer) or tiled-compute (the same kernel with
+    /// wgsl, spirv and glsl, whose kernel lets each subgroup own its rows and is the
+    /// fastest; weights from the buffer) or tiled-compute (the same kernel with
     /// loops instead of cooperative matrices, for adapters with f16 only).
     #[arg(long, value_enum, default_value_t = FormArg::Function)]
     pub form: FormArg,

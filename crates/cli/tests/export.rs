@@ -579,6 +579,12 @@ fn export_compute_forms() {
         "{src}"
     );
     assert!(src.contains("coopMatMulAdd"), "{src}");
+    // the subgroup-private kernel (no workgroup barrier after staging) is the default
+    assert!(
+        src.contains("each group of 32 invocations (a subgroup)"),
+        "{src}"
+    );
+    assert_eq!(src.matches("barrier();").count(), 1, "{src}");
     // a smaller workgroup-memory budget: smaller tiles, stated in the header
     let small = d.join("small.wgsl");
     ok(

@@ -36,6 +36,8 @@ pub struct ShaderEvaluator {
     plan: Option<nshade_shader::coop::TilePlan>,
     /// The tiled forms' cap on workgroups per dispatch (they loop over the other tiles).
     max_groups: usize,
+    /// The kernel is the GLSL one of [`ShaderEvaluator::coop_glsl`] (else WGSL).
+    glsl: bool,
 }
 
 /// The tiled compute form `form` can run on this device for `model`: f16 always; for
@@ -97,17 +99,23 @@ pub fn glsl_coop_supported(ctx: &GpuContext, model: &Model) -> Result<(), String
     Ok(())
 }
 
+/// Whether [`ShaderEvaluator::coop_glsl`] runs the subgroup-private kernel of
+/// `nshade_shader::coop_rows` for `model` here (its weights fit the workgroup memory):
+/// on the H200 4-5x faster than the WGSL kernel (the hash-grid network C: 4.6 G against
+/// 0.93 G evaluations/s at 1920x1080), so [`ShaderEvaluator::fastest`] takes it.
+pub fn glsl_rows_supported(ctx: &GpuContext, model: &Model) -> bool {
+    glsl_coop_supported(ctx, model).is_ok()
+        && nshade_shader::coop::plan_for(model, &glsl_coop_options(ctx)).is_ok_and(|p| p.blocks > 0)
+}
+
 /// The export options of the GLSL cooperative-matrix kernel on this device: the
 /// subgroup-private kernel in the first shape that fits the device's workgroup memory
 /// (`NSHADE_ROWS_SHAPE=G,B` picks another, for measurements).
 fn glsl_coop_options(ctx: &GpuContext) -> Options {
-    let rows_shape = std::env::var("NSHADE_ROWS_SHAPE")
-        .ok()
-        .and_then(|v| {
-            let (g, b) = v.split_once(',')?;
-            Some((g.trim().parse().ok()?, b.trim().parse().ok()?))
-        })
-        .or(Some((0, 0)));
+    let rows_shape = std::env::var("NSHADE_ROWS_SHAPE").ok().and_then(|v| {
+        let (g, b) = v.split_once(',')?;
+        Some((g.trim().parse().ok()?, b.trim().parse().ok()?))
+    });
     Options {
         form: Form::CoopCompute,
         workgroup_memory: workgroup_memory(ctx),
@@ -211,8 +219,9 @@ impl ShaderEvaluator {
 
     /// The fastest form this device runs for `model` ([`preferred_form`]): the
     /// cooperative-matrix kernel ([`Form::CoopCompute`]: f16 operands, f32 accumulation)
-    /// where it was measured faster and [`tiled_supported`] allows it, else
-    /// [`ShaderEvaluator::new`] at `precision`. [`ShaderEvaluator::form`] says which.
+    /// where it was measured faster and [`tiled_supported`] allows it — the GLSL kernel
+    /// where [`glsl_rows_supported`], else the WGSL one — else [`ShaderEvaluator::new`] at
+    /// `precision`. [`ShaderEvaluator::form`] and [`ShaderEvaluator::describe`] say which.
     pub fn fastest(
         ctx: &GpuContext,
         model: &Model,
@@ -220,6 +229,9 @@ impl ShaderEvaluator {
     ) -> Result<ShaderEvaluator, GpuError> {
         let coop = tiled_supported(ctx, model, Form::CoopCompute).is_ok();
         if preferred_form(model, coop) == Form::CoopCompute {
+            if glsl_rows_supported(ctx, model) {
+                return ShaderEvaluator::coop_glsl(ctx, model);
+            }
             return ShaderEvaluator::tiled(ctx, model, Form::CoopCompute);
         }
         ShaderEvaluator::new(ctx, model, precision)
@@ -261,7 +273,15 @@ impl ShaderEvaluator {
                     e.line, e.message
                 ))
             })?;
-            ShaderEvaluator::from_tiled_kernel(ctx, Kernel::SpirV(&words), "main", model, &opts)
+            let mut ev = ShaderEvaluator::from_tiled_kernel(
+                ctx,
+                Kernel::SpirV(&words),
+                "main",
+                model,
+                &opts,
+            )?;
+            ev.glsl = true;
+            Ok(ev)
         }
         #[cfg(not(feature = "glslang"))]
         unreachable!("glsl_coop_supported refuses without glslang")
@@ -270,6 +290,27 @@ impl ShaderEvaluator {
     /// The form of the kernel this evaluator runs.
     pub fn form(&self) -> Form {
         self.form
+    }
+
+    /// The form and kernel in words, e.g. `coop-compute (GLSL, 4 subgroups x 32 rows)`:
+    /// what `eval` / `render` / `bench` say they ran.
+    pub fn describe(&self) -> String {
+        match &self.plan {
+            Some(plan) if plan.blocks > 0 => format!(
+                "{} ({}, {} subgroups x {} rows)",
+                self.form,
+                if self.glsl { "GLSL" } else { "WGSL" },
+                plan.workgroup_size / 32,
+                16 * plan.blocks
+            ),
+            Some(plan) => format!(
+                "{} ({}, tiles of {} rows)",
+                self.form,
+                if self.glsl { "GLSL" } else { "WGSL" },
+                plan.rows
+            ),
+            None => format!("{} (WGSL)", self.form),
+        }
     }
 
     /// Like [`ShaderEvaluator::new`], with the weights baked into the shader or in the
@@ -308,6 +349,7 @@ impl ShaderEvaluator {
             loops: opts.loops,
             prefix: opts.prefix.clone(),
             uniform_weights: opts.uniform_weights,
+            vec4_buffer: opts.vec4_buffer,
             ..kernel_options(Target::Wgsl, precision)
         };
         let wgsl = nshade_shader::export(model, &opts)
@@ -522,6 +564,7 @@ impl ShaderEvaluator {
                 .and_then(|v| v.parse::<usize>().ok())
                 .unwrap_or(nshade_shader::coop::MAX_DISPATCH)
                 .clamp(1, 65535),
+            glsl: false,
         })
     }
 

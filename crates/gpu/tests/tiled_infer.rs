@@ -230,12 +230,18 @@ fn fastest_names_its_form() {
         assert_eq!(preferred_form(&m, coop), want, "{arch}");
         let ev = ShaderEvaluator::fastest(&ctx, &m, nshade_shader::Precision::F32).unwrap();
         assert_eq!(ev.form(), want, "{arch}");
+        if want == Form::CoopCompute {
+            // the GLSL subgroup kernel wherever it runs, else the WGSL one
+            let glsl = nshade_gpu::infer::glsl_rows_supported(&ctx, &m);
+            assert_eq!(ev.describe().contains("GLSL"), glsl, "{}", ev.describe());
+        }
         let x = common::models::random_inputs(&m, 500, 4);
         let got = ev.eval(&ctx, &x).unwrap();
         let (diff, _) = common::max_abs_diff("fastest", &got, &m.eval(&x));
         eprintln!(
-            "fastest form of {arch} on {}: {want} (max error {diff:.3e})",
-            ctx.summary.name
+            "fastest form of {arch} on {}: {} (max error {diff:.3e})",
+            ctx.summary.name,
+            ev.describe()
         );
         assert!(diff <= 2e-2, "{arch}: {diff}");
     }

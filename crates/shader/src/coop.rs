@@ -286,16 +286,16 @@ pub fn plan(model: &Model, budget: usize) -> Result<TilePlan, Error> {
 }
 
 /// The layout of the kernel that `export` writes for `opts` (a tiled form): for `--target
-/// glsl --form coop-compute` with `Options::rows_shape` the subgroup-private kernel of
-/// [`crate::coop_rows`] where its weights fit, else [`plan`] within [`io_budget`].
+/// glsl --form coop-compute` the subgroup-private kernel of [`crate::coop_rows`] where its
+/// weights fit (unless `Options::rows_shape` is `Some((0, 0))`), else [`plan`] within
+/// [`io_budget`].
 pub fn plan_for(model: &Model, opts: &Options) -> Result<TilePlan, Error> {
-    if let (Target::Glsl, Form::CoopCompute, false, Some(shape)) =
-        (opts.target, opts.form, opts.texture_io, opts.rows_shape)
+    if let (Target::Glsl, Form::CoopCompute, false) = (opts.target, opts.form, opts.texture_io)
+        && opts.rows_shape != Some((0, 0))
+        && let Some(p) =
+            crate::coop_rows::plan(final_mlp(model)?, opts.workgroup_memory, opts.rows_shape)
     {
-        let shape = (shape != (0, 0)).then_some(shape);
-        if let Some(p) = crate::coop_rows::plan(final_mlp(model)?, opts.workgroup_memory, shape) {
-            return Ok(p);
-        }
+        return Ok(p);
     }
     plan(model, io_budget(opts))
 }

@@ -1,9 +1,9 @@
 //! The GLSL cooperative-matrix kernel with subgroup-private rows: what `--target glsl
-//! --form coop-compute` emits with `Options::rows_shape` wherever its weights fit in
-//! workgroup memory (else the shared-tile kernel of [`crate::coop`]). It compiles with
-//! glslang and is checked against the CPU by `crates/gpu/tests/tiled_infer.rs` on
-//! adapters with cooperative matrices; it has not yet run on one, so `nshade export`
-//! keeps the shared-tile kernel until it has been measured faster and correct.
+//! --form coop-compute` emits wherever its weights fit in workgroup memory (else the
+//! shared-tile kernel of [`crate::coop`]). It compiles with glslang and is checked against
+//! the CPU by `crates/gpu/tests/tiled_infer.rs` on adapters with cooperative matrices (on
+//! the H200 in every shape); there it ran 4-5x faster than the WGSL kernel
+//! (docs/PERFORMANCE.md).
 //!
 //! `GL_KHR_cooperative_matrix` gives an invocation its own elements of an accumulator
 //! (`length()`, `[]`) and converts accumulators between component types, so the bias, the
@@ -239,49 +239,62 @@ void main() {{
                 );
             }
         }
-        let _ = writeln!(s, "            {p}sync();\n            {mb} w;");
-        for m in 0..blocks {
-            let _ = writeln!(s, "            {mc} c{m};");
-        }
+        let _ = writeln!(s, "            {p}sync();");
         let y = crate::syntax::activation(&crate::syntax::CSyntax, &l.act, "z");
-        for nn in 0..nb {
-            for m in 0..blocks {
-                let _ = writeln!(
-                    s,
-                    "            coopMatLoad(c{m}, {p}bs, {bo}u, 0u, gl_CooperativeMatrixLayoutRowMajor);",
-                    bo = l.staged_bias + nn * 16
-                );
+        // Output blocks in groups of `ng`: `ng · blocks` independent accumulators, so a
+        // weight matrix loaded serves `blocks` products and consecutive products do not
+        // wait on each other (at most 8 accumulators live: 64 f32 registers per lane).
+        let ng = (8 / blocks).clamp(1, nb);
+        for n0 in (0..nb).step_by(ng) {
+            let group: Vec<usize> = (n0..(n0 + ng).min(nb)).collect();
+            for &nn in &group {
+                for m in 0..blocks {
+                    let _ = writeln!(
+                        s,
+                        "            {mc} c{m}_{nn}; coopMatLoad(c{m}_{nn}, {p}bs, {bo}u, 0u, gl_CooperativeMatrixLayoutRowMajor);",
+                        bo = l.staged_bias + nn * 16
+                    );
+                }
             }
             for k in 0..kb {
-                let _ = writeln!(
-                    s,
-                    "            coopMatLoad(w, {p}ws, {wo}u, {stride}u, gl_CooperativeMatrixLayoutColumnMajor);",
-                    wo = l.staged + nn * 16 * l.stride + k * 16,
-                    stride = l.stride
-                );
-                for m in 0..blocks {
-                    let _ = writeln!(s, "            c{m} = coopMatMulAdd(a{m}_{k}, w, c{m});");
+                for &nn in &group {
+                    let _ = writeln!(
+                        s,
+                        "            {{ {mb} w; coopMatLoad(w, {p}ws, {wo}u, {stride}u, gl_CooperativeMatrixLayoutColumnMajor);",
+                        wo = l.staged + nn * 16 * l.stride + k * 16,
+                        stride = l.stride
+                    );
+                    for m in 0..blocks {
+                        let _ = writeln!(
+                            s,
+                            "              c{m}_{nn} = coopMatMulAdd(a{m}_{k}, w, c{m}_{nn});"
+                        );
+                    }
+                    let _ = writeln!(s, "            }}");
                 }
             }
-            for m in 0..blocks {
-                if !matches!(l.act, nshade_core::Activation::None) {
-                    let _ = writeln!(
-                        s,
-                        "            for (int e = 0; e < c{m}.length(); e++) {{ float z = c{m}[e]; c{m}[e] = {y}; }}"
-                    );
-                }
-                if i < n_last {
-                    let _ = writeln!(
-                        s,
-                        "            coopMatStore({mh}(c{m}), {p}xs, xb + {off}u, {sx}u, gl_CooperativeMatrixLayoutRowMajor);",
-                        off = m * 16 * sx + nn * 16
-                    );
-                } else {
-                    let _ = writeln!(
-                        s,
-                        "            coopMatStore(c{m}, {p}zs, zb + {off}u, {zw}u, gl_CooperativeMatrixLayoutRowMajor);",
-                        off = m * 16 * zw + nn * 16
-                    );
+            for &nn in &group {
+                for m in 0..blocks {
+                    let c = format!("c{m}_{nn}");
+                    if !matches!(l.act, nshade_core::Activation::None) {
+                        let _ = writeln!(
+                            s,
+                            "            for (int e = 0; e < {c}.length(); e++) {{ float z = {c}[e]; {c}[e] = {y}; }}"
+                        );
+                    }
+                    if i < n_last {
+                        let _ = writeln!(
+                            s,
+                            "            coopMatStore({mh}({c}), {p}xs, xb + {off}u, {sx}u, gl_CooperativeMatrixLayoutRowMajor);",
+                            off = m * 16 * sx + nn * 16
+                        );
+                    } else {
+                        let _ = writeln!(
+                            s,
+                            "            coopMatStore({c}, {p}zs, zb + {off}u, {zw}u, gl_CooperativeMatrixLayoutRowMajor);",
+                            off = m * 16 * zw + nn * 16
+                        );
+                    }
                 }
             }
         }

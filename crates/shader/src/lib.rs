@@ -213,14 +213,12 @@ pub struct Options {
     /// first channels, then 0 and alpha 1) instead of storage buffers — a deferred
     /// neural pass over a G-buffer. At most 4 inputs and 4 outputs.
     pub texture_io: bool,
-    /// `--target glsl --form coop-compute`: `Some` emits the subgroup-private kernel of
-    /// `coop_rows` (epilogues in registers, no workgroup barrier after staging) in this
-    /// shape, (subgroups per workgroup, blocks of 16 rows per subgroup), or with `(0, 0)`
-    /// the first that fits of (4, 2), (2, 2), (4, 1), (2, 1), (1, 2), (1, 1); where none
-    /// fits, and with `None` (the default, what `nshade export` writes), the shared-tile
-    /// kernel. The subgroup kernel has not yet run on a GPU with cooperative matrices:
-    /// `nshade bench --inference` measures it as `coop-glsl`, and
-    /// `crates/gpu/tests/tiled_infer.rs` checks it against the CPU where the adapter can.
+    /// `--target glsl --form coop-compute`: the subgroup-private kernel of `coop_rows`
+    /// (epilogues in registers, no workgroup barrier after staging; what `nshade export`
+    /// writes) in the first shape that fits of (4, 2), (2, 2), (4, 1), (2, 1), (1, 2),
+    /// (1, 1) with `None` (the default), or in this shape, (subgroups per workgroup,
+    /// blocks of 16 rows per subgroup); `Some((0, 0))` asks for the shared-tile kernel of
+    /// `coop`, which is also what is written where no shape fits the workgroup memory.
     pub rows_shape: Option<(usize, usize)>,
     /// With buffer weights (`--weights uniform`): the parameters in a uniform block of
     /// vec4<f32> (a constant buffer) instead of a storage buffer, read with constant
@@ -228,6 +226,13 @@ pub struct Options {
     /// [`UNIFORM_MAX_PARAMS`] parameters; every target but glsl-es (whose buffer mode is
     /// a uniform block already) and shadertoy.
     pub uniform_weights: bool,
+    /// WGSL with buffer weights (`--form function`): the storage buffer declared as an
+    /// array of 4-vectors of its element type, parameter i read as `params[i / 4][i % 4]`
+    /// — one 16-byte (f32) or 8-byte (f16) load serves four weights where the hardware
+    /// would otherwise issue a load per weight. The bytes are those of the flat vector,
+    /// zero-padded to whole vectors. Measured by `nshade bench --inference` (weights
+    /// `buffer-vec4`); other targets refuse it.
+    pub vec4_buffer: bool,
 }
 
 impl Options {
@@ -248,6 +253,7 @@ impl Options {
             texture_io: false,
             rows_shape: None,
             uniform_weights: false,
+            vec4_buffer: false,
         }
     }
 
@@ -322,6 +328,19 @@ pub fn export(model: &Model, opts: &Options) -> Result<Output, Error> {
 /// parameter vector in model order, little-endian f32 (f16 where
 /// [`Options::buffer_is_f16`]), no padding.
 pub fn pack_weights(model: &Model, opts: &Options) -> Vec<u8> {
+    if opts.vec4_buffer && !opts.uniform_weights {
+        // whole 4-vectors of the buffer's element type: the last one zero-padded
+        let mut v = pack_weights(
+            model,
+            &Options {
+                vec4_buffer: false,
+                ..opts.clone()
+            },
+        );
+        let elem = if opts.buffer_is_f16() { 2 } else { 4 };
+        v.resize(model.params.len().div_ceil(4) * 4 * elem, 0);
+        return v;
+    }
     if opts.uniform_weights {
         // whole vec4s: the last one zero-padded
         let mut v: Vec<u8> = model.params.iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -398,6 +417,17 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
     }
     if opts.precision == Precision::F16 && !t.supports_f16() {
         return unsupported("f16 precision (use --precision f32)");
+    }
+    if opts.vec4_buffer
+        && (t != Target::Wgsl
+            || opts.weights != WeightMode::Buffer
+            || opts.form.is_tiled()
+            || opts.uniform_weights)
+    {
+        return Err(Error::Option(
+            "a buffer of 4-vectors belongs to --target wgsl --form function --weights buffer"
+                .into(),
+        ));
     }
     if opts.uniform_weights {
         if opts.weights != WeightMode::Buffer || opts.form.is_tiled() {

@@ -338,11 +338,13 @@ fn fuzz_export() {
             // texture input and output a quarter of the time (refused outside the tiled
             // forms in wgsl and spirv)
             texture_io: (c.seed >> 30) % 4 == 0,
-            // the subgroup-private GLSL kernel an eighth of the time, in the first shape
-            // that fits or one of the six
             // the weights in a uniform block a quarter of the time
             uniform_weights: (c.seed >> 5) % 4 == 0,
-            rows_shape: ((c.seed >> 20) % 8 == 0).then(|| {
+            // a buffer of 4-vectors a quarter of the time (WGSL buffer functions only)
+            vec4_buffer: (c.seed >> 7) % 4 == 0,
+            // the GLSL kernel: half of the time the default (the subgroup-private kernel
+            // in the first shape that fits), else the shared-tile one or one of six shapes
+            rows_shape: ((c.seed >> 20) % 2 == 0).then(|| {
                 [(0, 0), (4, 2), (2, 2), (4, 1), (2, 1), (1, 2), (1, 1)]
                     [(c.seed >> 10) as usize % 7]
             }),
@@ -376,6 +378,10 @@ fn fuzz_export() {
             opts.uniform_weights &= opts.weights == WeightMode::Buffer
                 && !opts.form.is_tiled()
                 && !matches!(target, Target::GlslEs | Target::ShaderToy);
+            opts.vec4_buffer &= target == Target::Wgsl
+                && opts.weights == WeightMode::Buffer
+                && !opts.form.is_tiled()
+                && !opts.uniform_weights;
         }
         match export(&model, &opts) {
             Err(e) => one_line("export", &e.to_string())?,

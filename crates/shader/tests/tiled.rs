@@ -266,7 +266,7 @@ fn tiled_forms_match_golden_files() {
         let m = common::model(name);
         let o = Options {
             target,
-            rows_shape: rows.then_some((0, 0)),
+            rows_shape: if rows { None } else { Some((0, 0)) },
             ..opts(form, precision)
         };
         let src = export(&m, &o).unwrap().into_text().unwrap();

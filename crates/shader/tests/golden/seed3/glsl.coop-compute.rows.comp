@@ -135,18 +135,16 @@ void main() {
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0_0; coopMatLoad(a0_0, nshade_xs, xb + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor);
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1_0; coopMatLoad(a1_0, nshade_xs, xb + 384u, 24u, gl_CooperativeMatrixLayoutRowMajor);
             nshade_sync();
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w;
-            coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c0;
-            coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c1;
-            coopMatLoad(c0, nshade_bs, 0u, 0u, gl_CooperativeMatrixLayoutRowMajor);
-            coopMatLoad(c1, nshade_bs, 0u, 0u, gl_CooperativeMatrixLayoutRowMajor);
-            coopMatLoad(w, nshade_ws, 0u, 24u, gl_CooperativeMatrixLayoutColumnMajor);
-            c0 = coopMatMulAdd(a0_0, w, c0);
-            c1 = coopMatMulAdd(a1_0, w, c1);
-            for (int e = 0; e < c0.length(); e++) { float z = c0[e]; c0[e] = (z > 0.0 ? z : 0.01 * z); }
-            coopMatStore(coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c0), nshade_xs, xb + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor);
-            for (int e = 0; e < c1.length(); e++) { float z = c1[e]; c1[e] = (z > 0.0 ? z : 0.01 * z); }
-            coopMatStore(coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c1), nshade_xs, xb + 384u, 24u, gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c0_0; coopMatLoad(c0_0, nshade_bs, 0u, 0u, gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c1_0; coopMatLoad(c1_0, nshade_bs, 0u, 0u, gl_CooperativeMatrixLayoutRowMajor);
+            { coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w; coopMatLoad(w, nshade_ws, 0u, 24u, gl_CooperativeMatrixLayoutColumnMajor);
+              c0_0 = coopMatMulAdd(a0_0, w, c0_0);
+              c1_0 = coopMatMulAdd(a1_0, w, c1_0);
+            }
+            for (int e = 0; e < c0_0.length(); e++) { float z = c0_0[e]; c0_0[e] = (z > 0.0 ? z : 0.01 * z); }
+            coopMatStore(coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c0_0), nshade_xs, xb + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor);
+            for (int e = 0; e < c1_0.length(); e++) { float z = c1_0[e]; c1_0[e] = (z > 0.0 ? z : 0.01 * z); }
+            coopMatStore(coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c1_0), nshade_xs, xb + 384u, 24u, gl_CooperativeMatrixLayoutRowMajor);
         }
         nshade_sync();
         // Layer 1: 8 x 8 (leaky_relu).
@@ -154,18 +152,16 @@ void main() {
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0_0; coopMatLoad(a0_0, nshade_xs, xb + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor);
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1_0; coopMatLoad(a1_0, nshade_xs, xb + 384u, 24u, gl_CooperativeMatrixLayoutRowMajor);
             nshade_sync();
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w;
-            coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c0;
-            coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c1;
-            coopMatLoad(c0, nshade_bs, 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
-            coopMatLoad(c1, nshade_bs, 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
-            coopMatLoad(w, nshade_ws, 384u, 24u, gl_CooperativeMatrixLayoutColumnMajor);
-            c0 = coopMatMulAdd(a0_0, w, c0);
-            c1 = coopMatMulAdd(a1_0, w, c1);
-            for (int e = 0; e < c0.length(); e++) { float z = c0[e]; c0[e] = (z > 0.0 ? z : 0.01 * z); }
-            coopMatStore(coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c0), nshade_xs, xb + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor);
-            for (int e = 0; e < c1.length(); e++) { float z = c1[e]; c1[e] = (z > 0.0 ? z : 0.01 * z); }
-            coopMatStore(coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c1), nshade_xs, xb + 384u, 24u, gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c0_0; coopMatLoad(c0_0, nshade_bs, 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c1_0; coopMatLoad(c1_0, nshade_bs, 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
+            { coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w; coopMatLoad(w, nshade_ws, 384u, 24u, gl_CooperativeMatrixLayoutColumnMajor);
+              c0_0 = coopMatMulAdd(a0_0, w, c0_0);
+              c1_0 = coopMatMulAdd(a1_0, w, c1_0);
+            }
+            for (int e = 0; e < c0_0.length(); e++) { float z = c0_0[e]; c0_0[e] = (z > 0.0 ? z : 0.01 * z); }
+            coopMatStore(coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c0_0), nshade_xs, xb + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor);
+            for (int e = 0; e < c1_0.length(); e++) { float z = c1_0[e]; c1_0[e] = (z > 0.0 ? z : 0.01 * z); }
+            coopMatStore(coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c1_0), nshade_xs, xb + 384u, 24u, gl_CooperativeMatrixLayoutRowMajor);
         }
         nshade_sync();
         // Layer 2: 3 x 8 (sigmoid).
@@ -173,18 +169,16 @@ void main() {
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0_0; coopMatLoad(a0_0, nshade_xs, xb + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor);
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1_0; coopMatLoad(a1_0, nshade_xs, xb + 384u, 24u, gl_CooperativeMatrixLayoutRowMajor);
             nshade_sync();
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w;
-            coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c0;
-            coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c1;
-            coopMatLoad(c0, nshade_bs, 32u, 0u, gl_CooperativeMatrixLayoutRowMajor);
-            coopMatLoad(c1, nshade_bs, 32u, 0u, gl_CooperativeMatrixLayoutRowMajor);
-            coopMatLoad(w, nshade_ws, 768u, 24u, gl_CooperativeMatrixLayoutColumnMajor);
-            c0 = coopMatMulAdd(a0_0, w, c0);
-            c1 = coopMatMulAdd(a1_0, w, c1);
-            for (int e = 0; e < c0.length(); e++) { float z = c0[e]; c0[e] = (1.0 / (1.0 + exp(-z))); }
-            coopMatStore(c0, nshade_zs, zb + 0u, 16u, gl_CooperativeMatrixLayoutRowMajor);
-            for (int e = 0; e < c1.length(); e++) { float z = c1[e]; c1[e] = (1.0 / (1.0 + exp(-z))); }
-            coopMatStore(c1, nshade_zs, zb + 256u, 16u, gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c0_0; coopMatLoad(c0_0, nshade_bs, 32u, 0u, gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c1_0; coopMatLoad(c1_0, nshade_bs, 32u, 0u, gl_CooperativeMatrixLayoutRowMajor);
+            { coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w; coopMatLoad(w, nshade_ws, 768u, 24u, gl_CooperativeMatrixLayoutColumnMajor);
+              c0_0 = coopMatMulAdd(a0_0, w, c0_0);
+              c1_0 = coopMatMulAdd(a1_0, w, c1_0);
+            }
+            for (int e = 0; e < c0_0.length(); e++) { float z = c0_0[e]; c0_0[e] = (1.0 / (1.0 + exp(-z))); }
+            coopMatStore(c0_0, nshade_zs, zb + 0u, 16u, gl_CooperativeMatrixLayoutRowMajor);
+            for (int e = 0; e < c1_0.length(); e++) { float z = c1_0[e]; c1_0[e] = (1.0 / (1.0 + exp(-z))); }
+            coopMatStore(c1_0, nshade_zs, zb + 256u, 16u, gl_CooperativeMatrixLayoutRowMajor);
         }
         nshade_sync();
         // The subgroup's output rows: 32 x 3 consecutive floats.
