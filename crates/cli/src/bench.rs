@@ -290,12 +290,16 @@ fn run_inference(args: &Args) -> Result<()> {
                 // rows, epilogues in registers), compiled by the built-in glslang.
                 if wanted(Form::CoopCompute) {
                     match nshade_gpu::infer::glsl_coop_supported(ctx, &model) {
-                        Ok(()) => match ShaderEvaluator::coop_glsl(ctx, &model)
-                            .and_then(|ev| ev.throughput(ctx, &x, args.seconds))
-                        {
-                            Ok(eps) => {
-                                report(&adapter, "coop-glsl", "buffer", Form::CoopCompute, eps)
-                            }
+                        Ok(()) => match ShaderEvaluator::coop_glsl(ctx, &model).and_then(|ev| {
+                            Ok((ev.f16_params(), ev.throughput(ctx, &x, args.seconds)?))
+                        }) {
+                            Ok((f16, eps)) => report(
+                                &adapter,
+                                "coop-glsl",
+                                if f16 { "buffer-f16" } else { "buffer" },
+                                Form::CoopCompute,
+                                eps,
+                            ),
                             Err(e) => failed(&named.name, "coop-compute coop-glsl", &e),
                         },
                         Err(why) => {

@@ -585,6 +585,29 @@ fn export_compute_forms() {
         "{src}"
     );
     assert_eq!(src.matches("barrier();").count(), 1, "{src}");
+    // --precision f16: a float16_t parameter buffer, written as f16
+    let (h, hbin) = (d.join("coop16.comp"), d.join("coop16.bin"));
+    ok(
+        &nshade(&[
+            "export",
+            m,
+            "--target",
+            "glsl",
+            "--form",
+            "coop-compute",
+            "--precision",
+            "f16",
+            "-o",
+            h.to_str().unwrap(),
+            "--weights-out",
+            hbin.to_str().unwrap(),
+        ]),
+        "coop-compute glsl f16",
+    );
+    let src = std::fs::read_to_string(&h).unwrap();
+    assert!(src.contains("float16_t nshade_params[2627]"), "{src}");
+    assert!(src.contains("GL_EXT_shader_16bit_storage"), "{src}");
+    assert_eq!(std::fs::metadata(&hbin).unwrap().len(), 2627 * 2);
     // a smaller workgroup-memory budget: smaller tiles, stated in the header
     let small = d.join("small.wgsl");
     ok(

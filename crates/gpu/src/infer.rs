@@ -38,6 +38,8 @@ pub struct ShaderEvaluator {
     max_groups: usize,
     /// The kernel is the GLSL one of [`ShaderEvaluator::coop_glsl`] (else WGSL).
     glsl: bool,
+    /// The parameter buffer holds f16 (a tiled kernel exported with `--precision f16`).
+    f16_params: bool,
 }
 
 /// The tiled compute form `form` can run on this device for `model`: f16 always; for
@@ -88,7 +90,7 @@ pub fn glsl_coop_supported(ctx: &GpuContext, model: &Model) -> Result<(), String
     if !ctx.has(wgpu::Features::PASSTHROUGH_SHADERS) {
         return Err(format!("the adapter {name} cannot load SPIR-V unchanged"));
     }
-    let plan = nshade_shader::coop::plan_for(model, &glsl_coop_options(ctx))
+    let plan = nshade_shader::coop::plan_for(model, &glsl_coop_options(ctx, model))
         .map_err(|e| format!("on the adapter {name}: {e}"))?;
     if plan.blocks > 0 && ctx.summary.subgroup_size != [32, 32] {
         return Err(format!(
@@ -105,23 +107,38 @@ pub fn glsl_coop_supported(ctx: &GpuContext, model: &Model) -> Result<(), String
 /// 0.93 G evaluations/s at 1920x1080), so [`ShaderEvaluator::fastest`] takes it.
 pub fn glsl_rows_supported(ctx: &GpuContext, model: &Model) -> bool {
     glsl_coop_supported(ctx, model).is_ok()
-        && nshade_shader::coop::plan_for(model, &glsl_coop_options(ctx)).is_ok_and(|p| p.blocks > 0)
+        && nshade_shader::coop::plan_for(model, &glsl_coop_options(ctx, model))
+            .is_ok_and(|p| p.blocks > 0)
 }
 
-/// The export options of the GLSL cooperative-matrix kernel on this device: the
-/// subgroup-private kernel in the first shape that fits the device's workgroup memory
-/// (`NSHADE_ROWS_SHAPE=G,B` picks another, for measurements).
-fn glsl_coop_options(ctx: &GpuContext) -> Options {
+/// The export options of the GLSL cooperative-matrix kernel of `model` on this device:
+/// the subgroup-private kernel in the first shape that fits the device's workgroup memory
+/// with an f32 parameter buffer, else with an f16 one (whose layers the kernel can read in
+/// place), else the shared-tile kernel (f32). For measurements, `NSHADE_ROWS_SHAPE=G,B`
+/// picks the shape and `NSHADE_ROWS_DIRECT=1` an f16 buffer read in place wherever it can.
+fn glsl_coop_options(ctx: &GpuContext, model: &Model) -> Options {
     let rows_shape = std::env::var("NSHADE_ROWS_SHAPE").ok().and_then(|v| {
         let (g, b) = v.split_once(',')?;
         Some((g.trim().parse().ok()?, b.trim().parse().ok()?))
     });
-    Options {
+    let direct = std::env::var("NSHADE_ROWS_DIRECT").is_ok_and(|v| v == "1");
+    let with = |precision: Precision, rows_direct: bool| Options {
         form: Form::CoopCompute,
         workgroup_memory: workgroup_memory(ctx),
         rows_shape,
-        ..kernel_options(Target::Glsl, Precision::F32)
+        rows_direct,
+        ..kernel_options(Target::Glsl, precision)
+    };
+    if direct {
+        return with(Precision::F16, true);
     }
+    let rows = |o: &Options| nshade_shader::coop::plan_for(model, o).is_ok_and(|p| p.blocks > 0);
+    let f32 = with(Precision::F32, false);
+    if rows(&f32) {
+        return f32;
+    }
+    let f16 = with(Precision::F16, false);
+    if rows(&f16) { f16 } else { f32 }
 }
 
 /// The workgroup memory the tiled kernels may use on this device.
@@ -262,7 +279,7 @@ impl ShaderEvaluator {
         glsl_coop_supported(ctx, model).map_err(GpuError::Other)?;
         #[cfg(feature = "glslang")]
         {
-            let opts = glsl_coop_options(ctx);
+            let opts = glsl_coop_options(ctx, model);
             let src = nshade_shader::export(model, &opts)
                 .map_err(|e| GpuError::Other(format!("generating the inference shader: {e}")))?
                 .into_text()
@@ -297,11 +314,16 @@ impl ShaderEvaluator {
     pub fn describe(&self) -> String {
         match &self.plan {
             Some(plan) if plan.blocks > 0 => format!(
-                "{} ({}, {} subgroups x {} rows)",
+                "{} ({}, {} subgroups x {} rows{})",
                 self.form,
                 if self.glsl { "GLSL" } else { "WGSL" },
                 plan.workgroup_size / 32,
-                16 * plan.blocks
+                16 * plan.blocks,
+                match plan.layers.iter().filter(|l| l.direct).count() {
+                    0 if self.f16_params => ", f16 weights".to_string(),
+                    0 => String::new(),
+                    n => format!(", f16 weights, {n} layer(s) read in place"),
+                }
             ),
             Some(plan) => format!(
                 "{} ({}, tiles of {} rows)",
@@ -388,7 +410,7 @@ impl ShaderEvaluator {
     /// (its target, form and `workgroup_memory`, at most the device's
     /// `max_compute_workgroup_storage_size`): workgroups of the plan's size
     /// ([`nshade_shader::coop::plan_for`]), one per tile up to the cap; the weights from
-    /// the f32 parameter buffer.
+    /// the parameter buffer of `opts.precision`'s element type.
     pub fn from_tiled_kernel(
         ctx: &GpuContext,
         kernel: Kernel,
@@ -400,12 +422,13 @@ impl ShaderEvaluator {
         tiled_supported(ctx, model, form).map_err(GpuError::Other)?;
         let plan = nshade_shader::coop::plan_for(model, opts)
             .map_err(|e| GpuError::Other(format!("generating the inference shader: {e}")))?;
+        // the buffer's element type is the kernel's (`--precision`)
         let opts = Options {
             form,
-            ..kernel_options(Target::Wgsl, Precision::F32)
+            ..kernel_options(opts.target, opts.precision)
         };
         let packed = nshade_shader::pack_weights(model, &opts);
-        ShaderEvaluator::build(
+        let mut ev = ShaderEvaluator::build(
             ctx,
             kernel,
             entry,
@@ -414,7 +437,14 @@ impl ShaderEvaluator {
             Some(&packed),
             Some((form, plan)),
             false,
-        )
+        )?;
+        ev.f16_params = opts.buffer_is_f16();
+        Ok(ev)
+    }
+
+    /// The parameter buffer holds f16 (a tiled kernel generated with `--precision f16`).
+    pub fn f16_params(&self) -> bool {
+        self.f16_params
     }
 
     /// The pipeline of `kernel`; `uniform`: its parameters are a uniform block
@@ -565,6 +595,7 @@ impl ShaderEvaluator {
                 .unwrap_or(nshade_shader::coop::MAX_DISPATCH)
                 .clamp(1, 65535),
             glsl: false,
+            f16_params: false,
         })
     }
 

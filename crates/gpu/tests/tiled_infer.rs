@@ -501,40 +501,63 @@ fn texture_io_matches_cpu() {
 fn glsl_coop_shapes_match_cpu() {
     use nshade_gpu::capture::glslang::compile_compute;
     use nshade_gpu::infer::{Kernel, glsl_coop_supported};
-    use nshade_shader::{Options, Target, WeightMode, coop, export};
+    use nshade_shader::{Options, Precision, Target, WeightMode, coop, export};
+    // f32 buffer (weights staged); f16 buffer (staged where they fit, else read in
+    // place); f16 buffer read in place wherever a layer allows
+    let variants = [
+        (Precision::F32, false),
+        (Precision::F16, false),
+        (Precision::F16, true),
+    ];
     let kernels = |budget: usize| {
         let mut out = Vec::new();
+        let mut fit = [0usize; 3];
         for shape in [(4, 2), (2, 2), (4, 1), (2, 1), (1, 2), (1, 1)] {
             for (k, &(arch, i, o)) in ARCHS.iter().enumerate() {
                 let m = model(arch, i, o, 50 + k as u64);
-                let opts = Options {
-                    form: Form::CoopCompute,
-                    weights: WeightMode::Buffer,
-                    workgroup_memory: budget,
-                    rows_shape: Some(shape),
-                    ..Options::new(Target::Glsl)
-                };
-                let plan = coop::plan_for(&m, &opts).unwrap();
-                if plan.blocks == 0 {
-                    eprintln!(
-                        "{arch} {shape:?}: does not fit in {budget} bytes (the shared-tile kernel)"
-                    );
-                    continue;
+                for (v, &(precision, rows_direct)) in variants.iter().enumerate() {
+                    let opts = Options {
+                        form: Form::CoopCompute,
+                        weights: WeightMode::Buffer,
+                        workgroup_memory: budget,
+                        rows_shape: Some(shape),
+                        precision,
+                        rows_direct,
+                        ..Options::new(Target::Glsl)
+                    };
+                    let what =
+                        format!("{arch} glsl coop {shape:?} {precision:?} direct {rows_direct}");
+                    let plan = coop::plan_for(&m, &opts).unwrap();
+                    if plan.blocks == 0 {
+                        eprintln!(
+                            "{what}: does not fit in {budget} bytes (the shared-tile kernel)"
+                        );
+                        continue;
+                    }
+                    fit[v] += 1;
+                    let direct = plan.layers.iter().filter(|l| l.direct).count();
+                    assert!(precision == Precision::F16 || direct == 0, "{what}");
+                    assert_eq!(plan.workgroup_size, 32 * shape.0, "{what}");
+                    assert_eq!(plan.rows, 16 * shape.0 * shape.1, "{what}");
+                    assert!(plan.workgroup_bytes <= budget, "{what}");
+                    let src = export(&m, &opts).unwrap().into_text().unwrap();
+                    let words = compile_compute(&src)
+                        .unwrap_or_else(|e| panic!("glslang: {what}: {e:?}\n{src}"));
+                    out.push((
+                        format!("{what} ({direct} layers in place)"),
+                        m.clone(),
+                        opts,
+                        words,
+                    ));
                 }
-                assert_eq!(plan.workgroup_size, 32 * shape.0, "{arch} {shape:?}");
-                assert_eq!(plan.rows, 16 * shape.0 * shape.1, "{arch} {shape:?}");
-                assert!(plan.workgroup_bytes <= budget, "{arch} {shape:?}");
-                let src = export(&m, &opts).unwrap().into_text().unwrap();
-                let words = compile_compute(&src)
-                    .unwrap_or_else(|e| panic!("glslang: {arch} {shape:?}: {e:?}\n{src}"));
-                out.push((format!("{arch} glsl coop {shape:?}"), m, opts, words));
             }
         }
-        // every network but the 128-wide one fits in every shape except the 64x4 one
+        // f32: every network but the 128-wide one fits in every shape except the 64x4
+        // one; f16: the 128-wide one too, its square layers read in place
+        assert!(fit[0] >= 6 * 5, "only {fit:?} shape x network kernels fit");
         assert!(
-            out.len() >= 6 * 5,
-            "only {} shape x network kernels fit",
-            out.len()
+            fit[1] >= fit[0] + 6,
+            "only {fit:?} shape x network kernels fit"
         );
         out
     };

@@ -76,6 +76,9 @@ pub struct TileLayer {
     /// Offset of the staged bias in the workgroup bias array (f32).
     pub staged_bias: usize,
     pub act: Activation,
+    /// `W` is not staged: the products read it straight from the f16 parameter buffer
+    /// (the GLSL kernel of [`crate::coop_rows`] only; `staged` and `stride` unused).
+    pub direct: bool,
 }
 
 /// The shape of a tiled compute kernel for one model: what a host needs to dispatch it.
@@ -203,6 +206,7 @@ fn candidate(
             stride,
             staged_bias,
             act: l.act,
+            direct: false,
         });
         staged += out_p * stride;
         largest = largest.max(out_p * stride);
@@ -292,8 +296,16 @@ pub fn plan(model: &Model, budget: usize) -> Result<TilePlan, Error> {
 pub fn plan_for(model: &Model, opts: &Options) -> Result<TilePlan, Error> {
     if let (Target::Glsl, Form::CoopCompute, false) = (opts.target, opts.form, opts.texture_io)
         && opts.rows_shape != Some((0, 0))
-        && let Some(p) =
-            crate::coop_rows::plan(final_mlp(model)?, opts.workgroup_memory, opts.rows_shape)
+        && let Some(p) = crate::coop_rows::plan(
+            final_mlp(model)?,
+            opts.workgroup_memory,
+            opts.rows_shape,
+            match (opts.buffer_is_f16(), opts.rows_direct) {
+                (false, _) => crate::coop_rows::Direct::Never,
+                (true, false) => crate::coop_rows::Direct::WhenNeeded,
+                (true, true) => crate::coop_rows::Direct::Always,
+            },
+        )
     {
         return Ok(p);
     }
@@ -714,19 +726,12 @@ fn write_glsl(model: &Model, program: &Program, opts: &Options) -> Result<String
         signature: format!(
             "void main() of a #version 450 compute shader, local_size_x = {wg} (evaluates rows of {in_ty} into rows of {out_dims} float; no {p}eval function in this form)"
         ),
-        buffer: vec![format!(
-            "weights: layout(std430, set = {g}, binding = {b}) readonly buffer {p}Params {{ float {p}params[{}]; }}",
-            model.params.len()
-        )],
+        buffer: vec![glsl_params_line(model, opts)],
         entries,
     };
+    let f16 = opts.buffer_is_f16();
     let mut s = String::from("#version 450\n");
-    if coop {
-        s.push_str(
-            "#extension GL_KHR_cooperative_matrix : require\n#extension GL_KHR_memory_scope_semantics : require\n",
-        );
-    }
-    s.push_str("#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n");
+    s.push_str(&glsl_extensions(coop, false, f16));
     s.push_str(&header::write(model, opts, &iface));
     let mat = |ty: &str, usage: &str| format!("coopmat<{ty}, gl_ScopeSubgroup, 16, 16, {usage}>");
     let _ = write!(
@@ -750,16 +755,18 @@ void main() {{
     uint zslot = sgid * {zg}u;
 ",
         zg = per * 256,
-        buffers = glsl_buffers(p, g, b, model.params.len()),
+        buffers = glsl_buffers(p, g, b, model.params.len(), f16),
         wl = plan.weights_len.max(1),
         bl = plan.biases_len.max(1),
         xl = plan.x_len,
         zl = GROUPS * per * 256,
     );
     let d = &GLSL;
-    let stage = |l: &TileLayer, ind: &str| stage_weights(d, p, wg, l, &weight_read(p, l), ind);
+    let stage = |l: &TileLayer, ind: &str| {
+        stage_weights(d, p, wg, l, &glsl_f32(weight_read(p, l), f16), ind)
+    };
     stage_biases(d, &mut s, &plan, p, &stage, &|l| {
-        format!("{p}params[{}u + e]", l.bias)
+        glsl_f32(format!("{p}params[{}u + e]", l.bias), f16)
     });
     let _ = write!(
         s,
@@ -857,7 +864,8 @@ pub(crate) fn glsl_encoding(
     s: &mut String,
 ) -> Vec<String> {
     let p = &opts.prefix;
-    let read = |i: &str| format!("{p}params[{i}]");
+    let f16 = opts.buffer_is_f16();
+    let read = |i: &str| glsl_f32(format!("{p}params[{i}]"), f16);
     let body = Body {
         syntax: &crate::syntax::CSyntax,
         decl: "float ".into(),
@@ -876,11 +884,50 @@ pub(crate) fn glsl_encoding(
     body.write(model, encoding, &body_opts, s)
 }
 
+/// `expr`, a read of the GLSL kernels' parameter buffer, as a float (`f16`: the buffer
+/// holds float16_t).
+pub(crate) fn glsl_f32(expr: String, f16: bool) -> String {
+    if f16 { format!("float({expr})") } else { expr }
+}
+
+/// The extensions of a GLSL tiled kernel's header after `#version 450`: cooperative
+/// matrices (`coop`), subgroups (`subgroups`), 16-bit buffer elements (`f16`), f16
+/// arithmetic always.
+pub(crate) fn glsl_extensions(coop: bool, subgroups: bool, f16: bool) -> String {
+    let mut s = String::new();
+    if coop {
+        s.push_str("#extension GL_KHR_cooperative_matrix : require\n#extension GL_KHR_memory_scope_semantics : require\n");
+    }
+    if subgroups {
+        s.push_str("#extension GL_KHR_shader_subgroup_basic : require\n");
+    }
+    s.push_str("#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n");
+    if f16 {
+        s.push_str("#extension GL_EXT_shader_16bit_storage : require\n");
+    }
+    s
+}
+
+/// The header's line for the parameter buffer of a GLSL tiled kernel.
+pub(crate) fn glsl_params_line(model: &Model, opts: &Options) -> String {
+    let (p, g, b) = (&opts.prefix, opts.group, opts.binding);
+    format!(
+        "weights: layout(std430, set = {g}, binding = {b}) readonly buffer {p}Params {{ {} {p}params[{}]; }}",
+        if opts.buffer_is_f16() {
+            "float16_t"
+        } else {
+            "float"
+        },
+        model.params.len()
+    )
+}
+
 /// The GLSL tiled kernels' three storage buffers (parameters, input rows, output rows)
 /// at `set = g`, bindings `b`, `b + 2`, `b + 3`, for `n` parameters.
-pub(crate) fn glsl_buffers(p: &str, g: u32, b: u32, n: usize) -> String {
+pub(crate) fn glsl_buffers(p: &str, g: u32, b: u32, n: usize, f16: bool) -> String {
+    let elem = if f16 { "float16_t" } else { "float" };
     format!(
-        "layout(std430, set = {g}, binding = {b}) readonly buffer {p}Params {{ float {p}params[{n}]; }};
+        "layout(std430, set = {g}, binding = {b}) readonly buffer {p}Params {{ {elem} {p}params[{n}]; }};
 layout(std430, set = {g}, binding = {b2}) readonly buffer {p}Inputs {{ float {p}inputs[]; }};
 layout(std430, set = {g}, binding = {b3}) buffer {p}Outputs {{ float {p}outputs[]; }};
 ",

@@ -45,26 +45,71 @@ const X_SKEW: usize = 8;
 /// matrix loaded serve two products.
 const SHAPES: &[(usize, usize)] = &[(4, 2), (2, 2), (4, 1), (2, 1), (1, 2), (1, 1)];
 
+/// Which layers read their weights straight from the parameter buffer instead of
+/// staging them in workgroup memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Direct {
+    /// None (an f32 parameter buffer: the products need f16 operands).
+    Never,
+    /// With an f16 buffer, where staging every layer does not fit: every layer whose
+    /// dimensions are multiples of 16 and whose weights start 16 bytes aligned.
+    WhenNeeded,
+    /// Every such layer (`Options::rows_direct`, for measurements).
+    Always,
+}
+
+/// Whether layer `l` of an f16 parameter buffer can be read as B matrices in place:
+/// whole 16 x 16 blocks, rows of a multiple of 16 bytes, the start 16-byte aligned.
+fn direct_ok(l: &nshade_core::module::Linear) -> bool {
+    l.in_dims.is_multiple_of(16) && l.out_dims.is_multiple_of(16) && l.weight.is_multiple_of(8)
+}
+
 /// The layout of `mlp` for this kernel within `budget` bytes of workgroup memory:
 /// the first of [`SHAPES`] (or `shape` alone) that fits, skewed weight rows before
-/// unskewed ones; `None` when none fits.
+/// unskewed ones, staged weights before direct ones (`direct`); `None` when none fits.
 pub(crate) fn plan(
     mlp: &nshade_core::module::Mlp,
     budget: usize,
     shape: Option<(usize, usize)>,
+    direct: Direct,
 ) -> Option<TilePlan> {
     let pad = |n: usize| n.next_multiple_of(16);
     let shapes: Vec<(usize, usize)> = match shape {
         Some(s) => vec![s],
         None => SHAPES.to_vec(),
     };
-    for (groups, blocks) in shapes {
+    let modes: &[bool] = match direct {
+        Direct::Never => &[false],
+        Direct::WhenNeeded => &[false, true],
+        Direct::Always => &[true],
+    };
+    for &use_direct in modes {
+        for &(groups, blocks) in &shapes {
+            if let Some(p) = plan_shape(mlp, budget, groups, blocks, use_direct, pad) {
+                return Some(p);
+            }
+        }
+    }
+    None
+}
+
+/// [`plan`] for one shape; `use_direct`: every layer that can reads the buffer in place.
+fn plan_shape(
+    mlp: &nshade_core::module::Mlp,
+    budget: usize,
+    groups: usize,
+    blocks: usize,
+    use_direct: bool,
+    pad: impl Fn(usize) -> usize,
+) -> Option<TilePlan> {
+    {
         for skew in [8, 0] {
             let mut layers = Vec::new();
             let (mut staged, mut staged_bias) = (0, 0);
             for l in &mlp.layers {
                 let (in_p, out_p) = (pad(l.in_dims), pad(l.out_dims));
                 let stride = in_p + skew;
+                let direct = use_direct && direct_ok(l);
                 layers.push(TileLayer {
                     in_dims: l.in_dims,
                     out_dims: l.out_dims,
@@ -76,8 +121,11 @@ pub(crate) fn plan(
                     stride,
                     staged_bias,
                     act: l.act,
+                    direct,
                 });
-                staged += out_p * stride;
+                if !direct {
+                    staged += out_p * stride;
+                }
                 staged_bias += out_p;
             }
             let widest = layers
@@ -132,15 +180,12 @@ pub(crate) fn write(model: &Model, program: &Program, opts: &Options, plan: &Til
         signature: format!(
             "void main() of a #version 450 compute shader, local_size_x = {wg} (evaluates rows of {in_ty} into rows of {out_dims} float; no {p}eval function in this form)"
         ),
-        buffer: vec![format!(
-            "weights: layout(std430, set = {g}, binding = {b}) readonly buffer {p}Params {{ float {p}params[{}]; }}",
-            model.params.len()
-        )],
+        buffer: vec![crate::coop::glsl_params_line(model, opts)],
         entries: entries(plan, opts, in_dims, out_dims),
     };
-    let mut s = String::from(
-        "#version 450\n#extension GL_KHR_cooperative_matrix : require\n#extension GL_KHR_memory_scope_semantics : require\n#extension GL_KHR_shader_subgroup_basic : require\n#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n",
-    );
+    let f16 = opts.buffer_is_f16();
+    let mut s = String::from("#version 450\n");
+    s.push_str(&crate::coop::glsl_extensions(true, true, f16));
     s.push_str(&header::write(model, opts, &iface));
     let mat = |ty: &str, usage: &str| format!("coopmat<{ty}, gl_ScopeSubgroup, 16, 16, {usage}>");
     let (ma, mb, mc, mh) = (
@@ -175,7 +220,7 @@ void main() {{
     uint xb = sgid * {x_len}u;
     uint zb = sgid * {z_len}u;
 ",
-        buffers = crate::coop::glsl_buffers(p, g, b, model.params.len()),
+        buffers = crate::coop::glsl_buffers(p, g, b, model.params.len(), f16),
         wl = plan.weights_len.max(1),
         bl = plan.biases_len.max(1),
         xl = groups * plan.x_len,
@@ -184,10 +229,14 @@ void main() {{
     );
     let d = &crate::coop::GLSL;
     let stage = |l: &TileLayer, ind: &str| {
-        crate::coop::stage_weights(d, p, wg, l, &crate::coop::weight_read(p, l), ind)
+        if l.direct {
+            return String::new();
+        }
+        let read = crate::coop::glsl_f32(crate::coop::weight_read(p, l), f16);
+        crate::coop::stage_weights(d, p, wg, l, &read, ind)
     };
     crate::coop::stage_biases(d, &mut s, plan, p, &stage, &|l| {
-        format!("{p}params[{}u + e]", l.bias)
+        crate::coop::glsl_f32(format!("{p}params[{}u + e]", l.bias), f16)
     });
     let _ = write!(
         s,
@@ -258,11 +307,16 @@ void main() {{
             }
             for k in 0..kb {
                 for &nn in &group {
+                    // W^T as a column-major B: staged rows of `stride`, or in place in
+                    // the f16 buffer (rows of in_dims)
+                    let (arr, wo, stride) = if l.direct {
+                        ("params", l.weight + nn * 16 * l.in_dims + k * 16, l.in_dims)
+                    } else {
+                        ("ws", l.staged + nn * 16 * l.stride + k * 16, l.stride)
+                    };
                     let _ = writeln!(
                         s,
-                        "            {{ {mb} w; coopMatLoad(w, {p}ws, {wo}u, {stride}u, gl_CooperativeMatrixLayoutColumnMajor);",
-                        wo = l.staged + nn * 16 * l.stride + k * 16,
-                        stride = l.stride
+                        "            {{ {mb} w; coopMatLoad(w, {p}{arr}, {wo}u, {stride}u, gl_CooperativeMatrixLayoutColumnMajor);"
                     );
                     for m in 0..blocks {
                         let _ = writeln!(
@@ -343,13 +397,20 @@ fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> 
             bind(2),
             bind(3)
         ),
-        "once per workgroup the weights are staged from the parameter buffer into workgroup memory as f16 (each layer's W zero-padded to multiples of 16 rows and columns) and the biases as f32; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is f32 and outputs are f32".to_string(),
+        "once per workgroup the weights (but those of layers read in place, below) are staged from the parameter buffer into workgroup memory as f16 (each layer's W zero-padded to multiples of 16 rows and columns) and the biases as f32; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is f32 and outputs are f32".to_string(),
     ];
     for (k, l) in plan.layers.iter().enumerate() {
-        entries.push(format!(
-            "  layer {k}: {} x {} (padded {} x {}), weights at parameter {}, staged rows of {} f16 at {}; bias at parameter {}",
-            l.out_dims, l.in_dims, l.out_p, l.in_p, l.weight, l.stride, l.staged, l.bias
-        ));
+        entries.push(if l.direct {
+            format!(
+                "  layer {k}: {} x {}, weights at parameter {} read in place from the f16 buffer (16 x 16 blocks, 16-byte aligned); bias at parameter {}",
+                l.out_dims, l.in_dims, l.weight, l.bias
+            )
+        } else {
+            format!(
+                "  layer {k}: {} x {} (padded {} x {}), weights at parameter {}, staged rows of {} f16 at {}; bias at parameter {}",
+                l.out_dims, l.in_dims, l.out_p, l.in_p, l.weight, l.stride, l.staged, l.bias
+            )
+        });
     }
     entries
 }

@@ -233,6 +233,11 @@ pub struct Options {
     /// zero-padded to whole vectors. Measured by `nshade bench --inference` (weights
     /// `buffer-vec4`); other targets refuse it.
     pub vec4_buffer: bool,
+    /// `--target glsl --form coop-compute --precision f16` (an f16 parameter buffer): the
+    /// subgroup-private kernel reads every layer it can (dimensions multiples of 16,
+    /// weights 16-byte aligned) straight from the buffer, even where staging them would
+    /// fit (by default only where it would not). For measurements.
+    pub rows_direct: bool,
 }
 
 impl Options {
@@ -254,6 +259,7 @@ impl Options {
             rows_shape: None,
             uniform_weights: false,
             vec4_buffer: false,
+            rows_direct: false,
         }
     }
 
@@ -415,7 +421,19 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
             opts.binding
         )));
     }
-    if opts.precision == Precision::F16 && !t.supports_f16() {
+    if opts.rows_direct
+        && (t != Target::Glsl || opts.form != Form::CoopCompute || opts.precision != Precision::F16)
+    {
+        return Err(Error::Option(
+            "reading the weights in place belongs to --target glsl --form coop-compute --precision f16".into(),
+        ));
+    }
+    // GLSL's tiled forms take an f16 parameter buffer (they compute with f16 operands
+    // whatever the buffer holds).
+    if opts.precision == Precision::F16
+        && !t.supports_f16()
+        && !(t == Target::Glsl && opts.form.is_tiled())
+    {
         return unsupported("f16 precision (use --precision f32)");
     }
     if opts.vec4_buffer

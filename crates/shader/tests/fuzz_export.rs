@@ -342,6 +342,8 @@ fn fuzz_export() {
             uniform_weights: (c.seed >> 5) % 4 == 0,
             // a buffer of 4-vectors a quarter of the time (WGSL buffer functions only)
             vec4_buffer: (c.seed >> 7) % 4 == 0,
+            // GLSL coop-compute f16: every layer it can read in place, an eighth of the time
+            rows_direct: (c.seed >> 9) % 8 == 0,
             // the GLSL kernel: half of the time the default (the subgroup-private kernel
             // in the first shape that fits), else the shared-tile one or one of six shapes
             rows_shape: ((c.seed >> 20) % 2 == 0).then(|| {
@@ -378,6 +380,9 @@ fn fuzz_export() {
             opts.uniform_weights &= opts.weights == WeightMode::Buffer
                 && !opts.form.is_tiled()
                 && !matches!(target, Target::GlslEs | Target::ShaderToy);
+            opts.rows_direct &= target == Target::Glsl
+                && opts.form == Form::CoopCompute
+                && opts.precision == Precision::F16;
             opts.vec4_buffer &= target == Target::Wgsl
                 && opts.weights == WeightMode::Buffer
                 && !opts.form.is_tiled()
