@@ -197,14 +197,16 @@ pub fn bakes(model: &Model) -> bool {
 
 /// The form [`ShaderEvaluator::fastest`] runs for `model` on an adapter that can (`coop`)
 /// or cannot run the cooperative-matrix kernel: [`Form::CoopCompute`] for models with
-/// grid tables, where it was measured faster than the function form on the H200
-/// (1920x1080: the hash-grid network C 0.93 G evaluations/s against 0.22-0.43 G from the
-/// buffer), else [`Form::Function`]: seed #3 runs at 10.2 G baked against 2.0 G, and
-/// `freq(8) | mlp(64x4, relu)` at 0.46-1.43 G baked (f32, four calls) against a steady
-/// 0.61 G (docs/PERFORMANCE.md).
+/// grid tables or an mlp at least 64 wide, where it was measured faster than the function
+/// form on the H200 (1920x1080, the GLSL kernel: the hash-grid network C 4.9 G
+/// evaluations/s against 0.2-0.5 G from the buffer; `freq(8) | mlp(64x4, relu)` 2.0 G
+/// against 0.42-0.87 G baked in f32; `freq(8) | mlp(128x4, relu)` 0.40 G against 0.021 G
+/// from the buffer), else [`Form::Function`]: seed #3 (32 wide) runs at 10.2 G baked in
+/// f32, exact, and 9.3-11.4 G on the tensor cores with f16 operands (docs/PERFORMANCE.md).
 pub fn preferred_form(model: &Model, coop: bool) -> Form {
     let grid = model.network.param_count > model.network.dense_count;
-    if coop && grid {
+    let wide = nshade_shader::coop::mlp_width(model).is_some_and(|w| w >= 64);
+    if coop && (grid || wide) {
         Form::CoopCompute
     } else {
         Form::Function
@@ -371,7 +373,6 @@ impl ShaderEvaluator {
             loops: opts.loops,
             prefix: opts.prefix.clone(),
             uniform_weights: opts.uniform_weights,
-            vec4_buffer: opts.vec4_buffer,
             ..kernel_options(Target::Wgsl, precision)
         };
         let wgsl = nshade_shader::export(model, &opts)

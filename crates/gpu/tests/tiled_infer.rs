@@ -212,8 +212,8 @@ fn workgroups_loop_over_tiles() {
 }
 
 /// `ShaderEvaluator::fastest` runs the form `preferred_form` names (the cooperative-matrix
-/// kernel for grids where the adapter has it, the function otherwise), says so, and
-/// matches the CPU.
+/// kernel for grids and mlps 64 wide where the adapter has it, the function otherwise),
+/// says so, and matches the CPU.
 #[test]
 fn fastest_names_its_form() {
     use nshade_gpu::infer::{bakes, preferred_form};
@@ -222,7 +222,7 @@ fn fastest_names_its_form() {
     for (k, &(arch, i, o)) in [ARCHS[0], ARCHS[3], ARCHS[6]].iter().enumerate() {
         let m = model(arch, i, o, 3 + k as u64);
         let coop = tiled_supported(&ctx, &m, Form::CoopCompute).is_ok();
-        let want = if k == 2 && coop {
+        let want = if k > 0 && coop {
             Form::CoopCompute
         } else {
             Form::Function

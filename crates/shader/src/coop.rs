@@ -148,6 +148,14 @@ impl TilePlan {
 
 /// The network's last `mlp`, when the model is encodings followed by one `mlp` (the only
 /// networks the tiled forms take).
+/// The width of the mlp the tiled forms evaluate (its widest layer's outputs), or `None`
+/// where they cannot take `model`.
+pub fn mlp_width(model: &Model) -> Option<usize> {
+    final_mlp(model)
+        .ok()
+        .and_then(|m| m.layers.iter().map(|l| l.out_dims).max())
+}
+
 fn final_mlp(model: &Model) -> Result<&nshade_core::module::Mlp, Error> {
     fn has_mlp(m: &Module) -> bool {
         match m {
@@ -298,6 +306,7 @@ pub fn plan_for(model: &Model, opts: &Options) -> Result<TilePlan, Error> {
         && opts.rows_shape != Some((0, 0))
         && let Some(p) = crate::coop_rows::plan(
             final_mlp(model)?,
+            model.network.param_count > model.network.dense_count,
             opts.workgroup_memory,
             opts.rows_shape,
             match (opts.buffer_is_f16(), opts.rows_direct) {

@@ -42,8 +42,24 @@ const X_SKEW: usize = 8;
 
 /// The shapes tried, best first: (subgroups per workgroup, 16-row blocks per subgroup).
 /// More subgroups share one copy of the staged weights; two blocks let every weight
-/// matrix loaded serve two products.
-const SHAPES: &[(usize, usize)] = &[(4, 2), (2, 2), (4, 1), (2, 1), (1, 2), (1, 1)];
+/// matrix loaded serve two products. The orders are those measured on the H200 at
+/// 1920x1080 (docs/PERFORMANCE.md, every shape of each class): networks with grid
+/// tables (the hash-grid network C: 4.9 G evaluations/s at (4, 2), 2.6-4.8 G otherwise),
+/// dense networks at most 32 wide (seed #3: 11.4 G at (4, 1), 6.7-10.7 G otherwise),
+/// wider ones with staged weights (`freq(8) | mlp(64x4, relu)`: 2.0 G at (2, 1), 1.5-1.9
+/// G otherwise) and with weights read in place (`freq(8) | mlp(128x4, relu)`: 0.40 G
+/// with two blocks, 0.27 G with one).
+fn shapes(grid: bool, width: usize, direct: bool) -> &'static [(usize, usize)] {
+    if direct {
+        &[(2, 2), (1, 2), (4, 2), (2, 1), (4, 1), (1, 1)]
+    } else if grid {
+        &[(4, 2), (8, 1), (2, 1), (4, 1), (1, 2), (2, 2), (1, 1)]
+    } else if width <= 32 {
+        &[(4, 1), (8, 1), (2, 2), (4, 2), (2, 1), (1, 2), (1, 1)]
+    } else {
+        &[(2, 1), (2, 2), (1, 2), (4, 1), (4, 2), (1, 1)]
+    }
+}
 
 /// Which layers read their weights straight from the parameter buffer instead of
 /// staging them in workgroup memory.
@@ -64,27 +80,30 @@ fn direct_ok(l: &nshade_core::module::Linear) -> bool {
     l.in_dims.is_multiple_of(16) && l.out_dims.is_multiple_of(16) && l.weight.is_multiple_of(8)
 }
 
-/// The layout of `mlp` for this kernel within `budget` bytes of workgroup memory:
-/// the first of [`SHAPES`] (or `shape` alone) that fits, skewed weight rows before
-/// unskewed ones, staged weights before direct ones (`direct`); `None` when none fits.
+/// The layout of `mlp` (behind grid tables: `grid`) for this kernel within `budget`
+/// bytes of workgroup memory: the first of [`shapes`] (or `shape` alone) that fits,
+/// skewed weight rows before unskewed ones, staged weights before direct ones
+/// (`direct`); `None` when none fits.
 pub(crate) fn plan(
     mlp: &nshade_core::module::Mlp,
+    grid: bool,
     budget: usize,
     shape: Option<(usize, usize)>,
     direct: Direct,
 ) -> Option<TilePlan> {
     let pad = |n: usize| n.next_multiple_of(16);
-    let shapes: Vec<(usize, usize)> = match shape {
-        Some(s) => vec![s],
-        None => SHAPES.to_vec(),
-    };
     let modes: &[bool] = match direct {
         Direct::Never => &[false],
         Direct::WhenNeeded => &[false, true],
         Direct::Always => &[true],
     };
+    let width = mlp.layers.iter().map(|l| l.out_dims).max().unwrap_or(0);
     for &use_direct in modes {
-        for &(groups, blocks) in &shapes {
+        let order: Vec<(usize, usize)> = match shape {
+            Some(s) => vec![s],
+            None => shapes(grid, width, use_direct).to_vec(),
+        };
+        for &(groups, blocks) in &order {
             if let Some(p) = plan_shape(mlp, budget, groups, blocks, use_direct, pad) {
                 return Some(p);
             }

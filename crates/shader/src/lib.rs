@@ -215,8 +215,9 @@ pub struct Options {
     pub texture_io: bool,
     /// `--target glsl --form coop-compute`: the subgroup-private kernel of `coop_rows`
     /// (epilogues in registers, no workgroup barrier after staging; what `nshade export`
-    /// writes) in the first shape that fits of (4, 2), (2, 2), (4, 1), (2, 1), (1, 2),
-    /// (1, 1) with `None` (the default), or in this shape, (subgroups per workgroup,
+    /// writes) in the first shape that fits, in an order measured per kind of network
+    /// (grid tables, dense up to 32 wide, wider), with `None` (the default), or in this
+    /// shape, (subgroups per workgroup,
     /// blocks of 16 rows per subgroup); `Some((0, 0))` asks for the shared-tile kernel of
     /// `coop`, which is also what is written where no shape fits the workgroup memory.
     pub rows_shape: Option<(usize, usize)>,
@@ -226,13 +227,6 @@ pub struct Options {
     /// [`UNIFORM_MAX_PARAMS`] parameters; every target but glsl-es (whose buffer mode is
     /// a uniform block already) and shadertoy.
     pub uniform_weights: bool,
-    /// WGSL with buffer weights (`--form function`): the storage buffer declared as an
-    /// array of 4-vectors of its element type, parameter i read as `params[i / 4][i % 4]`
-    /// — one 16-byte (f32) or 8-byte (f16) load serves four weights where the hardware
-    /// would otherwise issue a load per weight. The bytes are those of the flat vector,
-    /// zero-padded to whole vectors. Measured by `nshade bench --inference` (weights
-    /// `buffer-vec4`); other targets refuse it.
-    pub vec4_buffer: bool,
     /// `--target glsl --form coop-compute --precision f16` (an f16 parameter buffer): the
     /// subgroup-private kernel reads every layer it can (dimensions multiples of 16,
     /// weights 16-byte aligned) straight from the buffer, even where staging them would
@@ -258,7 +252,6 @@ impl Options {
             texture_io: false,
             rows_shape: None,
             uniform_weights: false,
-            vec4_buffer: false,
             rows_direct: false,
         }
     }
@@ -334,19 +327,6 @@ pub fn export(model: &Model, opts: &Options) -> Result<Output, Error> {
 /// parameter vector in model order, little-endian f32 (f16 where
 /// [`Options::buffer_is_f16`]), no padding.
 pub fn pack_weights(model: &Model, opts: &Options) -> Vec<u8> {
-    if opts.vec4_buffer && !opts.uniform_weights {
-        // whole 4-vectors of the buffer's element type: the last one zero-padded
-        let mut v = pack_weights(
-            model,
-            &Options {
-                vec4_buffer: false,
-                ..opts.clone()
-            },
-        );
-        let elem = if opts.buffer_is_f16() { 2 } else { 4 };
-        v.resize(model.params.len().div_ceil(4) * 4 * elem, 0);
-        return v;
-    }
     if opts.uniform_weights {
         // whole vec4s: the last one zero-padded
         let mut v: Vec<u8> = model.params.iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -435,17 +415,6 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
         && !(t == Target::Glsl && opts.form.is_tiled())
     {
         return unsupported("f16 precision (use --precision f32)");
-    }
-    if opts.vec4_buffer
-        && (t != Target::Wgsl
-            || opts.weights != WeightMode::Buffer
-            || opts.form.is_tiled()
-            || opts.uniform_weights)
-    {
-        return Err(Error::Option(
-            "a buffer of 4-vectors belongs to --target wgsl --form function --weights buffer"
-                .into(),
-        ));
     }
     if opts.uniform_weights {
         if opts.weights != WeightMode::Buffer || opts.form.is_tiled() {

@@ -177,11 +177,6 @@ pub(crate) fn write_tables_as(
                 "weights: var<uniform> {p}params: array<vec4<f32>, {n4}> at @group({g}) @binding({b}): parameter i is {p}params[i / 4][i % 4] (the last vec4 zero-padded)",
                 n4 = model.params.len().div_ceil(4)
             )
-        } else if opts.vec4_buffer {
-            format!(
-                "weights: var<storage, read> {p}params: array<vec4<{elem}>, {n4}> at @group({g}) @binding({b}): parameter i is {p}params[i / 4][i % 4] (the flat vector, the last vector zero-padded)",
-                n4 = model.params.len().div_ceil(4)
-            )
         } else {
             format!(
                 "weights: var<storage, read> {p}params: array<{elem}, {n}> at @group({g}) @binding({b})",
@@ -199,13 +194,6 @@ pub(crate) fn write_tables_as(
         writeln!(
             s,
             "@group({g}) @binding({b}) var<uniform> {p}params: array<vec4<f32>, {}>;\n",
-            model.params.len().div_ceil(4)
-        )
-        .unwrap();
-    } else if opts.weights == WeightMode::Buffer && opts.vec4_buffer {
-        writeln!(
-            s,
-            "@group({g}) @binding({b}) var<storage, read> {p}params: array<vec4<{elem}>, {}>;\n",
             model.params.len().div_ceil(4)
         )
         .unwrap();
@@ -228,9 +216,6 @@ pub(crate) fn write_tables_as(
         .unwrap();
     }
     let read = |i: &str| {
-        if opts.vec4_buffer {
-            return crate::syntax::vec4_element(&format!("{p}params"), i, true);
-        }
         if !opts.uniform_weights {
             return format!("{p}params[{i}]");
         }

@@ -340,8 +340,6 @@ fn fuzz_export() {
             texture_io: (c.seed >> 30) % 4 == 0,
             // the weights in a uniform block a quarter of the time
             uniform_weights: (c.seed >> 5) % 4 == 0,
-            // a buffer of 4-vectors a quarter of the time (WGSL buffer functions only)
-            vec4_buffer: (c.seed >> 7) % 4 == 0,
             // GLSL coop-compute f16: every layer it can read in place, an eighth of the time
             rows_direct: (c.seed >> 9) % 8 == 0,
             // the GLSL kernel: half of the time the default (the subgroup-private kernel
@@ -383,10 +381,6 @@ fn fuzz_export() {
             opts.rows_direct &= target == Target::Glsl
                 && opts.form == Form::CoopCompute
                 && opts.precision == Precision::F16;
-            opts.vec4_buffer &= target == Target::Wgsl
-                && opts.weights == WeightMode::Buffer
-                && !opts.form.is_tiled()
-                && !opts.uniform_weights;
         }
         match export(&model, &opts) {
             Err(e) => one_line("export", &e.to_string())?,

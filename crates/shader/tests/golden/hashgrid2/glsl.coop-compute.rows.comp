@@ -30,7 +30,7 @@
 // entry point main, workgroup size 128: n = nshade_outputs.length() / 3 rows in tiles of 128; workgroup w evaluates tiles w, w + G, w + 2G, ... (G = number of workgroups in x)
 // dispatch: (G, 1, 1) workgroups, any G from 1 to 65535; each stages the weights once and then loops over its tiles, so G = min(ceil(n / 128), 2048) (what nshade uses) beats one workgroup per tile
 // bindings: nshade_params layout(set = 0, binding = 0) (the parameter buffer below), nshade_inputs layout(set = 0, binding = 2) (float, read; row r = raw inputs [r * 2, r * 2 + 2)), nshade_outputs layout(set = 0, binding = 3) (float, read-write; row r = outputs [r * 3, r * 3 + 3)); bind exactly n rows of outputs and at least n rows of inputs
-// once per workgroup the weights are staged from the parameter buffer into workgroup memory as f16 (each layer's W zero-padded to multiples of 16 rows and columns) and the biases as f32; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is f32 and outputs are f32
+// once per workgroup the weights (but those of layers read in place, below) are staged from the parameter buffer into workgroup memory as f16 (each layer's W zero-padded to multiples of 16 rows and columns) and the biases as f32; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is f32 and outputs are f32
 //   layer 0: 8 x 8 (padded 16 x 16), weights at parameter 0, staged rows of 24 f16 at 0; bias at parameter 64
 //   layer 1: 3 x 8 (padded 16 x 16), weights at parameter 72, staged rows of 24 f16 at 384; bias at parameter 96
 

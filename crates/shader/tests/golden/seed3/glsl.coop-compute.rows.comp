@@ -23,12 +23,12 @@
 //   [176..200) 1.layers.2.weight [3, 8] row-major (out x in)
 //   [200..203) 1.layers.2.bias [3]
 //
-// form coop-compute: one compute kernel; each group of 32 invocations (a subgroup) evaluates 32 rows of each tile of 128 on its own, every mlp layer as 16x16x16 cooperative-matrix products (coopmat<float16_t> A and B, coopmat<float> accumulator, subgroup scope) with the bias, activation and f16 rounding applied to the accumulator's elements
-// requires: GL_KHR_cooperative_matrix, GL_KHR_memory_scope_semantics, GL_KHR_shader_subgroup_basic and GL_EXT_shader_explicit_arithmetic_types_float16 (Vulkan: VK_KHR_cooperative_matrix listing f16 x f16 -> f32 at 16x16x16 with subgroup scope, shaderFloat16); subgroups of exactly 32 invocations; 16832 bytes of workgroup memory (Vulkan maxComputeSharedMemorySize)
-// entry point main, workgroup size 128: n = nshade_outputs.length() / 3 rows in tiles of 128; workgroup w evaluates tiles w, w + G, w + 2G, ... (G = number of workgroups in x)
-// dispatch: (G, 1, 1) workgroups, any G from 1 to 65535; each stages the weights once and then loops over its tiles, so G = min(ceil(n / 128), 2048) (what nshade uses) beats one workgroup per tile
+// form coop-compute: one compute kernel; each group of 32 invocations (a subgroup) evaluates 16 rows of each tile of 64 on its own, every mlp layer as 16x16x16 cooperative-matrix products (coopmat<float16_t> A and B, coopmat<float> accumulator, subgroup scope) with the bias, activation and f16 rounding applied to the accumulator's elements
+// requires: GL_KHR_cooperative_matrix, GL_KHR_memory_scope_semantics, GL_KHR_shader_subgroup_basic and GL_EXT_shader_explicit_arithmetic_types_float16 (Vulkan: VK_KHR_cooperative_matrix listing f16 x f16 -> f32 at 16x16x16 with subgroup scope, shaderFloat16); subgroups of exactly 32 invocations; 9664 bytes of workgroup memory (Vulkan maxComputeSharedMemorySize)
+// entry point main, workgroup size 128: n = nshade_outputs.length() / 3 rows in tiles of 64; workgroup w evaluates tiles w, w + G, w + 2G, ... (G = number of workgroups in x)
+// dispatch: (G, 1, 1) workgroups, any G from 1 to 65535; each stages the weights once and then loops over its tiles, so G = min(ceil(n / 64), 2048) (what nshade uses) beats one workgroup per tile
 // bindings: nshade_params layout(set = 0, binding = 0) (the parameter buffer below), nshade_inputs layout(set = 0, binding = 2) (float, read; row r = raw inputs [r * 2, r * 2 + 2)), nshade_outputs layout(set = 0, binding = 3) (float, read-write; row r = outputs [r * 3, r * 3 + 3)); bind exactly n rows of outputs and at least n rows of inputs
-// once per workgroup the weights are staged from the parameter buffer into workgroup memory as f16 (each layer's W zero-padded to multiples of 16 rows and columns) and the biases as f32; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is f32 and outputs are f32
+// once per workgroup the weights (but those of layers read in place, below) are staged from the parameter buffer into workgroup memory as f16 (each layer's W zero-padded to multiples of 16 rows and columns) and the biases as f32; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is f32 and outputs are f32
 //   layer 0: 8 x 12 (padded 16 x 16), weights at parameter 0, staged rows of 24 f16 at 0; bias at parameter 96
 //   layer 1: 8 x 8 (padded 16 x 16), weights at parameter 104, staged rows of 24 f16 at 384; bias at parameter 168
 //   layer 2: 3 x 8 (padded 16 x 16), weights at parameter 176, staged rows of 24 f16 at 768; bias at parameter 200
@@ -39,12 +39,12 @@ layout(std430, set = 0, binding = 0) readonly buffer nshade_Params { float nshad
 layout(std430, set = 0, binding = 2) readonly buffer nshade_Inputs { float nshade_inputs[]; };
 layout(std430, set = 0, binding = 3) buffer nshade_Outputs { float nshade_outputs[]; };
 
-// Staged weights (f16) and biases (f32); each subgroup's 32 rows of X (f16,
+// Staged weights (f16) and biases (f32); each subgroup's 16 rows of X (f16,
 // row-major, rows of 24) and of the last layer's outputs (f32, rows of 16).
 shared float16_t nshade_ws[1152];
 shared float nshade_bs[48];
-shared float16_t nshade_xs[3072];
-shared float nshade_zs[2048];
+shared float16_t nshade_xs[1536];
+shared float nshade_zs[1024];
 
 // All loads and stores of shared memory by this subgroup so far are visible to it.
 void nshade_sync() {
@@ -56,8 +56,8 @@ void main() {
     uint lid = gl_LocalInvocationIndex;
     uint sgid = lid / 32u;
     uint lane = lid % 32u;
-    uint xb = sgid * 768u;
-    uint zb = sgid * 512u;
+    uint xb = sgid * 384u;
+    uint zb = sgid * 256u;
     // Weights and biases, once per workgroup.
     for (uint e = lid; e < 256u; e += 128u) {
         uint o = e / 16u; uint i = e % 16u;
@@ -94,11 +94,11 @@ void main() {
     }
     barrier();
     uint n = uint(nshade_outputs.length()) / 3u;
-    uint tiles = (n + 127u) / 128u;
+    uint tiles = (n + 63u) / 64u;
     for (uint tile = gl_WorkGroupID.x; tile < tiles; tile += gl_NumWorkGroups.x) {
-        uint r0 = tile * 128u + sgid * 32u;
+        uint r0 = tile * 64u + sgid * 16u;
         // The subgroup's rows (the last row again past n): encodings in f32, the mlp input as f16.
-        for (uint r = lane; r < 32u; r += 32u) {
+        for (uint r = lane; r < 16u; r += 32u) {
             uint row = min(r0 + r, n - 1u);
             vec2 p = vec2(nshade_inputs[row * 2u + 0u], nshade_inputs[row * 2u + 1u]);
             float v0 = p.x;
@@ -133,56 +133,41 @@ void main() {
         // Layer 0: 8 x 12 (leaky_relu).
         {
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0_0; coopMatLoad(a0_0, nshade_xs, xb + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor);
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1_0; coopMatLoad(a1_0, nshade_xs, xb + 384u, 24u, gl_CooperativeMatrixLayoutRowMajor);
             nshade_sync();
             coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c0_0; coopMatLoad(c0_0, nshade_bs, 0u, 0u, gl_CooperativeMatrixLayoutRowMajor);
-            coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c1_0; coopMatLoad(c1_0, nshade_bs, 0u, 0u, gl_CooperativeMatrixLayoutRowMajor);
             { coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w; coopMatLoad(w, nshade_ws, 0u, 24u, gl_CooperativeMatrixLayoutColumnMajor);
               c0_0 = coopMatMulAdd(a0_0, w, c0_0);
-              c1_0 = coopMatMulAdd(a1_0, w, c1_0);
             }
             for (int e = 0; e < c0_0.length(); e++) { float z = c0_0[e]; c0_0[e] = (z > 0.0 ? z : 0.01 * z); }
             coopMatStore(coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c0_0), nshade_xs, xb + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor);
-            for (int e = 0; e < c1_0.length(); e++) { float z = c1_0[e]; c1_0[e] = (z > 0.0 ? z : 0.01 * z); }
-            coopMatStore(coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c1_0), nshade_xs, xb + 384u, 24u, gl_CooperativeMatrixLayoutRowMajor);
         }
         nshade_sync();
         // Layer 1: 8 x 8 (leaky_relu).
         {
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0_0; coopMatLoad(a0_0, nshade_xs, xb + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor);
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1_0; coopMatLoad(a1_0, nshade_xs, xb + 384u, 24u, gl_CooperativeMatrixLayoutRowMajor);
             nshade_sync();
             coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c0_0; coopMatLoad(c0_0, nshade_bs, 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
-            coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c1_0; coopMatLoad(c1_0, nshade_bs, 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
             { coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w; coopMatLoad(w, nshade_ws, 384u, 24u, gl_CooperativeMatrixLayoutColumnMajor);
               c0_0 = coopMatMulAdd(a0_0, w, c0_0);
-              c1_0 = coopMatMulAdd(a1_0, w, c1_0);
             }
             for (int e = 0; e < c0_0.length(); e++) { float z = c0_0[e]; c0_0[e] = (z > 0.0 ? z : 0.01 * z); }
             coopMatStore(coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c0_0), nshade_xs, xb + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor);
-            for (int e = 0; e < c1_0.length(); e++) { float z = c1_0[e]; c1_0[e] = (z > 0.0 ? z : 0.01 * z); }
-            coopMatStore(coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c1_0), nshade_xs, xb + 384u, 24u, gl_CooperativeMatrixLayoutRowMajor);
         }
         nshade_sync();
         // Layer 2: 3 x 8 (sigmoid).
         {
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0_0; coopMatLoad(a0_0, nshade_xs, xb + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor);
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1_0; coopMatLoad(a1_0, nshade_xs, xb + 384u, 24u, gl_CooperativeMatrixLayoutRowMajor);
             nshade_sync();
             coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c0_0; coopMatLoad(c0_0, nshade_bs, 32u, 0u, gl_CooperativeMatrixLayoutRowMajor);
-            coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c1_0; coopMatLoad(c1_0, nshade_bs, 32u, 0u, gl_CooperativeMatrixLayoutRowMajor);
             { coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w; coopMatLoad(w, nshade_ws, 768u, 24u, gl_CooperativeMatrixLayoutColumnMajor);
               c0_0 = coopMatMulAdd(a0_0, w, c0_0);
-              c1_0 = coopMatMulAdd(a1_0, w, c1_0);
             }
             for (int e = 0; e < c0_0.length(); e++) { float z = c0_0[e]; c0_0[e] = (1.0 / (1.0 + exp(-z))); }
             coopMatStore(c0_0, nshade_zs, zb + 0u, 16u, gl_CooperativeMatrixLayoutRowMajor);
-            for (int e = 0; e < c1_0.length(); e++) { float z = c1_0[e]; c1_0[e] = (1.0 / (1.0 + exp(-z))); }
-            coopMatStore(c1_0, nshade_zs, zb + 256u, 16u, gl_CooperativeMatrixLayoutRowMajor);
         }
         nshade_sync();
-        // The subgroup's output rows: 32 x 3 consecutive floats.
-        for (uint e = lane; e < 96u; e += 32u) {
+        // The subgroup's output rows: 16 x 3 consecutive floats.
+        for (uint e = lane; e < 48u; e += 32u) {
             uint r = e / 3u; uint o = e % 3u;
             if (r0 + r < n) { nshade_outputs[r0 * 3u + e] = nshade_zs[zb + r * 16u + o]; }
         }
