@@ -660,7 +660,12 @@ fn entries(
             "form {name}: one compute kernel; each workgroup evaluates tiles of {rows} rows, every mlp layer as {products}"
         ),
         format!(
-            "requires: {requires}; {} bytes of workgroup memory (limits.max_compute_workgroup_storage_size, Vulkan maxComputeSharedMemorySize)",
+            "requires: {requires}{}; {} bytes of workgroup memory (limits.max_compute_workgroup_storage_size, Vulkan maxComputeSharedMemorySize)",
+            if glsl && opts.buffer_is_f16() {
+                "; GL_EXT_shader_16bit_storage for the f16 parameter buffer (Vulkan: storageBuffer16BitAccess)"
+            } else {
+                ""
+            },
             plan.workgroup_bytes
         ),
         format!(
