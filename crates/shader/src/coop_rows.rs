@@ -2,7 +2,7 @@
 //! --form coop-compute` emits wherever its weights fit in workgroup memory (else the
 //! shared-tile kernel of [`crate::coop`]). It compiles with glslang and is checked against
 //! the CPU by `crates/gpu/tests/tiled_infer.rs` on adapters with cooperative matrices (on
-//! the H200 in every shape); there it ran 4-5x faster than the WGSL kernel
+//! the H200 in every shape); there it ran 4-6x faster than the WGSL kernel
 //! (docs/PERFORMANCE.md).
 //!
 //! `GL_KHR_cooperative_matrix` gives an invocation its own elements of an accumulator
@@ -121,58 +121,56 @@ fn plan_shape(
     use_direct: bool,
     pad: impl Fn(usize) -> usize,
 ) -> Option<TilePlan> {
-    {
-        for skew in [8, 0] {
-            let mut layers = Vec::new();
-            let (mut staged, mut staged_bias) = (0, 0);
-            for l in &mlp.layers {
-                let (in_p, out_p) = (pad(l.in_dims), pad(l.out_dims));
-                let stride = in_p + skew;
-                let direct = use_direct && direct_ok(l);
-                layers.push(TileLayer {
-                    in_dims: l.in_dims,
-                    out_dims: l.out_dims,
-                    in_p,
-                    out_p,
-                    weight: l.weight,
-                    bias: l.bias,
-                    staged,
-                    stride,
-                    staged_bias,
-                    act: l.act,
-                    direct,
-                });
-                if !direct {
-                    staged += out_p * stride;
-                }
-                staged_bias += out_p;
+    for skew in [8, 0] {
+        let mut layers = Vec::new();
+        let (mut staged, mut staged_bias) = (0, 0);
+        for l in &mlp.layers {
+            let (in_p, out_p) = (pad(l.in_dims), pad(l.out_dims));
+            let stride = in_p + skew;
+            let direct = use_direct && direct_ok(l);
+            layers.push(TileLayer {
+                in_dims: l.in_dims,
+                out_dims: l.out_dims,
+                in_p,
+                out_p,
+                weight: l.weight,
+                bias: l.bias,
+                staged,
+                stride,
+                staged_bias,
+                act: l.act,
+                direct,
+            });
+            if !direct {
+                staged += out_p * stride;
             }
-            let widest = layers
-                .iter()
-                .map(|l| l.in_p.max(l.out_p))
-                .max()
-                .unwrap_or(16);
-            let sx = widest + X_SKEW;
-            let rows_each = 16 * blocks;
-            let x_len = rows_each * sx;
-            let out_p = layers.last().map_or(16, |l| l.out_p);
-            let z_len = rows_each * out_p;
-            let bytes = staged * 2 + staged_bias * 4 + groups * (x_len * 2 + z_len * 4);
-            if bytes <= budget {
-                return Some(TilePlan {
-                    workgroup_size: 32 * groups,
-                    rows: groups * rows_each,
-                    sx,
-                    per: 0,
-                    streamed: false,
-                    layers,
-                    weights_len: staged,
-                    biases_len: staged_bias,
-                    x_len,
-                    workgroup_bytes: bytes,
-                    blocks,
-                });
-            }
+            staged_bias += out_p;
+        }
+        let widest = layers
+            .iter()
+            .map(|l| l.in_p.max(l.out_p))
+            .max()
+            .unwrap_or(16);
+        let sx = widest + X_SKEW;
+        let rows_each = 16 * blocks;
+        let x_len = rows_each * sx;
+        let out_p = layers.last().map_or(16, |l| l.out_p);
+        let z_len = rows_each * out_p;
+        let bytes = staged * 2 + staged_bias * 4 + groups * (x_len * 2 + z_len * 4);
+        if bytes <= budget {
+            return Some(TilePlan {
+                workgroup_size: 32 * groups,
+                rows: groups * rows_each,
+                sx,
+                per: 0,
+                streamed: false,
+                layers,
+                weights_len: staged,
+                biases_len: staged_bias,
+                x_len,
+                workgroup_bytes: bytes,
+                blocks,
+            });
         }
     }
     None
