@@ -14,7 +14,8 @@
 # PyTorch's fp16 graph and tcnn's inference modes, about 2 minutes; then the GLSL
 # subgroup-private kernel in each shape of ROWS_SHAPES, "G,B ..." of subgroups per
 # workgroup and 16-row blocks per subgroup, for A-C with staged weights and for B and D
-# with every layer it can read in place from an f16 buffer, NSHADE_ROWS_DIRECT=1).
+# with every layer it can read in place from an f16 buffer, NSHADE_ROWS_DIRECT=1; then its
+# parts timed apart, NSHADE_ROWS_SPLIT=encode|noencode|noact).
 set -u
 D=${D:-.dev/perf}
 OUT=${OUT:-/tmp/nshade-perf}
@@ -60,6 +61,10 @@ for l in sys.stdin:
     for sh in ${ROWS_SHAPES-4,2 2,2 4,1 2,1 1,2 1,1 8,1}; do
       NSHADE_ROWS_SHAPE=$sh timeout 120 "$N" bench --inference --backend gpu --json --seconds 0.3 --form coop-compute --arch "$A" --arch "$B" --arch "$C" | grep coop-glsl | tee >(tag "infer-rows-$sh")
       NSHADE_ROWS_SHAPE=$sh NSHADE_ROWS_DIRECT=1 timeout 120 "$N" bench --inference --backend gpu --json --seconds 0.3 --form coop-compute --arch "$B" --arch "$DD" | grep coop-glsl | tee >(tag "infer-rows-direct-$sh")
+    done
+    # Where the GLSL kernel's time goes: encoding alone, layers alone, no activations
+    for split in encode noencode noact; do
+      NSHADE_ROWS_SPLIT=$split timeout 120 "$N" bench --inference --backend gpu --json --seconds 0.3 --form coop-compute --arch "$A" --arch "$B" --arch "$C" --arch "$DD" | grep coop-glsl | tee >(tag "infer-rows-split-$split")
     done
     [ -f "$D/torch_baseline.py" ] && python3 "$D/torch_baseline.py" infer_graph_fp16 | tee >(tag torch-infer)
     if [ -z "${SKIP_TCNN:-}" ] && [ -d "$D/tcnn-kit" ]; then

@@ -115,18 +115,25 @@ pub fn glsl_rows_supported(ctx: &GpuContext, model: &Model) -> bool {
 /// the subgroup-private kernel in the first shape that fits the device's workgroup memory
 /// with an f32 parameter buffer, else with an f16 one (whose layers the kernel can read in
 /// place), else the shared-tile kernel (f32). For measurements, `NSHADE_ROWS_SHAPE=G,B`
-/// picks the shape and `NSHADE_ROWS_DIRECT=1` an f16 buffer read in place wherever it can.
+/// picks the shape, `NSHADE_ROWS_DIRECT=1` an f16 buffer read in place wherever it can,
+/// and `NSHADE_ROWS_SPLIT=encode|noencode|noact` a kernel with a part left out
+/// (`nshade_shader::RowsSplit`; its outputs are not the network's).
 fn glsl_coop_options(ctx: &GpuContext, model: &Model) -> Options {
     let rows_shape = std::env::var("NSHADE_ROWS_SHAPE").ok().and_then(|v| {
         let (g, b) = v.split_once(',')?;
         Some((g.trim().parse().ok()?, b.trim().parse().ok()?))
     });
     let direct = std::env::var("NSHADE_ROWS_DIRECT").is_ok_and(|v| v == "1");
+    let rows_split = std::env::var("NSHADE_ROWS_SPLIT")
+        .ok()
+        .and_then(|v| nshade_shader::RowsSplit::parse(&v))
+        .unwrap_or(nshade_shader::RowsSplit::Whole);
     let with = |precision: Precision, rows_direct: bool| Options {
         form: Form::CoopCompute,
         workgroup_memory: workgroup_memory(ctx),
         rows_shape,
         rows_direct,
+        rows_split,
         ..kernel_options(Target::Glsl, precision)
     };
     if direct {

@@ -562,6 +562,25 @@ fn glsl_coop_shapes_match_cpu() {
         out
     };
     kernels(coop::MAX_WORKGROUP_BYTES);
+    // the measurement variants (bench's NSHADE_ROWS_SPLIT) compile too
+    for split in [
+        nshade_shader::RowsSplit::EncodeOnly,
+        nshade_shader::RowsSplit::NoEncode,
+        nshade_shader::RowsSplit::NoActivation,
+    ] {
+        for &(arch, i, o) in &[ARCHS[1], ARCHS[6]] {
+            let m = model(arch, i, o, 7);
+            let opts = Options {
+                form: Form::CoopCompute,
+                weights: WeightMode::Buffer,
+                rows_split: split,
+                ..Options::new(Target::Glsl)
+            };
+            let src = export(&m, &opts).unwrap().into_text().unwrap();
+            compile_compute(&src)
+                .unwrap_or_else(|e| panic!("glslang: {arch} {split:?}: {e:?}\n{src}"));
+        }
+    }
     let Some(ctx) = common::context() else { return };
     let probe = model(ARCHS[0].0, 2, 3, 1);
     if let Err(why) = glsl_coop_supported(&ctx, &probe) {

@@ -30,10 +30,10 @@
 //! The layer's A matrices are all loaded before its first store, so X is overwritten in
 //! place; a subgroup's rows are its own, so only subgroup barriers follow the staging.
 
-use crate::Options;
 use crate::coop::{TileLayer, TilePlan};
 use crate::header::{self, Interface};
 use crate::ir::Program;
+use crate::{Options, RowsSplit};
 use nshade_core::model::Model;
 use std::fmt::Write;
 
@@ -271,8 +271,16 @@ void main() {{
         arg = crate::coop::row_input(p, in_dims, &in_ty),
     );
     let ind = "            ";
-    let encoding = crate::coop::encoding(program);
-    let xs = crate::coop::glsl_encoding(model, &encoding, opts, ind, &mut s);
+    let split = opts.rows_split;
+    let xs = if split == RowsSplit::NoEncode {
+        // a constant mlp input: the layers alone
+        (0..plan.layers[0].in_dims)
+            .map(|j| format!("{}", 0.25 + 0.5 * (j % 2) as f32))
+            .collect()
+    } else {
+        let encoding = crate::coop::encoding(program);
+        crate::coop::glsl_encoding(model, &encoding, opts, ind, &mut s)
+    };
     for (j, v) in xs.iter().enumerate() {
         let _ = writeln!(s, "{ind}{p}xs[xb + r * {sx}u + {j}u] = float16_t({v});");
     }
@@ -286,6 +294,21 @@ void main() {{
     }
     let _ = writeln!(s, "        }}\n        {p}sync();");
     let n_last = plan.layers.len() - 1;
+    if split == RowsSplit::EncodeOnly {
+        // the mlp input's first columns as the outputs (so the encoding is not dead)
+        let _ = writeln!(
+            s,
+            "        for (uint e = lane; e < {tot}u; e += 32u) {{
+            uint r = e / {out_dims}u; uint o = e % {out_dims}u;
+            if (r0 + r < n) {{ {p}outputs[r0 * {out_dims}u + e] = float({p}xs[xb + r * {sx}u + o]); }}
+        }}
+        {p}sync();
+    }}
+}}",
+            tot = rows_each * out_dims,
+        );
+        return s;
+    }
     for (i, l) in plan.layers.iter().enumerate() {
         let (kb, nb) = (l.in_p / 16, l.out_p / 16);
         let _ = writeln!(
@@ -347,7 +370,9 @@ void main() {{
             for &nn in &group {
                 for m in 0..blocks {
                     let c = format!("c{m}_{nn}");
-                    if !matches!(l.act, nshade_core::Activation::None) {
+                    if !matches!(l.act, nshade_core::Activation::None)
+                        && split != RowsSplit::NoActivation
+                    {
                         let _ = writeln!(
                             s,
                             "            for (int e = 0; e < {c}.length(); e++) {{ float z = {c}[e]; {c}[e] = {y}; }}"

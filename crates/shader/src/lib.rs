@@ -232,6 +232,37 @@ pub struct Options {
     /// weights 16-byte aligned) straight from the buffer, even where staging them would
     /// fit (by default only where it would not). For measurements.
     pub rows_direct: bool,
+    /// The GLSL subgroup kernel with a part left out, to time its parts apart (`nshade
+    /// bench --inference` with `NSHADE_ROWS_SPLIT`); anything but [`RowsSplit::Whole`]
+    /// computes something other than the network.
+    pub rows_split: RowsSplit,
+}
+
+/// Measurement variants of the GLSL subgroup kernel (`Options::rows_split`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RowsSplit {
+    /// The kernel (what `export` writes).
+    Whole,
+    /// Read the inputs, encode them, store the mlp input, and write its first columns as
+    /// the outputs: no layers.
+    EncodeOnly,
+    /// The layers on a constant mlp input: no input reads, no encoding.
+    NoEncode,
+    /// Everything but the activations applied to the accumulators' elements.
+    NoActivation,
+}
+
+impl RowsSplit {
+    /// `whole`, `encode`, `noencode`, `noact`.
+    pub fn parse(s: &str) -> Option<RowsSplit> {
+        match s {
+            "whole" => Some(RowsSplit::Whole),
+            "encode" => Some(RowsSplit::EncodeOnly),
+            "noencode" => Some(RowsSplit::NoEncode),
+            "noact" => Some(RowsSplit::NoActivation),
+            _ => None,
+        }
+    }
 }
 
 impl Options {
@@ -253,6 +284,7 @@ impl Options {
             rows_shape: None,
             uniform_weights: false,
             rows_direct: false,
+            rows_split: RowsSplit::Whole,
         }
     }
 
@@ -400,6 +432,13 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
             "binding {} is too large: the resources take bindings binding..=binding + 3, so it may be at most {MAX_BINDING}",
             opts.binding
         )));
+    }
+    if opts.rows_split != RowsSplit::Whole
+        && (t != Target::Glsl || opts.form != Form::CoopCompute || opts.texture_io)
+    {
+        return Err(Error::Option(
+            "the measurement variants belong to the GLSL coop-compute kernel".into(),
+        ));
     }
     if opts.rows_direct
         && (t != Target::Glsl || opts.form != Form::CoopCompute || opts.precision != Precision::F16)

@@ -342,6 +342,17 @@ fn fuzz_export() {
             uniform_weights: (c.seed >> 5) % 4 == 0,
             // GLSL coop-compute f16: every layer it can read in place, an eighth of the time
             rows_direct: (c.seed >> 9) % 8 == 0,
+            // the measurement variants of the GLSL kernel now and then (refused elsewhere)
+            rows_split: [
+                nshade_shader::RowsSplit::Whole,
+                nshade_shader::RowsSplit::Whole,
+                nshade_shader::RowsSplit::Whole,
+                nshade_shader::RowsSplit::Whole,
+                nshade_shader::RowsSplit::Whole,
+                nshade_shader::RowsSplit::EncodeOnly,
+                nshade_shader::RowsSplit::NoEncode,
+                nshade_shader::RowsSplit::NoActivation,
+            ][(c.seed >> 12) as usize % 8],
             // the GLSL kernel: half of the time the default (the subgroup-private kernel
             // in the first shape that fits), else the shared-tile one or one of six shapes
             rows_shape: ((c.seed >> 20) % 2 == 0).then(|| {
@@ -378,6 +389,9 @@ fn fuzz_export() {
             opts.uniform_weights &= opts.weights == WeightMode::Buffer
                 && !opts.form.is_tiled()
                 && !matches!(target, Target::GlslEs | Target::ShaderToy);
+            if target != Target::Glsl || opts.form != Form::CoopCompute || opts.texture_io {
+                opts.rows_split = nshade_shader::RowsSplit::Whole;
+            }
             opts.rows_direct &= target == Target::Glsl
                 && opts.form == Form::CoopCompute
                 && opts.precision == Precision::F16;
