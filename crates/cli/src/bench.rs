@@ -229,10 +229,13 @@ fn run_inference(args: &Args) -> Result<()> {
                     // only (the block is f32: at f16 every read is a conversion, and the
                     // H200's driver lost the device building that kernel for a 64-wide
                     // network).
-                    for (weights, uniform, wname) in [
-                        (WeightMode::Buffer, false, "buffer"),
-                        (WeightMode::Buffer, true, "uniform"),
-                        (WeightMode::Baked, false, "baked"),
+                    // Buffer-vec4: the storage buffer read as 4-vectors, each loaded once
+                    // into a local (Options::vec4_buffer).
+                    for (weights, uniform, vec4, wname) in [
+                        (WeightMode::Buffer, false, false, "buffer"),
+                        (WeightMode::Buffer, false, true, "buffer-vec4"),
+                        (WeightMode::Buffer, true, false, "uniform"),
+                        (WeightMode::Baked, false, false, "baked"),
                     ] {
                         if weights == WeightMode::Baked && !nshade_gpu::infer::bakes(&model) {
                             continue;
@@ -242,11 +245,15 @@ fn run_inference(args: &Args) -> Result<()> {
                             continue;
                         }
                         let name = if p == Precision::F16 { "f16" } else { "f32" };
-                        let ev = if uniform {
-                            // straight-line: a uniform block holds at most LOOP_ABOVE
+                        let ev = if uniform || vec4 {
+                            // uniform: straight-line (a uniform block holds at most
+                            // LOOP_ABOVE); vec4: looped where `with_weights` loops
                             let opts = nshade_shader::Options {
                                 weights,
-                                uniform_weights: true,
+                                uniform_weights: uniform,
+                                vec4_buffer: vec4,
+                                loops: vec4
+                                    && model.network.dense_count > nshade_gpu::infer::LOOP_ABOVE,
                                 ..nshade_gpu::infer::kernel_options(nshade_shader::Target::Wgsl, p)
                             };
                             ShaderEvaluator::with_options(ctx, &model, &opts)

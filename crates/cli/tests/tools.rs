@@ -233,15 +233,20 @@ fn bench_inference_reports_evaluations_per_second() {
             l["form"].as_str().unwrap().into(),
         ));
     }
-    // per precision: the storage buffer, the uniform block (f32 only; this small dense
-    // network fits one), baked
+    // per precision: the storage buffer, read as 4-vectors, the uniform block (f32 only;
+    // this small dense network fits one), baked
     let mut expect = vec![
         ("f32", "buffer", "function"),
+        ("f32", "buffer-vec4", "function"),
         ("f32", "uniform", "function"),
         ("f32", "baked", "function"),
     ];
     if f16 {
-        expect.extend([("f16", "buffer", "function"), ("f16", "baked", "function")]);
+        expect.extend([
+            ("f16", "buffer", "function"),
+            ("f16", "buffer-vec4", "function"),
+            ("f16", "baked", "function"),
+        ]);
     }
     if coop {
         // the WGSL kernel, then the GLSL one through the built-in glslang

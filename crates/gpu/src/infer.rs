@@ -380,6 +380,7 @@ impl ShaderEvaluator {
             loops: opts.loops,
             prefix: opts.prefix.clone(),
             uniform_weights: opts.uniform_weights,
+            vec4_buffer: opts.vec4_buffer,
             ..kernel_options(Target::Wgsl, precision)
         };
         let wgsl = nshade_shader::export(model, &opts)

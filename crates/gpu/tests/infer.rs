@@ -114,6 +114,52 @@ fn uniform_weights_match_cpu() {
     assert!(ran >= 6, "only {ran} uniform-weight kernels ran");
 }
 
+/// `Options::vec4_buffer`: the parameter buffer read as 4-vectors, each loaded once into a
+/// local (f32, f16; straight-line, and looped and grid tables with run-time indices)
+/// gives the CPU's outputs.
+#[test]
+fn vec4_buffer_matches_cpu() {
+    let Some(ctx) = common::context() else { return };
+    let f16 = ctx.has(wgpu::Features::SHADER_F16);
+    let mut ran = 0;
+    for (name, model) in models::all() {
+        let x = models::random_inputs(&model, ROWS, 14);
+        let cpu = model.eval(&x);
+        for (precision, loops) in [
+            (Precision::F32, false),
+            (Precision::F32, true),
+            (Precision::F16, false),
+        ] {
+            if precision == Precision::F16 && !f16 {
+                continue;
+            }
+            let opts = Options {
+                weights: WeightMode::Buffer,
+                vec4_buffer: true,
+                loops,
+                ..kernel_options(Target::Wgsl, precision)
+            };
+            let packed = pack_weights(&model, &opts);
+            let elem = if precision == Precision::F16 { 2 } else { 4 };
+            assert_eq!(packed.len(), model.params.len().div_ceil(4) * 4 * elem);
+            let gpu = ShaderEvaluator::with_options(&ctx, &model, &opts)
+                .unwrap()
+                .eval(&ctx, &x)
+                .unwrap();
+            let tol = if precision == Precision::F16 {
+                1e-2
+            } else {
+                1e-5
+            };
+            let label = format!("{name} vec4 buffer {precision:?} loops {loops}");
+            let e = assert_close(&label, &gpu, &cpu, tol);
+            eprintln!("{label}: max relative error {e:.2e}");
+            ran += 1;
+        }
+    }
+    assert!(ran >= 9, "only {ran} vec4-buffer kernels ran");
+}
+
 #[test]
 fn wgsl_f16_is_close_to_cpu() {
     let Some(ctx) = common::context() else { return };

@@ -23,6 +23,10 @@ pub(crate) struct Body<'a> {
     pub scalar: String,
     /// WGSL spelling of arrays and loops, else the C-like one.
     pub wgsl: bool,
+    /// Buffer mode over an array of 4-vectors named so (`Options::vec4_buffer`): each
+    /// vector a neuron needs is loaded once into a local `pvQ` before the first neuron
+    /// that uses it, and the weights are its components; `None` elsewhere.
+    pub vec4_locals: Option<String>,
 }
 
 /// Terms per line in a long multiply-add.
@@ -56,9 +60,14 @@ impl Body<'_> {
                     };
                     Weight::Literal(v)
                 }
+                WeightMode::Buffer if self.vec4_locals.is_some() => {
+                    Weight::Expr(format!("pv{}.{}", i / 4, ["x", "y", "z", "w"][i % 4]))
+                }
                 WeightMode::Buffer => Weight::Expr((self.buffer_read)(&i.to_string())),
             }
         };
+        // The 4-vectors loaded so far (`vec4_locals`).
+        let mut loaded = std::collections::HashSet::new();
         for (si, s) in program.stmts.iter().enumerate() {
             if skip > 0 {
                 skip -= 1;
@@ -195,6 +204,13 @@ impl Body<'_> {
                     } else {
                         format!("z{dst}")
                     };
+                    if let (Some(arr), WeightMode::Buffer) = (&self.vec4_locals, opts.weights) {
+                        for i in (*w0..w0 + srcs.len()).chain([*bias]) {
+                            if loaded.insert(i / 4) {
+                                writeln!(out, "{ind}let pv{q} = {arr}[{q}];", q = i / 4).unwrap();
+                            }
+                        }
+                    }
                     write!(out, "{ind}{}{name} =", self.decl).unwrap();
                     for (k, src) in srcs.iter().enumerate() {
                         if k > 0 && k % TERMS_PER_LINE == 0 {

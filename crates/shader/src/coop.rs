@@ -492,6 +492,7 @@ fn {p}main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
         indent: ind,
         scalar: "f32".into(),
         wgsl: true,
+        vec4_locals: None,
     };
     let body_opts = Options {
         target: Target::Wgsl,
@@ -889,6 +890,7 @@ pub(crate) fn glsl_encoding(
         indent: ind,
         scalar: "float".into(),
         wgsl: false,
+        vec4_locals: None,
     };
     let body_opts = Options {
         weights: WeightMode::Buffer,

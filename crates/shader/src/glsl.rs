@@ -139,6 +139,7 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
         indent: "    ",
         scalar: "float".into(),
         wgsl: false,
+        vec4_locals: None,
     };
     writeln!(s, "{signature} {{").unwrap();
     let outs = body.write(model, program, opts, &mut s);

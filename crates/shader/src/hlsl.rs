@@ -138,6 +138,7 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
         indent: "    ",
         scalar: scalar.into(),
         wgsl: false,
+        vec4_locals: None,
     };
     writeln!(s, "{diff_attr}{signature} {{").unwrap();
     let body_start = s.len();

@@ -227,6 +227,14 @@ pub struct Options {
     /// [`UNIFORM_MAX_PARAMS`] parameters; every target but glsl-es (whose buffer mode is
     /// a uniform block already) and shadertoy.
     pub uniform_weights: bool,
+    /// WGSL with buffer weights (`--form function`), for measurements: the storage buffer
+    /// declared as an array of 4-vectors of its element type, and each vector the
+    /// straight-line code needs loaded once into a local whose components are the
+    /// weights — one 16-byte (f32) or 8-byte (f16) load for four multiply-adds where the
+    /// plain buffer issues a load per multiply-add. The bytes are the flat vector's,
+    /// zero-padded to whole vectors. `nshade bench --inference` measures it (weights
+    /// `buffer-vec4`); other targets refuse it.
+    pub vec4_buffer: bool,
     /// `--target glsl --form coop-compute --precision f16` (an f16 parameter buffer): the
     /// subgroup-private kernel reads every layer it can (dimensions multiples of 16,
     /// weights 16-byte aligned) straight from the buffer, even where staging them would
@@ -283,6 +291,7 @@ impl Options {
             texture_io: false,
             rows_shape: None,
             uniform_weights: false,
+            vec4_buffer: false,
             rows_direct: false,
             rows_split: RowsSplit::Whole,
         }
@@ -359,6 +368,19 @@ pub fn export(model: &Model, opts: &Options) -> Result<Output, Error> {
 /// parameter vector in model order, little-endian f32 (f16 where
 /// [`Options::buffer_is_f16`]), no padding.
 pub fn pack_weights(model: &Model, opts: &Options) -> Vec<u8> {
+    if opts.vec4_buffer && !opts.uniform_weights {
+        // whole 4-vectors of the buffer's element type: the last one zero-padded
+        let elem = if opts.buffer_is_f16() { 2 } else { 4 };
+        let mut v = pack_weights(
+            model,
+            &Options {
+                vec4_buffer: false,
+                ..opts.clone()
+            },
+        );
+        v.resize(model.params.len().div_ceil(4) * 4 * elem, 0);
+        return v;
+    }
     if opts.uniform_weights {
         // whole vec4s: the last one zero-padded
         let mut v: Vec<u8> = model.params.iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -454,6 +476,17 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
         && !(t == Target::Glsl && opts.form.is_tiled())
     {
         return unsupported("f16 precision (use --precision f32)");
+    }
+    if opts.vec4_buffer
+        && (t != Target::Wgsl
+            || opts.weights != WeightMode::Buffer
+            || opts.form.is_tiled()
+            || opts.uniform_weights)
+    {
+        return Err(Error::Option(
+            "a buffer of 4-vectors belongs to --target wgsl --form function --weights buffer"
+                .into(),
+        ));
     }
     if opts.uniform_weights {
         if opts.weights != WeightMode::Buffer || opts.form.is_tiled() {

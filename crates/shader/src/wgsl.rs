@@ -177,6 +177,11 @@ pub(crate) fn write_tables_as(
                 "weights: var<uniform> {p}params: array<vec4<f32>, {n4}> at @group({g}) @binding({b}): parameter i is {p}params[i / 4][i % 4] (the last vec4 zero-padded)",
                 n4 = model.params.len().div_ceil(4)
             )
+        } else if opts.vec4_buffer {
+            format!(
+                "weights: var<storage, read> {p}params: array<vec4<{elem}>, {n4}> at @group({g}) @binding({b}): parameter i is {p}params[i / 4][i % 4] (the flat vector, the last vector zero-padded)",
+                n4 = model.params.len().div_ceil(4)
+            )
         } else {
             format!(
                 "weights: var<storage, read> {p}params: array<{elem}, {n}> at @group({g}) @binding({b})",
@@ -194,6 +199,13 @@ pub(crate) fn write_tables_as(
         writeln!(
             s,
             "@group({g}) @binding({b}) var<uniform> {p}params: array<vec4<f32>, {}>;\n",
+            model.params.len().div_ceil(4)
+        )
+        .unwrap();
+    } else if opts.weights == WeightMode::Buffer && opts.vec4_buffer {
+        writeln!(
+            s,
+            "@group({g}) @binding({b}) var<storage, read> {p}params: array<vec4<{elem}>, {}>;\n",
             model.params.len().div_ceil(4)
         )
         .unwrap();
@@ -216,6 +228,10 @@ pub(crate) fn write_tables_as(
         .unwrap();
     }
     let read = |i: &str| {
+        if opts.vec4_buffer {
+            // run-time indices (loops, grid tables); constant ones are hoisted locals
+            return crate::syntax::vec4_element(&format!("{p}params"), i, true);
+        }
         if !opts.uniform_weights {
             return format!("{p}params[{i}]");
         }
@@ -231,6 +247,8 @@ pub(crate) fn write_tables_as(
         indent: "    ",
         scalar: if f16 { "f16" } else { "f32" }.into(),
         wgsl: true,
+        vec4_locals: (opts.vec4_buffer && opts.weights == WeightMode::Buffer)
+            .then(|| format!("{p}params")),
     };
     writeln!(s, "{signature} {{").unwrap();
     let outs = body.write(model, program, opts, &mut s);

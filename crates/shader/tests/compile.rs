@@ -75,7 +75,35 @@ fn text(model: &Model, o: &Options) -> String {
 #[test]
 fn wgsl_validates_with_naga_and_round_trips() {
     for (name, model) in common::all() {
-        for o in variants(&model, Target::Wgsl) {
+        // and the storage buffer read as 4-vectors (Options::vec4_buffer)
+        let vec4: Vec<Options> = variants(&model, Target::Wgsl)
+            .into_iter()
+            .filter(|o| o.weights == WeightMode::Buffer && !o.uniform_weights)
+            .map(|o| Options {
+                vec4_buffer: true,
+                ..o
+            })
+            .collect();
+        assert!(!vec4.is_empty(), "{name}");
+        for o in &vec4 {
+            let src = text(&model, o);
+            // straight-line code loads every vector once, into a local, where it has no
+            // grid tables (whose indices are computed at run time)
+            if !o.loops && model.network.param_count == model.network.dense_count {
+                let read = format!("{}params[", o.prefix);
+                let loads = src
+                    .lines()
+                    .filter(|l| !l.trim_start().starts_with("//"))
+                    .map(|l| l.matches(&read).count())
+                    .sum::<usize>();
+                let locals = src.matches("let pv").count();
+                assert!(
+                    locals > 0 && loads == locals,
+                    "{name}: {loads} loads, {locals} locals"
+                );
+            }
+        }
+        for o in variants(&model, Target::Wgsl).into_iter().chain(vec4) {
             let src = text(&model, &o);
             let m = naga::front::wgsl::parse_str(&src)
                 .unwrap_or_else(|e| panic!("{name} {o:?}: {}\n{src}", e.emit_to_string(&src)));

@@ -342,6 +342,8 @@ fn fuzz_export() {
             uniform_weights: (c.seed >> 5) % 4 == 0,
             // GLSL coop-compute f16: every layer it can read in place, an eighth of the time
             rows_direct: (c.seed >> 9) % 8 == 0,
+            // a buffer of 4-vectors a quarter of the time (WGSL buffer functions only)
+            vec4_buffer: (c.seed >> 7) % 4 == 0,
             // the measurement variants of the GLSL kernel now and then (refused elsewhere)
             rows_split: [
                 nshade_shader::RowsSplit::Whole,
@@ -392,6 +394,10 @@ fn fuzz_export() {
             if target != Target::Glsl || opts.form != Form::CoopCompute || opts.texture_io {
                 opts.rows_split = nshade_shader::RowsSplit::Whole;
             }
+            opts.vec4_buffer &= target == Target::Wgsl
+                && opts.weights == WeightMode::Buffer
+                && !opts.form.is_tiled()
+                && !opts.uniform_weights;
             opts.rows_direct &= target == Target::Glsl
                 && opts.form == Form::CoopCompute
                 && opts.precision == Precision::F16;
