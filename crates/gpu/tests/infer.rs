@@ -61,20 +61,24 @@ fn wgsl_matches_cpu() {
     }
 }
 
-/// `--weights uniform`: the parameters in a uniform block of vec4 (straight-line and
-/// loops, f32 and f16 arithmetic) give the storage buffer's results, for every fixed
-/// model a uniform block can hold (dense, at most 16 384 parameters); the others are
-/// refused in one line.
-#[test]
-fn uniform_weights_match_cpu() {
-    let Some(ctx) = common::context() else { return };
+/// Runs every fixed model with the buffer-mode options `variant` gives (from the
+/// precision and whether to loop: f32 straight-line and looped, f16 where the adapter
+/// has it) against the CPU; a model `fits` refuses is checked to fail in one line naming
+/// `refusal`. Returns how many kernels ran.
+fn buffer_variant_matches_cpu(
+    what: &str,
+    variant: impl Fn(Precision, bool) -> Options,
+    fits: impl Fn(&Model) -> bool,
+    refusal: &str,
+) -> usize {
+    let Some(ctx) = common::context() else {
+        return usize::MAX;
+    };
     let f16 = ctx.has(wgpu::Features::SHADER_F16);
     let mut ran = 0;
     for (name, model) in models::all() {
         let x = models::random_inputs(&model, ROWS, 13);
         let cpu = model.eval(&x);
-        let fits = model.network.param_count == model.network.dense_count
-            && model.params.len() <= nshade_shader::UNIFORM_MAX_PARAMS;
         for (precision, loops) in [
             (Precision::F32, false),
             (Precision::F32, true),
@@ -83,16 +87,11 @@ fn uniform_weights_match_cpu() {
             if precision == Precision::F16 && !f16 {
                 continue;
             }
-            let opts = Options {
-                weights: WeightMode::Buffer,
-                uniform_weights: true,
-                loops,
-                ..kernel_options(Target::Wgsl, precision)
-            };
+            let opts = variant(precision, loops);
             let ev = ShaderEvaluator::with_options(&ctx, &model, &opts);
-            if !fits {
+            if !fits(&model) {
                 let e = ev.err().expect("refused").to_string();
-                assert!(e.contains("uniform block") && !e.contains('\n'), "{e}");
+                assert!(e.contains(refusal) && !e.contains('\n'), "{e}");
                 continue;
             }
             let gpu = ev.unwrap().eval(&ctx, &x).unwrap();
@@ -101,62 +100,52 @@ fn uniform_weights_match_cpu() {
             } else {
                 1e-5
             };
-            let e = assert_close(
-                &format!("{name} uniform {precision:?} loops {loops}"),
-                &gpu,
-                &cpu,
-                tol,
-            );
-            eprintln!("{name} uniform {precision:?} loops {loops}: max relative error {e:.2e}");
-            ran += 1;
-        }
-    }
-    assert!(ran >= 6, "only {ran} uniform-weight kernels ran");
-}
-
-/// `Options::vec4_buffer`: the parameter buffer read as 4-vectors, each loaded once into a
-/// local (f32, f16; straight-line, and looped and grid tables with run-time indices)
-/// gives the CPU's outputs.
-#[test]
-fn vec4_buffer_matches_cpu() {
-    let Some(ctx) = common::context() else { return };
-    let f16 = ctx.has(wgpu::Features::SHADER_F16);
-    let mut ran = 0;
-    for (name, model) in models::all() {
-        let x = models::random_inputs(&model, ROWS, 14);
-        let cpu = model.eval(&x);
-        for (precision, loops) in [
-            (Precision::F32, false),
-            (Precision::F32, true),
-            (Precision::F16, false),
-        ] {
-            if precision == Precision::F16 && !f16 {
-                continue;
-            }
-            let opts = Options {
-                weights: WeightMode::Buffer,
-                vec4_buffer: true,
-                loops,
-                ..kernel_options(Target::Wgsl, precision)
-            };
-            let packed = pack_weights(&model, &opts);
-            let elem = if precision == Precision::F16 { 2 } else { 4 };
-            assert_eq!(packed.len(), model.params.len().div_ceil(4) * 4 * elem);
-            let gpu = ShaderEvaluator::with_options(&ctx, &model, &opts)
-                .unwrap()
-                .eval(&ctx, &x)
-                .unwrap();
-            let tol = if precision == Precision::F16 {
-                1e-2
-            } else {
-                1e-5
-            };
-            let label = format!("{name} vec4 buffer {precision:?} loops {loops}");
+            let label = format!("{name} {what} {precision:?} loops {loops}");
             let e = assert_close(&label, &gpu, &cpu, tol);
             eprintln!("{label}: max relative error {e:.2e}");
             ran += 1;
         }
     }
+    ran
+}
+
+/// `--weights uniform`: the parameters in a uniform block of vec4 (straight-line and
+/// loops, f32 and f16 arithmetic) give the CPU's results, for every fixed model a uniform
+/// block can hold (dense, at most 16 384 parameters); the others are refused in one line.
+#[test]
+fn uniform_weights_match_cpu() {
+    let variant = |precision, loops| Options {
+        weights: WeightMode::Buffer,
+        uniform_weights: true,
+        loops,
+        ..kernel_options(Target::Wgsl, precision)
+    };
+    let fits = |m: &Model| {
+        m.network.param_count == m.network.dense_count
+            && m.params.len() <= nshade_shader::UNIFORM_MAX_PARAMS
+    };
+    let ran = buffer_variant_matches_cpu("uniform", variant, fits, "uniform block");
+    assert!(ran >= 6, "only {ran} uniform-weight kernels ran");
+}
+
+/// `Options::vec4_buffer`: the parameter buffer read as 4-vectors, each loaded once into a
+/// local (f32, f16; straight-line, and looped and grid tables with run-time indices)
+/// gives the CPU's outputs, from a buffer of whole vectors.
+#[test]
+fn vec4_buffer_matches_cpu() {
+    let variant = |precision, loops| Options {
+        weights: WeightMode::Buffer,
+        vec4_buffer: true,
+        loops,
+        ..kernel_options(Target::Wgsl, precision)
+    };
+    for (_, m) in models::all() {
+        for (precision, elem) in [(Precision::F32, 4), (Precision::F16, 2)] {
+            let packed = pack_weights(&m, &variant(precision, false));
+            assert_eq!(packed.len(), m.params.len().div_ceil(4) * 4 * elem);
+        }
+    }
+    let ran = buffer_variant_matches_cpu("vec4 buffer", variant, |_| true, "");
     assert!(ran >= 9, "only {ran} vec4-buffer kernels ran");
 }
 
