@@ -246,14 +246,13 @@ fn run_inference(args: &Args) -> Result<()> {
                         }
                         let name = if p == Precision::F16 { "f16" } else { "f32" };
                         let ev = if uniform || vec4 {
-                            // uniform: straight-line (a uniform block holds at most
-                            // LOOP_ABOVE); vec4: looped where `with_weights` loops
+                            // looped where `with_weights` loops (never for a network a
+                            // uniform block holds)
                             let opts = nshade_shader::Options {
                                 weights,
                                 uniform_weights: uniform,
                                 vec4_buffer: vec4,
-                                loops: vec4
-                                    && model.network.dense_count > nshade_gpu::infer::LOOP_ABOVE,
+                                loops: nshade_gpu::infer::buffer_loops(&model),
                                 ..nshade_gpu::infer::kernel_options(nshade_shader::Target::Wgsl, p)
                             };
                             ShaderEvaluator::with_options(ctx, &model, &opts)

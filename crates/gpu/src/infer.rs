@@ -82,6 +82,23 @@ pub fn tiled_supported(ctx: &GpuContext, model: &Model, form: Form) -> Result<()
 /// passthrough shaders and, where that kernel is the subgroup-private one, subgroups of
 /// exactly 32 invocations.
 pub fn glsl_coop_supported(ctx: &GpuContext, model: &Model) -> Result<(), String> {
+    glsl_coop_kernel(ctx, model).map(|_| ())
+}
+
+/// Whether [`ShaderEvaluator::coop_glsl`] runs the subgroup-private kernel of
+/// `nshade_shader::coop_rows` for `model` here (its weights fit the workgroup memory):
+/// on the H200 4-6x faster than the WGSL kernel (the hash-grid network C: 4.9 G against
+/// 0.93 G evaluations/s at 1920x1080), so [`ShaderEvaluator::fastest`] takes it.
+pub fn glsl_rows_supported(ctx: &GpuContext, model: &Model) -> bool {
+    glsl_coop_kernel(ctx, model).is_ok_and(|(_, plan)| plan.blocks > 0)
+}
+
+/// [`glsl_coop_supported`]'s checks, and where they pass the kernel's export options
+/// ([`glsl_coop_options`]) with the plan they give.
+fn glsl_coop_kernel(
+    ctx: &GpuContext,
+    model: &Model,
+) -> Result<(Options, nshade_shader::coop::TilePlan), String> {
     tiled_supported(ctx, model, Form::CoopCompute)?;
     let name = &ctx.summary.name;
     if !cfg!(feature = "glslang") {
@@ -90,35 +107,28 @@ pub fn glsl_coop_supported(ctx: &GpuContext, model: &Model) -> Result<(), String
     if !ctx.has(wgpu::Features::PASSTHROUGH_SHADERS) {
         return Err(format!("the adapter {name} cannot load SPIR-V unchanged"));
     }
-    let plan = nshade_shader::coop::plan_for(model, &glsl_coop_options(ctx, model))
-        .map_err(|e| format!("on the adapter {name}: {e}"))?;
+    let (opts, plan) =
+        glsl_coop_options(ctx, model).map_err(|e| format!("on the adapter {name}: {e}"))?;
     if plan.blocks > 0 && ctx.summary.subgroup_size != [32, 32] {
         return Err(format!(
             "the adapter {name} runs subgroups of {} to {} invocations; the GLSL kernel's are exactly 32",
             ctx.summary.subgroup_size[0], ctx.summary.subgroup_size[1]
         ));
     }
-    Ok(())
+    Ok((opts, plan))
 }
 
-/// Whether [`ShaderEvaluator::coop_glsl`] runs the subgroup-private kernel of
-/// `nshade_shader::coop_rows` for `model` here (its weights fit the workgroup memory):
-/// on the H200 4-5x faster than the WGSL kernel (the hash-grid network C: 4.6 G against
-/// 0.93 G evaluations/s at 1920x1080), so [`ShaderEvaluator::fastest`] takes it.
-pub fn glsl_rows_supported(ctx: &GpuContext, model: &Model) -> bool {
-    glsl_coop_supported(ctx, model).is_ok()
-        && nshade_shader::coop::plan_for(model, &glsl_coop_options(ctx, model))
-            .is_ok_and(|p| p.blocks > 0)
-}
-
-/// The export options of the GLSL cooperative-matrix kernel of `model` on this device:
-/// the subgroup-private kernel in the first shape that fits the device's workgroup memory
+/// The export options of the GLSL cooperative-matrix kernel of `model` on this device,
+/// with the plan they give: the subgroup-private kernel in the first shape that fits the device's workgroup memory
 /// with an f32 parameter buffer, else with an f16 one (whose layers the kernel can read in
 /// place), else the shared-tile kernel (f32). For measurements, `NSHADE_ROWS_SHAPE=G,B`
 /// picks the shape, `NSHADE_ROWS_DIRECT=1` an f16 buffer read in place wherever it can,
 /// and `NSHADE_ROWS_SPLIT=encode|noencode|noact` a kernel with a part left out
 /// (`nshade_shader::RowsSplit`; its outputs are not the network's).
-fn glsl_coop_options(ctx: &GpuContext, model: &Model) -> Options {
+fn glsl_coop_options(
+    ctx: &GpuContext,
+    model: &Model,
+) -> Result<(Options, nshade_shader::coop::TilePlan), nshade_shader::Error> {
     let rows_shape = std::env::var("NSHADE_ROWS_SHAPE").ok().and_then(|v| {
         let (g, b) = v.split_once(',')?;
         Some((g.trim().parse().ok()?, b.trim().parse().ok()?))
@@ -136,16 +146,18 @@ fn glsl_coop_options(ctx: &GpuContext, model: &Model) -> Options {
         rows_split,
         ..kernel_options(Target::Glsl, precision)
     };
+    let planned = |o: Options| nshade_shader::coop::plan_for(model, &o).map(|p| (o, p));
     if direct {
-        return with(Precision::F16, true);
+        return planned(with(Precision::F16, true));
     }
-    let rows = |o: &Options| nshade_shader::coop::plan_for(model, o).is_ok_and(|p| p.blocks > 0);
-    let f32 = with(Precision::F32, false);
-    if rows(&f32) {
+    let f32 = planned(with(Precision::F32, false));
+    if matches!(&f32, Ok((_, p)) if p.blocks > 0) {
         return f32;
     }
-    let f16 = with(Precision::F16, false);
-    if rows(&f16) { f16 } else { f32 }
+    match planned(with(Precision::F16, false)) {
+        Ok((o, p)) if p.blocks > 0 => Ok((o, p)),
+        _ => f32,
+    }
 }
 
 /// The workgroup memory the tiled kernels may use on this device.
@@ -174,11 +186,15 @@ pub fn kernel_options(target: Target, precision: Precision) -> Options {
 }
 
 fn storage(binding: u32, read_only: bool) -> wgpu::BindGroupLayoutEntry {
+    buffer_entry(binding, wgpu::BufferBindingType::Storage { read_only })
+}
+
+fn buffer_entry(binding: u32, ty: wgpu::BufferBindingType) -> wgpu::BindGroupLayoutEntry {
     wgpu::BindGroupLayoutEntry {
         binding,
         visibility: wgpu::ShaderStages::COMPUTE,
         ty: wgpu::BindingType::Buffer {
-            ty: wgpu::BufferBindingType::Storage { read_only },
+            ty,
             has_dynamic_offset: false,
             min_binding_size: None,
         },
@@ -194,6 +210,12 @@ pub const BAKE_LIMIT: usize = 16_384;
 /// Buffer-mode function kernels of more dense parameters than this use one loop per
 /// layer (`Options::loops`), which compiles in time proportional to the widths.
 pub const LOOP_ABOVE: usize = BAKE_LIMIT;
+
+/// Whether buffer-mode function kernels of `model` run one loop per layer
+/// ([`LOOP_ABOVE`]; `Options::loops`).
+pub fn buffer_loops(model: &Model) -> bool {
+    model.network.dense_count > LOOP_ABOVE
+}
 
 /// Whether [`ShaderEvaluator::new`] bakes `model`'s weights: no grid tables and at most
 /// [`BAKE_LIMIT`] parameters.
@@ -285,10 +307,9 @@ impl ShaderEvaluator {
     /// coop-compute`), compiled by the glslang built into nshade and loaded as SPIR-V;
     /// fails with the reason when [`glsl_coop_supported`] says the device cannot run it.
     pub fn coop_glsl(ctx: &GpuContext, model: &Model) -> Result<ShaderEvaluator, GpuError> {
-        glsl_coop_supported(ctx, model).map_err(GpuError::Other)?;
+        let (opts, _) = glsl_coop_kernel(ctx, model).map_err(GpuError::Other)?;
         #[cfg(feature = "glslang")]
         {
-            let opts = glsl_coop_options(ctx, model);
             let src = nshade_shader::export(model, &opts)
                 .map_err(|e| GpuError::Other(format!("generating the inference shader: {e}")))?
                 .into_text()
@@ -310,7 +331,10 @@ impl ShaderEvaluator {
             Ok(ev)
         }
         #[cfg(not(feature = "glslang"))]
-        unreachable!("glsl_coop_supported refuses without glslang")
+        {
+            let _ = opts;
+            unreachable!("glsl_coop_supported refuses without glslang")
+        }
     }
 
     /// The form of the kernel this evaluator runs.
@@ -321,11 +345,11 @@ impl ShaderEvaluator {
     /// The form and kernel in words, e.g. `coop-compute (GLSL, 4 subgroups x 32 rows)`:
     /// what `eval` / `render` / `bench` say they ran.
     pub fn describe(&self) -> String {
+        let language = if self.glsl { "GLSL" } else { "WGSL" };
         match &self.plan {
             Some(plan) if plan.blocks > 0 => format!(
-                "{} ({}, {} subgroups x {} rows{})",
+                "{} ({language}, {} subgroups x {} rows{})",
                 self.form,
-                if self.glsl { "GLSL" } else { "WGSL" },
                 plan.workgroup_size / 32,
                 16 * plan.blocks,
                 match plan.layers.iter().filter(|l| l.direct).count() {
@@ -334,13 +358,8 @@ impl ShaderEvaluator {
                     n => format!(", f16 weights, {n} layer(s) read in place"),
                 }
             ),
-            Some(plan) => format!(
-                "{} ({}, tiles of {} rows)",
-                self.form,
-                if self.glsl { "GLSL" } else { "WGSL" },
-                plan.rows
-            ),
-            None => format!("{} (WGSL)", self.form),
+            Some(plan) => format!("{} ({language}, tiles of {} rows)", self.form, plan.rows),
+            None => format!("{} ({language})", self.form),
         }
     }
 
@@ -354,7 +373,7 @@ impl ShaderEvaluator {
     ) -> Result<ShaderEvaluator, GpuError> {
         let opts = Options {
             weights,
-            loops: weights == WeightMode::Buffer && model.network.dense_count > LOOP_ABOVE,
+            loops: weights == WeightMode::Buffer && buffer_loops(model),
             ..kernel_options(Target::Wgsl, precision)
         };
         ShaderEvaluator::with_options(ctx, model, &opts)
@@ -520,16 +539,7 @@ impl ShaderEvaluator {
         // passthrough SPIR-V keeps its own numbers, so the layout is dense: 0..=3, with a
         // placeholder buffer at 1 (the view uniform's slot) and at 0 for baked kernels.
         let params_entry = if uniform {
-            wgpu::BindGroupLayoutEntry {
-                binding: 0,
-                visibility: wgpu::ShaderStages::COMPUTE,
-                ty: wgpu::BindingType::Buffer {
-                    ty: wgpu::BufferBindingType::Uniform,
-                    has_dynamic_offset: false,
-                    min_binding_size: None,
-                },
-                count: None,
-            }
+            buffer_entry(0, wgpu::BufferBindingType::Uniform)
         } else {
             storage(0, true)
         };

@@ -146,8 +146,6 @@ impl TilePlan {
     }
 }
 
-/// The network's last `mlp`, when the model is encodings followed by one `mlp` (the only
-/// networks the tiled forms take).
 /// The width of the mlp the tiled forms evaluate (its widest layer's outputs), or `None`
 /// where they cannot take `model`.
 pub fn mlp_width(model: &Model) -> Option<usize> {
@@ -156,6 +154,8 @@ pub fn mlp_width(model: &Model) -> Option<usize> {
         .and_then(|m| m.layers.iter().map(|l| l.out_dims).max())
 }
 
+/// The network's last `mlp`, when the model is encodings followed by one `mlp` (the only
+/// networks the tiled forms take).
 fn final_mlp(model: &Model) -> Result<&nshade_core::module::Mlp, Error> {
     fn has_mlp(m: &Module) -> bool {
         match m {
@@ -726,7 +726,6 @@ fn write_glsl(model: &Model, program: &Program, opts: &Options) -> Result<String
     }
     let coop = opts.form == Form::CoopCompute;
     let p = &opts.prefix;
-    let (g, b) = (opts.group, opts.binding);
     let (in_dims, out_dims) = (program.in_dims, program.out_dims);
     let (rows, sx, per) = (plan.rows, plan.sx, plan.per);
     let wg = plan.workgroup_size;
@@ -770,7 +769,7 @@ void main() {{
     uint zslot = sgid * {zg}u;
 ",
         zg = per * 256,
-        buffers = glsl_buffers(p, g, b, model.params.len(), f16),
+        buffers = glsl_buffers(model, opts),
         wl = plan.weights_len.max(1),
         bl = plan.biases_len.max(1),
         xl = plan.x_len,
@@ -924,29 +923,36 @@ pub(crate) fn glsl_extensions(coop: bool, subgroups: bool, f16: bool) -> String 
     s
 }
 
-/// The header's line for the parameter buffer of a GLSL tiled kernel.
-pub(crate) fn glsl_params_line(model: &Model, opts: &Options) -> String {
+/// The declaration of a GLSL tiled kernel's parameter buffer (f32, or f16 where
+/// [`Options::buffer_is_f16`]), without the `;`.
+fn glsl_params_decl(model: &Model, opts: &Options) -> String {
     let (p, g, b) = (&opts.prefix, opts.group, opts.binding);
+    let elem = if opts.buffer_is_f16() {
+        "float16_t"
+    } else {
+        "float"
+    };
     format!(
-        "weights: layout(std430, set = {g}, binding = {b}) readonly buffer {p}Params {{ {} {p}params[{}]; }}",
-        if opts.buffer_is_f16() {
-            "float16_t"
-        } else {
-            "float"
-        },
+        "layout(std430, set = {g}, binding = {b}) readonly buffer {p}Params {{ {elem} {p}params[{}]; }}",
         model.params.len()
     )
 }
 
+/// The header's line for the parameter buffer of a GLSL tiled kernel.
+pub(crate) fn glsl_params_line(model: &Model, opts: &Options) -> String {
+    format!("weights: {}", glsl_params_decl(model, opts))
+}
+
 /// The GLSL tiled kernels' three storage buffers (parameters, input rows, output rows)
-/// at `set = g`, bindings `b`, `b + 2`, `b + 3`, for `n` parameters.
-pub(crate) fn glsl_buffers(p: &str, g: u32, b: u32, n: usize, f16: bool) -> String {
-    let elem = if f16 { "float16_t" } else { "float" };
+/// at `set = group`, bindings `binding`, `binding + 2`, `binding + 3`.
+pub(crate) fn glsl_buffers(model: &Model, opts: &Options) -> String {
+    let (p, g, b) = (&opts.prefix, opts.group, opts.binding);
     format!(
-        "layout(std430, set = {g}, binding = {b}) readonly buffer {p}Params {{ {elem} {p}params[{n}]; }};
+        "{};
 layout(std430, set = {g}, binding = {b2}) readonly buffer {p}Inputs {{ float {p}inputs[]; }};
 layout(std430, set = {g}, binding = {b3}) buffer {p}Outputs {{ float {p}outputs[]; }};
 ",
+        glsl_params_decl(model, opts),
         b2 = b + 2,
         b3 = b + 3
     )

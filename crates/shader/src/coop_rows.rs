@@ -179,7 +179,6 @@ fn plan_shape(
 /// The complete GLSL 450 compute shader of `plan` (from [`plan`]).
 pub(crate) fn write(model: &Model, program: &Program, opts: &Options, plan: &TilePlan) -> String {
     let p = &opts.prefix;
-    let (g, b) = (opts.group, opts.binding);
     let (in_dims, out_dims) = (program.in_dims, program.out_dims);
     let wg = plan.workgroup_size;
     let groups = wg / 32;
@@ -237,7 +236,7 @@ void main() {{
     uint xb = sgid * {x_len}u;
     uint zb = sgid * {z_len}u;
 ",
-        buffers = crate::coop::glsl_buffers(p, g, b, model.params.len(), f16),
+        buffers = crate::coop::glsl_buffers(model, opts),
         wl = plan.weights_len.max(1),
         bl = plan.biases_len.max(1),
         xl = groups * plan.x_len,
@@ -294,22 +293,14 @@ void main() {{
     }
     let _ = writeln!(s, "        }}\n        {p}sync();");
     let n_last = plan.layers.len() - 1;
-    if split == RowsSplit::EncodeOnly {
-        // the mlp input's first columns as the outputs (so the encoding is not dead)
-        let _ = writeln!(
-            s,
-            "        for (uint e = lane; e < {tot}u; e += 32u) {{
-            uint r = e / {out_dims}u; uint o = e % {out_dims}u;
-            if (r0 + r < n) {{ {p}outputs[r0 * {out_dims}u + e] = float({p}xs[xb + r * {sx}u + o]); }}
-        }}
-        {p}sync();
-    }}
-}}",
-            tot = rows_each * out_dims,
-        );
-        return s;
-    }
-    for (i, l) in plan.layers.iter().enumerate() {
+    // EncodeOnly: no layers; the mlp input's first columns are the outputs (so the
+    // encoding is not dead code)
+    let layers = if split == RowsSplit::EncodeOnly {
+        &plan.layers[..0]
+    } else {
+        &plan.layers[..]
+    };
+    for (i, l) in layers.iter().enumerate() {
         let (kb, nb) = (l.in_p / 16, l.out_p / 16);
         let _ = writeln!(
             s,
@@ -396,12 +387,17 @@ void main() {{
         }
         let _ = writeln!(s, "        }}\n        {p}sync();");
     }
+    let out = if split == RowsSplit::EncodeOnly {
+        format!("float({p}xs[xb + r * {sx}u + o])")
+    } else {
+        format!("{p}zs[zb + r * {zw}u + o]")
+    };
     let _ = writeln!(
         s,
         "        // The subgroup's output rows: {rows_each} x {out_dims} consecutive floats.
         for (uint e = lane; e < {tot}u; e += 32u) {{
             uint r = e / {out_dims}u; uint o = e % {out_dims}u;
-            if (r0 + r < n) {{ {p}outputs[r0 * {out_dims}u + e] = {p}zs[zb + r * {zw}u + o]; }}
+            if (r0 + r < n) {{ {p}outputs[r0 * {out_dims}u + e] = {out}; }}
         }}
         {p}sync();
     }}

@@ -129,7 +129,7 @@ pub(crate) fn write(model: &Model, opts: &Options, iface: &Interface) -> String 
         line(&format!(
             "parameter buffer: {} values of {elem}, little-endian, tightly packed{}: the model's flat parameter vector (`nshade export --weights-out` writes it):",
             net.param_count,
-            if opts.uniform_weights {
+            if opts.uniform_weights || opts.vec4_buffer {
                 ", zero-padded to whole vec4s"
             } else {
                 ""

@@ -217,9 +217,9 @@ pub struct Options {
     /// (epilogues in registers, no workgroup barrier after staging; what `nshade export`
     /// writes) in the first shape that fits, in an order measured per kind of network
     /// (grid tables, dense up to 32 wide, wider), with `None` (the default), or in this
-    /// shape, (subgroups per workgroup,
-    /// blocks of 16 rows per subgroup); `Some((0, 0))` asks for the shared-tile kernel of
-    /// `coop`, which is also what is written where no shape fits the workgroup memory.
+    /// shape, (subgroups per workgroup, blocks of 16 rows per subgroup); `Some((0, 0))`
+    /// asks for the shared-tile kernel of `coop`, which is also what is written where no
+    /// shape fits the workgroup memory.
     pub rows_shape: Option<(usize, usize)>,
     /// With buffer weights (`--weights uniform`): the parameters in a uniform block of
     /// vec4<f32> (a constant buffer) instead of a storage buffer, read with constant
@@ -366,28 +366,10 @@ pub fn export(model: &Model, opts: &Options) -> Result<Output, Error> {
 
 /// The bytes of the parameter buffer that buffer-mode shaders for `opts` read: the flat
 /// parameter vector in model order, little-endian f32 (f16 where
-/// [`Options::buffer_is_f16`]), no padding.
+/// [`Options::buffer_is_f16`]); zero-padded to whole 4-vectors for a uniform block or a
+/// buffer of 4-vectors, else no padding.
 pub fn pack_weights(model: &Model, opts: &Options) -> Vec<u8> {
-    if opts.vec4_buffer && !opts.uniform_weights {
-        // whole 4-vectors of the buffer's element type: the last one zero-padded
-        let elem = if opts.buffer_is_f16() { 2 } else { 4 };
-        let mut v = pack_weights(
-            model,
-            &Options {
-                vec4_buffer: false,
-                ..opts.clone()
-            },
-        );
-        v.resize(model.params.len().div_ceil(4) * 4 * elem, 0);
-        return v;
-    }
-    if opts.uniform_weights {
-        // whole vec4s: the last one zero-padded
-        let mut v: Vec<u8> = model.params.iter().flat_map(|v| v.to_le_bytes()).collect();
-        v.resize(model.params.len().div_ceil(4) * 16, 0);
-        return v;
-    }
-    if opts.buffer_is_f16() {
+    let mut v: Vec<u8> = if opts.buffer_is_f16() {
         model
             .params
             .iter()
@@ -395,7 +377,13 @@ pub fn pack_weights(model: &Model, opts: &Options) -> Vec<u8> {
             .collect()
     } else {
         model.params.iter().flat_map(|v| v.to_le_bytes()).collect()
+    };
+    if opts.uniform_weights || opts.vec4_buffer {
+        // whole 4-vectors of the element type: the last one zero-padded
+        let elem = if opts.buffer_is_f16() { 2 } else { 4 };
+        v.resize(model.params.len().div_ceil(4) * 4 * elem, 0);
     }
+    v
 }
 
 /// Largest parameter count of `--weights uniform`: 64 KiB of f32, the uniform block size

@@ -170,24 +170,32 @@ pub(crate) fn write_tables_as(
             b + 3
         ));
     }
+    // The parameter buffer: a uniform block of vec4<f32>, a storage buffer of 4-vectors,
+    // or of scalars; and what the header adds about its indexing.
+    let (n, n4) = (model.params.len(), model.params.len().div_ceil(4));
+    let (params_var, params_note) = if opts.uniform_weights {
+        (
+            format!("var<uniform> {p}params: array<vec4<f32>, {n4}>"),
+            format!(": parameter i is {p}params[i / 4][i % 4] (the last vec4 zero-padded)"),
+        )
+    } else if opts.vec4_buffer {
+        (
+            format!("var<storage, read> {p}params: array<vec4<{elem}>, {n4}>"),
+            format!(
+                ": parameter i is {p}params[i / 4][i % 4] (the flat vector, the last vector zero-padded)"
+            ),
+        )
+    } else {
+        (
+            format!("var<storage, read> {p}params: array<{elem}, {n}>"),
+            String::new(),
+        )
+    };
     let iface = Interface {
         signature: signature.clone(),
-        buffer: vec![if opts.uniform_weights {
-            format!(
-                "weights: var<uniform> {p}params: array<vec4<f32>, {n4}> at @group({g}) @binding({b}): parameter i is {p}params[i / 4][i % 4] (the last vec4 zero-padded)",
-                n4 = model.params.len().div_ceil(4)
-            )
-        } else if opts.vec4_buffer {
-            format!(
-                "weights: var<storage, read> {p}params: array<vec4<{elem}>, {n4}> at @group({g}) @binding({b}): parameter i is {p}params[i / 4][i % 4] (the flat vector, the last vector zero-padded)",
-                n4 = model.params.len().div_ceil(4)
-            )
-        } else {
-            format!(
-                "weights: var<storage, read> {p}params: array<{elem}, {n}> at @group({g}) @binding({b})",
-                n = model.params.len()
-            )
-        }],
+        buffer: vec![format!(
+            "weights: {params_var} at @group({g}) @binding({b}){params_note}"
+        )],
         entries,
     };
     let mut s = header::write(model, opts, &iface);
@@ -195,27 +203,8 @@ pub(crate) fn write_tables_as(
     if f16 {
         s.push_str("enable f16;\n\n");
     }
-    if opts.weights == WeightMode::Buffer && opts.uniform_weights {
-        writeln!(
-            s,
-            "@group({g}) @binding({b}) var<uniform> {p}params: array<vec4<f32>, {}>;\n",
-            model.params.len().div_ceil(4)
-        )
-        .unwrap();
-    } else if opts.weights == WeightMode::Buffer && opts.vec4_buffer {
-        writeln!(
-            s,
-            "@group({g}) @binding({b}) var<storage, read> {p}params: array<vec4<{elem}>, {}>;\n",
-            model.params.len().div_ceil(4)
-        )
-        .unwrap();
-    } else if opts.weights == WeightMode::Buffer {
-        writeln!(
-            s,
-            "@group({g}) @binding({b}) var<storage, read> {p}params: array<{elem}, {}>;\n",
-            model.params.len()
-        )
-        .unwrap();
+    if opts.weights == WeightMode::Buffer {
+        writeln!(s, "@group({g}) @binding({b}) {params_var};\n").unwrap();
     }
     if let Some((n, lits)) = crate::body::baked_tables(model, opts, "    ") {
         writeln!(
