@@ -101,6 +101,12 @@ pub struct Args {
     /// loops instead of cooperative matrices, for adapters with f16 only).
     #[arg(long, value_enum, default_value_t = FormArg::Function)]
     pub form: FormArg,
+    /// With --target glsl --form coop-compute: what the hidden layers' products
+    /// accumulate in; the last layer's always accumulate in f32. Default f16 (f16
+    /// accumulators, biases and activations, as tiny-cuda-nn's fully fused MLP; faster,
+    /// with errors of the f16 operands' order) where the subgroup kernel fits, else f32.
+    #[arg(long, value_enum)]
+    pub accumulate: Option<PrecisionArg>,
     /// With a compute form: bytes of workgroup memory the kernel may use (the device's
     /// maxComputeSharedMemorySize / max_compute_workgroup_storage_size); the largest tile
     /// of rows that fits is taken.
@@ -215,7 +221,23 @@ pub fn run(args: Args) -> Result<()> {
         form,
         workgroup_memory: args.workgroup_memory as usize,
         texture_io: args.texture_io,
+        rows_acc16: args.accumulate == Some(PrecisionArg::F16),
         ..Options::new(target)
+    };
+    // f16 accumulation by default where the subgroup kernel is what gets written
+    let opts = match args.accumulate {
+        None if target == Target::Glsl && form == Form::CoopCompute && !opts.texture_io => {
+            let acc16 = Options {
+                rows_acc16: true,
+                ..opts.clone()
+            };
+            if nshade_shader::coop::plan_for(&model, &acc16).is_ok() {
+                acc16
+            } else {
+                opts
+            }
+        }
+        _ => opts,
     };
     let out = nshade_shader::export(&model, &opts)
         .with_context(|| format!("exporting {} for --target {target}", args.model.display()))?;

@@ -585,6 +585,47 @@ fn export_compute_forms() {
         "{src}"
     );
     assert_eq!(src.matches("barrier();").count(), 1, "{src}");
+    // its hidden layers accumulate in f16 by default (biases staged again as f16), the
+    // last one in f32; --accumulate f32 keeps every layer in f32
+    assert!(
+        src.contains("f16 accumulation in the hidden layers and f32 in the last"),
+        "{src}"
+    );
+    assert!(src.contains("shared float16_t nshade_bh["), "{src}");
+    let f32acc = d.join("coop32.comp");
+    ok(
+        &nshade(&[
+            "export",
+            m,
+            "--target",
+            "glsl",
+            "--form",
+            "coop-compute",
+            "--accumulate",
+            "f32",
+            "-o",
+            f32acc.to_str().unwrap(),
+        ]),
+        "coop-compute glsl --accumulate f32",
+    );
+    let src32 = std::fs::read_to_string(&f32acc).unwrap();
+    assert!(src32.contains(", f32 accumulation"), "{src32}");
+    assert!(!src32.contains("nshade_bh"), "{src32}");
+    // f16 accumulation is the GLSL subgroup kernel's alone
+    fails(
+        &nshade(&[
+            "export",
+            m,
+            "--target",
+            "wgsl",
+            "--form",
+            "coop-compute",
+            "--accumulate",
+            "f16",
+        ]),
+        1,
+        "f16 accumulation",
+    );
     // --precision f16: a float16_t parameter buffer, written as f16
     let (h, hbin) = (d.join("coop16.comp"), d.join("coop16.bin"));
     ok(

@@ -40,6 +40,8 @@ pub struct ShaderEvaluator {
     glsl: bool,
     /// The parameter buffer holds f16 (a tiled kernel exported with `--precision f16`).
     f16_params: bool,
+    /// The GLSL subgroup kernel's hidden layers accumulate in f16.
+    acc16: bool,
 }
 
 /// The tiled compute form `form` can run on this device for `model`: f16 always; for
@@ -123,8 +125,11 @@ fn glsl_coop_kernel(
 /// with an f32 parameter buffer, else with an f16 one (whose layers the kernel can read in
 /// place), else the shared-tile kernel (f32). For measurements, `NSHADE_ROWS_SHAPE=G,B`
 /// picks the shape, `NSHADE_ROWS_DIRECT=1` an f16 buffer read in place wherever it can,
-/// and `NSHADE_ROWS_SPLIT=encode|noencode|noact` a kernel with a part left out
-/// (`nshade_shader::RowsSplit`; its outputs are not the network's).
+/// `NSHADE_ROWS_SPLIT=encode|noencode|noact` a kernel with a part left out
+/// (`nshade_shader::RowsSplit`; its outputs are not the network's) and
+/// `NSHADE_ROWS_ACC=f32` f32 accumulation in the hidden layers (by default f16, as
+/// `nshade export`), `NSHADE_ROWS_HOLD=1` the weights held in registers and
+/// `NSHADE_ROWS_PARAMS=f16` an f16 parameter buffer where an f32 one would do.
 fn glsl_coop_options(
     ctx: &GpuContext,
     model: &Model,
@@ -138,7 +143,11 @@ fn glsl_coop_options(
         .ok()
         .and_then(|v| nshade_shader::RowsSplit::parse(&v))
         .unwrap_or(nshade_shader::RowsSplit::Whole);
-    let with = |precision: Precision, rows_direct: bool| Options {
+    let acc16 = !std::env::var("NSHADE_ROWS_ACC").is_ok_and(|v| v == "f32");
+    let rows_hold = std::env::var("NSHADE_ROWS_HOLD").is_ok_and(|v| v == "1");
+    let with = |precision: Precision, rows_direct: bool, rows_acc16: bool| Options {
+        rows_acc16,
+        rows_hold,
         form: Form::CoopCompute,
         workgroup_memory: workgroup_memory(ctx),
         rows_shape,
@@ -148,16 +157,23 @@ fn glsl_coop_options(
     };
     let planned = |o: Options| nshade_shader::coop::plan_for(model, &o).map(|p| (o, p));
     if direct {
-        return planned(with(Precision::F16, true));
+        return planned(with(Precision::F16, true, acc16));
     }
-    let f32 = planned(with(Precision::F32, false));
-    if matches!(&f32, Ok((_, p)) if p.blocks > 0) {
-        return f32;
+    // the subgroup kernel with an f32 buffer, else with an f16 one; else the shared-tile
+    // kernel (which accumulates in f32)
+    let order: &[Precision] = if std::env::var("NSHADE_ROWS_PARAMS").is_ok_and(|v| v == "f16") {
+        &[Precision::F16]
+    } else {
+        &[Precision::F32, Precision::F16]
+    };
+    for &precision in order {
+        if let Ok((o, p)) = planned(with(precision, false, acc16))
+            && p.blocks > 0
+        {
+            return Ok((o, p));
+        }
     }
-    match planned(with(Precision::F16, false)) {
-        Ok((o, p)) if p.blocks > 0 => Ok((o, p)),
-        _ => f32,
-    }
+    planned(with(Precision::F32, false, false))
 }
 
 /// The workgroup memory the tiled kernels may use on this device.
@@ -348,7 +364,7 @@ impl ShaderEvaluator {
         let language = if self.glsl { "GLSL" } else { "WGSL" };
         match &self.plan {
             Some(plan) if plan.blocks > 0 => format!(
-                "{} ({language}, {} subgroups x {} rows{})",
+                "{} ({language}, {} subgroups x {} rows{}, {} accumulation)",
                 self.form,
                 plan.workgroup_size / 32,
                 16 * plan.blocks,
@@ -356,7 +372,8 @@ impl ShaderEvaluator {
                     0 if self.f16_params => ", f16 weights".to_string(),
                     0 => String::new(),
                     n => format!(", f16 weights, {n} layer(s) read in place"),
-                }
+                },
+                if self.acc16 { "f16" } else { "f32" }
             ),
             Some(plan) => format!("{} ({language}, tiles of {} rows)", self.form, plan.rows),
             None => format!("{} ({language})", self.form),
@@ -467,6 +484,7 @@ impl ShaderEvaluator {
             false,
         )?;
         ev.f16_params = opts.buffer_is_f16();
+        ev.acc16 = opts.rows_acc16;
         Ok(ev)
     }
 
@@ -598,6 +616,15 @@ impl ShaderEvaluator {
                 "building the inference pipeline: {e}"
             )));
         }
+        let max_groups = std::env::var("NSHADE_TILED_GROUPS")
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or_else(|| {
+                tiled
+                    .as_ref()
+                    .map_or(nshade_shader::coop::MAX_DISPATCH, |t| t.1.max_dispatch())
+            })
+            .clamp(1, 65535);
         Ok(ShaderEvaluator {
             pipeline,
             layout,
@@ -608,13 +635,10 @@ impl ShaderEvaluator {
             bindings,
             form: tiled.as_ref().map_or(Form::Function, |t| t.0),
             plan: tiled.map(|t| t.1),
-            max_groups: std::env::var("NSHADE_TILED_GROUPS")
-                .ok()
-                .and_then(|v| v.parse::<usize>().ok())
-                .unwrap_or(nshade_shader::coop::MAX_DISPATCH)
-                .clamp(1, 65535),
+            max_groups,
             glsl: false,
             f16_params: false,
+            acc16: false,
         })
     }
 
@@ -661,8 +685,9 @@ impl ShaderEvaluator {
         })
     }
 
-    /// At most `groups` workgroups per dispatch for the tiled forms (default
-    /// [`nshade_shader::coop::MAX_DISPATCH`], or `NSHADE_TILED_GROUPS` for measurements):
+    /// At most `groups` workgroups per dispatch for the tiled forms (default the plan's
+    /// [`nshade_shader::coop::TilePlan::max_dispatch`], or `NSHADE_TILED_GROUPS` for
+    /// measurements):
     /// each stages the weights once and loops over its share of the tiles. Other forms
     /// ignore it.
     pub fn max_workgroups(mut self, groups: usize) -> ShaderEvaluator {

@@ -502,20 +502,28 @@ fn glsl_coop_shapes_match_cpu() {
     use nshade_gpu::capture::glslang::compile_compute;
     use nshade_gpu::infer::{Kernel, glsl_coop_supported};
     use nshade_shader::{Options, Precision, Target, WeightMode, coop, export};
-    // f32 buffer (weights staged); f16 buffer (staged where they fit, else read in
-    // place); f16 buffer read in place wherever a layer allows
+    // (buffer precision, read in place, f16 accumulation, held weights): an f32 buffer
+    // (weights staged); an f16 buffer (staged where they fit, else read in place); an f16
+    // buffer read in place wherever a layer allows; the hidden layers accumulating in f16
+    // (what `export` writes) with an f32 and with an f16 buffer; the weights held in
+    // registers
     let variants = [
-        (Precision::F32, false),
-        (Precision::F16, false),
-        (Precision::F16, true),
+        (Precision::F32, false, false, false),
+        (Precision::F16, false, false, false),
+        (Precision::F16, true, false, false),
+        (Precision::F32, false, true, false),
+        (Precision::F32, false, false, true),
+        (Precision::F16, false, true, false),
     ];
     let kernels = |budget: usize| {
         let mut out = Vec::new();
-        let mut fit = [0usize; 3];
+        let mut fit = [0usize; 6];
         for shape in [(4, 2), (2, 2), (4, 1), (2, 1), (1, 2), (1, 1)] {
             for (k, &(arch, i, o)) in ARCHS.iter().enumerate() {
                 let m = model(arch, i, o, 50 + k as u64);
-                for (v, &(precision, rows_direct)) in variants.iter().enumerate() {
+                for (v, &(precision, rows_direct, rows_acc16, rows_hold)) in
+                    variants.iter().enumerate()
+                {
                     let opts = Options {
                         form: Form::CoopCompute,
                         weights: WeightMode::Buffer,
@@ -523,11 +531,22 @@ fn glsl_coop_shapes_match_cpu() {
                         rows_shape: Some(shape),
                         precision,
                         rows_direct,
+                        rows_acc16,
+                        rows_hold,
                         ..Options::new(Target::Glsl)
                     };
-                    let what =
-                        format!("{arch} glsl coop {shape:?} {precision:?} direct {rows_direct}");
-                    let plan = coop::plan_for(&m, &opts).unwrap();
+                    let what = format!(
+                        "{arch} glsl coop {shape:?} {precision:?} direct {rows_direct} acc16 {rows_acc16} hold {rows_hold}"
+                    );
+                    let plan = match coop::plan_for(&m, &opts) {
+                        Ok(p) => p,
+                        // f16 accumulation is the subgroup kernel's alone
+                        Err(e) if rows_acc16 || rows_hold => {
+                            eprintln!("{what}: {e}");
+                            continue;
+                        }
+                        Err(e) => panic!("{what}: {e}"),
+                    };
                     if plan.blocks == 0 {
                         eprintln!(
                             "{what}: does not fit in {budget} bytes (the shared-tile kernel)"
@@ -559,6 +578,9 @@ fn glsl_coop_shapes_match_cpu() {
             fit[1] >= fit[0] + 6,
             "only {fit:?} shape x network kernels fit"
         );
+        assert!(fit[3] >= 6 * 5, "only {fit:?} shape x network kernels fit");
+        assert_eq!(fit[4], fit[0], "held weights fit where staged ones do");
+        assert!(fit[5] >= fit[3], "only {fit:?} shape x network kernels fit");
         out
     };
     kernels(coop::MAX_WORKGROUP_BYTES);
@@ -567,6 +589,8 @@ fn glsl_coop_shapes_match_cpu() {
         nshade_shader::RowsSplit::EncodeOnly,
         nshade_shader::RowsSplit::NoEncode,
         nshade_shader::RowsSplit::NoActivation,
+        nshade_shader::RowsSplit::OneWeight,
+        nshade_shader::RowsSplit::NoBias,
     ] {
         for &(arch, i, o) in &[ARCHS[1], ARCHS[6]] {
             let m = model(arch, i, o, 7);
@@ -574,6 +598,7 @@ fn glsl_coop_shapes_match_cpu() {
                 form: Form::CoopCompute,
                 weights: WeightMode::Buffer,
                 rows_split: split,
+                rows_hold: split == nshade_shader::RowsSplit::OneWeight,
                 ..Options::new(Target::Glsl)
             };
             let src = export(&m, &opts).unwrap().into_text().unwrap();

@@ -27,6 +27,12 @@ pub(crate) struct Body<'a> {
     /// vector a neuron needs is loaded once into a local `pvQ` before the first neuron
     /// that uses it, and the weights are its components; `None` elsewhere.
     pub vec4_locals: Option<String>,
+    /// `freq(K)` from one sine and one cosine per input (octave 0) and the
+    /// double-angle identities for the octaves above (sin 2a = 2 sin a cos a,
+    /// cos 2a = 1 − 2 sin² a): two transcendentals per input instead of 2K, at an error
+    /// that doubles per octave from f32 rounding (about 1e-5 at octave 7, far below the
+    /// f16 rounding of the tensor-core kernels that use it). f32 locals only.
+    pub freq_doubling: bool,
 }
 
 /// Terms per line in a long multiply-add.
@@ -68,6 +74,8 @@ impl Body<'_> {
         };
         // The 4-vectors loaded so far (`vec4_locals`).
         let mut loaded = std::collections::HashSet::new();
+        // `freq_doubling`: the octaves computed so far per input value
+        let mut octaves: std::collections::HashMap<usize, usize> = Default::default();
         for (si, s) in program.stmts.iter().enumerate() {
             if skip > 0 {
                 skip -= 1;
@@ -107,7 +115,26 @@ impl Body<'_> {
                     cos,
                 } => {
                     let x = names[*src].clone();
-                    let e = if *cos {
+                    let e = if self.freq_doubling && self.cast.is_none() {
+                        let done = octaves.entry(*src).or_insert(0);
+                        for k in *done..=*octave {
+                            let (sn, cn) = (format!("fs{src}_{k}"), format!("fc{src}_{k}"));
+                            let (se, ce) = if k == 0 {
+                                (syntax::frequency_sin(&x, 0), syntax::frequency_cos(&x, 0))
+                            } else {
+                                let (ps, pc) =
+                                    (format!("fs{src}_{}", k - 1), format!("fc{src}_{}", k - 1));
+                                (
+                                    format!("2.0 * {ps} * {pc}"),
+                                    format!("1.0 - 2.0 * {ps} * {ps}"),
+                                )
+                            };
+                            writeln!(out, "{ind}{}{sn} = {se};", self.decl).unwrap();
+                            writeln!(out, "{ind}{}{cn} = {ce};", self.decl).unwrap();
+                        }
+                        *done = (*done).max(*octave + 1);
+                        format!("f{}{src}_{octave}", if *cos { "c" } else { "s" })
+                    } else if *cos {
                         syntax::frequency_cos(&x, *octave)
                     } else {
                         syntax::frequency_sin(&x, *octave)

@@ -48,6 +48,12 @@ const X_SKEW: usize = 8;
 /// Workgroups [`TilePlan::dispatch`] launches at most: enough to fill a large GPU several
 /// times over (a workgroup stages the weights once and then loops over tiles).
 pub const MAX_DISPATCH: usize = 2048;
+/// Workgroups [`TilePlan::dispatch`] launches at most for the GLSL subgroup kernel of
+/// `coop_rows`: every workgroup stages all the weights before its first tile, and on the
+/// H200 (132 multiprocessors) about two workgroups per multiprocessor beat more (seed
+/// #3 13.3 G evaluations/s at 264 against 11.5 G at 2048, the hash-grid network 6.0 G
+/// against 5.0 G; docs/PERFORMANCE.md).
+pub const ROWS_DISPATCH: usize = 256;
 
 /// The workgroup memory the tiles may use under `opts`: all of `--workgroup-memory`, less
 /// the output staging of the texture variant (4 f32 per row of the largest tile).
@@ -120,11 +126,21 @@ impl TileLayer {
 }
 
 impl TilePlan {
-    /// Workgroups to dispatch for `rows` rows: one per tile up to [`MAX_DISPATCH`]; the
-    /// workgroups loop over the remaining tiles, so each stages the weights once for
-    /// several tiles.
+    /// Workgroups to dispatch for `rows` rows: one per tile up to
+    /// [`TilePlan::max_dispatch`]; the workgroups loop over the remaining tiles, so each
+    /// stages the weights once for several tiles.
     pub fn dispatch(&self, rows: usize) -> u32 {
-        self.dispatch_capped(rows, MAX_DISPATCH)
+        self.dispatch_capped(rows, self.max_dispatch())
+    }
+
+    /// The cap of [`TilePlan::dispatch`]: [`ROWS_DISPATCH`] for the subgroup kernel
+    /// (`blocks > 0`), else [`MAX_DISPATCH`].
+    pub fn max_dispatch(&self) -> usize {
+        if self.blocks > 0 {
+            ROWS_DISPATCH
+        } else {
+            MAX_DISPATCH
+        }
     }
 
     /// [`TilePlan::dispatch`] with another cap on the workgroups (at least 1, at most
@@ -314,9 +330,15 @@ pub fn plan_for(model: &Model, opts: &Options) -> Result<TilePlan, Error> {
                 (true, false) => crate::coop_rows::Direct::WhenNeeded,
                 (true, true) => crate::coop_rows::Direct::Always,
             },
+            opts.rows_acc16,
         )
     {
         return Ok(p);
+    }
+    if opts.rows_acc16 || opts.rows_hold {
+        return Err(Error::Option(
+            "f16 accumulation and held weights belong to the subgroup kernel, which does not fit this model's weights in workgroup memory".into(),
+        ));
     }
     plan(model, io_budget(opts))
 }
@@ -493,6 +515,7 @@ fn {p}main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
         scalar: "f32".into(),
         wgsl: true,
         vec4_locals: None,
+        freq_doubling: true,
     };
     let body_opts = Options {
         target: Target::Wgsl,
@@ -890,6 +913,7 @@ pub(crate) fn glsl_encoding(
         scalar: "float".into(),
         wgsl: false,
         vec4_locals: None,
+        freq_doubling: true,
     };
     let body_opts = Options {
         weights: WeightMode::Buffer,

@@ -83,13 +83,15 @@ fn direct_ok(l: &nshade_core::module::Linear) -> bool {
 /// The layout of `mlp` (behind grid tables: `grid`) for this kernel within `budget`
 /// bytes of workgroup memory: the first of [`shapes`] (or `shape` alone) that fits,
 /// skewed weight rows before unskewed ones, staged weights before direct ones
-/// (`direct`); `None` when none fits.
+/// (`direct`), with room for f16 biases where the hidden layers accumulate in f16
+/// (`acc16`); `None` when none fits.
 pub(crate) fn plan(
     mlp: &nshade_core::module::Mlp,
     grid: bool,
     budget: usize,
     shape: Option<(usize, usize)>,
     direct: Direct,
+    acc16: bool,
 ) -> Option<TilePlan> {
     let pad = |n: usize| n.next_multiple_of(16);
     let modes: &[bool] = match direct {
@@ -104,7 +106,7 @@ pub(crate) fn plan(
             None => shapes(grid, width, use_direct).to_vec(),
         };
         for &(groups, blocks) in &order {
-            if let Some(p) = plan_shape(mlp, budget, groups, blocks, use_direct, pad) {
+            if let Some(p) = plan_shape(mlp, budget, groups, blocks, use_direct, acc16, pad) {
                 return Some(p);
             }
         }
@@ -119,6 +121,7 @@ fn plan_shape(
     groups: usize,
     blocks: usize,
     use_direct: bool,
+    acc16: bool,
     pad: impl Fn(usize) -> usize,
 ) -> Option<TilePlan> {
     for skew in [8, 0] {
@@ -156,7 +159,9 @@ fn plan_shape(
         let x_len = rows_each * sx;
         let out_p = layers.last().map_or(16, |l| l.out_p);
         let z_len = rows_each * out_p;
-        let bytes = staged * 2 + staged_bias * 4 + groups * (x_len * 2 + z_len * 4);
+        // biases f32, and again as f16 where the hidden layers accumulate in f16
+        let bias_bytes = staged_bias * if acc16 { 6 } else { 4 };
+        let bytes = staged * 2 + bias_bytes + groups * (x_len * 2 + z_len * 4);
         if bytes <= budget {
             return Some(TilePlan {
                 workgroup_size: 32 * groups,
@@ -200,6 +205,7 @@ pub(crate) fn write(model: &Model, program: &Program, opts: &Options, plan: &Til
         entries: entries(plan, opts, in_dims, out_dims),
     };
     let f16 = opts.buffer_is_f16();
+    let acc16 = opts.rows_acc16;
     let mut s = String::from("#version 450\n");
     s.push_str(&crate::coop::glsl_extensions(true, true, f16));
     s.push_str(&header::write(model, opts, &iface));
@@ -219,7 +225,7 @@ layout(local_size_x = {wg}) in;
 // Staged weights (f16) and biases (f32); each subgroup's {rows_each} rows of X (f16,
 // row-major, rows of {sx}) and of the last layer's outputs (f32, rows of {zw}).
 shared float16_t {p}ws[{wl}];
-shared float {p}bs[{bl}];
+shared float {p}bs[{bl}];{bh}
 shared float16_t {p}xs[{xl}];
 shared float {p}zs[{zl}];
 
@@ -242,6 +248,14 @@ void main() {{
         xl = groups * plan.x_len,
         zl = groups * z_len,
         x_len = plan.x_len,
+        bh = if acc16 {
+            format!(
+                "\nshared float16_t {p}bh[{}]; // the biases as f16 (hidden layers accumulate in f16)",
+                plan.biases_len.max(1)
+            )
+        } else {
+            String::new()
+        },
     );
     let d = &crate::coop::GLSL;
     let stage = |l: &TileLayer, ind: &str| {
@@ -254,23 +268,101 @@ void main() {{
     crate::coop::stage_biases(d, &mut s, plan, p, &stage, &|l| {
         crate::coop::glsl_f32(format!("{p}params[{}u + e]", l.bias), f16)
     });
+    if acc16 {
+        // the hidden layers' biases again, as f16
+        for l in &plan.layers[..plan.layers.len() - 1] {
+            let _ = writeln!(
+                s,
+                "    for (uint e = lid; e < {op}u; e += {wg}u) {{
+        float v = 0.0;
+        if (e < {od}u) {{ v = {read}; }}
+        {p}bh[{sb}u + e] = float16_t(v);
+    }}",
+                op = l.out_p,
+                od = l.out_dims,
+                read = crate::coop::glsl_f32(format!("{p}params[{}u + e]", l.bias), f16),
+                sb = l.staged_bias,
+            );
+        }
+    }
+    let split = opts.rows_split;
+    // (layer, k, n) of the products' weight matrices: itself, or (OneWeight) the first
+    let wkey = |i: usize, k: usize, nn: usize| {
+        if split == RowsSplit::OneWeight {
+            (i, 0, 0)
+        } else {
+            (i, k, nn)
+        }
+    };
+    // W^T block (k, n) of layer l as a column-major B: staged rows of `stride`, or in
+    // place in the f16 buffer (rows of in_dims)
+    let wload = |l: &TileLayer, var: &str, k: usize, nn: usize| {
+        let (arr, wo, stride) = if l.direct {
+            ("params", l.weight + nn * 16 * l.in_dims + k * 16, l.in_dims)
+        } else {
+            ("ws", l.staged + nn * 16 * l.stride + k * 16, l.stride)
+        };
+        format!(
+            "{mb} {var}; coopMatLoad({var}, {p}{arr}, {wo}u, {stride}u, gl_CooperativeMatrixLayoutColumnMajor);"
+        )
+    };
+    if opts.rows_hold {
+        s.push_str(
+            "    barrier();\n    // Every weight matrix, held in registers for all the rows.\n",
+        );
+        let mut held = std::collections::BTreeSet::new();
+        for (i, l) in plan.layers.iter().enumerate() {
+            for k in 0..l.in_p / 16 {
+                for nn in 0..l.out_p / 16 {
+                    let (a, b, c) = wkey(i, k, nn);
+                    if held.insert((a, b, c)) {
+                        let _ = writeln!(s, "    {}", wload(l, &format!("w{a}_{b}_{c}"), b, c));
+                    }
+                }
+            }
+        }
+    }
+    let arg = crate::coop::row_input(p, in_dims, &in_ty);
     let _ = write!(
         s,
         "    barrier();
     uint n = uint({p}outputs.length()) / {out_dims}u;
     uint tiles = (n + {r1}u) / {rows}u;
-    for (uint tile = gl_WorkGroupID.x; tile < tiles; tile += gl_NumWorkGroups.x) {{
+",
+        r1 = rows - 1,
+    );
+    if rows_each <= 32 {
+        // lane r reads row r of the subgroup's rows of the next tile while this one runs
+        let _ = write!(
+            s,
+            "    uint tile = gl_WorkGroupID.x;
+    // Lane r < {rows_each} holds the raw inputs of row r of the subgroup's rows of the next
+    // tile, read while the current tile runs (the last row again past n).
+    {in_ty} pnext = {in_ty}(0.0);
+    if (tile < tiles) {{ uint row = min(tile * {rows}u + sgid * {rows_each}u + lane, n - 1u); pnext = {arg}; }}
+    for (; tile < tiles; tile += gl_NumWorkGroups.x) {{
+        uint r0 = tile * {rows}u + sgid * {rows_each}u;
+        {in_ty} pcur = pnext;
+        uint tn = tile + gl_NumWorkGroups.x;
+        if (tn < tiles) {{ uint row = min(tn * {rows}u + sgid * {rows_each}u + lane, n - 1u); pnext = {arg}; }}
+        // The subgroup's rows: encodings in f32, the mlp input as f16.
+        for (uint r = lane; r < {rows_each}u; r += 32u) {{
+            {in_ty} p = pcur;
+"
+        );
+    } else {
+        let _ = write!(
+            s,
+            "    for (uint tile = gl_WorkGroupID.x; tile < tiles; tile += gl_NumWorkGroups.x) {{
         uint r0 = tile * {rows}u + sgid * {rows_each}u;
         // The subgroup's rows (the last row again past n): encodings in f32, the mlp input as f16.
         for (uint r = lane; r < {rows_each}u; r += 32u) {{
             uint row = min(r0 + r, n - 1u);
             {in_ty} p = {arg};
-",
-        r1 = rows - 1,
-        arg = crate::coop::row_input(p, in_dims, &in_ty),
-    );
+"
+        );
+    }
     let ind = "            ";
-    let split = opts.rows_split;
     let xs = if split == RowsSplit::NoEncode {
         // a constant mlp input: the layers alone
         (0..plan.layers[0].in_dims)
@@ -320,7 +412,17 @@ void main() {{
             }
         }
         let _ = writeln!(s, "            {p}sync();");
-        let y = crate::syntax::activation(&crate::syntax::CSyntax, &l.act, "z");
+        // f16 accumulation (`acc16`) for the hidden layers; the last layer's activation
+        // is applied to the outputs alone, in the output loop
+        let is_last = i == n_last;
+        let h = acc16 && !is_last;
+        let (acc, barr) = if h { (&mh, "bh") } else { (&mc, "bs") };
+        let y = if h {
+            activation_f16(&l.act)
+        } else {
+            crate::syntax::activation(&crate::syntax::CSyntax, &l.act, "z")
+        };
+        let ety = if h { "float16_t" } else { "float" };
         // Output blocks in groups of `ng`: `ng · blocks` independent accumulators, so a
         // weight matrix loaded serves `blocks` products and consecutive products do not
         // wait on each other (at most 8 accumulators live: 64 f32 registers per lane).
@@ -329,30 +431,31 @@ void main() {{
             let group: Vec<usize> = (n0..(n0 + ng).min(nb)).collect();
             for &nn in &group {
                 for m in 0..blocks {
-                    let _ = writeln!(
-                        s,
-                        "            {mc} c{m}_{nn}; coopMatLoad(c{m}_{nn}, {p}bs, {bo}u, 0u, gl_CooperativeMatrixLayoutRowMajor);",
-                        bo = l.staged_bias + nn * 16
-                    );
+                    if split == RowsSplit::NoBias {
+                        let _ = writeln!(s, "            {acc} c{m}_{nn} = {acc}(0.0);");
+                    } else {
+                        let _ = writeln!(
+                            s,
+                            "            {acc} c{m}_{nn}; coopMatLoad(c{m}_{nn}, {p}{barr}, {bo}u, 0u, gl_CooperativeMatrixLayoutRowMajor);",
+                            bo = l.staged_bias + nn * 16
+                        );
+                    }
                 }
             }
             for k in 0..kb {
                 for &nn in &group {
-                    // W^T as a column-major B: staged rows of `stride`, or in place in
-                    // the f16 buffer (rows of in_dims)
-                    let (arr, wo, stride) = if l.direct {
-                        ("params", l.weight + nn * 16 * l.in_dims + k * 16, l.in_dims)
+                    let (a, b, c) = wkey(i, k, nn);
+                    let w = if opts.rows_hold {
+                        let _ = writeln!(s, "            {{");
+                        format!("w{a}_{b}_{c}")
                     } else {
-                        ("ws", l.staged + nn * 16 * l.stride + k * 16, l.stride)
+                        let _ = writeln!(s, "            {{ {}", wload(l, "w", b, c));
+                        "w".to_string()
                     };
-                    let _ = writeln!(
-                        s,
-                        "            {{ {mb} w; coopMatLoad(w, {p}{arr}, {wo}u, {stride}u, gl_CooperativeMatrixLayoutColumnMajor);"
-                    );
                     for m in 0..blocks {
                         let _ = writeln!(
                             s,
-                            "              c{m}_{nn} = coopMatMulAdd(a{m}_{k}, w, c{m}_{nn});"
+                            "              c{m}_{nn} = coopMatMulAdd(a{m}_{k}, {w}, c{m}_{nn});"
                         );
                     }
                     let _ = writeln!(s, "            }}");
@@ -363,16 +466,18 @@ void main() {{
                     let c = format!("c{m}_{nn}");
                     if !matches!(l.act, nshade_core::Activation::None)
                         && split != RowsSplit::NoActivation
+                        && !is_last
                     {
                         let _ = writeln!(
                             s,
-                            "            for (int e = 0; e < {c}.length(); e++) {{ float z = {c}[e]; {c}[e] = {y}; }}"
+                            "            for (int e = 0; e < {c}.length(); e++) {{ {ety} z = {c}[e]; {c}[e] = {y}; }}"
                         );
                     }
-                    if i < n_last {
+                    if !is_last {
+                        let conv = if h { c.clone() } else { format!("{mh}({c})") };
                         let _ = writeln!(
                             s,
-                            "            coopMatStore({mh}({c}), {p}xs, xb + {off}u, {sx}u, gl_CooperativeMatrixLayoutRowMajor);",
+                            "            coopMatStore({conv}, {p}xs, xb + {off}u, {sx}u, gl_CooperativeMatrixLayoutRowMajor);",
                             off = m * 16 * sx + nn * 16
                         );
                     } else {
@@ -389,8 +494,15 @@ void main() {{
     }
     let out = if split == RowsSplit::EncodeOnly {
         format!("float({p}xs[xb + r * {sx}u + o])")
-    } else {
+    } else if split == RowsSplit::NoActivation {
         format!("{p}zs[zb + r * {zw}u + o]")
+    } else {
+        // the last layer's activation, on the outputs alone
+        crate::syntax::activation(
+            &crate::syntax::CSyntax,
+            &last.act,
+            &format!("{p}zs[zb + r * {zw}u + o]"),
+        )
     };
     let _ = writeln!(
         s,
@@ -407,6 +519,24 @@ void main() {{
     s
 }
 
+/// `act` of the f16 accumulator element `z` (a `float16_t`), as a `float16_t`: the
+/// piecewise-linear activations in f16 arithmetic, the others in f32.
+fn activation_f16(act: &nshade_core::Activation) -> String {
+    use nshade_core::Activation as A;
+    match *act {
+        A::None => "z".into(),
+        A::Relu => "max(z, float16_t(0.0))".into(),
+        A::LeakyRelu { slope } => format!(
+            "(z > float16_t(0.0) ? z : float16_t({}) * z)",
+            crate::syntax::float_literal(slope)
+        ),
+        _ => format!(
+            "float16_t({})",
+            crate::syntax::activation(&crate::syntax::CSyntax, act, "float(z)")
+        ),
+    }
+}
+
 /// The header lines of this kernel.
 fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> Vec<String> {
     let p = &opts.prefix;
@@ -416,7 +546,12 @@ fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> 
     let bind = |k: u32| format!("layout(set = {g}, binding = {})", b + k);
     let mut entries = vec![
         format!(
-            "form coop-compute: one compute kernel; each group of 32 invocations (a subgroup) evaluates {rows_each} rows of each tile of {rows} on its own, every mlp layer as 16x16x16 cooperative-matrix products (coopmat<float16_t> A and B, coopmat<float> accumulator, subgroup scope) with the bias, activation and f16 rounding applied to the accumulator's elements"
+            "form coop-compute: one compute kernel; each group of 32 invocations (a subgroup) evaluates {rows_each} rows of each tile of {rows} on its own, every mlp layer as 16x16x16 cooperative-matrix products (coopmat<float16_t> A and B, {acc}, subgroup scope) with the bias, activation and f16 rounding applied to the accumulator's elements (the last layer's activation to the outputs as they are written)",
+            acc = if opts.rows_acc16 {
+                "coopmat<float16_t> accumulators in the hidden layers and coopmat<float> in the last"
+            } else {
+                "coopmat<float> accumulators"
+            }
         ),
         format!(
             "requires: GL_KHR_cooperative_matrix, GL_KHR_memory_scope_semantics, GL_KHR_shader_subgroup_basic and GL_EXT_shader_explicit_arithmetic_types_float16 (Vulkan: VK_KHR_cooperative_matrix listing f16 x f16 -> f32 at 16x16x16 with subgroup scope, shaderFloat16){}; subgroups of exactly 32 invocations; {} bytes of workgroup memory (Vulkan maxComputeSharedMemorySize)",
@@ -432,7 +567,7 @@ fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> 
         ),
         format!(
             "dispatch: (G, 1, 1) workgroups, any G from 1 to 65535; each stages the weights once and then loops over its tiles, so G = min(ceil(n / {rows}), {}) (what nshade uses) beats one workgroup per tile",
-            crate::coop::MAX_DISPATCH
+            crate::coop::ROWS_DISPATCH
         ),
         format!(
             "bindings: {p}params {} (the parameter buffer below), {p}inputs {} (float, read; row r = raw inputs [r * {in_dims}, r * {in_dims} + {in_dims})), {p}outputs {} (float, read-write; row r = outputs [r * {out_dims}, r * {out_dims} + {out_dims})); bind exactly n rows of outputs and at least n rows of inputs",
@@ -440,7 +575,19 @@ fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> 
             bind(2),
             bind(3)
         ),
-        "once per workgroup the weights (but those of layers read in place, below) are staged from the parameter buffer into workgroup memory as f16 (each layer's W zero-padded to multiples of 16 rows and columns) and the biases as f32; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is f32 and outputs are f32".to_string(),
+        format!(
+            "once per workgroup the weights (but those of layers read in place, below) are staged from the parameter buffer into workgroup memory as f16 (each layer's W zero-padded to multiples of 16 rows and columns) and the biases as f32{}; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is {} and outputs are f32",
+            if opts.rows_acc16 {
+                " and again as f16"
+            } else {
+                ""
+            },
+            if opts.rows_acc16 {
+                "f16 in the hidden layers and f32 in the last"
+            } else {
+                "f32"
+            }
+        ),
     ];
     for (k, l) in plan.layers.iter().enumerate() {
         entries.push(if l.direct {

@@ -140,6 +140,7 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
         scalar: "float".into(),
         wgsl: false,
         vec4_locals: None,
+        freq_doubling: false,
     };
     writeln!(s, "{signature} {{").unwrap();
     let outs = body.write(model, program, opts, &mut s);

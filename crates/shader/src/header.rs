@@ -55,10 +55,15 @@ pub(crate) fn write(model: &Model, opts: &Options, iface: &Interface) -> String 
     ));
     if opts.form.is_tiled() {
         line(&format!(
-            "target {}, form {}, weights buffer ({} parameter buffer), arithmetic: f16 matrix operands, f32 accumulation (the interface stays f32)",
+            "target {}, form {}, weights buffer ({} parameter buffer), arithmetic: f16 matrix operands, {} (the interface stays f32)",
             opts.target,
             opts.form,
-            if opts.buffer_is_f16() { "f16" } else { "f32" }
+            if opts.buffer_is_f16() { "f16" } else { "f32" },
+            if opts.rows_acc16 {
+                "f16 accumulation in the hidden layers and f32 in the last"
+            } else {
+                "f32 accumulation"
+            }
         ));
     } else {
         line(&format!(

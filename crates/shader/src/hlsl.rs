@@ -139,6 +139,7 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
         scalar: scalar.into(),
         wgsl: false,
         vec4_locals: None,
+        freq_doubling: false,
     };
     writeln!(s, "{diff_attr}{signature} {{").unwrap();
     let body_start = s.len();

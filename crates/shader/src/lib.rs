@@ -244,6 +244,15 @@ pub struct Options {
     /// bench --inference` with `NSHADE_ROWS_SPLIT`); anything but [`RowsSplit::Whole`]
     /// computes something other than the network.
     pub rows_split: RowsSplit,
+    /// The GLSL subgroup kernel: hidden layers accumulate in f16 (`coopmat<float16_t>`
+    /// accumulators, f16 biases, activations on f16 elements), the way tiny-cuda-nn's
+    /// fully fused MLP does; the last layer still accumulates in f32. Fewer registers
+    /// and instructions per element, at f16 rounding of every hidden dot product.
+    pub rows_acc16: bool,
+    /// The GLSL subgroup kernel: every weight matrix loaded once per subgroup into
+    /// registers before the row loop, instead of once per block of rows (for
+    /// measurements; small networks only: 4 registers per lane per 16 x 16 block).
+    pub rows_hold: bool,
 }
 
 /// Measurement variants of the GLSL subgroup kernel (`Options::rows_split`).
@@ -258,16 +267,24 @@ pub enum RowsSplit {
     NoEncode,
     /// Everything but the activations applied to the accumulators' elements.
     NoActivation,
+    /// Each layer loads one weight matrix and uses it for all its products: what the
+    /// weight loads cost.
+    OneWeight,
+    /// The accumulators start at zero instead of loading the biases: what the bias
+    /// loads cost.
+    NoBias,
 }
 
 impl RowsSplit {
-    /// `whole`, `encode`, `noencode`, `noact`.
+    /// `whole`, `encode`, `noencode`, `noact`, `oneweight`, `nobias`.
     pub fn parse(s: &str) -> Option<RowsSplit> {
         match s {
             "whole" => Some(RowsSplit::Whole),
             "encode" => Some(RowsSplit::EncodeOnly),
             "noencode" => Some(RowsSplit::NoEncode),
             "noact" => Some(RowsSplit::NoActivation),
+            "oneweight" => Some(RowsSplit::OneWeight),
+            "nobias" => Some(RowsSplit::NoBias),
             _ => None,
         }
     }
@@ -294,6 +311,8 @@ impl Options {
             vec4_buffer: false,
             rows_direct: false,
             rows_split: RowsSplit::Whole,
+            rows_acc16: false,
+            rows_hold: false,
         }
     }
 
@@ -448,6 +467,13 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
     {
         return Err(Error::Option(
             "the measurement variants belong to the GLSL coop-compute kernel".into(),
+        ));
+    }
+    if (opts.rows_acc16 || opts.rows_hold)
+        && (t != Target::Glsl || opts.form != Form::CoopCompute || opts.texture_io)
+    {
+        return Err(Error::Option(
+            "f16 accumulation and held weights belong to --target glsl --form coop-compute".into(),
         ));
     }
     if opts.rows_direct

@@ -354,7 +354,13 @@ fn fuzz_export() {
                 nshade_shader::RowsSplit::EncodeOnly,
                 nshade_shader::RowsSplit::NoEncode,
                 nshade_shader::RowsSplit::NoActivation,
-            ][(c.seed >> 12) as usize % 8],
+                nshade_shader::RowsSplit::OneWeight,
+                nshade_shader::RowsSplit::NoBias,
+            ][(c.seed >> 12) as usize % 10],
+            // the GLSL kernel's f16 accumulation half of the time, weights held in
+            // registers an eighth (refused elsewhere)
+            rows_acc16: (c.seed >> 24) % 2 == 0,
+            rows_hold: (c.seed >> 25) % 8 == 0,
             // the GLSL kernel: half of the time the default (the subgroup-private kernel
             // in the first shape that fits), else the shared-tile one or one of six shapes
             rows_shape: ((c.seed >> 20) % 2 == 0).then(|| {
@@ -393,6 +399,8 @@ fn fuzz_export() {
                 && !matches!(target, Target::GlslEs | Target::ShaderToy);
             if target != Target::Glsl || opts.form != Form::CoopCompute || opts.texture_io {
                 opts.rows_split = nshade_shader::RowsSplit::Whole;
+                opts.rows_acc16 = false;
+                opts.rows_hold = false;
             }
             opts.vec4_buffer &= target == Target::Wgsl
                 && opts.weights == WeightMode::Buffer

@@ -267,6 +267,8 @@ fn tiled_forms_match_golden_files() {
         let o = Options {
             target,
             rows_shape: if rows { None } else { Some((0, 0)) },
+            // what `nshade export` writes: f16 accumulation in the subgroup kernel
+            rows_acc16: rows,
             ..opts(form, precision)
         };
         let src = export(&m, &o).unwrap().into_text().unwrap();
