@@ -463,7 +463,7 @@ impl ShaderEvaluator {
         model: &Model,
         opts: &Options,
     ) -> Result<ShaderEvaluator, GpuError> {
-        let form = opts.form;
+        let (form, acc16) = (opts.form, opts.rows_acc16);
         tiled_supported(ctx, model, form).map_err(GpuError::Other)?;
         let plan = nshade_shader::coop::plan_for(model, opts)
             .map_err(|e| GpuError::Other(format!("generating the inference shader: {e}")))?;
@@ -484,7 +484,7 @@ impl ShaderEvaluator {
             false,
         )?;
         ev.f16_params = opts.buffer_is_f16();
-        ev.acc16 = opts.rows_acc16;
+        ev.acc16 = acc16;
         Ok(ev)
     }
 

@@ -234,6 +234,14 @@ fn fastest_names_its_form() {
             // the GLSL subgroup kernel wherever it runs, else the WGSL one
             let glsl = nshade_gpu::infer::glsl_rows_supported(&ctx, &m);
             assert_eq!(ev.describe().contains("GLSL"), glsl, "{}", ev.describe());
+            // whose hidden layers accumulate in f16, as `export` writes it
+            if glsl {
+                assert!(
+                    ev.describe().ends_with("f16 accumulation)"),
+                    "{}",
+                    ev.describe()
+                );
+            }
         }
         let x = common::models::random_inputs(&m, 500, 4);
         let got = ev.eval(&ctx, &x).unwrap();
