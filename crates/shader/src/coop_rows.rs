@@ -13,19 +13,26 @@
 //! owns `16 · blocks` rows of the workgroup's tile and never waits for another:
 //!
 //! ```text
-//! once:      W_l (f16, out_p × in_p zero-padded, rows `stride` apart) and b_l (f32)
-//!            staged from the parameter buffer; one workgroup barrier
-//! per tile:  the subgroup's rows: lane r reads rows r, r + 32, ..., runs the encodings
-//!            in f32 and writes the mlp input as f16 into its row of X (row-major,
-//!            rows `sx` apart); subgroup barrier
+//! once:      W_l (f16, out_p × in_p zero-padded, rows `stride` apart) and b_l (f32,
+//!            and f16 with `rows_acc16`) staged from the parameter buffer; one
+//!            workgroup barrier
+//! per tile:  the subgroup's rows: lane r holds row r's raw inputs, read while the
+//!            previous tile ran, and reads those of the next tile; it runs the
+//!            encodings in f32 and writes the mlp input as f16 into its row of X
+//!            (row-major, rows `sx` apart); subgroup barrier
 //! per layer: every 16 × in_p block of X into A matrices (registers); subgroup barrier;
 //!            for each 16-output block n: C = b (a stride-0 load) + Σ_k A_k · W_(k,n)
-//!            (W as a column-major B operand), the activation applied to C's elements,
-//!            C converted to f16 and stored back over X's columns [16n, 16n + 16) of the
-//!            same rows; subgroup barrier. The last layer stores C (f32) into the
-//!            subgroup's output scratch, from which 32 lanes write whole output rows
-//!            (consecutive floats) to the output buffer.
+//!            (W as a column-major B operand; C f16 in the hidden layers with
+//!            `rows_acc16`, else f32), the activation applied to C's elements, C as f16
+//!            stored back over X's columns [16n, 16n + 16) of the same rows; subgroup
+//!            barrier. The last layer stores C (f32) into the subgroup's output
+//!            scratch, from which 32 lanes write whole output rows (consecutive
+//!            floats, the last activation applied on the way) to the output buffer.
 //! ```
+//!
+//! At most [`crate::coop::ROWS_DISPATCH`] workgroups: each stages all the weights, and
+//! the kernel is bound by latency, not by any one part of its work (docs/PERFORMANCE.md,
+//! "The GLSL kernel after its latency work").
 //!
 //! The layer's A matrices are all loaded before its first store, so X is overwritten in
 //! place; a subgroup's rows are its own, so only subgroup barriers follow the staging.
