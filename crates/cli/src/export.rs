@@ -112,9 +112,10 @@ pub struct Args {
     /// of rows that fits is taken.
     #[arg(long, default_value_t = nshade_shader::coop::MAX_WORKGROUP_BYTES as u32, value_parser = clap::value_parser!(u32).range(1024..=1 << 20))]
     pub workgroup_memory: u32,
-    /// With a compute form (wgsl, spirv): read the rows from the texels of a
-    /// texture_2d<f32> and write a texture_storage_2d<rgba32float, write> instead of
-    /// storage buffers (a deferred neural pass; 1 to 4 inputs and outputs).
+    /// With a compute form (wgsl, spirv; glsl with coop-compute): read the rows from the
+    /// texels of a texture_2d<f32> (GLSL: texture2D) and write a
+    /// texture_storage_2d<rgba32float, write> (GLSL: rgba32f image2D) instead of storage
+    /// buffers (a deferred neural pass; 1 to 4 inputs and outputs).
     #[arg(long)]
     pub texture_io: bool,
     /// Prefix of every global name, so several models can share one shader.
@@ -226,7 +227,7 @@ pub fn run(args: Args) -> Result<()> {
     };
     // f16 accumulation by default where the subgroup kernel is what gets written
     let opts = match args.accumulate {
-        None if target == Target::Glsl && form == Form::CoopCompute && !opts.texture_io => {
+        None if target == Target::Glsl && form == Form::CoopCompute => {
             let acc16 = Options {
                 rows_acc16: true,
                 ..opts.clone()

@@ -708,7 +708,8 @@ fn export_compute_forms() {
         2,
         "tensor",
     );
-    // --texture-io: texture in, storage texture out; wgsl and spirv tiled forms only
+    // --texture-io: texture in, storage texture out; wgsl and spirv tiled forms and the
+    // GLSL subgroup kernel only
     let tex = d.join("tex.wgsl");
     ok(
         &nshade(&[
@@ -732,6 +733,30 @@ fn export_compute_forms() {
         "{src}"
     );
     nshade_shader::validate_wgsl(&src).unwrap();
+    // the GLSL subgroup kernel too: a texture2D in, an rgba32f image2D out
+    let gtex = d.join("tex.comp");
+    ok(
+        &nshade(&[
+            "export",
+            m,
+            "--target",
+            "glsl",
+            "--form",
+            "coop-compute",
+            "--texture-io",
+            "-o",
+            gtex.to_str().unwrap(),
+        ]),
+        "glsl coop-compute --texture-io",
+    );
+    let src = std::fs::read_to_string(&gtex).unwrap();
+    assert!(
+        src.contains("uniform texture2D nshade_input_tex;")
+            && src.contains("rgba32f) uniform writeonly image2D nshade_output_tex;")
+            && src.contains("each group of 32 invocations (a subgroup)")
+            && !src.contains("nshade_outputs"),
+        "{src}"
+    );
     for (target, form) in [("glsl", "tiled-compute"), ("wgsl", "function")] {
         fails(
             &nshade(&[

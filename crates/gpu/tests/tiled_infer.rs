@@ -348,21 +348,34 @@ fn texture_io_matches_cpu() {
     let (w, h) = (67u32, 45u32);
     let d = &ctx.device;
     let mut ran = 0;
-    for form in [Form::TiledCompute, Form::CoopCompute] {
+    let mut ran_glsl = 0;
+    // the WGSL tiled forms, and the GLSL subgroup kernel (SPIR-V through glslang)
+    for (form, glsl) in [
+        (Form::TiledCompute, false),
+        (Form::CoopCompute, false),
+        (Form::CoopCompute, true),
+    ] {
         for (k, arch) in [ARCHS[0].0, ARCHS[6].0].into_iter().enumerate() {
             let net = Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
             let m = Model::new(net.clone(), net.init_params(60 + k as u64), InputSpec::uv());
             if tiled_supported(&ctx, &m, form).is_err() {
                 continue;
             }
+            if glsl && let Err(why) = nshade_gpu::infer::glsl_coop_supported(&ctx, &m) {
+                eprintln!("{arch} GLSL texture io: not run: {why}");
+                continue;
+            }
+            let target = if glsl {
+                nshade_shader::Target::Glsl
+            } else {
+                nshade_shader::Target::Wgsl
+            };
             let opts = nshade_shader::Options {
                 form,
                 texture_io: true,
+                rows_acc16: glsl,
                 workgroup_memory: ctx.summary.max_workgroup_storage as usize,
-                ..nshade_gpu::infer::kernel_options(
-                    nshade_shader::Target::Wgsl,
-                    nshade_shader::Precision::F32,
-                )
+                ..nshade_gpu::infer::kernel_options(target, nshade_shader::Precision::F32)
             };
             let src = nshade_shader::export(&m, &opts)
                 .unwrap()
@@ -407,37 +420,56 @@ fn texture_io_matches_cpu() {
                 contents: &params,
                 usage: wgpu::BufferUsages::STORAGE,
             });
-            let module = d.create_shader_module(wgpu::ShaderModuleDescriptor {
+            // the GLSL kernel's SPIR-V keeps its binding numbers: a dense layout with a
+            // placeholder buffer at 1, as the evaluator builds it
+            let placeholder = d.create_buffer(&wgpu::BufferDescriptor {
                 label: None,
-                source: wgpu::ShaderSource::Wgsl(src.into()),
+                size: 16,
+                usage: wgpu::BufferUsages::STORAGE,
+                mapped_at_creation: false,
             });
-            let pipeline = d.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: None,
-                layout: None,
-                module: &module,
-                entry_point: Some("nshade_main"),
-                compilation_options: Default::default(),
-                cache: None,
-            });
+            let pipeline = if glsl {
+                glsl_texture_pipeline(&ctx, &src, opts_workgroup(&m, &opts))
+            } else {
+                let module = d.create_shader_module(wgpu::ShaderModuleDescriptor {
+                    label: None,
+                    source: wgpu::ShaderSource::Wgsl(src.into()),
+                });
+                d.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                    label: None,
+                    layout: None,
+                    module: &module,
+                    entry_point: Some("nshade_main"),
+                    compilation_options: Default::default(),
+                    cache: None,
+                })
+            };
             let iv = input.create_view(&Default::default());
             let ov = output.create_view(&Default::default());
+            let mut entries = vec![
+                wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: param_buf.as_entire_binding(),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 2,
+                    resource: wgpu::BindingResource::TextureView(&iv),
+                },
+                wgpu::BindGroupEntry {
+                    binding: 3,
+                    resource: wgpu::BindingResource::TextureView(&ov),
+                },
+            ];
+            if glsl {
+                entries.push(wgpu::BindGroupEntry {
+                    binding: 1,
+                    resource: placeholder.as_entire_binding(),
+                });
+            }
             let bg = d.create_bind_group(&wgpu::BindGroupDescriptor {
                 label: None,
                 layout: &pipeline.get_bind_group_layout(0),
-                entries: &[
-                    wgpu::BindGroupEntry {
-                        binding: 0,
-                        resource: param_buf.as_entire_binding(),
-                    },
-                    wgpu::BindGroupEntry {
-                        binding: 2,
-                        resource: wgpu::BindingResource::TextureView(&iv),
-                    },
-                    wgpu::BindGroupEntry {
-                        binding: 3,
-                        resource: wgpu::BindingResource::TextureView(&ov),
-                    },
-                ],
+                entries: &entries,
             });
             let padded_row = (w * 16).next_multiple_of(256);
             let read = d.create_buffer(&wgpu::BufferDescriptor {
@@ -446,8 +478,8 @@ fn texture_io_matches_cpu() {
                 usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
                 mapped_at_creation: false,
             });
-            let plan =
-                nshade_shader::coop::plan(&m, nshade_shader::coop::io_budget(&opts)).unwrap();
+            let plan = nshade_shader::coop::plan_for(&m, &opts).unwrap();
+            assert_eq!(plan.blocks > 0, glsl, "{arch}: the GLSL subgroup kernel");
             let mut enc = d.create_command_encoder(&Default::default());
             {
                 let mut pass = enc.begin_compute_pass(&Default::default());
@@ -483,7 +515,10 @@ fn texture_io_matches_cpu() {
                 }
             }
             let want = m.eval(&x);
-            let what = format!("{arch} {form} texture io");
+            let what = format!(
+                "{arch} {} {form} texture io",
+                if glsl { "GLSL" } else { "WGSL" }
+            );
             let (diff, at) = common::max_abs_diff(&what, &got, &want);
             eprintln!("{what}: max |GPU - CPU| = {diff:.3e} at output {at}");
             assert!(
@@ -492,9 +527,99 @@ fn texture_io_matches_cpu() {
             );
             assert!(alpha.iter().all(|&a| a == 1.0), "{what}: alpha");
             ran += 1;
+            ran_glsl += glsl as usize;
         }
     }
     assert!(ran >= 2, "the tiled-compute form ran {ran} times");
+    if ran_glsl == 0 {
+        eprintln!(
+            "\n*** SKIPPED the GLSL texture kernels of texture_io_matches_cpu (they compiled in glsl_coop_shapes_match_cpu): they run on an adapter with cooperative matrices (the H200) ***\n"
+        );
+    }
+}
+
+/// The workgroup size of `opts`'s tiled kernel of `m`.
+fn opts_workgroup(m: &Model, opts: &nshade_shader::Options) -> u32 {
+    nshade_shader::coop::plan_for(m, opts)
+        .unwrap()
+        .workgroup_size as u32
+}
+
+/// The pipeline of a GLSL kernel with texture input and output: compiled by the built-in
+/// glslang, loaded as SPIR-V, bound densely (parameters 0, a placeholder buffer 1, the
+/// input texture 2, the output storage texture 3).
+#[cfg(feature = "glslang")]
+fn glsl_texture_pipeline(ctx: &GpuContext, src: &str, workgroup: u32) -> wgpu::ComputePipeline {
+    let d = &ctx.device;
+    let words = nshade_gpu::capture::glslang::compile_compute(src)
+        .unwrap_or_else(|e| panic!("glslang: {e:?}\n{src}"));
+    let desc = wgpu::ShaderModuleDescriptorPassthrough {
+        label: None,
+        entry_points: vec![wgpu::PassthroughShaderEntryPoint {
+            name: "main".into(),
+            workgroup_size: (workgroup, 1, 1),
+        }]
+        .into(),
+        spirv: Some(words.into()),
+        ..Default::default()
+    };
+    // SAFETY: glslang's SPIR-V of a kernel whose bindings match the layout below.
+    let module = unsafe { d.create_shader_module_passthrough(desc) };
+    let buffer = |binding| wgpu::BindGroupLayoutEntry {
+        binding,
+        visibility: wgpu::ShaderStages::COMPUTE,
+        ty: wgpu::BindingType::Buffer {
+            ty: wgpu::BufferBindingType::Storage { read_only: true },
+            has_dynamic_offset: false,
+            min_binding_size: None,
+        },
+        count: None,
+    };
+    let layout = d.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: None,
+        entries: &[
+            buffer(0),
+            buffer(1),
+            wgpu::BindGroupLayoutEntry {
+                binding: 2,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Texture {
+                    sample_type: wgpu::TextureSampleType::Float { filterable: false },
+                    view_dimension: wgpu::TextureViewDimension::D2,
+                    multisampled: false,
+                },
+                count: None,
+            },
+            wgpu::BindGroupLayoutEntry {
+                binding: 3,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::StorageTexture {
+                    access: wgpu::StorageTextureAccess::WriteOnly,
+                    format: wgpu::TextureFormat::Rgba32Float,
+                    view_dimension: wgpu::TextureViewDimension::D2,
+                },
+                count: None,
+            },
+        ],
+    });
+    let pl = d.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: None,
+        bind_group_layouts: &[Some(&layout)],
+        immediate_size: 0,
+    });
+    d.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: None,
+        layout: Some(&pl),
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    })
+}
+
+#[cfg(not(feature = "glslang"))]
+fn glsl_texture_pipeline(_: &GpuContext, _: &str, _: u32) -> wgpu::ComputePipeline {
+    unreachable!("glsl_coop_supported refuses without glslang")
 }
 
 /// The GLSL cooperative-matrix kernel of subgroup-private rows (`--target glsl --form
@@ -612,6 +737,24 @@ fn glsl_coop_shapes_match_cpu() {
             let src = export(&m, &opts).unwrap().into_text().unwrap();
             compile_compute(&src)
                 .unwrap_or_else(|e| panic!("glslang: {arch} {split:?}: {e:?}\n{src}"));
+        }
+    }
+    // texture input and output, in every shape (run in texture_io_matches_cpu)
+    for shape in [(4, 2), (2, 2), (4, 1), (2, 1), (1, 2), (1, 1)] {
+        for &(arch, i, o) in &[ARCHS[0], ARCHS[6]] {
+            let m = model(arch, i, o, 7);
+            let opts = Options {
+                form: Form::CoopCompute,
+                weights: WeightMode::Buffer,
+                texture_io: true,
+                rows_acc16: true,
+                rows_shape: Some(shape),
+                ..Options::new(Target::Glsl)
+            };
+            let src = export(&m, &opts).unwrap().into_text().unwrap();
+            assert!(src.contains("imageStore(nshade_output_tex"), "{src}");
+            compile_compute(&src)
+                .unwrap_or_else(|e| panic!("glslang: {arch} texture io {shape:?}: {e:?}\n{src}"));
         }
     }
     let Some(ctx) = common::context() else { return };

@@ -318,7 +318,7 @@ pub fn plan(model: &Model, budget: usize) -> Result<TilePlan, Error> {
 /// weights fit (unless `Options::rows_shape` is `Some((0, 0))`), else [`plan`] within
 /// [`io_budget`].
 pub fn plan_for(model: &Model, opts: &Options) -> Result<TilePlan, Error> {
-    if let (Target::Glsl, Form::CoopCompute, false) = (opts.target, opts.form, opts.texture_io)
+    if let (Target::Glsl, Form::CoopCompute) = (opts.target, opts.form)
         && opts.rows_shape != Some((0, 0))
         && let Some(p) = crate::coop_rows::plan(
             final_mlp(model)?,
@@ -335,9 +335,9 @@ pub fn plan_for(model: &Model, opts: &Options) -> Result<TilePlan, Error> {
     {
         return Ok(p);
     }
-    if opts.rows_acc16 || opts.rows_hold {
+    if opts.rows_acc16 || opts.rows_hold || (opts.target == Target::Glsl && opts.texture_io) {
         return Err(Error::Option(
-            "f16 accumulation and held weights belong to the subgroup kernel, which does not fit this model's weights in workgroup memory".into(),
+            "f16 accumulation, held weights and GLSL texture input and output belong to the subgroup kernel, which does not fit this model's weights in workgroup memory".into(),
         ));
     }
     plan(model, io_budget(opts))
@@ -949,7 +949,7 @@ pub(crate) fn glsl_extensions(coop: bool, subgroups: bool, f16: bool) -> String 
 
 /// The declaration of a GLSL tiled kernel's parameter buffer (f32, or f16 where
 /// [`Options::buffer_is_f16`]), without the `;`.
-fn glsl_params_decl(model: &Model, opts: &Options) -> String {
+pub(crate) fn glsl_params_decl(model: &Model, opts: &Options) -> String {
     let (p, g, b) = (&opts.prefix, opts.group, opts.binding);
     let elem = if opts.buffer_is_f16() {
         "float16_t"

@@ -213,8 +213,13 @@ pub(crate) fn write(model: &Model, program: &Program, opts: &Options, plan: &Til
     };
     let f16 = opts.buffer_is_f16();
     let acc16 = opts.rows_acc16;
+    let tex = opts.texture_io;
     let mut s = String::from("#version 450\n");
     s.push_str(&crate::coop::glsl_extensions(true, true, f16));
+    if tex {
+        // texelFetch on a texture2D without a sampler
+        s.push_str("#extension GL_EXT_samplerless_texture_functions : require\n");
+    }
     s.push_str(&header::write(model, opts, &iface));
     let mat = |ty: &str, usage: &str| format!("coopmat<{ty}, gl_ScopeSubgroup, 16, 16, {usage}>");
     let (ma, mb, mc, mh) = (
@@ -249,7 +254,20 @@ void main() {{
     uint xb = sgid * {x_len}u;
     uint zb = sgid * {z_len}u;
 ",
-        buffers = crate::coop::glsl_buffers(model, opts),
+        buffers = if tex {
+            let (g, b) = (opts.group, opts.binding);
+            format!(
+                "{};
+layout(set = {g}, binding = {}) uniform texture2D {p}input_tex;
+layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex;
+",
+                crate::coop::glsl_params_decl(model, opts),
+                b + 2,
+                b + 3
+            )
+        } else {
+            crate::coop::glsl_buffers(model, opts)
+        },
         wl = plan.weights_len.max(1),
         bl = plan.biases_len.max(1),
         xl = groups * plan.x_len,
@@ -329,11 +347,27 @@ void main() {{
             }
         }
     }
-    let arg = crate::coop::row_input(p, in_dims, &in_ty);
+    let (arg, n_decl) = if tex {
+        // row r is texel (r % W, r / W); its first in_dims channels are the inputs
+        let swizzle = &"xyzw"[..in_dims];
+        (
+            format!(
+                "texelFetch({p}input_tex, ivec2(int(row % width), int(row / width)), 0).{swizzle}"
+            ),
+            format!(
+                "uint width = uint(textureSize({p}input_tex, 0).x);\n    uint n = width * uint(textureSize({p}input_tex, 0).y);"
+            ),
+        )
+    } else {
+        (
+            crate::coop::row_input(p, in_dims, &in_ty),
+            format!("uint n = uint({p}outputs.length()) / {out_dims}u;"),
+        )
+    };
     let _ = write!(
         s,
         "    barrier();
-    uint n = uint({p}outputs.length()) / {out_dims}u;
+    {n_decl}
     uint tiles = (n + {r1}u) / {rows}u;
 ",
         r1 = rows - 1,
@@ -499,21 +533,46 @@ void main() {{
         }
         let _ = writeln!(s, "        }}\n        {p}sync();");
     }
-    let out = if split == RowsSplit::EncodeOnly {
-        format!("float({p}xs[xb + r * {sx}u + o])")
-    } else if split == RowsSplit::NoActivation {
-        format!("{p}zs[zb + r * {zw}u + o]")
-    } else {
-        // the last layer's activation, on the outputs alone
-        crate::syntax::activation(
-            &crate::syntax::CSyntax,
-            &last.act,
-            &format!("{p}zs[zb + r * {zw}u + o]"),
-        )
+    // output o of the subgroup's row r (expressions)
+    let out = |o: &str| {
+        if split == RowsSplit::EncodeOnly {
+            format!("float({p}xs[xb + r * {sx}u + {o}])")
+        } else if split == RowsSplit::NoActivation {
+            format!("{p}zs[zb + r * {zw}u + {o}]")
+        } else {
+            // the last layer's activation, on the outputs alone
+            crate::syntax::activation(
+                &crate::syntax::CSyntax,
+                &last.act,
+                &format!("{p}zs[zb + r * {zw}u + {o}]"),
+            )
+        }
     };
-    let _ = writeln!(
-        s,
-        "        // The subgroup's output rows: {rows_each} x {out_dims} consecutive floats.
+    if tex {
+        // whole texels: the outputs, then 0, and alpha 1 where the model has no 4th
+        let texel: Vec<String> = (0..4)
+            .map(|k| match k {
+                k if k < out_dims => out(&format!("{k}u")),
+                3 => "1.0".to_string(),
+                _ => "0.0".to_string(),
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "        // The subgroup's output rows: one texel each.
+        for (uint r = lane; r < {rows_each}u; r += 32u) {{
+            uint row = r0 + r;
+            if (row < n) {{ imageStore({p}output_tex, ivec2(int(row % width), int(row / width)), vec4({})); }}
+        }}
+        {p}sync();
+    }}
+}}",
+            texel.join(", ")
+        );
+    } else {
+        let _ = writeln!(
+            s,
+            "        // The subgroup's output rows: {rows_each} x {out_dims} consecutive floats.
         for (uint e = lane; e < {tot}u; e += 32u) {{
             uint r = e / {out_dims}u; uint o = e % {out_dims}u;
             if (r0 + r < n) {{ {p}outputs[r0 * {out_dims}u + e] = {out}; }}
@@ -521,8 +580,10 @@ void main() {{
         {p}sync();
     }}
 }}",
-        tot = rows_each * out_dims,
-    );
+            tot = rows_each * out_dims,
+            out = out("o"),
+        );
+    }
     s
 }
 
@@ -561,27 +622,46 @@ fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> 
             }
         ),
         format!(
-            "requires: GL_KHR_cooperative_matrix, GL_KHR_memory_scope_semantics, GL_KHR_shader_subgroup_basic and GL_EXT_shader_explicit_arithmetic_types_float16 (Vulkan: VK_KHR_cooperative_matrix listing f16 x f16 -> f32 at 16x16x16 with subgroup scope, shaderFloat16){}; subgroups of exactly 32 invocations; {} bytes of workgroup memory (Vulkan maxComputeSharedMemorySize)",
+            "requires: GL_KHR_cooperative_matrix, GL_KHR_memory_scope_semantics, GL_KHR_shader_subgroup_basic and GL_EXT_shader_explicit_arithmetic_types_float16 (Vulkan: VK_KHR_cooperative_matrix listing f16 x f16 -> f32 at 16x16x16 with subgroup scope, shaderFloat16){}{}; subgroups of exactly 32 invocations; {} bytes of workgroup memory (Vulkan maxComputeSharedMemorySize)",
             if opts.buffer_is_f16() {
                 ", GL_EXT_shader_16bit_storage for the f16 parameter buffer (storageBuffer16BitAccess)"
+            } else {
+                ""
+            },
+            if opts.texture_io {
+                ", GL_EXT_samplerless_texture_functions for the input texture"
             } else {
                 ""
             },
             plan.workgroup_bytes
         ),
         format!(
-            "entry point main, workgroup size {wg}: n = {p}outputs.length() / {out_dims} rows in tiles of {rows}; workgroup w evaluates tiles w, w + G, w + 2G, ... (G = number of workgroups in x)"
+            "entry point main, workgroup size {wg}: n = {} rows in tiles of {rows}; workgroup w evaluates tiles w, w + G, w + 2G, ... (G = number of workgroups in x)",
+            if opts.texture_io {
+                "W * H (the input texture's size)".to_string()
+            } else {
+                format!("{p}outputs.length() / {out_dims}")
+            }
         ),
         format!(
             "dispatch: (G, 1, 1) workgroups, any G from 1 to 65535; each stages the weights once and then loops over its tiles, so G = min(ceil(n / {rows}), {}) (what nshade uses) beats one workgroup per tile",
             crate::coop::ROWS_DISPATCH
         ),
-        format!(
-            "bindings: {p}params {} (the parameter buffer below), {p}inputs {} (float, read; row r = raw inputs [r * {in_dims}, r * {in_dims} + {in_dims})), {p}outputs {} (float, read-write; row r = outputs [r * {out_dims}, r * {out_dims} + {out_dims})); bind exactly n rows of outputs and at least n rows of inputs",
-            bind(0),
-            bind(2),
-            bind(3)
-        ),
+        if opts.texture_io {
+            format!(
+                "bindings: {p}params {} (the parameter buffer below), {p}input_tex {} (texture2D, read with texelFetch (GL_EXT_samplerless_texture_functions), W x H; row r = texel (r % W, r / W), its first {in_dims} channel(s) the raw inputs), {p}output_tex {} (rgba32f image2D, write-only, W x H or larger; texel (r % W, r / W) = the {out_dims} output(s), then 0, alpha 1); n = W * H rows",
+                bind(0),
+                bind(2),
+                bind(3)
+            )
+        } else {
+            format!(
+                "bindings: {p}params {} (the parameter buffer below), {p}inputs {} (float, read; row r = raw inputs [r * {in_dims}, r * {in_dims} + {in_dims})), {p}outputs {} (float, read-write; row r = outputs [r * {out_dims}, r * {out_dims} + {out_dims})); bind exactly n rows of outputs and at least n rows of inputs",
+                bind(0),
+                bind(2),
+                bind(3)
+            )
+        },
         format!(
             "once per workgroup the weights (but those of layers read in place, below) are staged from the parameter buffer into workgroup memory as f16 (each layer's W zero-padded to multiples of 16 rows and columns) and the biases as f32{}; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is {} and outputs are f32",
             if opts.rows_acc16 {

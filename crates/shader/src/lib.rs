@@ -207,7 +207,8 @@ pub struct Options {
     /// `fwd_diff` / `bwd_diff` of the network with respect to its inputs (the weights are
     /// constants to Slang's autodiff: literals, or reads of the parameter buffer).
     pub differentiable: bool,
-    /// Tiled compute forms, WGSL and SPIR-V: rows come from the texels of a
+    /// Tiled compute forms, WGSL and SPIR-V, and the GLSL subgroup kernel (`texture2D`
+    /// and an `rgba32f` `image2D`): rows come from the texels of a
     /// `texture_2d<f32>` (the first `in_dims` channels, row-major over the texture) and go
     /// to a `texture_storage_2d<rgba32float, write>` of the same size (the outputs in the
     /// first channels, then 0 and alpha 1) instead of storage buffers — a deferred
@@ -462,15 +463,13 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
             opts.binding
         )));
     }
-    if opts.rows_split != RowsSplit::Whole
-        && (t != Target::Glsl || opts.form != Form::CoopCompute || opts.texture_io)
+    if opts.rows_split != RowsSplit::Whole && (t != Target::Glsl || opts.form != Form::CoopCompute)
     {
         return Err(Error::Option(
             "the measurement variants belong to the GLSL coop-compute kernel".into(),
         ));
     }
-    if (opts.rows_acc16 || opts.rows_hold)
-        && (t != Target::Glsl || opts.form != Form::CoopCompute || opts.texture_io)
+    if (opts.rows_acc16 || opts.rows_hold) && (t != Target::Glsl || opts.form != Form::CoopCompute)
     {
         return Err(Error::Option(
             "f16 accumulation and held weights belong to --target glsl --form coop-compute".into(),
@@ -557,9 +556,10 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
         coop::plan_for(model, opts)?;
     }
     if opts.texture_io {
-        if !opts.form.is_tiled() || !matches!(t, Target::Wgsl | Target::SpirV) {
+        let glsl_coop = t == Target::Glsl && opts.form == Form::CoopCompute;
+        if !glsl_coop && (!opts.form.is_tiled() || !matches!(t, Target::Wgsl | Target::SpirV)) {
             return Err(Error::Option(
-                "texture input and output belong to the tiled compute forms in wgsl and spirv (--form coop-compute or tiled-compute)".into(),
+                "texture input and output belong to the tiled compute forms in wgsl and spirv (--form coop-compute or tiled-compute) and to --target glsl --form coop-compute".into(),
             ));
         }
         let (i, o) = (model.network.in_dims, model.network.out_dims);
