@@ -91,7 +91,8 @@ pub struct Args {
     #[arg(long, value_enum)]
     pub weights: Option<WeightsArg>,
     /// Arithmetic precision inside the function (with a compute form: the element type
-    /// of the parameter buffer; those forms compute with f16 operands, f32 accumulation).
+    /// of the parameter buffer; those forms compute with f16 operands and f32
+    /// accumulation, the GLSL coop-compute kernel as `--accumulate` says).
     #[arg(long, value_enum, default_value_t = PrecisionArg::F32)]
     pub precision: PrecisionArg,
     /// Shape of the code: function (default), coop-compute (a compute kernel over

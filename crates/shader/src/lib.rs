@@ -180,7 +180,8 @@ pub struct Options {
     pub target: Target,
     /// The function (default) or a tiled compute kernel. The tiled forms read buffer
     /// weights (`weights` must be `Buffer`; `precision` picks the f32 or f16 parameter
-    /// buffer of buffer mode, their arithmetic is f16 operands with f32 accumulation).
+    /// buffer of buffer mode, their arithmetic is f16 operands with f32 accumulation, or
+    /// f16 in the GLSL subgroup kernel's hidden layers with `rows_acc16`).
     pub form: Form,
     /// The tiled forms: bytes of workgroup memory the kernel may declare (the device's
     /// `max_compute_workgroup_storage_size`); the largest row tile that fits is taken.
