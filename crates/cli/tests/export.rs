@@ -757,6 +757,47 @@ fn export_compute_forms() {
             && !src.contains("nshade_outputs"),
         "{src}"
     );
+    // --vec4-buffer: WGSL buffer weights as 4-vectors, the buffer zero-padded to whole
+    // vectors (2627 parameters: 657 vectors)
+    let (v4, v4bin) = (d.join("v4.wgsl"), d.join("v4.bin"));
+    ok(
+        &nshade(&[
+            "export",
+            m,
+            "--target",
+            "wgsl",
+            "--weights",
+            "buffer",
+            "--vec4-buffer",
+            "-o",
+            v4.to_str().unwrap(),
+            "--weights-out",
+            v4bin.to_str().unwrap(),
+        ]),
+        "wgsl --vec4-buffer",
+    );
+    let src = std::fs::read_to_string(&v4).unwrap();
+    assert!(
+        src.contains("var<storage, read> nshade_params: array<vec4<f32>, 657>;"),
+        "{src}"
+    );
+    nshade_shader::validate_wgsl(&src).unwrap();
+    let bytes = std::fs::read(&v4bin).unwrap();
+    assert_eq!(bytes.len(), 657 * 16);
+    assert_eq!(&bytes[2627 * 4..], &[0u8; 4], "the padding is zero");
+    fails(
+        &nshade(&[
+            "export",
+            m,
+            "--target",
+            "glsl",
+            "--weights",
+            "buffer",
+            "--vec4-buffer",
+        ]),
+        1,
+        "4-vectors",
+    );
     for (target, form) in [("glsl", "tiled-compute"), ("wgsl", "function")] {
         fails(
             &nshade(&[

@@ -229,13 +229,13 @@ pub struct Options {
     /// [`UNIFORM_MAX_PARAMS`] parameters; every target but glsl-es (whose buffer mode is
     /// a uniform block already) and shadertoy.
     pub uniform_weights: bool,
-    /// WGSL with buffer weights (`--form function`), for measurements: the storage buffer
-    /// declared as an array of 4-vectors of its element type, and each vector the
-    /// straight-line code needs loaded once into a local whose components are the
-    /// weights — one 16-byte (f32) or 8-byte (f16) load for four multiply-adds where the
-    /// plain buffer issues a load per multiply-add. The bytes are the flat vector's,
-    /// zero-padded to whole vectors. `nshade bench --inference` measures it (weights
-    /// `buffer-vec4`); other targets refuse it.
+    /// WGSL with buffer weights (`--form function`; `nshade export --vec4-buffer`): the
+    /// storage buffer declared as an array of 4-vectors of its element type, and each
+    /// vector the straight-line code needs loaded once into a local whose components are
+    /// the weights — one 16-byte (f32) or 8-byte (f16) load for four multiply-adds where
+    /// the plain buffer issues a load per multiply-add. The bytes are the flat vector's,
+    /// zero-padded to whole vectors. What `eval`/`render` run from the buffer; `nshade
+    /// bench --inference` measures it (weights `buffer-vec4`); other targets refuse it.
     pub vec4_buffer: bool,
     /// `--target glsl --form coop-compute --precision f16` (an f16 parameter buffer): the
     /// subgroup-private kernel reads every layer it can (dimensions multiples of 16,
