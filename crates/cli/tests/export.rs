@@ -785,12 +785,26 @@ fn export_compute_forms() {
     let bytes = std::fs::read(&v4bin).unwrap();
     assert_eq!(bytes.len(), 657 * 16);
     assert_eq!(&bytes[2627 * 4..], &[0u8; 4], "the padding is zero");
+    // GLSL 450 too (std430 vec4 w[]); other targets refuse it
+    let out = nshade(&[
+        "export",
+        m,
+        "--target",
+        "glsl",
+        "--weights",
+        "buffer",
+        "--vec4-buffer",
+    ]);
+    ok(&out, "glsl --vec4-buffer");
+    let glsl = String::from_utf8(out.stdout).unwrap();
+    assert!(glsl.contains("    vec4 w[657];"), "{glsl}");
+    assert!(glsl.contains("vec4 pv0 = nshade_params.w[0];"), "{glsl}");
     fails(
         &nshade(&[
             "export",
             m,
             "--target",
-            "glsl",
+            "hlsl",
             "--weights",
             "buffer",
             "--vec4-buffer",

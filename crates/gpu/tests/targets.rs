@@ -116,26 +116,37 @@ struct Case {
     out_dims: usize,
 }
 
-/// The weight modes run for each target: baked, buffer straight-line, buffer loops.
+/// The weight modes run for each target: baked, buffer straight-line, buffer loops (and
+/// for GLSL 450 both again with the buffer as 4-vectors, `--vec4-buffer`).
 fn variants(target: Target) -> Vec<Options> {
     let mut v = vec![Options::new(target)];
     if target != Target::ShaderToy {
-        for loops in [false, true] {
-            v.push(Options {
-                weights: WeightMode::Buffer,
-                loops,
-                ..Options::new(target)
-            });
+        let vec4s: &[bool] = if target == Target::Glsl {
+            &[false, true]
+        } else {
+            &[false]
+        };
+        for &vec4_buffer in vec4s {
+            for loops in [false, true] {
+                v.push(Options {
+                    weights: WeightMode::Buffer,
+                    loops,
+                    vec4_buffer,
+                    ..Options::new(target)
+                });
+            }
         }
     }
     v
 }
 
 fn mode(o: &Options) -> &'static str {
-    match (o.weights, o.loops) {
-        (WeightMode::Baked, _) => "baked",
-        (WeightMode::Buffer, false) => "buffer",
-        (WeightMode::Buffer, true) => "buffer+loops",
+    match (o.weights, o.loops, o.vec4_buffer) {
+        (WeightMode::Baked, _, _) => "baked",
+        (WeightMode::Buffer, false, false) => "buffer",
+        (WeightMode::Buffer, true, false) => "buffer+loops",
+        (WeightMode::Buffer, false, true) => "buffer-vec4",
+        (WeightMode::Buffer, true, true) => "buffer-vec4+loops",
     }
 }
 

@@ -234,7 +234,10 @@ impl Body<'_> {
                     if let (Some(arr), WeightMode::Buffer) = (&self.vec4_locals, opts.weights) {
                         for i in (*w0..w0 + srcs.len()).chain([*bias]) {
                             if loaded.insert(i / 4) {
-                                writeln!(out, "{ind}let pv{q} = {arr}[{q}];", q = i / 4).unwrap();
+                                // WGSL `let`, GLSL `vec4` (f32 only there)
+                                let decl = if self.wgsl { "let" } else { "vec4" };
+                                writeln!(out, "{ind}{decl} pv{q} = {arr}[{q}];", q = i / 4)
+                                    .unwrap();
                             }
                         }
                     }

@@ -36,6 +36,11 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
             "layout(std140) uniform {p}Params {{\n    vec4 w[{}];\n}} {p}params;\n",
             n.div_ceil(4)
         )
+    } else if opts.vec4_buffer {
+        format!(
+            "layout(std430, {set}binding = {b}) readonly buffer {p}Params {{\n    vec4 w[{}];\n}} {p}params;\n",
+            n.div_ceil(4)
+        )
     } else {
         format!(
             "layout(std430, {set}binding = {b}) readonly buffer {p}Params {{\n    float w[{n}];\n}} {p}params;\n"
@@ -56,6 +61,11 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
                 "  bind it with glUniformBlockBinding(program, glGetUniformBlockIndex(program, \"{p}Params\"), slot)"
             ),
         ]
+    } else if opts.vec4_buffer {
+        vec![format!(
+            "weights: readonly buffer {p}Params (instance {p}params) {{ vec4 w[{}]; }}, std430, {set}binding = {b}: parameter i is w[i / 4][i % 4] (the flat vector, the last vec4 zero-padded)",
+            n.div_ceil(4)
+        )]
     } else {
         vec![format!(
             "weights: readonly buffer {p}Params (instance {p}params) {{ float w[{n}]; }}, std430, {set}binding = {b}"
@@ -122,7 +132,7 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
         )
         .unwrap();
     }
-    let vec4s = es || opts.uniform_weights;
+    let vec4s = es || opts.uniform_weights || opts.vec4_buffer;
     let read = |i: &str| {
         if vec4s {
             crate::syntax::vec4_element(&format!("{p}params.w"), i, false)
@@ -139,7 +149,8 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
         indent: "    ",
         scalar: "float".into(),
         wgsl: false,
-        vec4_locals: None,
+        vec4_locals: (opts.vec4_buffer && opts.weights == WeightMode::Buffer)
+            .then(|| format!("{p}params.w")),
         freq_doubling: false,
     };
     writeln!(s, "{signature} {{").unwrap();
