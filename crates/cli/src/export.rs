@@ -139,7 +139,7 @@ pub struct Args {
     /// `fwd_diff`/`bwd_diff` of it with respect to its inputs (weights are constants).
     #[arg(long)]
     pub differentiable: bool,
-    /// With --weights buffer and --target wgsl or glsl (function form): the parameter buffer
+    /// With --weights buffer and --target wgsl, glsl, hlsl or slang (function form): the parameter buffer
     /// declared as 4-vectors, each loaded once into a local — one load per four
     /// multiply-adds where the plain buffer issues one per multiply-add (on the H200
     /// 1.25-2.2x faster in f32, 2.3-4.6x in f16). The buffer is the same flat vector

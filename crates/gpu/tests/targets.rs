@@ -117,11 +117,12 @@ struct Case {
 }
 
 /// The weight modes run for each target: baked, buffer straight-line, buffer loops (and
-/// for GLSL 450 both again with the buffer as 4-vectors, `--vec4-buffer`).
+/// for GLSL 450, HLSL and Slang both again with the buffer as 4-vectors,
+/// `--vec4-buffer`).
 fn variants(target: Target) -> Vec<Options> {
     let mut v = vec![Options::new(target)];
     if target != Target::ShaderToy {
-        let vec4s: &[bool] = if target == Target::Glsl {
+        let vec4s: &[bool] = if matches!(target, Target::Glsl | Target::Hlsl | Target::Slang) {
             &[false, true]
         } else {
             &[false]

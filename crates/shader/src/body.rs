@@ -27,6 +27,9 @@ pub(crate) struct Body<'a> {
     /// vector a neuron needs is loaded once into a local `pvQ` before the first neuron
     /// that uses it, and the weights are its components; `None` elsewhere.
     pub vec4_locals: Option<String>,
+    /// What declares one of those locals: `let` (WGSL), `vec4` (GLSL), `float4` /
+    /// `half4` (HLSL, Slang).
+    pub vec4_decl: &'static str,
     /// `freq(K)` from one sine and one cosine per input (octave 0) and the
     /// double-angle identities for the octaves above (sin 2a = 2 sin a cos a,
     /// cos 2a = 1 − 2 sin² a): two transcendentals per input instead of 2K, at an error
@@ -234,8 +237,7 @@ impl Body<'_> {
                     if let (Some(arr), WeightMode::Buffer) = (&self.vec4_locals, opts.weights) {
                         for i in (*w0..w0 + srcs.len()).chain([*bias]) {
                             if loaded.insert(i / 4) {
-                                // WGSL `let`, GLSL `vec4` (f32 only there)
-                                let decl = if self.wgsl { "let" } else { "vec4" };
+                                let decl = self.vec4_decl;
                                 writeln!(out, "{ind}{decl} pv{q} = {arr}[{q}];", q = i / 4)
                                     .unwrap();
                             }

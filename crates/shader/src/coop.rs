@@ -515,6 +515,7 @@ fn {p}main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
         scalar: "f32".into(),
         wgsl: true,
         vec4_locals: None,
+        vec4_decl: "let",
         freq_doubling: true,
     };
     let body_opts = Options {
@@ -913,6 +914,7 @@ pub(crate) fn glsl_encoding(
         scalar: "float".into(),
         wgsl: false,
         vec4_locals: None,
+        vec4_decl: "vec4",
         freq_doubling: true,
     };
     let body_opts = Options {

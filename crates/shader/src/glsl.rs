@@ -151,6 +151,7 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
         wgsl: false,
         vec4_locals: (opts.vec4_buffer && opts.weights == WeightMode::Buffer)
             .then(|| format!("{p}params.w")),
+        vec4_decl: "vec4",
         freq_doubling: false,
     };
     writeln!(s, "{signature} {{").unwrap();

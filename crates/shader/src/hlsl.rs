@@ -55,10 +55,18 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
         )
     } else if opts.uniform_weights {
         format!("cbuffer {p}Params : register(b{b}{space}) {{ float4 {p}params_w[{n4}]; }};\n")
-    } else if slang {
-        format!("[[vk::binding({b}, {g})]]\nStructuredBuffer<{elem}> {p}params;\n")
     } else {
-        format!("StructuredBuffer<{elem}> {p}params : register(t{b}{space});\n")
+        // `--vec4-buffer`: the same buffer as 4-vectors of its element type
+        let ty = if opts.vec4_buffer {
+            format!("{elem}4")
+        } else {
+            elem.to_string()
+        };
+        if slang {
+            format!("[[vk::binding({b}, {g})]]\nStructuredBuffer<{ty}> {p}params;\n")
+        } else {
+            format!("StructuredBuffer<{ty}> {p}params : register(t{b}{space});\n")
+        }
     };
     let buffer_doc = if opts.uniform_weights && slang {
         vec![format!(
@@ -67,6 +75,15 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
     } else if opts.uniform_weights {
         vec![format!(
             "weights: cbuffer {p}Params {{ float4 {p}params_w[{n4}]; }} : register(b{b}{space}) (Vulkan via DXC: binding {b}, set {g}): parameter i is {p}params_w[i / 4][i % 4] (the last float4 zero-padded)"
+        )]
+    } else if opts.vec4_buffer {
+        let where_ = if slang {
+            format!("Vulkan binding {b} set {g} (D3D: the next free t register)")
+        } else {
+            format!("register(t{b}{space}) (Vulkan via DXC: binding {b}, set {g})")
+        };
+        vec![format!(
+            "weights: StructuredBuffer<{elem}4> {p}params, {n4} vectors, {where_}: parameter i is {p}params[i / 4][i % 4] (the flat vector, the last vector zero-padded)"
         )]
     } else if slang {
         vec![format!(
@@ -119,6 +136,10 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
         .unwrap();
     }
     let read = |i: &str| {
+        if opts.vec4_buffer {
+            // run-time indices (loops, grid tables); constant ones are hoisted locals
+            return crate::syntax::vec4_element(&format!("{p}params"), i, false);
+        }
         if !opts.uniform_weights {
             return format!("{p}params[{i}]");
         }
@@ -138,7 +159,13 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
         indent: "    ",
         scalar: scalar.into(),
         wgsl: false,
-        vec4_locals: None,
+        vec4_locals: (opts.vec4_buffer && opts.weights == WeightMode::Buffer)
+            .then(|| format!("{p}params")),
+        vec4_decl: if opts.buffer_is_f16() {
+            "half4"
+        } else {
+            "float4"
+        },
         freq_doubling: false,
     };
     writeln!(s, "{diff_attr}{signature} {{").unwrap();

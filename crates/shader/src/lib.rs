@@ -229,8 +229,8 @@ pub struct Options {
     /// [`UNIFORM_MAX_PARAMS`] parameters; every target but glsl-es (whose buffer mode is
     /// a uniform block already) and shadertoy.
     pub uniform_weights: bool,
-    /// WGSL and GLSL 450 with buffer weights (`--form function`; `nshade export
-    /// --vec4-buffer`): the
+    /// WGSL, GLSL 450, HLSL and Slang with buffer weights (`--form function`; `nshade
+    /// export --vec4-buffer`): the
     /// storage buffer declared as an array of 4-vectors of its element type, and each
     /// vector the straight-line code needs loaded once into a local whose components are
     /// the weights — one 16-byte (f32) or 8-byte (f16) load for four multiply-adds where
@@ -493,13 +493,15 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
         return unsupported("f16 precision (use --precision f32)");
     }
     if opts.vec4_buffer
-        && (!matches!(t, Target::Wgsl | Target::Glsl)
-            || opts.weights != WeightMode::Buffer
+        && (!matches!(
+            t,
+            Target::Wgsl | Target::Glsl | Target::Hlsl | Target::Slang
+        ) || opts.weights != WeightMode::Buffer
             || opts.form.is_tiled()
             || opts.uniform_weights)
     {
         return Err(Error::Option(
-            "a buffer of 4-vectors belongs to --target wgsl or glsl with --form function --weights buffer"
+            "a buffer of 4-vectors belongs to --target wgsl, glsl, hlsl or slang with --form function --weights buffer"
                 .into(),
         ));
     }

@@ -238,6 +238,7 @@ pub(crate) fn write_tables_as(
         wgsl: true,
         vec4_locals: (opts.vec4_buffer && opts.weights == WeightMode::Buffer)
             .then(|| format!("{p}params")),
+        vec4_decl: "let",
         freq_doubling: false,
     };
     writeln!(s, "{signature} {{").unwrap();

@@ -342,7 +342,7 @@ fn fuzz_export() {
             uniform_weights: (c.seed >> 5) % 4 == 0,
             // GLSL coop-compute f16: every layer it can read in place, an eighth of the time
             rows_direct: (c.seed >> 9) % 8 == 0,
-            // a buffer of 4-vectors a quarter of the time (WGSL and GLSL buffer functions only)
+            // a buffer of 4-vectors a quarter of the time (WGSL, GLSL, HLSL and Slang buffer functions only)
             vec4_buffer: (c.seed >> 7) % 4 == 0,
             // the measurement variants of the GLSL kernel now and then (refused elsewhere)
             rows_split: [
@@ -402,8 +402,10 @@ fn fuzz_export() {
                 opts.rows_acc16 = false;
                 opts.rows_hold = false;
             }
-            opts.vec4_buffer &= matches!(target, Target::Wgsl | Target::Glsl)
-                && opts.weights == WeightMode::Buffer
+            opts.vec4_buffer &= matches!(
+                target,
+                Target::Wgsl | Target::Glsl | Target::Hlsl | Target::Slang
+            ) && opts.weights == WeightMode::Buffer
                 && !opts.form.is_tiled()
                 && !opts.uniform_weights;
             opts.rows_direct &= target == Target::Glsl

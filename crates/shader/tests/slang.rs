@@ -192,16 +192,19 @@ fn differentiable_slang_compiles_and_matches_finite_differences() {
     let mut count = 0;
     for (name, model) in common::all() {
         let (i, o) = (model.network.in_dims, model.network.out_dims);
-        for (weights, loops) in [
-            (WeightMode::Baked, false),
-            (WeightMode::Buffer, false),
-            (WeightMode::Buffer, true),
+        // (weights, loops, the buffer as 4-vectors)
+        for (weights, loops, vec4_buffer) in [
+            (WeightMode::Baked, false, false),
+            (WeightMode::Buffer, false, false),
+            (WeightMode::Buffer, true, false),
+            (WeightMode::Buffer, false, true),
         ] {
             for precision in [Precision::F32, Precision::F16] {
                 let opts = Options {
                     weights,
                     precision,
                     loops,
+                    vec4_buffer,
                     differentiable: true,
                     ..Options::new(Target::Slang)
                 };
