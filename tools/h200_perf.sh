@@ -14,8 +14,10 @@
 # PyTorch's fp16 graph and tcnn's inference modes, about 2 minutes; then the GLSL
 # subgroup-private kernel in each shape of ROWS_SHAPES, "G,B ..." of subgroups per
 # workgroup and 16-row blocks per subgroup, for A-C with staged weights and for B and D
-# with every layer it can read in place from an f16 buffer, NSHADE_ROWS_DIRECT=1; then its
-# parts timed apart, NSHADE_ROWS_SPLIT=encode|noencode|noact).
+# with every layer it can read in place from an f16 buffer, NSHADE_ROWS_DIRECT=1, and D with
+# four blocks per subgroup; f32 accumulation against the default f16; then its parts timed
+# apart, NSHADE_ROWS_SPLIT=encode|noencode|noact|oneweight|nobias). The all-forms line of B
+# alone takes about 2 minutes (its scalar kernels compile slowly).
 set -u
 D=${D:-.dev/perf}
 OUT=${OUT:-/tmp/nshade-perf}
@@ -62,8 +64,15 @@ for l in sys.stdin:
       NSHADE_ROWS_SHAPE=$sh timeout 120 "$N" bench --inference --backend gpu --json --seconds 0.3 --form coop-compute --arch "$A" --arch "$B" --arch "$C" | grep coop-glsl | tee >(tag "infer-rows-$sh")
       NSHADE_ROWS_SHAPE=$sh NSHADE_ROWS_DIRECT=1 timeout 120 "$N" bench --inference --backend gpu --json --seconds 0.3 --form coop-compute --arch "$B" --arch "$DD" | grep coop-glsl | tee >(tag "infer-rows-direct-$sh")
     done
-    # Where the GLSL kernel's time goes: encoding alone, layers alone, no activations
-    for split in encode noencode noact; do
+    # Four 16-row blocks per subgroup for D (weights read in place: each load serves more rows)
+    for sh in 1,4 2,4; do
+      NSHADE_ROWS_SHAPE=$sh NSHADE_ROWS_DIRECT=1 timeout 120 "$N" bench --inference --backend gpu --json --seconds 0.3 --form coop-compute --arch "$DD" | grep coop-glsl | tee >(tag "infer-rows-direct-$sh")
+    done
+    # f32 accumulation against the default f16
+    NSHADE_ROWS_ACC=f32 timeout 120 "$N" bench --inference --backend gpu --json --seconds 0.3 --form coop-compute --arch "$A" --arch "$B" --arch "$C" --arch "$DD" | grep coop-glsl | tee >(tag "infer-rows-acc32")
+    # Where the GLSL kernel's time goes: encoding alone, layers alone, no activations, one
+    # weight matrix per layer, no bias loads
+    for split in encode noencode noact oneweight nobias; do
       NSHADE_ROWS_SPLIT=$split timeout 120 "$N" bench --inference --backend gpu --json --seconds 0.3 --form coop-compute --arch "$A" --arch "$B" --arch "$C" --arch "$DD" | grep coop-glsl | tee >(tag "infer-rows-split-$split")
     done
     [ -f "$D/torch_baseline.py" ] && python3 "$D/torch_baseline.py" infer_graph_fp16 | tee >(tag torch-infer)
