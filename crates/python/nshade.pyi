@@ -28,9 +28,10 @@ class Model:
     def save(self, dir: str) -> None:
         """Writes dir/weights.json (and its sidecar for grid tables)."""
     def export(self, target: str, weights: str = "baked", differentiable: bool = False) -> str:
-        """The inference shader: wgsl, glsl, glsl-es, hlsl, slang, msl or shadertoy; baked, buffer
-        or uniform weights (a uniform block of vec4; dense networks of at most 16 384
-        parameters). differentiable=True (Slang only) marks nshade_eval [Differentiable] for
+        """The inference shader: wgsl, glsl, glsl-es, hlsl, slang, msl or shadertoy; baked, buffer,
+        buffer-vec4 (the buffer read as 4-vectors, zero-padded to whole vectors; wgsl, glsl,
+        hlsl, slang) or uniform weights (a uniform block of vec4; dense networks of at most
+        16 384 parameters). differentiable=True (Slang only) marks nshade_eval [Differentiable] for
         fwd_diff/bwd_diff with respect to its inputs (the weights are constants)."""
 
 def fit(

@@ -84,8 +84,10 @@ impl Model {
     }
 
     /// The inference shader for `target` (wgsl, glsl, glsl-es, hlsl, slang, msl,
-    /// shadertoy) with `weights` "baked", "buffer" or "uniform" (a uniform block of vec4;
-    /// dense networks of at most 16 384 parameters); `differentiable` (Slang only) marks
+    /// shadertoy) with `weights` "baked", "buffer", "buffer-vec4" (the buffer read as
+    /// 4-vectors, zero-padded to whole vectors; wgsl, glsl, hlsl, slang) or "uniform" (a
+    /// uniform block of vec4; dense networks of at most 16 384 parameters);
+    /// `differentiable` (Slang only) marks
     /// the network function `[Differentiable]` for `fwd_diff`/`bwd_diff`.
     #[pyo3(signature = (target, weights = "baked", differentiable = false))]
     fn export(&self, target: &str, weights: &str, differentiable: bool) -> PyResult<String> {
@@ -104,13 +106,14 @@ impl Model {
                 )));
             }
         };
-        let (weights, uniform_weights) = match weights {
-            "baked" => (WeightMode::Baked, false),
-            "buffer" => (WeightMode::Buffer, false),
-            "uniform" => (WeightMode::Buffer, true),
+        let (weights, uniform_weights, vec4_buffer) = match weights {
+            "baked" => (WeightMode::Baked, false, false),
+            "buffer" => (WeightMode::Buffer, false, false),
+            "buffer-vec4" => (WeightMode::Buffer, false, true),
+            "uniform" => (WeightMode::Buffer, true, false),
             other => {
                 return Err(value_err(format!(
-                    "weights {other:?}: baked, buffer or uniform"
+                    "weights {other:?}: baked, buffer, buffer-vec4 or uniform"
                 )));
             }
         };
@@ -124,6 +127,7 @@ impl Model {
             &Options {
                 weights,
                 uniform_weights,
+                vec4_buffer,
                 differentiable,
                 ..Options::new(target)
             },

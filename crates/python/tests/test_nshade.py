@@ -68,7 +68,10 @@ def test_four_inputs_to_three_outputs():
     assert "nshade_eval" in m.export("glsl")
     assert "fn nshade_eval" in m.export("wgsl", weights="buffer")
     assert "var<uniform> nshade_params" in m.export("wgsl", weights="uniform")
-    with pytest.raises(ValueError, match="baked, buffer or uniform"):
+    assert "vec4 pv0 = nshade_params.w[0];" in m.export("glsl", weights="buffer-vec4")
+    with pytest.raises(ValueError, match="4-vectors"):
+        m.export("msl", weights="buffer-vec4")
+    with pytest.raises(ValueError, match="baked, buffer, buffer-vec4 or uniform"):
         m.export("wgsl", weights="texture")
 
 
