@@ -187,24 +187,37 @@ fn run_inference(args: &Args) -> Result<()> {
         let params = net.init_params(1);
         let model = Model::new(net, params, InputSpec::uv());
         // One line per measurement, as soon as it is measured.
-        let report = |backend: &str, path: &str, weights: &str, form: Form, eps: f64| {
+        // `kernel`: the kernel in words where the line alone does not say it (the GLSL
+        // kernel's shape and accumulation), else empty
+        let report = |backend: &str,
+                      path: &str,
+                      weights: &str,
+                      form: Form,
+                      eps: f64,
+                      kernel: &str| {
             let kind = if backend == "cpu" { "cpu" } else { "gpu" };
             if args.json {
-                println!(
-                    "{}",
-                    json!({"arch": named.arch.to_string(), "name": named.name, "backend": kind,
-                           "adapter": backend, "path": path, "weights": weights, "form": form.name(), "mode": "inference",
-                           "width": SIZE.0, "height": SIZE.1, "batch": rows,
-                           "evals_per_s": eps, "samples_per_s": eps,
-                           "frame_ms": rows as f64 / eps * 1e3, "params": model.network.param_count})
-                );
+                let mut line = json!({"arch": named.arch.to_string(), "name": named.name, "backend": kind,
+                       "adapter": backend, "path": path, "weights": weights, "form": form.name(), "mode": "inference",
+                       "width": SIZE.0, "height": SIZE.1, "batch": rows,
+                       "evals_per_s": eps, "samples_per_s": eps,
+                       "frame_ms": rows as f64 / eps * 1e3, "params": model.network.param_count});
+                if !kernel.is_empty() {
+                    line["kernel"] = json!(kernel);
+                }
+                println!("{line}");
             } else {
                 println!(
-                    "{:>12}  {:<45} {backend} {form} {path} {weights}  {:>10} evals/s  ({:.3} ms per 1920x1080 frame)",
+                    "{:>12}  {:<45} {backend} {form} {path} {weights}  {:>10} evals/s  ({:.3} ms per 1920x1080 frame){}",
                     named.name,
                     named.arch.to_string(),
                     human(eps),
-                    rows as f64 / eps * 1e3
+                    rows as f64 / eps * 1e3,
+                    if kernel.is_empty() {
+                        String::new()
+                    } else {
+                        format!("  [{kernel}]")
+                    }
                 );
             }
         };
@@ -260,7 +273,7 @@ fn run_inference(args: &Args) -> Result<()> {
                             ShaderEvaluator::with_weights(ctx, &model, p, weights)
                         };
                         match ev.and_then(|ev| ev.throughput(ctx, &x, args.seconds)) {
-                            Ok(eps) => report(&adapter, name, wname, Form::Function, eps),
+                            Ok(eps) => report(&adapter, name, wname, Form::Function, eps, ""),
                             Err(e) => failed(&named.name, &format!("{name} {wname}"), &e),
                         }
                     }
@@ -280,7 +293,7 @@ fn run_inference(args: &Args) -> Result<()> {
                         Ok(()) => match ShaderEvaluator::tiled(ctx, &model, form)
                             .and_then(|ev| ev.throughput(ctx, &x, args.seconds))
                         {
-                            Ok(eps) => report(&adapter, path, "buffer", form, eps),
+                            Ok(eps) => report(&adapter, path, "buffer", form, eps, ""),
                             Err(e) => failed(&named.name, &format!("{form} {path}"), &e),
                         },
                         Err(why) => eprintln!("{}: no --form {form}: {why}", named.name),
@@ -291,14 +304,16 @@ fn run_inference(args: &Args) -> Result<()> {
                 if wanted(Form::CoopCompute) {
                     match nshade_gpu::infer::glsl_coop_supported(ctx, &model) {
                         Ok(()) => match ShaderEvaluator::coop_glsl(ctx, &model).and_then(|ev| {
-                            Ok((ev.f16_params(), ev.throughput(ctx, &x, args.seconds)?))
+                            let eps = ev.throughput(ctx, &x, args.seconds)?;
+                            Ok((ev.f16_params(), eps, ev.describe()))
                         }) {
-                            Ok((f16, eps)) => report(
+                            Ok((f16, eps, kernel)) => report(
                                 &adapter,
                                 "coop-glsl",
                                 if f16 { "buffer-f16" } else { "buffer" },
                                 Form::CoopCompute,
                                 eps,
+                                &kernel,
                             ),
                             Err(e) => failed(&named.name, "coop-compute coop-glsl", &e),
                         },
@@ -322,6 +337,7 @@ fn run_inference(args: &Args) -> Result<()> {
                     "-",
                     Form::Function,
                     n as f64 / start.elapsed().as_secs_f64(),
+                    "",
                 );
             }
         }

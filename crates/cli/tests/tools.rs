@@ -227,6 +227,13 @@ fn bench_inference_reports_evaluations_per_second() {
     for l in &lines {
         check(l, "gpu");
         assert_eq!(l["adapter"], format!("gpu ({adapter})").as_str(), "{l}");
+        // the GLSL kernel's line names its shape and accumulation; no other line has one
+        if l["path"] == "coop-glsl" {
+            let k = l["kernel"].as_str().unwrap_or_default();
+            assert!(k.contains("GLSL") && k.ends_with("accumulation)"), "{l}");
+        } else {
+            assert!(l.get("kernel").is_none(), "{l}");
+        }
         seen.push((
             l["path"].as_str().unwrap().into(),
             l["weights"].as_str().unwrap().into(),
