@@ -428,8 +428,10 @@ fn texture_io_matches_cpu() {
                 usage: wgpu::BufferUsages::STORAGE,
                 mapped_at_creation: false,
             });
+            let plan = nshade_shader::coop::plan_for(&m, &opts).unwrap();
+            assert_eq!(plan.blocks > 0, glsl, "{arch}: the GLSL subgroup kernel");
             let pipeline = if glsl {
-                glsl_texture_pipeline(&ctx, &src, opts_workgroup(&m, &opts))
+                glsl_texture_pipeline(&ctx, &src, plan.workgroup_size as u32)
             } else {
                 let module = d.create_shader_module(wgpu::ShaderModuleDescriptor {
                     label: None,
@@ -478,8 +480,6 @@ fn texture_io_matches_cpu() {
                 usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
                 mapped_at_creation: false,
             });
-            let plan = nshade_shader::coop::plan_for(&m, &opts).unwrap();
-            assert_eq!(plan.blocks > 0, glsl, "{arch}: the GLSL subgroup kernel");
             let mut enc = d.create_command_encoder(&Default::default());
             {
                 let mut pass = enc.begin_compute_pass(&Default::default());
@@ -536,13 +536,6 @@ fn texture_io_matches_cpu() {
             "\n*** SKIPPED the GLSL texture kernels of texture_io_matches_cpu (they compiled in glsl_coop_shapes_match_cpu): they run on an adapter with cooperative matrices (the H200) ***\n"
         );
     }
-}
-
-/// The workgroup size of `opts`'s tiled kernel of `m`.
-fn opts_workgroup(m: &Model, opts: &nshade_shader::Options) -> u32 {
-    nshade_shader::coop::plan_for(m, opts)
-        .unwrap()
-        .workgroup_size as u32
 }
 
 /// The pipeline of a GLSL kernel with texture input and output: compiled by the built-in

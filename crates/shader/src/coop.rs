@@ -119,6 +119,36 @@ pub struct TilePlan {
 }
 
 impl TileLayer {
+    /// Layer `l` with its dimensions padded to multiples of 16, its W staged at `staged`
+    /// in rows of `in_p + skew` f16 (unless `direct`), its bias staged at `staged_bias`.
+    pub(crate) fn of(
+        l: &nshade_core::module::Linear,
+        skew: usize,
+        staged: usize,
+        staged_bias: usize,
+        direct: bool,
+    ) -> TileLayer {
+        let in_p = l.in_dims.next_multiple_of(16);
+        TileLayer {
+            in_dims: l.in_dims,
+            out_dims: l.out_dims,
+            in_p,
+            out_p: l.out_dims.next_multiple_of(16),
+            weight: l.weight,
+            bias: l.bias,
+            staged,
+            stride: in_p + skew,
+            staged_bias,
+            act: l.act,
+            direct,
+        }
+    }
+
+    /// f16 elements of the staged W (padded rows of `stride`).
+    pub(crate) fn staged_len(&self) -> usize {
+        self.out_p * self.stride
+    }
+
     /// The 16 × 16 output tiles of this layer over a tile of `rows` input rows.
     pub fn tiles(&self, rows: usize) -> usize {
         (self.out_p / 16) * (rows / 16)
@@ -213,28 +243,20 @@ fn candidate(
     x_skew: usize,
     streamed: bool,
 ) -> Option<TilePlan> {
-    let pad = |n: usize| n.next_multiple_of(16);
     let mut layers = Vec::new();
     let (mut staged, mut staged_bias, mut largest) = (0, 0, 0);
     for l in &mlp.layers {
-        let (in_p, out_p) = (pad(l.in_dims), pad(l.out_dims));
-        let stride = in_p + skew;
-        layers.push(TileLayer {
-            in_dims: l.in_dims,
-            out_dims: l.out_dims,
-            in_p,
-            out_p,
-            weight: l.weight,
-            bias: l.bias,
-            staged: if streamed { 0 } else { staged },
-            stride,
+        let t = TileLayer::of(
+            l,
+            skew,
+            if streamed { 0 } else { staged },
             staged_bias,
-            act: l.act,
-            direct: false,
-        });
-        staged += out_p * stride;
-        largest = largest.max(out_p * stride);
-        staged_bias += out_p;
+            false,
+        );
+        staged += t.staged_len();
+        largest = largest.max(t.staged_len());
+        staged_bias += t.out_p;
+        layers.push(t);
     }
     let weights_len = if streamed { largest } else { staged };
     let widest = layers.iter().map(|l| l.in_p).max().unwrap_or(16);
@@ -451,9 +473,8 @@ fn {p}main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
     let d = &WGSL;
     let stage =
         |l: &TileLayer, ind: &str| stage_weights(d, p, wg, l, &f32_of(weight_read(p, l)), ind);
-    stage_biases(d, &mut s, &plan, p, &stage, &|l| {
-        f32_of(format!("{p}params[{}u + e]", l.bias))
-    });
+    let bread = |l: &TileLayer| f32_of(format!("{p}params[{}u + e]", l.bias));
+    stage_biases(d, &mut s, &plan, p, &stage, &bread, false);
     if coop {
         let _ = writeln!(
             s,
@@ -803,9 +824,8 @@ void main() {{
     let stage = |l: &TileLayer, ind: &str| {
         stage_weights(d, p, wg, l, &glsl_f32(weight_read(p, l), f16), ind)
     };
-    stage_biases(d, &mut s, &plan, p, &stage, &|l| {
-        glsl_f32(format!("{p}params[{}u + e]", l.bias), f16)
-    });
+    let bread = |l: &TileLayer| glsl_f32(format!("{p}params[{}u + e]", l.bias), f16);
+    stage_biases(d, &mut s, &plan, p, &stage, &bread, false);
     let _ = write!(
         s,
         "    barrier();
@@ -1054,7 +1074,8 @@ pub(crate) fn stage_weights(
 }
 
 /// The once-per-workgroup staging: every layer's biases (`bread`: the f32 value of bias
-/// `e`), and its weights unless the plan streams them (`stage`).
+/// `e`), and its weights unless the plan streams them (`stage`); `half_copy`: the hidden
+/// layers' biases also as f16 into `{p}bh` (the GLSL kernel's f16 accumulation).
 pub(crate) fn stage_biases(
     d: &Dialect,
     s: &mut String,
@@ -1062,6 +1083,7 @@ pub(crate) fn stage_biases(
     p: &str,
     stage: &dyn Fn(&TileLayer, &str) -> String,
     bread: &dyn Fn(&TileLayer) -> String,
+    half_copy: bool,
 ) {
     s.push_str(if plan.streamed {
         "    // Biases, once per workgroup (each layer's weights are staged before it, per tile).\n"
@@ -1069,24 +1091,34 @@ pub(crate) fn stage_biases(
         "    // Weights and biases, once per workgroup.\n"
     });
     let Dialect {
-        uloop, fvar, fzero, ..
+        uloop,
+        fvar,
+        fzero,
+        half,
+        ..
     } = d;
-    for l in &plan.layers {
+    let hidden = plan.layers.len().saturating_sub(1);
+    for (i, l) in plan.layers.iter().enumerate() {
         if !plan.streamed {
             s.push_str(&stage(l, "    "));
         }
+        let sb = l.staged_bias;
+        let copy = if half_copy && i < hidden {
+            format!("\n        {p}bh[{sb}u + e] = {half}(v);")
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             s,
             "    for ({uloop} e = lid; e < {op}u; e += {wg}u) {{
         {fvar} v = {fzero};
         if (e < {od}u) {{ v = {bread}; }}
-        {p}bs[{sb}u + e] = v;
+        {p}bs[{sb}u + e] = v;{copy}
     }}",
             wg = plan.workgroup_size,
             op = l.out_p,
             od = l.out_dims,
             bread = bread(l),
-            sb = l.staged_bias,
         );
     }
 }

@@ -100,7 +100,6 @@ pub(crate) fn plan(
     direct: Direct,
     acc16: bool,
 ) -> Option<TilePlan> {
-    let pad = |n: usize| n.next_multiple_of(16);
     let modes: &[bool] = match direct {
         Direct::Never => &[false],
         Direct::WhenNeeded => &[false, true],
@@ -113,7 +112,7 @@ pub(crate) fn plan(
             None => shapes(grid, width, use_direct).to_vec(),
         };
         for &(groups, blocks) in &order {
-            if let Some(p) = plan_shape(mlp, budget, groups, blocks, use_direct, acc16, pad) {
+            if let Some(p) = plan_shape(mlp, budget, groups, blocks, use_direct, acc16) {
                 return Some(p);
             }
         }
@@ -129,32 +128,17 @@ fn plan_shape(
     blocks: usize,
     use_direct: bool,
     acc16: bool,
-    pad: impl Fn(usize) -> usize,
 ) -> Option<TilePlan> {
     for skew in [8, 0] {
         let mut layers = Vec::new();
         let (mut staged, mut staged_bias) = (0, 0);
         for l in &mlp.layers {
-            let (in_p, out_p) = (pad(l.in_dims), pad(l.out_dims));
-            let stride = in_p + skew;
-            let direct = use_direct && direct_ok(l);
-            layers.push(TileLayer {
-                in_dims: l.in_dims,
-                out_dims: l.out_dims,
-                in_p,
-                out_p,
-                weight: l.weight,
-                bias: l.bias,
-                staged,
-                stride,
-                staged_bias,
-                act: l.act,
-                direct,
-            });
-            if !direct {
-                staged += out_p * stride;
+            let t = TileLayer::of(l, skew, staged, staged_bias, use_direct && direct_ok(l));
+            if !t.direct {
+                staged += t.staged_len();
             }
-            staged_bias += out_p;
+            staged_bias += t.out_p;
+            layers.push(t);
         }
         let widest = layers
             .iter()
@@ -290,26 +274,9 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
         let read = crate::coop::glsl_f32(crate::coop::weight_read(p, l), f16);
         crate::coop::stage_weights(d, p, wg, l, &read, ind)
     };
-    crate::coop::stage_biases(d, &mut s, plan, p, &stage, &|l| {
-        crate::coop::glsl_f32(format!("{p}params[{}u + e]", l.bias), f16)
-    });
-    if acc16 {
-        // the hidden layers' biases again, as f16
-        for l in &plan.layers[..plan.layers.len() - 1] {
-            let _ = writeln!(
-                s,
-                "    for (uint e = lid; e < {op}u; e += {wg}u) {{
-        float v = 0.0;
-        if (e < {od}u) {{ v = {read}; }}
-        {p}bh[{sb}u + e] = float16_t(v);
-    }}",
-                op = l.out_p,
-                od = l.out_dims,
-                read = crate::coop::glsl_f32(format!("{p}params[{}u + e]", l.bias), f16),
-                sb = l.staged_bias,
-            );
-        }
-    }
+    let bread = |l: &TileLayer| crate::coop::glsl_f32(format!("{p}params[{}u + e]", l.bias), f16);
+    // with f16 accumulation the hidden layers' biases also go to bh, as f16
+    crate::coop::stage_biases(d, &mut s, plan, p, &stage, &bread, acc16);
     let split = opts.rows_split;
     // (layer, k, n) of the products' weight matrices: itself, or (OneWeight) the first
     let wkey = |i: usize, k: usize, nn: usize| {

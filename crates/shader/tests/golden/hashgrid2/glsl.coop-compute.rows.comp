@@ -71,6 +71,7 @@ void main() {
         float v = 0.0;
         if (e < 8u) { v = nshade_params[64u + e]; }
         nshade_bs[0u + e] = v;
+        nshade_bh[0u + e] = float16_t(v);
     }
     for (uint e = lid; e < 256u; e += 128u) {
         uint o = e / 16u; uint i = e % 16u;
@@ -82,11 +83,6 @@ void main() {
         float v = 0.0;
         if (e < 3u) { v = nshade_params[96u + e]; }
         nshade_bs[16u + e] = v;
-    }
-    for (uint e = lid; e < 16u; e += 128u) {
-        float v = 0.0;
-        if (e < 8u) { v = nshade_params[64u + e]; }
-        nshade_bh[0u + e] = float16_t(v);
     }
     barrier();
     uint n = uint(nshade_outputs.length()) / 3u;
