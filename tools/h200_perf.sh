@@ -60,7 +60,7 @@ for l in sys.stdin:
     echo "== inference at 1920x1080: nshade (every form), PyTorch fp16 graph, tcnn (both modes)"
     "$N" bench --inference --backend gpu --json --seconds 0.3 --arch "$A" --arch "$B" --arch "$C" --arch "$DD" | tee >(tag infer)
     # The GLSL subgroup-private kernel (line `coop-glsl` above) in each of its shapes
-    for sh in ${ROWS_SHAPES-4,2 2,2 4,1 2,1 1,2 1,1 8,1}; do
+    for sh in ${ROWS_SHAPES-8,2 16,1 3,1 2,3 4,2 2,2 4,1 2,1 1,2 1,1 8,1}; do
       NSHADE_ROWS_SHAPE=$sh timeout 120 "$N" bench --inference --backend gpu --json --seconds 0.3 --form coop-compute --arch "$A" --arch "$B" --arch "$C" | grep coop-glsl | tee >(tag "infer-rows-$sh")
       NSHADE_ROWS_SHAPE=$sh NSHADE_ROWS_DIRECT=1 timeout 120 "$N" bench --inference --backend gpu --json --seconds 0.3 --form coop-compute --arch "$B" --arch "$DD" | grep coop-glsl | tee >(tag "infer-rows-direct-$sh")
     done

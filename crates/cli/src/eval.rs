@@ -182,7 +182,7 @@ pub fn run(args: Args) -> Result<()> {
 /// Evaluates raw input rows on the chosen backend: the GPU runs the model's generated
 /// inference shader in the fastest form the adapter runs (`ShaderEvaluator::fastest`:
 /// for grids and mlps at least 64 wide the cooperative-matrix compute kernel (the GLSL
-/// one where it fits), f16 operands with f32 accumulation, where the adapter has
+/// one where it fits, which also takes mlps at least 32 wide), f16 operands, where the adapter has
 /// cooperative matrices; else the f32 function with a compute entry, weights baked up to
 /// 16 384 parameters); `auto` takes the GPU when a hardware adapter opens, else the CPU. Returns the
 /// outputs and the backend's description, which names the form.

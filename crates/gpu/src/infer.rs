@@ -176,6 +176,27 @@ fn glsl_coop_options(
     planned(with(Precision::F32, false, false))
 }
 
+/// For measurements of residency: `NSHADE_ROWS_PAD=BYTES` adds that much workgroup
+/// memory to the GLSL kernel, touched only by a workgroup that never exists (so the
+/// driver keeps it and the results are unchanged).
+fn pad_shared(src: String) -> String {
+    let Some(bytes) = std::env::var("NSHADE_ROWS_PAD")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&b| b >= 16)
+    else {
+        return src;
+    };
+    let n = bytes / 4;
+    src.replacen(
+        "void main() {",
+        &format!(
+            "shared float nshade_pad[{n}];\nvoid main() {{\n    if (gl_WorkGroupID.y == 65535u) {{ nshade_pad[gl_LocalInvocationIndex % {n}u] = 1.0; barrier(); nshade_outputs[0] = nshade_pad[(gl_LocalInvocationIndex + 1u) % {n}u]; }}"
+        ),
+        1,
+    )
+}
+
 /// The workgroup memory the tiled kernels may use on this device.
 fn workgroup_memory(ctx: &GpuContext) -> usize {
     ctx.summary.max_workgroup_storage as usize
@@ -241,17 +262,20 @@ pub fn bakes(model: &Model) -> bool {
 }
 
 /// The form [`ShaderEvaluator::fastest`] runs for `model` on an adapter that can (`coop`)
-/// or cannot run the cooperative-matrix kernel: [`Form::CoopCompute`] for models with
-/// grid tables or an mlp at least 64 wide, where it was measured faster than the function
-/// form on the H200 (1920x1080, the GLSL kernel: the hash-grid network C 4.9 G
-/// evaluations/s against 0.2-0.5 G from the buffer; `freq(8) | mlp(64x4, relu)` 2.0 G
-/// against 0.42-0.87 G baked in f32; `freq(8) | mlp(128x4, relu)` 0.40 G against 0.021 G
-/// from the buffer), else [`Form::Function`]: seed #3 (32 wide) runs at 10.2 G baked in
-/// f32, exact, and 9.3-11.4 G on the tensor cores with f16 operands (docs/PERFORMANCE.md).
-pub fn preferred_form(model: &Model, coop: bool) -> Form {
+/// or cannot run the cooperative-matrix kernel, and can (`rows`) or cannot run its GLSL
+/// subgroup kernel ([`glsl_rows_supported`]): [`Form::CoopCompute`] for models with grid
+/// tables or an mlp at least 64 wide, and with the GLSL kernel for mlps at least 32 wide,
+/// where it was measured faster than the function form on the H200 (1920x1080, the GLSL
+/// kernel: the hash-grid network C 7.0 G evaluations/s against 0.2-1.0 G from the
+/// buffer; `freq(8) | mlp(64x4, relu)` 4.3 G against 0.4-0.6 G baked; `freq(8) |
+/// mlp(128x4, relu)` 0.57 G against 0.08 G from the buffer; seed #3 (32 wide) 21.6 G
+/// against 10.2 G baked in f32 and 11.3 G in f16; the WGSL kernel, which
+/// runs where the GLSL one cannot, is slower than the baked function there: 2.0 G), else
+/// [`Form::Function`] (docs/PERFORMANCE.md).
+pub fn preferred_form(model: &Model, coop: bool, rows: bool) -> Form {
     let grid = model.network.param_count > model.network.dense_count;
-    let wide = nshade_shader::coop::mlp_width(model).is_some_and(|w| w >= 64);
-    if coop && (grid || wide) {
+    let width = nshade_shader::coop::mlp_width(model).unwrap_or(0);
+    if coop && (grid || width >= 64 || (rows && width >= 32)) {
         Form::CoopCompute
     } else {
         Form::Function
@@ -298,8 +322,9 @@ impl ShaderEvaluator {
         precision: Precision,
     ) -> Result<ShaderEvaluator, GpuError> {
         let coop = tiled_supported(ctx, model, Form::CoopCompute).is_ok();
-        if preferred_form(model, coop) == Form::CoopCompute {
-            if glsl_rows_supported(ctx, model) {
+        let rows = coop && glsl_rows_supported(ctx, model);
+        if preferred_form(model, coop, rows) == Form::CoopCompute {
+            if rows {
                 return ShaderEvaluator::coop_glsl(ctx, model);
             }
             return ShaderEvaluator::tiled(ctx, model, Form::CoopCompute);
@@ -336,6 +361,7 @@ impl ShaderEvaluator {
                 .map_err(|e| GpuError::Other(format!("generating the inference shader: {e}")))?
                 .into_text()
                 .ok_or_else(|| GpuError::Other("GLSL came out as binary".into()))?;
+            let src = pad_shared(src);
             let words = crate::capture::glslang::compile_compute(&src).map_err(|e| {
                 GpuError::Other(format!(
                     "glslang rejected the generated GLSL kernel (line {:?}): {}",

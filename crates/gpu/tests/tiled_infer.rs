@@ -222,12 +222,14 @@ fn fastest_names_its_form() {
     for (k, &(arch, i, o)) in [ARCHS[0], ARCHS[3], ARCHS[6]].iter().enumerate() {
         let m = model(arch, i, o, 3 + k as u64);
         let coop = tiled_supported(&ctx, &m, Form::CoopCompute).is_ok();
-        let want = if k > 0 && coop {
+        let rows = coop && nshade_gpu::infer::glsl_rows_supported(&ctx, &m);
+        // seed #3 on the tensor cores only with the GLSL subgroup kernel
+        let want = if coop && (k > 0 || rows) {
             Form::CoopCompute
         } else {
             Form::Function
         };
-        assert_eq!(preferred_form(&m, coop), want, "{arch}");
+        assert_eq!(preferred_form(&m, coop, rows), want, "{arch}");
         let ev = ShaderEvaluator::fastest(&ctx, &m, nshade_shader::Precision::F32).unwrap();
         assert_eq!(ev.form(), want, "{arch}");
         if want == Form::CoopCompute {
@@ -615,6 +617,23 @@ fn glsl_texture_pipeline(_: &GpuContext, _: &str, _: u32) -> wgpu::ComputePipeli
     unreachable!("glsl_coop_supported refuses without glslang")
 }
 
+/// The GLSL kernel's shapes the tests run: every one the planner tries first for some
+/// class of network (`coop_rows::shapes`), and the small ones.
+#[cfg(feature = "glslang")]
+const SHAPES: [(usize, usize); 11] = [
+    (8, 2),
+    (16, 1),
+    (3, 1),
+    (2, 3),
+    (3, 2),
+    (4, 2),
+    (2, 2),
+    (4, 1),
+    (2, 1),
+    (1, 2),
+    (1, 1),
+];
+
 /// The GLSL cooperative-matrix kernel of subgroup-private rows (`--target glsl --form
 /// coop-compute` with `Options::rows_shape`) in every shape of subgroups per workgroup and
 /// 16-row blocks per subgroup, for every network whose weights fit in 48 KiB: glslang
@@ -644,7 +663,7 @@ fn glsl_coop_shapes_match_cpu() {
     let kernels = |budget: usize| {
         let mut out = Vec::new();
         let mut fit = [0usize; 6];
-        for shape in [(4, 2), (2, 2), (4, 1), (2, 1), (1, 2), (1, 1)] {
+        for shape in SHAPES {
             for (k, &(arch, i, o)) in ARCHS.iter().enumerate() {
                 let m = model(arch, i, o, 50 + k as u64);
                 for (v, &(precision, rows_direct, rows_acc16, rows_hold)) in
@@ -733,7 +752,7 @@ fn glsl_coop_shapes_match_cpu() {
         }
     }
     // texture input and output, in every shape (run in texture_io_matches_cpu)
-    for shape in [(4, 2), (2, 2), (4, 1), (2, 1), (1, 2), (1, 1)] {
+    for shape in SHAPES {
         for &(arch, i, o) in &[ARCHS[0], ARCHS[6]] {
             let m = model(arch, i, o, 7);
             let opts = Options {

@@ -52,7 +52,8 @@ pub const MAX_DISPATCH: usize = 2048;
 /// `coop_rows`: every workgroup stages all the weights before its first tile, and on the
 /// H200 (132 multiprocessors) about two workgroups per multiprocessor beat more (seed
 /// #3 13.3 G evaluations/s at 264 against 11.5 G at 2048, the hash-grid network 6.0 G
-/// against 5.0 G; docs/PERFORMANCE.md).
+/// against 5.0 G; with the larger shapes of `coop_rows::shapes`, which fit one per
+/// multiprocessor, 132 and 264 are within 2-3%; docs/PERFORMANCE.md).
 pub const ROWS_DISPATCH: usize = 256;
 
 /// The workgroup memory the tiles may use under `opts`: all of `--workgroup-memory`, less

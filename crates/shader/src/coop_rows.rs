@@ -48,23 +48,48 @@ use std::fmt::Write;
 const X_SKEW: usize = 8;
 
 /// The shapes tried, best first: (subgroups per workgroup, 16-row blocks per subgroup).
-/// More subgroups share one copy of the staged weights; two blocks let every weight
-/// matrix loaded serve two products. The orders are those measured on the H200 at
-/// 1920x1080 (docs/PERFORMANCE.md, every shape of each class): networks with grid
-/// tables (the hash-grid network C: 4.9 G evaluations/s at (4, 2), 2.6-4.8 G otherwise),
-/// dense networks at most 32 wide (seed #3: 11.4 G at (4, 1), 6.7-10.7 G otherwise),
-/// wider ones with staged weights (`freq(8) | mlp(64x4, relu)`: 2.0 G at (2, 1), 1.5-1.9
-/// G otherwise) and with weights read in place (`freq(8) | mlp(128x4, relu)`: 0.40 G
-/// with two blocks, 0.27 G with one).
+/// More subgroups share one copy of the staged weights and keep more warps resident on
+/// each multiprocessor (on the H200 the workgroup memory of all resident workgroups
+/// together stays under about 48 KiB, so a kernel that stages its weights runs one or two
+/// workgroups per multiprocessor and its warps are its subgroups); more blocks let every
+/// weight matrix loaded serve more products. [`plan`] takes the first shape whose rows
+/// keep their skew before any unskewed one (bank conflicts cost more than a smaller
+/// shape). The orders are those measured on the H200 at 1920x1080 (docs/PERFORMANCE.md,
+/// "Subgroups per workgroup"): networks with grid tables (the hash-grid network C: 7.0 G
+/// evaluations/s at (4, 2), 3.3-6.6 G otherwise), dense networks at most 32 wide (seed
+/// #3: 21.6 G at (8, 2), 19.3 G at (16, 1), 8.5-18.3 G otherwise), wider ones with staged
+/// weights (`freq(8) | mlp(64x4, relu)`: 4.3 G at (3, 1), 3.0 G at (2, 1), 1.6-2.2 G
+/// otherwise) and with weights read in place (`freq(8) | mlp(128x4, relu)`: 0.57 G at (2,
+/// 3), 0.50 G at (3, 2), 0.25-0.44 G otherwise).
 fn shapes(grid: bool, width: usize, direct: bool) -> &'static [(usize, usize)] {
     if direct {
-        &[(2, 2), (1, 2), (4, 2), (2, 1), (4, 1), (1, 1)]
+        &[
+            (2, 3),
+            (3, 2),
+            (1, 4),
+            (2, 2),
+            (1, 2),
+            (4, 2),
+            (2, 1),
+            (4, 1),
+            (1, 1),
+        ]
     } else if grid {
         &[(4, 2), (8, 1), (2, 1), (4, 1), (1, 2), (2, 2), (1, 1)]
     } else if width <= 32 {
-        &[(4, 1), (8, 1), (2, 2), (4, 2), (2, 1), (1, 2), (1, 1)]
+        &[
+            (8, 2),
+            (16, 1),
+            (4, 1),
+            (8, 1),
+            (2, 2),
+            (4, 2),
+            (2, 1),
+            (1, 2),
+            (1, 1),
+        ]
     } else {
-        &[(2, 1), (2, 2), (1, 2), (4, 1), (4, 2), (1, 1)]
+        &[(3, 1), (2, 1), (2, 2), (1, 2), (4, 1), (4, 2), (1, 1)]
     }
 }
 
@@ -111,65 +136,64 @@ pub(crate) fn plan(
             Some(s) => vec![s],
             None => shapes(grid, width, use_direct).to_vec(),
         };
-        for &(groups, blocks) in &order {
-            if let Some(p) = plan_shape(mlp, budget, groups, blocks, use_direct, acc16) {
-                return Some(p);
+        for skew in [8, 0] {
+            for &(groups, blocks) in &order {
+                if let Some(p) = plan_shape(mlp, budget, groups, blocks, skew, use_direct, acc16) {
+                    return Some(p);
+                }
             }
         }
     }
     None
 }
 
-/// [`plan`] for one shape; `use_direct`: every layer that can reads the buffer in place.
+/// [`plan`] for one shape with staged weight rows skewed by `skew` f16; `use_direct`:
+/// every layer that can reads the buffer in place.
 fn plan_shape(
     mlp: &nshade_core::module::Mlp,
     budget: usize,
     groups: usize,
     blocks: usize,
+    skew: usize,
     use_direct: bool,
     acc16: bool,
 ) -> Option<TilePlan> {
-    for skew in [8, 0] {
-        let mut layers = Vec::new();
-        let (mut staged, mut staged_bias) = (0, 0);
-        for l in &mlp.layers {
-            let t = TileLayer::of(l, skew, staged, staged_bias, use_direct && direct_ok(l));
-            if !t.direct {
-                staged += t.staged_len();
-            }
-            staged_bias += t.out_p;
-            layers.push(t);
+    let mut layers = Vec::new();
+    let (mut staged, mut staged_bias) = (0, 0);
+    for l in &mlp.layers {
+        let t = TileLayer::of(l, skew, staged, staged_bias, use_direct && direct_ok(l));
+        if !t.direct {
+            staged += t.staged_len();
         }
-        let widest = layers
-            .iter()
-            .map(|l| l.in_p.max(l.out_p))
-            .max()
-            .unwrap_or(16);
-        let sx = widest + X_SKEW;
-        let rows_each = 16 * blocks;
-        let x_len = rows_each * sx;
-        let out_p = layers.last().map_or(16, |l| l.out_p);
-        let z_len = rows_each * out_p;
-        // biases f32, and again as f16 where the hidden layers accumulate in f16
-        let bias_bytes = staged_bias * if acc16 { 6 } else { 4 };
-        let bytes = staged * 2 + bias_bytes + groups * (x_len * 2 + z_len * 4);
-        if bytes <= budget {
-            return Some(TilePlan {
-                workgroup_size: 32 * groups,
-                rows: groups * rows_each,
-                sx,
-                per: 0,
-                streamed: false,
-                layers,
-                weights_len: staged,
-                biases_len: staged_bias,
-                x_len,
-                workgroup_bytes: bytes,
-                blocks,
-            });
-        }
+        staged_bias += t.out_p;
+        layers.push(t);
     }
-    None
+    let widest = layers
+        .iter()
+        .map(|l| l.in_p.max(l.out_p))
+        .max()
+        .unwrap_or(16);
+    let sx = widest + X_SKEW;
+    let rows_each = 16 * blocks;
+    let x_len = rows_each * sx;
+    let out_p = layers.last().map_or(16, |l| l.out_p);
+    let z_len = rows_each * out_p;
+    // biases f32, and again as f16 where the hidden layers accumulate in f16
+    let bias_bytes = staged_bias * if acc16 { 6 } else { 4 };
+    let bytes = staged * 2 + bias_bytes + groups * (x_len * 2 + z_len * 4);
+    (bytes <= budget).then_some(TilePlan {
+        workgroup_size: 32 * groups,
+        rows: groups * rows_each,
+        sx,
+        per: 0,
+        streamed: false,
+        layers,
+        weights_len: staged,
+        biases_len: staged_bias,
+        x_len,
+        workgroup_bytes: bytes,
+        blocks,
+    })
 }
 
 /// The complete GLSL 450 compute shader of `plan` (from [`plan`]).

@@ -765,8 +765,16 @@ impl GpuTrainer {
             launch.vec.then_some(&vpad),
             scaling,
         );
-        if std::env::var("NSHADE_GPU_DUMP").is_ok_and(|v| v == "1") {
-            eprintln!("{step_src}\n{adam_src}");
+        match std::env::var("NSHADE_GPU_DUMP") {
+            Ok(v) if v == "1" => eprintln!("{step_src}\n{adam_src}"),
+            // A folder: the two kernels as files (for `tools/vkstats`), last network wins.
+            Ok(dir) if !dir.is_empty() => {
+                let dir = std::path::Path::new(&dir);
+                let _ = std::fs::create_dir_all(dir);
+                let _ = std::fs::write(dir.join("step.wgsl"), &step_src);
+                let _ = std::fs::write(dir.join("adam.wgsl"), &adam_src);
+            }
+            _ => {}
         }
         let p = net.param_count.max(1) as u64;
         let dense = net.dense_count.max(1) as u64;

@@ -7,7 +7,7 @@
 // target glsl, form coop-compute, weights buffer (f32 parameter buffer), arithmetic: f16 matrix operands, f16 accumulation in the hidden layers and f32 in the last (the interface stays f32)
 // architecture: freq(3) | mlp(8x2, leaky_relu, sigmoid) (2 inputs, 3 outputs, 203 parameters)
 //
-// entry point: void main() of a #version 450 compute shader, local_size_x = 128 (evaluates rows of vec2 into rows of 3 float; no nshade_eval function in this form)
+// entry point: void main() of a #version 450 compute shader, local_size_x = 256 (evaluates rows of vec2 into rows of 3 float; no nshade_eval function in this form)
 // inputs, raw (the kernel applies x * scale + offset itself):
 //   p.x = u in [0, 1] (scale 1, offset 0)
 //   p.y = v in [0, 1] (scale 1, offset 0)
@@ -23,29 +23,29 @@
 //   [176..200) 1.layers.2.weight [3, 8] row-major (out x in)
 //   [200..203) 1.layers.2.bias [3]
 //
-// form coop-compute: one compute kernel; each group of 32 invocations (a subgroup) evaluates 16 rows of each tile of 64 on its own, every mlp layer as 16x16x16 cooperative-matrix products (coopmat<float16_t> A and B, coopmat<float16_t> accumulators in the hidden layers and coopmat<float> in the last, subgroup scope) with the bias, activation and f16 rounding applied to the accumulator's elements (the last layer's activation to the outputs as they are written)
-// requires: GL_KHR_cooperative_matrix, GL_KHR_memory_scope_semantics, GL_KHR_shader_subgroup_basic and GL_EXT_shader_explicit_arithmetic_types_float16 (Vulkan: VK_KHR_cooperative_matrix listing f16 x f16 -> f32 at 16x16x16 with subgroup scope, shaderFloat16); subgroups of exactly 32 invocations; 9760 bytes of workgroup memory (Vulkan maxComputeSharedMemorySize)
-// entry point main, workgroup size 128: n = nshade_outputs.length() / 3 rows in tiles of 64; workgroup w evaluates tiles w, w + G, w + 2G, ... (G = number of workgroups in x)
-// dispatch: (G, 1, 1) workgroups, any G from 1 to 65535; each stages the weights once and then loops over its tiles, so G = min(ceil(n / 64), 256) (what nshade uses) beats one workgroup per tile
+// form coop-compute: one compute kernel; each group of 32 invocations (a subgroup) evaluates 32 rows of each tile of 256 on its own, every mlp layer as 16x16x16 cooperative-matrix products (coopmat<float16_t> A and B, coopmat<float16_t> accumulators in the hidden layers and coopmat<float> in the last, subgroup scope) with the bias, activation and f16 rounding applied to the accumulator's elements (the last layer's activation to the outputs as they are written)
+// requires: GL_KHR_cooperative_matrix, GL_KHR_memory_scope_semantics, GL_KHR_shader_subgroup_basic and GL_EXT_shader_explicit_arithmetic_types_float16 (Vulkan: VK_KHR_cooperative_matrix listing f16 x f16 -> f32 at 16x16x16 with subgroup scope, shaderFloat16); subgroups of exactly 32 invocations; 31264 bytes of workgroup memory (Vulkan maxComputeSharedMemorySize)
+// entry point main, workgroup size 256: n = nshade_outputs.length() / 3 rows in tiles of 256; workgroup w evaluates tiles w, w + G, w + 2G, ... (G = number of workgroups in x)
+// dispatch: (G, 1, 1) workgroups, any G from 1 to 65535; each stages the weights once and then loops over its tiles, so G = min(ceil(n / 256), 256) (what nshade uses) beats one workgroup per tile
 // bindings: nshade_params layout(set = 0, binding = 0) (the parameter buffer below), nshade_inputs layout(set = 0, binding = 2) (float, read; row r = raw inputs [r * 2, r * 2 + 2)), nshade_outputs layout(set = 0, binding = 3) (float, read-write; row r = outputs [r * 3, r * 3 + 3)); bind exactly n rows of outputs and at least n rows of inputs
 // once per workgroup the weights (but those of layers read in place, below) are staged from the parameter buffer into workgroup memory as f16 (each layer's W zero-padded to multiples of 16 rows and columns) and the biases as f32 and again as f16; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is f16 in the hidden layers and f32 in the last and outputs are f32
 //   layer 0: 8 x 12 (padded 16 x 16), weights at parameter 0, staged rows of 24 f16 at 0; bias at parameter 96
 //   layer 1: 8 x 8 (padded 16 x 16), weights at parameter 104, staged rows of 24 f16 at 384; bias at parameter 168
 //   layer 2: 3 x 8 (padded 16 x 16), weights at parameter 176, staged rows of 24 f16 at 768; bias at parameter 200
 
-layout(local_size_x = 128) in;
+layout(local_size_x = 256) in;
 
 layout(std430, set = 0, binding = 0) readonly buffer nshade_Params { float nshade_params[203]; };
 layout(std430, set = 0, binding = 2) readonly buffer nshade_Inputs { float nshade_inputs[]; };
 layout(std430, set = 0, binding = 3) buffer nshade_Outputs { float nshade_outputs[]; };
 
-// Staged weights (f16) and biases (f32); each subgroup's 16 rows of X (f16,
+// Staged weights (f16) and biases (f32); each subgroup's 32 rows of X (f16,
 // row-major, rows of 24) and of the last layer's outputs (f32, rows of 16).
 shared float16_t nshade_ws[1152];
 shared float nshade_bs[48];
 shared float16_t nshade_bh[48]; // the biases as f16 (hidden layers accumulate in f16)
-shared float16_t nshade_xs[1536];
-shared float nshade_zs[1024];
+shared float16_t nshade_xs[6144];
+shared float nshade_zs[4096];
 
 // All loads and stores of shared memory by this subgroup so far are visible to it.
 void nshade_sync() {
@@ -57,59 +57,59 @@ void main() {
     uint lid = gl_LocalInvocationIndex;
     uint sgid = lid / 32u;
     uint lane = lid % 32u;
-    uint xb = sgid * 384u;
-    uint zb = sgid * 256u;
+    uint xb = sgid * 768u;
+    uint zb = sgid * 512u;
     // Weights and biases, once per workgroup.
-    for (uint e = lid; e < 256u; e += 128u) {
+    for (uint e = lid; e < 256u; e += 256u) {
         uint o = e / 16u; uint i = e % 16u;
         float w = 0.0;
         if (o < 8u && i < 12u) { w = nshade_params[0u + o * 12u + i]; }
         nshade_ws[0u + o * 24u + i] = float16_t(w);
     }
-    for (uint e = lid; e < 16u; e += 128u) {
+    for (uint e = lid; e < 16u; e += 256u) {
         float v = 0.0;
         if (e < 8u) { v = nshade_params[96u + e]; }
         nshade_bs[0u + e] = v;
         nshade_bh[0u + e] = float16_t(v);
     }
-    for (uint e = lid; e < 256u; e += 128u) {
+    for (uint e = lid; e < 256u; e += 256u) {
         uint o = e / 16u; uint i = e % 16u;
         float w = 0.0;
         if (o < 8u && i < 8u) { w = nshade_params[104u + o * 8u + i]; }
         nshade_ws[384u + o * 24u + i] = float16_t(w);
     }
-    for (uint e = lid; e < 16u; e += 128u) {
+    for (uint e = lid; e < 16u; e += 256u) {
         float v = 0.0;
         if (e < 8u) { v = nshade_params[168u + e]; }
         nshade_bs[16u + e] = v;
         nshade_bh[16u + e] = float16_t(v);
     }
-    for (uint e = lid; e < 256u; e += 128u) {
+    for (uint e = lid; e < 256u; e += 256u) {
         uint o = e / 16u; uint i = e % 16u;
         float w = 0.0;
         if (o < 3u && i < 8u) { w = nshade_params[176u + o * 8u + i]; }
         nshade_ws[768u + o * 24u + i] = float16_t(w);
     }
-    for (uint e = lid; e < 16u; e += 128u) {
+    for (uint e = lid; e < 16u; e += 256u) {
         float v = 0.0;
         if (e < 3u) { v = nshade_params[200u + e]; }
         nshade_bs[32u + e] = v;
     }
     barrier();
     uint n = uint(nshade_outputs.length()) / 3u;
-    uint tiles = (n + 63u) / 64u;
+    uint tiles = (n + 255u) / 256u;
     uint tile = gl_WorkGroupID.x;
-    // Lane r < 16 holds the raw inputs of row r of the subgroup's rows of the next
+    // Lane r < 32 holds the raw inputs of row r of the subgroup's rows of the next
     // tile, read while the current tile runs (the last row again past n).
     vec2 pnext = vec2(0.0);
-    if (tile < tiles) { uint row = min(tile * 64u + sgid * 16u + lane, n - 1u); pnext = vec2(nshade_inputs[row * 2u + 0u], nshade_inputs[row * 2u + 1u]); }
+    if (tile < tiles) { uint row = min(tile * 256u + sgid * 32u + lane, n - 1u); pnext = vec2(nshade_inputs[row * 2u + 0u], nshade_inputs[row * 2u + 1u]); }
     for (; tile < tiles; tile += gl_NumWorkGroups.x) {
-        uint r0 = tile * 64u + sgid * 16u;
+        uint r0 = tile * 256u + sgid * 32u;
         vec2 pcur = pnext;
         uint tn = tile + gl_NumWorkGroups.x;
-        if (tn < tiles) { uint row = min(tn * 64u + sgid * 16u + lane, n - 1u); pnext = vec2(nshade_inputs[row * 2u + 0u], nshade_inputs[row * 2u + 1u]); }
+        if (tn < tiles) { uint row = min(tn * 256u + sgid * 32u + lane, n - 1u); pnext = vec2(nshade_inputs[row * 2u + 0u], nshade_inputs[row * 2u + 1u]); }
         // The subgroup's rows: encodings in f32, the mlp input as f16.
-        for (uint r = lane; r < 16u; r += 32u) {
+        for (uint r = lane; r < 32u; r += 32u) {
             vec2 p = pcur;
             float v0 = p.x;
             float v1 = p.y;
@@ -155,40 +155,54 @@ void main() {
         // Layer 0: 8 x 12 (leaky_relu).
         {
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0_0; coopMatLoad(a0_0, nshade_xs, xb + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1_0; coopMatLoad(a1_0, nshade_xs, xb + 384u, 24u, gl_CooperativeMatrixLayoutRowMajor);
             nshade_sync();
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c0_0; coopMatLoad(c0_0, nshade_bh, 0u, 0u, gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c1_0; coopMatLoad(c1_0, nshade_bh, 0u, 0u, gl_CooperativeMatrixLayoutRowMajor);
             { coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w; coopMatLoad(w, nshade_ws, 0u, 24u, gl_CooperativeMatrixLayoutColumnMajor);
               c0_0 = coopMatMulAdd(a0_0, w, c0_0);
+              c1_0 = coopMatMulAdd(a1_0, w, c1_0);
             }
             for (int e = 0; e < c0_0.length(); e++) { float16_t z = c0_0[e]; c0_0[e] = (z > float16_t(0.0) ? z : float16_t(0.01) * z); }
             coopMatStore(c0_0, nshade_xs, xb + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor);
+            for (int e = 0; e < c1_0.length(); e++) { float16_t z = c1_0[e]; c1_0[e] = (z > float16_t(0.0) ? z : float16_t(0.01) * z); }
+            coopMatStore(c1_0, nshade_xs, xb + 384u, 24u, gl_CooperativeMatrixLayoutRowMajor);
         }
         nshade_sync();
         // Layer 1: 8 x 8 (leaky_relu).
         {
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0_0; coopMatLoad(a0_0, nshade_xs, xb + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1_0; coopMatLoad(a1_0, nshade_xs, xb + 384u, 24u, gl_CooperativeMatrixLayoutRowMajor);
             nshade_sync();
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c0_0; coopMatLoad(c0_0, nshade_bh, 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c1_0; coopMatLoad(c1_0, nshade_bh, 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
             { coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w; coopMatLoad(w, nshade_ws, 384u, 24u, gl_CooperativeMatrixLayoutColumnMajor);
               c0_0 = coopMatMulAdd(a0_0, w, c0_0);
+              c1_0 = coopMatMulAdd(a1_0, w, c1_0);
             }
             for (int e = 0; e < c0_0.length(); e++) { float16_t z = c0_0[e]; c0_0[e] = (z > float16_t(0.0) ? z : float16_t(0.01) * z); }
             coopMatStore(c0_0, nshade_xs, xb + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor);
+            for (int e = 0; e < c1_0.length(); e++) { float16_t z = c1_0[e]; c1_0[e] = (z > float16_t(0.0) ? z : float16_t(0.01) * z); }
+            coopMatStore(c1_0, nshade_xs, xb + 384u, 24u, gl_CooperativeMatrixLayoutRowMajor);
         }
         nshade_sync();
         // Layer 2: 3 x 8 (sigmoid).
         {
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0_0; coopMatLoad(a0_0, nshade_xs, xb + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1_0; coopMatLoad(a1_0, nshade_xs, xb + 384u, 24u, gl_CooperativeMatrixLayoutRowMajor);
             nshade_sync();
             coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c0_0; coopMatLoad(c0_0, nshade_bs, 32u, 0u, gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c1_0; coopMatLoad(c1_0, nshade_bs, 32u, 0u, gl_CooperativeMatrixLayoutRowMajor);
             { coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w; coopMatLoad(w, nshade_ws, 768u, 24u, gl_CooperativeMatrixLayoutColumnMajor);
               c0_0 = coopMatMulAdd(a0_0, w, c0_0);
+              c1_0 = coopMatMulAdd(a1_0, w, c1_0);
             }
             coopMatStore(c0_0, nshade_zs, zb + 0u, 16u, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatStore(c1_0, nshade_zs, zb + 256u, 16u, gl_CooperativeMatrixLayoutRowMajor);
         }
         nshade_sync();
-        // The subgroup's output rows: 16 x 3 consecutive floats.
-        for (uint e = lane; e < 48u; e += 32u) {
+        // The subgroup's output rows: 32 x 3 consecutive floats.
+        for (uint e = lane; e < 96u; e += 32u) {
             uint r = e / 3u; uint o = e % 3u;
             if (r0 + r < n) { nshade_outputs[r0 * 3u + e] = (1.0 / (1.0 + exp(-(nshade_zs[zb + r * 16u + o])))); }
         }
