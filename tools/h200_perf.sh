@@ -15,7 +15,8 @@
 # subgroup-private kernel in each shape of ROWS_SHAPES, "G,B ..." of subgroups per
 # workgroup and 16-row blocks per subgroup, for A-C with staged weights and for B and D
 # with every layer it can read in place from an f16 buffer, NSHADE_ROWS_DIRECT=1, and D with
-# four blocks per subgroup; f32 accumulation against the default f16; then its parts timed
+# four blocks per subgroup; f32 accumulation against the default f16; the kernel of held
+# weights (NSHADE_ROWS_STATIONARY=1) for all four; then its parts timed
 # apart, NSHADE_ROWS_SPLIT=encode|noencode|noact|oneweight|nobias). The all-forms line of B
 # alone takes about 2 minutes (its scalar kernels compile slowly).
 set -u
@@ -70,6 +71,8 @@ for l in sys.stdin:
     done
     # f32 accumulation against the default f16
     NSHADE_ROWS_ACC=f32 timeout 120 "$N" bench --inference --backend gpu --json --seconds 0.3 --form coop-compute --arch "$A" --arch "$B" --arch "$C" --arch "$DD" | grep coop-glsl | tee >(tag "infer-rows-acc32")
+    # The kernel of held weights for all four (the default for B and D, asked for A and C)
+    NSHADE_ROWS_STATIONARY=1 timeout 120 "$N" bench --inference --backend gpu --json --seconds 0.3 --form coop-compute --arch "$A" --arch "$B" --arch "$C" --arch "$DD" | grep coop-glsl | tee >(tag "infer-held")
     # Where the GLSL kernel's time goes: encoding alone, layers alone, no activations, one
     # weight matrix per layer, no bias loads
     for split in encode noencode noact oneweight nobias; do

@@ -108,6 +108,14 @@ pub struct Args {
     /// with errors of the f16 operands' order) where the subgroup kernel fits, else f32.
     #[arg(long, value_enum)]
     pub accumulate: Option<PrecisionArg>,
+    /// With --target glsl --form coop-compute: the kernel whose subgroups hold their
+    /// blocks of every hidden layer's weights in registers for the whole dispatch and
+    /// share each layer's rows through workgroup memory (one barrier per layer) also for
+    /// grids and mlps narrower than 64, for which it is not the default (dense mlps at
+    /// least 64 wide get it without the flag); where it does not fit, the kernel written
+    /// without this flag.
+    #[arg(long)]
+    pub held_weights: bool,
     /// With a compute form: bytes of workgroup memory the kernel may use (the device's
     /// maxComputeSharedMemorySize / max_compute_workgroup_storage_size); the largest tile
     /// of rows that fits is taken.
@@ -231,6 +239,7 @@ pub fn run(args: Args) -> Result<()> {
         workgroup_memory: args.workgroup_memory as usize,
         texture_io: args.texture_io,
         rows_acc16: args.accumulate == Some(PrecisionArg::F16),
+        rows_stationary: args.held_weights,
         vec4_buffer: args.vec4_buffer,
         ..Options::new(target)
     };

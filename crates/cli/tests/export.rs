@@ -611,6 +611,46 @@ fn export_compute_forms() {
     let src32 = std::fs::read_to_string(&f32acc).unwrap();
     assert!(src32.contains(", f32 accumulation"), "{src32}");
     assert!(!src32.contains("nshade_bh"), "{src32}");
+    // --held-weights: the kernel whose subgroups hold their blocks of every hidden
+    // layer's weights in registers (a workgroup barrier per layer), which glslang compiles
+    let held = d.join("held.comp");
+    ok(
+        &nshade(&[
+            "export",
+            m,
+            "--target",
+            "glsl",
+            "--form",
+            "coop-compute",
+            "--held-weights",
+            "-o",
+            held.to_str().unwrap(),
+        ]),
+        "coop-compute glsl --held-weights",
+    );
+    let srch = std::fs::read_to_string(&held).unwrap();
+    assert!(srch.contains("weights held in registers"), "{srch}");
+    assert!(srch.contains("gl_MatrixUseB> w0_0_0;"), "{srch}");
+    assert!(
+        srch.contains("f16 accumulation in the hidden layers"),
+        "{srch}"
+    );
+    nshade_gpu::capture::glslang::compile_compute(&srch)
+        .unwrap_or_else(|e| panic!("glslang: {e:?}\n{srch}"));
+    // ... which belongs to the GLSL kernels
+    fails(
+        &nshade(&[
+            "export",
+            m,
+            "--target",
+            "wgsl",
+            "--form",
+            "coop-compute",
+            "--held-weights",
+        ]),
+        1,
+        "held weights",
+    );
     // f16 accumulation is the GLSL subgroup kernel's alone
     fails(
         &nshade(&[

@@ -145,9 +145,11 @@ fn glsl_coop_options(
         .unwrap_or(nshade_shader::RowsSplit::Whole);
     let acc16 = !std::env::var("NSHADE_ROWS_ACC").is_ok_and(|v| v == "f32");
     let rows_hold = std::env::var("NSHADE_ROWS_HOLD").is_ok_and(|v| v == "1");
+    let rows_stationary = std::env::var("NSHADE_ROWS_STATIONARY").is_ok_and(|v| v == "1");
     let with = |precision: Precision, rows_direct: bool, rows_acc16: bool| Options {
         rows_acc16,
         rows_hold,
+        rows_stationary,
         form: Form::CoopCompute,
         workgroup_memory: workgroup_memory(ctx),
         rows_shape,
@@ -267,8 +269,8 @@ pub fn bakes(model: &Model) -> bool {
 /// tables or an mlp at least 64 wide, and with the GLSL kernel for mlps at least 32 wide,
 /// where it was measured faster than the function form on the H200 (1920x1080, the GLSL
 /// kernel: the hash-grid network C 7.0 G evaluations/s against 0.2-1.0 G from the
-/// buffer; `freq(8) | mlp(64x4, relu)` 4.3 G against 0.4-0.6 G baked; `freq(8) |
-/// mlp(128x4, relu)` 0.57 G against 0.08 G from the buffer; seed #3 (32 wide) 21.6 G
+/// buffer; `freq(8) | mlp(64x4, relu)` 4.8 G against 0.4-0.6 G baked; `freq(8) |
+/// mlp(128x4, relu)` 2.4 G against 0.08 G from the buffer (both with held weights); seed #3 (32 wide) 21.6 G
 /// against 10.2 G baked in f32 and 11.3 G in f16; the WGSL kernel, which
 /// runs where the GLSL one cannot, is slower than the baked function there: 2.0 G), else
 /// [`Form::Function`] (docs/PERFORMANCE.md).
@@ -395,6 +397,15 @@ impl ShaderEvaluator {
     pub fn describe(&self) -> String {
         let language = if self.glsl { "GLSL" } else { "WGSL" };
         match &self.plan {
+            Some(plan) if plan.output_groups > 0 => format!(
+                "{} ({language}, weights in registers, {} subgroups in {} output groups, tiles of {} rows{}, {} accumulation)",
+                self.form,
+                plan.workgroup_size / 32,
+                plan.output_groups,
+                plan.rows,
+                if self.f16_params { ", f16 weights" } else { "" },
+                if self.acc16 { "f16" } else { "f32" }
+            ),
             Some(plan) if plan.blocks > 0 => format!(
                 "{} ({language}, {} subgroups x {} rows{}, {} accumulation)",
                 self.form,

@@ -645,7 +645,7 @@ const SHAPES: [(usize, usize); 11] = [
 #[test]
 fn glsl_coop_shapes_match_cpu() {
     use nshade_gpu::capture::glslang::compile_compute;
-    use nshade_gpu::infer::{Kernel, glsl_coop_supported};
+    use nshade_gpu::infer::glsl_coop_supported;
     use nshade_shader::{Options, Precision, Target, WeightMode, coop, export};
     // (buffer precision, read in place, f16 accumulation, held weights): an f32 buffer
     // (weights staged); an f16 buffer (staged where they fit, else read in place); an f16
@@ -777,21 +777,102 @@ fn glsl_coop_shapes_match_cpu() {
         );
         return;
     }
-    let mut worst = 0.0f32;
     let all = kernels(ctx.summary.max_workgroup_storage as usize);
-    for (what, m, opts, words) in &all {
+    let worst = glsl_kernels_match_cpu(&ctx, &all);
+    eprintln!(
+        "glsl coop shapes: {} kernels, worst relative error {worst:.3e}",
+        all.len()
+    );
+}
+
+/// The GLSL kernel with the weights held in registers (`Options::rows_stationary`,
+/// `coop_wide`) for every network it takes, with f32 and f16 accumulation and an f32 and
+/// an f16 buffer: glslang compiles each (on every machine); where the adapter has
+/// cooperative matrices (the H200) each runs against the CPU (the bound above) and 3
+/// workgroups looping over every tile write the same bits as one workgroup per tile.
+#[cfg(feature = "glslang")]
+#[test]
+fn glsl_stationary_matches_cpu() {
+    use nshade_gpu::capture::glslang::compile_compute;
+    use nshade_gpu::infer::glsl_coop_supported;
+    use nshade_shader::{Options, Precision, Target, WeightMode, coop, export};
+    let kernels = |budget: usize| {
+        let mut out = Vec::new();
+        for (k, &(arch, i, o)) in ARCHS.iter().enumerate() {
+            let m = model(arch, i, o, 70 + k as u64);
+            for precision in [Precision::F32, Precision::F16] {
+                for rows_acc16 in [false, true] {
+                    let opts = Options {
+                        form: Form::CoopCompute,
+                        weights: WeightMode::Buffer,
+                        workgroup_memory: budget,
+                        precision,
+                        rows_acc16,
+                        rows_stationary: true,
+                        ..Options::new(Target::Glsl)
+                    };
+                    let what = format!(
+                        "{arch} stationary ({precision:?} buffer, f16 accumulation {rows_acc16})"
+                    );
+                    let plan = coop::plan_for(&m, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+                    if plan.output_groups == 0 {
+                        eprintln!("{what}: not taken (another kernel)");
+                        continue;
+                    }
+                    assert!(plan.workgroup_bytes <= budget, "{what}");
+                    assert_eq!(plan.rows, 64, "{what}");
+                    let src = export(&m, &opts).unwrap().into_text().unwrap();
+                    assert!(src.contains("weights held in registers"), "{what}");
+                    let words = compile_compute(&src)
+                        .unwrap_or_else(|e| panic!("glslang: {what}: {e:?}\n{src}"));
+                    out.push((what, m.clone(), opts, words));
+                }
+            }
+        }
+        // the 64- and 128-wide networks at least, in all four variants
+        assert!(out.len() >= 8, "only {} stationary kernels", out.len());
+        out
+    };
+    kernels(coop::MAX_WORKGROUP_BYTES);
+    let Some(ctx) = common::context() else { return };
+    let probe = model(ARCHS[0].0, 2, 3, 1);
+    if let Err(why) = glsl_coop_supported(&ctx, &probe) {
+        eprintln!(
+            "\n*** SKIPPED the runs of glsl_stationary_matches_cpu (every kernel compiled): {why}; they run on an adapter with cooperative matrices (the H200) ***\n"
+        );
+        return;
+    }
+    let all = kernels(ctx.summary.max_workgroup_storage as usize);
+    let worst = glsl_kernels_match_cpu(&ctx, &all);
+    eprintln!(
+        "glsl stationary: {} kernels, worst relative error {worst:.3e}",
+        all.len()
+    );
+}
+
+/// Runs each GLSL kernel (name, model, its options, its SPIR-V) against the CPU on
+/// `ctx`: relative error within 2e-2, and 3 workgroups looping over every tile write the
+/// same bits as one workgroup per tile. Returns the worst relative error.
+#[cfg(feature = "glslang")]
+fn glsl_kernels_match_cpu(
+    ctx: &GpuContext,
+    all: &[(String, Model, nshade_shader::Options, Vec<u32>)],
+) -> f32 {
+    use nshade_gpu::infer::Kernel;
+    let mut worst = 0.0f32;
+    for (what, m, opts, words) in all {
         let build = || {
-            ShaderEvaluator::from_tiled_kernel(&ctx, Kernel::SpirV(words), "main", m, opts).unwrap()
+            ShaderEvaluator::from_tiled_kernel(ctx, Kernel::SpirV(words), "main", m, opts).unwrap()
         };
         let x = common::models::random_inputs(m, ROWS + 13, 9);
         let want = m.eval(&x);
-        let got = build().max_workgroups(65535).eval(&ctx, &x).unwrap();
+        let got = build().max_workgroups(65535).eval(ctx, &x).unwrap();
         let (diff, at) = common::max_abs_diff(what, &got, &want);
         let rel = diff / common::max_abs(what, &want).max(1.0);
         eprintln!("{what}: max |GPU - CPU| {diff:.3e} (output {at}), relative {rel:.3e}");
         assert!(rel <= 2e-2, "{what}: relative error {rel:e}");
         worst = worst.max(rel);
-        let looped = build().max_workgroups(3).eval(&ctx, &x).unwrap();
+        let looped = build().max_workgroups(3).eval(ctx, &x).unwrap();
         assert_eq!(looped.len(), got.len(), "{what}");
         let first = looped
             .iter()
@@ -802,8 +883,5 @@ fn glsl_coop_shapes_match_cpu() {
             "{what}: 3 looping workgroups differ at {first:?}"
         );
     }
-    eprintln!(
-        "glsl coop shapes: {} kernels, worst relative error {worst:.3e}",
-        all.len()
-    );
+    worst
 }

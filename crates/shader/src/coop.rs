@@ -115,8 +115,13 @@ pub struct TilePlan {
     pub workgroup_bytes: usize,
     /// The GLSL cooperative-matrix kernel of [`crate::coop_rows`]: blocks of 16 rows
     /// each subgroup evaluates per tile on its own (`rows` = `16 · blocks` per subgroup;
-    /// `x_len` is one subgroup's X); 0 for the shared-tile kernels of this module.
+    /// `x_len` is one subgroup's X); 0 for the shared-tile kernels of this module. For the
+    /// kernel of `coop_wide`, the row blocks each subgroup computes per tile.
     pub blocks: usize,
+    /// The kernel of `coop_wide` (weights held in registers): the subgroups that share
+    /// a row block's outputs, each holding its blocks of every hidden layer's W; 0 for
+    /// the other kernels.
+    pub output_groups: usize,
 }
 
 impl TileLayer {
@@ -286,6 +291,7 @@ fn candidate(
             x_len,
             workgroup_bytes: bytes,
             blocks: 0,
+            output_groups: 0,
         })
     })
 }
@@ -341,6 +347,23 @@ pub fn plan(model: &Model, budget: usize) -> Result<TilePlan, Error> {
 /// weights fit (unless `Options::rows_shape` is `Some((0, 0))`), else [`plan`] within
 /// [`io_budget`].
 pub fn plan_for(model: &Model, opts: &Options) -> Result<TilePlan, Error> {
+    // the kernel of held weights where asked for, and by default for dense mlps at least
+    // 64 wide (measured faster there on the H200: `freq(8) | mlp(128x4, relu)` 2.41 G
+    // evaluations/s against 0.57 G, `freq(8) | mlp(64x4, relu)` 4.76 G against 4.18 G;
+    // slower for 32-wide mlps and grids, whose encodings it spreads over fewer
+    // invocations: seed #3 12.4 G against 20.5 G, the hash-grid network 3.5 G against
+    // 6.9 G; docs/PERFORMANCE.md)
+    let dense = model.network.param_count == model.network.dense_count;
+    let wide = mlp_width(model).is_some_and(|w| w >= 64);
+    if let (Target::Glsl, Form::CoopCompute) = (opts.target, opts.form)
+        && (opts.rows_stationary || (dense && wide && opts.rows_shape.is_none()))
+        && !opts.texture_io
+        && opts.rows_split == crate::RowsSplit::Whole
+        && let Some(p) =
+            crate::coop_wide::plan(final_mlp(model)?, opts.workgroup_memory, opts.rows_acc16)
+    {
+        return Ok(p);
+    }
     if let (Target::Glsl, Form::CoopCompute) = (opts.target, opts.form)
         && opts.rows_shape != Some((0, 0))
         && let Some(p) = crate::coop_rows::plan(
@@ -762,11 +785,59 @@ fn entries(
     entries
 }
 
+/// The start of a GLSL tiled kernel: `#version 450`, its extensions (cooperative matrices
+/// where `coop`, subgroups where `subgroups`, then `extra` lines) and the header with its
+/// interface (`entries`); with the GLSL type of a row of inputs.
+pub(crate) fn glsl_head(
+    model: &Model,
+    opts: &Options,
+    (in_dims, out_dims, wg): (usize, usize, usize),
+    (coop, subgroups, extra): (bool, bool, &str),
+    entries: Vec<String>,
+) -> (String, String) {
+    let in_ty = if in_dims == 1 {
+        "float".to_string()
+    } else {
+        format!("vec{in_dims}")
+    };
+    let iface = Interface {
+        signature: format!(
+            "void main() of a #version 450 compute shader, local_size_x = {wg} (evaluates rows of {in_ty} into rows of {out_dims} float; no {}eval function in this form)",
+            opts.prefix
+        ),
+        buffer: vec![glsl_params_line(model, opts)],
+        entries,
+    };
+    let mut s = String::from("#version 450\n");
+    s.push_str(&glsl_extensions(coop, subgroups, opts.buffer_is_f16()));
+    s.push_str(extra);
+    s.push_str(&header::write(model, opts, &iface));
+    (s, in_ty)
+}
+
+/// The GLSL cooperative-matrix type of 16 x 16 `ty` elements in `usage`, subgroup scope.
+pub(crate) fn glsl_mat(ty: &str, usage: &str) -> String {
+    format!("coopmat<{ty}, gl_ScopeSubgroup, 16, 16, {usage}>")
+}
+
+/// The four matrix types of the GLSL kernels: f16 A, f16 B, f32 and f16 accumulators.
+pub(crate) fn glsl_mats() -> (String, String, String, String) {
+    (
+        glsl_mat("float16_t", "gl_MatrixUseA"),
+        glsl_mat("float16_t", "gl_MatrixUseB"),
+        glsl_mat("float", "gl_MatrixUseAccumulator"),
+        glsl_mat("float16_t", "gl_MatrixUseAccumulator"),
+    )
+}
+
 /// The GLSL 450 (Vulkan) compute shader of a tiled form: the WGSL kernel's staging,
 /// tiles and epilogues, the products through `GL_KHR_cooperative_matrix` (coop-compute)
 /// or as loops (tiled-compute). A complete shader (`#version 450`, entry `main`).
 fn write_glsl(model: &Model, program: &Program, opts: &Options) -> Result<String, Error> {
     let plan = plan_for(model, opts)?;
+    if plan.output_groups > 0 {
+        return Ok(crate::coop_wide::write(model, program, opts, &plan));
+    }
     if plan.blocks > 0 {
         return Ok(crate::coop_rows::write(model, program, opts, &plan));
     }
@@ -777,23 +848,14 @@ fn write_glsl(model: &Model, program: &Program, opts: &Options) -> Result<String
     let wg = plan.workgroup_size;
     let encoding = encoding(program);
     let entries = entries(&plan, opts, in_dims, out_dims, true);
-    let in_ty = if in_dims == 1 {
-        "float".to_string()
-    } else {
-        format!("vec{in_dims}")
-    };
-    let iface = Interface {
-        signature: format!(
-            "void main() of a #version 450 compute shader, local_size_x = {wg} (evaluates rows of {in_ty} into rows of {out_dims} float; no {p}eval function in this form)"
-        ),
-        buffer: vec![glsl_params_line(model, opts)],
+    let (mut s, in_ty) = glsl_head(
+        model,
+        opts,
+        (in_dims, out_dims, wg),
+        (coop, false, ""),
         entries,
-    };
+    );
     let f16 = opts.buffer_is_f16();
-    let mut s = String::from("#version 450\n");
-    s.push_str(&glsl_extensions(coop, false, f16));
-    s.push_str(&header::write(model, opts, &iface));
-    let mat = |ty: &str, usage: &str| format!("coopmat<{ty}, gl_ScopeSubgroup, 16, 16, {usage}>");
     let _ = write!(
         s,
         "
@@ -852,9 +914,9 @@ void main() {{
         phase_head(d, &mut s, &plan, i, l, &stage);
         if coop {
             let (ma, mb, mc) = (
-                mat("float16_t", "gl_MatrixUseA"),
-                mat("float16_t", "gl_MatrixUseB"),
-                mat("float", "gl_MatrixUseAccumulator"),
+                glsl_mat("float16_t", "gl_MatrixUseA"),
+                glsl_mat("float16_t", "gl_MatrixUseB"),
+                glsl_mat("float", "gl_MatrixUseAccumulator"),
             );
             let _ = writeln!(
                 s,

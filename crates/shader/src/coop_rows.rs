@@ -38,7 +38,6 @@
 //! place; a subgroup's rows are its own, so only subgroup barriers follow the staging.
 
 use crate::coop::{TileLayer, TilePlan};
-use crate::header::{self, Interface};
 use crate::ir::Program;
 use crate::{Options, RowsSplit};
 use nshade_core::model::Model;
@@ -193,6 +192,7 @@ fn plan_shape(
         x_len,
         workgroup_bytes: bytes,
         blocks,
+        output_groups: 0,
     })
 }
 
@@ -207,35 +207,26 @@ pub(crate) fn write(model: &Model, program: &Program, opts: &Options, plan: &Til
     let last = plan.layers.last().expect("an mlp has layers");
     let zw = last.out_p;
     let z_len = rows_each * zw;
-    let in_ty = if in_dims == 1 {
-        "float".to_string()
-    } else {
-        format!("vec{in_dims}")
-    };
-    let iface = Interface {
-        signature: format!(
-            "void main() of a #version 450 compute shader, local_size_x = {wg} (evaluates rows of {in_ty} into rows of {out_dims} float; no {p}eval function in this form)"
-        ),
-        buffer: vec![crate::coop::glsl_params_line(model, opts)],
-        entries: entries(plan, opts, in_dims, out_dims),
-    };
     let f16 = opts.buffer_is_f16();
     let acc16 = opts.rows_acc16;
     let tex = opts.texture_io;
-    let mut s = String::from("#version 450\n");
-    s.push_str(&crate::coop::glsl_extensions(true, true, f16));
-    if tex {
-        // texelFetch on a texture2D without a sampler
-        s.push_str("#extension GL_EXT_samplerless_texture_functions : require\n");
-    }
-    s.push_str(&header::write(model, opts, &iface));
-    let mat = |ty: &str, usage: &str| format!("coopmat<{ty}, gl_ScopeSubgroup, 16, 16, {usage}>");
-    let (ma, mb, mc, mh) = (
-        mat("float16_t", "gl_MatrixUseA"),
-        mat("float16_t", "gl_MatrixUseB"),
-        mat("float", "gl_MatrixUseAccumulator"),
-        mat("float16_t", "gl_MatrixUseAccumulator"),
+    let (mut s, in_ty) = crate::coop::glsl_head(
+        model,
+        opts,
+        (in_dims, out_dims, wg),
+        (
+            true,
+            true,
+            // texelFetch on a texture2D without a sampler
+            if tex {
+                "#extension GL_EXT_samplerless_texture_functions : require\n"
+            } else {
+                ""
+            },
+        ),
+        entries(plan, opts, in_dims, out_dims),
     );
+    let (ma, mb, mc, mh) = crate::coop::glsl_mats();
     let _ = write!(
         s,
         "
@@ -580,7 +571,7 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
 
 /// `act` of the f16 accumulator element `z` (a `float16_t`), as a `float16_t`: the
 /// piecewise-linear activations in f16 arithmetic, the others in f32.
-fn activation_f16(act: &nshade_core::Activation) -> String {
+pub(crate) fn activation_f16(act: &nshade_core::Activation) -> String {
     use nshade_core::Activation as A;
     match *act {
         A::None => "z".into(),

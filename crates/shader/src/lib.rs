@@ -20,6 +20,7 @@
 mod body;
 pub mod coop;
 mod coop_rows;
+mod coop_wide;
 mod glsl;
 mod header;
 
@@ -256,6 +257,13 @@ pub struct Options {
     /// registers before the row loop, instead of once per block of rows (for
     /// measurements; small networks only: 4 registers per lane per 16 x 16 block).
     pub rows_hold: bool,
+    /// `--target glsl --form coop-compute`: the kernel of `coop_wide`, whose subgroups
+    /// hold their blocks of every hidden layer's weights in registers for the whole
+    /// dispatch and share each layer's rows through workgroup memory, where it fits
+    /// (mlps with a hidden layer; otherwise the other kernels as without it). Without
+    /// it, that kernel is still written for dense mlps at least 64 wide (where it was
+    /// measured fastest) unless `rows_shape` asks for another.
+    pub rows_stationary: bool,
 }
 
 /// Measurement variants of the GLSL subgroup kernel (`Options::rows_split`).
@@ -316,6 +324,7 @@ impl Options {
             rows_split: RowsSplit::Whole,
             rows_acc16: false,
             rows_hold: false,
+            rows_stationary: false,
         }
     }
 
@@ -471,7 +480,8 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
             "the measurement variants belong to the GLSL coop-compute kernel".into(),
         ));
     }
-    if (opts.rows_acc16 || opts.rows_hold) && (t != Target::Glsl || opts.form != Form::CoopCompute)
+    if (opts.rows_acc16 || opts.rows_hold || opts.rows_stationary)
+        && (t != Target::Glsl || opts.form != Form::CoopCompute)
     {
         return Err(Error::Option(
             "f16 accumulation and held weights belong to --target glsl --form coop-compute".into(),

@@ -361,6 +361,9 @@ fn fuzz_export() {
             // registers an eighth (refused elsewhere)
             rows_acc16: (c.seed >> 24) % 2 == 0,
             rows_hold: (c.seed >> 25) % 8 == 0,
+            // the kernel of held weights an eighth of the time (refused outside GLSL
+            // coop-compute)
+            rows_stationary: (c.seed >> 27) % 8 == 0,
             // the GLSL kernel: half of the time the default (the subgroup-private kernel
             // in the first shape that fits), else the shared-tile one or one of six shapes
             rows_shape: ((c.seed >> 20) % 2 == 0).then(|| {
@@ -401,6 +404,7 @@ fn fuzz_export() {
                 opts.rows_split = nshade_shader::RowsSplit::Whole;
                 opts.rows_acc16 = false;
                 opts.rows_hold = false;
+                opts.rows_stationary = false;
             }
             opts.vec4_buffer &= matches!(
                 target,

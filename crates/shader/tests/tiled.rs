@@ -191,90 +191,102 @@ fn tiled_forms_match_golden_files() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
     let mut failures = Vec::new();
     // (model, target, form, precision, the subgroup-private GLSL kernel)
-    for (name, target, form, precision, rows) in [
+    for (name, target, form, precision, kernel) in [
         (
             "seed3",
             Target::Wgsl,
             Form::CoopCompute,
             Precision::F32,
-            false,
+            "tile",
         ),
         (
             "seed3",
             Target::Wgsl,
             Form::TiledCompute,
             Precision::F32,
-            false,
+            "tile",
         ),
         (
             "seed3",
             Target::Wgsl,
             Form::CoopCompute,
             Precision::F16,
-            false,
+            "tile",
         ),
         (
             "seed3",
             Target::Glsl,
             Form::CoopCompute,
             Precision::F32,
-            false,
+            "tile",
         ),
         (
             "seed3",
             Target::Glsl,
             Form::CoopCompute,
             Precision::F32,
-            true,
+            "rows",
         ),
         (
             "seed3",
             Target::Glsl,
             Form::TiledCompute,
             Precision::F32,
-            false,
+            "tile",
         ),
         (
             "encodings",
             Target::Wgsl,
             Form::CoopCompute,
             Precision::F32,
-            false,
+            "tile",
         ),
         (
             "hashgrid2",
             Target::Wgsl,
             Form::CoopCompute,
             Precision::F32,
-            false,
+            "tile",
         ),
         (
             "hashgrid2",
             Target::Glsl,
             Form::CoopCompute,
             Precision::F32,
-            false,
+            "tile",
         ),
         (
             "hashgrid2",
             Target::Glsl,
             Form::CoopCompute,
             Precision::F32,
-            true,
+            "rows",
+        ),
+        (
+            "seed3",
+            Target::Glsl,
+            Form::CoopCompute,
+            Precision::F32,
+            "held",
         ),
     ] {
         let m = common::model(name);
+        // "tile": the shared-tile kernel; "rows": the subgroup kernel; "held": the kernel
+        // of held weights (`--held-weights`)
+        let rows = kernel != "tile";
         let o = Options {
             target,
             rows_shape: if rows { None } else { Some((0, 0)) },
-            // what `nshade export` writes: f16 accumulation in the subgroup kernel
+            // what `nshade export` writes: f16 accumulation in the GLSL kernels
             rows_acc16: rows,
+            rows_stationary: kernel == "held",
             ..opts(form, precision)
         };
         let src = export(&m, &o).unwrap().into_text().unwrap();
-        let p = match (precision, rows) {
+        let p = match (precision, kernel) {
             (Precision::F16, _) => ".f16",
-            (_, true) => ".rows",
+            (_, "rows") => ".rows",
+            (_, "held") => ".held",
             _ => "",
         };
         let path = root.join(name).join(format!(

@@ -1,0 +1,439 @@
+//! The GLSL cooperative-matrix kernel with the weights held in registers (`--target glsl
+//! --form coop-compute` with `Options::rows_stationary`), for mlps too wide for
+//! [`crate::coop_rows`] to stage: every subgroup keeps its share of each hidden layer's
+//! weight matrices — the 16-output blocks it owns — in registers for the whole dispatch,
+//! and the tile's rows pass from layer to layer through two f16 buffers in workgroup
+//! memory that every subgroup reads. Where `coop_rows` loads each weight block once per
+//! 16 or 32 rows (from workgroup memory, or from the buffer where the weights do not fit
+//! there: `freq(8) | mlp(128x4, relu)` needs 110 KiB as f16), this kernel loads it once
+//! per workgroup; the price is a workgroup barrier per layer, since a layer's outputs come
+//! from every subgroup.
+//!
+//! Layout (f16 `ws`): X0 at 0 and X1 at `x_len` (64 rows each, row-major, rows of `sx`),
+//! which before the row loop hold each hidden layer's W in turn while the subgroups load
+//! their blocks; the last layer's W staged after them for the whole dispatch (its 16 or
+//! so outputs are one block, shared by the subgroups by row blocks instead). Subgroup s is
+//! in output group `s % G_o` and row group `s / G_o`: it computes the output blocks
+//! `s % G_o + j · G_o` of every hidden layer for its row group's blocks of rows.
+
+use crate::coop::{TileLayer, TilePlan};
+use crate::ir::Program;
+use crate::{Options, RowsSplit};
+use nshade_core::model::Model;
+use std::fmt::Write;
+
+/// f16 of skew added to every row of X and of the staged weights (bank conflicts).
+const X_SKEW: usize = 8;
+/// 16-row blocks per tile (64 rows).
+const ROW_BLOCKS: usize = 4;
+/// Weight blocks a subgroup may hold (4 registers per lane each).
+const MAX_HELD: usize = 40;
+
+/// The plan of this kernel for `mlp` within `budget` bytes of workgroup memory, or `None`
+/// where it does not apply (no hidden layer, more weight blocks per subgroup than
+/// [`MAX_HELD`]) or does not fit. `blocks` is the row blocks of each subgroup and
+/// `output_groups` the subgroups that share a row block's outputs.
+pub(crate) fn plan(mlp: &nshade_core::module::Mlp, budget: usize, acc16: bool) -> Option<TilePlan> {
+    let count = mlp.layers.len();
+    if count < 2 {
+        return None;
+    }
+    for skew in [X_SKEW, 0] {
+        let mut layers = Vec::new();
+        let mut staged_bias = 0;
+        for l in &mlp.layers {
+            let t = TileLayer::of(l, skew, 0, staged_bias, false);
+            staged_bias += t.out_p;
+            layers.push(t);
+        }
+        let hidden = &layers[..count - 1];
+        let nb = hidden.iter().map(|l| l.out_p / 16).max()?;
+        let og = nb.min(8);
+        // row groups: up to 8 subgroups in all, dividing the tile's row blocks
+        let rg = match 8 / og {
+            0 | 1 => 1,
+            2 | 3 => 2,
+            _ => 4,
+        };
+        let held: usize = hidden
+            .iter()
+            .map(|l| (l.out_p / 16).div_ceil(og) * (l.in_p / 16))
+            .sum();
+        if held > MAX_HELD {
+            return None;
+        }
+        let rows = 16 * ROW_BLOCKS;
+        let widest = layers.iter().map(|l| l.in_p.max(l.out_p)).max()?;
+        let sx = widest + X_SKEW;
+        let x_len = rows * sx;
+        let stage_len = hidden.iter().map(|l| l.out_p * l.stride).max()?;
+        let area = (2 * x_len).max(stage_len);
+        let last = layers.last_mut()?;
+        last.staged = area;
+        let weights_len = area + last.out_p * last.stride;
+        let z_len = rows * last.out_p;
+        let bias_bytes = staged_bias * if acc16 { 6 } else { 4 };
+        let bytes = weights_len * 2 + bias_bytes + z_len * 4;
+        if bytes <= budget {
+            return Some(TilePlan {
+                workgroup_size: 32 * og * rg,
+                rows,
+                sx,
+                per: 0,
+                streamed: false,
+                layers,
+                weights_len,
+                biases_len: staged_bias,
+                x_len,
+                workgroup_bytes: bytes,
+                blocks: ROW_BLOCKS / rg,
+                output_groups: og,
+            });
+        }
+    }
+    None
+}
+
+/// The complete GLSL 450 compute shader of `plan` (from [`plan`]).
+pub(crate) fn write(model: &Model, program: &Program, opts: &Options, plan: &TilePlan) -> String {
+    debug_assert!(plan.output_groups > 0 && opts.rows_split == RowsSplit::Whole);
+    let p = &opts.prefix;
+    let (in_dims, out_dims) = (program.in_dims, program.out_dims);
+    let wg = plan.workgroup_size;
+    let og = plan.output_groups;
+    let groups = wg / 32;
+    let (rows, sx, rb) = (plan.rows, plan.sx, plan.blocks);
+    let x_len = plan.x_len;
+    let count = plan.layers.len();
+    let last = plan.layers.last().expect("an mlp has layers");
+    let zw = last.out_p;
+    let (mut s, in_ty) = crate::coop::glsl_head(
+        model,
+        opts,
+        (in_dims, out_dims, wg),
+        (true, false, ""),
+        entries(plan, opts, in_dims, out_dims),
+    );
+    let f16 = opts.buffer_is_f16();
+    let acc16 = opts.rows_acc16;
+    let (ma, mb, mc, mh) = crate::coop::glsl_mats();
+    let _ = write!(
+        s,
+        "
+layout(local_size_x = {wg}) in;
+
+{buffers}
+// f16: the tile's rows of X in two buffers (at 0 and {x_len}; rows of {sx}), which hold
+// each hidden layer's W in turn before the rows; the last layer's W at {lw}. Biases
+// (f32{bh_note}) and the last layer's outputs (f32, rows of {zw}).
+shared float16_t {p}ws[{wl}];
+shared float {p}bs[{bl}];{bh}
+shared float {p}zs[{zl}];
+
+void main() {{
+    uint lid = gl_LocalInvocationIndex;
+    uint sgid = lid / 32u;
+    uint og = sgid % {og}u;
+    uint rg = sgid / {og}u;
+",
+        buffers = crate::coop::glsl_buffers(model, opts),
+        lw = last.staged,
+        wl = plan.weights_len,
+        bl = plan.biases_len.max(1),
+        zl = rows * zw,
+        bh_note = if acc16 { ", and as f16" } else { "" },
+        bh = if acc16 {
+            format!(
+                "\nshared float16_t {p}bh[{}]; // the biases as f16 (hidden layers accumulate in f16)",
+                plan.biases_len.max(1)
+            )
+        } else {
+            String::new()
+        },
+    );
+    let d = &crate::coop::GLSL;
+    let read = |l: &TileLayer| crate::coop::glsl_f32(crate::coop::weight_read(p, l), f16);
+    // the last layer's weights stay staged; the hidden layers' go to registers below
+    let stage = |l: &TileLayer, ind: &str| {
+        if l.staged == 0 {
+            String::new()
+        } else {
+            crate::coop::stage_weights(d, p, wg, l, &read(l), ind)
+        }
+    };
+    let bread = |l: &TileLayer| crate::coop::glsl_f32(format!("{p}params[{}u + e]", l.bias), f16);
+    crate::coop::stage_biases(d, &mut s, plan, p, &stage, &bread, acc16);
+    // output block slots of each hidden layer: (slot j, whether it may be past the layer)
+    let slots = |l: &TileLayer| {
+        let nb = l.out_p / 16;
+        (0..nb.div_ceil(og))
+            .map(move |j| (j, (j + 1) * og > nb))
+            .collect::<Vec<_>>()
+    };
+    let hidden = &plan.layers[..count - 1];
+    s.push_str(
+        "    // This subgroup's blocks of every hidden layer's W^T, held for the whole dispatch.\n",
+    );
+    for (i, l) in hidden.iter().enumerate() {
+        for (j, _) in slots(l) {
+            for k in 0..l.in_p / 16 {
+                let _ = writeln!(s, "    {mb} w{i}_{j}_{k};");
+            }
+        }
+    }
+    for (i, l) in hidden.iter().enumerate() {
+        let _ = writeln!(s, "    barrier();");
+        s.push_str(&crate::coop::stage_weights(d, p, wg, l, &read(l), "    "));
+        let _ = writeln!(s, "    barrier();");
+        for (j, partial) in slots(l) {
+            let nb = l.out_p / 16;
+            let _ = writeln!(s, "    {{ uint nn = og + {}u;", j * og);
+            if partial {
+                let _ = writeln!(s, "    if (nn < {nb}u) {{");
+            }
+            let ind = "      ";
+            for k in 0..l.in_p / 16 {
+                let _ = writeln!(
+                    s,
+                    "{ind}coopMatLoad(w{i}_{j}_{k}, {p}ws, nn * {}u + {}u, {}u, gl_CooperativeMatrixLayoutColumnMajor);",
+                    16 * l.stride,
+                    16 * k,
+                    l.stride
+                );
+            }
+            if partial {
+                let _ = writeln!(s, "    }}");
+            }
+            let _ = writeln!(s, "    }}");
+        }
+    }
+    let arg = crate::coop::row_input(p, in_dims, &in_ty);
+    let _ = write!(
+        s,
+        "    barrier();
+    uint n = uint({p}outputs.length()) / {out_dims}u;
+    uint tiles = (n + {r1}u) / {rows}u;
+    for (uint tile = gl_WorkGroupID.x; tile < tiles; tile += gl_NumWorkGroups.x) {{
+        uint r0 = tile * {rows}u;
+        // The tile's rows (the last row again past n): encodings in f32, the mlp input as f16 in X0.
+        for (uint r = lid; r < {rows}u; r += {wg}u) {{
+            uint row = min(r0 + r, n - 1u);
+            {in_ty} p = {arg};
+",
+        r1 = rows - 1,
+    );
+    let ind = "            ";
+    let encoding = crate::coop::encoding(program);
+    let xs = crate::coop::glsl_encoding(model, &encoding, opts, ind, &mut s);
+    for (j, v) in xs.iter().enumerate() {
+        let _ = writeln!(s, "{ind}{p}ws[r * {sx}u + {j}u] = float16_t({v});");
+    }
+    let l0 = &plan.layers[0];
+    if l0.in_p > l0.in_dims {
+        let _ = writeln!(
+            s,
+            "{ind}for (uint j = {}u; j < {}u; j++) {{ {p}ws[r * {sx}u + j] = float16_t(0.0); }}",
+            l0.in_dims, l0.in_p
+        );
+    }
+    let _ = writeln!(s, "        }}\n        barrier();");
+    let (hacc, hbias) = if acc16 { (&mh, "bh") } else { (&mc, "bs") };
+    for (i, l) in hidden.iter().enumerate() {
+        let (xin, xout) = ((i % 2) * x_len, ((i + 1) % 2) * x_len);
+        let y = if acc16 {
+            crate::coop_rows::activation_f16(&l.act)
+        } else {
+            crate::syntax::activation(&crate::syntax::CSyntax, &l.act, "z")
+        };
+        let ety = if acc16 { "float16_t" } else { "float" };
+        let _ = writeln!(
+            s,
+            "        // Layer {i}: {} x {} ({}): X{} -> X{}.",
+            l.out_dims,
+            l.in_dims,
+            l.act.name(),
+            i % 2,
+            (i + 1) % 2
+        );
+        let nb = l.out_p / 16;
+        for (j, partial) in slots(l) {
+            let _ = writeln!(s, "        {{ uint nn = og + {}u;", j * og);
+            if partial {
+                let _ = writeln!(s, "        if (nn < {nb}u) {{");
+            }
+            for m in 0..rb {
+                let _ = writeln!(
+                    s,
+                    "          {hacc} c{m}; coopMatLoad(c{m}, {p}{hbias}, {}u + nn * 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);",
+                    l.staged_bias
+                );
+            }
+            for k in 0..l.in_p / 16 {
+                for m in 0..rb {
+                    let _ = writeln!(
+                        s,
+                        "          {{ {ma} a; coopMatLoad(a, {p}ws, {xin}u + (rg * {rb}u + {m}u) * {}u + {}u, {sx}u, gl_CooperativeMatrixLayoutRowMajor); c{m} = coopMatMulAdd(a, w{i}_{j}_{k}, c{m}); }}",
+                        16 * sx,
+                        16 * k
+                    );
+                }
+            }
+            for m in 0..rb {
+                let c = format!("c{m}");
+                if !matches!(l.act, nshade_core::Activation::None) {
+                    let _ = writeln!(
+                        s,
+                        "          for (int e = 0; e < {c}.length(); e++) {{ {ety} z = {c}[e]; {c}[e] = {y}; }}"
+                    );
+                }
+                let conv = if acc16 {
+                    c.clone()
+                } else {
+                    format!("{mh}({c})")
+                };
+                let _ = writeln!(
+                    s,
+                    "          coopMatStore({conv}, {p}ws, {xout}u + (rg * {rb}u + {m}u) * {}u + nn * 16u, {sx}u, gl_CooperativeMatrixLayoutRowMajor);",
+                    16 * sx
+                );
+            }
+            if partial {
+                let _ = writeln!(s, "        }}");
+            }
+            let _ = writeln!(s, "        }}");
+        }
+        let _ = writeln!(s, "        barrier();");
+    }
+    // the last layer: its (output block, row block) tiles spread over all subgroups,
+    // weights from the staged copy
+    let xin = ((count - 1) % 2) * x_len;
+    let nbl = last.out_p / 16;
+    let tiles = nbl * ROW_BLOCKS;
+    let _ = writeln!(
+        s,
+        "        // Layer {}: {} x {} ({} on the outputs): X{} -> f32 outputs, {tiles} tiles over the subgroups.",
+        count - 1,
+        last.out_dims,
+        last.in_dims,
+        last.act.name(),
+        (count - 1) % 2
+    );
+    for q in 0..tiles.div_ceil(groups) {
+        let _ = writeln!(
+            s,
+            "        {{ uint t = sgid + {}u;{}",
+            q * groups,
+            if (q + 1) * groups > tiles {
+                format!(" if (t < {tiles}u) {{")
+            } else {
+                " {".to_string()
+            }
+        );
+        let _ = writeln!(
+            s,
+            "          uint nn = t / {ROW_BLOCKS}u; uint m = t % {ROW_BLOCKS}u;
+          {mc} c; coopMatLoad(c, {p}bs, {}u + nn * 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);",
+            last.staged_bias
+        );
+        for k in 0..last.in_p / 16 {
+            let _ = writeln!(
+                s,
+                "          {{ {ma} a; coopMatLoad(a, {p}ws, {xin}u + m * {}u + {}u, {sx}u, gl_CooperativeMatrixLayoutRowMajor); {mb} w; coopMatLoad(w, {p}ws, {}u + nn * {}u + {}u, {}u, gl_CooperativeMatrixLayoutColumnMajor); c = coopMatMulAdd(a, w, c); }}",
+                16 * sx,
+                16 * k,
+                last.staged,
+                16 * last.stride,
+                16 * k,
+                last.stride
+            );
+        }
+        let _ = writeln!(
+            s,
+            "          coopMatStore(c, {p}zs, m * {}u + nn * 16u, {zw}u, gl_CooperativeMatrixLayoutRowMajor);
+        }} }}",
+            16 * zw
+        );
+    }
+    let out = crate::syntax::activation(
+        &crate::syntax::CSyntax,
+        &last.act,
+        &format!("{p}zs[r * {zw}u + o]"),
+    );
+    let _ = writeln!(
+        s,
+        "        barrier();
+        // The tile's output rows: {rows} x {out_dims} consecutive floats.
+        for (uint e = lid; e < {tot}u; e += {wg}u) {{
+            uint r = e / {out_dims}u; uint o = e % {out_dims}u;
+            if (r0 + r < n) {{ {p}outputs[r0 * {out_dims}u + e] = {out}; }}
+        }}
+        barrier();
+    }}
+}}",
+        tot = rows * out_dims,
+    );
+    s
+}
+
+/// The header lines of this kernel.
+fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> Vec<String> {
+    let p = &opts.prefix;
+    let (g, b) = (opts.group, opts.binding);
+    let (rows, wg, og) = (plan.rows, plan.workgroup_size, plan.output_groups);
+    let bind = |k: u32| format!("layout(set = {g}, binding = {})", b + k);
+    let mut entries = vec![
+        format!(
+            "form coop-compute, weights held in registers: one compute kernel; its {} subgroups of 32 invocations are {og} output groups x {} row groups: subgroup s holds, for the whole dispatch, the 16-output blocks s % {og} + j * {og} of every hidden layer's W (f16 cooperative matrices) and computes them for {} rows of each tile of {rows}; every mlp layer as 16x16x16 cooperative-matrix products ({acc}, subgroup scope) with the bias, activation and f16 rounding applied to the accumulator's elements, the layers' f16 rows in workgroup memory (one workgroup barrier per layer); the last layer's W staged in workgroup memory and its tiles spread over the subgroups",
+            wg / 32,
+            wg / 32 / og,
+            16 * plan.blocks,
+            acc = if opts.rows_acc16 {
+                "coopmat<float16_t> accumulators in the hidden layers and coopmat<float> in the last"
+            } else {
+                "coopmat<float> accumulators"
+            }
+        ),
+        format!(
+            "requires: GL_KHR_cooperative_matrix, GL_KHR_memory_scope_semantics and GL_EXT_shader_explicit_arithmetic_types_float16 (Vulkan: VK_KHR_cooperative_matrix listing f16 x f16 -> f32 (and f16 -> f16 with f16 accumulation) at 16x16x16 with subgroup scope, shaderFloat16){}; subgroups of exactly 32 invocations; {} bytes of workgroup memory (Vulkan maxComputeSharedMemorySize)",
+            if opts.buffer_is_f16() {
+                ", GL_EXT_shader_16bit_storage for the f16 parameter buffer (storageBuffer16BitAccess)"
+            } else {
+                ""
+            },
+            plan.workgroup_bytes
+        ),
+        format!(
+            "entry point main, workgroup size {wg}: n = {p}outputs.length() / {out_dims} rows in tiles of {rows}; workgroup w evaluates tiles w, w + G, w + 2G, ... (G = number of workgroups in x)"
+        ),
+        format!(
+            "dispatch: (G, 1, 1) workgroups, any G from 1 to 65535; each loads the weights once and then loops over its tiles, so G = min(ceil(n / {rows}), {}) (what nshade uses) beats one workgroup per tile",
+            crate::coop::ROWS_DISPATCH
+        ),
+        format!(
+            "bindings: {p}params {} (the parameter buffer below), {p}inputs {} (float, read; row r = raw inputs [r * {in_dims}, r * {in_dims} + {in_dims})), {p}outputs {} (float, read-write; row r = outputs [r * {out_dims}, r * {out_dims} + {out_dims})); bind exactly n rows of outputs and at least n rows of inputs",
+            bind(0),
+            bind(2),
+            bind(3)
+        ),
+        format!(
+            "once per workgroup each hidden layer's W is staged from the parameter buffer into workgroup memory as f16 (zero-padded to multiples of 16 rows and columns) and loaded into the registers of the subgroups that own its blocks, the last layer's W stays staged, and the biases are staged as f32{}; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is {} and outputs are f32",
+            if opts.rows_acc16 {
+                " and again as f16"
+            } else {
+                ""
+            },
+            if opts.rows_acc16 {
+                "f16 in the hidden layers and f32 in the last"
+            } else {
+                "f32"
+            }
+        ),
+    ];
+    for (k, l) in plan.layers.iter().enumerate() {
+        entries.push(format!(
+            "  layer {k}: {} x {} (padded {} x {}), weights at parameter {}, staged rows of {} f16 at {}; bias at parameter {}",
+            l.out_dims, l.in_dims, l.out_p, l.in_p, l.weight, l.stride, l.staged, l.bias
+        ));
+    }
+    entries
+}
