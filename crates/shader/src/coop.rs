@@ -815,6 +815,19 @@ pub(crate) fn glsl_head(
     (s, in_ty)
 }
 
+/// The GLSL kernels' declaration of the biases as f16 (a line, starting with its newline)
+/// where the hidden layers accumulate in f16 (`acc16`), else nothing.
+pub(crate) fn glsl_bh_decl(p: &str, plan: &TilePlan, acc16: bool) -> String {
+    if acc16 {
+        format!(
+            "\nshared float16_t {p}bh[{}]; // the biases as f16 (hidden layers accumulate in f16)",
+            plan.biases_len.max(1)
+        )
+    } else {
+        String::new()
+    }
+}
+
 /// The GLSL cooperative-matrix type of 16 x 16 `ty` elements in `usage`, subgroup scope.
 pub(crate) fn glsl_mat(ty: &str, usage: &str) -> String {
     format!("coopmat<{ty}, gl_ScopeSubgroup, 16, 16, {usage}>")

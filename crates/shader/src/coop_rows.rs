@@ -272,14 +272,7 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
         xl = groups * plan.x_len,
         zl = groups * z_len,
         x_len = plan.x_len,
-        bh = if acc16 {
-            format!(
-                "\nshared float16_t {p}bh[{}]; // the biases as f16 (hidden layers accumulate in f16)",
-                plan.biases_len.max(1)
-            )
-        } else {
-            String::new()
-        },
+        bh = crate::coop::glsl_bh_decl(p, plan, acc16),
     );
     let d = &crate::coop::GLSL;
     let stage = |l: &TileLayer, ind: &str| {

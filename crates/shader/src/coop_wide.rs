@@ -142,14 +142,7 @@ void main() {{
         bl = plan.biases_len.max(1),
         zl = rows * zw,
         bh_note = if acc16 { ", and as f16" } else { "" },
-        bh = if acc16 {
-            format!(
-                "\nshared float16_t {p}bh[{}]; // the biases as f16 (hidden layers accumulate in f16)",
-                plan.biases_len.max(1)
-            )
-        } else {
-            String::new()
-        },
+        bh = crate::coop::glsl_bh_decl(p, plan, acc16),
     );
     let d = &crate::coop::GLSL;
     let read = |l: &TileLayer| crate::coop::glsl_f32(crate::coop::weight_read(p, l), f16);
