@@ -44,7 +44,7 @@ const GROUPS: usize = WORKGROUP_SIZE / 32;
 /// Vulkan's usual 48 KiB.
 pub const MAX_WORKGROUP_BYTES: usize = 48 * 1024;
 /// f16 values of skew added to every row of the X tiles (bank conflicts).
-const X_SKEW: usize = 8;
+pub(crate) const X_SKEW: usize = 8;
 /// Workgroups [`TilePlan::dispatch`] launches at most: enough to fill a large GPU several
 /// times over (a workgroup stages the weights once and then loops over tiles).
 pub const MAX_DISPATCH: usize = 2048;
@@ -813,6 +813,21 @@ pub(crate) fn glsl_head(
     s.push_str(extra);
     s.push_str(&header::write(model, opts, &iface));
     (s, in_ty)
+}
+
+/// The GLSL kernels' store of one encoded row into X: value j of `xs` (expressions) at
+/// `{at}j]` as f16, then zeros up to the first layer's padded width.
+pub(crate) fn glsl_store_x_row(s: &mut String, ind: &str, at: &str, xs: &[String], l0: &TileLayer) {
+    for (j, v) in xs.iter().enumerate() {
+        let _ = writeln!(s, "{ind}{at}{j}u] = float16_t({v});");
+    }
+    if l0.in_p > l0.in_dims {
+        let _ = writeln!(
+            s,
+            "{ind}for (uint j = {}u; j < {}u; j++) {{ {at}j] = float16_t(0.0); }}",
+            l0.in_dims, l0.in_p
+        );
+    }
 }
 
 /// The GLSL kernels' declaration of the biases as f16 (a line, starting with its newline)

@@ -37,14 +37,11 @@
 //! The layer's A matrices are all loaded before its first store, so X is overwritten in
 //! place; a subgroup's rows are its own, so only subgroup barriers follow the staging.
 
-use crate::coop::{TileLayer, TilePlan};
+use crate::coop::{TileLayer, TilePlan, X_SKEW};
 use crate::ir::Program;
 use crate::{Options, RowsSplit};
 use nshade_core::model::Model;
 use std::fmt::Write;
-
-/// f16 of skew added to every row of X (bank conflicts of the row-major A loads).
-const X_SKEW: usize = 8;
 
 /// The shapes tried, best first: (subgroups per workgroup, 16-row blocks per subgroup).
 /// More subgroups share one copy of the staged weights and keep more warps resident on
@@ -388,17 +385,8 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
         let encoding = crate::coop::encoding(program);
         crate::coop::glsl_encoding(model, &encoding, opts, ind, &mut s)
     };
-    for (j, v) in xs.iter().enumerate() {
-        let _ = writeln!(s, "{ind}{p}xs[xb + r * {sx}u + {j}u] = float16_t({v});");
-    }
-    let l0 = &plan.layers[0];
-    if l0.in_p > l0.in_dims {
-        let _ = writeln!(
-            s,
-            "{ind}for (uint j = {}u; j < {}u; j++) {{ {p}xs[xb + r * {sx}u + j] = float16_t(0.0); }}",
-            l0.in_dims, l0.in_p
-        );
-    }
+    let at = format!("{p}xs[xb + r * {sx}u + ");
+    crate::coop::glsl_store_x_row(&mut s, ind, &at, &xs, &plan.layers[0]);
     let _ = writeln!(s, "        }}\n        {p}sync();");
     let n_last = plan.layers.len() - 1;
     // EncodeOnly: no layers; the mlp input's first columns are the outputs (so the

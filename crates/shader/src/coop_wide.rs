@@ -16,14 +16,12 @@
 //! in output group `s % G_o` and row group `s / G_o`: it computes the output blocks
 //! `s % G_o + j · G_o` of every hidden layer for its row group's blocks of rows.
 
-use crate::coop::{TileLayer, TilePlan};
+use crate::coop::{TileLayer, TilePlan, X_SKEW};
 use crate::ir::Program;
 use crate::{Options, RowsSplit};
 use nshade_core::model::Model;
 use std::fmt::Write;
 
-/// f16 of skew added to every row of X and of the staged weights (bank conflicts).
-const X_SKEW: usize = 8;
 /// 16-row blocks per tile (64 rows).
 const ROW_BLOCKS: usize = 4;
 /// Weight blocks a subgroup may hold (4 registers per lane each).
@@ -148,10 +146,10 @@ void main() {{
     let read = |l: &TileLayer| crate::coop::glsl_f32(crate::coop::weight_read(p, l), f16);
     // the last layer's weights stay staged; the hidden layers' go to registers below
     let stage = |l: &TileLayer, ind: &str| {
-        if l.staged == 0 {
-            String::new()
-        } else {
+        if std::ptr::eq(l, last) {
             crate::coop::stage_weights(d, p, wg, l, &read(l), ind)
+        } else {
+            String::new()
         }
     };
     let bread = |l: &TileLayer| crate::coop::glsl_f32(format!("{p}params[{}u + e]", l.bias), f16);
@@ -218,17 +216,8 @@ void main() {{
     let ind = "            ";
     let encoding = crate::coop::encoding(program);
     let xs = crate::coop::glsl_encoding(model, &encoding, opts, ind, &mut s);
-    for (j, v) in xs.iter().enumerate() {
-        let _ = writeln!(s, "{ind}{p}ws[r * {sx}u + {j}u] = float16_t({v});");
-    }
-    let l0 = &plan.layers[0];
-    if l0.in_p > l0.in_dims {
-        let _ = writeln!(
-            s,
-            "{ind}for (uint j = {}u; j < {}u; j++) {{ {p}ws[r * {sx}u + j] = float16_t(0.0); }}",
-            l0.in_dims, l0.in_p
-        );
-    }
+    let at = format!("{p}ws[r * {sx}u + ");
+    crate::coop::glsl_store_x_row(&mut s, ind, &at, &xs, &plan.layers[0]);
     let _ = writeln!(s, "        }}\n        barrier();");
     let (hacc, hbias) = if acc16 { (&mh, "bh") } else { (&mc, "bs") };
     for (i, l) in hidden.iter().enumerate() {
