@@ -798,10 +798,20 @@ fn glsl_stationary_matches_cpu() {
     use nshade_shader::{Options, Precision, Target, WeightMode, coop, export};
     let kernels = |budget: usize| {
         let mut out = Vec::new();
+        let (mut aliased, mut spread) = (0, 0);
         for (k, &(arch, i, o)) in ARCHS.iter().enumerate() {
             let m = model(arch, i, o, 70 + k as u64);
-            for precision in [Precision::F32, Precision::F16] {
-                for rows_acc16 in [false, true] {
+            // every precision in the default shape; two other shapes (subgroups, row
+            // blocks each) with f16 accumulation from an f32 buffer
+            let variants = [Precision::F32, Precision::F16]
+                .into_iter()
+                .flat_map(|p| [(p, false, None), (p, true, None)])
+                .chain([
+                    (Precision::F32, true, Some((8, 1))),
+                    (Precision::F32, true, Some((4, 4))),
+                ]);
+            for (precision, rows_acc16, rows_shape) in variants {
+                {
                     let opts = Options {
                         form: Form::CoopCompute,
                         weights: WeightMode::Buffer,
@@ -809,15 +819,28 @@ fn glsl_stationary_matches_cpu() {
                         precision,
                         rows_acc16,
                         rows_stationary: true,
+                        rows_shape,
                         ..Options::new(Target::Glsl)
                     };
                     let what = format!(
-                        "{arch} stationary ({precision:?} buffer, f16 accumulation {rows_acc16})"
+                        "{arch} stationary ({precision:?} buffer, f16 accumulation {rows_acc16}, shape {rows_shape:?})"
                     );
-                    let plan = coop::plan_for(&m, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+                    let plan = match coop::plan_for(&m, &opts) {
+                        Ok(plan) => plan,
+                        // a shape this kernel cannot take goes to the subgroup kernel,
+                        // which may not fit the weights either
+                        Err(e) if rows_shape.is_some() => {
+                            eprintln!("{what}: not taken ({e})");
+                            continue;
+                        }
+                        Err(e) => panic!("{what}: {e}"),
+                    };
                     if plan.output_groups == 0 {
                         eprintln!("{what}: not taken (another kernel)");
                         continue;
+                    }
+                    if let Some((g, b)) = rows_shape {
+                        assert_eq!((plan.workgroup_size / 32, plan.blocks), (g, b), "{what}");
                     }
                     assert!(plan.workgroup_bytes <= budget, "{what}");
                     assert_eq!(plan.rows, 64, "{what}");
@@ -825,12 +848,19 @@ fn glsl_stationary_matches_cpu() {
                     assert!(src.contains("weights held in registers"), "{what}");
                     let words = compile_compute(&src)
                         .unwrap_or_else(|e| panic!("glslang: {what}: {e:?}\n{src}"));
+                    // the last layer's outputs in an X buffer; the encoding spread
+                    aliased += usize::from(src.contains("as pairs of f16 bits"));
+                    spread += usize::from(src.contains("invocations per row"));
                     out.push((what, m.clone(), opts, words));
                 }
             }
         }
         // the 64- and 128-wide networks at least, in all four variants
         assert!(out.len() >= 8, "only {} stationary kernels", out.len());
+        assert!(
+            aliased >= 8 && spread >= 8,
+            "{aliased} aliased, {spread} spread"
+        );
         out
     };
     kernels(coop::MAX_WORKGROUP_BYTES);

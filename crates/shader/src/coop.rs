@@ -349,18 +349,21 @@ pub fn plan(model: &Model, budget: usize) -> Result<TilePlan, Error> {
 pub fn plan_for(model: &Model, opts: &Options) -> Result<TilePlan, Error> {
     // the kernel of held weights where asked for, and by default for dense mlps at least
     // 64 wide (measured faster there on the H200: `freq(8) | mlp(128x4, relu)` 2.41 G
-    // evaluations/s against 0.57 G, `freq(8) | mlp(64x4, relu)` 4.76 G against 4.18 G;
-    // slower for 32-wide mlps and grids, whose encodings it spreads over fewer
-    // invocations: seed #3 12.4 G against 20.5 G, the hash-grid network 3.5 G against
-    // 6.9 G; docs/PERFORMANCE.md)
+    // evaluations/s against 0.57 G, `freq(8) | mlp(64x4, relu)` 7.33 G against 4.18 G;
+    // slower for 32-wide mlps and grids: seed #3 13.1 G against 20.6 G, the hash-grid
+    // network 6.58 G against 6.89 G; docs/PERFORMANCE.md)
     let dense = model.network.param_count == model.network.dense_count;
     let wide = mlp_width(model).is_some_and(|w| w >= 64);
     if let (Target::Glsl, Form::CoopCompute) = (opts.target, opts.form)
         && (opts.rows_stationary || (dense && wide && opts.rows_shape.is_none()))
         && !opts.texture_io
         && opts.rows_split == crate::RowsSplit::Whole
-        && let Some(p) =
-            crate::coop_wide::plan(final_mlp(model)?, opts.workgroup_memory, opts.rows_acc16)
+        && let Some(p) = crate::coop_wide::plan(
+            final_mlp(model)?,
+            opts.workgroup_memory,
+            opts.rows_acc16,
+            opts.rows_shape.filter(|_| opts.rows_stationary),
+        )
     {
         return Ok(p);
     }

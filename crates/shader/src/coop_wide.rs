@@ -30,8 +30,17 @@ const MAX_HELD: usize = 40;
 /// The plan of this kernel for `mlp` within `budget` bytes of workgroup memory, or `None`
 /// where it does not apply (no hidden layer, more weight blocks per subgroup than
 /// [`MAX_HELD`]) or does not fit. `blocks` is the row blocks of each subgroup and
-/// `output_groups` the subgroups that share a row block's outputs.
-pub(crate) fn plan(mlp: &nshade_core::module::Mlp, budget: usize, acc16: bool) -> Option<TilePlan> {
+/// `output_groups` the subgroups that share a row block's outputs. `shape` (for
+/// measurements: `Options::rows_shape` with `Options::rows_stationary`) asks for
+/// (subgroups, row blocks per subgroup) instead of the default: up to 8 output groups,
+/// one per 16-output block of the widest hidden layer, and the row groups that make 8
+/// subgroups.
+pub(crate) fn plan(
+    mlp: &nshade_core::module::Mlp,
+    budget: usize,
+    acc16: bool,
+    shape: Option<(usize, usize)>,
+) -> Option<TilePlan> {
     let count = mlp.layers.len();
     if count < 2 {
         return None;
@@ -46,13 +55,32 @@ pub(crate) fn plan(mlp: &nshade_core::module::Mlp, budget: usize, acc16: bool) -
         }
         let hidden = &layers[..count - 1];
         let nb = hidden.iter().map(|l| l.out_p / 16).max()?;
-        let og = nb.min(8);
-        // row groups: up to 8 subgroups in all, dividing the tile's row blocks
-        let rg = match 8 / og {
-            0 | 1 => 1,
-            2 | 3 => 2,
-            _ => 4,
+        let (og, rg) = match shape {
+            Some((g, b)) => {
+                if b == 0
+                    || !ROW_BLOCKS.is_multiple_of(b)
+                    || !g.is_multiple_of(ROW_BLOCKS / b)
+                    || g > 32
+                {
+                    return None;
+                }
+                let rg = ROW_BLOCKS / b;
+                (g / rg, rg)
+            }
+            None => {
+                let og = nb.min(8);
+                // row groups: up to 8 subgroups in all, dividing the tile's row blocks
+                let rg = match 8 / og {
+                    0 | 1 => 1,
+                    2 | 3 => 2,
+                    _ => 4,
+                };
+                (og, rg)
+            }
         };
+        if og == 0 || og > nb {
+            return None;
+        }
         let held: usize = hidden
             .iter()
             .map(|l| (l.out_p / 16).div_ceil(og) * (l.in_p / 16))
@@ -69,7 +97,12 @@ pub(crate) fn plan(mlp: &nshade_core::module::Mlp, budget: usize, acc16: bool) -
         let last = layers.last_mut()?;
         last.staged = area;
         let weights_len = area + last.out_p * last.stride;
-        let z_len = rows * last.out_p;
+        // the last layer's f32 outputs go to the X buffer it does not read where they fit
+        let z_len = if z_in_x(rows, x_len, last.out_p) {
+            0
+        } else {
+            rows * last.out_p
+        };
         let bias_bytes = staged_bias * if acc16 { 6 } else { 4 };
         let bytes = weights_len * 2 + bias_bytes + z_len * 4;
         if bytes <= budget {
@@ -92,6 +125,15 @@ pub(crate) fn plan(mlp: &nshade_core::module::Mlp, budget: usize, acc16: bool) -
     None
 }
 
+/// Whether a tile's f32 outputs of the last layer (`rows` x `zw`, two f16 elements each)
+/// fit in one X buffer of `x_len` f16, which the last layer does not read: then they go
+/// there instead of to a workgroup array of their own, and the kernel needs that much
+/// less workgroup memory (4 KiB for 16 outputs; on the H200 that decides whether two
+/// workgroups are resident on a multiprocessor).
+fn z_in_x(rows: usize, x_len: usize, zw: usize) -> bool {
+    rows * zw * 2 <= x_len
+}
+
 /// The complete GLSL 450 compute shader of `plan` (from [`plan`]).
 pub(crate) fn write(model: &Model, program: &Program, opts: &Options, plan: &TilePlan) -> String {
     debug_assert!(plan.output_groups > 0 && opts.rows_split == RowsSplit::Whole);
@@ -105,6 +147,13 @@ pub(crate) fn write(model: &Model, program: &Program, opts: &Options, plan: &Til
     let count = plan.layers.len();
     let last = plan.layers.last().expect("an mlp has layers");
     let zw = last.out_p;
+    // the last layer's f32 outputs: in the X buffer it does not read (f16 pairs), or zs
+    let z_alias = z_in_x(rows, x_len, zw);
+    let (z_arr, z_at, z_unit) = if z_alias {
+        (format!("{p}ws"), (count % 2) * x_len, 2)
+    } else {
+        (format!("{p}zs"), 0, 1)
+    };
     let (mut s, in_ty) = crate::coop::glsl_head(
         model,
         opts,
@@ -123,10 +172,9 @@ layout(local_size_x = {wg}) in;
 {buffers}
 // f16: the tile's rows of X in two buffers (at 0 and {x_len}; rows of {sx}), which hold
 // each hidden layer's W in turn before the rows; the last layer's W at {lw}. Biases
-// (f32{bh_note}) and the last layer's outputs (f32, rows of {zw}).
+// (f32{bh_note}) and the last layer's outputs (f32, rows of {zw}{z_note}).
 shared float16_t {p}ws[{wl}];
-shared float {p}bs[{bl}];{bh}
-shared float {p}zs[{zl}];
+shared float {p}bs[{bl}];{bh}{zdecl}
 
 void main() {{
     uint lid = gl_LocalInvocationIndex;
@@ -138,7 +186,16 @@ void main() {{
         lw = last.staged,
         wl = plan.weights_len,
         bl = plan.biases_len.max(1),
-        zl = rows * zw,
+        z_note = if z_alias {
+            format!(", as pairs of f16 bits in X{}", count % 2)
+        } else {
+            String::new()
+        },
+        zdecl = if z_alias {
+            String::new()
+        } else {
+            format!("\nshared float {p}zs[{}];", rows * zw)
+        },
         bh_note = if acc16 { ", and as f16" } else { "" },
         bh = crate::coop::glsl_bh_decl(p, plan, acc16),
     );
@@ -199,6 +256,16 @@ void main() {{
         }
     }
     let arg = crate::coop::row_input(p, in_dims, &in_ty);
+    // The encoding of a tile's rows: spread over the workgroup, `parts` invocations per
+    // row, each storing its contiguous share of the row's f16 elements (features, then
+    // zero padding). Each share is the whole encoding's straight-line code followed by
+    // its stores, so what a share does not store is dead code to the compiler; the
+    // part index is uniform over a subgroup (rows is a multiple of 32).
+    let parts = if wg > rows && wg.is_multiple_of(rows) {
+        wg / rows
+    } else {
+        1
+    };
     let _ = write!(
         s,
         "    barrier();
@@ -206,18 +273,54 @@ void main() {{
     uint tiles = (n + {r1}u) / {rows}u;
     for (uint tile = gl_WorkGroupID.x; tile < tiles; tile += gl_NumWorkGroups.x) {{
         uint r0 = tile * {rows}u;
-        // The tile's rows (the last row again past n): encodings in f32, the mlp input as f16 in X0.
-        for (uint r = lid; r < {rows}u; r += {wg}u) {{
+        // The tile's rows (the last row again past n): encodings in f32, the mlp input as f16 in X0{spread}.
+        for (uint r = lid{modulo}; r < {rows}u; r += {step}u) {{
             uint row = min(r0 + r, n - 1u);
             {in_ty} p = {arg};
 ",
         r1 = rows - 1,
+        spread = if parts > 1 {
+            format!(", {parts} invocations per row")
+        } else {
+            String::new()
+        },
+        modulo = if parts > 1 {
+            format!(" % {rows}u")
+        } else {
+            String::new()
+        },
+        step = if parts > 1 { rows } else { wg },
     );
-    let ind = "            ";
     let encoding = crate::coop::encoding(program);
-    let xs = crate::coop::glsl_encoding(model, &encoding, opts, ind, &mut s);
     let at = format!("{p}ws[r * {sx}u + ");
-    crate::coop::glsl_store_x_row(&mut s, ind, &at, &xs, &plan.layers[0]);
+    let l0 = &plan.layers[0];
+    if parts == 1 {
+        let ind = "            ";
+        let xs = crate::coop::glsl_encoding(model, &encoding, opts, ind, &mut s);
+        crate::coop::glsl_store_x_row(&mut s, ind, &at, &xs, l0);
+    } else {
+        let ind = "                ";
+        let share = l0.in_p.div_ceil(parts);
+        let _ = writeln!(s, "            uint q = lid / {rows}u;");
+        for q in 0..parts {
+            let range = (q * share).min(l0.in_p)..((q + 1) * share).min(l0.in_p);
+            let _ = writeln!(
+                s,
+                "            {}if (q == {q}u) {{",
+                if q > 0 { "else " } else { "" }
+            );
+            let mut code = String::new();
+            let xs = crate::coop::glsl_encoding(model, &encoding, opts, ind, &mut code);
+            if range.start < xs.len() {
+                s.push_str(&code);
+            }
+            for j in range {
+                let v = xs.get(j).map_or("0.0", String::as_str);
+                let _ = writeln!(s, "{ind}{at}{j}u] = float16_t({v});");
+            }
+            let _ = writeln!(s, "            }}");
+        }
+    }
     let _ = writeln!(s, "        }}\n        barrier();");
     let (hacc, hbias) = if acc16 { (&mh, "bh") } else { (&mc, "bs") };
     for (i, l) in hidden.iter().enumerate() {
@@ -331,15 +434,24 @@ void main() {{
         }
         let _ = writeln!(
             s,
-            "          coopMatStore(c, {p}zs, m * {}u + nn * 16u, {zw}u, gl_CooperativeMatrixLayoutRowMajor);
+            "          coopMatStore(c, {z_arr}, {z_at}u + m * {}u + nn * {}u, {}u, gl_CooperativeMatrixLayoutRowMajor);
         }} }}",
-            16 * zw
+            16 * zw * z_unit,
+            16 * z_unit,
+            zw * z_unit
         );
     }
     let out = crate::syntax::activation(
         &crate::syntax::CSyntax,
         &last.act,
-        &format!("{p}zs[r * {zw}u + o]"),
+        &if z_alias {
+            // an f32 stored into f16 elements: the low half first
+            format!(
+                "uintBitsToFloat(packFloat2x16(f16vec2({p}ws[{z_at}u + 2u * (r * {zw}u + o)], {p}ws[{z_at}u + 2u * (r * {zw}u + o) + 1u])))"
+            )
+        } else {
+            format!("{p}zs[r * {zw}u + o]")
+        },
     );
     let _ = writeln!(
         s,

@@ -262,7 +262,10 @@ pub struct Options {
     /// dispatch and share each layer's rows through workgroup memory, where it fits
     /// (mlps with a hidden layer; otherwise the other kernels as without it). Without
     /// it, that kernel is still written for dense mlps at least 64 wide (where it was
-    /// measured fastest) unless `rows_shape` asks for another.
+    /// measured fastest) unless `rows_shape` asks for another. With it, `rows_shape`
+    /// (for measurements) is this kernel's (subgroups, row blocks of 16 per subgroup of
+    /// each 64-row tile): the subgroups sharing a row block's outputs are subgroups x
+    /// blocks / 4.
     pub rows_stationary: bool,
 }
 

@@ -105,49 +105,83 @@ void main() {
     uint tiles = (n + 63u) / 64u;
     for (uint tile = gl_WorkGroupID.x; tile < tiles; tile += gl_NumWorkGroups.x) {
         uint r0 = tile * 64u;
-        // The tile's rows (the last row again past n): encodings in f32, the mlp input as f16 in X0.
-        for (uint r = lid; r < 64u; r += 128u) {
+        // The tile's rows (the last row again past n): encodings in f32, the mlp input as f16 in X0, 2 invocations per row.
+        for (uint r = lid % 64u; r < 64u; r += 64u) {
             uint row = min(r0 + r, n - 1u);
             vec2 p = vec2(nshade_inputs[row * 2u + 0u], nshade_inputs[row * 2u + 1u]);
-            float v0 = p.x;
-            float v1 = p.y;
-            float fs0_0 = sin(v0 * 3.1415927);
-            float fc0_0 = cos(v0 * 3.1415927);
-            float v2 = fs0_0;
-            float fs0_1 = 2.0 * fs0_0 * fc0_0;
-            float fc0_1 = 1.0 - 2.0 * fs0_0 * fs0_0;
-            float v3 = fs0_1;
-            float fs0_2 = 2.0 * fs0_1 * fc0_1;
-            float fc0_2 = 1.0 - 2.0 * fs0_1 * fs0_1;
-            float v4 = fs0_2;
-            float fs1_0 = sin(v1 * 3.1415927);
-            float fc1_0 = cos(v1 * 3.1415927);
-            float v5 = fs1_0;
-            float fs1_1 = 2.0 * fs1_0 * fc1_0;
-            float fc1_1 = 1.0 - 2.0 * fs1_0 * fs1_0;
-            float v6 = fs1_1;
-            float fs1_2 = 2.0 * fs1_1 * fc1_1;
-            float fc1_2 = 1.0 - 2.0 * fs1_1 * fs1_1;
-            float v7 = fs1_2;
-            float v8 = fc0_0;
-            float v9 = fc0_1;
-            float v10 = fc0_2;
-            float v11 = fc1_0;
-            float v12 = fc1_1;
-            float v13 = fc1_2;
-            nshade_ws[r * 24u + 0u] = float16_t(v2);
-            nshade_ws[r * 24u + 1u] = float16_t(v3);
-            nshade_ws[r * 24u + 2u] = float16_t(v4);
-            nshade_ws[r * 24u + 3u] = float16_t(v5);
-            nshade_ws[r * 24u + 4u] = float16_t(v6);
-            nshade_ws[r * 24u + 5u] = float16_t(v7);
-            nshade_ws[r * 24u + 6u] = float16_t(v8);
-            nshade_ws[r * 24u + 7u] = float16_t(v9);
-            nshade_ws[r * 24u + 8u] = float16_t(v10);
-            nshade_ws[r * 24u + 9u] = float16_t(v11);
-            nshade_ws[r * 24u + 10u] = float16_t(v12);
-            nshade_ws[r * 24u + 11u] = float16_t(v13);
-            for (uint j = 12u; j < 16u; j++) { nshade_ws[r * 24u + j] = float16_t(0.0); }
+            uint q = lid / 64u;
+            if (q == 0u) {
+                float v0 = p.x;
+                float v1 = p.y;
+                float fs0_0 = sin(v0 * 3.1415927);
+                float fc0_0 = cos(v0 * 3.1415927);
+                float v2 = fs0_0;
+                float fs0_1 = 2.0 * fs0_0 * fc0_0;
+                float fc0_1 = 1.0 - 2.0 * fs0_0 * fs0_0;
+                float v3 = fs0_1;
+                float fs0_2 = 2.0 * fs0_1 * fc0_1;
+                float fc0_2 = 1.0 - 2.0 * fs0_1 * fs0_1;
+                float v4 = fs0_2;
+                float fs1_0 = sin(v1 * 3.1415927);
+                float fc1_0 = cos(v1 * 3.1415927);
+                float v5 = fs1_0;
+                float fs1_1 = 2.0 * fs1_0 * fc1_0;
+                float fc1_1 = 1.0 - 2.0 * fs1_0 * fs1_0;
+                float v6 = fs1_1;
+                float fs1_2 = 2.0 * fs1_1 * fc1_1;
+                float fc1_2 = 1.0 - 2.0 * fs1_1 * fs1_1;
+                float v7 = fs1_2;
+                float v8 = fc0_0;
+                float v9 = fc0_1;
+                float v10 = fc0_2;
+                float v11 = fc1_0;
+                float v12 = fc1_1;
+                float v13 = fc1_2;
+                nshade_ws[r * 24u + 0u] = float16_t(v2);
+                nshade_ws[r * 24u + 1u] = float16_t(v3);
+                nshade_ws[r * 24u + 2u] = float16_t(v4);
+                nshade_ws[r * 24u + 3u] = float16_t(v5);
+                nshade_ws[r * 24u + 4u] = float16_t(v6);
+                nshade_ws[r * 24u + 5u] = float16_t(v7);
+                nshade_ws[r * 24u + 6u] = float16_t(v8);
+                nshade_ws[r * 24u + 7u] = float16_t(v9);
+            }
+            else if (q == 1u) {
+                float v0 = p.x;
+                float v1 = p.y;
+                float fs0_0 = sin(v0 * 3.1415927);
+                float fc0_0 = cos(v0 * 3.1415927);
+                float v2 = fs0_0;
+                float fs0_1 = 2.0 * fs0_0 * fc0_0;
+                float fc0_1 = 1.0 - 2.0 * fs0_0 * fs0_0;
+                float v3 = fs0_1;
+                float fs0_2 = 2.0 * fs0_1 * fc0_1;
+                float fc0_2 = 1.0 - 2.0 * fs0_1 * fs0_1;
+                float v4 = fs0_2;
+                float fs1_0 = sin(v1 * 3.1415927);
+                float fc1_0 = cos(v1 * 3.1415927);
+                float v5 = fs1_0;
+                float fs1_1 = 2.0 * fs1_0 * fc1_0;
+                float fc1_1 = 1.0 - 2.0 * fs1_0 * fs1_0;
+                float v6 = fs1_1;
+                float fs1_2 = 2.0 * fs1_1 * fc1_1;
+                float fc1_2 = 1.0 - 2.0 * fs1_1 * fs1_1;
+                float v7 = fs1_2;
+                float v8 = fc0_0;
+                float v9 = fc0_1;
+                float v10 = fc0_2;
+                float v11 = fc1_0;
+                float v12 = fc1_1;
+                float v13 = fc1_2;
+                nshade_ws[r * 24u + 8u] = float16_t(v10);
+                nshade_ws[r * 24u + 9u] = float16_t(v11);
+                nshade_ws[r * 24u + 10u] = float16_t(v12);
+                nshade_ws[r * 24u + 11u] = float16_t(v13);
+                nshade_ws[r * 24u + 12u] = float16_t(0.0);
+                nshade_ws[r * 24u + 13u] = float16_t(0.0);
+                nshade_ws[r * 24u + 14u] = float16_t(0.0);
+                nshade_ws[r * 24u + 15u] = float16_t(0.0);
+            }
         }
         barrier();
         // Layer 0: 8 x 12 (leaky_relu): X0 -> X1.
@@ -171,7 +205,7 @@ void main() {
           uint nn = t / 4u; uint m = t % 4u;
           coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c; coopMatLoad(c, nshade_bs, 32u + nn * 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
           { coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a; coopMatLoad(a, nshade_ws, 0u + m * 384u + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor); coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w; coopMatLoad(w, nshade_ws, 3072u + nn * 384u + 0u, 24u, gl_CooperativeMatrixLayoutColumnMajor); c = coopMatMulAdd(a, w, c); }
-          coopMatStore(c, nshade_zs, m * 256u + nn * 16u, 16u, gl_CooperativeMatrixLayoutRowMajor);
+          coopMatStore(c, nshade_zs, 0u + m * 256u + nn * 16u, 16u, gl_CooperativeMatrixLayoutRowMajor);
         } }
         barrier();
         // The tile's output rows: 64 x 3 consecutive floats.
