@@ -128,7 +128,9 @@ fn glsl_coop_kernel(
 /// `NSHADE_ROWS_SPLIT=encode|noencode|noact` a kernel with a part left out
 /// (`nshade_shader::RowsSplit`; its outputs are not the network's) and
 /// `NSHADE_ROWS_ACC=f32` f32 accumulation in the hidden layers (by default f16, as
-/// `nshade export`), `NSHADE_ROWS_HOLD=1` the weights held in registers and
+/// `nshade export`), `NSHADE_ROWS_HOLD=1` the weights held in registers,
+/// `NSHADE_ROWS_STATIONARY=1` the kernel of held weights (with `NSHADE_ROWS_SHAPE` its
+/// shape and `NSHADE_HELD_ROWS=32|64` its tile rows) and
 /// `NSHADE_ROWS_PARAMS=f16` an f16 parameter buffer where an f32 one would do.
 fn glsl_coop_options(
     ctx: &GpuContext,
@@ -146,10 +148,14 @@ fn glsl_coop_options(
     let acc16 = !std::env::var("NSHADE_ROWS_ACC").is_ok_and(|v| v == "f32");
     let rows_hold = std::env::var("NSHADE_ROWS_HOLD").is_ok_and(|v| v == "1");
     let rows_stationary = std::env::var("NSHADE_ROWS_STATIONARY").is_ok_and(|v| v == "1");
+    let held_rows = std::env::var("NSHADE_HELD_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok());
     let with = |precision: Precision, rows_direct: bool, rows_acc16: bool| Options {
         rows_acc16,
         rows_hold,
         rows_stationary,
+        held_rows,
         form: Form::CoopCompute,
         workgroup_memory: workgroup_memory(ctx),
         rows_shape,

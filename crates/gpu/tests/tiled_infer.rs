@@ -801,16 +801,20 @@ fn glsl_stationary_matches_cpu() {
         let (mut aliased, mut spread) = (0, 0);
         for (k, &(arch, i, o)) in ARCHS.iter().enumerate() {
             let m = model(arch, i, o, 70 + k as u64);
-            // every precision in the default shape; two other shapes (subgroups, row
-            // blocks each) with f16 accumulation from an f32 buffer
+            // every precision in the default shape and tiles; other shapes (subgroups,
+            // row blocks each) and tiles of 32 rows
             let variants = [Precision::F32, Precision::F16]
                 .into_iter()
-                .flat_map(|p| [(p, false, None), (p, true, None)])
+                .flat_map(|p| [(p, false, None, None), (p, true, None, None)])
                 .chain([
-                    (Precision::F32, true, Some((8, 1))),
-                    (Precision::F32, true, Some((4, 4))),
+                    (Precision::F32, true, Some((8, 1)), None),
+                    (Precision::F32, true, Some((4, 4)), None),
+                    (Precision::F32, true, None, Some(32)),
+                    (Precision::F16, false, None, Some(32)),
+                    (Precision::F32, true, Some((8, 1)), Some(32)),
+                    (Precision::F32, true, Some((4, 2)), Some(32)),
                 ]);
-            for (precision, rows_acc16, rows_shape) in variants {
+            for (precision, rows_acc16, rows_shape, held_rows) in variants {
                 {
                     let opts = Options {
                         form: Form::CoopCompute,
@@ -820,16 +824,17 @@ fn glsl_stationary_matches_cpu() {
                         rows_acc16,
                         rows_stationary: true,
                         rows_shape,
+                        held_rows,
                         ..Options::new(Target::Glsl)
                     };
                     let what = format!(
-                        "{arch} stationary ({precision:?} buffer, f16 accumulation {rows_acc16}, shape {rows_shape:?})"
+                        "{arch} stationary ({precision:?} buffer, f16 accumulation {rows_acc16}, shape {rows_shape:?}, rows {held_rows:?})"
                     );
                     let plan = match coop::plan_for(&m, &opts) {
                         Ok(plan) => plan,
                         // a shape this kernel cannot take goes to the subgroup kernel,
                         // which may not fit the weights either
-                        Err(e) if rows_shape.is_some() => {
+                        Err(e) if rows_shape.is_some() || held_rows.is_some() => {
                             eprintln!("{what}: not taken ({e})");
                             continue;
                         }
@@ -843,7 +848,10 @@ fn glsl_stationary_matches_cpu() {
                         assert_eq!((plan.workgroup_size / 32, plan.blocks), (g, b), "{what}");
                     }
                     assert!(plan.workgroup_bytes <= budget, "{what}");
-                    assert_eq!(plan.rows, 64, "{what}");
+                    match held_rows {
+                        Some(r) => assert_eq!(plan.rows, r, "{what}"),
+                        None => assert!(plan.rows == 32 || plan.rows == 64, "{what}"),
+                    }
                     let src = export(&m, &opts).unwrap().into_text().unwrap();
                     assert!(src.contains("weights held in registers"), "{what}");
                     let words = compile_compute(&src)

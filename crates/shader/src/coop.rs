@@ -363,6 +363,7 @@ pub fn plan_for(model: &Model, opts: &Options) -> Result<TilePlan, Error> {
             opts.workgroup_memory,
             opts.rows_acc16,
             opts.rows_shape.filter(|_| opts.rows_stationary),
+            opts.held_rows.filter(|_| opts.rows_stationary),
         )
     {
         return Ok(p);

@@ -22,107 +22,129 @@ use crate::{Options, RowsSplit};
 use nshade_core::model::Model;
 use std::fmt::Write;
 
-/// 16-row blocks per tile (64 rows).
-const ROW_BLOCKS: usize = 4;
+/// 16-row blocks per tile, the largest first: 64 rows, else 32 (see [`plan`]).
+const TILE_BLOCKS: [usize; 2] = [4, 2];
 /// Weight blocks a subgroup may hold (4 registers per lane each).
 const MAX_HELD: usize = 40;
 
 /// The plan of this kernel for `mlp` within `budget` bytes of workgroup memory, or `None`
 /// where it does not apply (no hidden layer, more weight blocks per subgroup than
-/// [`MAX_HELD`]) or does not fit. `blocks` is the row blocks of each subgroup and
-/// `output_groups` the subgroups that share a row block's outputs. `shape` (for
-/// measurements: `Options::rows_shape` with `Options::rows_stationary`) asks for
-/// (subgroups, row blocks per subgroup) instead of the default: up to 8 output groups,
-/// one per 16-output block of the widest hidden layer, and the row groups that make 8
-/// subgroups.
+/// [`MAX_HELD`]) or does not fit. Tiles of 64 rows where they fit, else of 32: on the
+/// H200 32-row tiles were slower even where they let two workgroups be resident on a
+/// multiprocessor instead of one (`freq(8) | mlp(128x4, relu)` 1.97 G evaluations/s
+/// against 2.44 G). `blocks` is the row blocks of each subgroup and `output_groups` the
+/// subgroups that share a row block's outputs. For measurements, `shape`
+/// (`Options::rows_shape` with `Options::rows_stationary`) asks for (subgroups, row
+/// blocks per subgroup) instead of the default (up to 8 output groups, one per
+/// 16-output block of the widest hidden layer, and the row groups that make 8
+/// subgroups) and `tile_rows` for tiles of 32 or 64 rows.
 pub(crate) fn plan(
     mlp: &nshade_core::module::Mlp,
     budget: usize,
     acc16: bool,
     shape: Option<(usize, usize)>,
+    tile_rows: Option<usize>,
+) -> Option<TilePlan> {
+    TILE_BLOCKS
+        .iter()
+        .filter(|&&tb| tile_rows.is_none_or(|r| r == 16 * tb))
+        .flat_map(|&tb| [X_SKEW, 0].map(|skew| (tb, skew)))
+        .filter_map(|(tb, skew)| plan_tile(mlp, acc16, shape, tb, skew))
+        .find(|p| p.workgroup_bytes <= budget)
+}
+
+/// The plan for tiles of `tb` 16-row blocks with weights staged at `skew`.
+fn plan_tile(
+    mlp: &nshade_core::module::Mlp,
+    acc16: bool,
+    shape: Option<(usize, usize)>,
+    tb: usize,
+    skew: usize,
 ) -> Option<TilePlan> {
     let count = mlp.layers.len();
     if count < 2 {
         return None;
     }
-    for skew in [X_SKEW, 0] {
-        let mut layers = Vec::new();
-        let mut staged_bias = 0;
-        for l in &mlp.layers {
-            let t = TileLayer::of(l, skew, 0, staged_bias, false);
-            staged_bias += t.out_p;
-            layers.push(t);
-        }
-        let hidden = &layers[..count - 1];
-        let nb = hidden.iter().map(|l| l.out_p / 16).max()?;
-        let (og, rg) = match shape {
-            Some((g, b)) => {
-                if b == 0
-                    || !ROW_BLOCKS.is_multiple_of(b)
-                    || !g.is_multiple_of(ROW_BLOCKS / b)
-                    || g > 32
-                {
-                    return None;
-                }
-                let rg = ROW_BLOCKS / b;
-                (g / rg, rg)
-            }
-            None => {
-                let og = nb.min(8);
-                // row groups: up to 8 subgroups in all, dividing the tile's row blocks
-                let rg = match 8 / og {
-                    0 | 1 => 1,
-                    2 | 3 => 2,
-                    _ => 4,
-                };
-                (og, rg)
-            }
-        };
-        if og == 0 || og > nb {
-            return None;
-        }
-        let held: usize = hidden
-            .iter()
-            .map(|l| (l.out_p / 16).div_ceil(og) * (l.in_p / 16))
-            .sum();
-        if held > MAX_HELD {
-            return None;
-        }
-        let rows = 16 * ROW_BLOCKS;
-        let widest = layers.iter().map(|l| l.in_p.max(l.out_p)).max()?;
-        let sx = widest + X_SKEW;
-        let x_len = rows * sx;
-        let stage_len = hidden.iter().map(|l| l.out_p * l.stride).max()?;
-        let area = (2 * x_len).max(stage_len);
-        let last = layers.last_mut()?;
-        last.staged = area;
-        let weights_len = area + last.out_p * last.stride;
-        // the last layer's f32 outputs go to the X buffer it does not read where they fit
-        let z_len = if z_in_x(rows, x_len, last.out_p) {
-            0
-        } else {
-            rows * last.out_p
-        };
-        let bias_bytes = staged_bias * if acc16 { 6 } else { 4 };
-        let bytes = weights_len * 2 + bias_bytes + z_len * 4;
-        if bytes <= budget {
-            return Some(TilePlan {
-                workgroup_size: 32 * og * rg,
-                rows,
-                sx,
-                per: 0,
-                streamed: false,
-                layers,
-                weights_len,
-                biases_len: staged_bias,
-                x_len,
-                workgroup_bytes: bytes,
-                blocks: ROW_BLOCKS / rg,
-                output_groups: og,
-            });
-        }
+    let mut layers = Vec::new();
+    let mut staged_bias = 0;
+    for l in &mlp.layers {
+        let t = TileLayer::of(l, skew, 0, staged_bias, false);
+        staged_bias += t.out_p;
+        layers.push(t);
     }
-    None
+    let hidden = &layers[..count - 1];
+    let nb = hidden.iter().map(|l| l.out_p / 16).max()?;
+    let (og, rg) = match shape {
+        Some((g, b)) => {
+            if b == 0 || !tb.is_multiple_of(b) || !g.is_multiple_of(tb / b) || g > 32 {
+                return None;
+            }
+            let rg = tb / b;
+            (g / rg, rg)
+        }
+        None => {
+            let og = nb.min(8);
+            // row groups: up to 8 subgroups in all, dividing the tile's row blocks
+            let rg = match 8 / og {
+                0 | 1 => 1,
+                2 | 3 => 2,
+                _ => 4,
+            };
+            (og, rg.min(tb))
+        }
+    };
+    if og == 0 || og > nb {
+        return None;
+    }
+    let held: usize = hidden
+        .iter()
+        .map(|l| (l.out_p / 16).div_ceil(og) * (l.in_p / 16))
+        .sum();
+    if held > MAX_HELD {
+        return None;
+    }
+    let rows = 16 * tb;
+    let widest = layers.iter().map(|l| l.in_p.max(l.out_p)).max()?;
+    let sx = widest + X_SKEW;
+    let x_len = rows * sx;
+    // the hidden layers' W pass through the X buffers in chunks of whole output blocks
+    let stride = hidden.iter().map(|l| l.stride).max()?;
+    let area = (2 * x_len).max(16 * stride);
+    let hidden_bias: usize = hidden.iter().map(|l| l.out_p).sum();
+    let last = layers.last_mut()?;
+    last.staged = area;
+    let weights_len = area + last.out_p * last.stride;
+    // the last layer's f32 outputs go to the X buffer it does not read where they fit
+    let z_len = if z_in_x(rows, x_len, last.out_p) {
+        0
+    } else {
+        rows * last.out_p
+    };
+    let bytes = weights_len * 2 + bias_bytes(hidden_bias, last.out_p, acc16) + z_len * 4;
+    Some(TilePlan {
+        workgroup_size: 32 * og * rg,
+        rows,
+        sx,
+        per: 0,
+        streamed: false,
+        layers,
+        weights_len,
+        biases_len: staged_bias,
+        x_len,
+        workgroup_bytes: bytes,
+        blocks: tb / rg,
+        output_groups: og,
+    })
+}
+
+/// Workgroup memory of the staged biases: with f16 accumulation (`acc16`) the hidden
+/// layers' (`hidden` of them) as f16 and the last layer's (`last`) as f32, else all as f32.
+fn bias_bytes(hidden: usize, last: usize, acc16: bool) -> usize {
+    if acc16 {
+        hidden * 2 + last * 4
+    } else {
+        (hidden + last) * 4
+    }
 }
 
 /// Whether a tile's f32 outputs of the last layer (`rows` x `zw`, two f16 elements each)
@@ -171,8 +193,8 @@ layout(local_size_x = {wg}) in;
 
 {buffers}
 // f16: the tile's rows of X in two buffers (at 0 and {x_len}; rows of {sx}), which hold
-// each hidden layer's W in turn before the rows; the last layer's W at {lw}. Biases
-// (f32{bh_note}) and the last layer's outputs (f32, rows of {zw}{z_note}).
+// each hidden layer's W in turn, in chunks, before the rows; the last layer's W at {lw}.
+// Biases ({bias_note}) and the last layer's outputs (f32, rows of {zw}{z_note}).
 shared float16_t {p}ws[{wl}];
 shared float {p}bs[{bl}];{bh}{zdecl}
 
@@ -185,7 +207,12 @@ void main() {{
         buffers = crate::coop::glsl_buffers(model, opts),
         lw = last.staged,
         wl = plan.weights_len,
-        bl = plan.biases_len.max(1),
+        bl = if acc16 { last.out_p } else { plan.biases_len },
+        bias_note = if acc16 {
+            "the hidden layers' f16 in bh, the last layer's f32 in bs"
+        } else {
+            "f32"
+        },
         z_note = if z_alias {
             format!(", as pairs of f16 bits in X{}", count % 2)
         } else {
@@ -196,21 +223,44 @@ void main() {{
         } else {
             format!("\nshared float {p}zs[{}];", rows * zw)
         },
-        bh_note = if acc16 { ", and as f16" } else { "" },
-        bh = crate::coop::glsl_bh_decl(p, plan, acc16),
+        bh = if acc16 {
+            format!("\nshared float16_t {p}bh[{}];", last.staged_bias)
+        } else {
+            String::new()
+        },
     );
     let d = &crate::coop::GLSL;
     let read = |l: &TileLayer| crate::coop::glsl_f32(crate::coop::weight_read(p, l), f16);
-    // the last layer's weights stay staged; the hidden layers' go to registers below
-    let stage = |l: &TileLayer, ind: &str| {
-        if std::ptr::eq(l, last) {
-            crate::coop::stage_weights(d, p, wg, l, &read(l), ind)
-        } else {
-            String::new()
-        }
-    };
-    let bread = |l: &TileLayer| crate::coop::glsl_f32(format!("{p}params[{}u + e]", l.bias), f16);
-    crate::coop::stage_biases(d, &mut s, plan, p, &stage, &bread, acc16);
+    let hidden = &plan.layers[..count - 1];
+    // Biases: the hidden layers' in bh (f16 accumulation) or bs, the last layer's in bs
+    // (at 0 with f16 accumulation); the last layer's W staged for the whole dispatch.
+    s.push_str("    // Biases and the last layer's weights, once per workgroup.\n");
+    for (i, l) in plan.layers.iter().enumerate() {
+        let (arr, at, conv) = match (acc16, i + 1 < count) {
+            (true, true) => ("bh", l.staged_bias, "float16_t"),
+            (true, false) => ("bs", 0, ""),
+            (false, _) => ("bs", l.staged_bias, ""),
+        };
+        let _ = writeln!(
+            s,
+            "    for (uint e = lid; e < {op}u; e += {wg}u) {{
+        float v = 0.0;
+        if (e < {od}u) {{ v = {b}; }}
+        {p}{arr}[{at}u + e] = {conv}(v);
+    }}",
+            op = l.out_p,
+            od = l.out_dims,
+            b = crate::coop::glsl_f32(format!("{p}params[{}u + e]", l.bias), f16),
+        );
+    }
+    s.push_str(&crate::coop::stage_weights(
+        d,
+        p,
+        wg,
+        last,
+        &read(last),
+        "    ",
+    ));
     // output block slots of each hidden layer: (slot j, whether it may be past the layer)
     let slots = |l: &TileLayer| {
         let nb = l.out_p / 16;
@@ -218,7 +268,6 @@ void main() {{
             .map(move |j| (j, (j + 1) * og > nb))
             .collect::<Vec<_>>()
     };
-    let hidden = &plan.layers[..count - 1];
     s.push_str(
         "    // This subgroup's blocks of every hidden layer's W^T, held for the whole dispatch.\n",
     );
@@ -229,30 +278,56 @@ void main() {{
             }
         }
     }
+    // each hidden layer's W staged in chunks of whole output blocks through the X area
+    let area = last.staged;
     for (i, l) in hidden.iter().enumerate() {
-        let _ = writeln!(s, "    barrier();");
-        s.push_str(&crate::coop::stage_weights(d, p, wg, l, &read(l), "    "));
-        let _ = writeln!(s, "    barrier();");
-        for (j, partial) in slots(l) {
-            let nb = l.out_p / 16;
-            let _ = writeln!(s, "    {{ uint nn = og + {}u;", j * og);
-            if partial {
-                let _ = writeln!(s, "    if (nn < {nb}u) {{");
-            }
-            let ind = "      ";
-            for k in 0..l.in_p / 16 {
-                let _ = writeln!(
-                    s,
-                    "{ind}coopMatLoad(w{i}_{j}_{k}, {p}ws, nn * {}u + {}u, {}u, gl_CooperativeMatrixLayoutColumnMajor);",
-                    16 * l.stride,
-                    16 * k,
-                    l.stride
-                );
-            }
-            if partial {
+        let chunk = (area / l.stride / 16).max(1);
+        let nb = l.out_p / 16;
+        for c0 in (0..nb).step_by(chunk) {
+            let c1 = (c0 + chunk).min(nb);
+            let whole = c0 == 0 && c1 == nb;
+            let _ = writeln!(
+                s,
+                "    barrier();
+    for (uint e = lid; e < {n}u; e += {wg}u) {{
+        uint o = {o0}u + e / {ip}u; uint i = e % {ip}u;
+        float w = 0.0;
+        if (o < {od}u && i < {id}u) {{ w = {r}; }}
+        {p}ws[(o - {o0}u) * {stride}u + i] = float16_t(w);
+    }}
+    barrier();",
+                n = (c1 - c0) * 16 * l.in_p,
+                o0 = c0 * 16,
+                ip = l.in_p,
+                od = l.out_dims,
+                id = l.in_dims,
+                r = read(l),
+                stride = l.stride,
+            );
+            for (j, partial) in slots(l) {
+                let _ = writeln!(s, "    {{ uint nn = og + {}u;", j * og);
+                let cond = match (whole, partial) {
+                    (true, false) => None,
+                    (true, true) => Some(format!("nn < {nb}u")),
+                    (false, _) => Some(format!("nn >= {c0}u && nn < {c1}u")),
+                };
+                if let Some(c) = &cond {
+                    let _ = writeln!(s, "    if ({c}) {{");
+                }
+                for k in 0..l.in_p / 16 {
+                    let _ = writeln!(
+                        s,
+                        "      coopMatLoad(w{i}_{j}_{k}, {p}ws, (nn - {c0}u) * {}u + {}u, {}u, gl_CooperativeMatrixLayoutColumnMajor);",
+                        16 * l.stride,
+                        16 * k,
+                        l.stride
+                    );
+                }
+                if cond.is_some() {
+                    let _ = writeln!(s, "    }}");
+                }
                 let _ = writeln!(s, "    }}");
             }
-            let _ = writeln!(s, "    }}");
         }
     }
     let arg = crate::coop::row_input(p, in_dims, &in_ty);
@@ -393,7 +468,8 @@ void main() {{
     // weights from the staged copy
     let xin = ((count - 1) % 2) * x_len;
     let nbl = last.out_p / 16;
-    let tiles = nbl * ROW_BLOCKS;
+    let tb = rows / 16;
+    let tiles = nbl * tb;
     let _ = writeln!(
         s,
         "        // Layer {}: {} x {} ({} on the outputs): X{} -> f32 outputs, {tiles} tiles over the subgroups.",
@@ -416,9 +492,9 @@ void main() {{
         );
         let _ = writeln!(
             s,
-            "          uint nn = t / {ROW_BLOCKS}u; uint m = t % {ROW_BLOCKS}u;
+            "          uint nn = t / {tb}u; uint m = t % {tb}u;
           {mc} c; coopMatLoad(c, {p}bs, {}u + nn * 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);",
-            last.staged_bias
+            if acc16 { 0 } else { last.staged_bias }
         );
         for k in 0..last.in_p / 16 {
             let _ = writeln!(
@@ -510,11 +586,11 @@ fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> 
             bind(3)
         ),
         format!(
-            "once per workgroup each hidden layer's W is staged from the parameter buffer into workgroup memory as f16 (zero-padded to multiples of 16 rows and columns) and loaded into the registers of the subgroups that own its blocks, the last layer's W stays staged, and the biases are staged as f32{}; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is {} and outputs are f32",
+            "once per workgroup each hidden layer's W is staged from the parameter buffer into workgroup memory as f16 (zero-padded to multiples of 16 rows and columns), in chunks of whole 16-output blocks, and loaded into the registers of the subgroups that own its blocks, the last layer's W stays staged, and the biases are staged as {}; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is {} and outputs are f32",
             if opts.rows_acc16 {
-                " and again as f16"
+                "f16 (the hidden layers') and f32 (the last layer's)"
             } else {
-                ""
+                "f32"
             },
             if opts.rows_acc16 {
                 "f16 in the hidden layers and f32 in the last"

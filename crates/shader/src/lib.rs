@@ -267,6 +267,9 @@ pub struct Options {
     /// each 64-row tile): the subgroups sharing a row block's outputs are subgroups x
     /// blocks / 4.
     pub rows_stationary: bool,
+    /// With `rows_stationary` (for measurements): that kernel's tiles of this many rows
+    /// (32 or 64) instead of the planner's choice.
+    pub held_rows: Option<usize>,
 }
 
 /// Measurement variants of the GLSL subgroup kernel (`Options::rows_split`).
@@ -328,6 +331,7 @@ impl Options {
             rows_acc16: false,
             rows_hold: false,
             rows_stationary: false,
+            held_rows: None,
         }
     }
 

@@ -364,6 +364,8 @@ fn fuzz_export() {
             // the kernel of held weights an eighth of the time (refused outside GLSL
             // coop-compute)
             rows_stationary: (c.seed >> 27) % 8 == 0,
+            // its tiles of 32 rows a quarter of those times
+            held_rows: ((c.seed >> 33) % 4 == 0).then_some(32),
             // the GLSL kernel: half of the time the default (the subgroup-private kernel
             // in the first shape that fits), else the shared-tile one or one of six shapes
             rows_shape: ((c.seed >> 20) % 2 == 0).then(|| {

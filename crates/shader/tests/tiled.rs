@@ -521,3 +521,53 @@ fn tiled_header_is_comment_safe() {
         nshade_shader::validate_coop_wgsl(&src).unwrap();
     }
 }
+
+/// The kernel of held weights takes tiles of 64 rows where they fit (32 where asked),
+/// and its workgroup memory is what it declares: for `freq(8) | mlp(64x4, relu)` little
+/// enough for two resident workgroups in the H200's 48 KiB (which was measured to
+/// decide its speed).
+#[test]
+fn held_weights_tiles_and_workgroup_memory() {
+    let budget = 48 * 1024;
+    let held = |arch: &str, rows: Option<usize>| {
+        let m = model(arch, 2, 3);
+        let o = Options {
+            target: Target::Glsl,
+            workgroup_memory: budget,
+            rows_stationary: true,
+            rows_acc16: true,
+            held_rows: rows,
+            ..opts(Form::CoopCompute, Precision::F32)
+        };
+        let plan = nshade_shader::coop::plan_for(&m, &o).unwrap();
+        assert!(plan.output_groups > 0, "{arch}: not the held kernel");
+        let src = export(&m, &o).unwrap().into_text().unwrap();
+        // the declared workgroup arrays add up to the plan's bytes
+        let declared: usize = src
+            .lines()
+            .filter_map(|l| l.strip_prefix("shared "))
+            .map(|l| {
+                let (ty, rest) = l.split_once(' ').unwrap();
+                let n: usize = rest.split(['[', ']']).nth(1).unwrap().parse().unwrap();
+                n * if ty == "float16_t" { 2 } else { 4 }
+            })
+            .sum();
+        assert_eq!(declared, plan.workgroup_bytes, "{arch}");
+        assert!(plan.workgroup_bytes <= budget, "{arch}");
+        plan
+    };
+    // 64 wide: 64 rows in about 21 KiB (the 1 KiB is the driver's reserve per workgroup)
+    let b = held("freq(8) | mlp(64x4, relu)", None);
+    assert_eq!(b.rows, 64);
+    assert!(
+        2 * (b.workgroup_bytes + 1024) <= budget,
+        "{}",
+        b.workgroup_bytes
+    );
+    // 128 wide: 64 rows in about 39 KiB; 32 rows (W staged in halves) where asked
+    let d = held("freq(8) | mlp(128x4, relu)", None);
+    assert_eq!(d.rows, 64);
+    let d32 = held("freq(8) | mlp(128x4, relu)", Some(32));
+    assert_eq!(d32.rows, 32);
+    assert!(d32.workgroup_bytes < d.workgroup_bytes);
+}

@@ -23,11 +23,11 @@
 //   [200..203) 1.layers.2.bias [3]
 //
 // form coop-compute, weights held in registers: one compute kernel; its 4 subgroups of 32 invocations are 1 output groups x 4 row groups: subgroup s holds, for the whole dispatch, the 16-output blocks s % 1 + j * 1 of every hidden layer's W (f16 cooperative matrices) and computes them for 16 rows of each tile of 64; every mlp layer as 16x16x16 cooperative-matrix products (coopmat<float16_t> accumulators in the hidden layers and coopmat<float> in the last, subgroup scope) with the bias, activation and f16 rounding applied to the accumulator's elements, the layers' f16 rows in workgroup memory (one workgroup barrier per layer); the last layer's W staged in workgroup memory and its tiles spread over the subgroups
-// requires: GL_KHR_cooperative_matrix, GL_KHR_memory_scope_semantics and GL_EXT_shader_explicit_arithmetic_types_float16 (Vulkan: VK_KHR_cooperative_matrix listing f16 x f16 -> f32 (and f16 -> f16 with f16 accumulation) at 16x16x16 with subgroup scope, shaderFloat16); subgroups of exactly 32 invocations; 11296 bytes of workgroup memory (Vulkan maxComputeSharedMemorySize)
+// requires: GL_KHR_cooperative_matrix, GL_KHR_memory_scope_semantics and GL_EXT_shader_explicit_arithmetic_types_float16 (Vulkan: VK_KHR_cooperative_matrix listing f16 x f16 -> f32 (and f16 -> f16 with f16 accumulation) at 16x16x16 with subgroup scope, shaderFloat16); subgroups of exactly 32 invocations; 11136 bytes of workgroup memory (Vulkan maxComputeSharedMemorySize)
 // entry point main, workgroup size 128: n = nshade_outputs.length() / 3 rows in tiles of 64; workgroup w evaluates tiles w, w + G, w + 2G, ... (G = number of workgroups in x)
 // dispatch: (G, 1, 1) workgroups, any G from 1 to 65535; each loads the weights once and then loops over its tiles, so G = min(ceil(n / 64), 256) (what nshade uses) beats one workgroup per tile
 // bindings: nshade_params layout(set = 0, binding = 0) (the parameter buffer below), nshade_inputs layout(set = 0, binding = 2) (float, read; row r = raw inputs [r * 2, r * 2 + 2)), nshade_outputs layout(set = 0, binding = 3) (float, read-write; row r = outputs [r * 3, r * 3 + 3)); bind exactly n rows of outputs and at least n rows of inputs
-// once per workgroup each hidden layer's W is staged from the parameter buffer into workgroup memory as f16 (zero-padded to multiples of 16 rows and columns) and loaded into the registers of the subgroups that own its blocks, the last layer's W stays staged, and the biases are staged as f32 and again as f16; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is f16 in the hidden layers and f32 in the last and outputs are f32
+// once per workgroup each hidden layer's W is staged from the parameter buffer into workgroup memory as f16 (zero-padded to multiples of 16 rows and columns), in chunks of whole 16-output blocks, and loaded into the registers of the subgroups that own its blocks, the last layer's W stays staged, and the biases are staged as f16 (the hidden layers') and f32 (the last layer's); inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is f16 in the hidden layers and f32 in the last and outputs are f32
 //   layer 0: 8 x 12 (padded 16 x 16), weights at parameter 0, staged rows of 24 f16 at 0; bias at parameter 96
 //   layer 1: 8 x 8 (padded 16 x 16), weights at parameter 104, staged rows of 24 f16 at 0; bias at parameter 168
 //   layer 2: 3 x 8 (padded 16 x 16), weights at parameter 176, staged rows of 24 f16 at 3072; bias at parameter 200
@@ -39,11 +39,11 @@ layout(std430, set = 0, binding = 2) readonly buffer nshade_Inputs { float nshad
 layout(std430, set = 0, binding = 3) buffer nshade_Outputs { float nshade_outputs[]; };
 
 // f16: the tile's rows of X in two buffers (at 0 and 1536; rows of 24), which hold
-// each hidden layer's W in turn before the rows; the last layer's W at 3072. Biases
-// (f32, and as f16) and the last layer's outputs (f32, rows of 16).
+// each hidden layer's W in turn, in chunks, before the rows; the last layer's W at 3072.
+// Biases (the hidden layers' f16 in bh, the last layer's f32 in bs) and the last layer's outputs (f32, rows of 16).
 shared float16_t nshade_ws[3456];
-shared float nshade_bs[48];
-shared float16_t nshade_bh[48]; // the biases as f16 (hidden layers accumulate in f16)
+shared float nshade_bs[16];
+shared float16_t nshade_bh[32];
 shared float nshade_zs[1024];
 
 void main() {
@@ -51,18 +51,21 @@ void main() {
     uint sgid = lid / 32u;
     uint og = sgid % 1u;
     uint rg = sgid / 1u;
-    // Weights and biases, once per workgroup.
+    // Biases and the last layer's weights, once per workgroup.
     for (uint e = lid; e < 16u; e += 128u) {
         float v = 0.0;
         if (e < 8u) { v = nshade_params[96u + e]; }
-        nshade_bs[0u + e] = v;
         nshade_bh[0u + e] = float16_t(v);
     }
     for (uint e = lid; e < 16u; e += 128u) {
         float v = 0.0;
         if (e < 8u) { v = nshade_params[168u + e]; }
-        nshade_bs[16u + e] = v;
         nshade_bh[16u + e] = float16_t(v);
+    }
+    for (uint e = lid; e < 16u; e += 128u) {
+        float v = 0.0;
+        if (e < 3u) { v = nshade_params[200u + e]; }
+        nshade_bs[0u + e] = (v);
     }
     for (uint e = lid; e < 256u; e += 128u) {
         uint o = e / 16u; uint i = e % 16u;
@@ -70,35 +73,30 @@ void main() {
         if (o < 3u && i < 8u) { w = nshade_params[176u + o * 8u + i]; }
         nshade_ws[3072u + o * 24u + i] = float16_t(w);
     }
-    for (uint e = lid; e < 16u; e += 128u) {
-        float v = 0.0;
-        if (e < 3u) { v = nshade_params[200u + e]; }
-        nshade_bs[32u + e] = v;
-    }
     // This subgroup's blocks of every hidden layer's W^T, held for the whole dispatch.
     coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w0_0_0;
     coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w1_0_0;
     barrier();
     for (uint e = lid; e < 256u; e += 128u) {
-        uint o = e / 16u; uint i = e % 16u;
+        uint o = 0u + e / 16u; uint i = e % 16u;
         float w = 0.0;
         if (o < 8u && i < 12u) { w = nshade_params[0u + o * 12u + i]; }
-        nshade_ws[0u + o * 24u + i] = float16_t(w);
+        nshade_ws[(o - 0u) * 24u + i] = float16_t(w);
     }
     barrier();
     { uint nn = og + 0u;
-      coopMatLoad(w0_0_0, nshade_ws, nn * 384u + 0u, 24u, gl_CooperativeMatrixLayoutColumnMajor);
+      coopMatLoad(w0_0_0, nshade_ws, (nn - 0u) * 384u + 0u, 24u, gl_CooperativeMatrixLayoutColumnMajor);
     }
     barrier();
     for (uint e = lid; e < 256u; e += 128u) {
-        uint o = e / 16u; uint i = e % 16u;
+        uint o = 0u + e / 16u; uint i = e % 16u;
         float w = 0.0;
         if (o < 8u && i < 8u) { w = nshade_params[104u + o * 8u + i]; }
-        nshade_ws[0u + o * 24u + i] = float16_t(w);
+        nshade_ws[(o - 0u) * 24u + i] = float16_t(w);
     }
     barrier();
     { uint nn = og + 0u;
-      coopMatLoad(w1_0_0, nshade_ws, nn * 384u + 0u, 24u, gl_CooperativeMatrixLayoutColumnMajor);
+      coopMatLoad(w1_0_0, nshade_ws, (nn - 0u) * 384u + 0u, 24u, gl_CooperativeMatrixLayoutColumnMajor);
     }
     barrier();
     uint n = uint(nshade_outputs.length()) / 3u;
@@ -203,7 +201,7 @@ void main() {
         // Layer 2: 3 x 8 (sigmoid on the outputs): X0 -> f32 outputs, 4 tiles over the subgroups.
         { uint t = sgid + 0u; {
           uint nn = t / 4u; uint m = t % 4u;
-          coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c; coopMatLoad(c, nshade_bs, 32u + nn * 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
+          coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c; coopMatLoad(c, nshade_bs, 0u + nn * 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
           { coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a; coopMatLoad(a, nshade_ws, 0u + m * 384u + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor); coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w; coopMatLoad(w, nshade_ws, 3072u + nn * 384u + 0u, 24u, gl_CooperativeMatrixLayoutColumnMajor); c = coopMatMulAdd(a, w, c); }
           coopMatStore(c, nshade_zs, 0u + m * 256u + nn * 16u, 16u, gl_CooperativeMatrixLayoutRowMajor);
         } }
