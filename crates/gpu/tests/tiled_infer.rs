@@ -815,52 +815,50 @@ fn glsl_stationary_matches_cpu() {
                     (Precision::F32, true, Some((4, 2)), Some(32)),
                 ]);
             for (precision, rows_acc16, rows_shape, held_rows) in variants {
-                {
-                    let opts = Options {
-                        form: Form::CoopCompute,
-                        weights: WeightMode::Buffer,
-                        workgroup_memory: budget,
-                        precision,
-                        rows_acc16,
-                        rows_stationary: true,
-                        rows_shape,
-                        held_rows,
-                        ..Options::new(Target::Glsl)
-                    };
-                    let what = format!(
-                        "{arch} stationary ({precision:?} buffer, f16 accumulation {rows_acc16}, shape {rows_shape:?}, rows {held_rows:?})"
-                    );
-                    let plan = match coop::plan_for(&m, &opts) {
-                        Ok(plan) => plan,
-                        // a shape this kernel cannot take goes to the subgroup kernel,
-                        // which may not fit the weights either
-                        Err(e) if rows_shape.is_some() || held_rows.is_some() => {
-                            eprintln!("{what}: not taken ({e})");
-                            continue;
-                        }
-                        Err(e) => panic!("{what}: {e}"),
-                    };
-                    if plan.output_groups == 0 {
-                        eprintln!("{what}: not taken (another kernel)");
+                let opts = Options {
+                    form: Form::CoopCompute,
+                    weights: WeightMode::Buffer,
+                    workgroup_memory: budget,
+                    precision,
+                    rows_acc16,
+                    rows_stationary: true,
+                    rows_shape,
+                    held_rows,
+                    ..Options::new(Target::Glsl)
+                };
+                let what = format!(
+                    "{arch} stationary ({precision:?} buffer, f16 accumulation {rows_acc16}, shape {rows_shape:?}, rows {held_rows:?})"
+                );
+                let plan = match coop::plan_for(&m, &opts) {
+                    Ok(plan) => plan,
+                    // a shape this kernel cannot take goes to the subgroup kernel,
+                    // which may not fit the weights either
+                    Err(e) if rows_shape.is_some() || held_rows.is_some() => {
+                        eprintln!("{what}: not taken ({e})");
                         continue;
                     }
-                    if let Some((g, b)) = rows_shape {
-                        assert_eq!((plan.workgroup_size / 32, plan.blocks), (g, b), "{what}");
-                    }
-                    assert!(plan.workgroup_bytes <= budget, "{what}");
-                    match held_rows {
-                        Some(r) => assert_eq!(plan.rows, r, "{what}"),
-                        None => assert!(plan.rows == 32 || plan.rows == 64, "{what}"),
-                    }
-                    let src = export(&m, &opts).unwrap().into_text().unwrap();
-                    assert!(src.contains("weights held in registers"), "{what}");
-                    let words = compile_compute(&src)
-                        .unwrap_or_else(|e| panic!("glslang: {what}: {e:?}\n{src}"));
-                    // the last layer's outputs in an X buffer; the encoding spread
-                    aliased += usize::from(src.contains("as pairs of f16 bits"));
-                    spread += usize::from(src.contains("invocations per row"));
-                    out.push((what, m.clone(), opts, words));
+                    Err(e) => panic!("{what}: {e}"),
+                };
+                if plan.output_groups == 0 {
+                    eprintln!("{what}: not taken (another kernel)");
+                    continue;
                 }
+                if let Some((g, b)) = rows_shape {
+                    assert_eq!((plan.workgroup_size / 32, plan.blocks), (g, b), "{what}");
+                }
+                assert!(plan.workgroup_bytes <= budget, "{what}");
+                match held_rows {
+                    Some(r) => assert_eq!(plan.rows, r, "{what}"),
+                    None => assert!(plan.rows == 32 || plan.rows == 64, "{what}"),
+                }
+                let src = export(&m, &opts).unwrap().into_text().unwrap();
+                assert!(src.contains("weights held in registers"), "{what}");
+                let words = compile_compute(&src)
+                    .unwrap_or_else(|e| panic!("glslang: {what}: {e:?}\n{src}"));
+                // the last layer's outputs in an X buffer; the encoding spread
+                aliased += usize::from(src.contains("as pairs of f16 bits"));
+                spread += usize::from(src.contains("invocations per row"));
+                out.push((what, m.clone(), opts, words));
             }
         }
         // the 64- and 128-wide networks at least, in all four variants

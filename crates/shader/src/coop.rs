@@ -106,8 +106,9 @@ pub struct TilePlan {
     /// `TileLayer::staged` is 0); biases are staged once.
     pub streamed: bool,
     pub layers: Vec<TileLayer>,
-    /// f16 elements of the staged weights, f32 elements of the staged biases, f16
-    /// elements of each of the two X tiles.
+    /// f16 elements of the staged weights, f32 elements of the staged biases (in the
+    /// kernel of `coop_wide` with f16 accumulation the last layer's alone: the hidden
+    /// layers' are staged as f16), f16 elements of each of the two X tiles.
     pub weights_len: usize,
     pub biases_len: usize,
     pub x_len: usize,
@@ -1144,6 +1145,21 @@ pub(crate) fn stage_weights(
     read: &str,
     ind: &str,
 ) -> String {
+    stage_weight_rows(d, p, wg, l, read, ind, 0..l.out_p)
+}
+
+/// [`stage_weights`] for the padded output rows `rows` of layer `l` alone, row
+/// `rows.start` at the layer's staged offset (the kernel of `coop_wide` stages a layer
+/// in chunks).
+pub(crate) fn stage_weight_rows(
+    d: &Dialect,
+    p: &str,
+    wg: usize,
+    l: &TileLayer,
+    read: &str,
+    ind: &str,
+    rows: std::ops::Range<usize>,
+) -> String {
     let Dialect {
         uloop,
         ulet,
@@ -1152,14 +1168,18 @@ pub(crate) fn stage_weights(
         half,
         ..
     } = d;
+    let (o, row) = match rows.start {
+        0 => (format!("e / {}u", l.in_p), "o".to_string()),
+        o0 => (format!("{o0}u + e / {}u", l.in_p), format!("(o - {o0}u)")),
+    };
     format!(
         "{ind}for ({uloop} e = lid; e < {n}u; e += {wg}u) {{
-{ind}    {ulet} o = e / {ip}u; {ulet} i = e % {ip}u;
+{ind}    {ulet} o = {o}; {ulet} i = e % {ip}u;
 {ind}    {fvar} w = {fzero};
 {ind}    if (o < {od}u && i < {id}u) {{ w = {read}; }}
-{ind}    {p}ws[{st}u + o * {stride}u + i] = {half}(w);
+{ind}    {p}ws[{st}u + {row} * {stride}u + i] = {half}(w);
 {ind}}}\n",
-        n = l.out_p * l.in_p,
+        n = rows.len() * l.in_p,
         ip = l.in_p,
         od = l.out_dims,
         id = l.in_dims,

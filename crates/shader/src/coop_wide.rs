@@ -120,7 +120,8 @@ fn plan_tile(
     } else {
         rows * last.out_p
     };
-    let bytes = weights_len * 2 + bias_bytes(hidden_bias, last.out_p, acc16) + z_len * 4;
+    let last_out = last.out_p;
+    let bytes = weights_len * 2 + bias_bytes(hidden_bias, last_out, acc16) + z_len * 4;
     Some(TilePlan {
         workgroup_size: 32 * og * rg,
         rows,
@@ -129,7 +130,7 @@ fn plan_tile(
         streamed: false,
         layers,
         weights_len,
-        biases_len: staged_bias,
+        biases_len: if acc16 { last_out } else { staged_bias },
         x_len,
         workgroup_bytes: bytes,
         blocks: tb / rg,
@@ -207,7 +208,7 @@ void main() {{
         buffers = crate::coop::glsl_buffers(model, opts),
         lw = last.staged,
         wl = plan.weights_len,
-        bl = if acc16 { last.out_p } else { plan.biases_len },
+        bl = plan.biases_len,
         bias_note = if acc16 {
             "the hidden layers' f16 in bh, the last layer's f32 in bs"
         } else {
@@ -286,24 +287,17 @@ void main() {{
         for c0 in (0..nb).step_by(chunk) {
             let c1 = (c0 + chunk).min(nb);
             let whole = c0 == 0 && c1 == nb;
-            let _ = writeln!(
-                s,
-                "    barrier();
-    for (uint e = lid; e < {n}u; e += {wg}u) {{
-        uint o = {o0}u + e / {ip}u; uint i = e % {ip}u;
-        float w = 0.0;
-        if (o < {od}u && i < {id}u) {{ w = {r}; }}
-        {p}ws[(o - {o0}u) * {stride}u + i] = float16_t(w);
-    }}
-    barrier();",
-                n = (c1 - c0) * 16 * l.in_p,
-                o0 = c0 * 16,
-                ip = l.in_p,
-                od = l.out_dims,
-                id = l.in_dims,
-                r = read(l),
-                stride = l.stride,
-            );
+            let _ = writeln!(s, "    barrier();");
+            s.push_str(&crate::coop::stage_weight_rows(
+                d,
+                p,
+                wg,
+                l,
+                &read(l),
+                "    ",
+                16 * c0..16 * c1,
+            ));
+            let _ = writeln!(s, "    barrier();");
             for (j, partial) in slots(l) {
                 let _ = writeln!(s, "    {{ uint nn = og + {}u;", j * og);
                 let cond = match (whole, partial) {

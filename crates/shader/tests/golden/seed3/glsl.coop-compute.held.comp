@@ -78,10 +78,10 @@ void main() {
     coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w1_0_0;
     barrier();
     for (uint e = lid; e < 256u; e += 128u) {
-        uint o = 0u + e / 16u; uint i = e % 16u;
+        uint o = e / 16u; uint i = e % 16u;
         float w = 0.0;
         if (o < 8u && i < 12u) { w = nshade_params[0u + o * 12u + i]; }
-        nshade_ws[(o - 0u) * 24u + i] = float16_t(w);
+        nshade_ws[0u + o * 24u + i] = float16_t(w);
     }
     barrier();
     { uint nn = og + 0u;
@@ -89,10 +89,10 @@ void main() {
     }
     barrier();
     for (uint e = lid; e < 256u; e += 128u) {
-        uint o = 0u + e / 16u; uint i = e % 16u;
+        uint o = e / 16u; uint i = e % 16u;
         float w = 0.0;
         if (o < 8u && i < 8u) { w = nshade_params[104u + o * 8u + i]; }
-        nshade_ws[(o - 0u) * 24u + i] = float16_t(w);
+        nshade_ws[0u + o * 24u + i] = float16_t(w);
     }
     barrier();
     { uint nn = og + 0u;
