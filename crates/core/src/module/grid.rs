@@ -147,6 +147,23 @@ impl Grid {
     }
 }
 
+/// Samples per block of [`Grid::forward_blocked`].
+const BLOCK: usize = 16;
+
+/// Asks for the cache line holding `v` (a hint; no effect on results).
+#[inline(always)]
+fn prefetch(v: &f32) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetching is a hint that never faults, and `v` is a valid reference.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+            (v as *const f32).cast(),
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = v;
+}
+
 /// Cell and interpolation weights of one sample at one level.
 #[derive(Clone, Copy)]
 struct Cell<const D: usize> {
@@ -198,7 +215,9 @@ fn corner<const D: usize>(c: &Cell<D>, k: usize) -> ([u32; D], f32) {
 }
 
 impl Grid {
-    /// Forward for D inputs and `FC` features (`FC = 0`: any count, read at run time).
+    /// Forward for D inputs and `FC` features (`FC = 0`: any count, read at run time;
+    /// other counts run [`Grid::forward_blocked`], which gives the same bits as this
+    /// sample-by-sample loop — the test `blocked_forward_gives_the_bits_of_the_plain_one`).
     fn forward_d<const D: usize, const FC: usize>(
         &self,
         params: &[f32],
@@ -240,12 +259,58 @@ impl Grid {
         }
     }
 
+    /// [`Grid::forward_d`] for `FC` features in blocks of [`BLOCK`] samples: each
+    /// block's corner entries and weights are found first and their table rows
+    /// prefetched, then the rows are read, so the block's cache misses overlap instead
+    /// of waiting sample by sample. Same arithmetic in the same order, same bits.
+    fn forward_blocked<const D: usize, const FC: usize>(
+        &self,
+        params: &[f32],
+        x: &[f32],
+        n: usize,
+        y: &mut [f32],
+    ) {
+        let (od, inv) = (self.out_dims(), self.inv_range());
+        let corners = 1usize << D;
+        let mut at = [[0usize; 16]; BLOCK];
+        let mut wt = [[0.0f32; 16]; BLOCK];
+        for (l, level) in self.levels.iter().enumerate() {
+            let table = &params[level.offset..level.offset + level.entries * FC];
+            for s0 in (0..n).step_by(BLOCK) {
+                let m = BLOCK.min(n - s0);
+                for i in 0..m {
+                    let s = s0 + i;
+                    let c = cell::<D>(&x[s * D..(s + 1) * D], self.min, inv, level.res);
+                    for k in 0..corners {
+                        let (v, w) = corner(&c, k);
+                        let e = level.index(&v) * FC;
+                        prefetch(&table[e]);
+                        at[i][k] = e;
+                        wt[i][k] = w;
+                    }
+                }
+                for i in 0..m {
+                    let s = s0 + i;
+                    let mut acc = [0.0f32; 16];
+                    for k in 0..corners {
+                        let e = at[i][k];
+                        let row: &[f32; FC] = table[e..e + FC].try_into().unwrap();
+                        for j in 0..FC {
+                            acc[j] += wt[i][k] * row[j];
+                        }
+                    }
+                    y[s * od + l * FC..s * od + (l + 1) * FC].copy_from_slice(&acc[..FC]);
+                }
+            }
+        }
+    }
+
     fn forward_dims<const D: usize>(&self, params: &[f32], x: &[f32], n: usize, y: &mut [f32]) {
         match self.features {
-            1 => self.forward_d::<D, 1>(params, x, n, y),
-            2 => self.forward_d::<D, 2>(params, x, n, y),
-            4 => self.forward_d::<D, 4>(params, x, n, y),
-            8 => self.forward_d::<D, 8>(params, x, n, y),
+            1 => self.forward_blocked::<D, 1>(params, x, n, y),
+            2 => self.forward_blocked::<D, 2>(params, x, n, y),
+            4 => self.forward_blocked::<D, 4>(params, x, n, y),
+            8 => self.forward_blocked::<D, 8>(params, x, n, y),
             _ => self.forward_d::<D, 0>(params, x, n, y),
         }
     }
@@ -265,7 +330,12 @@ impl Grid {
         }
         for (l, level) in self.levels.iter().enumerate() {
             let bucket = &mut grads.sparse[self.bucket + l];
-            bucket.reserve((n << D) * f);
+            let count = (n << D) * f;
+            bucket.reserve(count);
+            // Every one of the `count` entries is written below, in order, into the spare
+            // capacity (no length update or capacity check per entry).
+            let spare = &mut bucket.spare_capacity_mut()[..count];
+            let mut o = 0usize;
             for s in 0..n {
                 let xs = &x[s * D..(s + 1) * D];
                 let g = &dy[s * od + l * f..s * od + (l + 1) * f];
@@ -275,8 +345,9 @@ impl Grid {
                     let (v, w) = corner(&c, k);
                     let e = level.offset + level.index(&v) * f;
                     for (j, gj) in g.iter().enumerate() {
-                        bucket.push(((e + j) as u32, w * gj));
+                        spare[o + j].write(((e + j) as u32, w * gj));
                     }
+                    o += f;
                     if dx.is_some() {
                         // ∂w/∂t_d = ±Π_{e≠d}(…); dot with the features and dy.
                         let dot: f32 = g.iter().zip(&params[e..e + f]).map(|(a, b)| a * b).sum();
@@ -301,6 +372,10 @@ impl Grid {
                     }
                 }
             }
+            assert_eq!(o, count);
+            let len = bucket.len();
+            // SAFETY: the `count` entries after `len` were initialised above (o == count).
+            unsafe { bucket.set_len(len + count) };
         }
     }
 }
@@ -406,6 +481,47 @@ mod tests {
         assert_eq!(y[0], 0.5); // halfway between (0,0) and (1,0)
         g.forward(&params, &[2.0, -1.0], 1, &mut y, &mut ws);
         assert_eq!(y[0], 4.0); // clamped to (4, 0)
+    }
+
+    #[test]
+    fn blocked_forward_gives_the_bits_of_the_plain_one() {
+        // 37 samples: two whole blocks and a partial one; dense and hashed levels.
+        for (d, f) in [(1usize, 2usize), (2, 2), (3, 2), (2, 1), (2, 4), (3, 8)] {
+            let g = Grid {
+                features: f,
+                levels: Grid::levels(d, 5, f as u32, Some(7), 3, 1.5).unwrap(),
+                ..grid(d, 5, Some(7), 3, -1.0)
+            };
+            let mut rng = Pcg32::new(7);
+            let params: Vec<f32> = (0..g.param_count())
+                .map(|_| rng.next_f32() * 2.0 - 1.0)
+                .collect();
+            let n = 37;
+            let x: Vec<f32> = (0..n * d).map(|_| rng.next_f32() * 2.4 - 1.2).collect();
+            let od = g.out_dims();
+            let (mut a, mut b) = (vec![f32::NAN; n * od], vec![f32::NAN; n * od]);
+            macro_rules! both {
+                ($d:literal, $f:literal) => {{
+                    g.forward_d::<$d, $f>(&params, &x, n, &mut a);
+                    g.forward_blocked::<$d, $f>(&params, &x, n, &mut b);
+                }};
+            }
+            match (d, f) {
+                (1, 2) => both!(1, 2),
+                (2, 2) => both!(2, 2),
+                (3, 2) => both!(3, 2),
+                (2, 1) => both!(2, 1),
+                (2, 4) => both!(2, 4),
+                _ => both!(3, 8),
+            }
+            assert!(
+                a.iter().all(|v| v.is_finite()),
+                "{d} inputs, {f} features: plain"
+            );
+            let a_bits: Vec<u32> = a.iter().map(|v| v.to_bits()).collect();
+            let b_bits: Vec<u32> = b.iter().map(|v| v.to_bits()).collect();
+            assert_eq!(a_bits, b_bits, "{d} inputs, {f} features");
+        }
     }
 
     #[test]
