@@ -215,51 +215,30 @@ fn corner<const D: usize>(c: &Cell<D>, k: usize) -> ([u32; D], f32) {
 }
 
 impl Grid {
-    /// Forward for D inputs and `FC` features (`FC = 0`: any count, read at run time;
-    /// other counts run [`Grid::forward_blocked`], which gives the same bits as this
-    /// sample-by-sample loop — the test `blocked_forward_gives_the_bits_of_the_plain_one`).
-    fn forward_d<const D: usize, const FC: usize>(
-        &self,
-        params: &[f32],
-        x: &[f32],
-        n: usize,
-        y: &mut [f32],
-    ) {
-        let (od, inv) = (self.out_dims(), self.inv_range());
-        let f = if FC == 0 { self.features } else { FC };
+    /// Forward for D inputs and any feature count (read at run time), sample by sample.
+    /// Counts of 1, 2, 4 and 8 run [`Grid::forward_blocked`], which gives the same bits
+    /// (the test `blocked_forward_gives_the_bits_of_the_plain_one`).
+    fn forward_d<const D: usize>(&self, params: &[f32], x: &[f32], n: usize, y: &mut [f32]) {
+        let (f, od, inv) = (self.features, self.out_dims(), self.inv_range());
         // Level-major: one table at a time stays warm in the cache for the whole chunk.
         for (l, level) in self.levels.iter().enumerate() {
             let table = &params[level.offset..level.offset + level.entries * f];
             for s in 0..n {
                 let c = cell::<D>(&x[s * D..(s + 1) * D], self.min, inv, level.res);
                 let out = &mut y[s * od + l * f..s * od + (l + 1) * f];
-                if FC == 0 {
-                    out.fill(0.0);
-                    for k in 0..1 << D {
-                        let (v, w) = corner(&c, k);
-                        let e = level.index(&v) * f;
-                        for (o, p) in out.iter_mut().zip(&table[e..e + f]) {
-                            *o += w * p;
-                        }
+                out.fill(0.0);
+                for k in 0..1 << D {
+                    let (v, w) = corner(&c, k);
+                    let e = level.index(&v) * f;
+                    for (o, p) in out.iter_mut().zip(&table[e..e + f]) {
+                        *o += w * p;
                     }
-                } else {
-                    // Accumulate in registers: the corner loads are independent.
-                    let mut acc = [0.0f32; 16];
-                    for k in 0..1 << D {
-                        let (v, w) = corner(&c, k);
-                        let e = level.index(&v) * FC;
-                        let row: &[f32; FC] = table[e..e + FC].try_into().unwrap();
-                        for j in 0..FC {
-                            acc[j] += w * row[j];
-                        }
-                    }
-                    out.copy_from_slice(&acc[..FC]);
                 }
             }
         }
     }
 
-    /// [`Grid::forward_d`] for `FC` features in blocks of [`BLOCK`] samples: each
+    /// [`Grid::forward_d`] for a count of `FC` features, in blocks of [`BLOCK`] samples: each
     /// block's corner entries and weights are found first and their table rows
     /// prefetched, then the rows are read, so the block's cache misses overlap instead
     /// of waiting sample by sample. Same arithmetic in the same order, same bits.
@@ -311,7 +290,7 @@ impl Grid {
             2 => self.forward_blocked::<D, 2>(params, x, n, y),
             4 => self.forward_blocked::<D, 4>(params, x, n, y),
             8 => self.forward_blocked::<D, 8>(params, x, n, y),
-            _ => self.forward_d::<D, 0>(params, x, n, y),
+            _ => self.forward_d::<D>(params, x, n, y),
         }
     }
 
@@ -502,7 +481,7 @@ mod tests {
             let (mut a, mut b) = (vec![f32::NAN; n * od], vec![f32::NAN; n * od]);
             macro_rules! both {
                 ($d:literal, $f:literal) => {{
-                    g.forward_d::<$d, $f>(&params, &x, n, &mut a);
+                    g.forward_d::<$d>(&params, &x, n, &mut a);
                     g.forward_blocked::<$d, $f>(&params, &x, n, &mut b);
                 }};
             }
