@@ -90,7 +90,7 @@ pub struct CpuTrainer {
     /// One dense-gradient vector per chunk, `chunks × dense_count`.
     chunk_grads: Vec<f32>,
     /// Sparse contributions per chunk and bucket.
-    chunk_sparse: Vec<Vec<Vec<(u32, f32)>>>,
+    chunk_sparse: Vec<Vec<crate::module::Sparse>>,
     grads: Vec<f32>,
 }
 
@@ -107,7 +107,7 @@ impl CpuTrainer {
         Ok(CpuTrainer {
             adam: AdamState::new(p),
             chunk_grads: vec![0.0; chunks * net.dense_count.max(1)],
-            chunk_sparse: vec![vec![Vec::new(); net.buckets.len()]; chunks],
+            chunk_sparse: vec![vec![Default::default(); net.buckets.len()]; chunks],
             grads: vec![0.0; p],
             net,
             data,
@@ -158,7 +158,7 @@ impl CpuTrainer {
                         *d = cfg.loss.gradient(y, t) * scale;
                     }
                     g.fill(0.0);
-                    sparse.iter_mut().for_each(Vec::clear);
+                    sparse.iter_mut().for_each(crate::module::Sparse::clear);
                     let mut grads = Grads { dense: g, sparse };
                     net.root.backward(
                         params, &s.x, &s.y, n, &mut s.dy, None, &mut grads, &mut s.ws,
@@ -204,9 +204,7 @@ impl CpuTrainer {
         jobs.into_par_iter().for_each(|(b, start, out)| {
             out.fill(0.0);
             for chunk in chunk_sparse {
-                for &(i, v) in &chunk[b] {
-                    out[i as usize - start] += v;
-                }
+                chunk[b].add_into(start, out);
             }
         });
         (losses.iter().sum::<f64>() / (batch * outd) as f64) as f32
@@ -324,7 +322,7 @@ mod tests {
             TrainConfig::default().loss.gradient(*y, *t)
         }
         let mut full = vec![0.0; net.param_count];
-        let mut sparse = vec![Vec::new(); net.buckets.len()];
+        let mut sparse = vec![crate::module::Sparse::default(); net.buckets.len()];
         let mut g = Grads {
             dense: &mut full[..net.dense_count],
             sparse: &mut sparse,
