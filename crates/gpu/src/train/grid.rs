@@ -121,6 +121,14 @@ pub fn backward_body(
             let j = format!("{}u", lookup.index * lookup.features + f);
             let _ = writeln!(code, "            let dy{f} = {};", dy_at(&j, "s"));
         }
+        // timing only (`NSHADE_GPU_EXP`): `nocoarse` drops the atomics of levels 0-4,
+        // `nofine` those of the others
+        let exp = std::env::var("NSHADE_GPU_EXP").unwrap_or_default();
+        if (exp.contains("nocoarse") && lookup.index < 5)
+            || (exp.contains("nofine") && lookup.index >= 5)
+        {
+            return code;
+        }
         for c in 0..1usize << x.len() {
             for f in 0..lookup.features {
                 let _ = writeln!(

@@ -550,9 +550,18 @@ impl Gen {
         match m {
             Module::Grid(gr) => {
                 let y = out.unwrap_or_else(|| self.alloc(m.out_dims()));
-                let body = super::grid::forward_body(gr, &|j, s| self.at(x, j, s), &|j, s| {
+                let mut body = super::grid::forward_body(gr, &|j, s| self.at(x, j, s), &|j, s| {
                     self.at(y, j, s)
                 });
+                if self.exp.contains("nogridfwd") {
+                    // timing only: the lookups' outputs as constants (no table reads)
+                    body.clear();
+                    for f in 0..gr.features {
+                        let yj =
+                            self.at(y, &format!("(e / S) * {}u + {f}u", gr.features), "(e % S)");
+                        body.push_str(&format!("        {yj} = f32(e & 7u) * 0.01f;\n"));
+                    }
+                }
                 self.items(gr.levels.len() * self.s, &body);
                 Fwd::Leaf { m, x, y }
             }
@@ -836,7 +845,10 @@ impl Gen {
                         super::grid::backward_body(gr, &|j, s| self.at(*x, j, s), &|j, s| {
                             self.at(dy, j, s)
                         });
-                    self.items(gr.levels.len() * self.s, &body);
+                    // timing only: `nogridbwd` leaves out the table-gradient pass
+                    if !self.exp.contains("nogridbwd") {
+                        self.items(gr.levels.len() * self.s, &body);
+                    }
                     if let Some((dxv, add)) = dx {
                         let body = super::grid::input_gradient_body(
                             gr,
