@@ -305,18 +305,32 @@ impl Grid {
     ) {
         let (od, inv) = (self.out_dims(), self.inv_range());
         let corners = 1usize << D;
-        let mut at = [[0u32; BLOCK]; 16];
-        let mut wt = [[0.0f32; BLOCK]; 16];
+        // two blocks' corners: the next block's rows are prefetched while this one's
+        // are read
+        let mut at = [[[0u32; BLOCK]; 16]; 2];
+        let mut wt = [[[0.0f32; BLOCK]; 16]; 2];
+        let blocks = n.div_ceil(BLOCK);
         for (l, level) in self.levels.iter().enumerate() {
             let table = &params[level.offset..level.offset + level.entries * FC];
-            for s0 in (0..n).step_by(BLOCK) {
-                let m = BLOCK.min(n - s0);
-                block_corners::<D>(x, s0, m, (self.min, inv), level, &mut at, &mut wt);
+            let find = |b: usize, at: &mut [[u32; BLOCK]; 16], wt: &mut [[f32; BLOCK]; 16]| {
+                let (s0, m) = (b * BLOCK, BLOCK.min(n - b * BLOCK));
+                block_corners::<D>(x, s0, m, (self.min, inv), level, at, wt);
                 for i in 0..m {
                     for a in &at[..corners] {
                         prefetch(&table[a[i] as usize * FC]);
                     }
                 }
+            };
+            if blocks > 0 {
+                find(0, &mut at[0], &mut wt[0]);
+            }
+            for b in 0..blocks {
+                let (cur, next) = (b % 2, (b + 1) % 2);
+                if b + 1 < blocks {
+                    find(b + 1, &mut at[next], &mut wt[next]);
+                }
+                let (s0, m) = (b * BLOCK, BLOCK.min(n - b * BLOCK));
+                let (at, wt) = (&at[cur], &wt[cur]);
                 for i in 0..m {
                     let s = s0 + i;
                     let mut acc = [0.0f32; 16];
