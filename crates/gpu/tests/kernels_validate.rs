@@ -16,6 +16,8 @@ fn generated_kernels_validate() {
     for arch in [
         "freq(3) | mlp(32x3, leaky_relu, sigmoid)",
         "freq(8) | mlp(64x4, relu)",
+        // wider than 64: the fused kernel keeps its weight tiles out of registers
+        "freq(8) | mlp(128x4, relu)",
         "mlp(32x3, relu)",
         "cat(identity, freq(2), tri(2)) | mlp(12x2, softplus)",
         "mlp(8x1, tanh, out=4) | freq(1) | mlp(6x1, swish)",
@@ -106,6 +108,16 @@ fn generated_kernels_validate() {
                 &step,
                 &format!("{arch} step (coop, fused {fused}, samples {samples})"),
             );
+            // weight tiles held in matrix registers (`let wrN`) for mlps up to 64 wide,
+            // not for wider ones (whose kernels spilled with them)
+            if fused && std::env::var("NSHADE_GPU_HOIST").is_err() {
+                let held = step.contains("let wr0 =");
+                if arch.contains("128x4") {
+                    assert!(!held, "{arch}: weight tiles held in registers");
+                } else if arch.contains("64x4") && threads == 256 {
+                    assert!(held, "{arch}: no weight tiles held in registers");
+                }
+            }
         }
     }
 }
