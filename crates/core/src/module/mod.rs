@@ -112,37 +112,29 @@ impl Sparse {
     /// `start`.
     pub fn add_into(&self, start: usize, out: &mut [f32]) {
         match self.features {
-            1 => self.add_n::<1>(start, out),
-            2 => self.add_n::<2>(start, out),
-            4 => self.add_n::<4>(start, out),
-            8 => self.add_n::<8>(start, out),
-            _ => self.add_any(start, out),
-        }
-    }
-
-    fn add_n<const F: usize>(&self, start: usize, out: &mut [f32]) {
-        let k = self.per_sample;
-        if k == 0 {
-            return;
-        }
-        assert_eq!(
-            self.corners.len() / k,
-            self.dy.len() / F,
-            "one dy row per sample"
-        );
-        for (cs, g) in self.corners.chunks_exact(k).zip(self.dy.chunks_exact(F)) {
-            for &(e, w) in cs {
-                let e = e as usize - start;
-                let row: &mut [f32; F] = (&mut out[e..e + F]).try_into().unwrap();
-                for j in 0..F {
-                    row[j] += w * g[j];
+            1 => self.each_corner(1, start, out, add_row::<1>),
+            2 => self.each_corner(2, start, out, add_row::<2>),
+            4 => self.each_corner(4, start, out, add_row::<4>),
+            8 => self.each_corner(8, start, out, add_row::<8>),
+            f => self.each_corner(f, start, out, |row, w, g| {
+                for (o, gj) in row.iter_mut().zip(g) {
+                    *o += w * gj;
                 }
-            }
+            }),
         }
     }
 
-    fn add_any(&self, start: usize, out: &mut [f32]) {
-        let (k, f) = (self.per_sample, self.features);
+    /// `add(row, w, dy)` for every corner in order: `row` its entry's `f` parameters in
+    /// `out`, `w` its weight, `dy` its sample's output gradients.
+    #[inline(always)]
+    fn each_corner(
+        &self,
+        f: usize,
+        start: usize,
+        out: &mut [f32],
+        add: impl Fn(&mut [f32], f32, &[f32]),
+    ) {
+        let k = self.per_sample;
         if k == 0 || f == 0 {
             return;
         }
@@ -154,11 +146,19 @@ impl Sparse {
         for (cs, g) in self.corners.chunks_exact(k).zip(self.dy.chunks_exact(f)) {
             for &(e, w) in cs {
                 let e = e as usize - start;
-                for (o, gj) in out[e..e + f].iter_mut().zip(g) {
-                    *o += w * gj;
-                }
+                add(&mut out[e..e + f], w, g);
             }
         }
+    }
+}
+
+/// `row += w · g` for rows of `F` features (unrolled).
+#[inline(always)]
+fn add_row<const F: usize>(row: &mut [f32], w: f32, g: &[f32]) {
+    let row: &mut [f32; F] = row.try_into().unwrap();
+    let g: &[f32; F] = g.try_into().unwrap();
+    for j in 0..F {
+        row[j] += w * g[j];
     }
 }
 
