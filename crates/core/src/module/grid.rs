@@ -310,10 +310,12 @@ impl Grid {
         let mut at = [[[0u32; BLOCK]; 16]; 2];
         let mut wt = [[[0.0f32; BLOCK]; 16]; 2];
         let blocks = n.div_ceil(BLOCK);
+        // block b's first sample and sample count
+        let span = |b: usize| (b * BLOCK, BLOCK.min(n - b * BLOCK));
         for (l, level) in self.levels.iter().enumerate() {
             let table = &params[level.offset..level.offset + level.entries * FC];
             let find = |b: usize, at: &mut [[u32; BLOCK]; 16], wt: &mut [[f32; BLOCK]; 16]| {
-                let (s0, m) = (b * BLOCK, BLOCK.min(n - b * BLOCK));
+                let (s0, m) = span(b);
                 block_corners::<D>(x, s0, m, (self.min, inv), level, at, wt);
                 for i in 0..m {
                     for a in &at[..corners] {
@@ -329,7 +331,7 @@ impl Grid {
                 if b + 1 < blocks {
                     find(b + 1, &mut at[next], &mut wt[next]);
                 }
-                let (s0, m) = (b * BLOCK, BLOCK.min(n - b * BLOCK));
+                let (s0, m) = span(b);
                 let (at, wt) = (&at[cur], &wt[cur]);
                 for i in 0..m {
                     let s = s0 + i;
