@@ -357,6 +357,17 @@ impl Gen {
             let first = self.dw_tiles;
             let slots = nt.div_ceil(nsg);
             self.dw_tiles += slots;
+            // f16 dW accumulators for layers wider than 64 (`NSHADE_GPU_DW16`: 0 none,
+            // 2 every layer, for measurements): D's f32 tiles spilled (216 registers a
+            // lane for 27 tiles), with f16 it ran 1.2x faster on the H200
+            let half = match std::env::var("NSHADE_GPU_DW16").as_deref() {
+                Ok("0") => false,
+                Ok("2") => true,
+                _ => op > 64 || ip > 64,
+            };
+            if half {
+                self.dw_half.extend(first..first + slots);
+            }
             let st_dw = if self.exp == "nodw" { 0 } else { st_n };
             for j in 0..slots {
                 let slot = first + j;

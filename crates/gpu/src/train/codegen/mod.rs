@@ -210,6 +210,10 @@ struct Gen {
     zc: usize,
     /// dW accumulator slots (one 16×16 tile per subgroup each) handed out so far.
     dw_tiles: usize,
+    /// Fused path: the dW slots that accumulate in f16 across the chunks (those of
+    /// layers with more than 64 inputs or outputs; `NSHADE_GPU_DW16`: 0 none, 2 all).
+    /// Their group sums are written to the partials as f32, like the others.
+    dw_half: Vec<usize>,
     /// Parameters of the network (the partials' dummy area follows them).
     param_count: usize,
     /// The output layer (by weight offset) whose activation derivative the loss phase
@@ -407,6 +411,7 @@ impl Gen {
             gh: 0,
             zc: 0,
             dw_tiles: 0,
+            dw_half: Vec::new(),
             scaled: false,
             f16: false,
             fused: false,
@@ -453,6 +458,24 @@ impl Gen {
         dummy: usize,
         wp: usize,
     ) {
+        if self.dw_half.contains(&slot) {
+            self.gh = self.gh.max(self.wg / 32 * 256);
+            // an f16 tile goes through the subgroup's 256 elements of `gh` (dead by
+            // then) and its invocations write it as f32, 8 values each
+            let chk = if self.scaled {
+                " lsf |= nsh_ls_bits(v);"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                self.writeback,
+                "    {{\n{tile}\n        let real = t < {nt}u;\n        let stride = select(16u, {ip}u, real);\n        let off = pbase + select({dummy}u, {wp}u + (ot * 16u) * {ip}u + it * 16u, real);\n        \
+                 coopStoreT(dws{slot}, &gh[sgid * 256u], 16u);\n        workgroupBarrier();\n        \
+                 for (var u = 0u; u < 8u; u++) {{ let e = u * 32u + lane; let v = f32(gh[sgid * 256u + e]);{chk} partial[off + (e / 16u) * stride + e % 16u] = v; }}\n        \
+                 workgroupBarrier();\n    }}"
+            );
+            return;
+        }
         let _ = writeln!(
             self.writeback,
             "    {{\n{tile}\n        let real = t < {nt}u;\n        let v = dws{slot};\n        let stride = select(16u, {ip}u, real);\n        let off = pbase + select({dummy}u, {wp}u + (ot * 16u) * {ip}u + it * 16u, real);\n        coopStoreT(v, &partial[off], stride);\n    }}"
@@ -2034,12 +2057,22 @@ pub fn step_kernel_with(
             16 * g.zst
         );
         init.push_str(&g.init_extra);
-        init.push_str("    for (var e = lid; e < 256u; e += WG) { zero16[e] = 0.0f; }\n    workgroupBarrier();\n");
+        init.push_str("    for (var e = lid; e < 256u; e += WG) { zero16[e] = 0.0f; }\n");
+        if !g.dw_half.is_empty() {
+            decls.push_str("var<workgroup> zero16h: array<f16, 256>;\n");
+            init.push_str("    for (var e = lid; e < 256u; e += WG) { zero16h[e] = f16(0.0f); }\n");
+        }
+        init.push_str("    workgroupBarrier();\n");
         let _ = nsg;
         for j in 0..g.dw_tiles {
             let _ = writeln!(
                 init,
-                "    var dws{j} = coopLoadT<coop_mat16x16<f32, C>>(&zero16[0], 16u);"
+                "    var dws{j} = {};",
+                if g.dw_half.contains(&j) {
+                    "coopLoadT<coop_mat16x16<f16, C>>(&zero16h[0], 16u)"
+                } else {
+                    "coopLoadT<coop_mat16x16<f32, C>>(&zero16[0], 16u)"
+                }
             );
         }
         init.push_str(&g.hoisted);
