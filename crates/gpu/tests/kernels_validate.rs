@@ -108,13 +108,13 @@ fn generated_kernels_validate() {
                 &step,
                 &format!("{arch} step (coop, fused {fused}, samples {samples})"),
             );
-            // weight tiles held in matrix registers (`let wrN`) for mlps up to 64 wide,
-            // not for wider ones (whose kernels spilled with them)
             // dW tiles accumulate in f16 for layers wider than 64 (D's f32 tiles spilled)
             if fused && std::env::var("NSHADE_GPU_DW16").is_err() {
                 let half = step.contains("var dws0 = coopLoadT<coop_mat16x16<f16, C>>");
                 assert_eq!(half, arch.contains("128x4"), "{arch}: f16 dW accumulators");
             }
+            // weight tiles held in matrix registers (`let wrN`) for mlps up to 64 wide,
+            // not for wider ones (whose kernels spilled with them)
             if fused && std::env::var("NSHADE_GPU_HOIST").is_err() {
                 let held = step.contains("let wr0 =");
                 if arch.contains("128x4") {
