@@ -461,9 +461,11 @@ impl Gen {
         if self.dw_half.contains(&slot) {
             self.gh = self.gh.max(self.wg / 32 * 256);
             // an f16 tile goes through the subgroup's 256 elements of `gh` (dead by
-            // then) and its invocations write it as f32, 8 values each
+            // then) and its invocations write it as f32, 8 values each; with dynamic
+            // loss scaling a sum that reached f16's largest value (an accumulator that
+            // overflowed to ∞, or one that saturated) flags the step
             let chk = if self.scaled {
-                " lsf |= nsh_ls_bits(v);"
+                " lsf |= select(0u, 1u, nsh_ls_over(v, 65503.0f));"
             } else {
                 ""
             };
