@@ -445,8 +445,6 @@ impl Gen {
         let _ = skew;
     }
 
-    /// Fused path: the start of an index expression into X (`xh[` in workgroup memory,
-    /// or this workgroup's region of the storage buffer `xg`).
     /// After the chunk loop: subgroup `sgid` stores its dW tile of slot `slot` into the
     /// partial sums (surplus tiles, `t ≥ nt`, into the dummy block).
     fn dw_writeback(
@@ -458,32 +456,36 @@ impl Gen {
         dummy: usize,
         wp: usize,
     ) {
-        if self.dw_half.contains(&slot) {
-            self.gh = self.gh.max(self.wg / 32 * 256);
-            // an f16 tile goes through the subgroup's 256 elements of `gh` (dead by
-            // then) and its invocations write it as f32, 8 values each; with dynamic
-            // loss scaling a sum that reached f16's largest value (an accumulator that
-            // overflowed to ∞, or one that saturated) flags the step
-            let chk = if self.scaled {
-                " lsf |= select(0u, 1u, nsh_ls_over(v, 65503.0f));"
-            } else {
-                ""
-            };
+        let head = format!(
+            "    {{\n{tile}\n        let real = t < {nt}u;\n        let stride = select(16u, {ip}u, real);\n        let off = pbase + select({dummy}u, {wp}u + (ot * 16u) * {ip}u + it * 16u, real);"
+        );
+        if !self.dw_half.contains(&slot) {
             let _ = writeln!(
                 self.writeback,
-                "    {{\n{tile}\n        let real = t < {nt}u;\n        let stride = select(16u, {ip}u, real);\n        let off = pbase + select({dummy}u, {wp}u + (ot * 16u) * {ip}u + it * 16u, real);\n        \
-                 coopStoreT(dws{slot}, &gh[sgid * 256u], 16u);\n        workgroupBarrier();\n        \
-                 for (var u = 0u; u < 8u; u++) {{ let e = u * 32u + lane; let v = f32(gh[sgid * 256u + e]);{chk} partial[off + (e / 16u) * stride + e % 16u] = v; }}\n        \
-                 workgroupBarrier();\n    }}"
+                "{head}\n        coopStoreT(dws{slot}, &partial[off], stride);\n    }}"
             );
             return;
         }
+        // an f16 tile goes through the subgroup's 256 elements of `gh` (dead by then)
+        // and its invocations write it as f32, 8 values each; with dynamic loss scaling
+        // a sum that reached f16's largest value (an accumulator that overflowed to ∞,
+        // or one that saturated) flags the step
+        self.gh = self.gh.max(self.wg / 32 * 256);
+        let chk = if self.scaled {
+            " lsf |= select(0u, 1u, nsh_ls_over(v, 65503.0f));"
+        } else {
+            ""
+        };
         let _ = writeln!(
             self.writeback,
-            "    {{\n{tile}\n        let real = t < {nt}u;\n        let v = dws{slot};\n        let stride = select(16u, {ip}u, real);\n        let off = pbase + select({dummy}u, {wp}u + (ot * 16u) * {ip}u + it * 16u, real);\n        coopStoreT(v, &partial[off], stride);\n    }}"
+            "{head}\n        coopStoreT(dws{slot}, &gh[sgid * 256u], 16u);\n        workgroupBarrier();\n        \
+             for (var u = 0u; u < 8u; u++) {{ let e = u * 32u + lane; let v = f32(gh[sgid * 256u + e]);{chk} partial[off + (e / 16u) * stride + e % 16u] = v; }}\n        \
+             workgroupBarrier();\n    }}"
         );
     }
 
+    /// Fused path: the start of an index expression into X (`xh[` in workgroup memory,
+    /// or this workgroup's region of the storage buffer `xg`).
     fn xa(&self) -> &'static str {
         if self.xglobal { "xg[xgb + " } else { "xh[" }
     }
