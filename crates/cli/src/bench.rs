@@ -193,6 +193,7 @@ fn run_inference(args: &Args) -> Result<()> {
                       path: &str,
                       weights: &str,
                       form: Form,
+                      points: usize,
                       eps: f64,
                       kernel: &str| {
             let kind = if backend == "cpu" { "cpu" } else { "gpu" };
@@ -205,12 +206,20 @@ fn run_inference(args: &Args) -> Result<()> {
                 if !kernel.is_empty() {
                     line["kernel"] = json!(kernel);
                 }
+                if points > 1 {
+                    line["points"] = json!(points);
+                }
                 println!("{line}");
             } else {
                 println!(
-                    "{:>12}  {:<45} {backend} {form} {path} {weights}  {:>10} evals/s  ({:.3} ms per 1920x1080 frame){}",
+                    "{:>12}  {:<45} {backend} {form} {path} {weights}{}  {:>10} evals/s  ({:.3} ms per 1920x1080 frame){}",
                     named.name,
                     named.arch.to_string(),
+                    if points > 1 {
+                        format!(" x{points}")
+                    } else {
+                        String::new()
+                    },
                     human(eps),
                     rows as f64 / eps * 1e3,
                     if kernel.is_empty() {
@@ -244,12 +253,21 @@ fn run_inference(args: &Args) -> Result<()> {
                     // network).
                     // Buffer-vec4: the storage buffer read as 4-vectors, each loaded once
                     // into a local (Options::vec4_buffer).
-                    for (weights, uniform, vec4, wname) in [
-                        (WeightMode::Buffer, false, false, "buffer"),
-                        (WeightMode::Buffer, false, true, "buffer-vec4"),
-                        (WeightMode::Buffer, true, false, "uniform"),
-                        (WeightMode::Baked, false, false, "baked"),
+                    // Points: 2 and 4 points per invocation (Options::points) of the
+                    // 4-vector buffer and of baked weights, for networks without grids.
+                    for (weights, uniform, vec4, points, wname) in [
+                        (WeightMode::Buffer, false, false, 1, "buffer"),
+                        (WeightMode::Buffer, false, true, 1, "buffer-vec4"),
+                        (WeightMode::Buffer, false, true, 2, "buffer-vec4"),
+                        (WeightMode::Buffer, false, true, 4, "buffer-vec4"),
+                        (WeightMode::Buffer, true, false, 1, "uniform"),
+                        (WeightMode::Baked, false, false, 1, "baked"),
+                        (WeightMode::Baked, false, false, 2, "baked"),
+                        (WeightMode::Baked, false, false, 4, "baked"),
                     ] {
+                        if points > 1 && model.network.param_count > model.network.dense_count {
+                            continue;
+                        }
                         if weights == WeightMode::Baked && !nshade_gpu::infer::bakes(&model) {
                             continue;
                         }
@@ -258,14 +276,16 @@ fn run_inference(args: &Args) -> Result<()> {
                             continue;
                         }
                         let name = if p == Precision::F16 { "f16" } else { "f32" };
-                        let ev = if uniform || vec4 {
+                        let ev = if uniform || vec4 || points > 1 {
                             // looped where `with_weights` loops (never for a network a
                             // uniform block holds)
                             let opts = nshade_shader::Options {
                                 weights,
                                 uniform_weights: uniform,
                                 vec4_buffer: vec4,
-                                loops: nshade_gpu::infer::buffer_loops(&model),
+                                points,
+                                loops: weights == WeightMode::Buffer
+                                    && nshade_gpu::infer::buffer_loops(&model),
                                 ..nshade_gpu::infer::kernel_options(nshade_shader::Target::Wgsl, p)
                             };
                             ShaderEvaluator::with_options(ctx, &model, &opts)
@@ -273,7 +293,9 @@ fn run_inference(args: &Args) -> Result<()> {
                             ShaderEvaluator::with_weights(ctx, &model, p, weights)
                         };
                         match ev.and_then(|ev| ev.throughput(ctx, &x, args.seconds)) {
-                            Ok(eps) => report(&adapter, name, wname, Form::Function, eps, ""),
+                            Ok(eps) => {
+                                report(&adapter, name, wname, Form::Function, points, eps, "")
+                            }
                             Err(e) => failed(&named.name, &format!("{name} {wname}"), &e),
                         }
                     }
@@ -293,7 +315,7 @@ fn run_inference(args: &Args) -> Result<()> {
                         Ok(()) => match ShaderEvaluator::tiled(ctx, &model, form)
                             .and_then(|ev| ev.throughput(ctx, &x, args.seconds))
                         {
-                            Ok(eps) => report(&adapter, path, "buffer", form, eps, ""),
+                            Ok(eps) => report(&adapter, path, "buffer", form, 1, eps, ""),
                             Err(e) => failed(&named.name, &format!("{form} {path}"), &e),
                         },
                         Err(why) => eprintln!("{}: no --form {form}: {why}", named.name),
@@ -312,6 +334,7 @@ fn run_inference(args: &Args) -> Result<()> {
                                 "coop-glsl",
                                 if f16 { "buffer-f16" } else { "buffer" },
                                 Form::CoopCompute,
+                                1,
                                 eps,
                                 &kernel,
                             ),
@@ -336,6 +359,7 @@ fn run_inference(args: &Args) -> Result<()> {
                     "f32",
                     "-",
                     Form::Function,
+                    1,
                     n as f64 / start.elapsed().as_secs_f64(),
                     "",
                 );

@@ -154,6 +154,12 @@ pub struct Args {
     /// zero-padded to a multiple of 4 values; --weights-out writes it so.
     #[arg(long)]
     pub vec4_buffer: bool,
+    /// Function form in wgsl, spirv or msl: the function evaluates this many points at
+    /// once (1, 2 or 4), `nshade_evalN(p: array<IN, N>) -> array<OUT, N>`, each weight
+    /// read once for all of them; the compute entry (`--compute`) takes N rows per
+    /// invocation. For compute passes; not with --fragment or grid tables.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=4))]
+    pub points: u8,
     /// Output file; `-` or none: standard output (spirv, being binary, needs a file or `-`
     /// on a pipe).
     #[arg(short = 'o', long = "output")]
@@ -241,6 +247,7 @@ pub fn run(args: Args) -> Result<()> {
         rows_acc16: args.accumulate == Some(PrecisionArg::F16),
         rows_stationary: args.held_weights,
         vec4_buffer: args.vec4_buffer,
+        points: args.points as usize,
         ..Options::new(target)
     };
     // f16 accumulation by default where the subgroup kernel is what gets written

@@ -42,6 +42,8 @@ pub struct ShaderEvaluator {
     f16_params: bool,
     /// The GLSL subgroup kernel's hidden layers accumulate in f16.
     acc16: bool,
+    /// Rows per invocation of the function form's compute entry (`Options::points`).
+    points: usize,
 }
 
 /// The tiled compute form `form` can run on this device for `model`: f16 always; for
@@ -466,6 +468,7 @@ impl ShaderEvaluator {
             prefix: opts.prefix.clone(),
             uniform_weights: opts.uniform_weights,
             vec4_buffer: opts.vec4_buffer,
+            points: opts.points,
             ..kernel_options(Target::Wgsl, precision)
         };
         let wgsl = nshade_shader::export(model, &opts)
@@ -473,7 +476,7 @@ impl ShaderEvaluator {
             .into_text()
             .ok_or_else(|| GpuError::Other("WGSL came out as binary".into()))?;
         let packed = nshade_shader::pack_weights(model, &opts);
-        ShaderEvaluator::build(
+        let mut ev = ShaderEvaluator::build(
             ctx,
             Kernel::Wgsl(&wgsl),
             &format!("{}main", opts.prefix),
@@ -482,7 +485,9 @@ impl ShaderEvaluator {
             (weights == WeightMode::Buffer).then_some(packed.as_slice()),
             None,
             opts.uniform_weights,
-        )
+        )?;
+        ev.points = opts.points;
+        Ok(ev)
     }
 
     /// Builds the pipeline of any generated kernel with a compute entry point, bindings
@@ -688,6 +693,7 @@ impl ShaderEvaluator {
             glsl: false,
             f16_params: false,
             acc16: false,
+            points: 1,
         })
     }
 
@@ -754,7 +760,7 @@ impl ShaderEvaluator {
             pass.dispatch_workgroups(plan.dispatch_capped(rows, self.max_groups), 1, 1);
             return;
         }
-        let groups = rows.div_ceil(WORKGROUP as usize) as u32;
+        let groups = rows.div_ceil(WORKGROUP as usize * self.points) as u32;
         let x = groups.min(65535);
         let y = groups.div_ceil(x.max(1));
         pass.set_pipeline(&self.pipeline);

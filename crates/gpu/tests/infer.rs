@@ -149,6 +149,73 @@ fn vec4_buffer_matches_cpu() {
     assert!(ran >= 9, "only {ran} vec4-buffer kernels ran");
 }
 
+/// `Options::points`: the function evaluating 2 or 4 points at once (each value a vector
+/// of the points) gives the CPU's outputs for every dense fixed model, baked and from the
+/// buffer (plain, 4-vectors, loops), f32 and f16, over a row count that leaves a partial
+/// last group (the compute entry's clamped reads and skipped stores); models with grid
+/// tables are refused in one line.
+#[test]
+fn points_match_cpu() {
+    let Some(ctx) = common::context() else { return };
+    let f16 = ctx.has(wgpu::Features::SHADER_F16);
+    let rows = 3001;
+    let mut ran = 0;
+    let mut worst = [0.0f32; 2];
+    for (name, model) in models::all() {
+        let x = models::random_inputs(&model, rows, 17);
+        let cpu = model.eval(&x);
+        let dense = model.network.param_count == model.network.dense_count;
+        // 4 points in every weight mode and precision; 2 points in two of them (each
+        // kernel takes lavapipe about a second to compile)
+        let variants = [
+            (WeightMode::Baked, false, false),
+            (WeightMode::Buffer, true, false),
+        ]
+        .into_iter()
+        .flat_map(|w| [(4, w, Precision::F32), (4, w, Precision::F16)])
+        .chain([
+            (4, (WeightMode::Buffer, false, false), Precision::F32),
+            (4, (WeightMode::Buffer, false, true), Precision::F16),
+            (2, (WeightMode::Buffer, false, false), Precision::F32),
+            (2, (WeightMode::Baked, false, false), Precision::F16),
+        ]);
+        for (points, (weights, vec4, loops), precision) in variants {
+            if precision == Precision::F16 && !f16 {
+                continue;
+            }
+            let opts = Options {
+                weights,
+                vec4_buffer: vec4,
+                loops,
+                points,
+                ..kernel_options(Target::Wgsl, precision)
+            };
+            let ev = ShaderEvaluator::with_options(&ctx, &model, &opts);
+            if !dense {
+                let e = ev.err().expect("grids refused").to_string();
+                assert!(e.contains("grid tables") && !e.contains('\n'), "{e}");
+                continue;
+            }
+            let gpu = ev.unwrap().eval(&ctx, &x).unwrap();
+            let (tol, k) = match precision {
+                Precision::F32 => (1e-5, 0),
+                Precision::F16 => (1e-2, 1),
+            };
+            let label = format!(
+                "{name} points {points} {weights:?} vec4 {vec4} loops {loops} {precision:?}"
+            );
+            let e = assert_close(&label, &gpu, &cpu, tol);
+            worst[k] = worst[k].max(e);
+            ran += 1;
+        }
+    }
+    eprintln!(
+        "points: {ran} kernels, max relative error f32 {:.2e}, f16 {:.2e}",
+        worst[0], worst[1]
+    );
+    assert!(ran >= 30, "only {ran} kernels of several points ran");
+}
+
 #[test]
 fn wgsl_f16_is_close_to_cpu() {
     let Some(ctx) = common::context() else { return };

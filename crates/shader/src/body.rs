@@ -36,6 +36,20 @@ pub(crate) struct Body<'a> {
     /// that doubles per octave from f32 rounding (about 1e-5 at octave 7, far below the
     /// f16 rounding of the tensor-core kernels that use it). f32 locals only.
     pub freq_doubling: bool,
+    /// Points evaluated at once (`Options::points`, WGSL): each value is a vector of
+    /// this many points (`vec4<f32>`), the parameter `p` an array of the points' inputs,
+    /// and every weight a scalar that multiplies the whole vector. 1: scalar values.
+    pub points: usize,
+    /// With `points` above 1: the values' vector types.
+    pub lanes: Option<LaneTypes>,
+}
+
+/// The vector types of [`Body::points`].
+pub(crate) struct LaneTypes {
+    /// f32 vector of the points (inputs are built in f32, then cast).
+    pub f32: String,
+    /// The values' vector type: `f32`'s, or its f16 twin; it also splats bare literals.
+    pub value: String,
 }
 
 /// Terms per line in a long multiply-add.
@@ -92,7 +106,18 @@ impl Body<'_> {
                     offset,
                     mapped,
                 } => {
-                    let x = component(&self.param, *index, program.in_dims);
+                    let x = match &self.lanes {
+                        Some(l) => {
+                            let xs: Vec<String> = (0..self.points)
+                                .map(|j| {
+                                    let pj = format!("{}[{j}]", self.param);
+                                    component(&pj, *index, program.in_dims)
+                                })
+                                .collect();
+                            format!("{}({})", l.f32, xs.join(", "))
+                        }
+                        None => component(&self.param, *index, program.in_dims),
+                    };
                     let e = if *mapped {
                         format!(
                             "{x} * {}{}",
@@ -163,9 +188,11 @@ impl Body<'_> {
                 Stmt::SphericalHarmonic { dst, srcs, index } => {
                     let [x, y, z] = srcs.map(|s| names[s].as_str());
                     let mut e = syntax::spherical_harmonic(x, y, z, *index);
-                    // Y_0 is a bare literal: give it the compute type (f16 in WGSL).
+                    // Y_0 is a bare literal: give it the compute type (f16 in WGSL, the
+                    // vector of the points).
+                    let value_type = self.lanes.as_ref().map(|l| &l.value);
                     if *index == 0
-                        && let Some(c) = &self.cast
+                        && let Some(c) = value_type.or(self.cast.as_ref())
                     {
                         e = format!("{c}({e})");
                     }
@@ -214,7 +241,7 @@ impl Body<'_> {
                     }
                     let b = (self.buffer_read)(&format!("o + {bias}"));
                     writeln!(out, " + {b};").unwrap();
-                    let y = syntax::activation(self.syntax, act, "z");
+                    let y = syntax::activation_with_zero(self.syntax, act, "z", &self.zero());
                     writeln!(out, "{ind}    {arr}[o] = {y};\n{ind}}}").unwrap();
                     for r in 0..rows {
                         names[dst + r] = format!("{arr}[{r}]");
@@ -264,13 +291,21 @@ impl Body<'_> {
                     };
                     writeln!(out, "{b};").unwrap();
                     if !linear {
-                        let y = syntax::activation(self.syntax, act, &name);
+                        let y = syntax::activation_with_zero(self.syntax, act, &name, &self.zero());
                         writeln!(out, "{ind}{}v{dst} = {y};", self.decl).unwrap();
                     }
                 }
             }
         }
         program.outputs.iter().map(|v| names[*v].clone()).collect()
+    }
+
+    /// The zero an activation compares with: `0.0`, or the points' zero vector.
+    fn zero(&self) -> String {
+        match &self.lanes {
+            Some(l) => format!("{}()", l.value),
+            None => "0.0".into(),
+        }
     }
 
     /// One grid level: the shared lookup of [`syntax::grid_level`], reading the tables

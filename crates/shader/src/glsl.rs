@@ -153,6 +153,8 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
             .then(|| format!("{p}params.w")),
         vec4_decl: "vec4",
         freq_doubling: false,
+        points: 1,
+        lanes: None,
     };
     writeln!(s, "{signature} {{").unwrap();
     let outs = body.write(model, program, opts, &mut s);

@@ -270,6 +270,13 @@ pub struct Options {
     /// With `rows_stationary` (for measurements): that kernel's tiles of this many rows
     /// (32 or 64) instead of the planner's choice.
     pub held_rows: Option<usize>,
+    /// `--form function` in WGSL, SPIR-V and MSL (`nshade export --points N`): the
+    /// function evaluates this many points at once (1, 2 or 4), `{prefix}eval{N}(p:
+    /// array<IN, N>) -> array<OUT, N>`, each value a vector of the points so that every
+    /// weight is read once for N multiply-adds (and at f16 two points share a packed
+    /// instruction); the compute entry evaluates N consecutive rows per invocation.
+    /// Networks without grid tables; no fragment entry (a fragment is one point).
+    pub points: usize,
 }
 
 /// Measurement variants of the GLSL subgroup kernel (`Options::rows_split`).
@@ -332,6 +339,7 @@ impl Options {
             rows_hold: false,
             rows_stationary: false,
             held_rows: None,
+            points: 1,
         }
     }
 
@@ -521,6 +529,29 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
             "a buffer of 4-vectors belongs to --target wgsl, glsl, hlsl or slang with --form function --weights buffer"
                 .into(),
         ));
+    }
+    if opts.points != 1 {
+        if !matches!(opts.points, 2 | 4) {
+            return Err(Error::Option(format!(
+                "--points {} is not 1, 2 or 4",
+                opts.points
+            )));
+        }
+        if !matches!(t, Target::Wgsl | Target::SpirV | Target::Msl) || opts.form.is_tiled() {
+            return unsupported(
+                "--points (points at once belong to --form function in wgsl, spirv and msl)",
+            );
+        }
+        if opts.fragment {
+            return Err(Error::Option(
+                "--points with a fragment entry (a fragment evaluates one point)".into(),
+            ));
+        }
+        if model.network.param_count > model.network.dense_count {
+            return Err(Error::Model(
+                "it has grid tables, whose lookups are per point (use --points 1)".into(),
+            ));
+        }
     }
     if opts.uniform_weights {
         if opts.weights != WeightMode::Buffer || opts.form.is_tiled() {

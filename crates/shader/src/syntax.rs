@@ -59,12 +59,19 @@ pub fn paren(e: &str) -> String {
 
 /// y = f(z). `z` is evaluated more than once by some activations: pass an identifier.
 pub fn activation(s: &dyn Syntax, act: &Activation, z: &str) -> String {
+    activation_with_zero(s, act, z, "0.0")
+}
+
+/// [`activation`] with `zero` for the zero its comparisons and `max` take: `0.0` for a
+/// scalar `z`; a zero vector of z's type (`vec4<f32>()`) for a WGSL vector, whose `max`
+/// and `>` do not mix vectors and scalars.
+pub fn activation_with_zero(s: &dyn Syntax, act: &Activation, z: &str, zero: &str) -> String {
     let z = paren(z);
     match *act {
         Activation::None => z,
-        Activation::Relu => format!("max({z}, 0.0)"),
+        Activation::Relu => format!("max({z}, {zero})"),
         Activation::LeakyRelu { slope } => s.select(
-            &format!("{z} > 0.0"),
+            &format!("{z} > {zero}"),
             &z,
             &format!("{} * {z}", float_literal(slope)),
         ),
@@ -74,7 +81,7 @@ pub fn activation(s: &dyn Syntax, act: &Activation, z: &str) -> String {
         Activation::Swish => format!("({z} * {})", sigmoid(&z)),
         Activation::Sine { w0 } => format!("sin({} * {z})", float_literal(w0)),
         // max(z, 0) + ln(1 + e^-|z|): equal to ln(1 + e^z), never overflows (also at f16).
-        Activation::Softplus => format!("(max({z}, 0.0) + log(1.0 + exp(-abs({z}))))"),
+        Activation::Softplus => format!("(max({z}, {zero}) + log(1.0 + exp(-abs({z}))))"),
     }
 }
 

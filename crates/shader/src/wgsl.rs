@@ -146,7 +146,12 @@ pub(crate) fn write_tables_as(
     let (g, b) = (opts.group, opts.binding);
     let in_ty = vec_type(program.in_dims, "f32");
     let out_ty = vec_type(program.out_dims, "f32");
-    let signature = format!("fn {p}eval(p: {in_ty}) -> {out_ty}");
+    let np = opts.points;
+    let signature = if np == 1 {
+        format!("fn {p}eval(p: {in_ty}) -> {out_ty}")
+    } else {
+        format!("fn {p}eval{np}(p: array<{in_ty}, {np}>) -> array<{out_ty}, {np}>")
+    };
     let elem = if opts.buffer_is_f16() { "f16" } else { "f32" };
 
     let mut entries = Vec::new();
@@ -159,11 +164,25 @@ pub(crate) fn write_tables_as(
             b + 1
         ));
     }
-    if opts.compute {
+    if np > 1 {
+        entries.push(format!(
+            "{np} points at once: element j of the result is the network at p[j]; each value is a vec{np} of the points, each weight read once for the {np}"
+        ));
+    }
+    if opts.compute && np > 1 {
+        entries.push(format!(
+            "compute entry {p}main, @workgroup_size(64): with g = id.x + id.y * 64 * num_workgroups.x, rows {np}g..{np}g + {np} (those below n = arrayLength(outputs) / {o}) from inputs[row * {i}..] into outputs[row * {o}..]: dispatch ceil(n / {}) workgroups;",
+            64 * np,
+            i = program.in_dims,
+            o = program.out_dims
+        ));
+    } else if opts.compute {
         entries.push(format!(
             "compute entry {p}main, @workgroup_size(64): row = id.x + id.y * 64 * num_workgroups.x evaluates inputs[row * {}..] into outputs[row * {}..] for row < arrayLength(outputs) / {};",
             program.in_dims, program.out_dims, program.out_dims
         ));
+    }
+    if opts.compute {
         entries.push(format!(
             "  inputs: array<f32> at @group({g}) @binding({}) (read), outputs: array<f32> at @group({g}) @binding({}) (read_write); bind exactly n rows of each",
             b + 2,
@@ -227,23 +246,46 @@ pub(crate) fn write_tables_as(
         let v = crate::syntax::vec4_element(&format!("{p}params"), i, true);
         if f16 { format!("f16({v})") } else { v }
     };
+    let scalar = if f16 { "f16" } else { "f32" };
+    let lanes = (np > 1).then(|| crate::body::LaneTypes {
+        f32: format!("vec{np}<f32>"),
+        value: format!("vec{np}<{scalar}>"),
+    });
+    let value_ty = lanes
+        .as_ref()
+        .map_or(scalar.to_string(), |l| l.value.clone());
     let body = Body {
         syntax: &WgslSyntax,
         decl: "let ".into(),
-        cast: f16.then(|| "f16".to_string()),
+        cast: f16.then(|| value_ty.clone()),
         param: "p".into(),
         buffer_read: &read,
         indent: "    ",
-        scalar: if f16 { "f16" } else { "f32" }.into(),
+        scalar: value_ty.clone(),
         wgsl: true,
         vec4_locals: (opts.vec4_buffer && opts.weights == WeightMode::Buffer)
             .then(|| format!("{p}params")),
         vec4_decl: "let",
         freq_doubling: false,
+        points: np,
+        lanes,
     };
     writeln!(s, "{signature} {{").unwrap();
     let outs = body.write(model, program, opts, &mut s);
-    let ret = if f16 {
+    let ret = if np > 1 {
+        // point j's outputs: element j of every output vector
+        let point = |j: usize| -> String {
+            let xs: Vec<String> = outs.iter().map(|o| format!("{o}[{j}]")).collect();
+            let v = if outs.len() == 1 {
+                xs[0].clone()
+            } else {
+                format!("{}({})", vec_type(outs.len(), scalar), xs.join(", "))
+            };
+            if f16 { format!("{out_ty}({v})") } else { v }
+        };
+        let pts: Vec<String> = (0..np).map(point).collect();
+        format!("array<{out_ty}, {np}>({})", pts.join(", "))
+    } else if f16 {
         if outs.len() == 1 {
             format!("f32({})", outs[0])
         } else {
@@ -290,7 +332,69 @@ fn {p}fs(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {{
         )
         .unwrap();
     }
-    if opts.compute {
+    if opts.compute && np > 1 {
+        let (i, o) = (program.in_dims, program.out_dims);
+        // point j reads row min(row0 + j, n - 1) (the last rows of an odd count repeat
+        // the last row) and stores row0 + j only below n
+        let point = |j: usize| -> String {
+            let args: Vec<String> = (0..i)
+                .map(|k| format!("{p}inputs[r{j} * {i}u + {k}u]"))
+                .collect();
+            if i == 1 {
+                args[0].clone()
+            } else {
+                format!("{in_ty}({})", args.join(", "))
+            }
+        };
+        write!(
+            s,
+            "
+@group({g}) @binding({b2}) var<storage, read> {p}inputs: array<f32>;
+@group({g}) @binding({b3}) var<storage, read_write> {p}outputs: array<f32>;
+
+@compute @workgroup_size(64)
+fn {p}main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {{
+    let n = arrayLength(&{p}outputs) / {o}u;
+    let r0 = (id.x + id.y * 64u * groups.x) * {np}u;
+    if r0 >= n {{
+        return;
+    }}
+",
+            b2 = b + 2,
+            b3 = b + 3
+        )
+        .unwrap();
+        for j in 1..np {
+            writeln!(s, "    let r{j} = min(r0 + {j}u, n - 1u);").unwrap();
+        }
+        let pts: Vec<String> = (0..np).map(point).collect();
+        writeln!(
+            s,
+            "    let y = {p}eval{np}(array<{in_ty}, {np}>({}));",
+            pts.join(", ")
+        )
+        .unwrap();
+        for j in 0..np {
+            let ind = if j == 0 { "    " } else { "        " };
+            if j > 0 {
+                writeln!(s, "    if r0 + {j}u < n {{").unwrap();
+            }
+            for k in 0..o {
+                let c = crate::body::component(&format!("y[{j}]"), k, o);
+                writeln!(s, "{ind}{p}outputs[(r0 + {j}u) * {o}u + {k}u] = {c};").unwrap();
+            }
+            if j > 0 {
+                s.push_str(
+                    "    }
+",
+                );
+            }
+        }
+        s.push_str(
+            "}
+",
+        );
+    } else if opts.compute {
         let (i, o) = (program.in_dims, program.out_dims);
         let args: Vec<String> = (0..i)
             .map(|k| format!("{p}inputs[row * {i}u + {k}u]"))

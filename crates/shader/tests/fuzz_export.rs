@@ -368,6 +368,9 @@ fn fuzz_export() {
             held_rows: ((c.seed >> 33) % 4 == 0).then_some(32),
             // the GLSL kernel: half of the time the default (the subgroup-private kernel
             // in the first shape that fits), else the shared-tile one or one of six shapes
+            // several points at once three times in eight, a count it refuses one in eight
+            // (WGSL, SPIR-V and MSL functions of networks without grids only)
+            points: [1, 1, 1, 1, 2, 4, 4, 3][(c.seed >> 16) as usize % 8],
             rows_shape: ((c.seed >> 20) % 2 == 0).then(|| {
                 [(0, 0), (4, 2), (2, 2), (4, 1), (2, 1), (1, 2), (1, 1)]
                     [(c.seed >> 10) as usize % 7]
@@ -414,6 +417,14 @@ fn fuzz_export() {
             ) && opts.weights == WeightMode::Buffer
                 && !opts.form.is_tiled()
                 && !opts.uniform_weights;
+            if opts.points == 3
+                || !matches!(target, Target::Wgsl | Target::SpirV | Target::Msl)
+                || opts.form.is_tiled()
+                || opts.fragment
+                || model.network.param_count > model.network.dense_count
+            {
+                opts.points = 1;
+            }
             opts.rows_direct &= target == Target::Glsl
                 && opts.form == Form::CoopCompute
                 && opts.precision == Precision::F16;
