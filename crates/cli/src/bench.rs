@@ -253,17 +253,16 @@ fn run_inference(args: &Args) -> Result<()> {
                     // network).
                     // Buffer-vec4: the storage buffer read as 4-vectors, each loaded once
                     // into a local (Options::vec4_buffer).
-                    // Points: 2 and 4 points per invocation (Options::points) of the
-                    // 4-vector buffer and of baked weights, for networks without grids.
+                    // Points: 2 points per invocation (Options::points) of the 4-vector
+                    // buffer and of baked weights, for networks without grids (4 points
+                    // ran slower than 2 on the H200 for every network).
                     for (weights, uniform, vec4, points, wname) in [
                         (WeightMode::Buffer, false, false, 1, "buffer"),
                         (WeightMode::Buffer, false, true, 1, "buffer-vec4"),
                         (WeightMode::Buffer, false, true, 2, "buffer-vec4"),
-                        (WeightMode::Buffer, false, true, 4, "buffer-vec4"),
                         (WeightMode::Buffer, true, false, 1, "uniform"),
                         (WeightMode::Baked, false, false, 1, "baked"),
                         (WeightMode::Baked, false, false, 2, "baked"),
-                        (WeightMode::Baked, false, false, 4, "baked"),
                     ] {
                         if points > 1 && model.network.param_count > model.network.dense_count {
                             continue;

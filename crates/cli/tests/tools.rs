@@ -223,7 +223,7 @@ fn bench_inference_reports_evaluations_per_second() {
                         .is_some_and(|s| s.starts_with("16x16x16") && s.contains("F16->F32"))
                 })
             });
-    let mut seen: Vec<(String, String, String)> = Vec::new();
+    let mut seen: Vec<(String, String, String, u64)> = Vec::new();
     for l in &lines {
         check(l, "gpu");
         assert_eq!(l["adapter"], format!("gpu ({adapter})").as_str(), "{l}");
@@ -238,37 +238,44 @@ fn bench_inference_reports_evaluations_per_second() {
             l["path"].as_str().unwrap().into(),
             l["weights"].as_str().unwrap().into(),
             l["form"].as_str().unwrap().into(),
+            // "points" only where more than one
+            l.get("points").map_or(1, |p| p.as_u64().unwrap()),
         ));
     }
-    // per precision: the storage buffer, read as 4-vectors, the uniform block (f32 only;
-    // this small dense network fits one), baked
+    // per precision: the storage buffer, read as 4-vectors (one point, two points), the
+    // uniform block (f32 only; this small dense network fits one), baked (one point, two
+    // points)
     let mut expect = vec![
-        ("f32", "buffer", "function"),
-        ("f32", "buffer-vec4", "function"),
-        ("f32", "uniform", "function"),
-        ("f32", "baked", "function"),
+        ("f32", "buffer", "function", 1),
+        ("f32", "buffer-vec4", "function", 1),
+        ("f32", "buffer-vec4", "function", 2),
+        ("f32", "uniform", "function", 1),
+        ("f32", "baked", "function", 1),
+        ("f32", "baked", "function", 2),
     ];
     if f16 {
         expect.extend([
-            ("f16", "buffer", "function"),
-            ("f16", "buffer-vec4", "function"),
-            ("f16", "baked", "function"),
+            ("f16", "buffer", "function", 1),
+            ("f16", "buffer-vec4", "function", 1),
+            ("f16", "buffer-vec4", "function", 2),
+            ("f16", "baked", "function", 1),
+            ("f16", "baked", "function", 2),
         ]);
     }
     if coop {
         // the WGSL kernel, then the GLSL one through the built-in glslang
-        expect.push(("coop", "buffer", "coop-compute"));
+        expect.push(("coop", "buffer", "coop-compute", 1));
     }
     // the loop form on hardware adapters only (lavapipe is a CPU adapter)
     if f16 && described["device_type"] != "Cpu" {
-        expect.push(("f16", "buffer", "tiled-compute"));
+        expect.push(("f16", "buffer", "tiled-compute", 1));
     }
     if coop {
-        expect.push(("coop-glsl", "buffer", "coop-compute"));
+        expect.push(("coop-glsl", "buffer", "coop-compute", 1));
     }
-    let expect: Vec<(String, String, String)> = expect
+    let expect: Vec<(String, String, String, u64)> = expect
         .iter()
-        .map(|(p, w, f)| (p.to_string(), w.to_string(), f.to_string()))
+        .map(|(p, w, f, n)| (p.to_string(), w.to_string(), f.to_string(), *n))
         .collect();
     assert_eq!(seen, expect, "{out}");
     // One form asked for: that form's line alone (the loop form too on a software adapter).

@@ -302,20 +302,33 @@ impl ShaderEvaluator {
     /// networks and models with grid tables read the buffer, the large ones with one loop
     /// per layer ([`LOOP_ABOVE`]), as 4-vectors each loaded once (`Options::vec4_buffer`:
     /// on the H200 the hash-grid network C ran at 0.46 G evaluations/s against 0.21 G
-    /// with a load per weight in f32, 0.99 G against 0.21 G in f16). The plain buffer-mode
-    /// kernel, identical otherwise, is [`ShaderEvaluator::with_weights`].
+    /// with a load per weight in f32, 0.99 G against 0.21 G in f16), two points per
+    /// invocation for networks without grid tables (`Options::points`: each loaded
+    /// vector serves both; on the H200 seed #3 from the 4-vector buffer 5.31 G against
+    /// 2.99 G in f32, 7.42 G against 5.78 G in f16, and `freq(8) | mlp(128x4, relu)`
+    /// 0.11 G against 0.08 G in f16). Baked f16 kernels also take two points (seed #3
+    /// 12.7 G against 11.3 G, `mlp(32x3, relu)` 23.4 G against 20.4 G; in f32 two points
+    /// ran slower: 7.7 G against 10.2 G). The plain buffer-mode kernel, identical
+    /// otherwise, is [`ShaderEvaluator::with_weights`].
     pub fn new(
         ctx: &GpuContext,
         model: &Model,
         precision: Precision,
     ) -> Result<ShaderEvaluator, GpuError> {
         if bakes(model) {
-            return ShaderEvaluator::with_weights(ctx, model, precision, WeightMode::Baked);
+            let opts = Options {
+                weights: WeightMode::Baked,
+                points: if precision == Precision::F16 { 2 } else { 1 },
+                ..kernel_options(Target::Wgsl, precision)
+            };
+            return ShaderEvaluator::with_options(ctx, model, &opts);
         }
+        let dense = model.network.param_count == model.network.dense_count;
         let opts = Options {
             weights: WeightMode::Buffer,
             loops: buffer_loops(model),
             vec4_buffer: true,
+            points: if dense { 2 } else { 1 },
             ..kernel_options(Target::Wgsl, precision)
         };
         ShaderEvaluator::with_options(ctx, model, &opts)
