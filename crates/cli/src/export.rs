@@ -154,10 +154,12 @@ pub struct Args {
     /// zero-padded to a multiple of 4 values; --weights-out writes it so.
     #[arg(long)]
     pub vec4_buffer: bool,
-    /// Function form in wgsl, spirv or msl: the function evaluates this many points at
-    /// once (1, 2 or 4), `nshade_evalN(p: array<IN, N>) -> array<OUT, N>`, each weight
-    /// read once for all of them; the compute entry (`--compute`) takes N rows per
-    /// invocation. For compute passes; not with --fragment or grid tables.
+    /// Function form in wgsl, spirv, msl or glsl: the function evaluates this many points
+    /// at once (1, 2 or 4), `nshade_evalN(p: array<IN, N>) -> array<OUT, N>` (GLSL
+    /// `OUT[N] nshade_evalN(IN p[N])`), each weight read once for all of them (on the H200
+    /// 2 points from a --vec4-buffer ran 1.3-1.8x one point); SPIR-V's compute entry
+    /// takes N rows per invocation. For compute passes; not with --fragment or grid
+    /// tables.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=4))]
     pub points: u8,
     /// Output file; `-` or none: standard output (spirv, being binary, needs a file or `-`

@@ -205,6 +205,33 @@ fn glsl_harness(model: &Model, rows: usize) -> String {
     )
 }
 
+/// The GLSL 450 compute harness around `nshade_eval{points}` (`--points`): invocation g
+/// evaluates rows `points·g ..`, reading row `min(row, rows − 1)` for the points past
+/// the end and storing only rows below `rows`.
+fn glsl_points_harness(model: &Model, rows: usize, points: usize) -> String {
+    let (i, o) = (model.network.in_dims, model.network.out_dims);
+    let in_ty = result_type(Lang::Glsl, i);
+    let out_ty = result_type(Lang::Glsl, o);
+    let mut s = format!(
+        "\nlayout(local_size_x = 64) in;\nlayout(std430, binding = 2) readonly buffer NshIn {{ float x[]; }} nsh_in;\nlayout(std430, binding = 3) writeonly buffer NshOut {{ float y[]; }} nsh_out;\nvoid main() {{\n    uint i0 = gl_GlobalInvocationID.x * {points}u;\n    if (i0 >= {rows}u) {{ return; }}\n    {in_ty} p[{points}];\n"
+    );
+    for j in 0..points {
+        s += &format!(
+            "    {{ uint i = min(i0 + {j}u, {}u); p[{j}] = {}; }}\n",
+            rows - 1,
+            row_args(Lang::Glsl, "nsh_in.x", i)
+        );
+    }
+    s += &format!("    {out_ty} rs[{points}] = nshade_eval{points}(p);\n");
+    for j in 0..points {
+        s += &format!(
+            "    if (i0 + {j}u < {rows}u) {{ uint i = i0 + {j}u; {out_ty} r = rs[{j}];\n{}    }}\n",
+            row_stores("nsh_out.y", o)
+        );
+    }
+    s + "}\n"
+}
+
 /// The HLSL / Slang compute harness around `nshade_eval`.
 fn hlsl_harness(model: &Model, lang: Lang, rows: usize) -> String {
     let (i, o) = (model.network.in_dims, model.network.out_dims);
@@ -531,6 +558,62 @@ fn glsl_450_runs_and_matches_cpu() {
         return;
     };
     run_all("glsl 450", &glslang_cases(Target::Glsl, &dir));
+}
+
+/// `--points 2|4` in GLSL 450 (vector values, `mix`/`greaterThan` for the selects):
+/// baked, from the buffer as 4-vectors and looped, over a row count that leaves the
+/// last invocation's points partly past the end; models with grid tables are refused.
+#[test]
+fn glsl_450_points_run_and_match_cpu() {
+    let Some(dir) = ready(GLSLANG, "glsl-points") else {
+        return;
+    };
+    let rows = ROWS + 1;
+    let mut cases = Vec::new();
+    for (points, weights, vec4_buffer, loops) in [
+        (2, WeightMode::Baked, false, false),
+        (4, WeightMode::Baked, false, false),
+        (2, WeightMode::Buffer, true, false),
+        (4, WeightMode::Buffer, false, true),
+    ] {
+        let o = Options {
+            weights,
+            vec4_buffer,
+            loops,
+            points,
+            ..Options::new(Target::Glsl)
+        };
+        for (name, model) in models_for(weights) {
+            let what = format!("{name} glsl points {points} {}", mode(&o));
+            if !wanted(&what) {
+                continue;
+            }
+            if model.network.param_count > model.network.dense_count {
+                let e = export(&model, &o).unwrap_err().to_string();
+                assert!(e.contains("grid tables") && !e.contains('\n'), "{e}");
+                continue;
+            }
+            let x = models::random_inputs(&model, rows, 23);
+            let want = model.eval(&x);
+            let src = text(&model, &o);
+            let full = format!(
+                "#version 450\n{src}{}",
+                glsl_points_harness(&model, rows, points)
+            );
+            let file = format!("{name}-glsl-p{points}-{}", mode(&o).replace('+', "-"));
+            let spirv = glslang(&dir, &format!("{file}.comp"), &full, &["-V", "-S", "comp"]);
+            cases.push(Case {
+                what,
+                spirv,
+                params: (weights == WeightMode::Buffer).then(|| (pack_weights(&model, &o), false)),
+                input: x,
+                want,
+                out_dims: model.network.out_dims,
+            });
+        }
+    }
+    assert!(cases.len() >= 16, "only {} cases", cases.len());
+    run_all("glsl 450 points", &cases);
 }
 
 #[test]

@@ -303,7 +303,7 @@ impl Body<'_> {
     /// The zero an activation compares with: `0.0`, or the points' zero vector.
     fn zero(&self) -> String {
         match &self.lanes {
-            Some(l) => format!("{}()", l.value),
+            Some(l) => format!("{}(0.0)", l.value),
             None => "0.0".into(),
         }
     }

@@ -6,7 +6,7 @@
 use crate::body::Body;
 use crate::header::{self, Interface};
 use crate::ir::Program;
-use crate::syntax::{CSyntax, float_literal};
+use crate::syntax::{CSyntax, GlslVectorSyntax, float_literal};
 use crate::wgsl::fullscreen_input_with;
 use crate::{Error, Options, Target, WeightMode};
 use nshade_core::model::Model;
@@ -18,7 +18,12 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
     let (g, b) = (opts.group, opts.binding);
     let in_ty = vec_type(program.in_dims);
     let out_ty = vec_type(program.out_dims);
-    let signature = format!("{out_ty} {p}eval({in_ty} p)");
+    let np = opts.points;
+    let signature = if np == 1 {
+        format!("{out_ty} {p}eval({in_ty} p)")
+    } else {
+        format!("{out_ty}[{np}] {p}eval{np}({in_ty} p[{np}])")
+    };
     let n = model.params.len();
 
     let set = if g != 0 {
@@ -105,6 +110,11 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
             "this is a snippet for {version} shaders: paste or include it below the #version line."
         ));
     }
+    if np > 1 {
+        entries.push(format!(
+            "{np} points at once: element j of the result is the network at p[j]; each value is a vec{np} of the points, each weight read once for the {np}"
+        ));
+    }
     let iface = Interface {
         signature: signature.clone(),
         buffer: buffer_doc,
@@ -140,25 +150,46 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
             format!("{p}params.w[{i}]")
         }
     };
+    let value_ty = if np > 1 {
+        format!("vec{np}")
+    } else {
+        "float".to_string()
+    };
     let body = Body {
-        syntax: &CSyntax,
-        decl: "float ".into(),
+        syntax: if np > 1 { &GlslVectorSyntax } else { &CSyntax },
+        decl: format!("{value_ty} "),
         cast: None,
         param: "p".into(),
         buffer_read: &read,
         indent: "    ",
-        scalar: "float".into(),
+        scalar: value_ty.clone(),
         wgsl: false,
         vec4_locals: (opts.vec4_buffer && opts.weights == WeightMode::Buffer)
             .then(|| format!("{p}params.w")),
         vec4_decl: "vec4",
         freq_doubling: false,
-        points: 1,
-        lanes: None,
+        points: np,
+        lanes: (np > 1).then(|| crate::body::LaneTypes {
+            f32: value_ty.clone(),
+            value: value_ty.clone(),
+        }),
     };
     writeln!(s, "{signature} {{").unwrap();
     let outs = body.write(model, program, opts, &mut s);
-    let ret = if outs.len() == 1 {
+    let ret = if np > 1 {
+        // point j's outputs: element j of every output vector
+        let pts: Vec<String> = (0..np)
+            .map(|j| {
+                let xs: Vec<String> = outs.iter().map(|o| format!("{o}[{j}]")).collect();
+                if xs.len() == 1 {
+                    xs[0].clone()
+                } else {
+                    format!("{out_ty}({})", xs.join(", "))
+                }
+            })
+            .collect();
+        format!("{out_ty}[{np}]({})", pts.join(", "))
+    } else if outs.len() == 1 {
         outs[0].clone()
     } else {
         format!("{out_ty}({})", outs.join(", "))

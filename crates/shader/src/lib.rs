@@ -270,9 +270,10 @@ pub struct Options {
     /// With `rows_stationary` (for measurements): that kernel's tiles of this many rows
     /// (32 or 64) instead of the planner's choice.
     pub held_rows: Option<usize>,
-    /// `--form function` in WGSL, SPIR-V and MSL (`nshade export --points N`): the
-    /// function evaluates this many points at once (1, 2 or 4), `{prefix}eval{N}(p:
-    /// array<IN, N>) -> array<OUT, N>`, each value a vector of the points so that every
+    /// `--form function` in WGSL, SPIR-V, MSL and GLSL 450 (`nshade export --points N`):
+    /// the function evaluates this many points at once (1, 2 or 4), `{prefix}eval{N}(p:
+    /// array<IN, N>) -> array<OUT, N>` (GLSL `OUT[N] {prefix}evalN(IN p[N])`), each value
+    /// a vector of the points so that every
     /// weight is read once for N multiply-adds (and at f16 two points share a packed
     /// instruction); the compute entry evaluates N consecutive rows per invocation.
     /// Networks without grid tables; no fragment entry (a fragment is one point).
@@ -537,9 +538,11 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
                 opts.points
             )));
         }
-        if !matches!(t, Target::Wgsl | Target::SpirV | Target::Msl) || opts.form.is_tiled() {
+        if !matches!(t, Target::Wgsl | Target::SpirV | Target::Msl | Target::Glsl)
+            || opts.form.is_tiled()
+        {
             return unsupported(
-                "--points (points at once belong to --form function in wgsl, spirv and msl)",
+                "--points (points at once belong to --form function in wgsl, spirv, msl and glsl)",
             );
         }
         if opts.fragment {

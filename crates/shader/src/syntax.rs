@@ -11,6 +11,10 @@ use nshade_core::Activation;
 pub trait Syntax {
     /// `t` where `cond` holds, else `f`.
     fn select(&self, cond: &str, t: &str, f: &str) -> String;
+    /// `a > b`, the condition [`Syntax::select`] takes.
+    fn greater(&self, a: &str, b: &str) -> String {
+        format!("{a} > {b}")
+    }
 }
 
 /// WGSL: `select(f, t, cond)`.
@@ -26,6 +30,18 @@ pub struct CSyntax;
 impl Syntax for CSyntax {
     fn select(&self, cond: &str, t: &str, f: &str) -> String {
         format!("({cond} ? {t} : {f})")
+    }
+}
+
+/// GLSL on vectors (`--points` values): `mix(f, t, cond)` with a `bvec` condition from
+/// `greaterThan(a, b)` (GLSL's `?:` and `>` take scalars only).
+pub struct GlslVectorSyntax;
+impl Syntax for GlslVectorSyntax {
+    fn select(&self, cond: &str, t: &str, f: &str) -> String {
+        format!("mix({f}, {t}, {cond})")
+    }
+    fn greater(&self, a: &str, b: &str) -> String {
+        format!("greaterThan({a}, {b})")
     }
 }
 
@@ -71,7 +87,7 @@ pub fn activation_with_zero(s: &dyn Syntax, act: &Activation, z: &str, zero: &st
         Activation::None => z,
         Activation::Relu => format!("max({z}, {zero})"),
         Activation::LeakyRelu { slope } => s.select(
-            &format!("{z} > {zero}"),
+            &s.greater(&z, zero),
             &z,
             &format!("{} * {z}", float_literal(slope)),
         ),

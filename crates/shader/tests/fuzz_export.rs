@@ -369,7 +369,7 @@ fn fuzz_export() {
             // the GLSL kernel: half of the time the default (the subgroup-private kernel
             // in the first shape that fits), else the shared-tile one or one of six shapes
             // several points at once three times in eight, a count it refuses one in eight
-            // (WGSL, SPIR-V and MSL functions of networks without grids only)
+            // (WGSL, SPIR-V, MSL and GLSL 450 functions of networks without grids only)
             points: [1, 1, 1, 1, 2, 4, 4, 3][(c.seed >> 16) as usize % 8],
             rows_shape: ((c.seed >> 20) % 2 == 0).then(|| {
                 [(0, 0), (4, 2), (2, 2), (4, 1), (2, 1), (1, 2), (1, 1)]
@@ -418,7 +418,10 @@ fn fuzz_export() {
                 && !opts.form.is_tiled()
                 && !opts.uniform_weights;
             if opts.points == 3
-                || !matches!(target, Target::Wgsl | Target::SpirV | Target::Msl)
+                || !matches!(
+                    target,
+                    Target::Wgsl | Target::SpirV | Target::Msl | Target::Glsl
+                )
                 || opts.form.is_tiled()
                 || opts.fragment
                 || model.network.param_count > model.network.dense_count
