@@ -557,6 +557,11 @@ pub(crate) fn activation_f16(act: &nshade_core::Activation) -> String {
     match *act {
         A::None => "z".into(),
         A::Relu => "max(z, float16_t(0.0))".into(),
+        // max(z, s·z) equals the select for 0 ≤ s ≤ 1 (`syntax::activation`)
+        A::LeakyRelu { slope } if (0.0..=1.0).contains(&slope) => format!(
+            "max(z, float16_t({}) * z)",
+            crate::syntax::float_literal(slope)
+        ),
         A::LeakyRelu { slope } => format!(
             "(z > float16_t(0.0) ? z : float16_t({}) * z)",
             crate::syntax::float_literal(slope)

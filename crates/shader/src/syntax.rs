@@ -86,6 +86,13 @@ pub fn activation_with_zero(s: &dyn Syntax, act: &Activation, z: &str, zero: &st
     match *act {
         Activation::None => z,
         Activation::Relu => format!("max({z}, {zero})"),
+        // max(z, s·z) for 0 ≤ s ≤ 1: z where z > 0 (s·z rounds to at most z), s·z where
+        // z < 0 (s·z rounds to at least z), the same zero and NaN as the select — the
+        // same values in one max and one product, where a select of two packed f16
+        // halves costs a compare and a permute per half.
+        Activation::LeakyRelu { slope } if (0.0..=1.0).contains(&slope) => {
+            format!("max({z}, {} * {z})", float_literal(slope))
+        }
         Activation::LeakyRelu { slope } => s.select(
             &s.greater(&z, zero),
             &z,

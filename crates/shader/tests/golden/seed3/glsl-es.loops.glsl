@@ -45,13 +45,13 @@ vec3 nshade_eval(vec2 p) {
         float z = nshade_params.w[(o * 12 + 0) / 4][(o * 12 + 0) % 4] * v2 + nshade_params.w[(o * 12 + 1) / 4][(o * 12 + 1) % 4] * v3 + nshade_params.w[(o * 12 + 2) / 4][(o * 12 + 2) % 4] * v4 + nshade_params.w[(o * 12 + 3) / 4][(o * 12 + 3) % 4] * v5
              + nshade_params.w[(o * 12 + 4) / 4][(o * 12 + 4) % 4] * v6 + nshade_params.w[(o * 12 + 5) / 4][(o * 12 + 5) % 4] * v7 + nshade_params.w[(o * 12 + 6) / 4][(o * 12 + 6) % 4] * v8 + nshade_params.w[(o * 12 + 7) / 4][(o * 12 + 7) % 4] * v9
              + nshade_params.w[(o * 12 + 8) / 4][(o * 12 + 8) % 4] * v10 + nshade_params.w[(o * 12 + 9) / 4][(o * 12 + 9) % 4] * v11 + nshade_params.w[(o * 12 + 10) / 4][(o * 12 + 10) % 4] * v12 + nshade_params.w[(o * 12 + 11) / 4][(o * 12 + 11) % 4] * v13 + nshade_params.w[(o + 96) / 4][(o + 96) % 4];
-        a14[o] = (z > 0.0 ? z : 0.01 * z);
+        a14[o] = max(z, 0.01 * z);
     }
     float a22[8];
     for (int o = 0; o < 8; o++) {
         float z = nshade_params.w[(o * 8 + 104) / 4][(o * 8 + 104) % 4] * a14[0] + nshade_params.w[(o * 8 + 105) / 4][(o * 8 + 105) % 4] * a14[1] + nshade_params.w[(o * 8 + 106) / 4][(o * 8 + 106) % 4] * a14[2] + nshade_params.w[(o * 8 + 107) / 4][(o * 8 + 107) % 4] * a14[3]
              + nshade_params.w[(o * 8 + 108) / 4][(o * 8 + 108) % 4] * a14[4] + nshade_params.w[(o * 8 + 109) / 4][(o * 8 + 109) % 4] * a14[5] + nshade_params.w[(o * 8 + 110) / 4][(o * 8 + 110) % 4] * a14[6] + nshade_params.w[(o * 8 + 111) / 4][(o * 8 + 111) % 4] * a14[7] + nshade_params.w[(o + 168) / 4][(o + 168) % 4];
-        a22[o] = (z > 0.0 ? z : 0.01 * z);
+        a22[o] = max(z, 0.01 * z);
     }
     float a30[3];
     for (int o = 0; o < 3; o++) {

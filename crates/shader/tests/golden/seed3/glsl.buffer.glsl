@@ -44,59 +44,59 @@ vec3 nshade_eval(vec2 p) {
     float z14 = nshade_params.w[0] * v2 + nshade_params.w[1] * v3 + nshade_params.w[2] * v4 + nshade_params.w[3] * v5
          + nshade_params.w[4] * v6 + nshade_params.w[5] * v7 + nshade_params.w[6] * v8 + nshade_params.w[7] * v9
          + nshade_params.w[8] * v10 + nshade_params.w[9] * v11 + nshade_params.w[10] * v12 + nshade_params.w[11] * v13 + nshade_params.w[96];
-    float v14 = (z14 > 0.0 ? z14 : 0.01 * z14);
+    float v14 = max(z14, 0.01 * z14);
     float z15 = nshade_params.w[12] * v2 + nshade_params.w[13] * v3 + nshade_params.w[14] * v4 + nshade_params.w[15] * v5
          + nshade_params.w[16] * v6 + nshade_params.w[17] * v7 + nshade_params.w[18] * v8 + nshade_params.w[19] * v9
          + nshade_params.w[20] * v10 + nshade_params.w[21] * v11 + nshade_params.w[22] * v12 + nshade_params.w[23] * v13 + nshade_params.w[97];
-    float v15 = (z15 > 0.0 ? z15 : 0.01 * z15);
+    float v15 = max(z15, 0.01 * z15);
     float z16 = nshade_params.w[24] * v2 + nshade_params.w[25] * v3 + nshade_params.w[26] * v4 + nshade_params.w[27] * v5
          + nshade_params.w[28] * v6 + nshade_params.w[29] * v7 + nshade_params.w[30] * v8 + nshade_params.w[31] * v9
          + nshade_params.w[32] * v10 + nshade_params.w[33] * v11 + nshade_params.w[34] * v12 + nshade_params.w[35] * v13 + nshade_params.w[98];
-    float v16 = (z16 > 0.0 ? z16 : 0.01 * z16);
+    float v16 = max(z16, 0.01 * z16);
     float z17 = nshade_params.w[36] * v2 + nshade_params.w[37] * v3 + nshade_params.w[38] * v4 + nshade_params.w[39] * v5
          + nshade_params.w[40] * v6 + nshade_params.w[41] * v7 + nshade_params.w[42] * v8 + nshade_params.w[43] * v9
          + nshade_params.w[44] * v10 + nshade_params.w[45] * v11 + nshade_params.w[46] * v12 + nshade_params.w[47] * v13 + nshade_params.w[99];
-    float v17 = (z17 > 0.0 ? z17 : 0.01 * z17);
+    float v17 = max(z17, 0.01 * z17);
     float z18 = nshade_params.w[48] * v2 + nshade_params.w[49] * v3 + nshade_params.w[50] * v4 + nshade_params.w[51] * v5
          + nshade_params.w[52] * v6 + nshade_params.w[53] * v7 + nshade_params.w[54] * v8 + nshade_params.w[55] * v9
          + nshade_params.w[56] * v10 + nshade_params.w[57] * v11 + nshade_params.w[58] * v12 + nshade_params.w[59] * v13 + nshade_params.w[100];
-    float v18 = (z18 > 0.0 ? z18 : 0.01 * z18);
+    float v18 = max(z18, 0.01 * z18);
     float z19 = nshade_params.w[60] * v2 + nshade_params.w[61] * v3 + nshade_params.w[62] * v4 + nshade_params.w[63] * v5
          + nshade_params.w[64] * v6 + nshade_params.w[65] * v7 + nshade_params.w[66] * v8 + nshade_params.w[67] * v9
          + nshade_params.w[68] * v10 + nshade_params.w[69] * v11 + nshade_params.w[70] * v12 + nshade_params.w[71] * v13 + nshade_params.w[101];
-    float v19 = (z19 > 0.0 ? z19 : 0.01 * z19);
+    float v19 = max(z19, 0.01 * z19);
     float z20 = nshade_params.w[72] * v2 + nshade_params.w[73] * v3 + nshade_params.w[74] * v4 + nshade_params.w[75] * v5
          + nshade_params.w[76] * v6 + nshade_params.w[77] * v7 + nshade_params.w[78] * v8 + nshade_params.w[79] * v9
          + nshade_params.w[80] * v10 + nshade_params.w[81] * v11 + nshade_params.w[82] * v12 + nshade_params.w[83] * v13 + nshade_params.w[102];
-    float v20 = (z20 > 0.0 ? z20 : 0.01 * z20);
+    float v20 = max(z20, 0.01 * z20);
     float z21 = nshade_params.w[84] * v2 + nshade_params.w[85] * v3 + nshade_params.w[86] * v4 + nshade_params.w[87] * v5
          + nshade_params.w[88] * v6 + nshade_params.w[89] * v7 + nshade_params.w[90] * v8 + nshade_params.w[91] * v9
          + nshade_params.w[92] * v10 + nshade_params.w[93] * v11 + nshade_params.w[94] * v12 + nshade_params.w[95] * v13 + nshade_params.w[103];
-    float v21 = (z21 > 0.0 ? z21 : 0.01 * z21);
+    float v21 = max(z21, 0.01 * z21);
     float z22 = nshade_params.w[104] * v14 + nshade_params.w[105] * v15 + nshade_params.w[106] * v16 + nshade_params.w[107] * v17
          + nshade_params.w[108] * v18 + nshade_params.w[109] * v19 + nshade_params.w[110] * v20 + nshade_params.w[111] * v21 + nshade_params.w[168];
-    float v22 = (z22 > 0.0 ? z22 : 0.01 * z22);
+    float v22 = max(z22, 0.01 * z22);
     float z23 = nshade_params.w[112] * v14 + nshade_params.w[113] * v15 + nshade_params.w[114] * v16 + nshade_params.w[115] * v17
          + nshade_params.w[116] * v18 + nshade_params.w[117] * v19 + nshade_params.w[118] * v20 + nshade_params.w[119] * v21 + nshade_params.w[169];
-    float v23 = (z23 > 0.0 ? z23 : 0.01 * z23);
+    float v23 = max(z23, 0.01 * z23);
     float z24 = nshade_params.w[120] * v14 + nshade_params.w[121] * v15 + nshade_params.w[122] * v16 + nshade_params.w[123] * v17
          + nshade_params.w[124] * v18 + nshade_params.w[125] * v19 + nshade_params.w[126] * v20 + nshade_params.w[127] * v21 + nshade_params.w[170];
-    float v24 = (z24 > 0.0 ? z24 : 0.01 * z24);
+    float v24 = max(z24, 0.01 * z24);
     float z25 = nshade_params.w[128] * v14 + nshade_params.w[129] * v15 + nshade_params.w[130] * v16 + nshade_params.w[131] * v17
          + nshade_params.w[132] * v18 + nshade_params.w[133] * v19 + nshade_params.w[134] * v20 + nshade_params.w[135] * v21 + nshade_params.w[171];
-    float v25 = (z25 > 0.0 ? z25 : 0.01 * z25);
+    float v25 = max(z25, 0.01 * z25);
     float z26 = nshade_params.w[136] * v14 + nshade_params.w[137] * v15 + nshade_params.w[138] * v16 + nshade_params.w[139] * v17
          + nshade_params.w[140] * v18 + nshade_params.w[141] * v19 + nshade_params.w[142] * v20 + nshade_params.w[143] * v21 + nshade_params.w[172];
-    float v26 = (z26 > 0.0 ? z26 : 0.01 * z26);
+    float v26 = max(z26, 0.01 * z26);
     float z27 = nshade_params.w[144] * v14 + nshade_params.w[145] * v15 + nshade_params.w[146] * v16 + nshade_params.w[147] * v17
          + nshade_params.w[148] * v18 + nshade_params.w[149] * v19 + nshade_params.w[150] * v20 + nshade_params.w[151] * v21 + nshade_params.w[173];
-    float v27 = (z27 > 0.0 ? z27 : 0.01 * z27);
+    float v27 = max(z27, 0.01 * z27);
     float z28 = nshade_params.w[152] * v14 + nshade_params.w[153] * v15 + nshade_params.w[154] * v16 + nshade_params.w[155] * v17
          + nshade_params.w[156] * v18 + nshade_params.w[157] * v19 + nshade_params.w[158] * v20 + nshade_params.w[159] * v21 + nshade_params.w[174];
-    float v28 = (z28 > 0.0 ? z28 : 0.01 * z28);
+    float v28 = max(z28, 0.01 * z28);
     float z29 = nshade_params.w[160] * v14 + nshade_params.w[161] * v15 + nshade_params.w[162] * v16 + nshade_params.w[163] * v17
          + nshade_params.w[164] * v18 + nshade_params.w[165] * v19 + nshade_params.w[166] * v20 + nshade_params.w[167] * v21 + nshade_params.w[175];
-    float v29 = (z29 > 0.0 ? z29 : 0.01 * z29);
+    float v29 = max(z29, 0.01 * z29);
     float z30 = nshade_params.w[176] * v22 + nshade_params.w[177] * v23 + nshade_params.w[178] * v24 + nshade_params.w[179] * v25
          + nshade_params.w[180] * v26 + nshade_params.w[181] * v27 + nshade_params.w[182] * v28 + nshade_params.w[183] * v29 + nshade_params.w[200];
     float v30 = (1.0 / (1.0 + exp(-z30)));

@@ -186,7 +186,7 @@ void main() {
         { uint nn = og + 0u;
           coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c0; coopMatLoad(c0, nshade_bh, 0u + nn * 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
           { coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a; coopMatLoad(a, nshade_ws, 0u + (rg * 1u + 0u) * 384u + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor); c0 = coopMatMulAdd(a, w0_0_0, c0); }
-          for (int e = 0; e < c0.length(); e++) { float16_t z = c0[e]; c0[e] = (z > float16_t(0.0) ? z : float16_t(0.01) * z); }
+          for (int e = 0; e < c0.length(); e++) { float16_t z = c0[e]; c0[e] = max(z, float16_t(0.01) * z); }
           coopMatStore(c0, nshade_ws, 1536u + (rg * 1u + 0u) * 384u + nn * 16u, 24u, gl_CooperativeMatrixLayoutRowMajor);
         }
         barrier();
@@ -194,7 +194,7 @@ void main() {
         { uint nn = og + 0u;
           coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c0; coopMatLoad(c0, nshade_bh, 16u + nn * 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
           { coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a; coopMatLoad(a, nshade_ws, 1536u + (rg * 1u + 0u) * 384u + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor); c0 = coopMatMulAdd(a, w1_0_0, c0); }
-          for (int e = 0; e < c0.length(); e++) { float16_t z = c0[e]; c0[e] = (z > float16_t(0.0) ? z : float16_t(0.01) * z); }
+          for (int e = 0; e < c0.length(); e++) { float16_t z = c0[e]; c0[e] = max(z, float16_t(0.01) * z); }
           coopMatStore(c0, nshade_ws, 0u + (rg * 1u + 0u) * 384u + nn * 16u, 24u, gl_CooperativeMatrixLayoutRowMajor);
         }
         barrier();

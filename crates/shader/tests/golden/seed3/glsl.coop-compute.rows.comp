@@ -163,9 +163,9 @@ void main() {
               c0_0 = coopMatMulAdd(a0_0, w, c0_0);
               c1_0 = coopMatMulAdd(a1_0, w, c1_0);
             }
-            for (int e = 0; e < c0_0.length(); e++) { float16_t z = c0_0[e]; c0_0[e] = (z > float16_t(0.0) ? z : float16_t(0.01) * z); }
+            for (int e = 0; e < c0_0.length(); e++) { float16_t z = c0_0[e]; c0_0[e] = max(z, float16_t(0.01) * z); }
             coopMatStore(c0_0, nshade_xs, xb + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor);
-            for (int e = 0; e < c1_0.length(); e++) { float16_t z = c1_0[e]; c1_0[e] = (z > float16_t(0.0) ? z : float16_t(0.01) * z); }
+            for (int e = 0; e < c1_0.length(); e++) { float16_t z = c1_0[e]; c1_0[e] = max(z, float16_t(0.01) * z); }
             coopMatStore(c1_0, nshade_xs, xb + 384u, 24u, gl_CooperativeMatrixLayoutRowMajor);
         }
         nshade_sync();
@@ -180,9 +180,9 @@ void main() {
               c0_0 = coopMatMulAdd(a0_0, w, c0_0);
               c1_0 = coopMatMulAdd(a1_0, w, c1_0);
             }
-            for (int e = 0; e < c0_0.length(); e++) { float16_t z = c0_0[e]; c0_0[e] = (z > float16_t(0.0) ? z : float16_t(0.01) * z); }
+            for (int e = 0; e < c0_0.length(); e++) { float16_t z = c0_0[e]; c0_0[e] = max(z, float16_t(0.01) * z); }
             coopMatStore(c0_0, nshade_xs, xb + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor);
-            for (int e = 0; e < c1_0.length(); e++) { float16_t z = c1_0[e]; c1_0[e] = (z > float16_t(0.0) ? z : float16_t(0.01) * z); }
+            for (int e = 0; e < c1_0.length(); e++) { float16_t z = c1_0[e]; c1_0[e] = max(z, float16_t(0.01) * z); }
             coopMatStore(c1_0, nshade_xs, xb + 384u, 24u, gl_CooperativeMatrixLayoutRowMajor);
         }
         nshade_sync();

@@ -151,7 +151,7 @@ void main() {
             if (t < 8u) {
                 for (uint v = 0u; v < 8u; v++) {
                     uint e = v * 32u + lane; uint o = ot * 16u + e / 16u; uint s = st * 16u + e % 16u;
-                    float zz = nshade_zc[zt + e] + nshade_bs[0u + o]; nshade_x1[o * 136u + s] = (o < 8u) ? float16_t((zz > 0.0 ? zz : 0.01 * zz)) : float16_t(0.0);
+                    float zz = nshade_zc[zt + e] + nshade_bs[0u + o]; nshade_x1[o * 136u + s] = (o < 8u) ? float16_t(max(zz, 0.01 * zz)) : float16_t(0.0);
                 }
             }
           }
@@ -178,7 +178,7 @@ void main() {
             if (t < 8u) {
                 for (uint v = 0u; v < 8u; v++) {
                     uint e = v * 32u + lane; uint o = ot * 16u + e / 16u; uint s = st * 16u + e % 16u;
-                    float zz = nshade_zc[zt + e] + nshade_bs[16u + o]; nshade_x0[o * 136u + s] = (o < 8u) ? float16_t((zz > 0.0 ? zz : 0.01 * zz)) : float16_t(0.0);
+                    float zz = nshade_zc[zt + e] + nshade_bs[16u + o]; nshade_x0[o * 136u + s] = (o < 8u) ? float16_t(max(zz, 0.01 * zz)) : float16_t(0.0);
                 }
             }
           }

@@ -42,59 +42,59 @@ vec3 nshade_eval(vec2 p) {
     float z14 = nshade_params.w[0].x * v2 + nshade_params.w[0].y * v3 + nshade_params.w[0].z * v4 + nshade_params.w[0].w * v5
          + nshade_params.w[1].x * v6 + nshade_params.w[1].y * v7 + nshade_params.w[1].z * v8 + nshade_params.w[1].w * v9
          + nshade_params.w[2].x * v10 + nshade_params.w[2].y * v11 + nshade_params.w[2].z * v12 + nshade_params.w[2].w * v13 + nshade_params.w[24].x;
-    float v14 = (z14 > 0.0 ? z14 : 0.01 * z14);
+    float v14 = max(z14, 0.01 * z14);
     float z15 = nshade_params.w[3].x * v2 + nshade_params.w[3].y * v3 + nshade_params.w[3].z * v4 + nshade_params.w[3].w * v5
          + nshade_params.w[4].x * v6 + nshade_params.w[4].y * v7 + nshade_params.w[4].z * v8 + nshade_params.w[4].w * v9
          + nshade_params.w[5].x * v10 + nshade_params.w[5].y * v11 + nshade_params.w[5].z * v12 + nshade_params.w[5].w * v13 + nshade_params.w[24].y;
-    float v15 = (z15 > 0.0 ? z15 : 0.01 * z15);
+    float v15 = max(z15, 0.01 * z15);
     float z16 = nshade_params.w[6].x * v2 + nshade_params.w[6].y * v3 + nshade_params.w[6].z * v4 + nshade_params.w[6].w * v5
          + nshade_params.w[7].x * v6 + nshade_params.w[7].y * v7 + nshade_params.w[7].z * v8 + nshade_params.w[7].w * v9
          + nshade_params.w[8].x * v10 + nshade_params.w[8].y * v11 + nshade_params.w[8].z * v12 + nshade_params.w[8].w * v13 + nshade_params.w[24].z;
-    float v16 = (z16 > 0.0 ? z16 : 0.01 * z16);
+    float v16 = max(z16, 0.01 * z16);
     float z17 = nshade_params.w[9].x * v2 + nshade_params.w[9].y * v3 + nshade_params.w[9].z * v4 + nshade_params.w[9].w * v5
          + nshade_params.w[10].x * v6 + nshade_params.w[10].y * v7 + nshade_params.w[10].z * v8 + nshade_params.w[10].w * v9
          + nshade_params.w[11].x * v10 + nshade_params.w[11].y * v11 + nshade_params.w[11].z * v12 + nshade_params.w[11].w * v13 + nshade_params.w[24].w;
-    float v17 = (z17 > 0.0 ? z17 : 0.01 * z17);
+    float v17 = max(z17, 0.01 * z17);
     float z18 = nshade_params.w[12].x * v2 + nshade_params.w[12].y * v3 + nshade_params.w[12].z * v4 + nshade_params.w[12].w * v5
          + nshade_params.w[13].x * v6 + nshade_params.w[13].y * v7 + nshade_params.w[13].z * v8 + nshade_params.w[13].w * v9
          + nshade_params.w[14].x * v10 + nshade_params.w[14].y * v11 + nshade_params.w[14].z * v12 + nshade_params.w[14].w * v13 + nshade_params.w[25].x;
-    float v18 = (z18 > 0.0 ? z18 : 0.01 * z18);
+    float v18 = max(z18, 0.01 * z18);
     float z19 = nshade_params.w[15].x * v2 + nshade_params.w[15].y * v3 + nshade_params.w[15].z * v4 + nshade_params.w[15].w * v5
          + nshade_params.w[16].x * v6 + nshade_params.w[16].y * v7 + nshade_params.w[16].z * v8 + nshade_params.w[16].w * v9
          + nshade_params.w[17].x * v10 + nshade_params.w[17].y * v11 + nshade_params.w[17].z * v12 + nshade_params.w[17].w * v13 + nshade_params.w[25].y;
-    float v19 = (z19 > 0.0 ? z19 : 0.01 * z19);
+    float v19 = max(z19, 0.01 * z19);
     float z20 = nshade_params.w[18].x * v2 + nshade_params.w[18].y * v3 + nshade_params.w[18].z * v4 + nshade_params.w[18].w * v5
          + nshade_params.w[19].x * v6 + nshade_params.w[19].y * v7 + nshade_params.w[19].z * v8 + nshade_params.w[19].w * v9
          + nshade_params.w[20].x * v10 + nshade_params.w[20].y * v11 + nshade_params.w[20].z * v12 + nshade_params.w[20].w * v13 + nshade_params.w[25].z;
-    float v20 = (z20 > 0.0 ? z20 : 0.01 * z20);
+    float v20 = max(z20, 0.01 * z20);
     float z21 = nshade_params.w[21].x * v2 + nshade_params.w[21].y * v3 + nshade_params.w[21].z * v4 + nshade_params.w[21].w * v5
          + nshade_params.w[22].x * v6 + nshade_params.w[22].y * v7 + nshade_params.w[22].z * v8 + nshade_params.w[22].w * v9
          + nshade_params.w[23].x * v10 + nshade_params.w[23].y * v11 + nshade_params.w[23].z * v12 + nshade_params.w[23].w * v13 + nshade_params.w[25].w;
-    float v21 = (z21 > 0.0 ? z21 : 0.01 * z21);
+    float v21 = max(z21, 0.01 * z21);
     float z22 = nshade_params.w[26].x * v14 + nshade_params.w[26].y * v15 + nshade_params.w[26].z * v16 + nshade_params.w[26].w * v17
          + nshade_params.w[27].x * v18 + nshade_params.w[27].y * v19 + nshade_params.w[27].z * v20 + nshade_params.w[27].w * v21 + nshade_params.w[42].x;
-    float v22 = (z22 > 0.0 ? z22 : 0.01 * z22);
+    float v22 = max(z22, 0.01 * z22);
     float z23 = nshade_params.w[28].x * v14 + nshade_params.w[28].y * v15 + nshade_params.w[28].z * v16 + nshade_params.w[28].w * v17
          + nshade_params.w[29].x * v18 + nshade_params.w[29].y * v19 + nshade_params.w[29].z * v20 + nshade_params.w[29].w * v21 + nshade_params.w[42].y;
-    float v23 = (z23 > 0.0 ? z23 : 0.01 * z23);
+    float v23 = max(z23, 0.01 * z23);
     float z24 = nshade_params.w[30].x * v14 + nshade_params.w[30].y * v15 + nshade_params.w[30].z * v16 + nshade_params.w[30].w * v17
          + nshade_params.w[31].x * v18 + nshade_params.w[31].y * v19 + nshade_params.w[31].z * v20 + nshade_params.w[31].w * v21 + nshade_params.w[42].z;
-    float v24 = (z24 > 0.0 ? z24 : 0.01 * z24);
+    float v24 = max(z24, 0.01 * z24);
     float z25 = nshade_params.w[32].x * v14 + nshade_params.w[32].y * v15 + nshade_params.w[32].z * v16 + nshade_params.w[32].w * v17
          + nshade_params.w[33].x * v18 + nshade_params.w[33].y * v19 + nshade_params.w[33].z * v20 + nshade_params.w[33].w * v21 + nshade_params.w[42].w;
-    float v25 = (z25 > 0.0 ? z25 : 0.01 * z25);
+    float v25 = max(z25, 0.01 * z25);
     float z26 = nshade_params.w[34].x * v14 + nshade_params.w[34].y * v15 + nshade_params.w[34].z * v16 + nshade_params.w[34].w * v17
          + nshade_params.w[35].x * v18 + nshade_params.w[35].y * v19 + nshade_params.w[35].z * v20 + nshade_params.w[35].w * v21 + nshade_params.w[43].x;
-    float v26 = (z26 > 0.0 ? z26 : 0.01 * z26);
+    float v26 = max(z26, 0.01 * z26);
     float z27 = nshade_params.w[36].x * v14 + nshade_params.w[36].y * v15 + nshade_params.w[36].z * v16 + nshade_params.w[36].w * v17
          + nshade_params.w[37].x * v18 + nshade_params.w[37].y * v19 + nshade_params.w[37].z * v20 + nshade_params.w[37].w * v21 + nshade_params.w[43].y;
-    float v27 = (z27 > 0.0 ? z27 : 0.01 * z27);
+    float v27 = max(z27, 0.01 * z27);
     float z28 = nshade_params.w[38].x * v14 + nshade_params.w[38].y * v15 + nshade_params.w[38].z * v16 + nshade_params.w[38].w * v17
          + nshade_params.w[39].x * v18 + nshade_params.w[39].y * v19 + nshade_params.w[39].z * v20 + nshade_params.w[39].w * v21 + nshade_params.w[43].z;
-    float v28 = (z28 > 0.0 ? z28 : 0.01 * z28);
+    float v28 = max(z28, 0.01 * z28);
     float z29 = nshade_params.w[40].x * v14 + nshade_params.w[40].y * v15 + nshade_params.w[40].z * v16 + nshade_params.w[40].w * v17
          + nshade_params.w[41].x * v18 + nshade_params.w[41].y * v19 + nshade_params.w[41].z * v20 + nshade_params.w[41].w * v21 + nshade_params.w[43].w;
-    float v29 = (z29 > 0.0 ? z29 : 0.01 * z29);
+    float v29 = max(z29, 0.01 * z29);
     float z30 = nshade_params.w[44].x * v22 + nshade_params.w[44].y * v23 + nshade_params.w[44].z * v24 + nshade_params.w[44].w * v25
          + nshade_params.w[45].x * v26 + nshade_params.w[45].y * v27 + nshade_params.w[45].z * v28 + nshade_params.w[45].w * v29 + nshade_params.w[50].x;
     float v30 = (1.0 / (1.0 + exp(-z30)));

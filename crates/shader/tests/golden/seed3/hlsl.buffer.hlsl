@@ -41,59 +41,59 @@ float3 nshade_eval(float2 p) {
     float z14 = nshade_params[0] * v2 + nshade_params[1] * v3 + nshade_params[2] * v4 + nshade_params[3] * v5
          + nshade_params[4] * v6 + nshade_params[5] * v7 + nshade_params[6] * v8 + nshade_params[7] * v9
          + nshade_params[8] * v10 + nshade_params[9] * v11 + nshade_params[10] * v12 + nshade_params[11] * v13 + nshade_params[96];
-    float v14 = (z14 > 0.0 ? z14 : 0.01 * z14);
+    float v14 = max(z14, 0.01 * z14);
     float z15 = nshade_params[12] * v2 + nshade_params[13] * v3 + nshade_params[14] * v4 + nshade_params[15] * v5
          + nshade_params[16] * v6 + nshade_params[17] * v7 + nshade_params[18] * v8 + nshade_params[19] * v9
          + nshade_params[20] * v10 + nshade_params[21] * v11 + nshade_params[22] * v12 + nshade_params[23] * v13 + nshade_params[97];
-    float v15 = (z15 > 0.0 ? z15 : 0.01 * z15);
+    float v15 = max(z15, 0.01 * z15);
     float z16 = nshade_params[24] * v2 + nshade_params[25] * v3 + nshade_params[26] * v4 + nshade_params[27] * v5
          + nshade_params[28] * v6 + nshade_params[29] * v7 + nshade_params[30] * v8 + nshade_params[31] * v9
          + nshade_params[32] * v10 + nshade_params[33] * v11 + nshade_params[34] * v12 + nshade_params[35] * v13 + nshade_params[98];
-    float v16 = (z16 > 0.0 ? z16 : 0.01 * z16);
+    float v16 = max(z16, 0.01 * z16);
     float z17 = nshade_params[36] * v2 + nshade_params[37] * v3 + nshade_params[38] * v4 + nshade_params[39] * v5
          + nshade_params[40] * v6 + nshade_params[41] * v7 + nshade_params[42] * v8 + nshade_params[43] * v9
          + nshade_params[44] * v10 + nshade_params[45] * v11 + nshade_params[46] * v12 + nshade_params[47] * v13 + nshade_params[99];
-    float v17 = (z17 > 0.0 ? z17 : 0.01 * z17);
+    float v17 = max(z17, 0.01 * z17);
     float z18 = nshade_params[48] * v2 + nshade_params[49] * v3 + nshade_params[50] * v4 + nshade_params[51] * v5
          + nshade_params[52] * v6 + nshade_params[53] * v7 + nshade_params[54] * v8 + nshade_params[55] * v9
          + nshade_params[56] * v10 + nshade_params[57] * v11 + nshade_params[58] * v12 + nshade_params[59] * v13 + nshade_params[100];
-    float v18 = (z18 > 0.0 ? z18 : 0.01 * z18);
+    float v18 = max(z18, 0.01 * z18);
     float z19 = nshade_params[60] * v2 + nshade_params[61] * v3 + nshade_params[62] * v4 + nshade_params[63] * v5
          + nshade_params[64] * v6 + nshade_params[65] * v7 + nshade_params[66] * v8 + nshade_params[67] * v9
          + nshade_params[68] * v10 + nshade_params[69] * v11 + nshade_params[70] * v12 + nshade_params[71] * v13 + nshade_params[101];
-    float v19 = (z19 > 0.0 ? z19 : 0.01 * z19);
+    float v19 = max(z19, 0.01 * z19);
     float z20 = nshade_params[72] * v2 + nshade_params[73] * v3 + nshade_params[74] * v4 + nshade_params[75] * v5
          + nshade_params[76] * v6 + nshade_params[77] * v7 + nshade_params[78] * v8 + nshade_params[79] * v9
          + nshade_params[80] * v10 + nshade_params[81] * v11 + nshade_params[82] * v12 + nshade_params[83] * v13 + nshade_params[102];
-    float v20 = (z20 > 0.0 ? z20 : 0.01 * z20);
+    float v20 = max(z20, 0.01 * z20);
     float z21 = nshade_params[84] * v2 + nshade_params[85] * v3 + nshade_params[86] * v4 + nshade_params[87] * v5
          + nshade_params[88] * v6 + nshade_params[89] * v7 + nshade_params[90] * v8 + nshade_params[91] * v9
          + nshade_params[92] * v10 + nshade_params[93] * v11 + nshade_params[94] * v12 + nshade_params[95] * v13 + nshade_params[103];
-    float v21 = (z21 > 0.0 ? z21 : 0.01 * z21);
+    float v21 = max(z21, 0.01 * z21);
     float z22 = nshade_params[104] * v14 + nshade_params[105] * v15 + nshade_params[106] * v16 + nshade_params[107] * v17
          + nshade_params[108] * v18 + nshade_params[109] * v19 + nshade_params[110] * v20 + nshade_params[111] * v21 + nshade_params[168];
-    float v22 = (z22 > 0.0 ? z22 : 0.01 * z22);
+    float v22 = max(z22, 0.01 * z22);
     float z23 = nshade_params[112] * v14 + nshade_params[113] * v15 + nshade_params[114] * v16 + nshade_params[115] * v17
          + nshade_params[116] * v18 + nshade_params[117] * v19 + nshade_params[118] * v20 + nshade_params[119] * v21 + nshade_params[169];
-    float v23 = (z23 > 0.0 ? z23 : 0.01 * z23);
+    float v23 = max(z23, 0.01 * z23);
     float z24 = nshade_params[120] * v14 + nshade_params[121] * v15 + nshade_params[122] * v16 + nshade_params[123] * v17
          + nshade_params[124] * v18 + nshade_params[125] * v19 + nshade_params[126] * v20 + nshade_params[127] * v21 + nshade_params[170];
-    float v24 = (z24 > 0.0 ? z24 : 0.01 * z24);
+    float v24 = max(z24, 0.01 * z24);
     float z25 = nshade_params[128] * v14 + nshade_params[129] * v15 + nshade_params[130] * v16 + nshade_params[131] * v17
          + nshade_params[132] * v18 + nshade_params[133] * v19 + nshade_params[134] * v20 + nshade_params[135] * v21 + nshade_params[171];
-    float v25 = (z25 > 0.0 ? z25 : 0.01 * z25);
+    float v25 = max(z25, 0.01 * z25);
     float z26 = nshade_params[136] * v14 + nshade_params[137] * v15 + nshade_params[138] * v16 + nshade_params[139] * v17
          + nshade_params[140] * v18 + nshade_params[141] * v19 + nshade_params[142] * v20 + nshade_params[143] * v21 + nshade_params[172];
-    float v26 = (z26 > 0.0 ? z26 : 0.01 * z26);
+    float v26 = max(z26, 0.01 * z26);
     float z27 = nshade_params[144] * v14 + nshade_params[145] * v15 + nshade_params[146] * v16 + nshade_params[147] * v17
          + nshade_params[148] * v18 + nshade_params[149] * v19 + nshade_params[150] * v20 + nshade_params[151] * v21 + nshade_params[173];
-    float v27 = (z27 > 0.0 ? z27 : 0.01 * z27);
+    float v27 = max(z27, 0.01 * z27);
     float z28 = nshade_params[152] * v14 + nshade_params[153] * v15 + nshade_params[154] * v16 + nshade_params[155] * v17
          + nshade_params[156] * v18 + nshade_params[157] * v19 + nshade_params[158] * v20 + nshade_params[159] * v21 + nshade_params[174];
-    float v28 = (z28 > 0.0 ? z28 : 0.01 * z28);
+    float v28 = max(z28, 0.01 * z28);
     float z29 = nshade_params[160] * v14 + nshade_params[161] * v15 + nshade_params[162] * v16 + nshade_params[163] * v17
          + nshade_params[164] * v18 + nshade_params[165] * v19 + nshade_params[166] * v20 + nshade_params[167] * v21 + nshade_params[175];
-    float v29 = (z29 > 0.0 ? z29 : 0.01 * z29);
+    float v29 = max(z29, 0.01 * z29);
     float z30 = nshade_params[176] * v22 + nshade_params[177] * v23 + nshade_params[178] * v24 + nshade_params[179] * v25
          + nshade_params[180] * v26 + nshade_params[181] * v27 + nshade_params[182] * v28 + nshade_params[183] * v29 + nshade_params[200];
     float v30 = (1.0 / (1.0 + exp(-z30)));

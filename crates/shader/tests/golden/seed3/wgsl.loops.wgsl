@@ -40,13 +40,13 @@ fn nshade_eval(p: vec2<f32>) -> vec3<f32> {
         let z = nshade_params[o * 12 + 0] * v2 + nshade_params[o * 12 + 1] * v3 + nshade_params[o * 12 + 2] * v4 + nshade_params[o * 12 + 3] * v5
              + nshade_params[o * 12 + 4] * v6 + nshade_params[o * 12 + 5] * v7 + nshade_params[o * 12 + 6] * v8 + nshade_params[o * 12 + 7] * v9
              + nshade_params[o * 12 + 8] * v10 + nshade_params[o * 12 + 9] * v11 + nshade_params[o * 12 + 10] * v12 + nshade_params[o * 12 + 11] * v13 + nshade_params[o + 96];
-        a14[o] = select(0.01 * z, z, z > 0.0);
+        a14[o] = max(z, 0.01 * z);
     }
     var a22: array<f32, 8>;
     for (var o = 0u; o < 8u; o++) {
         let z = nshade_params[o * 8 + 104] * a14[0] + nshade_params[o * 8 + 105] * a14[1] + nshade_params[o * 8 + 106] * a14[2] + nshade_params[o * 8 + 107] * a14[3]
              + nshade_params[o * 8 + 108] * a14[4] + nshade_params[o * 8 + 109] * a14[5] + nshade_params[o * 8 + 110] * a14[6] + nshade_params[o * 8 + 111] * a14[7] + nshade_params[o + 168];
-        a22[o] = select(0.01 * z, z, z > 0.0);
+        a22[o] = max(z, 0.01 * z);
     }
     var a30: array<f32, 3>;
     for (var o = 0u; o < 3u; o++) {

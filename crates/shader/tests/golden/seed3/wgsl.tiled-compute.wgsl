@@ -149,7 +149,7 @@ fn nshade_main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
             if (t < 8u) {
                 for (var v = 0u; v < 8u; v++) {
                     let e = v * 32u + lane; let o = ot * 16u + e / 16u; let s = st * 16u + e % 16u;
-                    let zz = nshade_zc[zt + e] + nshade_bs[0u + o]; nshade_x1[o * 136u + s] = select(f16(0.0f), f16(select(0.01 * zz, zz, zz > 0.0)), o < 8u);
+                    let zz = nshade_zc[zt + e] + nshade_bs[0u + o]; nshade_x1[o * 136u + s] = select(f16(0.0f), f16(max(zz, 0.01 * zz)), o < 8u);
                 }
             }
           }
@@ -176,7 +176,7 @@ fn nshade_main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id)
             if (t < 8u) {
                 for (var v = 0u; v < 8u; v++) {
                     let e = v * 32u + lane; let o = ot * 16u + e / 16u; let s = st * 16u + e % 16u;
-                    let zz = nshade_zc[zt + e] + nshade_bs[16u + o]; nshade_x0[o * 136u + s] = select(f16(0.0f), f16(select(0.01 * zz, zz, zz > 0.0)), o < 8u);
+                    let zz = nshade_zc[zt + e] + nshade_bs[16u + o]; nshade_x0[o * 136u + s] = select(f16(0.0f), f16(max(zz, 0.01 * zz)), o < 8u);
                 }
             }
           }

@@ -38,59 +38,59 @@ fn nshade_eval(p: vec2<f32>) -> vec3<f32> {
     let z14 = nshade_params[0].x * v2 + nshade_params[0].y * v3 + nshade_params[0].z * v4 + nshade_params[0].w * v5
          + nshade_params[1].x * v6 + nshade_params[1].y * v7 + nshade_params[1].z * v8 + nshade_params[1].w * v9
          + nshade_params[2].x * v10 + nshade_params[2].y * v11 + nshade_params[2].z * v12 + nshade_params[2].w * v13 + nshade_params[24].x;
-    let v14 = select(0.01 * z14, z14, z14 > 0.0);
+    let v14 = max(z14, 0.01 * z14);
     let z15 = nshade_params[3].x * v2 + nshade_params[3].y * v3 + nshade_params[3].z * v4 + nshade_params[3].w * v5
          + nshade_params[4].x * v6 + nshade_params[4].y * v7 + nshade_params[4].z * v8 + nshade_params[4].w * v9
          + nshade_params[5].x * v10 + nshade_params[5].y * v11 + nshade_params[5].z * v12 + nshade_params[5].w * v13 + nshade_params[24].y;
-    let v15 = select(0.01 * z15, z15, z15 > 0.0);
+    let v15 = max(z15, 0.01 * z15);
     let z16 = nshade_params[6].x * v2 + nshade_params[6].y * v3 + nshade_params[6].z * v4 + nshade_params[6].w * v5
          + nshade_params[7].x * v6 + nshade_params[7].y * v7 + nshade_params[7].z * v8 + nshade_params[7].w * v9
          + nshade_params[8].x * v10 + nshade_params[8].y * v11 + nshade_params[8].z * v12 + nshade_params[8].w * v13 + nshade_params[24].z;
-    let v16 = select(0.01 * z16, z16, z16 > 0.0);
+    let v16 = max(z16, 0.01 * z16);
     let z17 = nshade_params[9].x * v2 + nshade_params[9].y * v3 + nshade_params[9].z * v4 + nshade_params[9].w * v5
          + nshade_params[10].x * v6 + nshade_params[10].y * v7 + nshade_params[10].z * v8 + nshade_params[10].w * v9
          + nshade_params[11].x * v10 + nshade_params[11].y * v11 + nshade_params[11].z * v12 + nshade_params[11].w * v13 + nshade_params[24].w;
-    let v17 = select(0.01 * z17, z17, z17 > 0.0);
+    let v17 = max(z17, 0.01 * z17);
     let z18 = nshade_params[12].x * v2 + nshade_params[12].y * v3 + nshade_params[12].z * v4 + nshade_params[12].w * v5
          + nshade_params[13].x * v6 + nshade_params[13].y * v7 + nshade_params[13].z * v8 + nshade_params[13].w * v9
          + nshade_params[14].x * v10 + nshade_params[14].y * v11 + nshade_params[14].z * v12 + nshade_params[14].w * v13 + nshade_params[25].x;
-    let v18 = select(0.01 * z18, z18, z18 > 0.0);
+    let v18 = max(z18, 0.01 * z18);
     let z19 = nshade_params[15].x * v2 + nshade_params[15].y * v3 + nshade_params[15].z * v4 + nshade_params[15].w * v5
          + nshade_params[16].x * v6 + nshade_params[16].y * v7 + nshade_params[16].z * v8 + nshade_params[16].w * v9
          + nshade_params[17].x * v10 + nshade_params[17].y * v11 + nshade_params[17].z * v12 + nshade_params[17].w * v13 + nshade_params[25].y;
-    let v19 = select(0.01 * z19, z19, z19 > 0.0);
+    let v19 = max(z19, 0.01 * z19);
     let z20 = nshade_params[18].x * v2 + nshade_params[18].y * v3 + nshade_params[18].z * v4 + nshade_params[18].w * v5
          + nshade_params[19].x * v6 + nshade_params[19].y * v7 + nshade_params[19].z * v8 + nshade_params[19].w * v9
          + nshade_params[20].x * v10 + nshade_params[20].y * v11 + nshade_params[20].z * v12 + nshade_params[20].w * v13 + nshade_params[25].z;
-    let v20 = select(0.01 * z20, z20, z20 > 0.0);
+    let v20 = max(z20, 0.01 * z20);
     let z21 = nshade_params[21].x * v2 + nshade_params[21].y * v3 + nshade_params[21].z * v4 + nshade_params[21].w * v5
          + nshade_params[22].x * v6 + nshade_params[22].y * v7 + nshade_params[22].z * v8 + nshade_params[22].w * v9
          + nshade_params[23].x * v10 + nshade_params[23].y * v11 + nshade_params[23].z * v12 + nshade_params[23].w * v13 + nshade_params[25].w;
-    let v21 = select(0.01 * z21, z21, z21 > 0.0);
+    let v21 = max(z21, 0.01 * z21);
     let z22 = nshade_params[26].x * v14 + nshade_params[26].y * v15 + nshade_params[26].z * v16 + nshade_params[26].w * v17
          + nshade_params[27].x * v18 + nshade_params[27].y * v19 + nshade_params[27].z * v20 + nshade_params[27].w * v21 + nshade_params[42].x;
-    let v22 = select(0.01 * z22, z22, z22 > 0.0);
+    let v22 = max(z22, 0.01 * z22);
     let z23 = nshade_params[28].x * v14 + nshade_params[28].y * v15 + nshade_params[28].z * v16 + nshade_params[28].w * v17
          + nshade_params[29].x * v18 + nshade_params[29].y * v19 + nshade_params[29].z * v20 + nshade_params[29].w * v21 + nshade_params[42].y;
-    let v23 = select(0.01 * z23, z23, z23 > 0.0);
+    let v23 = max(z23, 0.01 * z23);
     let z24 = nshade_params[30].x * v14 + nshade_params[30].y * v15 + nshade_params[30].z * v16 + nshade_params[30].w * v17
          + nshade_params[31].x * v18 + nshade_params[31].y * v19 + nshade_params[31].z * v20 + nshade_params[31].w * v21 + nshade_params[42].z;
-    let v24 = select(0.01 * z24, z24, z24 > 0.0);
+    let v24 = max(z24, 0.01 * z24);
     let z25 = nshade_params[32].x * v14 + nshade_params[32].y * v15 + nshade_params[32].z * v16 + nshade_params[32].w * v17
          + nshade_params[33].x * v18 + nshade_params[33].y * v19 + nshade_params[33].z * v20 + nshade_params[33].w * v21 + nshade_params[42].w;
-    let v25 = select(0.01 * z25, z25, z25 > 0.0);
+    let v25 = max(z25, 0.01 * z25);
     let z26 = nshade_params[34].x * v14 + nshade_params[34].y * v15 + nshade_params[34].z * v16 + nshade_params[34].w * v17
          + nshade_params[35].x * v18 + nshade_params[35].y * v19 + nshade_params[35].z * v20 + nshade_params[35].w * v21 + nshade_params[43].x;
-    let v26 = select(0.01 * z26, z26, z26 > 0.0);
+    let v26 = max(z26, 0.01 * z26);
     let z27 = nshade_params[36].x * v14 + nshade_params[36].y * v15 + nshade_params[36].z * v16 + nshade_params[36].w * v17
          + nshade_params[37].x * v18 + nshade_params[37].y * v19 + nshade_params[37].z * v20 + nshade_params[37].w * v21 + nshade_params[43].y;
-    let v27 = select(0.01 * z27, z27, z27 > 0.0);
+    let v27 = max(z27, 0.01 * z27);
     let z28 = nshade_params[38].x * v14 + nshade_params[38].y * v15 + nshade_params[38].z * v16 + nshade_params[38].w * v17
          + nshade_params[39].x * v18 + nshade_params[39].y * v19 + nshade_params[39].z * v20 + nshade_params[39].w * v21 + nshade_params[43].z;
-    let v28 = select(0.01 * z28, z28, z28 > 0.0);
+    let v28 = max(z28, 0.01 * z28);
     let z29 = nshade_params[40].x * v14 + nshade_params[40].y * v15 + nshade_params[40].z * v16 + nshade_params[40].w * v17
          + nshade_params[41].x * v18 + nshade_params[41].y * v19 + nshade_params[41].z * v20 + nshade_params[41].w * v21 + nshade_params[43].w;
-    let v29 = select(0.01 * z29, z29, z29 > 0.0);
+    let v29 = max(z29, 0.01 * z29);
     let z30 = nshade_params[44].x * v22 + nshade_params[44].y * v23 + nshade_params[44].z * v24 + nshade_params[44].w * v25
          + nshade_params[45].x * v26 + nshade_params[45].y * v27 + nshade_params[45].z * v28 + nshade_params[45].w * v29 + nshade_params[50].x;
     let v30 = (1.0 / (1.0 + exp(-z30)));
