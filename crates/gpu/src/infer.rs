@@ -278,8 +278,8 @@ pub fn bakes(model: &Model) -> bool {
 /// where it was measured faster than the function form on the H200 (1920x1080, the GLSL
 /// kernel: the hash-grid network C 7.0 G evaluations/s against 0.2-1.0 G from the
 /// buffer; `freq(8) | mlp(64x4, relu)` 4.8 G against 0.4-0.6 G baked; `freq(8) |
-/// mlp(128x4, relu)` 2.4 G against 0.08 G from the buffer (both with held weights); seed #3 (32 wide) 21.6 G
-/// against 10.2 G baked in f32 and 11.3 G in f16; the WGSL kernel, which
+/// mlp(128x4, relu)` 2.4 G against 0.08 G from the buffer (both with held weights); seed #3 (32 wide) 22.1 G
+/// against 10.2 G baked in f32 and 17.8 G in f16 with two points; the WGSL kernel, which
 /// runs where the GLSL one cannot, is slower than the baked function there: 2.0 G), else
 /// [`Form::Function`] (docs/PERFORMANCE.md).
 pub fn preferred_form(model: &Model, coop: bool, rows: bool) -> Form {
