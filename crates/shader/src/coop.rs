@@ -1366,8 +1366,13 @@ fn row_header(s: &mut String, rows: usize, wg: usize) -> (bool, &'static str) {
 
 /// The raw inputs of `row` as one value: a scalar for one input, else `in_ty(...)`.
 pub(crate) fn row_input(p: &str, in_dims: usize, in_ty: &str) -> String {
+    row_input_at(p, in_dims, in_ty, "row")
+}
+
+/// [`row_input`] of the row the expression `row` names.
+pub(crate) fn row_input_at(p: &str, in_dims: usize, in_ty: &str, row: &str) -> String {
     let comps: Vec<String> = (0..in_dims)
-        .map(|k| format!("{p}inputs[row * {in_dims}u + {k}u]"))
+        .map(|k| format!("{p}inputs[{row} * {in_dims}u + {k}u]"))
         .collect();
     if in_dims == 1 {
         comps[0].clone()

@@ -332,20 +332,10 @@ fn {p}fs(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {{
         )
         .unwrap();
     }
-    if opts.compute && np > 1 {
+    if opts.compute {
         let (i, o) = (program.in_dims, program.out_dims);
-        // point j reads row min(row0 + j, n - 1) (the last rows of an odd count repeat
-        // the last row) and stores row0 + j only below n
-        let point = |j: usize| -> String {
-            let args: Vec<String> = (0..i)
-                .map(|k| format!("{p}inputs[r{j} * {i}u + {k}u]"))
-                .collect();
-            if i == 1 {
-                args[0].clone()
-            } else {
-                format!("{in_ty}({})", args.join(", "))
-            }
-        };
+        // the function's argument from input row `row` (an expression)
+        let row_arg = |row: &str| crate::coop::row_input_at(p, i, &in_ty, row);
         write!(
             s,
             "
@@ -354,77 +344,63 @@ fn {p}fs(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {{
 
 @compute @workgroup_size(64)
 fn {p}main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {{
-    let n = arrayLength(&{p}outputs) / {o}u;
+",
+            b2 = b + 2,
+            b3 = b + 3
+        )
+        .unwrap();
+        if np == 1 {
+            write!(
+                s,
+                "    let row = id.x + id.y * 64u * groups.x;
+    if row >= arrayLength(&{p}outputs) / {o}u {{
+        return;
+    }}
+    let y = {p}eval({});
+",
+                row_arg("row")
+            )
+            .unwrap();
+            for k in 0..o {
+                let c = crate::body::component("y", k, o);
+                writeln!(s, "    {p}outputs[row * {o}u + {k}u] = {c};").unwrap();
+            }
+        } else {
+            // point j reads row min(r0 + j, n - 1) (past the end: the last row again) and
+            // stores row r0 + j only below n
+            write!(
+                s,
+                "    let n = arrayLength(&{p}outputs) / {o}u;
     let r0 = (id.x + id.y * 64u * groups.x) * {np}u;
     if r0 >= n {{
         return;
     }}
-",
-            b2 = b + 2,
-            b3 = b + 3
-        )
-        .unwrap();
-        for j in 1..np {
-            writeln!(s, "    let r{j} = min(r0 + {j}u, n - 1u);").unwrap();
-        }
-        let pts: Vec<String> = (0..np).map(point).collect();
-        writeln!(
-            s,
-            "    let y = {p}eval{np}(array<{in_ty}, {np}>({}));",
-            pts.join(", ")
-        )
-        .unwrap();
-        for j in 0..np {
-            let ind = if j == 0 { "    " } else { "        " };
-            if j > 0 {
-                writeln!(s, "    if r0 + {j}u < n {{").unwrap();
+"
+            )
+            .unwrap();
+            for j in 1..np {
+                writeln!(s, "    let r{j} = min(r0 + {j}u, n - 1u);").unwrap();
             }
-            for k in 0..o {
-                let c = crate::body::component(&format!("y[{j}]"), k, o);
-                writeln!(s, "{ind}{p}outputs[(r0 + {j}u) * {o}u + {k}u] = {c};").unwrap();
+            let pts: Vec<String> = (0..np).map(|j| row_arg(&format!("r{j}"))).collect();
+            writeln!(
+                s,
+                "    let y = {p}eval{np}(array<{in_ty}, {np}>({}));",
+                pts.join(", ")
+            )
+            .unwrap();
+            for j in 0..np {
+                let ind = if j == 0 { "    " } else { "        " };
+                if j > 0 {
+                    writeln!(s, "    if r0 + {j}u < n {{").unwrap();
+                }
+                for k in 0..o {
+                    let c = crate::body::component(&format!("y[{j}]"), k, o);
+                    writeln!(s, "{ind}{p}outputs[(r0 + {j}u) * {o}u + {k}u] = {c};").unwrap();
+                }
+                if j > 0 {
+                    s.push_str("    }\n");
+                }
             }
-            if j > 0 {
-                s.push_str(
-                    "    }
-",
-                );
-            }
-        }
-        s.push_str(
-            "}
-",
-        );
-    } else if opts.compute {
-        let (i, o) = (program.in_dims, program.out_dims);
-        let args: Vec<String> = (0..i)
-            .map(|k| format!("{p}inputs[row * {i}u + {k}u]"))
-            .collect();
-        let arg = if i == 1 {
-            args[0].clone()
-        } else {
-            format!("{in_ty}({})", args.join(", "))
-        };
-        write!(
-            s,
-            "
-@group({g}) @binding({b2}) var<storage, read> {p}inputs: array<f32>;
-@group({g}) @binding({b3}) var<storage, read_write> {p}outputs: array<f32>;
-
-@compute @workgroup_size(64)
-fn {p}main(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {{
-    let row = id.x + id.y * 64u * groups.x;
-    if row >= arrayLength(&{p}outputs) / {o}u {{
-        return;
-    }}
-    let y = {p}eval({arg});
-",
-            b2 = b + 2,
-            b3 = b + 3
-        )
-        .unwrap();
-        for k in 0..o {
-            let c = crate::body::component("y", k, o);
-            writeln!(s, "    {p}outputs[row * {o}u + {k}u] = {c};").unwrap();
         }
         s.push_str("}\n");
     }
