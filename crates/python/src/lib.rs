@@ -88,9 +88,17 @@ impl Model {
     /// 4-vectors, zero-padded to whole vectors; wgsl, glsl, hlsl, slang) or "uniform" (a
     /// uniform block of vec4; dense networks of at most 16 384 parameters);
     /// `differentiable` (Slang only) marks
-    /// the network function `[Differentiable]` for `fwd_diff`/`bwd_diff`.
-    #[pyo3(signature = (target, weights = "baked", differentiable = false))]
-    fn export(&self, target: &str, weights: &str, differentiable: bool) -> PyResult<String> {
+    /// the network function `[Differentiable]` for `fwd_diff`/`bwd_diff`; `points` 2 or 4
+    /// (wgsl, msl, glsl; networks without grids) writes `nshade_evalN`, which evaluates
+    /// N points at once for compute passes (each weight read once for all of them).
+    #[pyo3(signature = (target, weights = "baked", differentiable = false, points = 1))]
+    fn export(
+        &self,
+        target: &str,
+        weights: &str,
+        differentiable: bool,
+        points: usize,
+    ) -> PyResult<String> {
         use nshade_shader::{Options, Output, Target, WeightMode};
         let target = match target {
             "wgsl" => Target::Wgsl,
@@ -129,6 +137,7 @@ impl Model {
                 uniform_weights,
                 vec4_buffer,
                 differentiable,
+                points,
                 ..Options::new(target)
             },
         ) {

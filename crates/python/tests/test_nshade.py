@@ -73,6 +73,15 @@ def test_four_inputs_to_three_outputs():
         m.export("msl", weights="buffer-vec4")
     with pytest.raises(ValueError, match="baked, buffer, buffer-vec4 or uniform"):
         m.export("wgsl", weights="texture")
+    # several points at once: 4 inputs, 3 outputs, 2 points
+    assert "fn nshade_eval2(p: array<vec4<f32>, 2>) -> array<vec3<f32>, 2>" in m.export(
+        "wgsl", weights="buffer-vec4", points=2
+    )
+    assert "vec3[2] nshade_eval2(vec4 p[2])" in m.export("glsl", points=2)
+    with pytest.raises(ValueError, match="is not 1, 2 or 4"):
+        m.export("wgsl", points=3)
+    with pytest.raises(ValueError, match="points"):
+        m.export("hlsl", points=2)
 
 
 def test_fine_tuning_continues_from_a_model():
