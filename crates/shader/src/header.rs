@@ -93,11 +93,17 @@ pub(crate) fn write(model: &Model, opts: &Options, iface: &Interface) -> String 
         line("inputs, raw (the function applies x * scale + offset itself):");
     }
     let comps = ["x", "y", "z", "w"];
+    // several points at once: each point's inputs are p[j]
+    let param = if opts.points > 1 && !opts.form.is_tiled() {
+        "p[j]"
+    } else {
+        "p"
+    };
     for (i, name) in model.inputs.names.iter().enumerate() {
         let p = if net.in_dims == 1 {
-            "p".to_string()
+            param.to_string()
         } else {
-            format!("p.{}", comps[i])
+            format!("{param}.{}", comps[i])
         };
         let [lo, hi] = model.inputs.domain[i];
         line(&format!(
