@@ -305,9 +305,9 @@ impl ShaderEvaluator {
     /// with a load per weight in f32, 0.99 G against 0.21 G in f16), two points per
     /// invocation for networks without grid tables (`Options::points`: each loaded
     /// vector serves both; on the H200 seed #3 from the 4-vector buffer 5.31 G against
-    /// 2.99 G in f32, 7.42 G against 5.78 G in f16, and `freq(8) | mlp(128x4, relu)`
+    /// 2.99 G in f32, 8.7 G against 5.9 G in f16, and `freq(8) | mlp(128x4, relu)`
     /// 0.11 G against 0.08 G in f16). Baked f16 kernels also take two points (seed #3
-    /// 12.7 G against 11.3 G, `mlp(32x3, relu)` 23.4 G against 20.4 G; in f32 two points
+    /// 17.8 G against 14.6 G, `mlp(32x3, relu)` 23.4 G against 20.4 G; in f32 two points
     /// ran slower: 7.7 G against 10.2 G). The plain buffer-mode kernel, identical
     /// otherwise, is [`ShaderEvaluator::with_weights`].
     pub fn new(

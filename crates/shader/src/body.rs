@@ -36,8 +36,9 @@ pub(crate) struct Body<'a> {
     /// that doubles per octave from f32 rounding (about 1e-5 at octave 7, far below the
     /// f16 rounding of the tensor-core kernels that use it). f32 locals only.
     pub freq_doubling: bool,
-    /// Points evaluated at once (`Options::points`, WGSL): each value is a vector of
-    /// this many points (`vec4<f32>`), the parameter `p` an array of the points' inputs,
+    /// Points evaluated at once (`Options::points`, WGSL and GLSL): each value is a
+    /// vector of this many points (`vec4<f32>`, `vec4`), the parameter `p` an array of
+    /// the points' inputs,
     /// and every weight a scalar that multiplies the whole vector. 1: scalar values.
     pub points: usize,
     /// With `points` above 1: the values' vector types.

@@ -273,9 +273,9 @@ pub struct Options {
     /// `--form function` in WGSL, SPIR-V, MSL and GLSL 450 (`nshade export --points N`):
     /// the function evaluates this many points at once (1, 2 or 4), `{prefix}eval{N}(p:
     /// array<IN, N>) -> array<OUT, N>` (GLSL `OUT[N] {prefix}evalN(IN p[N])`), each value
-    /// a vector of the points so that every
-    /// weight is read once for N multiply-adds (and at f16 two points share a packed
-    /// instruction); the compute entry evaluates N consecutive rows per invocation.
+    /// a vector of the points so that every weight is read once for N multiply-adds (and
+    /// at f16 two points share a packed instruction); the compute entry evaluates N
+    /// consecutive rows per invocation.
     /// Networks without grid tables; no fragment entry (a fragment is one point).
     pub points: usize,
 }
