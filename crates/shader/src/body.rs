@@ -36,17 +36,17 @@ pub(crate) struct Body<'a> {
     /// that doubles per octave from f32 rounding (about 1e-5 at octave 7, far below the
     /// f16 rounding of the tensor-core kernels that use it). f32 locals only.
     pub freq_doubling: bool,
-    /// Points evaluated at once (`Options::points`, WGSL and GLSL): each value is a
-    /// vector of this many points (`vec4<f32>`, `vec4`), the parameter `p` an array of
-    /// the points' inputs,
-    /// and every weight a scalar that multiplies the whole vector. 1: scalar values.
-    pub points: usize,
-    /// With `points` above 1: the values' vector types.
+    /// Several points at once (`Options::points`, WGSL and GLSL): each value is a vector
+    /// of the points (`vec4<f32>`, `vec4`), the parameter `p` an array of the points'
+    /// inputs, and every weight a scalar that multiplies the whole vector. `None`: one
+    /// point, scalar values.
     pub lanes: Option<LaneTypes>,
 }
 
-/// The vector types of [`Body::points`].
+/// The points and vector types of [`Body::lanes`].
 pub(crate) struct LaneTypes {
+    /// Points per call (2 or 4).
+    pub n: usize,
     /// f32 vector of the points (inputs are built in f32, then cast).
     pub f32: String,
     /// The values' vector type: `f32`'s, or its f16 twin; it also splats bare literals.
@@ -109,7 +109,7 @@ impl Body<'_> {
                 } => {
                     let x = match &self.lanes {
                         Some(l) => {
-                            let xs: Vec<String> = (0..self.points)
+                            let xs: Vec<String> = (0..l.n)
                                 .map(|j| {
                                     let pj = format!("{}[{j}]", self.param);
                                     component(&pj, *index, program.in_dims)
@@ -423,6 +423,20 @@ fn signed_term(v: f32, x: Option<&str>) -> String {
         Some(x) => format!(" {sign} {} * {x}", float_literal(mag)),
         None => format!(" {sign} {}", float_literal(mag)),
     }
+}
+
+/// The header line of a function of `n` points (`Options::points`).
+pub(crate) fn points_note(n: usize) -> String {
+    format!(
+        "{n} points at once: element j of the result is the network at p[j]; each value is a vec{n} of the points, each weight read once for the {n}"
+    )
+}
+
+/// For each of `n` points, its outputs: element j of every output value `outs`.
+pub(crate) fn point_outputs(outs: &[String], n: usize) -> Vec<Vec<String>> {
+    (0..n)
+        .map(|j| outs.iter().map(|o| format!("{o}[{j}]")).collect())
+        .collect()
 }
 
 /// Input `i` of the function parameter: `p` when there is one input, else `p.x`, `p.y`, ...

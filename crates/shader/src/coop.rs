@@ -567,7 +567,6 @@ fn {p}main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid
         vec4_locals: None,
         vec4_decl: "let",
         freq_doubling: true,
-        points: 1,
         lanes: None,
     };
     let body_opts = Options {
@@ -1034,7 +1033,6 @@ pub(crate) fn glsl_encoding(
         vec4_locals: None,
         vec4_decl: "vec4",
         freq_doubling: true,
-        points: 1,
         lanes: None,
     };
     let body_opts = Options {

@@ -111,9 +111,7 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
         ));
     }
     if np > 1 {
-        entries.push(format!(
-            "{np} points at once: element j of the result is the network at p[j]; each value is a vec{np} of the points, each weight read once for the {np}"
-        ));
+        entries.push(crate::body::points_note(np));
     }
     let iface = Interface {
         signature: signature.clone(),
@@ -168,8 +166,8 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
             .then(|| format!("{p}params.w")),
         vec4_decl: "vec4",
         freq_doubling: false,
-        points: np,
         lanes: (np > 1).then(|| crate::body::LaneTypes {
+            n: np,
             f32: value_ty.clone(),
             value: value_ty.clone(),
         }),
@@ -177,15 +175,11 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
     writeln!(s, "{signature} {{").unwrap();
     let outs = body.write(model, program, opts, &mut s);
     let ret = if np > 1 {
-        // point j's outputs: element j of every output vector
-        let pts: Vec<String> = (0..np)
-            .map(|j| {
-                let xs: Vec<String> = outs.iter().map(|o| format!("{o}[{j}]")).collect();
-                if xs.len() == 1 {
-                    xs[0].clone()
-                } else {
-                    format!("{out_ty}({})", xs.join(", "))
-                }
+        let pts: Vec<String> = crate::body::point_outputs(&outs, np)
+            .into_iter()
+            .map(|xs| match xs.len() {
+                1 => xs[0].clone(),
+                _ => format!("{out_ty}({})", xs.join(", ")),
             })
             .collect();
         format!("{out_ty}[{np}]({})", pts.join(", "))

@@ -167,7 +167,6 @@ pub fn write_string(model: &Model, program: &Program, opts: &Options) -> Result<
             "float4"
         },
         freq_doubling: false,
-        points: 1,
         lanes: None,
     };
     writeln!(s, "{diff_attr}{signature} {{").unwrap();

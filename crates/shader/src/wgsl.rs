@@ -165,9 +165,7 @@ pub(crate) fn write_tables_as(
         ));
     }
     if np > 1 {
-        entries.push(format!(
-            "{np} points at once: element j of the result is the network at p[j]; each value is a vec{np} of the points, each weight read once for the {np}"
-        ));
+        entries.push(crate::body::points_note(np));
     }
     if opts.compute && np > 1 {
         entries.push(format!(
@@ -248,6 +246,7 @@ pub(crate) fn write_tables_as(
     };
     let scalar = if f16 { "f16" } else { "f32" };
     let lanes = (np > 1).then(|| crate::body::LaneTypes {
+        n: np,
         f32: format!("vec{np}<f32>"),
         value: format!("vec{np}<{scalar}>"),
     });
@@ -267,23 +266,21 @@ pub(crate) fn write_tables_as(
             .then(|| format!("{p}params")),
         vec4_decl: "let",
         freq_doubling: false,
-        points: np,
         lanes,
     };
     writeln!(s, "{signature} {{").unwrap();
     let outs = body.write(model, program, opts, &mut s);
     let ret = if np > 1 {
-        // point j's outputs: element j of every output vector
-        let point = |j: usize| -> String {
-            let xs: Vec<String> = outs.iter().map(|o| format!("{o}[{j}]")).collect();
-            let v = if outs.len() == 1 {
-                xs[0].clone()
-            } else {
-                format!("{}({})", vec_type(outs.len(), scalar), xs.join(", "))
-            };
-            if f16 { format!("{out_ty}({v})") } else { v }
-        };
-        let pts: Vec<String> = (0..np).map(point).collect();
+        let pts: Vec<String> = crate::body::point_outputs(&outs, np)
+            .into_iter()
+            .map(|xs| {
+                let v = match xs.len() {
+                    1 => xs[0].clone(),
+                    k => format!("{}({})", vec_type(k, scalar), xs.join(", ")),
+                };
+                if f16 { format!("{out_ty}({v})") } else { v }
+            })
+            .collect();
         format!("array<{out_ty}, {np}>({})", pts.join(", "))
     } else if f16 {
         if outs.len() == 1 {
