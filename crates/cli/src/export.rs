@@ -116,6 +116,14 @@ pub struct Args {
     /// without this flag.
     #[arg(long)]
     pub held_weights: bool,
+    /// With --target glsl --form coop-compute: NVIDIA's GL_NV_cooperative_matrix2 (Vulkan
+    /// VK_NV_cooperative_matrix2 with cooperativeMatrixConversions) turns each hidden
+    /// layer's accumulators into the next layer's A matrices in registers, where the
+    /// portable kernel passes them through workgroup memory (on the H200 seed #3 ran
+    /// 1.4x faster). Applies to the subgroup kernel (grids and mlps narrower than 64, or
+    /// any with --held-weights absent and that kernel chosen); the others ignore it.
+    #[arg(long)]
+    pub coop_conversions: bool,
     /// With a compute form: bytes of workgroup memory the kernel may use (the device's
     /// maxComputeSharedMemorySize / max_compute_workgroup_storage_size); the largest tile
     /// of rows that fits is taken.
@@ -248,6 +256,7 @@ pub fn run(args: Args) -> Result<()> {
         texture_io: args.texture_io,
         rows_acc16: args.accumulate == Some(PrecisionArg::F16),
         rows_stationary: args.held_weights,
+        rows_convert: args.coop_conversions,
         vec4_buffer: args.vec4_buffer,
         points: args.points as usize,
         ..Options::new(target)

@@ -42,8 +42,13 @@ pub fn run(args: Args) -> Result<()> {
         );
         if a.cooperative_matrix {
             println!(
-                "     cooperative matrix: yes ({})",
-                a.cooperative_matrix_shapes.join(", ")
+                "     cooperative matrix: yes ({}){}",
+                a.cooperative_matrix_shapes.join(", "),
+                if a.cooperative_matrix_conversions {
+                    "; conversions between uses (VK_NV_cooperative_matrix2)"
+                } else {
+                    ""
+                }
             );
         } else {
             println!("     cooperative matrix: no");

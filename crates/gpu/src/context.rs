@@ -28,6 +28,10 @@ pub struct AdapterSummary {
     pub cooperative_matrix: bool,
     /// `MxNxK ab→cr` of every cooperative-matrix configuration the adapter lists.
     pub cooperative_matrix_shapes: Vec<String>,
+    /// The adapter offers `VK_NV_cooperative_matrix2`'s conversions of accumulators into
+    /// A matrices (the GLSL inference kernel's `rows_convert`); in a
+    /// [`GpuContext`]'s summary: its device was opened with them.
+    pub cooperative_matrix_conversions: bool,
     pub max_workgroup_storage: u32,
     pub max_invocations_per_workgroup: u32,
 }
@@ -98,6 +102,7 @@ fn summarize(adapter: &wgpu::Adapter) -> AdapterSummary {
         timestamp_query: f.contains(wgpu::Features::TIMESTAMP_QUERY),
         cooperative_matrix: coop,
         cooperative_matrix_shapes: shapes,
+        cooperative_matrix_conversions: coop && coopmat2::conversions(adapter),
         max_workgroup_storage: l.max_compute_workgroup_storage_size,
         max_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
     }
@@ -193,19 +198,39 @@ impl GpuContext {
         } else {
             wgpu::ExperimentalFeatures::disabled()
         };
-        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        let desc = wgpu::DeviceDescriptor {
             label: Some("nshade"),
             required_features: features,
             required_limits: adapter.limits(),
             experimental_features: experimental,
             memory_hints: wgpu::MemoryHints::Performance,
             trace: wgpu::Trace::Off,
-        }))
-        .map_err(|e| GpuError::Device {
-            adapter: summary.name.clone(),
-            message: e.to_string(),
-        })?;
-        Ok(GpuContext::from_device(adapter, device, queue, features))
+        };
+        // NVIDIA's conversions of cooperative matrices between uses, for the GLSL
+        // inference kernel (`NSHADE_COOPMAT2=0` leaves them off)
+        let conversions = features.contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
+            && std::env::var("NSHADE_COOPMAT2").map_or(true, |v| v != "0")
+            && summary.cooperative_matrix_conversions;
+        // SAFETY: the device is wgpu-hal's own, with one more extension and feature that
+        // the adapter reports; only kernels that `conversions` allows use them.
+        let opened = if conversions {
+            unsafe { coopmat2::open(&adapter, &desc) }.ok()
+        } else {
+            None
+        };
+        let with_conversions = opened.is_some();
+        let (device, queue) = match opened {
+            Some(dq) => dq,
+            None => {
+                pollster::block_on(adapter.request_device(&desc)).map_err(|e| GpuError::Device {
+                    adapter: summary.name.clone(),
+                    message: e.to_string(),
+                })?
+            }
+        };
+        let mut ctx = GpuContext::from_device(adapter, device, queue, features);
+        ctx.summary.cooperative_matrix_conversions = with_conversions;
+        Ok(ctx)
     }
 
     /// A context of a device opened elsewhere on `adapter` with `features`.
@@ -262,6 +287,124 @@ impl GpuContext {
     /// True when the device was created with `f`.
     pub fn has(&self, f: wgpu::Features) -> bool {
         self.features.contains(f)
+    }
+}
+
+/// `VK_NV_cooperative_matrix2` (not in wgpu, nor in the ash it uses): whether an adapter
+/// offers its conversions between matrix uses, and a device opened with them.
+#[cfg(not(any(target_vendor = "apple", target_arch = "wasm32")))]
+mod coopmat2 {
+    use ash::vk;
+    use std::ffi::{CStr, c_void};
+    use wgpu::hal::api::Vulkan;
+
+    const EXTENSION: &CStr = c"VK_NV_cooperative_matrix2";
+
+    /// `VkPhysicalDeviceCooperativeMatrix2FeaturesNV`.
+    #[repr(C)]
+    struct Features {
+        s_type: vk::StructureType,
+        p_next: *mut c_void,
+        workgroup_scope: vk::Bool32,
+        flexible_dimensions: vk::Bool32,
+        reductions: vk::Bool32,
+        conversions: vk::Bool32,
+        per_element_operations: vk::Bool32,
+        tensor_addressing: vk::Bool32,
+        block_loads: vk::Bool32,
+    }
+
+    impl Features {
+        fn new(conversions: bool) -> Features {
+            Features {
+                s_type: vk::StructureType::from_raw(1_000_593_000),
+                p_next: std::ptr::null_mut(),
+                workgroup_scope: vk::FALSE,
+                flexible_dimensions: vk::FALSE,
+                reductions: vk::FALSE,
+                conversions: conversions.into(),
+                per_element_operations: vk::FALSE,
+                tensor_addressing: vk::FALSE,
+                block_loads: vk::FALSE,
+            }
+        }
+    }
+
+    /// The adapter is a Vulkan one whose device lists the extension with
+    /// `cooperativeMatrixConversions`.
+    pub(super) fn conversions(adapter: &wgpu::Adapter) -> bool {
+        // SAFETY: read-only queries of the adapter's physical device.
+        unsafe {
+            let Some(hal) = adapter.as_hal::<Vulkan>() else {
+                return false;
+            };
+            let instance = hal.shared_instance().raw_instance();
+            let physical = hal.raw_physical_device();
+            let listed = instance
+                .enumerate_device_extension_properties(physical)
+                .is_ok_and(|all| {
+                    all.iter()
+                        .any(|e| e.extension_name_as_c_str() == Ok(EXTENSION))
+                });
+            if !listed {
+                return false;
+            }
+            let mut f = Features::new(false);
+            let mut f2 = vk::PhysicalDeviceFeatures2 {
+                p_next: (&mut f as *mut Features).cast(),
+                ..Default::default()
+            };
+            instance.get_physical_device_features2(physical, &mut f2);
+            f.conversions == vk::TRUE
+        }
+    }
+
+    /// The device wgpu would open on `adapter` for `desc`, with the extension and its
+    /// conversions feature added.
+    ///
+    /// # Safety
+    /// [`conversions`] must have returned true for `adapter`.
+    pub(super) unsafe fn open(
+        adapter: &wgpu::Adapter,
+        desc: &wgpu::DeviceDescriptor,
+    ) -> Result<(wgpu::Device, wgpu::Queue), String> {
+        let mut features = Features::new(true);
+        let open = {
+            let hal = unsafe { adapter.as_hal::<Vulkan>() }.ok_or("not a Vulkan adapter")?;
+            let feat: *mut Features = &mut features;
+            let add = move |args: wgpu::hal::vulkan::CreateDeviceCallbackArgs| {
+                args.extensions.push(EXTENSION);
+                // SAFETY: `features` outlives the device creation (this function's frame).
+                unsafe {
+                    (*feat).p_next = args.create_info.p_next as *mut c_void;
+                }
+                args.create_info.p_next = feat as *const c_void;
+            };
+            unsafe {
+                hal.open_with_callback(
+                    desc.required_features,
+                    &desc.required_limits,
+                    &desc.memory_hints,
+                    Some(Box::new(add)),
+                )
+            }
+            .map_err(|e| e.to_string())?
+        };
+        unsafe { adapter.create_device_from_hal(open, desc) }.map_err(|e| e.to_string())
+    }
+}
+
+/// Stand-in where wgpu has no Vulkan backend: no conversions.
+#[cfg(any(target_vendor = "apple", target_arch = "wasm32"))]
+mod coopmat2 {
+    pub(super) fn conversions(_: &wgpu::Adapter) -> bool {
+        false
+    }
+    pub(super) unsafe fn open(
+        _: &wgpu::Adapter,
+        _: &wgpu::DeviceDescriptor,
+    ) -> Result<(wgpu::Device, wgpu::Queue), String> {
+        Err("VK_NV_cooperative_matrix2 needs Vulkan".into())
     }
 }
 

@@ -42,6 +42,9 @@ pub struct ShaderEvaluator {
     f16_params: bool,
     /// The GLSL subgroup kernel's hidden layers accumulate in f16.
     acc16: bool,
+    /// The GLSL subgroup kernel converts accumulators into A matrices in registers
+    /// (`Options::rows_convert`).
+    convert: bool,
     /// Rows per invocation of the function form's compute entry (`Options::points`).
     points: usize,
 }
@@ -153,9 +156,14 @@ fn glsl_coop_options(
     let held_rows = std::env::var("NSHADE_HELD_ROWS")
         .ok()
         .and_then(|v| v.parse().ok());
+    // NVIDIA's conversions where the device was opened with them (`NSHADE_ROWS_CONVERT=0`:
+    // the portable kernel)
+    let rows_convert = ctx.summary.cooperative_matrix_conversions
+        && std::env::var("NSHADE_ROWS_CONVERT").map_or(true, |v| v != "0");
     let with = |precision: Precision, rows_direct: bool, rows_acc16: bool| Options {
         rows_acc16,
         rows_hold,
+        rows_convert,
         rows_stationary,
         held_rows,
         form: Form::CoopCompute,
@@ -428,7 +436,7 @@ impl ShaderEvaluator {
                 if self.acc16 { "f16" } else { "f32" }
             ),
             Some(plan) if plan.blocks > 0 => format!(
-                "{} ({language}, {} subgroups x {} rows{}, {} accumulation)",
+                "{} ({language}, {} subgroups x {} rows{}, {} accumulation{})",
                 self.form,
                 plan.workgroup_size / 32,
                 16 * plan.blocks,
@@ -437,7 +445,12 @@ impl ShaderEvaluator {
                     0 => String::new(),
                     n => format!(", f16 weights, {n} layer(s) read in place"),
                 },
-                if self.acc16 { "f16" } else { "f32" }
+                if self.acc16 { "f16" } else { "f32" },
+                if self.convert {
+                    ", layers chained in registers (NV conversions)"
+                } else {
+                    ""
+                }
             ),
             Some(plan) => format!("{} ({language}, tiles of {} rows)", self.form, plan.rows),
             None => format!("{} ({language})", self.form),
@@ -534,6 +547,8 @@ impl ShaderEvaluator {
         tiled_supported(ctx, model, form).map_err(GpuError::Other)?;
         let plan = nshade_shader::coop::plan_for(model, opts)
             .map_err(|e| GpuError::Other(format!("generating the inference shader: {e}")))?;
+        // conversions change the subgroup kernel only
+        let convert = opts.rows_convert && plan.blocks > 0 && plan.output_groups == 0;
         // the buffer's element type is the kernel's (`--precision`)
         let opts = Options {
             form,
@@ -552,6 +567,7 @@ impl ShaderEvaluator {
         )?;
         ev.f16_params = opts.buffer_is_f16();
         ev.acc16 = acc16;
+        ev.convert = convert;
         Ok(ev)
     }
 
@@ -706,6 +722,7 @@ impl ShaderEvaluator {
             glsl: false,
             f16_params: false,
             acc16: false,
+            convert: false,
             points: 1,
         })
     }

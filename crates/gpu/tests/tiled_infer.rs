@@ -239,7 +239,7 @@ fn fastest_names_its_form() {
             // whose hidden layers accumulate in f16, as `export` writes it
             if glsl {
                 assert!(
-                    ev.describe().ends_with("f16 accumulation)"),
+                    ev.describe().contains("f16 accumulation"),
                     "{}",
                     ev.describe()
                 );
@@ -781,6 +781,102 @@ fn glsl_coop_shapes_match_cpu() {
     let worst = glsl_kernels_match_cpu(&ctx, &all);
     eprintln!(
         "glsl coop shapes: {} kernels, worst relative error {worst:.3e}",
+        all.len()
+    );
+}
+
+/// The GLSL subgroup kernel with NVIDIA's conversions of accumulators into A matrices
+/// (`Options::rows_convert`, `GL_NV_cooperative_matrix2`): in every shape, for every
+/// network whose weights fit, with f16 and f32 accumulation and an f32 and an f16 buffer.
+/// glslang compiles each on every machine, and only its first layer reads X (the mlp
+/// input); where the device was opened with the conversions
+/// (the H200) each runs against the CPU (the bound of `glsl_kernels_match_cpu`) and 3
+/// workgroups looping over every tile write the same bits as one per tile.
+#[cfg(feature = "glslang")]
+#[test]
+fn glsl_conversions_match_cpu() {
+    use nshade_gpu::capture::glslang::compile_compute;
+    use nshade_shader::{Options, Precision, Target, WeightMode, coop, export};
+    let variants = [
+        (Precision::F32, true),
+        (Precision::F32, false),
+        (Precision::F16, true),
+    ];
+    let kernels = |budget: usize| {
+        let mut out = Vec::new();
+        for shape in SHAPES {
+            for (k, &(arch, i, o)) in ARCHS.iter().enumerate() {
+                let m = model(arch, i, o, 70 + k as u64);
+                for &(precision, rows_acc16) in &variants {
+                    let opts = Options {
+                        form: Form::CoopCompute,
+                        weights: WeightMode::Buffer,
+                        workgroup_memory: budget,
+                        rows_shape: Some(shape),
+                        precision,
+                        rows_acc16,
+                        rows_convert: true,
+                        ..Options::new(Target::Glsl)
+                    };
+                    let what = format!(
+                        "{arch} glsl coop conversions {shape:?} {precision:?} acc16 {rows_acc16}"
+                    );
+                    let plan = match coop::plan_for(&m, &opts) {
+                        Ok(p) if p.blocks > 0 => p,
+                        // f16 accumulation is the subgroup kernel's alone
+                        Err(e) if rows_acc16 => {
+                            eprintln!("{what}: {e}");
+                            continue;
+                        }
+                        Ok(_) => continue,
+                        Err(e) => panic!("{what}: {e}"),
+                    };
+                    assert!(plan.workgroup_bytes <= budget, "{what}");
+                    let src = export(&m, &opts).unwrap().into_text().unwrap();
+                    let hidden = plan.layers.len() - 1;
+                    assert!(
+                        src.contains("#extension GL_NV_cooperative_matrix2 : require"),
+                        "{what}"
+                    );
+                    // layer 0 alone loads A matrices from X; every hidden layer's
+                    // accumulators become A matrices
+                    assert_eq!(
+                        src.matches("coopMatLoad(a").count(),
+                        shape.1 * plan.layers[0].in_p / 16,
+                        "{what}"
+                    );
+                    assert_eq!(
+                        src.matches("gl_MatrixUseA>(c").count(),
+                        plan.layers[..hidden]
+                            .iter()
+                            .map(|l| shape.1 * l.out_p / 16)
+                            .sum::<usize>(),
+                        "{what}"
+                    );
+                    let words = compile_compute(&src)
+                        .unwrap_or_else(|e| panic!("glslang: {what}: {e:?}\n{src}"));
+                    out.push((what, m.clone(), opts, words));
+                }
+            }
+        }
+        // every network but the 128-wide one fits in the seed-#3 shape with an f32 buffer
+        assert!(out.len() >= 6 * 5, "only {} kernels fit", out.len());
+        out
+    };
+    let compiled = kernels(coop::MAX_WORKGROUP_BYTES);
+    let Some(ctx) = common::context() else { return };
+    if !ctx.summary.cooperative_matrix_conversions {
+        eprintln!(
+            "\n*** SKIPPED the runs of glsl_conversions_match_cpu ({} kernels compiled): the adapter {} has no VK_NV_cooperative_matrix2 conversions; they run on the H200 ***\n",
+            compiled.len(),
+            ctx.summary.name
+        );
+        return;
+    }
+    let all = kernels(ctx.summary.max_workgroup_storage as usize);
+    let worst = glsl_kernels_match_cpu(&ctx, &all);
+    eprintln!(
+        "glsl coop conversions: {} kernels, worst relative error {worst:.3e}",
         all.len()
     );
 }

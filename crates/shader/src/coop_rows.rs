@@ -120,6 +120,7 @@ pub(crate) fn plan(
     shape: Option<(usize, usize)>,
     direct: Direct,
     acc16: bool,
+    convert: bool,
 ) -> Option<TilePlan> {
     let modes: &[bool] = match direct {
         Direct::Never => &[false],
@@ -134,7 +135,9 @@ pub(crate) fn plan(
         };
         for skew in [8, 0] {
             for &(groups, blocks) in &order {
-                if let Some(p) = plan_shape(mlp, budget, groups, blocks, skew, use_direct, acc16) {
+                if let Some(p) = plan_shape(
+                    mlp, budget, groups, blocks, skew, use_direct, acc16, convert,
+                ) {
                     return Some(p);
                 }
             }
@@ -144,7 +147,10 @@ pub(crate) fn plan(
 }
 
 /// [`plan`] for one shape with staged weight rows skewed by `skew` f16; `use_direct`:
-/// every layer that can reads the buffer in place.
+/// every layer that can reads the buffer in place; `convert`: the hidden layers'
+/// activations stay in registers (`Options::rows_convert`), so X holds only the mlp
+/// input.
+#[allow(clippy::too_many_arguments)]
 fn plan_shape(
     mlp: &nshade_core::module::Mlp,
     budget: usize,
@@ -153,6 +159,7 @@ fn plan_shape(
     skew: usize,
     use_direct: bool,
     acc16: bool,
+    convert: bool,
 ) -> Option<TilePlan> {
     let mut layers = Vec::new();
     let (mut staged, mut staged_bias) = (0, 0);
@@ -169,7 +176,12 @@ fn plan_shape(
         .map(|l| l.in_p.max(l.out_p))
         .max()
         .unwrap_or(16);
-    let sx = widest + X_SKEW;
+    // with `convert`, X holds the mlp input alone
+    let sx = if convert {
+        layers[0].in_p + X_SKEW
+    } else {
+        widest + X_SKEW
+    };
     let rows_each = 16 * blocks;
     let x_len = rows_each * sx;
     let out_p = layers.last().map_or(16, |l| l.out_p);
@@ -207,20 +219,27 @@ pub(crate) fn write(model: &Model, program: &Program, opts: &Options, plan: &Til
     let f16 = opts.buffer_is_f16();
     let acc16 = opts.rows_acc16;
     let tex = opts.texture_io;
+    let convert = opts.rows_convert;
+    let extensions = format!(
+        "{}{}",
+        // texelFetch on a texture2D without a sampler
+        if tex {
+            "#extension GL_EXT_samplerless_texture_functions : require\n"
+        } else {
+            ""
+        },
+        // accumulators converted into A matrices
+        if convert {
+            "#extension GL_NV_cooperative_matrix2 : require\n"
+        } else {
+            ""
+        }
+    );
     let (mut s, in_ty) = crate::coop::glsl_head(
         model,
         opts,
         (in_dims, out_dims, wg),
-        (
-            true,
-            true,
-            // texelFetch on a texture2D without a sampler
-            if tex {
-                "#extension GL_EXT_samplerless_texture_functions : require\n"
-            } else {
-                ""
-            },
-        ),
+        (true, true, &extensions),
         entries(plan, opts, in_dims, out_dims),
     );
     let (ma, mb, mc, mh) = crate::coop::glsl_mats();
@@ -230,7 +249,7 @@ pub(crate) fn write(model: &Model, program: &Program, opts: &Options, plan: &Til
 layout(local_size_x = {wg}) in;
 
 {buffers}
-// Staged weights (f16) and biases (f32); each subgroup's {rows_each} rows of X (f16,
+// Staged weights (f16) and biases (f32); each subgroup's {rows_each} rows of {xwhat} (f16,
 // row-major, rows of {sx}) and of the last layer's outputs (f32, rows of {zw}).
 shared float16_t {p}ws[{wl}];
 shared float {p}bs[{bl}];{bh}
@@ -250,6 +269,7 @@ void main() {{
     uint xb = sgid * {x_len}u;
     uint zb = sgid * {z_len}u;
 ",
+        xwhat = if convert { "the mlp input" } else { "X" },
         buffers = if tex {
             let (g, b) = (opts.group, opts.binding);
             format!(
@@ -405,20 +425,43 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
             l.in_dims,
             l.act.name()
         );
-        let _ = writeln!(s, "        {{");
-        for m in 0..blocks {
-            for k in 0..kb {
-                let _ = writeln!(
-                    s,
-                    "            {ma} a{m}_{k}; coopMatLoad(a{m}_{k}, {p}xs, xb + {off}u, {sx}u, gl_CooperativeMatrixLayoutRowMajor);",
-                    off = m * 16 * sx + k * 16
-                );
+        let is_last = i == n_last;
+        // with `convert`, the hidden layers' outputs become the next layer's A matrices
+        // (y{i+1}_m_n) in registers; only layer 0 reads X
+        if convert && !is_last {
+            for m in 0..blocks {
+                for nn in 0..nb {
+                    let _ = writeln!(s, "        {ma} y{}_{m}_{nn};", i + 1);
+                }
             }
         }
-        let _ = writeln!(s, "            {p}sync();");
+        let _ = writeln!(s, "        {{");
+        let from_x = !convert || i == 0;
+        if from_x {
+            for m in 0..blocks {
+                for k in 0..kb {
+                    let _ = writeln!(
+                        s,
+                        "            {ma} a{m}_{k}; coopMatLoad(a{m}_{k}, {p}xs, xb + {off}u, {sx}u, gl_CooperativeMatrixLayoutRowMajor);",
+                        off = m * 16 * sx + k * 16
+                    );
+                }
+            }
+        }
+        // the layer's stores into X come after every load of it (with `convert` it
+        // stores nothing there)
+        if !convert {
+            let _ = writeln!(s, "            {p}sync();");
+        }
+        let a_name = |m: usize, k: usize| {
+            if from_x {
+                format!("a{m}_{k}")
+            } else {
+                format!("y{i}_{m}_{k}")
+            }
+        };
         // f16 accumulation (`acc16`) for the hidden layers; the last layer's activation
         // is applied to the outputs alone, in the output loop
-        let is_last = i == n_last;
         let h = acc16 && !is_last;
         let (acc, barr) = if h { (&mh, "bh") } else { (&mc, "bs") };
         let y = if h {
@@ -459,7 +502,8 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
                     for m in 0..blocks {
                         let _ = writeln!(
                             s,
-                            "              c{m}_{nn} = coopMatMulAdd(a{m}_{k}, {w}, c{m}_{nn});"
+                            "              c{m}_{nn} = coopMatMulAdd({}, {w}, c{m}_{nn});",
+                            a_name(m, k)
                         );
                     }
                     let _ = writeln!(s, "            }}");
@@ -479,11 +523,15 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
                     }
                     if !is_last {
                         let conv = if h { c.clone() } else { format!("{mh}({c})") };
-                        let _ = writeln!(
-                            s,
-                            "            coopMatStore({conv}, {p}xs, xb + {off}u, {sx}u, gl_CooperativeMatrixLayoutRowMajor);",
-                            off = m * 16 * sx + nn * 16
-                        );
+                        if convert {
+                            let _ = writeln!(s, "            y{}_{m}_{nn} = {ma}({conv});", i + 1);
+                        } else {
+                            let _ = writeln!(
+                                s,
+                                "            coopMatStore({conv}, {p}xs, xb + {off}u, {sx}u, gl_CooperativeMatrixLayoutRowMajor);",
+                                off = m * 16 * sx + nn * 16
+                            );
+                        }
                     } else {
                         let _ = writeln!(
                             s,
@@ -494,21 +542,23 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
                 }
             }
         }
-        let _ = writeln!(s, "        }}\n        {p}sync();");
+        if convert && !is_last {
+            let _ = writeln!(s, "        }}");
+        } else {
+            let _ = writeln!(s, "        }}\n        {p}sync();");
+        }
     }
+    // the last layer's f32 output o of the subgroup's row r (an expression)
+    let z = |o: &str| format!("{p}zs[zb + r * {zw}u + {o}]");
     // output o of the subgroup's row r (expressions)
     let out = |o: &str| {
         if split == RowsSplit::EncodeOnly {
             format!("float({p}xs[xb + r * {sx}u + {o}])")
         } else if split == RowsSplit::NoActivation {
-            format!("{p}zs[zb + r * {zw}u + {o}]")
+            z(o)
         } else {
             // the last layer's activation, on the outputs alone
-            crate::syntax::activation(
-                &crate::syntax::CSyntax,
-                &last.act,
-                &format!("{p}zs[zb + r * {zw}u + {o}]"),
-            )
+            crate::syntax::activation(&crate::syntax::CSyntax, &last.act, &z(o))
         }
     };
     if tex {
@@ -582,7 +632,12 @@ fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> 
     let bind = |k: u32| format!("layout(set = {g}, binding = {})", b + k);
     let mut entries = vec![
         format!(
-            "form coop-compute: one compute kernel; each group of 32 invocations (a subgroup) evaluates {rows_each} rows of each tile of {rows} on its own, every mlp layer as 16x16x16 cooperative-matrix products (coopmat<float16_t> A and B, {acc}, subgroup scope) with the bias, activation and f16 rounding applied to the accumulator's elements (the last layer's activation to the outputs as they are written)",
+            "form coop-compute: one compute kernel; each group of 32 invocations (a subgroup) evaluates {rows_each} rows of each tile of {rows} on its own, every mlp layer as 16x16x16 cooperative-matrix products (coopmat<float16_t> A and B, {acc}, subgroup scope) with the bias, activation and f16 rounding applied to the accumulator's elements (the last layer's activation to the outputs as they are written){conv}",
+            conv = if opts.rows_convert {
+                "; each hidden layer's accumulators are converted into the next layer's A matrices in registers (GL_NV_cooperative_matrix2), so only the mlp input and the outputs pass through workgroup memory"
+            } else {
+                ""
+            },
             acc = if opts.rows_acc16 {
                 "coopmat<float16_t> accumulators in the hidden layers and coopmat<float> in the last"
             } else {
@@ -590,7 +645,7 @@ fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> 
             }
         ),
         format!(
-            "requires: GL_KHR_cooperative_matrix, GL_KHR_memory_scope_semantics, GL_KHR_shader_subgroup_basic and GL_EXT_shader_explicit_arithmetic_types_float16 (Vulkan: VK_KHR_cooperative_matrix listing f16 x f16 -> f32 at 16x16x16 with subgroup scope, shaderFloat16){}{}; subgroups of exactly 32 invocations; {} bytes of workgroup memory (Vulkan maxComputeSharedMemorySize)",
+            "requires: GL_KHR_cooperative_matrix, GL_KHR_memory_scope_semantics, GL_KHR_shader_subgroup_basic and GL_EXT_shader_explicit_arithmetic_types_float16 (Vulkan: VK_KHR_cooperative_matrix listing f16 x f16 -> f32 at 16x16x16 with subgroup scope, shaderFloat16){}{}{}; subgroups of exactly 32 invocations; {} bytes of workgroup memory (Vulkan maxComputeSharedMemorySize)",
             if opts.buffer_is_f16() {
                 ", GL_EXT_shader_16bit_storage for the f16 parameter buffer (storageBuffer16BitAccess)"
             } else {
@@ -598,6 +653,11 @@ fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> 
             },
             if opts.texture_io {
                 ", GL_EXT_samplerless_texture_functions for the input texture"
+            } else {
+                ""
+            },
+            if opts.rows_convert {
+                ", GL_NV_cooperative_matrix2 for the conversions of accumulators into A matrices (Vulkan: VK_NV_cooperative_matrix2 with cooperativeMatrixConversions)"
             } else {
                 ""
             },

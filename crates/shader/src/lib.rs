@@ -257,6 +257,13 @@ pub struct Options {
     /// registers before the row loop, instead of once per block of rows (for
     /// measurements; small networks only: 4 registers per lane per 16 x 16 block).
     pub rows_hold: bool,
+    /// The GLSL subgroup kernel (`nshade export --coop-conversions`): each hidden layer's
+    /// accumulators become the next layer's A matrices in registers
+    /// (`GL_NV_cooperative_matrix2`'s conversions between uses, Vulkan
+    /// `VK_NV_cooperative_matrix2` with `cooperativeMatrixConversions`) instead of going
+    /// through workgroup memory and a subgroup barrier; X then holds only the mlp input
+    /// and the last layer's outputs. NVIDIA only; other kernels ignore it.
+    pub rows_convert: bool,
     /// `--target glsl --form coop-compute`: the kernel of `coop_wide`, whose subgroups
     /// hold their blocks of every hidden layer's weights in registers for the whole
     /// dispatch and share each layer's rows through workgroup memory, where it fits
@@ -338,6 +345,7 @@ impl Options {
             rows_split: RowsSplit::Whole,
             rows_acc16: false,
             rows_hold: false,
+            rows_convert: false,
             rows_stationary: false,
             held_rows: None,
             points: 1,
@@ -496,11 +504,11 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
             "the measurement variants belong to the GLSL coop-compute kernel".into(),
         ));
     }
-    if (opts.rows_acc16 || opts.rows_hold || opts.rows_stationary)
+    if (opts.rows_acc16 || opts.rows_hold || opts.rows_stationary || opts.rows_convert)
         && (t != Target::Glsl || opts.form != Form::CoopCompute)
     {
         return Err(Error::Option(
-            "f16 accumulation and held weights belong to --target glsl --form coop-compute".into(),
+            "f16 accumulation, held weights and cooperative-matrix conversions belong to --target glsl --form coop-compute".into(),
         ));
     }
     if opts.rows_direct

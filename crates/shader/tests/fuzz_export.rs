@@ -361,6 +361,8 @@ fn fuzz_export() {
             // registers an eighth (refused elsewhere)
             rows_acc16: (c.seed >> 24) % 2 == 0,
             rows_hold: (c.seed >> 25) % 8 == 0,
+            // the GLSL kernel with NVIDIA's conversions a quarter of the time
+            rows_convert: (c.seed >> 37) % 4 == 0,
             // the kernel of held weights an eighth of the time (refused outside GLSL
             // coop-compute)
             rows_stationary: (c.seed >> 27) % 8 == 0,
@@ -410,6 +412,7 @@ fn fuzz_export() {
                 opts.rows_acc16 = false;
                 opts.rows_hold = false;
                 opts.rows_stationary = false;
+                opts.rows_convert = false;
             }
             opts.vec4_buffer &= matches!(
                 target,

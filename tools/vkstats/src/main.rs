@@ -6,6 +6,15 @@
 //! (on NVIDIA: registers per invocation, shared and local memory, spills, binary size).
 //! With `--ir DIR` the driver's internal representations are written there too.
 //!
+//! With `--time` it also runs each kernel's compute entry (the layout of nshade's
+//! function-form compute entries: parameters at binding 0 from `--params FILE.bin`,
+//! input rows at 2, output rows at 3; `--points P` rows per invocation) over the pixel
+//! centres of a 1920x1080 frame and prints evaluations per second from GPU timestamps, and
+//! the largest difference of its outputs from the first timed kernel's. `--robust
+//! off|rba|rba2` opens the device without buffer robustness, with robustBufferAccess, or
+//! with it and robustBufferAccess2 as wgpu does (the default). Options apply to the files
+//! after them.
+//!
 //! The descriptor set layouts are read off the SPIR-V itself (decorations and storage
 //! classes), so any of nshade's kernels compiles without the program that runs it.
 
@@ -17,26 +26,117 @@ use std::path::{Path, PathBuf};
 
 fn main() -> Result<()> {
     let mut ir_dir: Option<PathBuf> = None;
-    let mut files = Vec::new();
+    let mut robust = Robust::Wgpu;
+    let mut timing: Option<Timing> = None;
+    // options before a file apply to it and to the files after it
+    let mut runs: Vec<(PathBuf, Option<Timing>)> = Vec::new();
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
-        if a == "--ir" {
-            ir_dir = Some(args.next().context("--ir needs a folder")?.into());
-        } else {
-            files.push(PathBuf::from(a));
+        let mut value = |what: &str| args.next().with_context(|| format!("{a} needs {what}"));
+        match a.as_str() {
+            "--ir" => ir_dir = Some(value("a folder")?.into()),
+            "--robust" => {
+                robust = match value("off, rba or rba2")?.as_str() {
+                    "off" => Robust::Off,
+                    "rba" => Robust::Rba,
+                    "rba2" => Robust::Wgpu,
+                    o => bail!("--robust {o}: expected off, rba or rba2"),
+                }
+            }
+            "--time" => timing = Some(Timing::default()),
+            "--rows" => {
+                timing.get_or_insert_with(Timing::default).rows = value("a count")?.parse()?
+            }
+            "--dims" => {
+                let v = value("I,O")?;
+                let (i, o) = v.split_once(',').context("--dims I,O")?;
+                let t = timing.get_or_insert_with(Timing::default);
+                (t.in_dims, t.out_dims) = (i.parse()?, o.parse()?);
+            }
+            "--points" => {
+                timing.get_or_insert_with(Timing::default).points = value("a count")?.parse()?
+            }
+            "--seconds" => {
+                timing.get_or_insert_with(Timing::default).seconds = value("seconds")?.parse()?
+            }
+            "--params" => {
+                timing.get_or_insert_with(Timing::default).params =
+                    Some(std::fs::read(value("a file")?)?)
+            }
+            "--groups" => {
+                timing.get_or_insert_with(Timing::default).groups = Some(value("a count")?.parse()?)
+            }
+            "--no-params" => timing.get_or_insert_with(Timing::default).params = None,
+            _ => runs.push((PathBuf::from(a), timing.clone())),
         }
     }
-    if files.is_empty() {
-        bail!("usage: vkstats [--ir DIR] KERNEL.spv|KERNEL.wgsl ...");
+    if runs.is_empty() {
+        bail!(
+            "usage: vkstats [--robust off|rba|rba2] [--ir DIR] [--time [--rows N] [--dims I,O] [--points P] [--seconds S] [--params FILE.bin]] KERNEL.spv|KERNEL.comp|KERNEL.wgsl ..."
+        );
     }
-    let vk = Vk::new()?;
-    for f in &files {
-        match vk.stats(f, ir_dir.as_deref()) {
+    let vk = Vk::new(robust)?;
+    let mut first: Option<Vec<f32>> = None;
+    for (f, t) in &runs {
+        match vk.stats(f, ir_dir.as_deref(), t.as_ref(), &mut first) {
             Ok(()) => {}
             Err(e) => println!("{}: error: {e:#}", f.display()),
         }
     }
     Ok(())
+}
+
+/// `VK_NV_cooperative_matrix2`, enabled where the device has it (GLSL kernels with
+/// `GL_NV_cooperative_matrix2`).
+const COOPMAT2: &CStr = c"VK_NV_cooperative_matrix2";
+
+/// `VkPhysicalDeviceCooperativeMatrix2FeaturesNV`: workgroup scope, flexible dimensions,
+/// reductions, conversions, per-element operations, tensor addressing, block loads.
+#[repr(C)]
+struct CoopMat2Features {
+    s_type: vk::StructureType,
+    p_next: *mut std::ffi::c_void,
+    flags: [vk::Bool32; 7],
+}
+
+/// How the device is created: no robustness (a native engine's usual release device),
+/// `robustBufferAccess`, or that and `robustBufferAccess2` (what wgpu enables where the
+/// device has them).
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Robust {
+    Off,
+    Rba,
+    Wgpu,
+}
+
+/// `--time`: run the kernel's compute entry (nshade's layout: parameters at binding 0,
+/// input rows at 2, output rows at 3, 64 invocations a workgroup, `points` rows an
+/// invocation, the row from `id.x + id.y * 64 * num_workgroups.x`) over `rows` pixel
+/// centres of a 1920-wide image and report evaluations per second from GPU timestamps.
+#[derive(Clone)]
+struct Timing {
+    rows: usize,
+    in_dims: usize,
+    out_dims: usize,
+    points: usize,
+    seconds: f64,
+    params: Option<Vec<u8>>,
+    /// `--groups N`: dispatch N workgroups (kernels that loop over their tiles)
+    groups: Option<usize>,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Timing {
+            rows: 1920 * 1080,
+            in_dims: 2,
+            out_dims: 3,
+            points: 1,
+            seconds: 0.3,
+            params: None,
+            groups: None,
+        }
+    }
 }
 
 fn spirv_of(path: &Path) -> Result<Vec<u32>> {
@@ -201,10 +301,14 @@ struct Vk {
     _entry: ash::Entry,
     device: ash::Device,
     pe: ash::khr::pipeline_executable_properties::Device,
+    memory: vk::PhysicalDeviceMemoryProperties,
+    has_stats: bool,
+    queue_family: u32,
+    timestamp_period: f64,
 }
 
 impl Vk {
-    fn new() -> Result<Self> {
+    fn new(robust: Robust) -> Result<Self> {
         let entry = unsafe { ash::Entry::load()? };
         let app = vk::ApplicationInfo::default().api_version(vk::API_VERSION_1_3);
         let instance = unsafe {
@@ -242,10 +346,14 @@ impl Vk {
                         .into_owned()
                 })
                 .collect();
-        let wanted = [
+        let mut wanted = vec![
             ash::khr::pipeline_executable_properties::NAME,
             ash::khr::cooperative_matrix::NAME,
         ];
+        if robust == Robust::Wgpu {
+            wanted.push(ash::ext::robustness2::NAME);
+        }
+        wanted.push(COOPMAT2);
         let mut extensions = Vec::new();
         for w in wanted {
             if available.iter().any(|a| a.as_bytes() == w.to_bytes()) {
@@ -267,11 +375,12 @@ impl Vk {
                 &mut vk::PhysicalDeviceFeatures2::default().push_next(&mut probe),
             )
         };
-        if probe.pipeline_executable_info == 0 {
-            bail!("the device does not report pipeline executable statistics");
+        let has_stats = probe.pipeline_executable_info != 0;
+        if !has_stats {
+            println!("note: the device reports no pipeline statistics (timing only)");
         }
         let mut pexe = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default()
-            .pipeline_executable_info(true);
+            .pipeline_executable_info(has_stats);
         let mut features = vk::PhysicalDeviceFeatures2::default()
             .push_next(&mut v11)
             .push_next(&mut v12)
@@ -280,8 +389,53 @@ impl Vk {
         if has_coop {
             features = features.push_next(&mut coop);
         }
-        features = features.push_next(&mut pexe);
+        if has_stats {
+            features = features.push_next(&mut pexe);
+        }
+        // VK_NV_cooperative_matrix2's features (not in this ash): chained by hand
+        let mut coop2 = CoopMat2Features {
+            s_type: vk::StructureType::from_raw(1_000_593_000),
+            p_next: std::ptr::null_mut(),
+            flags: [0; 7],
+        };
+        if extensions.contains(&COOPMAT2.as_ptr()) {
+            coop2.p_next = features.p_next;
+            features.p_next = (&mut coop2 as *mut CoopMat2Features).cast();
+        }
         unsafe { instance.get_physical_device_features2(physical, &mut features) };
+        if extensions.contains(&COOPMAT2.as_ptr()) {
+            println!(
+                "VK_NV_cooperative_matrix2: workgroup scope {}, flexible dimensions {}, reductions {}, conversions {}, per-element operations {}, tensor addressing {}, block loads {}",
+                coop2.flags[0],
+                coop2.flags[1],
+                coop2.flags[2],
+                coop2.flags[3],
+                coop2.flags[4],
+                coop2.flags[5],
+                coop2.flags[6]
+            );
+        }
+        features.features.robust_buffer_access = (robust != Robust::Off) as u32;
+        // robustBufferAccess2 alone of VK_EXT_robustness2 (as wgpu enables it)
+        let has_robust2 = extensions.contains(&ash::ext::robustness2::NAME.as_ptr());
+        let mut probe2 = vk::PhysicalDeviceRobustness2FeaturesEXT::default();
+        if has_robust2 {
+            unsafe {
+                instance.get_physical_device_features2(
+                    physical,
+                    &mut vk::PhysicalDeviceFeatures2::default().push_next(&mut probe2),
+                )
+            };
+        }
+        let mut robust2 = vk::PhysicalDeviceRobustness2FeaturesEXT::default()
+            .robust_buffer_access2(probe2.robust_buffer_access2 != 0);
+        println!(
+            "robustness: robustBufferAccess {}, robustBufferAccess2 {}",
+            features.features.robust_buffer_access, robust2.robust_buffer_access2
+        );
+        if has_robust2 {
+            features = features.push_next(&mut robust2);
+        }
         let queue_family = unsafe { instance.get_physical_device_queue_family_properties(physical) }
             .iter()
             .position(|q| q.queue_flags.contains(vk::QueueFlags::COMPUTE))
@@ -296,14 +450,25 @@ impl Vk {
             .push_next(&mut features);
         let device = unsafe { instance.create_device(physical, &info, None)? };
         let pe = ash::khr::pipeline_executable_properties::Device::new(&instance, &device);
+        let memory = unsafe { instance.get_physical_device_memory_properties(physical) };
         Ok(Vk {
             _entry: entry,
             device,
             pe,
+            memory,
+            has_stats,
+            queue_family,
+            timestamp_period: props.limits.timestamp_period as f64,
         })
     }
 
-    fn stats(&self, path: &Path, ir_dir: Option<&Path>) -> Result<()> {
+    fn stats(
+        &self,
+        path: &Path,
+        ir_dir: Option<&Path>,
+        timing: Option<&Timing>,
+        first: &mut Option<Vec<f32>>,
+    ) -> Result<()> {
         let words = spirv_of(path)?;
         let r = reflect(&words)?;
         let d = &self.device;
@@ -346,10 +511,12 @@ impl Vk {
             .module(module)
             .name(&entry);
         let info = vk::ComputePipelineCreateInfo::default()
-            .flags(
+            .flags(if self.has_stats {
                 vk::PipelineCreateFlags::CAPTURE_STATISTICS_KHR
-                    | vk::PipelineCreateFlags::CAPTURE_INTERNAL_REPRESENTATIONS_KHR,
-            )
+                    | vk::PipelineCreateFlags::CAPTURE_INTERNAL_REPRESENTATIONS_KHR
+            } else {
+                vk::PipelineCreateFlags::empty()
+            })
             .stage(stage)
             .layout(layout);
         let t0 = std::time::Instant::now();
@@ -367,10 +534,14 @@ impl Vk {
             r.entry,
             words.len()
         );
-        let executables = unsafe {
-            self.pe.get_pipeline_executable_properties(
-                &vk::PipelineInfoKHR::default().pipeline(pipeline),
-            )?
+        let executables = if self.has_stats {
+            unsafe {
+                self.pe.get_pipeline_executable_properties(
+                    &vk::PipelineInfoKHR::default().pipeline(pipeline),
+                )?
+            }
+        } else {
+            Vec::new()
         };
         for (index, exe) in executables.iter().enumerate() {
             let exe_info = vk::PipelineExecutableInfoKHR::default()
@@ -403,6 +574,12 @@ impl Vk {
                 self.write_ir(&exe_info, dir, &name, index)?;
             }
         }
+        if let Some(t) = timing {
+            let r = self.time(&r, &layouts, layout, pipeline, t, first);
+            if let Err(e) = r {
+                println!("  timing: error: {e:#}");
+            }
+        }
         unsafe {
             d.destroy_pipeline(pipeline, None);
             d.destroy_pipeline_layout(layout, None);
@@ -410,6 +587,321 @@ impl Vk {
                 d.destroy_descriptor_set_layout(l, None);
             }
             d.destroy_shader_module(module, None);
+        }
+        Ok(())
+    }
+
+    /// A buffer of `size` bytes in memory with `flags`, bound.
+    fn buffer(
+        &self,
+        size: usize,
+        usage: vk::BufferUsageFlags,
+        flags: vk::MemoryPropertyFlags,
+    ) -> Result<(vk::Buffer, vk::DeviceMemory)> {
+        let d = &self.device;
+        let buffer = unsafe {
+            d.create_buffer(
+                &vk::BufferCreateInfo::default()
+                    .size(size.max(16) as u64)
+                    .usage(usage),
+                None,
+            )?
+        };
+        let req = unsafe { d.get_buffer_memory_requirements(buffer) };
+        let index = (0..self.memory.memory_type_count)
+            .find(|&i| {
+                req.memory_type_bits & (1 << i) != 0
+                    && self.memory.memory_types[i as usize]
+                        .property_flags
+                        .contains(flags)
+            })
+            .context("no memory type")?;
+        let memory = unsafe {
+            d.allocate_memory(
+                &vk::MemoryAllocateInfo::default()
+                    .allocation_size(req.size)
+                    .memory_type_index(index),
+                None,
+            )?
+        };
+        unsafe { d.bind_buffer_memory(buffer, memory, 0)? };
+        Ok((buffer, memory))
+    }
+
+    /// Runs `f` in a one-time command buffer and waits.
+    fn submit(&self, pool: vk::CommandPool, f: impl FnOnce(vk::CommandBuffer)) -> Result<()> {
+        let d = &self.device;
+        let cb = unsafe {
+            d.allocate_command_buffers(
+                &vk::CommandBufferAllocateInfo::default()
+                    .command_pool(pool)
+                    .command_buffer_count(1),
+            )?[0]
+        };
+        unsafe {
+            d.begin_command_buffer(
+                cb,
+                &vk::CommandBufferBeginInfo::default()
+                    .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+            )?
+        };
+        f(cb);
+        unsafe {
+            d.end_command_buffer(cb)?;
+            let queue = d.get_device_queue(self.queue_family, 0);
+            let cbs = [cb];
+            d.queue_submit(
+                queue,
+                &[vk::SubmitInfo::default().command_buffers(&cbs)],
+                vk::Fence::null(),
+            )?;
+            d.queue_wait_idle(queue)?;
+            d.free_command_buffers(pool, &cbs);
+        }
+        Ok(())
+    }
+
+    /// `--time`: see [`Timing`]. Prints evaluations per second and the largest difference
+    /// of the outputs from the first timed kernel's.
+    fn time(
+        &self,
+        r: &Reflection,
+        set_layouts: &[vk::DescriptorSetLayout],
+        layout: vk::PipelineLayout,
+        pipeline: vk::Pipeline,
+        t: &Timing,
+        first: &mut Option<Vec<f32>>,
+    ) -> Result<()> {
+        let d = &self.device;
+        if set_layouts.len() != 1 {
+            bail!("--time needs the resources in set 0");
+        }
+        let local = vk::MemoryPropertyFlags::DEVICE_LOCAL;
+        let host = vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT;
+        let usage = vk::BufferUsageFlags::STORAGE_BUFFER
+            | vk::BufferUsageFlags::UNIFORM_BUFFER
+            | vk::BufferUsageFlags::TRANSFER_DST
+            | vk::BufferUsageFlags::TRANSFER_SRC;
+        let width = 1920usize;
+        let mut input = Vec::with_capacity(t.rows * t.in_dims);
+        for row in 0..t.rows {
+            let (x, y) = (row % width, row / width);
+            let height = t.rows.div_ceil(width);
+            for k in 0..t.in_dims {
+                input.push(match k {
+                    0 => (x as f32 + 0.5) / width as f32,
+                    1 => (y as f32 + 0.5) / height as f32,
+                    _ => 0.5,
+                });
+            }
+        }
+        let mut params = t.params.clone().unwrap_or_default();
+        params.resize(params.len().div_ceil(16) * 16, 0);
+        let out_bytes = t.rows * t.out_dims * 4;
+        let contents: BTreeMap<u32, Vec<u8>> = [
+            (0u32, params),
+            (2, input.iter().flat_map(|v| v.to_le_bytes()).collect()),
+            (3, vec![0u8; out_bytes]),
+        ]
+        .into_iter()
+        .collect();
+        let pool = unsafe {
+            d.create_command_pool(
+                &vk::CommandPoolCreateInfo::default().queue_family_index(self.queue_family),
+                None,
+            )?
+        };
+        let mut owned = Vec::new();
+        let mut writes = Vec::new();
+        for (&(_, binding), &(ty, _)) in &r.bindings {
+            let bytes = contents
+                .get(&binding)
+                .with_context(|| format!("no contents for binding {binding}"))?;
+            if binding == 0 && bytes.is_empty() {
+                bail!("binding 0 needs --params FILE.bin");
+            }
+            let (buf, mem) = self.buffer(bytes.len(), usage, local)?;
+            let (staging, smem) = self.buffer(
+                bytes.len(),
+                vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST,
+                host,
+            )?;
+            unsafe {
+                let ptr = d.map_memory(smem, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())?;
+                std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr.cast::<u8>(), bytes.len());
+                d.unmap_memory(smem);
+            }
+            let size = bytes.len() as u64;
+            self.submit(pool, |cb| unsafe {
+                d.cmd_copy_buffer(cb, staging, buf, &[vk::BufferCopy::default().size(size)])
+            })?;
+            writes.push((binding, ty, buf, size));
+            owned.push((buf, mem, staging, smem, size, binding));
+        }
+        let sizes: Vec<vk::DescriptorPoolSize> = r
+            .bindings
+            .values()
+            .map(|&(ty, n)| vk::DescriptorPoolSize::default().ty(ty).descriptor_count(n))
+            .collect();
+        let dpool = unsafe {
+            d.create_descriptor_pool(
+                &vk::DescriptorPoolCreateInfo::default()
+                    .max_sets(1)
+                    .pool_sizes(&sizes),
+                None,
+            )?
+        };
+        let set = unsafe {
+            d.allocate_descriptor_sets(
+                &vk::DescriptorSetAllocateInfo::default()
+                    .descriptor_pool(dpool)
+                    .set_layouts(set_layouts),
+            )?[0]
+        };
+        let infos: Vec<[vk::DescriptorBufferInfo; 1]> = writes
+            .iter()
+            .map(|&(_, _, buf, size)| [vk::DescriptorBufferInfo::default().buffer(buf).range(size)])
+            .collect();
+        let descriptor_writes: Vec<vk::WriteDescriptorSet> = writes
+            .iter()
+            .zip(&infos)
+            .map(|(&(binding, ty, _, _), info)| {
+                vk::WriteDescriptorSet::default()
+                    .dst_set(set)
+                    .dst_binding(binding)
+                    .descriptor_type(ty)
+                    .buffer_info(info)
+            })
+            .collect();
+        unsafe { d.update_descriptor_sets(&descriptor_writes, &[]) };
+        let queries = unsafe {
+            d.create_query_pool(
+                &vk::QueryPoolCreateInfo::default()
+                    .query_type(vk::QueryType::TIMESTAMP)
+                    .query_count(2),
+                None,
+            )?
+        };
+        let invocations = t.rows.div_ceil(t.points.max(1));
+        let groups = invocations.div_ceil(64);
+        let (gx, gy) = if let Some(g) = t.groups {
+            (g, 1)
+        } else if groups <= 65535 {
+            (groups, 1)
+        } else {
+            (65535, groups.div_ceil(65535))
+        };
+        let run = |n: usize| -> Result<f64> {
+            self.submit(pool, |cb| unsafe {
+                d.cmd_reset_query_pool(cb, queries, 0, 2);
+                d.cmd_bind_pipeline(cb, vk::PipelineBindPoint::COMPUTE, pipeline);
+                d.cmd_bind_descriptor_sets(
+                    cb,
+                    vk::PipelineBindPoint::COMPUTE,
+                    layout,
+                    0,
+                    &[set],
+                    &[],
+                );
+                d.cmd_write_timestamp(cb, vk::PipelineStageFlags::TOP_OF_PIPE, queries, 0);
+                for k in 0..n {
+                    if k > 0 {
+                        // as wgpu orders dispatches that write one buffer
+                        let barrier = vk::MemoryBarrier::default()
+                            .src_access_mask(vk::AccessFlags::SHADER_WRITE)
+                            .dst_access_mask(vk::AccessFlags::SHADER_WRITE);
+                        d.cmd_pipeline_barrier(
+                            cb,
+                            vk::PipelineStageFlags::COMPUTE_SHADER,
+                            vk::PipelineStageFlags::COMPUTE_SHADER,
+                            vk::DependencyFlags::empty(),
+                            &[barrier],
+                            &[],
+                            &[],
+                        );
+                    }
+                    d.cmd_dispatch(cb, gx as u32, gy as u32, 1);
+                }
+                d.cmd_write_timestamp(cb, vk::PipelineStageFlags::BOTTOM_OF_PIPE, queries, 1);
+            })?;
+            let mut stamps = [0u64; 2];
+            unsafe {
+                d.get_query_pool_results(
+                    queries,
+                    0,
+                    &mut stamps,
+                    vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
+                )?
+            };
+            Ok(stamps[1].wrapping_sub(stamps[0]) as f64 * self.timestamp_period * 1e-9)
+        };
+        run(3)?; // warm-up
+        let mut n = 10usize;
+        let mut seconds = run(n)?;
+        while seconds < t.seconds && n < 100_000 {
+            n = (n as f64 * (t.seconds / seconds.max(1e-6)).clamp(1.5, 10.0)) as usize + 1;
+            seconds = run(n)?;
+        }
+        let eps = (t.rows * n) as f64 / seconds;
+        // the outputs back, against the first kernel's
+        let (out_buf, _, staging, smem, size, _) = *owned
+            .iter()
+            .find(|o| o.5 == 3)
+            .context("no output binding 3")?;
+        self.submit(pool, |cb| unsafe {
+            d.cmd_copy_buffer(
+                cb,
+                out_buf,
+                staging,
+                &[vk::BufferCopy::default().size(size)],
+            )
+        })?;
+        let mut out = vec![0f32; t.rows * t.out_dims];
+        unsafe {
+            let ptr = d.map_memory(smem, 0, vk::WHOLE_SIZE, vk::MemoryMapFlags::empty())?;
+            std::ptr::copy_nonoverlapping(ptr.cast::<f32>(), out.as_mut_ptr(), out.len());
+            d.unmap_memory(smem);
+        }
+        let diff = match first {
+            Some(f) if f.len() == out.len() => {
+                let m = f
+                    .iter()
+                    .zip(&out)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0f32, |m, v| {
+                        if v.is_nan() || m.is_nan() {
+                            f32::NAN
+                        } else {
+                            m.max(v)
+                        }
+                    });
+                format!("max |diff| against the first {m:.3e}")
+            }
+            Some(_) => "outputs of another length than the first's".into(),
+            None => {
+                let nan = out.iter().filter(|v| !v.is_finite()).count();
+                *first = Some(out);
+                format!("the reference outputs ({nan} not finite)")
+            }
+        };
+        println!(
+            "  timed: {:.3} G evaluations/s ({} dispatches of {} rows, {} per invocation, {gx}x{gy} workgroups, {:.3} ms each); {diff}",
+            eps / 1e9,
+            n,
+            t.rows,
+            t.points,
+            seconds / n as f64 * 1e3
+        );
+        unsafe {
+            d.destroy_query_pool(queries, None);
+            d.destroy_descriptor_pool(dpool, None);
+            for (b, m, s, sm, _, _) in owned {
+                d.destroy_buffer(b, None);
+                d.free_memory(m, None);
+                d.destroy_buffer(s, None);
+                d.free_memory(sm, None);
+            }
+            d.destroy_command_pool(pool, None);
         }
         Ok(())
     }
