@@ -651,6 +651,48 @@ fn export_compute_forms() {
         1,
         "held weights",
     );
+    // --coop-conversions: NVIDIA's conversions chain the hidden layers in registers (the
+    // header says what the kernel needs), which glslang compiles
+    let conv = d.join("conv.comp");
+    ok(
+        &nshade(&[
+            "export",
+            m,
+            "--target",
+            "glsl",
+            "--form",
+            "coop-compute",
+            "--coop-conversions",
+            "-o",
+            conv.to_str().unwrap(),
+        ]),
+        "coop-compute glsl --coop-conversions",
+    );
+    let srcc = std::fs::read_to_string(&conv).unwrap();
+    assert!(
+        srcc.contains("#extension GL_NV_cooperative_matrix2 : require"),
+        "{srcc}"
+    );
+    assert!(
+        srcc.contains("VK_NV_cooperative_matrix2 with cooperativeMatrixConversions"),
+        "{srcc}"
+    );
+    assert!(srcc.contains("gl_MatrixUseA>(c0_0)"), "{srcc}");
+    nshade_gpu::capture::glslang::compile_compute(&srcc)
+        .unwrap_or_else(|e| panic!("glslang: {e:?}\n{srcc}"));
+    fails(
+        &nshade(&[
+            "export",
+            m,
+            "--target",
+            "wgsl",
+            "--form",
+            "coop-compute",
+            "--coop-conversions",
+        ]),
+        1,
+        "cooperative-matrix conversions",
+    );
     // f16 accumulation is the GLSL subgroup kernel's alone
     fails(
         &nshade(&[

@@ -56,7 +56,9 @@ use std::fmt::Write;
 /// #3: 21.6 G at (8, 2), 19.3 G at (16, 1), 8.5-18.3 G otherwise), wider ones with staged
 /// weights (`freq(8) | mlp(64x4, relu)`: 4.3 G at (3, 1), 3.0 G at (2, 1), 1.6-2.2 G
 /// otherwise) and with weights read in place (`freq(8) | mlp(128x4, relu)`: 0.57 G at (2,
-/// 3), 0.50 G at (3, 2), 0.25-0.44 G otherwise).
+/// 3), 0.50 G at (3, 2), 0.25-0.44 G otherwise). With `rows_convert` the same orders
+/// stand (seed #3: 30.2 G at (8, 2), 30.9 G at (4, 2), 19.2-26.6 G otherwise; the
+/// hash-grid network 8.1 G at (4, 2), 4.3-7.3 G otherwise).
 fn shapes(grid: bool, width: usize, direct: bool) -> &'static [(usize, usize)] {
     if direct {
         &[
