@@ -558,19 +558,16 @@ fn export_compute_forms() {
             &0x0723_0203u32.to_le_bytes()
         );
     }
+    // `nshade export m --target T --form coop-compute FLAGS...`
+    let coop = |target: &str, flags: &[&str]| {
+        let mut args = vec!["export", m, "--target", target, "--form", "coop-compute"];
+        args.extend_from_slice(flags);
+        nshade(&args)
+    };
     // GLSL: a complete compute shader with GL_KHR_cooperative_matrix
     let glsl = d.join("coop.comp");
     ok(
-        &nshade(&[
-            "export",
-            m,
-            "--target",
-            "glsl",
-            "--form",
-            "coop-compute",
-            "-o",
-            glsl.to_str().unwrap(),
-        ]),
+        &coop("glsl", &["-o", glsl.to_str().unwrap()]),
         "coop-compute glsl",
     );
     let src = std::fs::read_to_string(&glsl).unwrap();
@@ -594,18 +591,10 @@ fn export_compute_forms() {
     assert!(src.contains("shared float16_t nshade_bh["), "{src}");
     let f32acc = d.join("coop32.comp");
     ok(
-        &nshade(&[
-            "export",
-            m,
-            "--target",
+        &coop(
             "glsl",
-            "--form",
-            "coop-compute",
-            "--accumulate",
-            "f32",
-            "-o",
-            f32acc.to_str().unwrap(),
-        ]),
+            &["--accumulate", "f32", "-o", f32acc.to_str().unwrap()],
+        ),
         "coop-compute glsl --accumulate f32",
     );
     let src32 = std::fs::read_to_string(&f32acc).unwrap();
@@ -615,17 +604,7 @@ fn export_compute_forms() {
     // layer's weights in registers (a workgroup barrier per layer), which glslang compiles
     let held = d.join("held.comp");
     ok(
-        &nshade(&[
-            "export",
-            m,
-            "--target",
-            "glsl",
-            "--form",
-            "coop-compute",
-            "--held-weights",
-            "-o",
-            held.to_str().unwrap(),
-        ]),
+        &coop("glsl", &["--held-weights", "-o", held.to_str().unwrap()]),
         "coop-compute glsl --held-weights",
     );
     let srch = std::fs::read_to_string(&held).unwrap();
@@ -638,34 +617,15 @@ fn export_compute_forms() {
     nshade_gpu::capture::glslang::compile_compute(&srch)
         .unwrap_or_else(|e| panic!("glslang: {e:?}\n{srch}"));
     // ... which belongs to the GLSL kernels
-    fails(
-        &nshade(&[
-            "export",
-            m,
-            "--target",
-            "wgsl",
-            "--form",
-            "coop-compute",
-            "--held-weights",
-        ]),
-        1,
-        "held weights",
-    );
+    fails(&coop("wgsl", &["--held-weights"]), 1, "held weights");
     // --coop-conversions: NVIDIA's conversions chain the hidden layers in registers (the
     // header says what the kernel needs), which glslang compiles
     let conv = d.join("conv.comp");
     ok(
-        &nshade(&[
-            "export",
-            m,
-            "--target",
+        &coop(
             "glsl",
-            "--form",
-            "coop-compute",
-            "--coop-conversions",
-            "-o",
-            conv.to_str().unwrap(),
-        ]),
+            &["--coop-conversions", "-o", conv.to_str().unwrap()],
+        ),
         "coop-compute glsl --coop-conversions",
     );
     let srcc = std::fs::read_to_string(&conv).unwrap();
@@ -681,50 +641,30 @@ fn export_compute_forms() {
     nshade_gpu::capture::glslang::compile_compute(&srcc)
         .unwrap_or_else(|e| panic!("glslang: {e:?}\n{srcc}"));
     fails(
-        &nshade(&[
-            "export",
-            m,
-            "--target",
-            "wgsl",
-            "--form",
-            "coop-compute",
-            "--coop-conversions",
-        ]),
+        &coop("wgsl", &["--coop-conversions"]),
         1,
         "cooperative-matrix conversions",
     );
     // f16 accumulation is the GLSL subgroup kernel's alone
     fails(
-        &nshade(&[
-            "export",
-            m,
-            "--target",
-            "wgsl",
-            "--form",
-            "coop-compute",
-            "--accumulate",
-            "f16",
-        ]),
+        &coop("wgsl", &["--accumulate", "f16"]),
         1,
         "f16 accumulation",
     );
     // --precision f16: a float16_t parameter buffer, written as f16
     let (h, hbin) = (d.join("coop16.comp"), d.join("coop16.bin"));
     ok(
-        &nshade(&[
-            "export",
-            m,
-            "--target",
+        &coop(
             "glsl",
-            "--form",
-            "coop-compute",
-            "--precision",
-            "f16",
-            "-o",
-            h.to_str().unwrap(),
-            "--weights-out",
-            hbin.to_str().unwrap(),
-        ]),
+            &[
+                "--precision",
+                "f16",
+                "-o",
+                h.to_str().unwrap(),
+                "--weights-out",
+                hbin.to_str().unwrap(),
+            ],
+        ),
         "coop-compute glsl f16",
     );
     let src = std::fs::read_to_string(&h).unwrap();
@@ -734,33 +674,16 @@ fn export_compute_forms() {
     // a smaller workgroup-memory budget: smaller tiles, stated in the header
     let small = d.join("small.wgsl");
     ok(
-        &nshade(&[
-            "export",
-            m,
-            "--target",
+        &coop(
             "wgsl",
-            "--form",
-            "coop-compute",
-            "--workgroup-memory",
-            "16384",
-            "-o",
-            small.to_str().unwrap(),
-        ]),
+            &["--workgroup-memory", "16384", "-o", small.to_str().unwrap()],
+        ),
         "coop-compute 16 KiB",
     );
     let src = std::fs::read_to_string(&small).unwrap();
     assert!(src.contains("tiles of 16 rows"), "{src}");
     fails(
-        &nshade(&[
-            "export",
-            m,
-            "--target",
-            "wgsl",
-            "--form",
-            "coop-compute",
-            "--weights",
-            "baked",
-        ]),
+        &coop("wgsl", &["--weights", "baked"]),
         1,
         "--weights buffer",
     );

@@ -777,11 +777,10 @@ fn glsl_coop_shapes_match_cpu() {
         );
         return;
     }
-    let all = kernels(ctx.summary.max_workgroup_storage as usize);
-    let worst = glsl_kernels_match_cpu(&ctx, &all);
-    eprintln!(
-        "glsl coop shapes: {} kernels, worst relative error {worst:.3e}",
-        all.len()
+    glsl_kernels_match_cpu(
+        &ctx,
+        &kernels(ctx.summary.max_workgroup_storage as usize),
+        "glsl coop shapes",
     );
 }
 
@@ -873,11 +872,10 @@ fn glsl_conversions_match_cpu() {
         );
         return;
     }
-    let all = kernels(ctx.summary.max_workgroup_storage as usize);
-    let worst = glsl_kernels_match_cpu(&ctx, &all);
-    eprintln!(
-        "glsl coop conversions: {} kernels, worst relative error {worst:.3e}",
-        all.len()
+    glsl_kernels_match_cpu(
+        &ctx,
+        &kernels(ctx.summary.max_workgroup_storage as usize),
+        "glsl coop conversions",
     );
 }
 
@@ -974,21 +972,22 @@ fn glsl_stationary_matches_cpu() {
         );
         return;
     }
-    let all = kernels(ctx.summary.max_workgroup_storage as usize);
-    let worst = glsl_kernels_match_cpu(&ctx, &all);
-    eprintln!(
-        "glsl stationary: {} kernels, worst relative error {worst:.3e}",
-        all.len()
+    glsl_kernels_match_cpu(
+        &ctx,
+        &kernels(ctx.summary.max_workgroup_storage as usize),
+        "glsl stationary",
     );
 }
 
 /// Runs each GLSL kernel (name, model, its options, its SPIR-V) against the CPU on
 /// `ctx`: relative error within 2e-2, and 3 workgroups looping over every tile write the
-/// same bits as one workgroup per tile. Returns the worst relative error.
+/// same bits as one workgroup per tile. Prints (as `name`) and returns the worst relative
+/// error.
 #[cfg(feature = "glslang")]
 fn glsl_kernels_match_cpu(
     ctx: &GpuContext,
     all: &[(String, Model, nshade_shader::Options, Vec<u32>)],
+    name: &str,
 ) -> f32 {
     use nshade_gpu::infer::Kernel;
     let mut worst = 0.0f32;
@@ -1015,5 +1014,9 @@ fn glsl_kernels_match_cpu(
             "{what}: 3 looping workgroups differ at {first:?}"
         );
     }
+    eprintln!(
+        "{name}: {} kernels, worst relative error {worst:.3e}",
+        all.len()
+    );
     worst
 }
