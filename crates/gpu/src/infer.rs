@@ -43,8 +43,9 @@ pub struct ShaderEvaluator {
     /// The GLSL subgroup kernel's hidden layers accumulate in f16.
     acc16: bool,
     /// The GLSL subgroup kernel converts accumulators into A matrices in registers
-    /// (`Options::rows_convert`).
+    /// (`Options::rows_convert`), and holds its weights there (`Options::rows_hold`).
     convert: bool,
+    held: bool,
     /// Rows per invocation of the function form's compute entry (`Options::points`).
     points: usize,
 }
@@ -133,7 +134,9 @@ fn glsl_coop_kernel(
 /// `NSHADE_ROWS_SPLIT=encode|noencode|noact` a kernel with a part left out
 /// (`nshade_shader::RowsSplit`; its outputs are not the network's) and
 /// `NSHADE_ROWS_ACC=f32` f32 accumulation in the hidden layers (by default f16, as
-/// `nshade export`), `NSHADE_ROWS_HOLD=1` the weights held in registers,
+/// `nshade export`), `NSHADE_ROWS_HOLD=1` the weights held in registers (with the
+/// conversions also the outputs over X: 33.2 G against 31.1 G for seed #3 as hand-written
+/// kernels on the H200, not yet measured as generated),
 /// `NSHADE_ROWS_STATIONARY=1` the kernel of held weights (with `NSHADE_ROWS_SHAPE` its
 /// shape and `NSHADE_HELD_ROWS=32|64` its tile rows) and
 /// `NSHADE_ROWS_PARAMS=f16` an f16 parameter buffer where an f32 one would do.
@@ -446,10 +449,11 @@ impl ShaderEvaluator {
                     n => format!(", f16 weights, {n} layer(s) read in place"),
                 },
                 if self.acc16 { "f16" } else { "f32" },
-                if self.convert {
-                    ", layers chained in registers (NV conversions)"
-                } else {
-                    ""
+                match (self.convert, self.held) {
+                    (true, true) => ", layers chained in registers (NV conversions), weights held",
+                    (true, false) => ", layers chained in registers (NV conversions)",
+                    (false, true) => ", weights held",
+                    (false, false) => "",
                 }
             ),
             Some(plan) => format!("{} ({language}, tiles of {} rows)", self.form, plan.rows),
@@ -549,6 +553,7 @@ impl ShaderEvaluator {
             .map_err(|e| GpuError::Other(format!("generating the inference shader: {e}")))?;
         // conversions change the subgroup kernel only
         let convert = opts.rows_convert && plan.blocks > 0 && plan.output_groups == 0;
+        let held = opts.rows_hold && plan.blocks > 0 && plan.output_groups == 0;
         // the buffer's element type is the kernel's (`--precision`)
         let opts = Options {
             form,
@@ -568,6 +573,7 @@ impl ShaderEvaluator {
         ev.f16_params = opts.buffer_is_f16();
         ev.acc16 = acc16;
         ev.convert = convert;
+        ev.held = held;
         Ok(ev)
     }
 
@@ -723,6 +729,7 @@ impl ShaderEvaluator {
             f16_params: false,
             acc16: false,
             convert: false,
+            held: false,
             points: 1,
         })
     }

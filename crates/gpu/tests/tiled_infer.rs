@@ -786,7 +786,8 @@ fn glsl_coop_shapes_match_cpu() {
 
 /// The GLSL subgroup kernel with NVIDIA's conversions of accumulators into A matrices
 /// (`Options::rows_convert`, `GL_NV_cooperative_matrix2`): in every shape, for every
-/// network whose weights fit, with f16 and f32 accumulation and an f32 and an f16 buffer.
+/// network whose weights fit, with f16 and f32 accumulation, an f32 and an f16 buffer, and
+/// the weights held in registers (the outputs then over X).
 /// glslang compiles each on every machine, and only its first layer reads X (the mlp
 /// input); where the device was opened with the conversions
 /// (the H200) each runs against the CPU (the bound of `glsl_kernels_match_cpu`) and 3
@@ -796,17 +797,20 @@ fn glsl_coop_shapes_match_cpu() {
 fn glsl_conversions_match_cpu() {
     use nshade_gpu::capture::glslang::compile_compute;
     use nshade_shader::{Options, Precision, Target, WeightMode, coop, export};
+    // (buffer, f16 accumulation, weights held in registers: then the outputs go over X)
     let variants = [
-        (Precision::F32, true),
-        (Precision::F32, false),
-        (Precision::F16, true),
+        (Precision::F32, true, false),
+        (Precision::F32, false, false),
+        (Precision::F16, true, false),
+        (Precision::F32, true, true),
+        (Precision::F16, true, true),
     ];
     let kernels = |budget: usize| {
         let mut out = Vec::new();
         for shape in SHAPES {
             for (k, &(arch, i, o)) in ARCHS.iter().enumerate() {
                 let m = model(arch, i, o, 70 + k as u64);
-                for &(precision, rows_acc16) in &variants {
+                for &(precision, rows_acc16, rows_hold) in &variants {
                     let opts = Options {
                         form: Form::CoopCompute,
                         weights: WeightMode::Buffer,
@@ -814,16 +818,17 @@ fn glsl_conversions_match_cpu() {
                         rows_shape: Some(shape),
                         precision,
                         rows_acc16,
+                        rows_hold,
                         rows_convert: true,
                         ..Options::new(Target::Glsl)
                     };
                     let what = format!(
-                        "{arch} glsl coop conversions {shape:?} {precision:?} acc16 {rows_acc16}"
+                        "{arch} glsl coop conversions {shape:?} {precision:?} acc16 {rows_acc16} hold {rows_hold}"
                     );
                     let plan = match coop::plan_for(&m, &opts) {
                         Ok(p) if p.blocks > 0 => p,
-                        // f16 accumulation is the subgroup kernel's alone
-                        Err(e) if rows_acc16 => {
+                        // f16 accumulation and held weights are the subgroup kernel's alone
+                        Err(e) if rows_acc16 || rows_hold => {
                             eprintln!("{what}: {e}");
                             continue;
                         }
@@ -837,6 +842,8 @@ fn glsl_conversions_match_cpu() {
                         src.contains("#extension GL_NV_cooperative_matrix2 : require"),
                         "{what}"
                     );
+                    // with held weights the outputs go over X: no scratch of their own
+                    assert_eq!(src.contains("nshade_zs"), !rows_hold, "{what}");
                     // layer 0 alone loads A matrices from X; every hidden layer's
                     // accumulators become A matrices
                     assert_eq!(

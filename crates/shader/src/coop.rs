@@ -382,7 +382,7 @@ pub fn plan_for(model: &Model, opts: &Options) -> Result<TilePlan, Error> {
                 (true, true) => crate::coop_rows::Direct::Always,
             },
             opts.rows_acc16,
-            opts.rows_convert,
+            (opts.rows_convert, opts.rows_hold),
         )
     {
         return Ok(p);

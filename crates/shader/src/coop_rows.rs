@@ -122,7 +122,7 @@ pub(crate) fn plan(
     shape: Option<(usize, usize)>,
     direct: Direct,
     acc16: bool,
-    convert: bool,
+    (convert, hold): (bool, bool),
 ) -> Option<TilePlan> {
     let modes: &[bool] = match direct {
         Direct::Never => &[false],
@@ -135,10 +135,20 @@ pub(crate) fn plan(
             Some(s) => vec![s],
             None => shapes(grid, width, use_direct).to_vec(),
         };
-        for skew in [8, 0] {
+        // held weights are read from workgroup memory once: no skew to pay for
+        let skews: &[usize] = if hold { &[0] } else { &[8, 0] };
+        for &skew in skews {
             for &(groups, blocks) in &order {
                 if let Some(p) = plan_shape(
-                    mlp, budget, groups, blocks, skew, use_direct, acc16, convert,
+                    mlp,
+                    budget,
+                    groups,
+                    blocks,
+                    skew,
+                    use_direct,
+                    acc16,
+                    convert,
+                    convert && hold,
                 ) {
                     return Some(p);
                 }
@@ -151,7 +161,8 @@ pub(crate) fn plan(
 /// [`plan`] for one shape with staged weight rows skewed by `skew` f16; `use_direct`:
 /// every layer that can reads the buffer in place; `convert`: the hidden layers'
 /// activations stay in registers (`Options::rows_convert`), so X holds only the mlp
-/// input.
+/// input; `over_x` (with held weights): the last layer's f32 outputs go over X's rows
+/// (f16 pairs) instead of a scratch of their own.
 #[allow(clippy::too_many_arguments)]
 fn plan_shape(
     mlp: &nshade_core::module::Mlp,
@@ -162,6 +173,7 @@ fn plan_shape(
     use_direct: bool,
     acc16: bool,
     convert: bool,
+    over_x: bool,
 ) -> Option<TilePlan> {
     let mut layers = Vec::new();
     let (mut staged, mut staged_bias) = (0, 0);
@@ -178,16 +190,18 @@ fn plan_shape(
         .map(|l| l.in_p.max(l.out_p))
         .max()
         .unwrap_or(16);
-    // with `convert`, X holds the mlp input alone
-    let sx = if convert {
+    let out_p = layers.last().map_or(16, |l| l.out_p);
+    // with `convert`, X holds the mlp input alone (and with `over_x` the outputs)
+    let sx = if over_x {
+        (layers[0].in_p + X_SKEW).max(2 * out_p)
+    } else if convert {
         layers[0].in_p + X_SKEW
     } else {
         widest + X_SKEW
     };
     let rows_each = 16 * blocks;
     let x_len = rows_each * sx;
-    let out_p = layers.last().map_or(16, |l| l.out_p);
-    let z_len = rows_each * out_p;
+    let z_len = if over_x { 0 } else { rows_each * out_p };
     // biases f32, and again as f16 where the hidden layers accumulate in f16
     let bias_bytes = staged_bias * if acc16 { 6 } else { 4 };
     let bytes = staged * 2 + bias_bytes + groups * (x_len * 2 + z_len * 4);
@@ -222,6 +236,8 @@ pub(crate) fn write(model: &Model, program: &Program, opts: &Options, plan: &Til
     let acc16 = opts.rows_acc16;
     let tex = opts.texture_io;
     let convert = opts.rows_convert;
+    // the last layer's outputs over X (f16 pairs): where the plan has no output scratch
+    let over_x = convert && opts.rows_hold;
     let extensions = format!(
         "{}{}",
         // texelFetch on a texture2D without a sampler
@@ -252,11 +268,10 @@ layout(local_size_x = {wg}) in;
 
 {buffers}
 // Staged weights (f16) and biases (f32); each subgroup's {rows_each} rows of {xwhat} (f16,
-// row-major, rows of {sx}) and of the last layer's outputs (f32, rows of {zw}).
+// row-major, rows of {sx}) and of the last layer's outputs (f32, rows of {zw}{over}).
 shared float16_t {p}ws[{wl}];
 shared float {p}bs[{bl}];{bh}
-shared float16_t {p}xs[{xl}];
-shared float {p}zs[{zl}];
+shared float16_t {p}xs[{xl}];{zdecl}
 
 // All loads and stores of shared memory by this subgroup so far are visible to it.
 void {p}sync() {{
@@ -268,10 +283,20 @@ void main() {{
     uint lid = gl_LocalInvocationIndex;
     uint sgid = lid / 32u;
     uint lane = lid % 32u;
-    uint xb = sgid * {x_len}u;
-    uint zb = sgid * {z_len}u;
+    uint xb = sgid * {x_len}u;{zb}
 ",
         xwhat = if convert { "the mlp input" } else { "X" },
+        over = if over_x { ", over X's rows" } else { "" },
+        zdecl = if over_x {
+            String::new()
+        } else {
+            format!("\nshared float {p}zs[{}];", groups * z_len)
+        },
+        zb = if over_x {
+            String::new()
+        } else {
+            format!("\n    uint zb = sgid * {z_len}u;")
+        },
         buffers = if tex {
             let (g, b) = (opts.group, opts.binding);
             format!(
@@ -289,7 +314,6 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
         wl = plan.weights_len.max(1),
         bl = plan.biases_len.max(1),
         xl = groups * plan.x_len,
-        zl = groups * z_len,
         x_len = plan.x_len,
         bh = crate::coop::glsl_bh_decl(p, plan, acc16),
     );
@@ -451,8 +475,8 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
             }
         }
         // the layer's stores into X come after every load of it (with `convert` it
-        // stores nothing there)
-        if !convert {
+        // stores nothing there, but with `over_x` a one-layer mlp's outputs)
+        if !convert || (over_x && from_x && is_last) {
             let _ = writeln!(s, "            {p}sync();");
         }
         let a_name = |m: usize, k: usize| {
@@ -534,6 +558,13 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
                                 off = m * 16 * sx + nn * 16
                             );
                         }
+                    } else if over_x {
+                        // f32 elements over the f16 ones: offsets and stride in f16 units
+                        let _ = writeln!(
+                            s,
+                            "            coopMatStore({c}, {p}xs, xb + {off}u, {sx}u, gl_CooperativeMatrixLayoutRowMajor);",
+                            off = m * 16 * sx + nn * 32
+                        );
                     } else {
                         let _ = writeln!(
                             s,
@@ -551,7 +582,15 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
         }
     }
     // the last layer's f32 output o of the subgroup's row r (an expression)
-    let z = |o: &str| format!("{p}zs[zb + r * {zw}u + {o}]");
+    let z = |o: &str| {
+        if over_x {
+            format!(
+                "uintBitsToFloat(packFloat2x16(f16vec2({p}xs[xb + r * {sx}u + 2u * {o}], {p}xs[xb + r * {sx}u + 2u * {o} + 1u])))"
+            )
+        } else {
+            format!("{p}zs[zb + r * {zw}u + {o}]")
+        }
+    };
     // output o of the subgroup's row r (expressions)
     let out = |o: &str| {
         if split == RowsSplit::EncodeOnly {

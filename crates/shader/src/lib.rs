@@ -255,14 +255,16 @@ pub struct Options {
     pub rows_acc16: bool,
     /// The GLSL subgroup kernel: every weight matrix loaded once per subgroup into
     /// registers before the row loop, instead of once per block of rows (for
-    /// measurements; small networks only: 4 registers per lane per 16 x 16 block).
+    /// measurements; small networks only: 4 registers per lane per 16 x 16 block). The
+    /// staged rows are then unskewed (read once), and with `rows_convert` the last
+    /// layer's outputs go over X's rows instead of a scratch of their own.
     pub rows_hold: bool,
     /// The GLSL subgroup kernel (`nshade export --coop-conversions`): each hidden layer's
     /// accumulators become the next layer's A matrices in registers
     /// (`GL_NV_cooperative_matrix2`'s conversions between uses, Vulkan
     /// `VK_NV_cooperative_matrix2` with `cooperativeMatrixConversions`) instead of going
-    /// through workgroup memory and a subgroup barrier; X then holds only the mlp input
-    /// and the last layer's outputs. NVIDIA only; other kernels ignore it.
+    /// through workgroup memory and a subgroup barrier; X then holds only the mlp input.
+    /// NVIDIA only; other kernels ignore it.
     pub rows_convert: bool,
     /// `--target glsl --form coop-compute`: the kernel of `coop_wide`, whose subgroups
     /// hold their blocks of every hidden layer's weights in registers for the whole
