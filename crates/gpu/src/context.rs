@@ -291,31 +291,35 @@ impl GpuContext {
 }
 
 /// `VK_NV_cooperative_matrix2` (not in wgpu, nor in the ash it uses): whether an adapter
-/// offers its conversions between matrix uses, and a device opened with them.
+/// offers its conversions between matrix uses, and a device opened with them. The
+/// extension's name and feature structure serve `tools/vkstats` too.
 #[cfg(not(any(target_vendor = "apple", target_arch = "wasm32")))]
-mod coopmat2 {
+pub mod coopmat2 {
     use ash::vk;
     use std::ffi::{CStr, c_void};
     use wgpu::hal::api::Vulkan;
 
-    const EXTENSION: &CStr = c"VK_NV_cooperative_matrix2";
+    /// The extension's name.
+    pub const EXTENSION: &CStr = c"VK_NV_cooperative_matrix2";
 
     /// `VkPhysicalDeviceCooperativeMatrix2FeaturesNV`.
     #[repr(C)]
-    struct Features {
-        s_type: vk::StructureType,
-        p_next: *mut c_void,
-        workgroup_scope: vk::Bool32,
-        flexible_dimensions: vk::Bool32,
-        reductions: vk::Bool32,
-        conversions: vk::Bool32,
-        per_element_operations: vk::Bool32,
-        tensor_addressing: vk::Bool32,
-        block_loads: vk::Bool32,
+    pub struct Features {
+        pub s_type: vk::StructureType,
+        pub p_next: *mut c_void,
+        pub workgroup_scope: vk::Bool32,
+        pub flexible_dimensions: vk::Bool32,
+        pub reductions: vk::Bool32,
+        pub conversions: vk::Bool32,
+        pub per_element_operations: vk::Bool32,
+        pub tensor_addressing: vk::Bool32,
+        pub block_loads: vk::Bool32,
     }
 
     impl Features {
-        fn new(conversions: bool) -> Features {
+        /// The structure with only `cooperativeMatrixConversions` set to `conversions`
+        /// (all false: for a query).
+        pub fn new(conversions: bool) -> Features {
             Features {
                 s_type: vk::StructureType::from_raw(1_000_593_000),
                 p_next: std::ptr::null_mut(),
@@ -332,7 +336,7 @@ mod coopmat2 {
 
     /// The adapter is a Vulkan one whose device lists the extension with
     /// `cooperativeMatrixConversions`.
-    pub(super) fn conversions(adapter: &wgpu::Adapter) -> bool {
+    pub fn conversions(adapter: &wgpu::Adapter) -> bool {
         // SAFETY: read-only queries of the adapter's physical device.
         unsafe {
             let Some(hal) = adapter.as_hal::<Vulkan>() else {
@@ -364,7 +368,7 @@ mod coopmat2 {
     ///
     /// # Safety
     /// [`conversions`] must have returned true for `adapter`.
-    pub(super) unsafe fn open(
+    pub unsafe fn open(
         adapter: &wgpu::Adapter,
         desc: &wgpu::DeviceDescriptor,
     ) -> Result<(wgpu::Device, wgpu::Queue), String> {
@@ -396,11 +400,16 @@ mod coopmat2 {
 
 /// Stand-in where wgpu has no Vulkan backend: no conversions.
 #[cfg(any(target_vendor = "apple", target_arch = "wasm32"))]
-mod coopmat2 {
-    pub(super) fn conversions(_: &wgpu::Adapter) -> bool {
+pub mod coopmat2 {
+    /// Always false here.
+    pub fn conversions(_: &wgpu::Adapter) -> bool {
         false
     }
-    pub(super) unsafe fn open(
+    /// Always an error here.
+    ///
+    /// # Safety
+    /// None needed; the signature matches the Vulkan one.
+    pub unsafe fn open(
         _: &wgpu::Adapter,
         _: &wgpu::DeviceDescriptor,
     ) -> Result<(wgpu::Device, wgpu::Queue), String> {

@@ -552,8 +552,11 @@ impl ShaderEvaluator {
         let plan = nshade_shader::coop::plan_for(model, opts)
             .map_err(|e| GpuError::Other(format!("generating the inference shader: {e}")))?;
         // conversions change the subgroup kernel only
-        let convert = opts.rows_convert && plan.blocks > 0 && plan.output_groups == 0;
-        let held = opts.rows_hold && plan.blocks > 0 && plan.output_groups == 0;
+        let rows_kernel = plan.blocks > 0 && plan.output_groups == 0;
+        let (convert, held) = (
+            opts.rows_convert && rows_kernel,
+            opts.rows_hold && rows_kernel,
+        );
         // the buffer's element type is the kernel's (`--precision`)
         let opts = Options {
             form,

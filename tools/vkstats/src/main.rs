@@ -20,6 +20,9 @@
 
 use anyhow::{Context, Result, anyhow, bail};
 use ash::vk;
+// `VK_NV_cooperative_matrix2`, enabled where the device has it (GLSL kernels with
+// `GL_NV_cooperative_matrix2`): nshade's own definitions
+use nshade_gpu::context::coopmat2::{EXTENSION as COOPMAT2, Features as CoopMat2Features};
 use std::collections::BTreeMap;
 use std::ffi::CStr;
 use std::path::{Path, PathBuf};
@@ -84,19 +87,6 @@ fn main() -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// `VK_NV_cooperative_matrix2`, enabled where the device has it (GLSL kernels with
-/// `GL_NV_cooperative_matrix2`).
-const COOPMAT2: &CStr = c"VK_NV_cooperative_matrix2";
-
-/// `VkPhysicalDeviceCooperativeMatrix2FeaturesNV`: workgroup scope, flexible dimensions,
-/// reductions, conversions, per-element operations, tensor addressing, block loads.
-#[repr(C)]
-struct CoopMat2Features {
-    s_type: vk::StructureType,
-    p_next: *mut std::ffi::c_void,
-    flags: [vk::Bool32; 7],
 }
 
 /// How the device is created: no robustness (a native engine's usual release device),
@@ -393,11 +383,7 @@ impl Vk {
             features = features.push_next(&mut pexe);
         }
         // VK_NV_cooperative_matrix2's features (not in this ash): chained by hand
-        let mut coop2 = CoopMat2Features {
-            s_type: vk::StructureType::from_raw(1_000_593_000),
-            p_next: std::ptr::null_mut(),
-            flags: [0; 7],
-        };
+        let mut coop2 = CoopMat2Features::new(false);
         if extensions.contains(&COOPMAT2.as_ptr()) {
             coop2.p_next = features.p_next;
             features.p_next = (&mut coop2 as *mut CoopMat2Features).cast();
@@ -406,13 +392,13 @@ impl Vk {
         if extensions.contains(&COOPMAT2.as_ptr()) {
             println!(
                 "VK_NV_cooperative_matrix2: workgroup scope {}, flexible dimensions {}, reductions {}, conversions {}, per-element operations {}, tensor addressing {}, block loads {}",
-                coop2.flags[0],
-                coop2.flags[1],
-                coop2.flags[2],
-                coop2.flags[3],
-                coop2.flags[4],
-                coop2.flags[5],
-                coop2.flags[6]
+                coop2.workgroup_scope,
+                coop2.flexible_dimensions,
+                coop2.reductions,
+                coop2.conversions,
+                coop2.per_element_operations,
+                coop2.tensor_addressing,
+                coop2.block_loads
             );
         }
         features.features.robust_buffer_access = (robust != Robust::Off) as u32;
