@@ -121,7 +121,9 @@ pub struct Args {
     /// layer's accumulators into the next layer's A matrices in registers, where the
     /// portable kernel passes them through workgroup memory (on the H200 seed #3 ran
     /// 1.4x faster). Applies to the subgroup kernel (grids and mlps narrower than 64, or
-    /// any with --held-weights absent and that kernel chosen); the others ignore it.
+    /// any with --held-weights absent and that kernel chosen); the others ignore it. Dense
+    /// mlps of at most 16 blocks of 16 x 16 weights (the seed networks) then also keep
+    /// every weight block in registers for the whole dispatch (5% faster for seed #3).
     #[arg(long)]
     pub coop_conversions: bool,
     /// With a compute form: bytes of workgroup memory the kernel may use (the device's
@@ -275,6 +277,19 @@ pub fn run(args: Args) -> Result<()> {
             }
         }
         _ => opts,
+    };
+    // with the conversions, weights held in registers where they pay and fit
+    // (`coop::hold_by_default`; the header lists the kernel's layout either way)
+    let held = Options {
+        rows_hold: true,
+        ..opts.clone()
+    };
+    let opts = if nshade_shader::coop::hold_by_default(&model, &opts)
+        && nshade_shader::coop::plan_for(&model, &held).is_ok()
+    {
+        held
+    } else {
+        opts
     };
     let out = nshade_shader::export(&model, &opts)
         .with_context(|| format!("exporting {} for --target {target}", args.model.display()))?;

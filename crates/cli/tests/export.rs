@@ -638,6 +638,8 @@ fn export_compute_forms() {
         "{srcc}"
     );
     assert!(srcc.contains("gl_MatrixUseA>(c0_0)"), "{srcc}");
+    // seed #3 (12 weight blocks) keeps every block in registers with the conversions
+    assert!(srcc.contains("holds it for all its rows"), "{srcc}");
     nshade_gpu::capture::glslang::compile_compute(&srcc)
         .unwrap_or_else(|e| panic!("glslang: {e:?}\n{srcc}"));
     fails(

@@ -134,9 +134,9 @@ fn glsl_coop_kernel(
 /// `NSHADE_ROWS_SPLIT=encode|noencode|noact` a kernel with a part left out
 /// (`nshade_shader::RowsSplit`; its outputs are not the network's) and
 /// `NSHADE_ROWS_ACC=f32` f32 accumulation in the hidden layers (by default f16, as
-/// `nshade export`), `NSHADE_ROWS_HOLD=1` the weights held in registers (with the
-/// conversions also the outputs over X: 33.2 G against 31.1 G for seed #3 as hand-written
-/// kernels on the H200, not yet measured as generated),
+/// `nshade export`), `NSHADE_ROWS_HOLD=1` / `=0` the weights held in registers or not
+/// (with the conversions also the outputs over X; by default where
+/// `nshade_shader::coop::hold_by_default` says, as `nshade export --coop-conversions`),
 /// `NSHADE_ROWS_STATIONARY=1` the kernel of held weights (with `NSHADE_ROWS_SHAPE` its
 /// shape and `NSHADE_HELD_ROWS=32|64` its tile rows) and
 /// `NSHADE_ROWS_PARAMS=f16` an f16 parameter buffer where an f32 one would do.
@@ -154,7 +154,7 @@ fn glsl_coop_options(
         .and_then(|v| nshade_shader::RowsSplit::parse(&v))
         .unwrap_or(nshade_shader::RowsSplit::Whole);
     let acc16 = !std::env::var("NSHADE_ROWS_ACC").is_ok_and(|v| v == "f32");
-    let rows_hold = std::env::var("NSHADE_ROWS_HOLD").is_ok_and(|v| v == "1");
+    let rows_hold = std::env::var("NSHADE_ROWS_HOLD").ok().map(|v| v == "1");
     let rows_stationary = std::env::var("NSHADE_ROWS_STATIONARY").is_ok_and(|v| v == "1");
     let held_rows = std::env::var("NSHADE_HELD_ROWS")
         .ok()
@@ -165,7 +165,7 @@ fn glsl_coop_options(
         && std::env::var("NSHADE_ROWS_CONVERT").map_or(true, |v| v != "0");
     let with = |precision: Precision, rows_direct: bool, rows_acc16: bool| Options {
         rows_acc16,
-        rows_hold,
+        rows_hold: rows_hold.unwrap_or(false),
         rows_convert,
         rows_stationary,
         held_rows,
@@ -176,7 +176,19 @@ fn glsl_coop_options(
         rows_split,
         ..kernel_options(Target::Glsl, precision)
     };
-    let planned = |o: Options| nshade_shader::coop::plan_for(model, &o).map(|p| (o, p));
+    let planned = |o: Options| {
+        // held weights where they pay and fit, unless NSHADE_ROWS_HOLD says
+        if rows_hold.is_none() && nshade_shader::coop::hold_by_default(model, &o) {
+            let held = Options {
+                rows_hold: true,
+                ..o.clone()
+            };
+            if let Ok(p) = nshade_shader::coop::plan_for(model, &held) {
+                return Ok((held, p));
+            }
+        }
+        nshade_shader::coop::plan_for(model, &o).map(|p| (o, p))
+    };
     if direct {
         return planned(with(Precision::F16, true, acc16));
     }

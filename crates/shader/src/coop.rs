@@ -343,6 +343,32 @@ pub fn plan(model: &Model, budget: usize) -> Result<TilePlan, Error> {
     })
 }
 
+/// The most 16 × 16 weight blocks that the GLSL subgroup kernel holds in registers by
+/// default (4 registers a lane each; seed #3 has 12, `freq(3) | mlp(32x4, ...)` 16).
+pub const HOLD_BLOCKS: usize = 16;
+
+/// Whether the GLSL subgroup kernel holds its weights in registers (`Options::rows_hold`)
+/// when nothing asks otherwise: with NVIDIA's conversions (`rows_convert`), for dense mlps
+/// of at most [`HOLD_BLOCKS`] weight blocks, with buffer input and output. Measured on the
+/// H200 in one call (docs/PERFORMANCE.md): seed #3 31.5 / 31.7 G evaluations/s against
+/// 30.1 / 30.0 G without; the hash-grid network (28 blocks) 7.1 G against 8.0 G, so grids
+/// and larger mlps keep their weights staged.
+pub fn hold_by_default(model: &Model, opts: &Options) -> bool {
+    opts.target == Target::Glsl
+        && opts.form == Form::CoopCompute
+        && opts.rows_convert
+        && !opts.rows_stationary
+        && !opts.texture_io
+        && model.network.param_count == model.network.dense_count
+        && final_mlp(model).is_ok_and(|m| {
+            m.layers
+                .iter()
+                .map(|l| l.in_dims.div_ceil(16) * l.out_dims.div_ceil(16))
+                .sum::<usize>()
+                <= HOLD_BLOCKS
+        })
+}
+
 /// The layout of the kernel that `export` writes for `opts` (a tiled form): for `--target
 /// glsl --form coop-compute` the subgroup-private kernel of [`crate::coop_rows`] where its
 /// weights fit (unless `Options::rows_shape` is `Some((0, 0))`), else [`plan`] within

@@ -673,9 +673,18 @@ fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> 
     let bind = |k: u32| format!("layout(set = {g}, binding = {})", b + k);
     let mut entries = vec![
         format!(
-            "form coop-compute: one compute kernel; each group of 32 invocations (a subgroup) evaluates {rows_each} rows of each tile of {rows} on its own, every mlp layer as 16x16x16 cooperative-matrix products (coopmat<float16_t> A and B, {acc}, subgroup scope) with the bias, activation and f16 rounding applied to the accumulator's elements (the last layer's activation to the outputs as they are written){conv}",
-            conv = if opts.rows_convert {
-                "; each hidden layer's accumulators are converted into the next layer's A matrices in registers (GL_NV_cooperative_matrix2), so only the mlp input and the outputs pass through workgroup memory"
+            "form coop-compute: one compute kernel; each group of 32 invocations (a subgroup) evaluates {rows_each} rows of each tile of {rows} on its own, every mlp layer as 16x16x16 cooperative-matrix products (coopmat<float16_t> A and B, {acc}, subgroup scope) with the bias, activation and f16 rounding applied to the accumulator's elements (the last layer's activation to the outputs as they are written){conv}{hold}",
+            conv = match (opts.rows_convert, opts.rows_hold) {
+                (true, true) => {
+                    "; each hidden layer's accumulators are converted into the next layer's A matrices in registers (GL_NV_cooperative_matrix2), so only the mlp input passes through workgroup memory (the last layer's outputs are written over it)"
+                }
+                (true, false) => {
+                    "; each hidden layer's accumulators are converted into the next layer's A matrices in registers (GL_NV_cooperative_matrix2), so only the mlp input and the outputs pass through workgroup memory"
+                }
+                _ => "",
+            },
+            hold = if opts.rows_hold {
+                "; every subgroup loads each staged 16x16 weight block into registers once and holds it for all its rows"
             } else {
                 ""
             },

@@ -254,8 +254,9 @@ pub struct Options {
     /// and instructions per element, at f16 rounding of every hidden dot product.
     pub rows_acc16: bool,
     /// The GLSL subgroup kernel: every weight matrix loaded once per subgroup into
-    /// registers before the row loop, instead of once per block of rows (for
-    /// measurements; small networks only: 4 registers per lane per 16 x 16 block). The
+    /// registers before the row loop, instead of once per block of rows (small networks
+    /// only: 4 registers per lane per 16 x 16 block; `nshade export --coop-conversions`,
+    /// `eval` and `bench` turn it on where `coop::hold_by_default` says). The
     /// staged rows are then unskewed (read once), and with `rows_convert` the last
     /// layer's outputs go over X's rows instead of a scratch of their own.
     pub rows_hold: bool,

@@ -571,3 +571,66 @@ fn held_weights_tiles_and_workgroup_memory() {
     assert_eq!(d32.rows, 32);
     assert!(d32.workgroup_bytes < d.workgroup_bytes);
 }
+
+#[test]
+fn weights_held_by_default_only_where_they_pay() {
+    let conv = Options {
+        target: Target::Glsl,
+        workgroup_memory: 48 * 1024,
+        rows_acc16: true,
+        rows_convert: true,
+        ..opts(Form::CoopCompute, Precision::F32)
+    };
+    let by_default =
+        |arch: &str, o: &Options| nshade_shader::coop::hold_by_default(&model(arch, 2, 3), o);
+    // seed #3: 12 blocks of 16 x 16 weights; 32x4: 16 (the limit); 32x5: 20
+    assert!(by_default(ARCHS[0].0, &conv));
+    assert!(by_default(
+        "freq(3) | mlp(32x4, leaky_relu, sigmoid)",
+        &conv
+    ));
+    assert!(!by_default(
+        "freq(3) | mlp(32x5, leaky_relu, sigmoid)",
+        &conv
+    ));
+    // grids (their tables come from the buffer), 64 wide, and without the conversions,
+    // held weights, texture input and output, or another target: never
+    assert!(!by_default(ARCHS[7].0, &conv));
+    assert!(!by_default(ARCHS[1].0, &conv));
+    for o in [
+        Options {
+            rows_convert: false,
+            ..conv.clone()
+        },
+        Options {
+            rows_stationary: true,
+            ..conv.clone()
+        },
+        Options {
+            texture_io: true,
+            ..conv.clone()
+        },
+        Options {
+            target: Target::Wgsl,
+            ..conv.clone()
+        },
+    ] {
+        assert!(!by_default(ARCHS[0].0, &o));
+    }
+    // where it holds, the kernel says so in its header and fits the same plan's budget
+    let m = model(ARCHS[0].0, 2, 3);
+    let held = Options {
+        rows_hold: true,
+        ..conv.clone()
+    };
+    let plan = nshade_shader::coop::plan_for(&m, &held).unwrap();
+    assert!(plan.workgroup_bytes <= 48 * 1024);
+    let src = export(&m, &held).unwrap().into_text().unwrap();
+    assert!(src.contains("holds it for all its rows"), "{src}");
+    assert!(
+        src.contains("the last layer's outputs are written over it"),
+        "{src}"
+    );
+    let unheld = export(&m, &conv).unwrap().into_text().unwrap();
+    assert!(!unheld.contains("holds it for all its rows"), "{unheld}");
+}
