@@ -161,8 +161,12 @@ pub(crate) fn plan(
 /// [`plan`] for one shape with staged weight rows skewed by `skew` f16; `use_direct`:
 /// every layer that can reads the buffer in place; `convert`: the hidden layers'
 /// activations stay in registers (`Options::rows_convert`), so X holds only the mlp
-/// input; `over_x` (with held weights): the last layer's f32 outputs go over X's rows
-/// (f16 pairs) instead of a scratch of their own.
+/// input; `over_x` (with held weights): the last layer's outputs, accumulated in f32 and
+/// rounded to f16, go over X's rows instead of a scratch of their own, and X's rows are
+/// at least `out_p + X_SKEW` wide. (The f32 outputs stored over X as f16 pairs put X's
+/// rows 64 bytes apart, where a subgroup's stores and loads of 8 rows meet in 4 banks:
+/// seed #3 ran at 31.6 G evaluations/s that way on the H200 and at 40.7 G this way,
+/// docs/PERFORMANCE.md.)
 #[allow(clippy::too_many_arguments)]
 fn plan_shape(
     mlp: &nshade_core::module::Mlp,
@@ -193,7 +197,7 @@ fn plan_shape(
     let out_p = layers.last().map_or(16, |l| l.out_p);
     // with `convert`, X holds the mlp input alone (and with `over_x` the outputs)
     let sx = if over_x {
-        (layers[0].in_p + X_SKEW).max(2 * out_p)
+        layers[0].in_p.max(out_p) + X_SKEW
     } else if convert {
         layers[0].in_p + X_SKEW
     } else {
@@ -268,7 +272,7 @@ layout(local_size_x = {wg}) in;
 
 {buffers}
 // Staged weights (f16) and biases (f32); each subgroup's {rows_each} rows of {xwhat} (f16,
-// row-major, rows of {sx}) and of the last layer's outputs (f32, rows of {zw}{over}).
+// row-major, rows of {sx}) and of the last layer's outputs ({over}).
 shared float16_t {p}ws[{wl}];
 shared float {p}bs[{bl}];{bh}
 shared float16_t {p}xs[{xl}];{zdecl}
@@ -286,7 +290,11 @@ void main() {{
     uint xb = sgid * {x_len}u;{zb}
 ",
         xwhat = if convert { "the mlp input" } else { "X" },
-        over = if over_x { ", over X's rows" } else { "" },
+        over = if over_x {
+            "rounded to f16, over X's rows".to_string()
+        } else {
+            format!("f32, rows of {zw}")
+        },
         zdecl = if over_x {
             String::new()
         } else {
@@ -559,11 +567,10 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
                             );
                         }
                     } else if over_x {
-                        // f32 elements over the f16 ones: offsets and stride in f16 units
                         let _ = writeln!(
                             s,
-                            "            coopMatStore({c}, {p}xs, xb + {off}u, {sx}u, gl_CooperativeMatrixLayoutRowMajor);",
-                            off = m * 16 * sx + nn * 32
+                            "            coopMatStore({mh}({c}), {p}xs, xb + {off}u, {sx}u, gl_CooperativeMatrixLayoutRowMajor);",
+                            off = m * 16 * sx + nn * 16
                         );
                     } else {
                         let _ = writeln!(
@@ -584,9 +591,7 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
     // the last layer's f32 output o of the subgroup's row r (an expression)
     let z = |o: &str| {
         if over_x {
-            format!(
-                "uintBitsToFloat(packFloat2x16(f16vec2({p}xs[xb + r * {sx}u + 2u * {o}], {p}xs[xb + r * {sx}u + 2u * {o} + 1u])))"
-            )
+            format!("float({p}xs[xb + r * {sx}u + {o}])")
         } else {
             format!("{p}zs[zb + r * {zw}u + {o}]")
         }
@@ -676,7 +681,7 @@ fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> 
             "form coop-compute: one compute kernel; each group of 32 invocations (a subgroup) evaluates {rows_each} rows of each tile of {rows} on its own, every mlp layer as 16x16x16 cooperative-matrix products (coopmat<float16_t> A and B, {acc}, subgroup scope) with the bias, activation and f16 rounding applied to the accumulator's elements (the last layer's activation to the outputs as they are written){conv}{hold}",
             conv = match (opts.rows_convert, opts.rows_hold) {
                 (true, true) => {
-                    "; each hidden layer's accumulators are converted into the next layer's A matrices in registers (GL_NV_cooperative_matrix2), so only the mlp input passes through workgroup memory (the last layer's outputs are written over it)"
+                    "; each hidden layer's accumulators are converted into the next layer's A matrices in registers (GL_NV_cooperative_matrix2), so only the mlp input passes through workgroup memory (the last layer's outputs, rounded to f16, are written over it)"
                 }
                 (true, false) => {
                     "; each hidden layer's accumulators are converted into the next layer's A matrices in registers (GL_NV_cooperative_matrix2), so only the mlp input and the outputs pass through workgroup memory"
@@ -741,7 +746,7 @@ fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> 
             )
         },
         format!(
-            "once per workgroup the weights (but those of layers read in place, below) are staged from the parameter buffer into workgroup memory as f16 (each layer's W zero-padded to multiples of 16 rows and columns) and the biases as f32{}; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is {} and outputs are f32",
+            "once per workgroup the weights (but those of layers read in place, below) are staged from the parameter buffer into workgroup memory as f16 (each layer's W zero-padded to multiples of 16 rows and columns) and the biases as f32{}; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is {} and outputs are f32{}",
             if opts.rows_acc16 {
                 " and again as f16"
             } else {
@@ -751,6 +756,11 @@ fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> 
                 "f16 in the hidden layers and f32 in the last"
             } else {
                 "f32"
+            },
+            if opts.rows_convert && opts.rows_hold {
+                " (the last layer's sums rounded to f16 before its activation)"
+            } else {
+                ""
             }
         ),
     ];

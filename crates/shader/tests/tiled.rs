@@ -628,9 +628,12 @@ fn weights_held_by_default_only_where_they_pay() {
     let src = export(&m, &held).unwrap().into_text().unwrap();
     assert!(src.contains("holds it for all its rows"), "{src}");
     assert!(
-        src.contains("the last layer's outputs are written over it"),
+        src.contains("the last layer's outputs, rounded to f16, are written over it"),
         "{src}"
     );
+    // ... in rows of 24 f16 (48 bytes: 8 rows of a subgroup's stores in distinct banks)
+    assert!(src.contains("rows of 24)"), "{src}");
+    assert_eq!(plan.sx, 24);
     let unheld = export(&m, &conv).unwrap().into_text().unwrap();
     assert!(!unheld.contains("holds it for all its rows"), "{unheld}");
 }
