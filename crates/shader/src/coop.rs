@@ -350,9 +350,10 @@ pub const HOLD_BLOCKS: usize = 16;
 /// Whether the GLSL subgroup kernel holds its weights in registers (`Options::rows_hold`)
 /// when nothing asks otherwise: with NVIDIA's conversions (`rows_convert`), for dense mlps
 /// of at most [`HOLD_BLOCKS`] weight blocks, with buffer input and output. Measured on the
-/// H200 in one call (docs/PERFORMANCE.md): seed #3 31.5 / 31.7 G evaluations/s against
-/// 30.1 / 30.0 G without; the hash-grid network (28 blocks) 7.1 G against 8.0 G, so grids
-/// and larger mlps keep their weights staged.
+/// H200 (docs/PERFORMANCE.md): seed #3 40.9 G evaluations/s against 30.1 G staged (its
+/// outputs then go over X as f16), `freq(3) | mlp(32x4, ...)` 35.0 against 27.3 G; the
+/// hash-grid network (28 blocks) 7.1 G against 8.0 G, so grids and larger mlps keep their
+/// weights staged.
 pub fn hold_by_default(model: &Model, opts: &Options) -> bool {
     opts.target == Target::Glsl
         && opts.form == Form::CoopCompute
