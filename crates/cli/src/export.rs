@@ -280,19 +280,9 @@ pub fn run(args: Args) -> Result<()> {
         }
         _ => opts,
     };
-    // with the conversions, weights held in registers where they pay and fit
-    // (`coop::hold_by_default`; the header lists the kernel's layout either way)
-    let held = Options {
-        rows_hold: true,
-        ..opts.clone()
-    };
-    let opts = if nshade_shader::coop::hold_by_default(&model, &opts)
-        && nshade_shader::coop::plan_for(&model, &held).is_ok()
-    {
-        held
-    } else {
-        opts
-    };
+    // with the conversions, weights held in registers where they pay and fit (the header
+    // lists the kernel's layout either way)
+    let opts = nshade_shader::coop::with_default_hold(&model, opts);
     let out = nshade_shader::export(&model, &opts)
         .with_context(|| format!("exporting {} for --target {target}", args.model.display()))?;
     if auto_buffer {

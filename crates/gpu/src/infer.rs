@@ -43,8 +43,9 @@ pub struct ShaderEvaluator {
     /// The GLSL subgroup kernel's hidden layers accumulate in f16.
     acc16: bool,
     /// The GLSL subgroup kernel converts accumulators into A matrices in registers
-    /// (`Options::rows_convert`), and holds its weights there (`Options::rows_hold`).
+    /// (`Options::rows_convert`).
     convert: bool,
+    /// The GLSL subgroup kernel holds its weights in registers (`Options::rows_hold`).
     held: bool,
     /// Rows per invocation of the function form's compute entry (`Options::points`).
     points: usize,
@@ -178,15 +179,10 @@ fn glsl_coop_options(
     };
     let planned = |o: Options| {
         // held weights where they pay and fit, unless NSHADE_ROWS_HOLD says
-        if rows_hold.is_none() && nshade_shader::coop::hold_by_default(model, &o) {
-            let held = Options {
-                rows_hold: true,
-                ..o.clone()
-            };
-            if let Ok(p) = nshade_shader::coop::plan_for(model, &held) {
-                return Ok((held, p));
-            }
-        }
+        let o = match rows_hold {
+            None => nshade_shader::coop::with_default_hold(model, o),
+            Some(_) => o,
+        };
         nshade_shader::coop::plan_for(model, &o).map(|p| (o, p))
     };
     if direct {

@@ -370,6 +370,21 @@ pub fn hold_by_default(model: &Model, opts: &Options) -> bool {
         })
 }
 
+/// `opts` with `rows_hold` on where [`hold_by_default`] says and the held kernel fits
+/// ([`plan_for`]); else `opts` as given. What `nshade export` and the GPU evaluator write.
+pub fn with_default_hold(model: &Model, opts: Options) -> Options {
+    if hold_by_default(model, &opts) {
+        let held = Options {
+            rows_hold: true,
+            ..opts.clone()
+        };
+        if plan_for(model, &held).is_ok() {
+            return held;
+        }
+    }
+    opts
+}
+
 /// The layout of the kernel that `export` writes for `opts` (a tiled form): for `--target
 /// glsl --form coop-compute` the subgroup-private kernel of [`crate::coop_rows`] where its
 /// weights fit (unless `Options::rows_shape` is `Some((0, 0))`), else [`plan`] within

@@ -124,6 +124,7 @@ pub(crate) fn plan(
     acc16: bool,
     (convert, hold): (bool, bool),
 ) -> Option<TilePlan> {
+    let over_x = outputs_over_x(convert, hold);
     let modes: &[bool] = match direct {
         Direct::Never => &[false],
         Direct::WhenNeeded => &[false, true],
@@ -140,15 +141,7 @@ pub(crate) fn plan(
         for &skew in skews {
             for &(groups, blocks) in &order {
                 if let Some(p) = plan_shape(
-                    mlp,
-                    budget,
-                    groups,
-                    blocks,
-                    skew,
-                    use_direct,
-                    acc16,
-                    convert,
-                    convert && hold,
+                    mlp, budget, groups, blocks, skew, use_direct, acc16, convert, over_x,
                 ) {
                     return Some(p);
                 }
@@ -156,6 +149,12 @@ pub(crate) fn plan(
         }
     }
     None
+}
+
+/// Whether the last layer's outputs, rounded to f16, go over X's rows (no output
+/// scratch): with the conversions (`convert`) and held weights (`hold`) together.
+pub(crate) fn outputs_over_x(convert: bool, hold: bool) -> bool {
+    convert && hold
 }
 
 /// [`plan`] for one shape with staged weight rows skewed by `skew` f16; `use_direct`:
@@ -240,8 +239,8 @@ pub(crate) fn write(model: &Model, program: &Program, opts: &Options, plan: &Til
     let acc16 = opts.rows_acc16;
     let tex = opts.texture_io;
     let convert = opts.rows_convert;
-    // the last layer's outputs over X (f16 pairs): where the plan has no output scratch
-    let over_x = convert && opts.rows_hold;
+    // the last layer's outputs over X (f16): where the plan has no output scratch
+    let over_x = opts.rows_outputs_over_x();
     let extensions = format!(
         "{}{}",
         // texelFetch on a texture2D without a sampler
@@ -588,7 +587,7 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
             let _ = writeln!(s, "        }}\n        {p}sync();");
         }
     }
-    // the last layer's f32 output o of the subgroup's row r (an expression)
+    // the last layer's output o of the subgroup's row r as f32 (an expression)
     let z = |o: &str| {
         if over_x {
             format!("float({p}xs[xb + r * {sx}u + {o}])")
@@ -757,7 +756,7 @@ fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> 
             } else {
                 "f32"
             },
-            if opts.rows_convert && opts.rows_hold {
+            if opts.rows_outputs_over_x() {
                 " (the last layer's sums rounded to f16 before its activation)"
             } else {
                 ""

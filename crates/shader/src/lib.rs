@@ -360,6 +360,12 @@ impl Options {
     pub fn buffer_is_f16(&self) -> bool {
         self.precision == Precision::F16 && self.target != Target::Hlsl && !self.uniform_weights
     }
+
+    /// The GLSL subgroup kernel writes its last layer's outputs, rounded to f16, over X's
+    /// rows (no output scratch): with held weights and the conversions together.
+    pub(crate) fn rows_outputs_over_x(&self) -> bool {
+        coop_rows::outputs_over_x(self.rows_convert, self.rows_hold)
+    }
 }
 
 /// Why a model cannot be exported with the given options.
