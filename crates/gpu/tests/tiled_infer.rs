@@ -797,20 +797,23 @@ fn glsl_coop_shapes_match_cpu() {
 fn glsl_conversions_match_cpu() {
     use nshade_gpu::capture::glslang::compile_compute;
     use nshade_shader::{Options, Precision, Target, WeightMode, coop, export};
-    // (buffer, f16 accumulation, weights held in registers: then the outputs go over X)
+    // (buffer, f16 accumulation, weights held in registers, staged weights in blocks or
+    // rows or the planner's choice; with held or blocked weights the outputs go over X)
     let variants = [
-        (Precision::F32, true, false),
-        (Precision::F32, false, false),
-        (Precision::F16, true, false),
-        (Precision::F32, true, true),
-        (Precision::F16, true, true),
+        (Precision::F32, true, false, None),
+        (Precision::F32, false, false, None),
+        (Precision::F16, true, false, None),
+        (Precision::F32, true, false, Some(true)),
+        (Precision::F32, true, true, None),
+        (Precision::F16, true, true, None),
     ];
     let kernels = |budget: usize| {
         let mut out = Vec::new();
+        let mut one_block = 0;
         for shape in SHAPES {
             for (k, &(arch, i, o)) in ARCHS.iter().enumerate() {
                 let m = model(arch, i, o, 70 + k as u64);
-                for &(precision, rows_acc16, rows_hold) in &variants {
+                for &(precision, rows_acc16, rows_hold, rows_blocked) in &variants {
                     let opts = Options {
                         form: Form::CoopCompute,
                         weights: WeightMode::Buffer,
@@ -820,10 +823,11 @@ fn glsl_conversions_match_cpu() {
                         rows_acc16,
                         rows_hold,
                         rows_convert: true,
+                        rows_blocked,
                         ..Options::new(Target::Glsl)
                     };
                     let what = format!(
-                        "{arch} glsl coop conversions {shape:?} {precision:?} acc16 {rows_acc16} hold {rows_hold}"
+                        "{arch} glsl coop conversions {shape:?} {precision:?} acc16 {rows_acc16} hold {rows_hold} blocked {rows_blocked:?}"
                     );
                     let plan = match coop::plan_for(&m, &opts) {
                         Ok(p) if p.blocks > 0 => p,
@@ -842,8 +846,25 @@ fn glsl_conversions_match_cpu() {
                         src.contains("#extension GL_NV_cooperative_matrix2 : require"),
                         "{what}"
                     );
-                    // with held weights the outputs go over X: no scratch of their own
-                    assert_eq!(src.contains("nshade_zs"), !rows_hold, "{what}");
+                    let blocked = plan.layers.iter().any(|l| l.blocked);
+                    if rows_hold {
+                        assert!(!blocked, "{what}");
+                    } else if rows_blocked == Some(true) {
+                        assert!(plan.layers.iter().all(|l| l.blocked || l.direct), "{what}");
+                    }
+                    // the outputs go over X, with two row blocks one block at a time
+                    assert!(plan.outputs_over_x, "{what}");
+                    assert!(!src.contains("nshade_zs"), "{what}");
+                    let last_out = plan.layers[hidden].out_p;
+                    if plan.x_one_block {
+                        assert!(shape.1 == 2 && last_out <= 64, "{what}");
+                        one_block += 1;
+                    }
+                    assert_eq!(
+                        plan.x_len,
+                        plan.sx * if plan.x_one_block { 16 } else { 16 * shape.1 },
+                        "{what}"
+                    );
                     // layer 0 alone loads A matrices from X; every hidden layer's
                     // accumulators become A matrices
                     assert_eq!(
@@ -867,6 +888,11 @@ fn glsl_conversions_match_cpu() {
         }
         // every network but the 128-wide one fits in the seed-#3 shape with an f32 buffer
         assert!(out.len() >= 6 * 5, "only {} kernels fit", out.len());
+        // X one block at a time where both blocks do not fit or one block halves residency
+        assert!(
+            one_block >= 8,
+            "only {one_block} kernels with X one block at a time"
+        );
         out
     };
     let compiled = kernels(coop::MAX_WORKGROUP_BYTES);

@@ -86,6 +86,12 @@ pub struct TileLayer {
     /// `W` is not staged: the products read it straight from the f16 parameter buffer
     /// (the GLSL kernel of [`crate::coop_rows`] only; `staged` and `stride` unused).
     pub direct: bool,
+    /// `W` is staged in 16 × 16 blocks of 512 contiguous bytes instead of rows (the GLSL
+    /// kernel of [`crate::coop_rows`] only): block (k, n) of `W^T` (inputs 16k.., outputs
+    /// 16n..) at `staged + 256 · (n · in_p / 16 + k)`, column-major with `stride` 16, so a
+    /// subgroup's load of a block reads 512 consecutive bytes (no bank conflicts) and
+    /// the layer takes no more memory than unskewed rows ([`TileLayer::block_at`]).
+    pub blocked: bool,
 }
 
 /// The shape of a tiled compute kernel for one model: what a host needs to dispatch it.
@@ -123,6 +129,15 @@ pub struct TilePlan {
     /// a row block's outputs, each holding its blocks of every hidden layer's W; 0 for
     /// the other kernels.
     pub output_groups: usize,
+    /// The GLSL kernel of [`crate::coop_rows`] with the conversions: the last layer's
+    /// outputs, rounded to f16, go over X's rows (at least `out_p + X_SKEW` wide)
+    /// instead of an f32 scratch of their own; false for the other kernels.
+    pub outputs_over_x: bool,
+    /// The GLSL kernel of [`crate::coop_rows`] with the conversions and two row blocks
+    /// per subgroup: X holds 16 rows (`x_len` = 16 · `sx`), one block at a time — block
+    /// 0's mlp input is stored and loaded as A matrices, then block 1's, and at the end
+    /// block 0's outputs are stored and written out, then block 1's; false elsewhere.
+    pub x_one_block: bool,
 }
 
 impl TileLayer {
@@ -148,12 +163,36 @@ impl TileLayer {
             staged_bias,
             act: l.act,
             direct,
+            blocked: false,
         }
     }
 
-    /// f16 elements of the staged W (padded rows of `stride`).
+    /// The layer staged in 16 × 16 blocks ([`TileLayer::blocked`]) at `staged`.
+    pub(crate) fn into_blocked(self) -> TileLayer {
+        TileLayer {
+            blocked: true,
+            stride: 16,
+            ..self
+        }
+    }
+
+    /// f16 elements of the staged W (padded rows of `stride`, or blocks).
     pub(crate) fn staged_len(&self) -> usize {
-        self.out_p * self.stride
+        if self.blocked {
+            self.out_p * self.in_p
+        } else {
+            self.out_p * self.stride
+        }
+    }
+
+    /// The staged offset of block (k, n) of `W^T` (inputs `16k..`, outputs `16n..`), read
+    /// as a column-major B matrix with stride `self.stride`.
+    pub(crate) fn block_at(&self, k: usize, n: usize) -> usize {
+        if self.blocked {
+            self.staged + 256 * (n * (self.in_p / 16) + k)
+        } else {
+            self.staged + n * 16 * self.stride + k * 16
+        }
     }
 
     /// The 16 × 16 output tiles of this layer over a tile of `rows` input rows.
@@ -293,6 +332,8 @@ fn candidate(
             workgroup_bytes: bytes,
             blocks: 0,
             output_groups: 0,
+            outputs_over_x: false,
+            x_one_block: false,
         })
     })
 }
@@ -387,16 +428,47 @@ pub fn with_default_hold(model: &Model, opts: Options) -> Options {
 
 /// The layout of the kernel that `export` writes for `opts` (a tiled form): for `--target
 /// glsl --form coop-compute` the subgroup-private kernel of [`crate::coop_rows`] where its
-/// weights fit (unless `Options::rows_shape` is `Some((0, 0))`), else [`plan`] within
-/// [`io_budget`].
+/// weights fit staged with the conversions, else the kernel of held weights of
+/// [`crate::coop_wide`] for dense mlps at least 64 wide, else the subgroup-private kernel
+/// where its weights fit (unless `Options::rows_shape` is `Some((0, 0))`), else [`plan`]
+/// within [`io_budget`].
 pub fn plan_for(model: &Model, opts: &Options) -> Result<TilePlan, Error> {
     // the kernel of held weights where asked for, and by default for dense mlps at least
-    // 64 wide (measured faster there on the H200: `freq(8) | mlp(128x4, relu)` 2.41 G
-    // evaluations/s against 0.57 G, `freq(8) | mlp(64x4, relu)` 7.33 G against 4.18 G;
-    // slower for 32-wide mlps and grids: seed #3 13.1 G against 20.6 G, the hash-grid
-    // network 6.58 G against 6.89 G; docs/PERFORMANCE.md)
+    // 64 wide without the conversions or whose weights do not fit staged with them
+    // (measured faster there on the H200: `freq(8) | mlp(128x4, relu)` 2.41 G
+    // evaluations/s against 0.57 G, `freq(8) | mlp(64x4, relu)` 7.33 G against 4.18 G
+    // without the conversions; slower for 32-wide mlps and grids: seed #3 13.1 G against
+    // 20.6 G, the hash-grid network 6.58 G against 6.89 G; docs/PERFORMANCE.md)
     let dense = model.network.param_count == model.network.dense_count;
     let wide = mlp_width(model).is_some_and(|w| w >= 64);
+    let rows = |direct: crate::coop_rows::Direct| {
+        crate::coop_rows::plan(
+            final_mlp(model).ok()?,
+            model.network.param_count > model.network.dense_count,
+            opts.workgroup_memory,
+            opts.rows_shape,
+            direct,
+            opts.rows_acc16,
+            crate::coop_rows::Variant {
+                convert: opts.rows_convert,
+                hold: opts.rows_hold,
+                blocked: opts.rows_blocked,
+                one_block: !opts.rows_whole_x && opts.rows_split != crate::RowsSplit::EncodeOnly,
+            },
+        )
+    };
+    // with the conversions, the subgroup kernel first where its weights fit staged
+    // (`freq(8) | mlp(64x4, relu)`: 11.7 G evaluations/s against 7.3 G for held weights on
+    // the H200; docs/PERFORMANCE.md)
+    if let (Target::Glsl, Form::CoopCompute) = (opts.target, opts.form)
+        && opts.rows_convert
+        && !opts.rows_stationary
+        && !opts.rows_direct
+        && opts.rows_shape != Some((0, 0))
+        && let Some(p) = rows(crate::coop_rows::Direct::Never)
+    {
+        return Ok(p);
+    }
     if let (Target::Glsl, Form::CoopCompute) = (opts.target, opts.form)
         && (opts.rows_stationary || (dense && wide && opts.rows_shape.is_none()))
         && !opts.texture_io
@@ -413,19 +485,11 @@ pub fn plan_for(model: &Model, opts: &Options) -> Result<TilePlan, Error> {
     }
     if let (Target::Glsl, Form::CoopCompute) = (opts.target, opts.form)
         && opts.rows_shape != Some((0, 0))
-        && let Some(p) = crate::coop_rows::plan(
-            final_mlp(model)?,
-            model.network.param_count > model.network.dense_count,
-            opts.workgroup_memory,
-            opts.rows_shape,
-            match (opts.buffer_is_f16(), opts.rows_direct) {
-                (false, _) => crate::coop_rows::Direct::Never,
-                (true, false) => crate::coop_rows::Direct::WhenNeeded,
-                (true, true) => crate::coop_rows::Direct::Always,
-            },
-            opts.rows_acc16,
-            (opts.rows_convert, opts.rows_hold),
-        )
+        && let Some(p) = rows(match (opts.buffer_is_f16(), opts.rows_direct) {
+            (false, _) => crate::coop_rows::Direct::Never,
+            (true, false) => crate::coop_rows::Direct::WhenNeeded,
+            (true, true) => crate::coop_rows::Direct::Always,
+        })
     {
         return Ok(p);
     }
@@ -1217,19 +1281,27 @@ pub(crate) fn stage_weight_rows(
         0 => (format!("e / {}u", l.in_p), "o".to_string()),
         o0 => (format!("{o0}u + e / {}u", l.in_p), format!("(o - {o0}u)")),
     };
+    // rows of `stride`, or (blocked) block (i / 16, row / 16) column-major
+    let at = if l.blocked {
+        format!(
+            "({row} / 16u * {kb}u + i / 16u) * 256u + {row} % 16u * 16u + i % 16u",
+            kb = l.in_p / 16
+        )
+    } else {
+        format!("{row} * {}u + i", l.stride)
+    };
     format!(
         "{ind}for ({uloop} e = lid; e < {n}u; e += {wg}u) {{
 {ind}    {ulet} o = {o}; {ulet} i = e % {ip}u;
 {ind}    {fvar} w = {fzero};
 {ind}    if (o < {od}u && i < {id}u) {{ w = {read}; }}
-{ind}    {p}ws[{st}u + {row} * {stride}u + i] = {half}(w);
+{ind}    {p}ws[{st}u + {at}] = {half}(w);
 {ind}}}\n",
         n = rows.len() * l.in_p,
         ip = l.in_p,
         od = l.out_dims,
         id = l.in_dims,
         st = l.staged,
-        stride = l.stride,
     )
 }
 

@@ -58,8 +58,11 @@ use std::fmt::Write;
 /// otherwise) and with weights read in place (`freq(8) | mlp(128x4, relu)`: 0.57 G at (2,
 /// 3), 0.50 G at (3, 2), 0.25-0.44 G otherwise). With `rows_convert` the same orders
 /// stand (seed #3: 30.2 G at (8, 2), 30.9 G at (4, 2), 19.2-26.6 G otherwise; the
-/// hash-grid network 8.1 G at (4, 2), 4.3-7.3 G otherwise).
-fn shapes(grid: bool, width: usize, direct: bool) -> &'static [(usize, usize)] {
+/// hash-grid network 8.1 G at (4, 2), 4.3-7.3 G otherwise); wider ones with the
+/// conversions, whose X holds only the mlp input and the outputs (one row block at a time
+/// where that is what fits): `freq(8) | mlp(64x4, relu)` 11.7 G at (8, 2), 10.3 G at (7,
+/// 2), 10.2 G at (4, 2), 10.0 G at (9, 2), 9.0 G at (6, 2), 6.8 G at (4, 1).
+fn shapes(grid: bool, width: usize, direct: bool, convert: bool) -> &'static [(usize, usize)] {
     if direct {
         &[
             (2, 3),
@@ -86,10 +89,29 @@ fn shapes(grid: bool, width: usize, direct: bool) -> &'static [(usize, usize)] {
             (1, 2),
             (1, 1),
         ]
+    } else if convert {
+        &[
+            (8, 2),
+            (7, 2),
+            (4, 2),
+            (9, 2),
+            (6, 2),
+            (3, 1),
+            (2, 1),
+            (2, 2),
+            (1, 2),
+            (4, 1),
+            (1, 1),
+        ]
     } else {
         &[(3, 1), (2, 1), (2, 2), (1, 2), (4, 1), (4, 2), (1, 1)]
     }
 }
+
+/// Workgroup memory that the workgroups resident on one multiprocessor share on the H200's
+/// driver (measured: docs/PERFORMANCE.md, "Subgroups per workgroup"), whatever the
+/// hardware has: two workgroups are resident only where each takes at most half.
+const RESIDENT_BYTES: usize = 48 * 1024;
 
 /// Which layers read their weights straight from the parameter buffer instead of
 /// staging them in workgroup memory.
@@ -122,27 +144,43 @@ pub(crate) fn plan(
     shape: Option<(usize, usize)>,
     direct: Direct,
     acc16: bool,
-    (convert, hold): (bool, bool),
+    variant: Variant,
 ) -> Option<TilePlan> {
-    let over_x = outputs_over_x(convert, hold);
+    let Variant {
+        convert,
+        hold,
+        blocked,
+        one_block,
+    } = variant;
     let modes: &[bool] = match direct {
         Direct::Never => &[false],
         Direct::WhenNeeded => &[false, true],
         Direct::Always => &[true],
     };
     let width = mlp.layers.iter().map(|l| l.out_dims).max().unwrap_or(0);
+    // held weights are read from workgroup memory once: no skew to pay for; else rows
+    // skewed by 8 f16, and where those do not fit 16 x 16 blocks (as small as unskewed
+    // rows and without their bank conflicts); `blocked` asks for one or the other
+    let layouts: &[Layout] = match (hold, blocked) {
+        (true, _) => &[Layout::Rows(0)],
+        (false, None) => &[Layout::Rows(8), Layout::Blocked],
+        (false, Some(true)) => &[Layout::Blocked],
+        (false, Some(false)) => &[Layout::Rows(8), Layout::Rows(0)],
+    };
     for &use_direct in modes {
         let order: Vec<(usize, usize)> = match shape {
             Some(s) => vec![s],
-            None => shapes(grid, width, use_direct).to_vec(),
+            None => shapes(grid, width, use_direct, convert).to_vec(),
         };
-        // held weights are read from workgroup memory once: no skew to pay for
-        let skews: &[usize] = if hold { &[0] } else { &[8, 0] };
-        for &skew in skews {
+        for &layout in layouts {
             for &(groups, blocks) in &order {
-                if let Some(p) = plan_shape(
-                    mlp, budget, groups, blocks, skew, use_direct, acc16, convert, over_x,
-                ) {
+                let shape = Shape {
+                    groups,
+                    blocks,
+                    layout,
+                    use_direct,
+                };
+                if let Some(p) = plan_shape(mlp, budget, shape, acc16, convert, one_block) {
                     return Some(p);
                 }
             }
@@ -151,37 +189,68 @@ pub(crate) fn plan(
     None
 }
 
-/// Whether the last layer's outputs, rounded to f16, go over X's rows (no output
-/// scratch): with the conversions (`convert`) and held weights (`hold`) together.
-pub(crate) fn outputs_over_x(convert: bool, hold: bool) -> bool {
-    convert && hold
+/// What the kernel of [`plan`] is asked to be.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Variant {
+    /// `Options::rows_convert`, `Options::rows_hold`, `Options::rows_blocked`.
+    pub convert: bool,
+    pub hold: bool,
+    pub blocked: Option<bool>,
+    /// With the conversions and two row blocks per subgroup, X may hold one block at a
+    /// time (not for `RowsSplit::EncodeOnly`, whose outputs are X's).
+    pub one_block: bool,
 }
 
-/// [`plan`] for one shape with staged weight rows skewed by `skew` f16; `use_direct`:
-/// every layer that can reads the buffer in place; `convert`: the hidden layers'
-/// activations stay in registers (`Options::rows_convert`), so X holds only the mlp
-/// input; `over_x` (with held weights): the last layer's outputs, accumulated in f32 and
-/// rounded to f16, go over X's rows instead of a scratch of their own, and X's rows are
-/// at least `out_p + X_SKEW` wide. (The f32 outputs stored over X as f16 pairs put X's
-/// rows 64 bytes apart, where a subgroup's stores and loads of 8 rows meet in 4 banks:
-/// seed #3 ran at 31.6 G evaluations/s that way on the H200 and at 40.7 G this way,
-/// docs/PERFORMANCE.md.)
-#[allow(clippy::too_many_arguments)]
+/// One candidate of [`plan`]: (subgroups, 16-row blocks per subgroup), the staged
+/// weights' layout, and whether the layers that can read the f16 buffer in place.
+#[derive(Clone, Copy, Debug)]
+struct Shape {
+    groups: usize,
+    blocks: usize,
+    layout: Layout,
+    use_direct: bool,
+}
+
+/// How the staged weights lie in workgroup memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layout {
+    /// Rows of `in_p` plus this skew (f16).
+    Rows(usize),
+    /// 16 x 16 blocks of 512 contiguous bytes (`TileLayer::blocked`).
+    Blocked,
+}
+
+/// [`plan`] for one shape; `convert`: the hidden layers' activations stay in registers
+/// (`Options::rows_convert`), so X holds only the mlp input, and the last layer's
+/// outputs, accumulated in f32 and rounded to f16, go over X's rows instead of a scratch
+/// of their own (X's rows then at least `out_p + X_SKEW` wide; the f32 outputs stored
+/// over X as f16 pairs put X's rows 64 bytes apart, where a subgroup's stores and loads
+/// of 8 rows meet in 4 banks: seed #3 ran at 31.6 G evaluations/s that way on the H200
+/// and at 40.7 G this way, docs/PERFORMANCE.md); `one_block`: with the conversions and
+/// two row blocks, X holds one block at a time (see [`TilePlan::x_one_block`]).
 fn plan_shape(
     mlp: &nshade_core::module::Mlp,
     budget: usize,
-    groups: usize,
-    blocks: usize,
-    skew: usize,
-    use_direct: bool,
+    shape: Shape,
     acc16: bool,
     convert: bool,
-    over_x: bool,
+    one_block: bool,
 ) -> Option<TilePlan> {
+    let Shape {
+        groups,
+        blocks,
+        layout,
+        use_direct,
+    } = shape;
+    let over_x = convert;
     let mut layers = Vec::new();
     let (mut staged, mut staged_bias) = (0, 0);
     for l in &mlp.layers {
-        let t = TileLayer::of(l, skew, staged, staged_bias, use_direct && direct_ok(l));
+        let direct = use_direct && direct_ok(l);
+        let t = match layout {
+            Layout::Rows(skew) => TileLayer::of(l, skew, staged, staged_bias, direct),
+            Layout::Blocked => TileLayer::of(l, 0, staged, staged_bias, direct).into_blocked(),
+        };
         if !t.direct {
             staged += t.staged_len();
         }
@@ -194,20 +263,32 @@ fn plan_shape(
         .max()
         .unwrap_or(16);
     let out_p = layers.last().map_or(16, |l| l.out_p);
-    // with `convert`, X holds the mlp input alone (and with `over_x` the outputs)
-    let sx = if over_x {
+    // with `convert`, X holds the mlp input alone and the outputs
+    let sx = if convert {
         layers[0].in_p.max(out_p) + X_SKEW
-    } else if convert {
-        layers[0].in_p + X_SKEW
     } else {
         widest + X_SKEW
     };
     let rows_each = 16 * blocks;
-    let x_len = rows_each * sx;
     let z_len = if over_x { 0 } else { rows_each * out_p };
     // biases f32, and again as f16 where the hidden layers accumulate in f16
     let bias_bytes = staged_bias * if acc16 { 6 } else { 4 };
-    let bytes = staged * 2 + bias_bytes + groups * (x_len * 2 + z_len * 4);
+    // the workgroup's bytes with X for `x_rows` rows per subgroup
+    let bytes_with =
+        |x_rows: usize| staged * 2 + bias_bytes + groups * (x_rows * sx * 2 + z_len * 4);
+    // X for one block at a time (where the last layer's accumulators all live at once)
+    // where X for both does not fit, or where one block lets two workgroups be resident
+    // on a multiprocessor and both do not (measured on the H200, docs/PERFORMANCE.md:
+    // `freq(8) | mlp(64x4, relu)` 11.7 G evaluations/s at (8, 2), which fits only this
+    // way, against 10.2 G at (4, 2) with X for both blocks and 9.2 G without; the
+    // hash-grid network at (4, 2) 11.0 G against 8.1 G; seed #3's held kernel, resident
+    // twice either way, 34.5 G against 40.7 G)
+    let x_one_block = one_block && convert && blocks == 2 && out_p <= 64 && {
+        let (whole, one) = (bytes_with(rows_each), bytes_with(16));
+        whole > budget || (whole > RESIDENT_BYTES / 2 && one <= RESIDENT_BYTES / 2)
+    };
+    let x_len = if x_one_block { 16 } else { rows_each } * sx;
+    let bytes = bytes_with(x_len / sx);
     (bytes <= budget).then_some(TilePlan {
         workgroup_size: 32 * groups,
         rows: groups * rows_each,
@@ -221,6 +302,8 @@ fn plan_shape(
         workgroup_bytes: bytes,
         blocks,
         output_groups: 0,
+        outputs_over_x: over_x,
+        x_one_block,
     })
 }
 
@@ -240,7 +323,7 @@ pub(crate) fn write(model: &Model, program: &Program, opts: &Options, plan: &Til
     let tex = opts.texture_io;
     let convert = opts.rows_convert;
     // the last layer's outputs over X (f16): where the plan has no output scratch
-    let over_x = opts.rows_outputs_over_x();
+    let over_x = plan.outputs_over_x;
     let extensions = format!(
         "{}{}",
         // texelFetch on a texture2D without a sampler
@@ -270,7 +353,7 @@ pub(crate) fn write(model: &Model, program: &Program, opts: &Options, plan: &Til
 layout(local_size_x = {wg}) in;
 
 {buffers}
-// Staged weights (f16) and biases (f32); each subgroup's {rows_each} rows of {xwhat} (f16,
+// Staged weights (f16) and biases (f32); each subgroup's {xrows} of {xwhat} (f16,
 // row-major, rows of {sx}) and of the last layer's outputs ({over}).
 shared float16_t {p}ws[{wl}];
 shared float {p}bs[{bl}];{bh}
@@ -289,6 +372,11 @@ void main() {{
     uint xb = sgid * {x_len}u;{zb}
 ",
         xwhat = if convert { "the mlp input" } else { "X" },
+        xrows = if plan.x_one_block {
+            format!("{rows_each} rows, 16 at a time,")
+        } else {
+            format!("{rows_each} rows")
+        },
         over = if over_x {
             "rounded to f16, over X's rows".to_string()
         } else {
@@ -350,7 +438,7 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
         let (arr, wo, stride) = if l.direct {
             ("params", l.weight + nn * 16 * l.in_dims + k * 16, l.in_dims)
         } else {
-            ("ws", l.staged + nn * 16 * l.stride + k * 16, l.stride)
+            ("ws", l.block_at(k, nn), l.stride)
         };
         format!(
             "{mb} {var}; coopMatLoad({var}, {p}{arr}, {wo}u, {stride}u, gl_CooperativeMatrixLayoutColumnMajor);"
@@ -397,8 +485,30 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
 ",
         r1 = rows - 1,
     );
+    let one = plan.x_one_block;
+    let kb0 = plan.layers[0].in_p / 16;
     if rows_each <= 32 {
         // lane r reads row r of the subgroup's rows of the next tile while this one runs
+        let rows_loop = if one {
+            // every lane a row; layer 0's A matrices declared here, loaded block by block
+            let decl: Vec<String> = (0..blocks)
+                .flat_map(|m| (0..kb0).map(move |k| (m, k)))
+                .map(|(m, k)| format!("{ma} a{m}_{k};"))
+                .collect();
+            format!(
+                "        // The subgroup's rows, one per lane: encodings in f32, the mlp input as f16
+        // through X one block of 16 rows at a time, into layer 0's A matrices.
+        {}
+        {{
+            uint r = lane;",
+                decl.join(" ")
+            )
+        } else {
+            format!(
+                "        // The subgroup's rows: encodings in f32, the mlp input as f16.
+        for (uint r = lane; r < {rows_each}u; r += 32u) {{"
+            )
+        };
         let _ = write!(
             s,
             "    uint tile = gl_WorkGroupID.x;
@@ -411,8 +521,7 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
         {in_ty} pcur = pnext;
         uint tn = tile + gl_NumWorkGroups.x;
         if (tn < tiles) {{ uint row = min(tn * {rows}u + sgid * {rows_each}u + lane, n - 1u); pnext = {arg}; }}
-        // The subgroup's rows: encodings in f32, the mlp input as f16.
-        for (uint r = lane; r < {rows_each}u; r += 32u) {{
+{rows_loop}
             {in_ty} p = pcur;
 "
         );
@@ -438,9 +547,84 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
         let encoding = crate::coop::encoding(program);
         crate::coop::glsl_encoding(model, &encoding, opts, ind, &mut s)
     };
-    let at = format!("{p}xs[xb + r * {sx}u + ");
-    crate::coop::glsl_store_x_row(&mut s, ind, &at, &xs, &plan.layers[0]);
-    let _ = writeln!(s, "        }}\n        {p}sync();");
+    if one {
+        let at = format!("{p}xs[xb + (r % 16u) * {sx}u + ");
+        for m in 0..blocks {
+            let _ = writeln!(s, "{ind}if (r / 16u == {m}u) {{");
+            crate::coop::glsl_store_x_row(&mut s, &format!("{ind}    "), &at, &xs, &plan.layers[0]);
+            let _ = writeln!(s, "{ind}}}\n{ind}{p}sync();");
+            for k in 0..kb0 {
+                let _ = writeln!(
+                    s,
+                    "{ind}coopMatLoad(a{m}_{k}, {p}xs, xb + {off}u, {sx}u, gl_CooperativeMatrixLayoutRowMajor);",
+                    off = k * 16
+                );
+            }
+            if m + 1 < blocks {
+                let _ = writeln!(s, "{ind}{p}sync();");
+            }
+        }
+        let _ = writeln!(s, "        }}");
+    } else {
+        let at = format!("{p}xs[xb + r * {sx}u + ");
+        crate::coop::glsl_store_x_row(&mut s, ind, &at, &xs, &plan.layers[0]);
+        let _ = writeln!(s, "        }}\n        {p}sync();");
+    }
+    // the last layer's output o of the subgroup's row r as f32 (an expression)
+    let z = |o: &str| {
+        if over_x {
+            format!("float({p}xs[xb + r * {sx}u + {o}])")
+        } else {
+            format!("{p}zs[zb + r * {zw}u + {o}]")
+        }
+    };
+    // output o of the subgroup's row r (expressions)
+    let out = |o: &str| {
+        if split == RowsSplit::EncodeOnly {
+            format!("float({p}xs[xb + r * {sx}u + {o}])")
+        } else if split == RowsSplit::NoActivation {
+            z(o)
+        } else {
+            // the last layer's activation, on the outputs alone
+            crate::syntax::activation(&crate::syntax::CSyntax, &last.act, &z(o))
+        }
+    };
+    // the outputs of the `nrows` rows from row `base` (X's or the scratch's rows from 0)
+    // to the output buffer or texture, and a subgroup barrier
+    let outputs = |s: &mut String, base: &str, nrows: usize| {
+        if tex {
+            // whole texels: the outputs, then 0, and alpha 1 where the model has no 4th
+            let texel: Vec<String> = (0..4)
+                .map(|k| match k {
+                    k if k < out_dims => out(&format!("{k}u")),
+                    3 => "1.0".to_string(),
+                    _ => "0.0".to_string(),
+                })
+                .collect();
+            let _ = writeln!(
+                s,
+                "        // The subgroup's output rows: one texel each.
+        for (uint r = lane; r < {nrows}u; r += 32u) {{
+            uint row = {base} + r;
+            if (row < n) {{ imageStore({p}output_tex, ivec2(int(row % width), int(row / width)), vec4({})); }}
+        }}
+        {p}sync();",
+                texel.join(", ")
+            );
+        } else {
+            let _ = writeln!(
+                s,
+                "        // The subgroup's output rows: {nrows} x {out_dims} consecutive floats.
+        for (uint e = lane; e < {tot}u; e += 32u) {{
+            uint r = e / {out_dims}u; uint o = e % {out_dims}u;
+            if ({base} + r < n) {{ {p}outputs[{base} * {out_dims}u + e] = {out}; }}
+        }}
+        {p}sync();",
+                tot = nrows * out_dims,
+                out = out("o"),
+            );
+        }
+    };
     let n_last = plan.layers.len() - 1;
     // EncodeOnly: no layers; the mlp input's first columns are the outputs (so the
     // encoding is not dead code)
@@ -470,7 +654,8 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
         }
         let _ = writeln!(s, "        {{");
         let from_x = !convert || i == 0;
-        if from_x {
+        // (with `one`, layer 0's A matrices were loaded with the mlp input)
+        if from_x && !one {
             for m in 0..blocks {
                 for k in 0..kb {
                     let _ = writeln!(
@@ -483,7 +668,7 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
         }
         // the layer's stores into X come after every load of it (with `convert` it
         // stores nothing there, but with `over_x` a one-layer mlp's outputs)
-        if !convert || (over_x && from_x && is_last) {
+        if !convert || (over_x && from_x && is_last && !one) {
             let _ = writeln!(s, "            {p}sync();");
         }
         let a_name = |m: usize, k: usize| {
@@ -565,13 +750,13 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
                                 off = m * 16 * sx + nn * 16
                             );
                         }
-                    } else if over_x {
+                    } else if over_x && !one {
                         let _ = writeln!(
                             s,
                             "            coopMatStore({mh}({c}), {p}xs, xb + {off}u, {sx}u, gl_CooperativeMatrixLayoutRowMajor);",
                             off = m * 16 * sx + nn * 16
                         );
-                    } else {
+                    } else if !over_x {
                         let _ = writeln!(
                             s,
                             "            coopMatStore({c}, {p}zs, zb + {off}u, {zw}u, gl_CooperativeMatrixLayoutRowMajor);",
@@ -581,67 +766,30 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
                 }
             }
         }
-        if convert && !is_last {
+        if one && is_last {
+            // block by block over X's 16 rows: the outputs stored, then written out
+            for m in 0..blocks {
+                for nn in 0..nb {
+                    let _ = writeln!(
+                        s,
+                        "            coopMatStore({mh}(c{m}_{nn}), {p}xs, xb + {off}u, {sx}u, gl_CooperativeMatrixLayoutRowMajor);",
+                        off = nn * 16
+                    );
+                }
+                let _ = writeln!(s, "            {p}sync();");
+                outputs(&mut s, &format!("(r0 + {}u)", 16 * m), 16);
+            }
+        }
+        if (convert && !is_last) || (one && is_last) {
             let _ = writeln!(s, "        }}");
         } else {
             let _ = writeln!(s, "        }}\n        {p}sync();");
         }
     }
-    // the last layer's output o of the subgroup's row r as f32 (an expression)
-    let z = |o: &str| {
-        if over_x {
-            format!("float({p}xs[xb + r * {sx}u + {o}])")
-        } else {
-            format!("{p}zs[zb + r * {zw}u + {o}]")
-        }
-    };
-    // output o of the subgroup's row r (expressions)
-    let out = |o: &str| {
-        if split == RowsSplit::EncodeOnly {
-            format!("float({p}xs[xb + r * {sx}u + {o}])")
-        } else if split == RowsSplit::NoActivation {
-            z(o)
-        } else {
-            // the last layer's activation, on the outputs alone
-            crate::syntax::activation(&crate::syntax::CSyntax, &last.act, &z(o))
-        }
-    };
-    if tex {
-        // whole texels: the outputs, then 0, and alpha 1 where the model has no 4th
-        let texel: Vec<String> = (0..4)
-            .map(|k| match k {
-                k if k < out_dims => out(&format!("{k}u")),
-                3 => "1.0".to_string(),
-                _ => "0.0".to_string(),
-            })
-            .collect();
-        let _ = writeln!(
-            s,
-            "        // The subgroup's output rows: one texel each.
-        for (uint r = lane; r < {rows_each}u; r += 32u) {{
-            uint row = r0 + r;
-            if (row < n) {{ imageStore({p}output_tex, ivec2(int(row % width), int(row / width)), vec4({})); }}
-        }}
-        {p}sync();
-    }}
-}}",
-            texel.join(", ")
-        );
-    } else {
-        let _ = writeln!(
-            s,
-            "        // The subgroup's output rows: {rows_each} x {out_dims} consecutive floats.
-        for (uint e = lane; e < {tot}u; e += 32u) {{
-            uint r = e / {out_dims}u; uint o = e % {out_dims}u;
-            if (r0 + r < n) {{ {p}outputs[r0 * {out_dims}u + e] = {out}; }}
-        }}
-        {p}sync();
-    }}
-}}",
-            tot = rows_each * out_dims,
-            out = out("o"),
-        );
+    if !one {
+        outputs(&mut s, "r0", rows_each);
     }
+    s.push_str("    }\n}\n");
     s
 }
 
@@ -678,7 +826,7 @@ fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> 
     let mut entries = vec![
         format!(
             "form coop-compute: one compute kernel; each group of 32 invocations (a subgroup) evaluates {rows_each} rows of each tile of {rows} on its own, every mlp layer as 16x16x16 cooperative-matrix products (coopmat<float16_t> A and B, {acc}, subgroup scope) with the bias, activation and f16 rounding applied to the accumulator's elements (the last layer's activation to the outputs as they are written){conv}{hold}",
-            conv = match (opts.rows_convert, opts.rows_hold) {
+            conv = match (opts.rows_convert, plan.outputs_over_x) {
                 (true, true) => {
                     "; each hidden layer's accumulators are converted into the next layer's A matrices in registers (GL_NV_cooperative_matrix2), so only the mlp input passes through workgroup memory (the last layer's outputs, rounded to f16, are written over it)"
                 }
@@ -756,7 +904,7 @@ fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> 
             } else {
                 "f32"
             },
-            if opts.rows_outputs_over_x() {
+            if plan.outputs_over_x {
                 " (the last layer's sums rounded to f16 before its activation)"
             } else {
                 ""
@@ -768,6 +916,11 @@ fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> 
             format!(
                 "  layer {k}: {} x {}, weights at parameter {} read in place from the f16 buffer (16 x 16 blocks, 16-byte aligned); bias at parameter {}",
                 l.out_dims, l.in_dims, l.weight, l.bias
+            )
+        } else if l.blocked {
+            format!(
+                "  layer {k}: {} x {} (padded {} x {}), weights at parameter {}, staged at {} in 16 x 16 blocks of 256 f16 (block (k, n) = inputs 16k.., outputs 16n.. at {} + 256 * (n * {} + k), column-major: output-major, inputs consecutive); bias at parameter {}",
+                l.out_dims, l.in_dims, l.out_p, l.in_p, l.weight, l.staged, l.staged, l.in_p / 16, l.bias
             )
         } else {
             format!(

@@ -135,6 +135,8 @@ fn plan_tile(
         workgroup_bytes: bytes,
         blocks: tb / rg,
         output_groups: og,
+        outputs_over_x: false,
+        x_one_block: false,
     })
 }
 

@@ -280,6 +280,14 @@ pub struct Options {
     /// With `rows_stationary` (for measurements): that kernel's tiles of this many rows
     /// (32 or 64) instead of the planner's choice.
     pub held_rows: Option<usize>,
+    /// The GLSL subgroup kernel's staged weights (for measurements): `Some(true)` in
+    /// 16 x 16 blocks of 512 contiguous bytes, `Some(false)` in rows (skewed where they
+    /// fit), `None` the planner's choice (skewed rows, else blocks).
+    pub rows_blocked: Option<bool>,
+    /// The GLSL subgroup kernel with the conversions and two row blocks per subgroup:
+    /// X holds both blocks' rows, not one block at a time (`TilePlan::x_one_block`).
+    /// For measurements.
+    pub rows_whole_x: bool,
     /// `--form function` in WGSL, SPIR-V, MSL and GLSL 450 (`nshade export --points N`):
     /// the function evaluates this many points at once (1, 2 or 4), `{prefix}eval{N}(p:
     /// array<IN, N>) -> array<OUT, N>` (GLSL `OUT[N] {prefix}evalN(IN p[N])`), each value
@@ -351,6 +359,8 @@ impl Options {
             rows_convert: false,
             rows_stationary: false,
             held_rows: None,
+            rows_blocked: None,
+            rows_whole_x: false,
             points: 1,
         }
     }
@@ -359,12 +369,6 @@ impl Options {
     /// computes in f16 and can store it (WGSL, Slang, MSL, SPIR-V), else f32.
     pub fn buffer_is_f16(&self) -> bool {
         self.precision == Precision::F16 && self.target != Target::Hlsl && !self.uniform_weights
-    }
-
-    /// The GLSL subgroup kernel writes its last layer's outputs, rounded to f16, over X's
-    /// rows (no output scratch): with held weights and the conversions together.
-    pub(crate) fn rows_outputs_over_x(&self) -> bool {
-        coop_rows::outputs_over_x(self.rows_convert, self.rows_hold)
     }
 }
 

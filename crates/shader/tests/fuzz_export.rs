@@ -368,6 +368,11 @@ fn fuzz_export() {
             rows_stationary: (c.seed >> 27) % 8 == 0,
             // its tiles of 32 rows a quarter of those times
             held_rows: ((c.seed >> 33) % 4 == 0).then_some(32),
+            // the GLSL kernel's staged weights in blocks or in rows a quarter of the time
+            // each, else the planner's choice
+            rows_blocked: [None, None, Some(true), Some(false)][(c.seed >> 43) as usize % 4],
+            // X for all of a subgroup's rows a quarter of the time
+            rows_whole_x: (c.seed >> 45) % 4 == 0,
             // the GLSL kernel: half of the time the default (the subgroup-private kernel
             // in the first shape that fits), else the shared-tile one or one of six shapes
             // several points at once three times in eight, a count it refuses one in eight

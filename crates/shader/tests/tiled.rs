@@ -637,3 +637,79 @@ fn weights_held_by_default_only_where_they_pay() {
     let unheld = export(&m, &conv).unwrap().into_text().unwrap();
     assert!(!unheld.contains("holds it for all its rows"), "{unheld}");
 }
+
+#[test]
+fn conversions_take_the_subgroup_kernel_with_x_one_block_where_it_pays() {
+    use nshade_shader::coop::plan_for;
+    let conv = Options {
+        target: Target::Glsl,
+        workgroup_memory: 48 * 1024,
+        rows_acc16: true,
+        rows_convert: true,
+        ..opts(Form::CoopCompute, Precision::F32)
+    };
+    let b = model("freq(8) | mlp(64x4, relu)", 2, 3);
+    // B with the conversions: the subgroup kernel at (8, 2), weights staged in skewed
+    // rows (35 KB) beside 8 subgroups' X of 16 rows, the outputs over X
+    let p = plan_for(&b, &conv).unwrap();
+    assert_eq!((p.workgroup_size, p.blocks, p.output_groups), (256, 2, 0));
+    assert!(p.x_one_block && p.outputs_over_x);
+    assert!(
+        p.layers
+            .iter()
+            .all(|l| !l.blocked && l.stride == l.in_p + 8)
+    );
+    assert_eq!(p.x_len, 16 * p.sx);
+    assert_eq!(p.sx, 40);
+    assert!(p.workgroup_bytes <= 48 * 1024);
+    // X for both blocks would not fit
+    let whole = Options {
+        rows_whole_x: true,
+        ..conv.clone()
+    };
+    let pw = plan_for(&b, &whole).unwrap();
+    assert!(!pw.x_one_block && pw.workgroup_size < 256, "{pw:?}");
+    // at (4, 2) both blocks fit (one workgroup per multiprocessor either way): whole X
+    let at = |shape| Options {
+        rows_shape: Some(shape),
+        ..conv.clone()
+    };
+    let p42 = plan_for(&b, &at((4, 2))).unwrap();
+    assert!(!p42.x_one_block && p42.x_len == 32 * p42.sx);
+    // the hash-grid network at (4, 2): one block lets two workgroups be resident
+    let c = model(
+        "hashgrid(levels=16, features=2, log2_size=18, base=16, scale=1.5) | mlp(64x2, relu)",
+        2,
+        3,
+    );
+    let pc = plan_for(&c, &conv).unwrap();
+    assert_eq!((pc.workgroup_size, pc.blocks), (128, 2));
+    assert!(pc.x_one_block && pc.workgroup_bytes <= 24 * 1024, "{pc:?}");
+    // seed #3's held kernel is resident twice with X for both blocks: whole X
+    let a = model(ARCHS[0].0, 2, 3);
+    let held = nshade_shader::coop::with_default_hold(&a, conv.clone());
+    assert!(held.rows_hold);
+    let pa = plan_for(&a, &held).unwrap();
+    assert!(!pa.x_one_block && pa.workgroup_bytes <= 24 * 1024, "{pa:?}");
+    // without the conversions B keeps the kernel of held weights
+    let portable = Options {
+        rows_convert: false,
+        ..conv.clone()
+    };
+    assert!(plan_for(&b, &portable).unwrap().output_groups > 0);
+    // weights in 16 x 16 blocks where asked: 512 contiguous bytes each, no skew
+    let blocked = Options {
+        rows_blocked: Some(true),
+        ..conv.clone()
+    };
+    let pb = plan_for(&b, &blocked).unwrap();
+    assert!(pb.layers.iter().all(|l| l.blocked && l.stride == 16));
+    assert_eq!(pb.weights_len, 64 * 32 + 3 * 64 * 64 + 16 * 64);
+    let src = export(&b, &blocked).unwrap().into_text().unwrap();
+    assert!(src.contains("in 16 x 16 blocks of 256 f16"), "{src}");
+    // the kernel stages and loads 16 rows of X at a time, one block after the other
+    let src = export(&b, &conv).unwrap().into_text().unwrap();
+    assert!(src.contains("32 rows, 16 at a time,"), "{src}");
+    assert_eq!(src.matches("if (r / 16u == ").count(), 2, "{src}");
+    assert_eq!(src.matches("(r0 + 16u)").count(), 2, "{src}");
+}
