@@ -120,12 +120,15 @@ pub struct Args {
     /// VK_NV_cooperative_matrix2 with cooperativeMatrixConversions) turns each hidden
     /// layer's accumulators into the next layer's A matrices in registers, where the
     /// portable kernel passes them through workgroup memory (on the H200 seed #3 ran
-    /// 1.4x faster). Applies to the subgroup kernel (grids and mlps narrower than 64, or
-    /// any with --held-weights absent and that kernel chosen); the others ignore it. Dense
-    /// mlps of at most 16 blocks of 16 x 16 weights (the seed networks) then also keep
-    /// every weight block in registers for the whole dispatch and stage their outputs,
-    /// rounded to f16, over the input rows (seed #3: 40.9 G evaluations/s at 1080p on the
-    /// H200, against 30.1 G with staged weights and 22.0 G without the conversions).
+    /// 1.4x faster), and the last layer's outputs, rounded to f16, go over the input rows.
+    /// Applies to the subgroup kernel, which it also makes the choice for dense mlps at
+    /// least 64 wide whose weights fit staged (freq(8) | mlp(64x4, relu): 11.8 G
+    /// evaluations/s at 1080p on the H200 against 7.4 G for the kernel of held weights;
+    /// the hash-grid network 11.2 G against 6.9 G portable); --held-weights and the
+    /// shared-tile kernel ignore it. Dense mlps of at most 16 blocks of 16 x 16 weights
+    /// (the seed networks) then also keep every weight block in registers for the whole
+    /// dispatch (seed #3: 40.9 G against 30.1 G with staged weights and 22.0 G without
+    /// the conversions).
     #[arg(long)]
     pub coop_conversions: bool,
     /// With a compute form: bytes of workgroup memory the kernel may use (the device's
