@@ -141,7 +141,7 @@ fn glsl_coop_kernel(
 /// `NSHADE_ROWS_STATIONARY=1` the kernel of held weights (with `NSHADE_ROWS_SHAPE` its
 /// shape and `NSHADE_HELD_ROWS=32|64` its tile rows) and
 /// `NSHADE_ROWS_PARAMS=f16` an f16 parameter buffer where an f32 one would do,
-/// `NSHADE_ROWS_BLOCKED=1` / `=0` the staged weights in 16 x 16 blocks or in rows,
+/// `NSHADE_ROWS_LAYOUT=packed|rows|blocked` the staged weights' layout,
 /// `NSHADE_ROWS_WHOLE_X=1` X for all of a subgroup's rows (not one block at a time).
 fn glsl_coop_options(
     ctx: &GpuContext,
@@ -159,7 +159,9 @@ fn glsl_coop_options(
     let acc16 = !std::env::var("NSHADE_ROWS_ACC").is_ok_and(|v| v == "f32");
     let rows_hold = std::env::var("NSHADE_ROWS_HOLD").ok().map(|v| v == "1");
     let rows_stationary = std::env::var("NSHADE_ROWS_STATIONARY").is_ok_and(|v| v == "1");
-    let rows_blocked = std::env::var("NSHADE_ROWS_BLOCKED").ok().map(|v| v == "1");
+    let rows_layout = std::env::var("NSHADE_ROWS_LAYOUT")
+        .ok()
+        .and_then(|v| nshade_shader::StagedLayout::parse(&v));
     let rows_whole_x = std::env::var("NSHADE_ROWS_WHOLE_X").is_ok_and(|v| v == "1");
     let held_rows = std::env::var("NSHADE_HELD_ROWS")
         .ok()
@@ -174,7 +176,7 @@ fn glsl_coop_options(
         rows_convert,
         rows_stationary,
         held_rows,
-        rows_blocked,
+        rows_layout,
         rows_whole_x,
         form: Form::CoopCompute,
         workgroup_memory: workgroup_memory(ctx),

@@ -796,14 +796,14 @@ fn glsl_coop_shapes_match_cpu() {
 #[test]
 fn glsl_conversions_match_cpu() {
     use nshade_gpu::capture::glslang::compile_compute;
-    use nshade_shader::{Options, Precision, Target, WeightMode, coop, export};
-    // (buffer, f16 accumulation, weights held in registers, staged weights in blocks or
-    // rows or the planner's choice; with held or blocked weights the outputs go over X)
+    use nshade_shader::{Options, Precision, StagedLayout, Target, WeightMode, coop, export};
+    // (buffer, f16 accumulation, weights held in registers, the staged weights' layout or
+    // the planner's choice (packed rows))
     let variants = [
         (Precision::F32, true, false, None),
-        (Precision::F32, false, false, None),
+        (Precision::F32, false, false, Some(StagedLayout::Rows)),
         (Precision::F16, true, false, None),
-        (Precision::F32, true, false, Some(true)),
+        (Precision::F32, true, false, Some(StagedLayout::Blocked)),
         (Precision::F32, true, true, None),
         (Precision::F16, true, true, None),
     ];
@@ -813,7 +813,7 @@ fn glsl_conversions_match_cpu() {
         for shape in SHAPES {
             for (k, &(arch, i, o)) in ARCHS.iter().enumerate() {
                 let m = model(arch, i, o, 70 + k as u64);
-                for &(precision, rows_acc16, rows_hold, rows_blocked) in &variants {
+                for &(precision, rows_acc16, rows_hold, rows_layout) in &variants {
                     let opts = Options {
                         form: Form::CoopCompute,
                         weights: WeightMode::Buffer,
@@ -823,11 +823,11 @@ fn glsl_conversions_match_cpu() {
                         rows_acc16,
                         rows_hold,
                         rows_convert: true,
-                        rows_blocked,
+                        rows_layout,
                         ..Options::new(Target::Glsl)
                     };
                     let what = format!(
-                        "{arch} glsl coop conversions {shape:?} {precision:?} acc16 {rows_acc16} hold {rows_hold} blocked {rows_blocked:?}"
+                        "{arch} glsl coop conversions {shape:?} {precision:?} acc16 {rows_acc16} hold {rows_hold} layout {rows_layout:?}"
                     );
                     let plan = match coop::plan_for(&m, &opts) {
                         Ok(p) if p.blocks > 0 => p,
@@ -849,7 +849,7 @@ fn glsl_conversions_match_cpu() {
                     let blocked = plan.layers.iter().any(|l| l.blocked);
                     if rows_hold {
                         assert!(!blocked, "{what}");
-                    } else if rows_blocked == Some(true) {
+                    } else if rows_layout == Some(StagedLayout::Blocked) {
                         assert!(plan.layers.iter().all(|l| l.blocked || l.direct), "{what}");
                     }
                     // the outputs go over X, with two row blocks one block at a time

@@ -452,13 +452,13 @@ pub fn plan_for(model: &Model, opts: &Options) -> Result<TilePlan, Error> {
             crate::coop_rows::Variant {
                 convert: opts.rows_convert,
                 hold: opts.rows_hold,
-                blocked: opts.rows_blocked,
+                layout: opts.rows_layout,
                 one_block: !opts.rows_whole_x && opts.rows_split != crate::RowsSplit::EncodeOnly,
             },
         )
     };
     // with the conversions, the subgroup kernel first where its weights fit staged
-    // (`freq(8) | mlp(64x4, relu)`: 11.7 G evaluations/s against 7.3 G for held weights on
+    // (`freq(8) | mlp(64x4, relu)`: 13.1 G evaluations/s against 7.3 G for held weights on
     // the H200; docs/PERFORMANCE.md)
     if let (Target::Glsl, Form::CoopCompute) = (opts.target, opts.form)
         && opts.rows_convert

@@ -39,7 +39,7 @@
 
 use crate::coop::{TileLayer, TilePlan, X_SKEW};
 use crate::ir::Program;
-use crate::{Options, RowsSplit};
+use crate::{Options, RowsSplit, StagedLayout};
 use nshade_core::model::Model;
 use std::fmt::Write;
 
@@ -58,10 +58,12 @@ use std::fmt::Write;
 /// otherwise) and with weights read in place (`freq(8) | mlp(128x4, relu)`: 0.57 G at (2,
 /// 3), 0.50 G at (3, 2), 0.25-0.44 G otherwise). With `rows_convert` the same orders
 /// stand (seed #3: 30.2 G at (8, 2), 30.9 G at (4, 2), 19.2-26.6 G otherwise; the
-/// hash-grid network 8.1 G at (4, 2), 4.3-7.3 G otherwise); wider ones with the
-/// conversions, whose X holds only the mlp input and the outputs (one row block at a time
-/// where that is what fits): `freq(8) | mlp(64x4, relu)` 11.7 G at (8, 2), 10.3 G at (7,
-/// 2), 10.2 G at (4, 2), 10.0 G at (9, 2), 9.0 G at (6, 2), 6.8 G at (4, 1).
+/// hash-grid network 8.1 G at (4, 2), 4.3-7.3 G otherwise) but for grids and wider mlps,
+/// whose X with the conversions holds only the mlp input and the outputs (one row block
+/// at a time where that is what fits or lets two workgroups be resident) and whose
+/// weights are packed: `freq(8) | mlp(64x4, relu)` 13.1 G at (12, 2), 12.3 G at (11, 2),
+/// 11.8 G at (8, 2), 11.2 G at (10, 2), 10.6 G at (4, 2), 10.1 G at (6, 2), 9.5 G at
+/// (12, 1); the hash-grid network 12.5 G at (6, 2), 11.7 G at (8, 2), 11.2 G at (4, 2).
 fn shapes(grid: bool, width: usize, direct: bool, convert: bool) -> &'static [(usize, usize)] {
     if direct {
         &[
@@ -73,6 +75,18 @@ fn shapes(grid: bool, width: usize, direct: bool, convert: bool) -> &'static [(u
             (4, 2),
             (2, 1),
             (4, 1),
+            (1, 1),
+        ]
+    } else if grid && convert {
+        &[
+            (6, 2),
+            (8, 2),
+            (4, 2),
+            (8, 1),
+            (2, 1),
+            (4, 1),
+            (1, 2),
+            (2, 2),
             (1, 1),
         ]
     } else if grid {
@@ -91,11 +105,15 @@ fn shapes(grid: bool, width: usize, direct: bool, convert: bool) -> &'static [(u
         ]
     } else if convert {
         &[
+            (12, 2),
+            (11, 2),
             (8, 2),
+            (10, 2),
             (7, 2),
             (4, 2),
-            (9, 2),
             (6, 2),
+            (9, 2),
+            (12, 1),
             (3, 1),
             (2, 1),
             (2, 2),
@@ -106,6 +124,49 @@ fn shapes(grid: bool, width: usize, direct: bool, convert: bool) -> &'static [(u
     } else {
         &[(3, 1), (2, 1), (2, 2), (1, 2), (4, 1), (4, 2), (1, 1)]
     }
+}
+
+/// The skew of [`Layout::Packed`]'s shared rows (f16): their width is then 8 more than a
+/// multiple of 16 f16, so the 8 columns of 32 bytes that a phase of a B matrix load reads
+/// start 16 bytes apart modulo 128 (all 32 banks).
+const PACK_SKEW: usize = 8;
+
+/// The skew of a layer's own rows under `layout` (packed layers get their stride from
+/// [`pack`]).
+fn skew_of(layout: Layout) -> usize {
+    match layout {
+        Layout::Rows(skew) => skew,
+        Layout::Packed => PACK_SKEW,
+        Layout::Blocked => 0,
+    }
+}
+
+/// Lays the staged (not direct) layers out packed: each run of consecutive staged layers
+/// with the same `out_p` shares rows of the sum of their `in_p` plus [`PACK_SKEW`] f16,
+/// each layer at its column offset; returns the staged f16 elements.
+fn pack(layers: &mut [TileLayer]) -> usize {
+    let mut staged = 0;
+    let mut i = 0;
+    while i < layers.len() {
+        if layers[i].direct {
+            i += 1;
+            continue;
+        }
+        let out_p = layers[i].out_p;
+        let end = (i..layers.len())
+            .find(|&j| layers[j].direct || layers[j].out_p != out_p)
+            .unwrap_or(layers.len());
+        let stride = layers[i..end].iter().map(|l| l.in_p).sum::<usize>() + PACK_SKEW;
+        let mut col = 0;
+        for l in &mut layers[i..end] {
+            l.staged = staged + col;
+            l.stride = stride;
+            col += l.in_p;
+        }
+        staged += out_p * stride;
+        i = end;
+    }
+    staged
 }
 
 /// Workgroup memory that the workgroups resident on one multiprocessor share on the H200's
@@ -149,7 +210,7 @@ pub(crate) fn plan(
     let Variant {
         convert,
         hold,
-        blocked,
+        layout,
         one_block,
     } = variant;
     let modes: &[bool] = match direct {
@@ -158,14 +219,14 @@ pub(crate) fn plan(
         Direct::Always => &[true],
     };
     let width = mlp.layers.iter().map(|l| l.out_dims).max().unwrap_or(0);
-    // held weights are read from workgroup memory once: no skew to pay for; else rows
-    // skewed by 8 f16, and where those do not fit 16 x 16 blocks (as small as unskewed
-    // rows and without their bank conflicts); `blocked` asks for one or the other
-    let layouts: &[Layout] = match (hold, blocked) {
+    // held weights are read from workgroup memory once: no skew to pay for; else the
+    // order of `StagedLayout` (`layout` asks for one)
+    let layouts: &[Layout] = match (hold, layout) {
         (true, _) => &[Layout::Rows(0)],
-        (false, None) => &[Layout::Rows(8), Layout::Blocked],
-        (false, Some(true)) => &[Layout::Blocked],
-        (false, Some(false)) => &[Layout::Rows(8), Layout::Rows(0)],
+        (false, None) => &[Layout::Packed, Layout::Rows(8), Layout::Blocked],
+        (false, Some(StagedLayout::Packed)) => &[Layout::Packed],
+        (false, Some(StagedLayout::Rows)) => &[Layout::Rows(8)],
+        (false, Some(StagedLayout::Blocked)) => &[Layout::Blocked],
     };
     for &use_direct in modes {
         let order: Vec<(usize, usize)> = match shape {
@@ -192,10 +253,10 @@ pub(crate) fn plan(
 /// What the kernel of [`plan`] is asked to be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Variant {
-    /// `Options::rows_convert`, `Options::rows_hold`, `Options::rows_blocked`.
+    /// `Options::rows_convert`, `Options::rows_hold`, `Options::rows_layout`.
     pub convert: bool,
     pub hold: bool,
-    pub blocked: Option<bool>,
+    pub layout: Option<StagedLayout>,
     /// With the conversions and two row blocks per subgroup, X may hold one block at a
     /// time (not for `RowsSplit::EncodeOnly`, whose outputs are X's).
     pub one_block: bool,
@@ -214,6 +275,9 @@ struct Shape {
 /// How the staged weights lie in workgroup memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Layout {
+    /// Consecutive staged layers with the same `out_p` side by side in rows of the sum
+    /// of their `in_p` plus [`PACK_SKEW`] ([`StagedLayout::Packed`]).
+    Packed,
     /// Rows of `in_p` plus this skew (f16).
     Rows(usize),
     /// 16 x 16 blocks of 512 contiguous bytes (`TileLayer::blocked`).
@@ -248,7 +312,9 @@ fn plan_shape(
     for l in &mlp.layers {
         let direct = use_direct && direct_ok(l);
         let t = match layout {
-            Layout::Rows(skew) => TileLayer::of(l, skew, staged, staged_bias, direct),
+            Layout::Rows(_) | Layout::Packed => {
+                TileLayer::of(l, skew_of(layout), staged, staged_bias, direct)
+            }
             Layout::Blocked => TileLayer::of(l, 0, staged, staged_bias, direct).into_blocked(),
         };
         if !t.direct {
@@ -256,6 +322,9 @@ fn plan_shape(
         }
         staged_bias += t.out_p;
         layers.push(t);
+    }
+    if layout == Layout::Packed {
+        staged = pack(&mut layers);
     }
     let widest = layers
         .iter()

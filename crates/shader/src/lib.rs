@@ -280,10 +280,9 @@ pub struct Options {
     /// With `rows_stationary` (for measurements): that kernel's tiles of this many rows
     /// (32 or 64) instead of the planner's choice.
     pub held_rows: Option<usize>,
-    /// The GLSL subgroup kernel's staged weights (for measurements): `Some(true)` in
-    /// 16 x 16 blocks of 512 contiguous bytes, `Some(false)` in rows (skewed where they
-    /// fit), `None` the planner's choice (skewed rows, else blocks).
-    pub rows_blocked: Option<bool>,
+    /// How the GLSL subgroup kernel stages weights that it does not hold (for
+    /// measurements): `None` the planner's choice ([`StagedLayout`]'s order).
+    pub rows_layout: Option<StagedLayout>,
     /// The GLSL subgroup kernel with the conversions and two row blocks per subgroup:
     /// X holds both blocks' rows, not one block at a time (`TilePlan::x_one_block`).
     /// For measurements.
@@ -296,6 +295,32 @@ pub struct Options {
     /// consecutive rows per invocation.
     /// Networks without grid tables; no fragment entry (a fragment is one point).
     pub points: usize,
+}
+
+/// How the GLSL subgroup kernel lays out its staged weights in workgroup memory
+/// (`Options::rows_layout`); the planner tries them in this order, the first that fits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StagedLayout {
+    /// Consecutive layers with the same padded outputs side by side in shared rows,
+    /// skewed by 8 f16 once per row: as conflict-free as skewed rows, smaller.
+    Packed,
+    /// Each layer's rows of `in_p + 8` f16 (skewed: no bank conflicts).
+    Rows,
+    /// 16 x 16 blocks of 512 contiguous bytes: the size of unskewed rows, with 2-way
+    /// conflicts on loads (unskewed rows have 8-way ones).
+    Blocked,
+}
+
+impl StagedLayout {
+    /// `packed`, `rows` or `blocked`.
+    pub fn parse(s: &str) -> Option<StagedLayout> {
+        match s {
+            "packed" => Some(StagedLayout::Packed),
+            "rows" => Some(StagedLayout::Rows),
+            "blocked" => Some(StagedLayout::Blocked),
+            _ => None,
+        }
+    }
 }
 
 /// Measurement variants of the GLSL subgroup kernel (`Options::rows_split`).
@@ -359,7 +384,7 @@ impl Options {
             rows_convert: false,
             rows_stationary: false,
             held_rows: None,
-            rows_blocked: None,
+            rows_layout: None,
             rows_whole_x: false,
             points: 1,
         }

@@ -368,9 +368,14 @@ fn fuzz_export() {
             rows_stationary: (c.seed >> 27) % 8 == 0,
             // its tiles of 32 rows a quarter of those times
             held_rows: ((c.seed >> 33) % 4 == 0).then_some(32),
-            // the GLSL kernel's staged weights in blocks or in rows a quarter of the time
-            // each, else the planner's choice
-            rows_blocked: [None, None, Some(true), Some(false)][(c.seed >> 43) as usize % 4],
+            // the GLSL kernel's staged weights packed, in rows or in blocks a quarter of
+            // the time each, else the planner's choice
+            rows_layout: [
+                None,
+                Some(nshade_shader::StagedLayout::Packed),
+                Some(nshade_shader::StagedLayout::Rows),
+                Some(nshade_shader::StagedLayout::Blocked),
+            ][(c.seed >> 43) as usize % 4],
             // X for all of a subgroup's rows a quarter of the time
             rows_whole_x: (c.seed >> 45) % 4 == 0,
             // the GLSL kernel: half of the time the default (the subgroup-private kernel

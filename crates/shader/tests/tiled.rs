@@ -649,16 +649,26 @@ fn conversions_take_the_subgroup_kernel_with_x_one_block_where_it_pays() {
         ..opts(Form::CoopCompute, Precision::F32)
     };
     let b = model("freq(8) | mlp(64x4, relu)", 2, 3);
-    // B with the conversions: the subgroup kernel at (8, 2), weights staged in skewed
-    // rows (35 KB) beside 8 subgroups' X of 16 rows, the outputs over X
+    // B with the conversions: the subgroup kernel at (12, 2), weights packed (the four
+    // 64-output layers side by side in rows of 32 + 3 * 64 + 8 f16, the last in rows of
+    // 64 + 8: 32 KB) beside 12 subgroups' X of 16 rows, the outputs over X
     let p = plan_for(&b, &conv).unwrap();
-    assert_eq!((p.workgroup_size, p.blocks, p.output_groups), (256, 2, 0));
+    assert_eq!((p.workgroup_size, p.blocks, p.output_groups), (384, 2, 0));
     assert!(p.x_one_block && p.outputs_over_x);
-    assert!(
-        p.layers
-            .iter()
-            .all(|l| !l.blocked && l.stride == l.in_p + 8)
-    );
+    let strides: Vec<usize> = p.layers.iter().map(|l| l.stride).collect();
+    assert_eq!(strides, [232, 232, 232, 232, 72]);
+    let offsets: Vec<usize> = p.layers.iter().map(|l| l.staged).collect();
+    assert_eq!(offsets, [0, 32, 96, 160, 64 * 232]);
+    assert!(p.layers.iter().all(|l| !l.blocked));
+    assert_eq!(p.weights_len, 64 * 232 + 16 * 72);
+    // in skewed rows of their own (35 KB) 12 subgroups do not fit: 8 do
+    let rows = Options {
+        rows_layout: Some(nshade_shader::StagedLayout::Rows),
+        ..conv.clone()
+    };
+    let pr = plan_for(&b, &rows).unwrap();
+    assert_eq!(pr.workgroup_size, 256);
+    assert!(pr.layers.iter().all(|l| l.stride == l.in_p + 8));
     assert_eq!(p.x_len, 16 * p.sx);
     assert_eq!(p.sx, 40);
     assert!(p.workgroup_bytes <= 48 * 1024);
@@ -676,14 +686,14 @@ fn conversions_take_the_subgroup_kernel_with_x_one_block_where_it_pays() {
     };
     let p42 = plan_for(&b, &at((4, 2))).unwrap();
     assert!(!p42.x_one_block && p42.x_len == 32 * p42.sx);
-    // the hash-grid network at (4, 2): one block lets two workgroups be resident
+    // the hash-grid network at (6, 2): one block lets two workgroups be resident
     let c = model(
         "hashgrid(levels=16, features=2, log2_size=18, base=16, scale=1.5) | mlp(64x2, relu)",
         2,
         3,
     );
     let pc = plan_for(&c, &conv).unwrap();
-    assert_eq!((pc.workgroup_size, pc.blocks), (128, 2));
+    assert_eq!((pc.workgroup_size, pc.blocks), (192, 2));
     assert!(pc.x_one_block && pc.workgroup_bytes <= 24 * 1024, "{pc:?}");
     // seed #3's held kernel is resident twice with X for both blocks: whole X
     let a = model(ARCHS[0].0, 2, 3);
@@ -699,7 +709,7 @@ fn conversions_take_the_subgroup_kernel_with_x_one_block_where_it_pays() {
     assert!(plan_for(&b, &portable).unwrap().output_groups > 0);
     // weights in 16 x 16 blocks where asked: 512 contiguous bytes each, no skew
     let blocked = Options {
-        rows_blocked: Some(true),
+        rows_layout: Some(nshade_shader::StagedLayout::Blocked),
         ..conv.clone()
     };
     let pb = plan_for(&b, &blocked).unwrap();
