@@ -122,9 +122,9 @@ pub struct Args {
     /// portable kernel passes them through workgroup memory (on the H200 seed #3 ran
     /// 1.4x faster), and the last layer's outputs, rounded to f16, go over the input rows.
     /// Applies to the subgroup kernel, which it also makes the choice for dense mlps at
-    /// least 64 wide whose weights fit staged (freq(8) | mlp(64x4, relu): 11.8 G
+    /// least 64 wide whose weights fit staged (freq(8) | mlp(64x4, relu): 13.1 G
     /// evaluations/s at 1080p on the H200 against 7.4 G for the kernel of held weights;
-    /// the hash-grid network 11.2 G against 6.9 G portable); --held-weights and the
+    /// the hash-grid network 12.5 G against 6.9 G portable); --held-weights and the
     /// shared-tile kernel ignore it. Dense mlps of at most 16 blocks of 16 x 16 weights
     /// (the seed networks) then also keep every weight block in registers for the whole
     /// dispatch (seed #3: 40.9 G against 30.1 G with staged weights and 22.0 G without
