@@ -723,3 +723,77 @@ fn conversions_take_the_subgroup_kernel_with_x_one_block_where_it_pays() {
     assert_eq!(src.matches("if (r / 16u == ").count(), 2, "{src}");
     assert_eq!(src.matches("(r0 + 16u)").count(), 2, "{src}");
 }
+
+#[test]
+fn packed_weights_are_disjoint_conflict_free_and_smaller() {
+    use nshade_shader::StagedLayout;
+    use nshade_shader::coop::plan_for;
+    let mut archs: Vec<(&str, usize, usize)> = ARCHS.to_vec();
+    archs.extend([
+        // every layer 16 outputs wide but the last: one shared row for all but it
+        ("freq(2) | mlp(16x3, relu)", 2, 3),
+        ("mlp(48x3, relu, sigmoid)", 3, 3),
+        ("freq(8) | mlp(64x4, relu)", 2, 20),
+    ]);
+    let mut shared_rows = 0;
+    for (arch, i, o) in archs {
+        let m = model(arch, i, o);
+        for convert in [false, true] {
+            let at = |layout| Options {
+                target: Target::Glsl,
+                // room for both layouts of every network: the layout is what is tested
+                workgroup_memory: 96 * 1024,
+                rows_acc16: true,
+                rows_convert: convert,
+                rows_shape: Some((2, 2)),
+                rows_layout: Some(layout),
+                ..opts(Form::CoopCompute, Precision::F32)
+            };
+            let what = format!("{arch} convert {convert}");
+            let (Ok(p), Ok(r)) = (
+                plan_for(&m, &at(StagedLayout::Packed)),
+                plan_for(&m, &at(StagedLayout::Rows)),
+            ) else {
+                panic!("{what}: (2, 2) does not fit");
+            };
+            assert_eq!(p.layers.len(), r.layers.len(), "{what}");
+            // no larger than rows of their own, and smaller wherever two layers share rows
+            assert!(p.weights_len <= r.weights_len, "{what}");
+            let mut owner = vec![usize::MAX; p.weights_len];
+            for (k, l) in p.layers.iter().enumerate() {
+                // rows 8 f16 more than a multiple of 16: a B load's 8 columns of 32 bytes
+                // start in distinct 16-byte bank groups
+                assert_eq!(l.stride % 16, 8, "{what} layer {k}");
+                assert!(!l.blocked && !l.direct, "{what} layer {k}");
+                // side by side with the layer before: the same outputs, the next columns
+                if k > 0 && p.layers[k - 1].staged + p.layers[k - 1].in_p == l.staged {
+                    shared_rows += 1;
+                    assert_eq!(p.layers[k - 1].out_p, l.out_p, "{what} layer {k}");
+                    assert_eq!(p.layers[k - 1].stride, l.stride, "{what} layer {k}");
+                }
+                let starts: std::collections::BTreeSet<usize> = (0..8)
+                    .map(|j| (l.staged + j * l.stride) * 2 % 128 / 16)
+                    .collect();
+                assert_eq!(starts.len(), 8, "{what} layer {k}");
+                // every element the kernel stages or loads belongs to this layer alone
+                for row in 0..l.out_p {
+                    for col in 0..l.in_p {
+                        let e = l.staged + row * l.stride + col;
+                        assert!(e < p.weights_len, "{what} layer {k}");
+                        assert_eq!(
+                            owner[e],
+                            usize::MAX,
+                            "{what} layer {k} overlaps {}",
+                            owner[e]
+                        );
+                        owner[e] = k;
+                    }
+                }
+            }
+            if p.weights_len < r.weights_len {
+                assert!(p.workgroup_bytes < r.workgroup_bytes, "{what}");
+            }
+        }
+    }
+    assert!(shared_rows >= 10, "only {shared_rows} layers share rows");
+}
