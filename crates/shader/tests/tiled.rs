@@ -572,15 +572,21 @@ fn held_weights_tiles_and_workgroup_memory() {
     assert!(d32.workgroup_bytes < d.workgroup_bytes);
 }
 
-#[test]
-fn weights_held_by_default_only_where_they_pay() {
-    let conv = Options {
+/// GLSL coop-compute with NVIDIA's conversions and f16 accumulation in 48 KiB (what
+/// `eval` and `bench` run on the H200).
+fn conversions() -> Options {
+    Options {
         target: Target::Glsl,
         workgroup_memory: 48 * 1024,
         rows_acc16: true,
         rows_convert: true,
         ..opts(Form::CoopCompute, Precision::F32)
-    };
+    }
+}
+
+#[test]
+fn weights_held_by_default_only_where_they_pay() {
+    let conv = conversions();
     let by_default =
         |arch: &str, o: &Options| nshade_shader::coop::hold_by_default(&model(arch, 2, 3), o);
     // seed #3: 12 blocks of 16 x 16 weights; 32x4: 16 (the limit); 32x5: 20
@@ -641,13 +647,7 @@ fn weights_held_by_default_only_where_they_pay() {
 #[test]
 fn conversions_take_the_subgroup_kernel_with_x_one_block_where_it_pays() {
     use nshade_shader::coop::plan_for;
-    let conv = Options {
-        target: Target::Glsl,
-        workgroup_memory: 48 * 1024,
-        rows_acc16: true,
-        rows_convert: true,
-        ..opts(Form::CoopCompute, Precision::F32)
-    };
+    let conv = conversions();
     let b = model("freq(8) | mlp(64x4, relu)", 2, 3);
     // B with the conversions: the subgroup kernel at (12, 2), weights packed (the four
     // 64-output layers side by side in rows of 32 + 3 * 64 + 8 f16, the last in rows of
