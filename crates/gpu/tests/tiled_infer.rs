@@ -351,13 +351,25 @@ fn texture_io_matches_cpu() {
     let d = &ctx.device;
     let mut ran = 0;
     let mut ran_glsl = 0;
-    // the WGSL tiled forms, and the GLSL subgroup kernel (SPIR-V through glslang)
-    for (form, glsl) in [
-        (Form::TiledCompute, false),
-        (Form::CoopCompute, false),
-        (Form::CoopCompute, true),
+    // the WGSL tiled forms, and the GLSL subgroup kernel (SPIR-V through glslang), also
+    // with NVIDIA's conversions where the adapter has them (X then one row block at a
+    // time for the 64-wide network)
+    for (form, glsl, convert) in [
+        (Form::TiledCompute, false, false),
+        (Form::CoopCompute, false, false),
+        (Form::CoopCompute, true, false),
+        (Form::CoopCompute, true, true),
     ] {
-        for (k, arch) in [ARCHS[0].0, ARCHS[6].0].into_iter().enumerate() {
+        if convert && !ctx.summary.cooperative_matrix_conversions {
+            eprintln!("GLSL texture io with the conversions: not run: the adapter has none");
+            continue;
+        }
+        let archs: &[&str] = if convert {
+            &[ARCHS[0].0, ARCHS[6].0, ARCHS[1].0]
+        } else {
+            &[ARCHS[0].0, ARCHS[6].0]
+        };
+        for (k, &arch) in archs.iter().enumerate() {
             let net = Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
             let m = Model::new(net.clone(), net.init_params(60 + k as u64), InputSpec::uv());
             if tiled_supported(&ctx, &m, form).is_err() {
@@ -376,6 +388,7 @@ fn texture_io_matches_cpu() {
                 form,
                 texture_io: true,
                 rows_acc16: glsl,
+                rows_convert: convert,
                 workgroup_memory: ctx.summary.max_workgroup_storage as usize,
                 ..nshade_gpu::infer::kernel_options(target, nshade_shader::Precision::F32)
             };
@@ -751,24 +764,39 @@ fn glsl_coop_shapes_match_cpu() {
                 .unwrap_or_else(|e| panic!("glslang: {arch} {split:?}: {e:?}\n{src}"));
         }
     }
-    // texture input and output, in every shape (run in texture_io_matches_cpu)
+    // texture input and output, in every shape, with and without the conversions (and
+    // so with X one block at a time where that fits; run in texture_io_matches_cpu)
+    let mut one_block = 0;
     for shape in SHAPES {
-        for &(arch, i, o) in &[ARCHS[0], ARCHS[6]] {
+        for &(arch, i, o) in &[ARCHS[0], ARCHS[1], ARCHS[6]] {
             let m = model(arch, i, o, 7);
-            let opts = Options {
-                form: Form::CoopCompute,
-                weights: WeightMode::Buffer,
-                texture_io: true,
-                rows_acc16: true,
-                rows_shape: Some(shape),
-                ..Options::new(Target::Glsl)
-            };
-            let src = export(&m, &opts).unwrap().into_text().unwrap();
-            assert!(src.contains("imageStore(nshade_output_tex"), "{src}");
-            compile_compute(&src)
-                .unwrap_or_else(|e| panic!("glslang: {arch} texture io {shape:?}: {e:?}\n{src}"));
+            for rows_convert in [false, true] {
+                let opts = Options {
+                    form: Form::CoopCompute,
+                    weights: WeightMode::Buffer,
+                    texture_io: true,
+                    rows_acc16: true,
+                    rows_convert,
+                    rows_shape: Some(shape),
+                    ..Options::new(Target::Glsl)
+                };
+                let Ok(plan) = coop::plan_for(&m, &opts) else {
+                    continue;
+                };
+                one_block += usize::from(plan.x_one_block);
+                let src = export(&m, &opts).unwrap().into_text().unwrap();
+                assert!(src.contains("imageStore(nshade_output_tex"), "{src}");
+                compile_compute(&src).unwrap_or_else(|e| {
+                    panic!("glslang: {arch} texture io {shape:?} {rows_convert}: {e:?}\n{src}")
+                });
+            }
         }
     }
+    // (B at (8, 2): X for both blocks does not fit beside its weights)
+    assert!(
+        one_block >= 1,
+        "no texture kernel with X one block at a time"
+    );
     let Some(ctx) = common::context() else { return };
     let probe = model(ARCHS[0].0, 2, 3, 1);
     if let Err(why) = glsl_coop_supported(&ctx, &probe) {
