@@ -356,16 +356,21 @@ impl Texture {
                 _mm512_add_epi32(r1, x0),
                 _mm512_add_epi32(r1, x1),
             ];
-            // texel k (r, g, b) of each corner
+            // the packed texels (r, g, b levels in bytes 0, 1, 2) of the four corners,
+            // gathered once for the three channels
             // SAFETY: every corner index is clamped into 0..width·height.
-            let texel = |c: __m512i, k: usize| unsafe {
-                match &self.packed {
-                    Some(p) => {
-                        let t = _mm512_i32gather_epi32::<4>(c, p.as_ptr().cast());
+            let packed = self.packed.as_ref().map(|p| {
+                corners.map(|c| unsafe { _mm512_i32gather_epi32::<4>(c, p.as_ptr().cast()) })
+            });
+            // texel k (r, g, b) of corner `c` (`i` of the four)
+            // SAFETY: as above.
+            let texel = |i: usize, c: __m512i, k: usize| unsafe {
+                match &packed {
+                    Some(t) => {
                         let shifted = match k {
-                            0 => t,
-                            1 => _mm512_srli_epi32(t, 8),
-                            _ => _mm512_srli_epi32(t, 16),
+                            0 => t[i],
+                            1 => _mm512_srli_epi32(t[i], 8),
+                            _ => _mm512_srli_epi32(t[i], 16),
                         };
                         let level = _mm512_and_si512(shifted, _mm512_set1_epi32(0xff));
                         _mm512_div_ps(_mm512_cvtepi32_ps(level), _mm512_set1_ps(255.0))
@@ -380,7 +385,7 @@ impl Texture {
                 }
             };
             for (k, out) in rgb.iter_mut().enumerate() {
-                let [a, b, c, d] = corners.map(|c| texel(c, k));
+                let [a, b, c, d] = [0, 1, 2, 3].map(|i| texel(i, corners[i], k));
                 let (top, bottom) = (lerp(a, b, tx), lerp(c, d, tx));
                 // SAFETY: a 64-byte write into a 16-lane f32 array.
                 unsafe { _mm512_storeu_ps(out.as_mut_ptr(), lerp(top, bottom, ty)) };
