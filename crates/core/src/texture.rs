@@ -362,9 +362,9 @@ impl Texture {
             let packed = self.packed.as_ref().map(|p| {
                 corners.map(|c| unsafe { _mm512_i32gather_epi32::<4>(c, p.as_ptr().cast()) })
             });
-            // texel k (r, g, b) of corner `c` (`i` of the four)
+            // texel k (r, g, b) of corner i
             // SAFETY: as above.
-            let texel = |i: usize, c: __m512i, k: usize| unsafe {
+            let texel = |i: usize, k: usize| unsafe {
                 match &packed {
                     Some(t) => {
                         let shifted = match k {
@@ -377,7 +377,7 @@ impl Texture {
                     }
                     None => {
                         let i = _mm512_add_epi32(
-                            _mm512_mullo_epi32(c, _mm512_set1_epi32(3)),
+                            _mm512_mullo_epi32(corners[i], _mm512_set1_epi32(3)),
                             _mm512_set1_epi32(k as i32),
                         );
                         _mm512_i32gather_ps::<4>(i, self.data.as_ptr())
@@ -385,7 +385,7 @@ impl Texture {
                 }
             };
             for (k, out) in rgb.iter_mut().enumerate() {
-                let [a, b, c, d] = [0, 1, 2, 3].map(|i| texel(i, corners[i], k));
+                let [a, b, c, d] = [0, 1, 2, 3].map(|i| texel(i, k));
                 let (top, bottom) = (lerp(a, b, tx), lerp(c, d, tx));
                 // SAFETY: a 64-byte write into a 16-lane f32 array.
                 unsafe { _mm512_storeu_ps(out.as_mut_ptr(), lerp(top, bottom, ty)) };

@@ -126,23 +126,13 @@ fn shapes(grid: bool, width: usize, direct: bool, convert: bool) -> &'static [(u
     }
 }
 
-/// The skew of [`Layout::Packed`]'s shared rows (f16): their width is then 8 more than a
-/// multiple of 16 f16, so the 8 columns of 32 bytes that a phase of a B matrix load reads
-/// start 16 bytes apart modulo 128 (all 32 banks).
-const PACK_SKEW: usize = 8;
-
-/// The skew of a layer's own rows under `layout` (packed layers get their stride from
-/// [`pack`]).
-fn skew_of(layout: Layout) -> usize {
-    match layout {
-        Layout::Rows(skew) => skew,
-        Layout::Packed => PACK_SKEW,
-        Layout::Blocked => 0,
-    }
-}
+/// The skew of staged weight rows, packed or not (f16): their width is then 8 more than
+/// a multiple of 16 f16, so the 8 columns of 32 bytes that a phase of a B matrix load
+/// reads start 16 bytes apart modulo 128 (all 32 banks).
+const W_SKEW: usize = 8;
 
 /// Lays the staged (not direct) layers out packed: each run of consecutive staged layers
-/// with the same `out_p` shares rows of the sum of their `in_p` plus [`PACK_SKEW`] f16,
+/// with the same `out_p` shares rows of the sum of their `in_p` plus [`W_SKEW`] f16,
 /// each layer at its column offset; returns the staged f16 elements.
 fn pack(layers: &mut [TileLayer]) -> usize {
     let mut staged = 0;
@@ -156,7 +146,7 @@ fn pack(layers: &mut [TileLayer]) -> usize {
         let end = (i..layers.len())
             .find(|&j| layers[j].direct || layers[j].out_p != out_p)
             .unwrap_or(layers.len());
-        let stride = layers[i..end].iter().map(|l| l.in_p).sum::<usize>() + PACK_SKEW;
+        let stride = layers[i..end].iter().map(|l| l.in_p).sum::<usize>() + W_SKEW;
         let mut col = 0;
         for l in &mut layers[i..end] {
             l.staged = staged + col;
@@ -219,26 +209,30 @@ pub(crate) fn plan(
         Direct::Always => &[true],
     };
     let width = mlp.layers.iter().map(|l| l.out_dims).max().unwrap_or(0);
-    // held weights are read from workgroup memory once: no skew to pay for; else the
+    // held weights are read from workgroup memory once: rows without skew; else the
     // order of `StagedLayout` (`layout` asks for one)
-    let layouts: &[Layout] = match (hold, layout) {
-        (true, _) => &[Layout::Rows(0)],
-        (false, None) => &[Layout::Packed, Layout::Rows(8), Layout::Blocked],
-        (false, Some(StagedLayout::Packed)) => &[Layout::Packed],
-        (false, Some(StagedLayout::Rows)) => &[Layout::Rows(8)],
-        (false, Some(StagedLayout::Blocked)) => &[Layout::Blocked],
+    let layouts = match (hold, layout) {
+        (true, _) => vec![StagedLayout::Rows],
+        (false, None) => vec![
+            StagedLayout::Packed,
+            StagedLayout::Rows,
+            StagedLayout::Blocked,
+        ],
+        (false, Some(l)) => vec![l],
     };
+    let skew = if hold { 0 } else { W_SKEW };
     for &use_direct in modes {
         let order: Vec<(usize, usize)> = match shape {
             Some(s) => vec![s],
             None => shapes(grid, width, use_direct, convert).to_vec(),
         };
-        for &layout in layouts {
+        for &layout in &layouts {
             for &(groups, blocks) in &order {
                 let shape = Shape {
                     groups,
                     blocks,
                     layout,
+                    skew,
                     use_direct,
                 };
                 if let Some(p) = plan_shape(mlp, budget, shape, acc16, convert, one_block) {
@@ -263,25 +257,15 @@ pub(crate) struct Variant {
 }
 
 /// One candidate of [`plan`]: (subgroups, 16-row blocks per subgroup), the staged
-/// weights' layout, and whether the layers that can read the f16 buffer in place.
+/// weights' layout (with `skew` f16 per row for [`StagedLayout::Rows`]), and whether the
+/// layers that can read the f16 buffer in place do.
 #[derive(Clone, Copy, Debug)]
 struct Shape {
     groups: usize,
     blocks: usize,
-    layout: Layout,
+    layout: StagedLayout,
+    skew: usize,
     use_direct: bool,
-}
-
-/// How the staged weights lie in workgroup memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Layout {
-    /// Consecutive staged layers with the same `out_p` side by side in rows of the sum
-    /// of their `in_p` plus [`PACK_SKEW`] ([`StagedLayout::Packed`]).
-    Packed,
-    /// Rows of `in_p` plus this skew (f16).
-    Rows(usize),
-    /// 16 x 16 blocks of 512 contiguous bytes (`TileLayer::blocked`).
-    Blocked,
 }
 
 /// [`plan`] for one shape; `convert`: the hidden layers' activations stay in registers
@@ -304,18 +288,20 @@ fn plan_shape(
         groups,
         blocks,
         layout,
+        skew,
         use_direct,
     } = shape;
-    let over_x = convert;
     let mut layers = Vec::new();
     let (mut staged, mut staged_bias) = (0, 0);
     for l in &mlp.layers {
         let direct = use_direct && direct_ok(l);
         let t = match layout {
-            Layout::Rows(_) | Layout::Packed => {
-                TileLayer::of(l, skew_of(layout), staged, staged_bias, direct)
+            StagedLayout::Rows => TileLayer::of(l, skew, staged, staged_bias, direct),
+            // placed by `pack` below
+            StagedLayout::Packed => TileLayer::of(l, 0, 0, staged_bias, direct),
+            StagedLayout::Blocked => {
+                TileLayer::of(l, 0, staged, staged_bias, direct).into_blocked()
             }
-            Layout::Blocked => TileLayer::of(l, 0, staged, staged_bias, direct).into_blocked(),
         };
         if !t.direct {
             staged += t.staged_len();
@@ -323,7 +309,7 @@ fn plan_shape(
         staged_bias += t.out_p;
         layers.push(t);
     }
-    if layout == Layout::Packed {
+    if layout == StagedLayout::Packed {
         staged = pack(&mut layers);
     }
     let widest = layers
@@ -339,7 +325,8 @@ fn plan_shape(
         widest + X_SKEW
     };
     let rows_each = 16 * blocks;
-    let z_len = if over_x { 0 } else { rows_each * out_p };
+    // with `convert` the outputs go over X: no scratch
+    let z_len = if convert { 0 } else { rows_each * out_p };
     // biases f32, and again as f16 where the hidden layers accumulate in f16
     let bias_bytes = staged_bias * if acc16 { 6 } else { 4 };
     // the workgroup's bytes with X for `x_rows` rows per subgroup
@@ -356,8 +343,8 @@ fn plan_shape(
         let (whole, one) = (bytes_with(rows_each), bytes_with(16));
         whole > budget || (whole > RESIDENT_BYTES / 2 && one <= RESIDENT_BYTES / 2)
     };
-    let x_len = if x_one_block { 16 } else { rows_each } * sx;
-    let bytes = bytes_with(x_len / sx);
+    let x_rows = if x_one_block { 16 } else { rows_each };
+    let bytes = bytes_with(x_rows);
     (bytes <= budget).then_some(TilePlan {
         workgroup_size: 32 * groups,
         rows: groups * rows_each,
@@ -367,11 +354,11 @@ fn plan_shape(
         layers,
         weights_len: staged,
         biases_len: staged_bias,
-        x_len,
+        x_len: x_rows * sx,
         workgroup_bytes: bytes,
         blocks,
         output_groups: 0,
-        outputs_over_x: over_x,
+        outputs_over_x: convert,
         x_one_block,
     })
 }
