@@ -142,7 +142,9 @@ fn glsl_coop_kernel(
 /// shape and `NSHADE_HELD_ROWS=32|64` its tile rows) and
 /// `NSHADE_ROWS_PARAMS=f16` an f16 parameter buffer where an f32 one would do,
 /// `NSHADE_ROWS_LAYOUT=packed|rows|blocked` the staged weights' layout,
-/// `NSHADE_ROWS_WHOLE_X=1` X for all of a subgroup's rows (not one block at a time).
+/// `NSHADE_ROWS_WHOLE_X=1` X for all of a subgroup's rows (not one block at a time),
+/// `NSHADE_ROWS_STREAM=PARTS` (with the conversions) each layer's weights staged per
+/// tile from an f16 buffer, in that many parts, even where all fit staged.
 fn glsl_coop_options(
     ctx: &GpuContext,
     model: &Model,
@@ -163,6 +165,10 @@ fn glsl_coop_options(
         .ok()
         .and_then(|v| nshade_shader::StagedLayout::parse(&v));
     let rows_whole_x = std::env::var("NSHADE_ROWS_WHOLE_X").is_ok_and(|v| v == "1");
+    let rows_stream = std::env::var("NSHADE_ROWS_STREAM")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&parts| parts >= 1);
     let held_rows = std::env::var("NSHADE_HELD_ROWS")
         .ok()
         .and_then(|v| v.parse().ok());
@@ -178,6 +184,7 @@ fn glsl_coop_options(
         held_rows,
         rows_layout,
         rows_whole_x,
+        rows_stream,
         form: Form::CoopCompute,
         workgroup_memory: workgroup_memory(ctx),
         rows_shape,
@@ -203,12 +210,21 @@ fn glsl_coop_options(
     } else {
         &[Precision::F32, Precision::F16]
     };
+    // with the conversions, the subgroup kernel (staged weights, or streamed from an f16
+    // buffer) before the kernel of held weights: `freq(8) | mlp(128x4, relu)` streams
+    let mut first = None;
     for &precision in order {
         if let Ok((o, p)) = planned(with(precision, false, acc16))
             && p.blocks > 0
         {
-            return Ok((o, p));
+            if !rows_convert || p.output_groups == 0 {
+                return Ok((o, p));
+            }
+            first.get_or_insert((o, p));
         }
+    }
+    if let Some(held) = first {
+        return Ok(held);
     }
     planned(with(Precision::F32, false, false))
 }
@@ -460,6 +476,7 @@ impl ShaderEvaluator {
                 plan.workgroup_size / 32,
                 16 * plan.blocks,
                 match plan.layers.iter().filter(|l| l.direct).count() {
+                    0 if plan.streamed => ", f16 weights staged a layer at a time".to_string(),
                     0 if self.f16_params => ", f16 weights".to_string(),
                     0 => String::new(),
                     n => format!(", f16 weights, {n} layer(s) read in place"),

@@ -837,7 +837,7 @@ fn glsl_conversions_match_cpu() {
     ];
     let kernels = |budget: usize| {
         let mut out = Vec::new();
-        let mut one_block = 0;
+        let (mut one_block, mut streamed, mut halves) = (0, 0, 0);
         for shape in SHAPES {
             for (k, &(arch, i, o)) in ARCHS.iter().enumerate() {
                 let m = model(arch, i, o, 70 + k as u64);
@@ -874,6 +874,32 @@ fn glsl_conversions_match_cpu() {
                         src.contains("#extension GL_NV_cooperative_matrix2 : require"),
                         "{what}"
                     );
+                    // weights that do not fit staged stream a layer at a time from an
+                    // f16 buffer (the 128-wide network): each layer staged at 0, the
+                    // region as large as the largest
+                    if plan.streamed {
+                        streamed += 1;
+                        halves += usize::from(plan.stream_parts == 2);
+                        assert!(precision == Precision::F16 && !rows_hold, "{what}");
+                        assert!(plan.layers.iter().all(|l| l.staged == 0), "{what}");
+                        // each layer in at most `stream_parts` parts of whole
+                        // 16-output blocks; the region fits the largest; two barriers
+                        // per part and tile, one after the biases
+                        let parts = |l: &nshade_shader::coop::TileLayer| {
+                            (l.out_p / 16).min(plan.stream_parts)
+                        };
+                        let largest = plan
+                            .layers
+                            .iter()
+                            .map(|l| (l.out_p / 16).div_ceil(parts(l)) * 16 * l.stride);
+                        assert_eq!(Some(plan.weights_len), largest.max(), "{what}");
+                        assert!(src.contains("nshade_paramsv["), "{what}");
+                        assert_eq!(
+                            src.matches("barrier();").count(),
+                            1 + 2 * plan.layers.iter().map(parts).sum::<usize>(),
+                            "{what}"
+                        );
+                    }
                     let blocked = plan.layers.iter().any(|l| l.blocked);
                     if rows_hold {
                         assert!(!blocked, "{what}");
@@ -920,6 +946,11 @@ fn glsl_conversions_match_cpu() {
         assert!(
             one_block >= 8,
             "only {one_block} kernels with X one block at a time"
+        );
+        // (in two parts where one does not fit beside the shape's X: (16, 1))
+        assert!(
+            streamed >= 4 && halves >= 1,
+            "only {streamed} streamed kernels, {halves} in two parts"
         );
         out
     };

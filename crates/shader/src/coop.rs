@@ -111,10 +111,15 @@ pub struct TilePlan {
     /// for every tile, into one region sized for the largest layer (every
     /// `TileLayer::staged` is 0); biases are staged once.
     pub streamed: bool,
+    /// The GLSL kernel of [`crate::coop_rows`] with `streamed`: each layer's output
+    /// blocks are staged in this many parts (at most one per 16 outputs), one after the
+    /// other, into a region sized for the largest part; 1 elsewhere.
+    pub stream_parts: usize,
     pub layers: Vec<TileLayer>,
-    /// f16 elements of the staged weights, f32 elements of the staged biases (in the
-    /// kernel of `coop_wide` with f16 accumulation the last layer's alone: the hidden
-    /// layers' are staged as f16), f16 elements of each of the two X tiles.
+    /// f16 elements of the staged weights, f32 elements of the staged biases (in the GLSL
+    /// kernels of `coop_rows` and `coop_wide` with f16 accumulation the last layer's
+    /// alone: the hidden layers' are staged as f16), f16 elements of each of the two X
+    /// tiles.
     pub weights_len: usize,
     pub biases_len: usize,
     pub x_len: usize,
@@ -325,6 +330,7 @@ fn candidate(
             sx,
             per,
             streamed,
+            stream_parts: 1,
             layers: layers.clone(),
             weights_len,
             biases_len: staged_bias,
@@ -441,7 +447,7 @@ pub fn plan_for(model: &Model, opts: &Options) -> Result<TilePlan, Error> {
     // 20.6 G, the hash-grid network 6.58 G against 6.89 G; docs/PERFORMANCE.md)
     let dense = model.network.param_count == model.network.dense_count;
     let wide = mlp_width(model).is_some_and(|w| w >= 64);
-    let rows = |direct: crate::coop_rows::Direct| {
+    let rows_with = |direct: crate::coop_rows::Direct, streamed: bool| {
         crate::coop_rows::plan(
             final_mlp(model).ok()?,
             model.network.param_count > model.network.dense_count,
@@ -454,9 +460,12 @@ pub fn plan_for(model: &Model, opts: &Options) -> Result<TilePlan, Error> {
                 hold: opts.rows_hold,
                 layout: opts.rows_layout,
                 one_block: !opts.rows_whole_x && opts.rows_split != crate::RowsSplit::EncodeOnly,
+                streamed,
+                parts: opts.rows_stream,
             },
         )
     };
+    let rows = |direct| rows_with(direct, false);
     // with the conversions, the subgroup kernel first where its weights fit staged
     // (`freq(8) | mlp(64x4, relu)`: 13.1 G evaluations/s against 7.3 G for held weights on
     // the H200; docs/PERFORMANCE.md)
@@ -465,7 +474,19 @@ pub fn plan_for(model: &Model, opts: &Options) -> Result<TilePlan, Error> {
         && !opts.rows_stationary
         && !opts.rows_direct
         && opts.rows_shape != Some((0, 0))
-        && let Some(p) = rows(crate::coop_rows::Direct::Never)
+        && let Some(p) = (if opts.rows_stream.is_some() {
+            None
+        } else {
+            rows(crate::coop_rows::Direct::Never)
+        })
+        .or_else(|| {
+            // else, from an f16 buffer, each layer's weights staged in turn per tile
+            // (`freq(8) | mlp(128x4, relu)`, whose 110 KiB of weights fit neither staged
+            // nor held)
+            (opts.buffer_is_f16() && !opts.rows_hold)
+                .then(|| rows_with(crate::coop_rows::Direct::Never, true))
+                .flatten()
+        })
     {
         return Ok(p);
     }
@@ -943,13 +964,13 @@ pub(crate) fn glsl_store_x_row(s: &mut String, ind: &str, at: &str, xs: &[String
     }
 }
 
-/// The GLSL kernels' declaration of the biases as f16 (a line, starting with its newline)
-/// where the hidden layers accumulate in f16 (`acc16`), else nothing.
+/// The GLSL kernels' declaration of the hidden layers' biases as f16 (a line, starting
+/// with its newline) where they accumulate in f16 (`acc16`), else nothing.
 pub(crate) fn glsl_bh_decl(p: &str, plan: &TilePlan, acc16: bool) -> String {
     if acc16 {
         format!(
-            "\nshared float16_t {p}bh[{}]; // the biases as f16 (hidden layers accumulate in f16)",
-            plan.biases_len.max(1)
+            "\nshared float16_t {p}bh[{}]; // the hidden layers' biases as f16 (they accumulate in f16)",
+            plan.layers.last().map_or(0, |l| l.staged_bias).max(1)
         )
     } else {
         String::new()
@@ -1306,8 +1327,9 @@ pub(crate) fn stage_weight_rows(
 }
 
 /// The once-per-workgroup staging: every layer's biases (`bread`: the f32 value of bias
-/// `e`), and its weights unless the plan streams them (`stage`); `half_copy`: the hidden
-/// layers' biases also as f16 into `{p}bh` (the GLSL kernel's f16 accumulation).
+/// `e`), and its weights unless the plan streams them (`stage`); `half_copy` (the GLSL
+/// kernel's f16 accumulation): the hidden layers' biases as f16 into `{p}bh` instead, and
+/// the last layer's into `{p}bs` at 0.
 pub(crate) fn stage_biases(
     d: &Dialect,
     s: &mut String,
@@ -1334,18 +1356,17 @@ pub(crate) fn stage_biases(
         if !plan.streamed {
             s.push_str(&stage(l, "    "));
         }
-        let sb = l.staged_bias;
-        let copy = if half_copy && i < hidden {
-            format!("\n        {p}bh[{sb}u + e] = {half}(v);")
-        } else {
-            String::new()
+        let store = match (half_copy, i < hidden) {
+            (true, true) => format!("{p}bh[{}u + e] = {half}(v);", l.staged_bias),
+            (true, false) => format!("{p}bs[e] = v;"),
+            (false, _) => format!("{p}bs[{}u + e] = v;", l.staged_bias),
         };
         let _ = writeln!(
             s,
             "    for ({uloop} e = lid; e < {op}u; e += {wg}u) {{
         {fvar} v = {fzero};
         if (e < {od}u) {{ v = {bread}; }}
-        {p}bs[{sb}u + e] = v;{copy}
+        {store}
     }}",
             wg = plan.workgroup_size,
             op = l.out_p,

@@ -126,6 +126,35 @@ fn shapes(grid: bool, width: usize, direct: bool, convert: bool) -> &'static [(u
     }
 }
 
+/// The shapes tried for streamed weights ([`Variant::streamed`]), best first:
+/// (subgroups, row blocks each, parts of each layer). One workgroup per multiprocessor
+/// stages a layer at a time for all its subgroups, so as many subgroups as fit beside
+/// the largest layer and the registers allow, two row blocks each (X one block at a
+/// time). Measured on the H200 for `freq(8) | mlp(128x4, relu)` (G evaluations/s at
+/// 1920x1080, docs/PERFORMANCE.md): whole layers (8, 2) 3.50, (10, 2) 3.09, (7, 2) 3.07,
+/// (9, 2) 2.77, (4, 2) 2.77, (6, 2) 2.69; layers in two parts (the last ones, for
+/// smaller budgets) (8, 2) 3.49, (4, 2) 3.17 (two workgroups resident), (6, 2) 2.63.
+const STREAMED_SHAPES: &[(usize, usize, usize)] = &[
+    (8, 2, 1),
+    (10, 2, 1),
+    (7, 2, 1),
+    (9, 2, 1),
+    (4, 2, 1),
+    (6, 2, 1),
+    (8, 2, 2),
+    (4, 2, 2),
+    (6, 2, 2),
+    (2, 2, 2),
+    (1, 2, 2),
+];
+
+/// The padded output rows of each part of layer `l` staged in `parts` parts (no more
+/// parts than 16-output blocks): whole blocks, the last part possibly smaller.
+pub(crate) fn part_rows(l: &TileLayer, parts: usize) -> usize {
+    let nb = l.out_p / 16;
+    16 * nb.div_ceil(parts.clamp(1, nb))
+}
+
 /// The skew of staged weight rows, packed or not (f16): their width is then 8 more than
 /// a multiple of 16 f16, so the 8 columns of 32 bytes that a phase of a B matrix load
 /// reads start 16 bytes apart modulo 128 (all 32 banks).
@@ -202,7 +231,12 @@ pub(crate) fn plan(
         hold,
         layout,
         one_block,
+        streamed,
+        parts,
     } = variant;
+    if streamed && (hold || direct != Direct::Never || !streamable(mlp)) {
+        return None;
+    }
     let modes: &[bool] = match direct {
         Direct::Never => &[false],
         Direct::WhenNeeded => &[false, true],
@@ -212,6 +246,8 @@ pub(crate) fn plan(
     // held weights are read from workgroup memory once: rows without skew; else the
     // order of `StagedLayout` (`layout` asks for one)
     let layouts = match (hold, layout) {
+        // streamed: one layer at a time in skewed rows of its own
+        _ if streamed => vec![StagedLayout::Rows],
         (true, _) => vec![StagedLayout::Rows],
         (false, None) => vec![
             StagedLayout::Packed,
@@ -222,18 +258,34 @@ pub(crate) fn plan(
     };
     let skew = if hold { 0 } else { W_SKEW };
     for &use_direct in modes {
-        let order: Vec<(usize, usize)> = match shape {
-            Some(s) => vec![s],
-            None => shapes(grid, width, use_direct, convert).to_vec(),
+        // (groups, blocks, parts of each streamed layer)
+        let order: Vec<(usize, usize, usize)> = match (shape, streamed) {
+            (Some((g, b)), true) => match parts {
+                Some(n) => vec![(g, b, n)],
+                None => vec![(g, b, 1), (g, b, 2)],
+            },
+            (None, true) => STREAMED_SHAPES
+                .iter()
+                .filter(|s| parts.is_none_or(|n| s.2 == n))
+                .copied()
+                .chain(parts.map(|n| (8, 2, n)))
+                .collect(),
+            (Some((g, b)), false) => vec![(g, b, 1)],
+            (None, false) => shapes(grid, width, use_direct, convert)
+                .iter()
+                .map(|&(g, b)| (g, b, 1))
+                .collect(),
         };
         for &layout in &layouts {
-            for &(groups, blocks) in &order {
+            for &(groups, blocks, parts) in &order {
                 let shape = Shape {
                     groups,
                     blocks,
                     layout,
                     skew,
                     use_direct,
+                    streamed,
+                    parts,
                 };
                 if let Some(p) = plan_shape(mlp, budget, shape, acc16, convert, one_block) {
                     return Some(p);
@@ -254,6 +306,23 @@ pub(crate) struct Variant {
     /// With the conversions and two row blocks per subgroup, X may hold one block at a
     /// time (not for `RowsSplit::EncodeOnly`, whose outputs are X's).
     pub one_block: bool,
+    /// The weights do not fit staged all at once: each layer's are staged in turn, per
+    /// tile, into one region sized for the largest (skewed rows; an f16 parameter buffer
+    /// whose layers start and have rows 16 bytes aligned, read 16 bytes at a time, one
+    /// layer ahead into registers: see [`streamable`]).
+    pub streamed: bool,
+    /// With `streamed`, the parts each layer's outputs are staged in (`None`: the
+    /// planner's choice, [`STREAMED_SHAPES`]); `Some` also streams weights that fit.
+    pub parts: Option<usize>,
+}
+
+/// Whether every layer of `mlp` can be staged per tile from an f16 parameter buffer 16
+/// bytes at a time: its weights start at a multiple of 8 f16 and its rows are a multiple
+/// of 8 f16 long.
+pub(crate) fn streamable(mlp: &nshade_core::module::Mlp) -> bool {
+    mlp.layers
+        .iter()
+        .all(|l| l.weight.is_multiple_of(8) && l.in_dims.is_multiple_of(8))
 }
 
 /// One candidate of [`plan`]: (subgroups, 16-row blocks per subgroup), the staged
@@ -266,6 +335,10 @@ struct Shape {
     layout: StagedLayout,
     skew: usize,
     use_direct: bool,
+    /// Each layer staged in turn per tile at offset 0 ([`Variant::streamed`]), in
+    /// `parts` parts of its outputs.
+    streamed: bool,
+    parts: usize,
 }
 
 /// [`plan`] for one shape; `convert`: the hidden layers' activations stay in registers
@@ -290,12 +363,16 @@ fn plan_shape(
         layout,
         skew,
         use_direct,
+        streamed,
+        parts,
     } = shape;
     let mut layers = Vec::new();
     let (mut staged, mut staged_bias) = (0, 0);
     for l in &mlp.layers {
         let direct = use_direct && direct_ok(l);
         let t = match layout {
+            // every layer at 0: the region is as large as the largest
+            StagedLayout::Rows if streamed => TileLayer::of(l, skew, 0, staged_bias, false),
             StagedLayout::Rows => TileLayer::of(l, skew, staged, staged_bias, direct),
             // placed by `pack` below
             StagedLayout::Packed => TileLayer::of(l, 0, 0, staged_bias, direct),
@@ -303,7 +380,9 @@ fn plan_shape(
                 TileLayer::of(l, 0, staged, staged_bias, direct).into_blocked()
             }
         };
-        if !t.direct {
+        if streamed {
+            staged = staged.max(part_rows(&t, parts) * t.stride);
+        } else if !t.direct {
             staged += t.staged_len();
         }
         staged_bias += t.out_p;
@@ -327,8 +406,13 @@ fn plan_shape(
     let rows_each = 16 * blocks;
     // with `convert` the outputs go over X: no scratch
     let z_len = if convert { 0 } else { rows_each * out_p };
-    // biases f32, and again as f16 where the hidden layers accumulate in f16
-    let bias_bytes = staged_bias * if acc16 { 6 } else { 4 };
+    // biases f32; where the hidden layers accumulate in f16, theirs as f16 and the last
+    // layer's alone as f32
+    let bias_bytes = if acc16 {
+        (staged_bias - out_p) * 2 + out_p * 4
+    } else {
+        staged_bias * 4
+    };
     // the workgroup's bytes with X for `x_rows` rows per subgroup
     let bytes_with =
         |x_rows: usize| staged * 2 + bias_bytes + groups * (x_rows * sx * 2 + z_len * 4);
@@ -350,10 +434,11 @@ fn plan_shape(
         rows: groups * rows_each,
         sx,
         per: 0,
-        streamed: false,
+        streamed,
+        stream_parts: if streamed { parts } else { 1 },
         layers,
         weights_len: staged,
-        biases_len: staged_bias,
+        biases_len: if acc16 { out_p } else { staged_bias },
         x_len: x_rows * sx,
         workgroup_bytes: bytes,
         blocks,
@@ -409,7 +494,7 @@ pub(crate) fn write(model: &Model, program: &Program, opts: &Options, plan: &Til
 layout(local_size_x = {wg}) in;
 
 {buffers}
-// Staged weights (f16) and biases (f32); each subgroup's {xrows} of {xwhat} (f16,
+// Staged weights (f16) and biases (f32{bnote}); each subgroup's {xrows} of {xwhat} (f16,
 // row-major, rows of {sx}) and of the last layer's outputs ({over}).
 shared float16_t {p}ws[{wl}];
 shared float {p}bs[{bl}];{bh}
@@ -428,6 +513,11 @@ void main() {{
     uint xb = sgid * {x_len}u;{zb}
 ",
         xwhat = if convert { "the mlp input" } else { "X" },
+        bnote = if acc16 {
+            ": the last layer's; the hidden layers' as f16 in bh"
+        } else {
+            ""
+        },
         xrows = if plan.x_one_block {
             format!("{rows_each} rows, 16 at a time,")
         } else {
@@ -461,6 +551,16 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
             )
         } else {
             crate::coop::glsl_buffers(model, opts)
+        } + &if plan.streamed {
+            format!(
+                "// The f16 parameters again, 8 to an element: the weights staged per tile are read 16
+// bytes at a time.
+layout(std430, set = {}, binding = {}) readonly buffer {p}ParamsV {{ uvec4 {p}paramsv[]; }};
+",
+                opts.group, opts.binding
+            )
+        } else {
+            String::new()
         },
         wl = plan.weights_len.max(1),
         bl = plan.biases_len.max(1),
@@ -479,6 +579,18 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
     let bread = |l: &TileLayer| crate::coop::glsl_f32(format!("{p}params[{}u + e]", l.bias), f16);
     // with f16 accumulation the hidden layers' biases also go to bh, as f16
     crate::coop::stage_biases(d, &mut s, plan, p, &stage, &bread, acc16);
+    // streamed: layer i + 1's weights (16-byte chunks) read into registers while layer i
+    // runs, stored into ws between two barriers after it; layer 0's before the tiles
+    let fetch = Stream::new(plan);
+    if plan.streamed {
+        let _ = writeln!(
+            s,
+            "    // Each layer's weights in turn: 16-byte chunks read into registers a layer ahead.\n    {}",
+            fetch.declare()
+        );
+        s.push_str(&fetch.read(p, &plan.layers, 0, "    "));
+        s.push_str(&fetch.store(p, &plan.layers, 0, false, "    "));
+    }
     let split = opts.rows_split;
     // (layer, k, n) of the products' weight matrices: itself, or (OneWeight) the first
     let wkey = |i: usize, k: usize, nn: usize| {
@@ -490,11 +602,12 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
     };
     // W^T block (k, n) of layer l as a column-major B: staged rows of `stride`, or in
     // place in the f16 buffer (rows of in_dims)
-    let wload = |l: &TileLayer, var: &str, k: usize, nn: usize| {
+    // (streamed: `n0` the first output block staged, at ws's start)
+    let wload = |l: &TileLayer, var: &str, k: usize, nn: usize, n0: usize| {
         let (arr, wo, stride) = if l.direct {
             ("params", l.weight + nn * 16 * l.in_dims + k * 16, l.in_dims)
         } else {
-            ("ws", l.block_at(k, nn), l.stride)
+            ("ws", l.block_at(k, nn.saturating_sub(n0)), l.stride)
         };
         format!(
             "{mb} {var}; coopMatLoad({var}, {p}{arr}, {wo}u, {stride}u, gl_CooperativeMatrixLayoutColumnMajor);"
@@ -510,7 +623,7 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
                 for nn in 0..l.out_p / 16 {
                     let (a, b, c) = wkey(i, k, nn);
                     if held.insert((a, b, c)) {
-                        let _ = writeln!(s, "    {}", wload(l, &format!("w{a}_{b}_{c}"), b, c));
+                        let _ = writeln!(s, "    {}", wload(l, &format!("w{a}_{b}_{c}"), b, c, 0));
                     }
                 }
             }
@@ -543,6 +656,17 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
     );
     let one = plan.x_one_block;
     let kb0 = plan.layers[0].in_p / 16;
+    // streamed: at the start of a tile, stage 1's chunks read (stage 0's are staged)
+    let ahead = || {
+        if plan.streamed && opts.rows_split != RowsSplit::EncodeOnly {
+            format!(
+                "\n{}",
+                fetch.read(p, &plan.layers, 1, "        ").trim_end()
+            )
+        } else {
+            String::new()
+        }
+    };
     if rows_each <= 32 {
         // lane r reads row r of the subgroup's rows of the next tile while this one runs
         let rows_loop = if one {
@@ -573,24 +697,26 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
     {in_ty} pnext = {in_ty}(0.0);
     if (tile < tiles) {{ uint row = min(tile * {rows}u + sgid * {rows_each}u + lane, n - 1u); pnext = {arg}; }}
     for (; tile < tiles; tile += gl_NumWorkGroups.x) {{
-        uint r0 = tile * {rows}u + sgid * {rows_each}u;
+        uint r0 = tile * {rows}u + sgid * {rows_each}u;{ahead}
         {in_ty} pcur = pnext;
         uint tn = tile + gl_NumWorkGroups.x;
         if (tn < tiles) {{ uint row = min(tn * {rows}u + sgid * {rows_each}u + lane, n - 1u); pnext = {arg}; }}
 {rows_loop}
             {in_ty} p = pcur;
-"
+",
+            ahead = ahead(),
         );
     } else {
         let _ = write!(
             s,
             "    for (uint tile = gl_WorkGroupID.x; tile < tiles; tile += gl_NumWorkGroups.x) {{
-        uint r0 = tile * {rows}u + sgid * {rows_each}u;
+        uint r0 = tile * {rows}u + sgid * {rows_each}u;{ahead}
         // The subgroup's rows (the last row again past n): encodings in f32, the mlp input as f16.
         for (uint r = lane; r < {rows_each}u; r += 32u) {{
             uint row = min(r0 + r, n - 1u);
             {in_ty} p = {arg};
-"
+",
+            ahead = ahead(),
         );
     }
     let ind = "            ";
@@ -709,6 +835,14 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
             }
         }
         let _ = writeln!(s, "        {{");
+        // streamed: the layer's stages (parts of its outputs): while each runs the next
+        // one's chunks are read (layer 0's first: at the start of the tile)
+        let stages = fetch.of_layer(i);
+        let parts: Vec<std::ops::Range<usize>> = if plan.streamed {
+            stages.iter().map(|&j| fetch.stages[j].1.clone()).collect()
+        } else {
+            std::iter::once(0..nb).collect()
+        };
         let from_x = !convert || i == 0;
         // (with `one`, layer 0's A matrices were loaded with the mlp input)
         if from_x && !one {
@@ -748,78 +882,92 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
         // weight matrix loaded serves `blocks` products and consecutive products do not
         // wait on each other (at most 8 accumulators live: 64 f32 registers per lane).
         let ng = (8 / blocks).clamp(1, nb);
-        for n0 in (0..nb).step_by(ng) {
-            let group: Vec<usize> = (n0..(n0 + ng).min(nb)).collect();
-            for &nn in &group {
-                for m in 0..blocks {
-                    if split == RowsSplit::NoBias {
-                        let _ = writeln!(s, "            {acc} c{m}_{nn} = {acc}(0.0);");
-                    } else {
-                        let _ = writeln!(
-                            s,
-                            "            {acc} c{m}_{nn}; coopMatLoad(c{m}_{nn}, {p}{barr}, {bo}u, 0u, gl_CooperativeMatrixLayoutRowMajor);",
-                            bo = l.staged_bias + nn * 16
-                        );
-                    }
-                }
+        for (pi, part) in parts.iter().enumerate() {
+            if plan.streamed && (i > 0 || pi > 0) {
+                s.push_str(&fetch.read(p, &plan.layers, stages[pi] + 1, "            "));
             }
-            for k in 0..kb {
+            for n0 in part.clone().step_by(ng) {
+                let group: Vec<usize> = (n0..(n0 + ng).min(part.end)).collect();
                 for &nn in &group {
-                    let (a, b, c) = wkey(i, k, nn);
-                    let w = if opts.rows_hold {
-                        let _ = writeln!(s, "            {{");
-                        format!("w{a}_{b}_{c}")
-                    } else {
-                        let _ = writeln!(s, "            {{ {}", wload(l, "w", b, c));
-                        "w".to_string()
-                    };
                     for m in 0..blocks {
-                        let _ = writeln!(
-                            s,
-                            "              c{m}_{nn} = coopMatMulAdd({}, {w}, c{m}_{nn});",
-                            a_name(m, k)
-                        );
-                    }
-                    let _ = writeln!(s, "            }}");
-                }
-            }
-            for &nn in &group {
-                for m in 0..blocks {
-                    let c = format!("c{m}_{nn}");
-                    if !matches!(l.act, nshade_core::Activation::None)
-                        && split != RowsSplit::NoActivation
-                        && !is_last
-                    {
-                        let _ = writeln!(
-                            s,
-                            "            for (int e = 0; e < {c}.length(); e++) {{ {ety} z = {c}[e]; {c}[e] = {y}; }}"
-                        );
-                    }
-                    if !is_last {
-                        let conv = if h { c.clone() } else { format!("{mh}({c})") };
-                        if convert {
-                            let _ = writeln!(s, "            y{}_{m}_{nn} = {ma}({conv});", i + 1);
+                        if split == RowsSplit::NoBias {
+                            let _ = writeln!(s, "            {acc} c{m}_{nn} = {acc}(0.0);");
                         } else {
+                            // (with f16 accumulation the last layer's f32 biases are at 0)
+                            let at = if acc16 && is_last { 0 } else { l.staged_bias };
                             let _ = writeln!(
                                 s,
-                                "            coopMatStore({conv}, {p}xs, xb + {off}u, {sx}u, gl_CooperativeMatrixLayoutRowMajor);",
-                                off = m * 16 * sx + nn * 16
+                                "            {acc} c{m}_{nn}; coopMatLoad(c{m}_{nn}, {p}{barr}, {bo}u, 0u, gl_CooperativeMatrixLayoutRowMajor);",
+                                bo = at + nn * 16
                             );
                         }
-                    } else if over_x && !one {
-                        let _ = writeln!(
-                            s,
-                            "            coopMatStore({mh}({c}), {p}xs, xb + {off}u, {sx}u, gl_CooperativeMatrixLayoutRowMajor);",
-                            off = m * 16 * sx + nn * 16
-                        );
-                    } else if !over_x {
-                        let _ = writeln!(
-                            s,
-                            "            coopMatStore({c}, {p}zs, zb + {off}u, {zw}u, gl_CooperativeMatrixLayoutRowMajor);",
-                            off = m * 16 * zw + nn * 16
-                        );
                     }
                 }
+                for k in 0..kb {
+                    for &nn in &group {
+                        let (a, b, c) = wkey(i, k, nn);
+                        let w = if opts.rows_hold {
+                            let _ = writeln!(s, "            {{");
+                            format!("w{a}_{b}_{c}")
+                        } else {
+                            let _ =
+                                writeln!(s, "            {{ {}", wload(l, "w", b, c, part.start));
+                            "w".to_string()
+                        };
+                        for m in 0..blocks {
+                            let _ = writeln!(
+                                s,
+                                "              c{m}_{nn} = coopMatMulAdd({}, {w}, c{m}_{nn});",
+                                a_name(m, k)
+                            );
+                        }
+                        let _ = writeln!(s, "            }}");
+                    }
+                }
+                for &nn in &group {
+                    for m in 0..blocks {
+                        let c = format!("c{m}_{nn}");
+                        if !matches!(l.act, nshade_core::Activation::None)
+                            && split != RowsSplit::NoActivation
+                            && !is_last
+                        {
+                            let _ = writeln!(
+                                s,
+                                "            for (int e = 0; e < {c}.length(); e++) {{ {ety} z = {c}[e]; {c}[e] = {y}; }}"
+                            );
+                        }
+                        if !is_last {
+                            let conv = if h { c.clone() } else { format!("{mh}({c})") };
+                            if convert {
+                                let _ =
+                                    writeln!(s, "            y{}_{m}_{nn} = {ma}({conv});", i + 1);
+                            } else {
+                                let _ = writeln!(
+                                    s,
+                                    "            coopMatStore({conv}, {p}xs, xb + {off}u, {sx}u, gl_CooperativeMatrixLayoutRowMajor);",
+                                    off = m * 16 * sx + nn * 16
+                                );
+                            }
+                        } else if over_x && !one {
+                            let _ = writeln!(
+                                s,
+                                "            coopMatStore({mh}({c}), {p}xs, xb + {off}u, {sx}u, gl_CooperativeMatrixLayoutRowMajor);",
+                                off = m * 16 * sx + nn * 16
+                            );
+                        } else if !over_x {
+                            let _ = writeln!(
+                                s,
+                                "            coopMatStore({c}, {p}zs, zb + {off}u, {zw}u, gl_CooperativeMatrixLayoutRowMajor);",
+                                off = m * 16 * zw + nn * 16
+                            );
+                        }
+                    }
+                }
+            }
+            // streamed: the layer's next part staged (its last part's successor after the
+            // layer, below)
+            if plan.streamed && pi + 1 < parts.len() {
+                s.push_str(&fetch.store(p, &plan.layers, stages[pi] + 1, true, "            "));
             }
         }
         if one && is_last {
@@ -841,12 +989,158 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
         } else {
             let _ = writeln!(s, "        }}\n        {p}sync();");
         }
+        if plan.streamed {
+            let last_stage = stages[stages.len() - 1];
+            s.push_str(&fetch.store(p, &plan.layers, last_stage + 1, true, "        "));
+        }
     }
     if !one {
         outputs(&mut s, "r0", rows_each);
     }
     s.push_str("    }\n}\n");
     s
+}
+
+/// The per-tile staging of a streamed plan ([`Variant::streamed`]): its stages are the
+/// layers' parts in order (layer, 16-output blocks), cyclic over the tiles; while stage
+/// j runs, each invocation reads its 16-byte chunks (8 f16 of one weight row) of stage
+/// j + 1 into registers `wp0..` (zero in the padding), and after it stores them into
+/// the stage's skewed rows in `ws`, between two workgroup barriers.
+struct Stream {
+    wg: usize,
+    /// The most chunks an invocation holds (for the largest stage); 0 when not streamed.
+    regs: usize,
+    stages: Vec<(usize, std::ops::Range<usize>)>,
+}
+
+impl Stream {
+    fn new(plan: &TilePlan) -> Stream {
+        let wg = plan.workgroup_size;
+        let mut stages = Vec::new();
+        if plan.streamed {
+            for (i, l) in plan.layers.iter().enumerate() {
+                let (nb, bp) = (l.out_p / 16, part_rows(l, plan.stream_parts) / 16);
+                for a in (0..nb).step_by(bp) {
+                    stages.push((i, a..(a + bp).min(nb)));
+                }
+            }
+        }
+        let regs = stages
+            .iter()
+            .map(|(i, r)| Self::chunks(&plan.layers[*i], r).div_ceil(wg))
+            .max()
+            .unwrap_or(0);
+        Stream { wg, regs, stages }
+    }
+
+    /// The stages of layer `i`, in order.
+    fn of_layer(&self, i: usize) -> Vec<usize> {
+        (0..self.stages.len())
+            .filter(|&j| self.stages[j].0 == i)
+            .collect()
+    }
+
+    /// The padded weights of output blocks `r` of layer `l` in 16-byte chunks.
+    fn chunks(l: &TileLayer, r: &std::ops::Range<usize>) -> usize {
+        r.len() * 16 * l.in_p / 8
+    }
+
+    fn declare(&self) -> String {
+        let regs: Vec<String> = (0..self.regs)
+            .map(|c| format!("wp{c} = uvec4(0u)"))
+            .collect();
+        format!("uvec4 {};", regs.join(", "))
+    }
+
+    /// Chunk `c` of the invocation: (q, the guard that q is in the stage, or "").
+    fn at(&self, n: usize, c: usize) -> (String, String) {
+        let q = format!("lid + {}u", c * self.wg);
+        let guard = if (c + 1) * self.wg > n {
+            format!("{q} < {n}u")
+        } else {
+            String::new()
+        };
+        (q, guard)
+    }
+
+    /// Reads stage `j`'s chunks (of `layers`) into the registers.
+    fn read(&self, p: &str, layers: &[TileLayer], j: usize, ind: &str) -> String {
+        let (i, r) = &self.stages[j % self.stages.len()];
+        let l = &layers[*i];
+        let (k8, real, o0) = (l.in_p / 8, l.in_dims / 8, r.start * 16);
+        let n = Self::chunks(l, r);
+        let mut s = format!(
+            "{ind}// layer {i}, outputs {o0}..{}: read into registers\n",
+            r.end * 16
+        );
+        for c in 0..n.div_ceil(self.wg) {
+            let (q, guard) = self.at(n, c);
+            if l.out_dims <= o0 {
+                let _ = writeln!(s, "{ind}wp{c} = uvec4(0u);");
+                continue;
+            }
+            let mut cond = format!("q / {k8}u < {}u", l.out_dims - o0);
+            if real < k8 {
+                let _ = write!(cond, " && q % {k8}u < {real}u");
+            }
+            if !guard.is_empty() {
+                cond = format!("{guard} && {cond}");
+            }
+            let _ = writeln!(
+                s,
+                "{ind}{{ uint q = {q}; wp{c} = uvec4(0u); if ({cond}) {{ wp{c} = {p}paramsv[{}u + q / {k8}u * {real}u + q % {k8}u]; }} }}",
+                l.weight / 8 + o0 * real
+            );
+        }
+        s
+    }
+
+    /// Stores stage `j`'s chunks from the registers into its rows of `ws`, between two
+    /// workgroup barriers (`fenced`; else the caller orders them).
+    fn store(&self, p: &str, layers: &[TileLayer], j: usize, fenced: bool, ind: &str) -> String {
+        let (i, r) = &self.stages[j % self.stages.len()];
+        let l = &layers[*i];
+        let k8 = l.in_p / 8;
+        let n = Self::chunks(l, r);
+        let mut s = format!(
+            "{ind}// layer {i}, outputs {}..{} into ws{}\n",
+            r.start * 16,
+            r.end * 16,
+            if fenced {
+                format!(" once every subgroup is done with it\n{ind}barrier();")
+            } else {
+                String::new()
+            }
+        );
+        for c in 0..n.div_ceil(self.wg) {
+            let (q, guard) = self.at(n, c);
+            let halves: Vec<String> = ["x", "y", "z", "w"]
+                .iter()
+                .enumerate()
+                .map(|(j, f)| {
+                    format!(
+                        "h = unpackFloat2x16(wp{c}.{f}); {p}ws[at + {}u] = h.x; {p}ws[at + {}u] = h.y;",
+                        2 * j,
+                        2 * j + 1
+                    )
+                })
+                .collect();
+            let body = format!(
+                "uint q = {q}; uint at = q / {k8}u * {}u + q % {k8}u * 8u; f16vec2 h; {}",
+                l.stride,
+                halves.join(" ")
+            );
+            if guard.is_empty() {
+                let _ = writeln!(s, "{ind}{{ {body} }}");
+            } else {
+                let _ = writeln!(s, "{ind}if ({guard}) {{ {body} }}");
+            }
+        }
+        if fenced {
+            let _ = writeln!(s, "{ind}barrier();");
+        }
+        s
+    }
 }
 
 /// `act` of the f16 accumulator element `z` (a `float16_t`), as a `float16_t`: the
@@ -930,7 +1224,8 @@ fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> 
             }
         ),
         format!(
-            "dispatch: (G, 1, 1) workgroups, any G from 1 to 65535; each stages the weights once and then loops over its tiles, so G = min(ceil(n / {rows}), {}) (what nshade uses) beats one workgroup per tile",
+            "dispatch: (G, 1, 1) workgroups, any G from 1 to 65535; each stages the {} once and then loops over its tiles, so G = min(ceil(n / {rows}), {}) (what nshade uses) beats one workgroup per tile",
+            if plan.streamed { "biases" } else { "weights" },
             crate::coop::ROWS_DISPATCH
         ),
         if opts.texture_io {
@@ -948,10 +1243,22 @@ fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> 
                 bind(3)
             )
         },
+        if plan.streamed {
+            format!(
+                "each layer's weights are staged per tile, in turn, into one region of workgroup memory (rows of the layer's padded inputs + {W_SKEW} f16, all at offset 0): the workgroup reads the next layer's from the f16 parameter buffer 16 bytes at a time (a second binding of it as uvec4, {p}paramsv) into registers while the current layer runs, and stores them between two workgroup barriers after it"
+            )
+        } else {
+            String::new()
+        },
         format!(
-            "once per workgroup the weights (but those of layers read in place, below) are staged from the parameter buffer into workgroup memory as f16 (each layer's W zero-padded to multiples of 16 rows and columns) and the biases as f32{}; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is {} and outputs are f32{}",
+            "once per workgroup the {}biases as f32{}; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is {} and outputs are f32{}",
+            if plan.streamed {
+                ""
+            } else {
+                "weights (but those of layers read in place, below) are staged from the parameter buffer into workgroup memory as f16 (each layer's W zero-padded to multiples of 16 rows and columns) and the "
+            },
             if opts.rows_acc16 {
-                " and again as f16"
+                " (the hidden layers' as f16)"
             } else {
                 ""
             },
@@ -967,6 +1274,7 @@ fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> 
             }
         ),
     ];
+    entries.retain(|e| !e.is_empty());
     for (k, l) in plan.layers.iter().enumerate() {
         entries.push(if l.direct {
             format!(

@@ -128,6 +128,7 @@ fn plan_tile(
         sx,
         per: 0,
         streamed: false,
+        stream_parts: 1,
         layers,
         weights_len,
         biases_len: if acc16 { last_out } else { staged_bias },

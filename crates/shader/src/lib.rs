@@ -287,6 +287,12 @@ pub struct Options {
     /// X holds both blocks' rows, not one block at a time (`TilePlan::x_one_block`).
     /// For measurements.
     pub rows_whole_x: bool,
+    /// The GLSL subgroup kernel with the conversions and an f16 buffer: `Some(parts)`
+    /// stages each layer's weights in turn per tile, in that many parts of its outputs
+    /// (`TilePlan::streamed`, `TilePlan::stream_parts`), even where all of them fit
+    /// staged at once (the planner streams only where they do not, in the parts it
+    /// chooses). For measurements.
+    pub rows_stream: Option<usize>,
     /// `--form function` in WGSL, SPIR-V, MSL and GLSL 450 (`nshade export --points N`):
     /// the function evaluates this many points at once (1, 2 or 4), `{prefix}eval{N}(p:
     /// array<IN, N>) -> array<OUT, N>` (GLSL `OUT[N] {prefix}evalN(IN p[N])`), each value
@@ -386,6 +392,7 @@ impl Options {
             held_rows: None,
             rows_layout: None,
             rows_whole_x: false,
+            rows_stream: None,
             points: 1,
         }
     }

@@ -378,6 +378,11 @@ fn fuzz_export() {
             ][(c.seed >> 43) as usize % 4],
             // X for all of a subgroup's rows a quarter of the time
             rows_whole_x: (c.seed >> 45) % 4 == 0,
+            // the GLSL kernel's weights streamed a layer at a time (from an f16 buffer
+            // with the conversions; ignored elsewhere), whole or in two parts, a quarter
+            // of the time
+            rows_stream: [None, None, None, None, None, None, Some(1), Some(2)]
+                [(c.seed >> 47) as usize % 8],
             // the GLSL kernel: half of the time the default (the subgroup-private kernel
             // in the first shape that fits), else the shared-tile one or one of six shapes
             // several points at once three times in eight, a count it refuses one in eight

@@ -724,6 +724,100 @@ fn conversions_take_the_subgroup_kernel_with_x_one_block_where_it_pays() {
     assert_eq!(src.matches("(r0 + 16u)").count(), 2, "{src}");
 }
 
+/// `freq(8) | mlp(128x4, relu)`: 110 KiB of f16 weights fit neither staged nor held in
+/// 48 KiB; from an f16 buffer with the conversions each layer is staged in turn per tile,
+/// read a layer ahead into registers 16 bytes at a time.
+#[test]
+fn weights_that_do_not_fit_stream_a_layer_at_a_time() {
+    use nshade_shader::coop::plan_for;
+    let f16 = Options {
+        precision: Precision::F16,
+        ..conversions()
+    };
+    let d = model("freq(8) | mlp(128x4, relu)", 2, 3);
+    let p = plan_for(&d, &f16).unwrap();
+    assert!(p.streamed && p.outputs_over_x && p.x_one_block, "{p:?}");
+    assert_eq!((p.workgroup_size, p.blocks, p.output_groups), (256, 2, 0));
+    // one region for the largest layer (128 rows of 128 + 8 f16), every layer at 0 in
+    // skewed rows of its own; the hidden biases as f16, the last layer's as f32
+    assert!(
+        p.layers
+            .iter()
+            .all(|l| l.staged == 0 && l.stride == l.in_p + 8)
+    );
+    assert_eq!(p.weights_len, 128 * 136);
+    assert_eq!(p.biases_len, 16);
+    assert_eq!(
+        p.workgroup_bytes,
+        128 * 136 * 2 + 4 * 128 * 2 + 16 * 4 + 8 * 16 * 40 * 2
+    );
+    assert!(p.workgroup_bytes <= 48 * 1024);
+    let src = export(&d, &f16).unwrap().into_text().unwrap();
+    // the buffer bound again as uvec4; two barriers per layer and tile, one after the
+    // biases; each layer's chunks read from its weights' offset / 8 (layer 1 at 4224)
+    assert!(src.contains("buffer nshade_ParamsV { uvec4 nshade_paramsv[]; }"));
+    assert_eq!(src.matches("barrier();").count(), 1 + 2 * 5, "{src}");
+    assert!(src.contains("nshade_paramsv[528u + q / 16u * 16u + q % 16u]"));
+    assert!(src.contains("each layer's weights are staged per tile, in turn"));
+    // an f32 buffer, a first layer of 3 inputs (rows not 16 bytes), held weights asked
+    // for, or no conversions: not streamed (the kernel of held weights)
+    let odd = model("mlp(128x4, relu)", 3, 3);
+    for (m, o) in [
+        (&d, conversions()),
+        (&odd, f16.clone()),
+        (
+            &d,
+            Options {
+                rows_convert: false,
+                ..f16.clone()
+            },
+        ),
+    ] {
+        let q = plan_for(m, &o).unwrap();
+        assert!(!q.streamed && q.output_groups > 0, "{q:?}");
+    }
+    let held = Options {
+        rows_hold: true,
+        ..f16.clone()
+    };
+    assert!(!plan_for(&d, &held).unwrap().streamed);
+    // B's weights fit staged: never streamed
+    let b = model("freq(8) | mlp(64x4, relu)", 2, 3);
+    assert!(!plan_for(&b, &f16).unwrap().streamed);
+    // in two parts of 64 outputs (the last layer's 16 in one) at (4, 2): 23 616 bytes, so
+    // two workgroups are resident; 4 barriers per 128-output layer
+    let halves = Options {
+        rows_stream: Some(2),
+        rows_shape: Some((4, 2)),
+        ..f16.clone()
+    };
+    let p2 = plan_for(&d, &halves).unwrap();
+    assert!(p2.streamed && p2.stream_parts == 2);
+    assert_eq!(p2.weights_len, 64 * 136);
+    assert_eq!(
+        p2.workgroup_bytes,
+        64 * 136 * 2 + 4 * 128 * 2 + 16 * 4 + 4 * 16 * 40 * 2
+    );
+    assert!(p2.workgroup_bytes <= 24 * 1024);
+    let src2 = export(&d, &halves).unwrap().into_text().unwrap();
+    assert_eq!(
+        src2.matches("barrier();").count(),
+        1 + 2 * (4 * 2 + 1),
+        "{src2}"
+    );
+    // layer 1's second half: rows 64.. of its weights (4224 / 8 + 64 * 16)
+    assert!(
+        src2.contains("nshade_paramsv[1552u + q / 16u * 16u + q % 16u]"),
+        "{src2}"
+    );
+    // B streamed where asked, though its weights fit
+    let bs = Options {
+        rows_stream: Some(1),
+        ..f16.clone()
+    };
+    assert!(plan_for(&b, &bs).unwrap().streamed);
+}
+
 #[test]
 fn packed_weights_are_disjoint_conflict_free_and_smaller() {
     use nshade_shader::StagedLayout;

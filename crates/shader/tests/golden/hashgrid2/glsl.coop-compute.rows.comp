@@ -26,11 +26,11 @@
 //   [823..1335) 0.levels.3 [256, 2] row-major (entry x feature): a grid level's table
 //
 // form coop-compute: one compute kernel; each group of 32 invocations (a subgroup) evaluates 32 rows of each tile of 128 on its own, every mlp layer as 16x16x16 cooperative-matrix products (coopmat<float16_t> A and B, coopmat<float16_t> accumulators in the hidden layers and coopmat<float> in the last, subgroup scope) with the bias, activation and f16 rounding applied to the accumulator's elements (the last layer's activation to the outputs as they are written)
-// requires: GL_KHR_cooperative_matrix, GL_KHR_memory_scope_semantics, GL_KHR_shader_subgroup_basic and GL_EXT_shader_explicit_arithmetic_types_float16 (Vulkan: VK_KHR_cooperative_matrix listing f16 x f16 -> f32 at 16x16x16 with subgroup scope, shaderFloat16); subgroups of exactly 32 invocations; 15808 bytes of workgroup memory (Vulkan maxComputeSharedMemorySize)
+// requires: GL_KHR_cooperative_matrix, GL_KHR_memory_scope_semantics, GL_KHR_shader_subgroup_basic and GL_EXT_shader_explicit_arithmetic_types_float16 (Vulkan: VK_KHR_cooperative_matrix listing f16 x f16 -> f32 at 16x16x16 with subgroup scope, shaderFloat16); subgroups of exactly 32 invocations; 15712 bytes of workgroup memory (Vulkan maxComputeSharedMemorySize)
 // entry point main, workgroup size 128: n = nshade_outputs.length() / 3 rows in tiles of 128; workgroup w evaluates tiles w, w + G, w + 2G, ... (G = number of workgroups in x)
 // dispatch: (G, 1, 1) workgroups, any G from 1 to 65535; each stages the weights once and then loops over its tiles, so G = min(ceil(n / 128), 256) (what nshade uses) beats one workgroup per tile
 // bindings: nshade_params layout(set = 0, binding = 0) (the parameter buffer below), nshade_inputs layout(set = 0, binding = 2) (float, read; row r = raw inputs [r * 2, r * 2 + 2)), nshade_outputs layout(set = 0, binding = 3) (float, read-write; row r = outputs [r * 3, r * 3 + 3)); bind exactly n rows of outputs and at least n rows of inputs
-// once per workgroup the weights (but those of layers read in place, below) are staged from the parameter buffer into workgroup memory as f16 (each layer's W zero-padded to multiples of 16 rows and columns) and the biases as f32 and again as f16; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is f16 in the hidden layers and f32 in the last and outputs are f32
+// once per workgroup the weights (but those of layers read in place, below) are staged from the parameter buffer into workgroup memory as f16 (each layer's W zero-padded to multiples of 16 rows and columns) and the biases as f32 (the hidden layers' as f16); inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is f16 in the hidden layers and f32 in the last and outputs are f32
 //   layer 0: 8 x 8 (padded 16 x 16), weights at parameter 0, staged rows of 40 f16 at 0; bias at parameter 64
 //   layer 1: 3 x 8 (padded 16 x 16), weights at parameter 72, staged rows of 40 f16 at 16; bias at parameter 96
 
@@ -40,11 +40,11 @@ layout(std430, set = 0, binding = 0) readonly buffer nshade_Params { float nshad
 layout(std430, set = 0, binding = 2) readonly buffer nshade_Inputs { float nshade_inputs[]; };
 layout(std430, set = 0, binding = 3) buffer nshade_Outputs { float nshade_outputs[]; };
 
-// Staged weights (f16) and biases (f32); each subgroup's 32 rows of X (f16,
+// Staged weights (f16) and biases (f32: the last layer's; the hidden layers' as f16 in bh); each subgroup's 32 rows of X (f16,
 // row-major, rows of 24) and of the last layer's outputs (f32, rows of 16).
 shared float16_t nshade_ws[640];
-shared float nshade_bs[32];
-shared float16_t nshade_bh[32]; // the biases as f16 (hidden layers accumulate in f16)
+shared float nshade_bs[16];
+shared float16_t nshade_bh[16]; // the hidden layers' biases as f16 (they accumulate in f16)
 shared float16_t nshade_xs[3072];
 shared float nshade_zs[2048];
 
@@ -70,7 +70,6 @@ void main() {
     for (uint e = lid; e < 16u; e += 128u) {
         float v = 0.0;
         if (e < 8u) { v = nshade_params[64u + e]; }
-        nshade_bs[0u + e] = v;
         nshade_bh[0u + e] = float16_t(v);
     }
     for (uint e = lid; e < 256u; e += 128u) {
@@ -82,7 +81,7 @@ void main() {
     for (uint e = lid; e < 16u; e += 128u) {
         float v = 0.0;
         if (e < 3u) { v = nshade_params[96u + e]; }
-        nshade_bs[16u + e] = v;
+        nshade_bs[e] = v;
     }
     barrier();
     uint n = uint(nshade_outputs.length()) / 3u;
@@ -203,8 +202,8 @@ void main() {
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0_0; coopMatLoad(a0_0, nshade_xs, xb + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor);
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1_0; coopMatLoad(a1_0, nshade_xs, xb + 384u, 24u, gl_CooperativeMatrixLayoutRowMajor);
             nshade_sync();
-            coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c0_0; coopMatLoad(c0_0, nshade_bs, 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
-            coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c1_0; coopMatLoad(c1_0, nshade_bs, 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c0_0; coopMatLoad(c0_0, nshade_bs, 0u, 0u, gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c1_0; coopMatLoad(c1_0, nshade_bs, 0u, 0u, gl_CooperativeMatrixLayoutRowMajor);
             { coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w; coopMatLoad(w, nshade_ws, 16u, 40u, gl_CooperativeMatrixLayoutColumnMajor);
               c0_0 = coopMatMulAdd(a0_0, w, c0_0);
               c1_0 = coopMatMulAdd(a1_0, w, c1_0);
