@@ -364,8 +364,10 @@ fn texture_io_matches_cpu() {
             eprintln!("GLSL texture io with the conversions: not run: the adapter has none");
             continue;
         }
+        // (with the conversions also the 128-wide network, its weights streamed from an
+        // f16 buffer)
         let archs: &[&str] = if convert {
-            &[ARCHS[0].0, ARCHS[6].0, ARCHS[1].0]
+            &[ARCHS[0].0, ARCHS[6].0, ARCHS[1].0, ARCHS[2].0]
         } else {
             &[ARCHS[0].0, ARCHS[6].0]
         };
@@ -390,7 +392,14 @@ fn texture_io_matches_cpu() {
                 rows_acc16: glsl,
                 rows_convert: convert,
                 workgroup_memory: ctx.summary.max_workgroup_storage as usize,
-                ..nshade_gpu::infer::kernel_options(target, nshade_shader::Precision::F32)
+                ..nshade_gpu::infer::kernel_options(
+                    target,
+                    if arch == ARCHS[2].0 {
+                        nshade_shader::Precision::F16
+                    } else {
+                        nshade_shader::Precision::F32
+                    },
+                )
             };
             let src = nshade_shader::export(&m, &opts)
                 .unwrap()
@@ -445,6 +454,7 @@ fn texture_io_matches_cpu() {
             });
             let plan = nshade_shader::coop::plan_for(&m, &opts).unwrap();
             assert_eq!(plan.blocks > 0, glsl, "{arch}: the GLSL subgroup kernel");
+            assert_eq!(plan.streamed, arch == ARCHS[2].0, "{arch}: streamed");
             let pipeline = if glsl {
                 glsl_texture_pipeline(&ctx, &src, plan.workgroup_size as u32)
             } else {
@@ -766,9 +776,10 @@ fn glsl_coop_shapes_match_cpu() {
     }
     // texture input and output, in every shape, with and without the conversions (and
     // so with X one block at a time where that fits; run in texture_io_matches_cpu)
-    let mut one_block = 0;
+    // (the 128-wide network from an f16 buffer: streamed with the conversions)
+    let (mut one_block, mut streamed) = (0, 0);
     for shape in SHAPES {
-        for &(arch, i, o) in &[ARCHS[0], ARCHS[1], ARCHS[6]] {
+        for &(arch, i, o) in &[ARCHS[0], ARCHS[1], ARCHS[6], ARCHS[2]] {
             let m = model(arch, i, o, 7);
             for rows_convert in [false, true] {
                 let opts = Options {
@@ -778,12 +789,18 @@ fn glsl_coop_shapes_match_cpu() {
                     rows_acc16: true,
                     rows_convert,
                     rows_shape: Some(shape),
+                    precision: if arch == ARCHS[2].0 {
+                        Precision::F16
+                    } else {
+                        Precision::F32
+                    },
                     ..Options::new(Target::Glsl)
                 };
                 let Ok(plan) = coop::plan_for(&m, &opts) else {
                     continue;
                 };
                 one_block += usize::from(plan.x_one_block);
+                streamed += usize::from(plan.streamed);
                 let src = export(&m, &opts).unwrap().into_text().unwrap();
                 assert!(src.contains("imageStore(nshade_output_tex"), "{src}");
                 compile_compute(&src).unwrap_or_else(|e| {
@@ -794,8 +811,8 @@ fn glsl_coop_shapes_match_cpu() {
     }
     // (B at (8, 2): X for both blocks does not fit beside its weights)
     assert!(
-        one_block >= 1,
-        "no texture kernel with X one block at a time"
+        one_block >= 1 && streamed >= 4,
+        "{one_block} texture kernels with X one block at a time, {streamed} streamed"
     );
     let Some(ctx) = common::context() else { return };
     let probe = model(ARCHS[0].0, 2, 3, 1);
