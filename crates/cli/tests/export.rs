@@ -673,6 +673,62 @@ fn export_compute_forms() {
     assert!(src.contains("float16_t nshade_params[2627]"), "{src}");
     assert!(src.contains("GL_EXT_shader_16bit_storage"), "{src}");
     assert_eq!(std::fs::metadata(&hbin).unwrap().len(), 2627 * 2);
+    // a 128-wide mlp with the conversions: its weights do not fit staged; from an f32
+    // buffer they are held in registers, with a notice that an f16 buffer streams them
+    // (the kernel then says so, and glslang compiles it)
+    let wide = model("wide128", "freq(8) | mlp(128x4, relu)");
+    let wide = wide.to_str().unwrap();
+    let (w32, w16) = (d.join("wide32.comp"), d.join("wide16.comp"));
+    let held = nshade(&[
+        "export",
+        wide,
+        "--target",
+        "glsl",
+        "--form",
+        "coop-compute",
+        "--coop-conversions",
+        "-o",
+        w32.to_str().unwrap(),
+    ]);
+    ok(&held, "128-wide, f32 buffer");
+    let err = String::from_utf8_lossy(&held.stderr);
+    assert!(
+        err.contains("notice: this mlp's weights do not fit staged")
+            && err.contains("--precision f16"),
+        "{err}"
+    );
+    assert!(
+        std::fs::read_to_string(&w32)
+            .unwrap()
+            .contains("weights held in registers")
+    );
+    let streamed = nshade(&[
+        "export",
+        wide,
+        "--target",
+        "glsl",
+        "--form",
+        "coop-compute",
+        "--coop-conversions",
+        "--precision",
+        "f16",
+        "-o",
+        w16.to_str().unwrap(),
+    ]);
+    ok(&streamed, "128-wide, f16 buffer");
+    let err = String::from_utf8_lossy(&streamed.stderr);
+    assert!(!err.contains("do not fit staged"), "{err}");
+    let src16 = std::fs::read_to_string(&w16).unwrap();
+    assert!(
+        src16.contains("each layer's weights are staged per tile, in turn"),
+        "{src16}"
+    );
+    nshade_gpu::capture::glslang::compile_compute(&src16).unwrap_or_else(|e| {
+        panic!(
+            "glslang: {e:?}
+{src16}"
+        )
+    });
     // a smaller workgroup-memory budget: smaller tiles, stated in the header
     let small = d.join("small.wgsl");
     ok(
