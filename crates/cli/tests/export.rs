@@ -677,58 +677,41 @@ fn export_compute_forms() {
     // buffer they are held in registers, with a notice that an f16 buffer streams them
     // (the kernel then says so, and glslang compiles it)
     let wide = model("wide128", "freq(8) | mlp(128x4, relu)");
-    let wide = wide.to_str().unwrap();
-    let (w32, w16) = (d.join("wide32.comp"), d.join("wide16.comp"));
-    let held = nshade(&[
-        "export",
-        wide,
-        "--target",
-        "glsl",
-        "--form",
-        "coop-compute",
-        "--coop-conversions",
-        "-o",
-        w32.to_str().unwrap(),
-    ]);
-    ok(&held, "128-wide, f32 buffer");
-    let err = String::from_utf8_lossy(&held.stderr);
+    // (its kernel with the conversions and `precision`, stderr)
+    let wide_kernel = |precision: &str| {
+        let out = d.join(format!("wide-{precision}.comp"));
+        let o = nshade(&[
+            "export",
+            wide.to_str().unwrap(),
+            "--target",
+            "glsl",
+            "--form",
+            "coop-compute",
+            "--coop-conversions",
+            "--precision",
+            precision,
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        ok(&o, &format!("128-wide, {precision} buffer"));
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        (std::fs::read_to_string(&out).unwrap(), err)
+    };
+    let (src32, err) = wide_kernel("f32");
     assert!(
         err.contains("notice: this mlp's weights do not fit staged")
             && err.contains("--precision f16"),
         "{err}"
     );
-    assert!(
-        std::fs::read_to_string(&w32)
-            .unwrap()
-            .contains("weights held in registers")
-    );
-    let streamed = nshade(&[
-        "export",
-        wide,
-        "--target",
-        "glsl",
-        "--form",
-        "coop-compute",
-        "--coop-conversions",
-        "--precision",
-        "f16",
-        "-o",
-        w16.to_str().unwrap(),
-    ]);
-    ok(&streamed, "128-wide, f16 buffer");
-    let err = String::from_utf8_lossy(&streamed.stderr);
+    assert!(src32.contains("weights held in registers"), "{src32}");
+    let (src16, err) = wide_kernel("f16");
     assert!(!err.contains("do not fit staged"), "{err}");
-    let src16 = std::fs::read_to_string(&w16).unwrap();
     assert!(
         src16.contains("each layer's weights are staged per tile, in turn"),
         "{src16}"
     );
-    nshade_gpu::capture::glslang::compile_compute(&src16).unwrap_or_else(|e| {
-        panic!(
-            "glslang: {e:?}
-{src16}"
-        )
-    });
+    nshade_gpu::capture::glslang::compile_compute(&src16)
+        .unwrap_or_else(|e| panic!("glslang: {e:?}\n{src16}"));
     // a smaller workgroup-memory budget: smaller tiles, stated in the header
     let small = d.join("small.wgsl");
     ok(
