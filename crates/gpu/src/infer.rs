@@ -56,6 +56,15 @@ pub struct ShaderEvaluator {
 /// subgroups of at most 32 invocations; workgroup memory for the model's tiles. `Err`
 /// says why not.
 pub fn tiled_supported(ctx: &GpuContext, model: &Model, form: Form) -> Result<(), String> {
+    tiled_device(ctx, form)?;
+    nshade_shader::coop::plan(model, workgroup_memory(ctx))
+        .map_err(|e| format!("on the adapter {}: {e}", ctx.summary.name))?;
+    Ok(())
+}
+
+/// [`tiled_supported`]'s checks of the device alone (the GLSL kernel plans for itself:
+/// it streams weights that the WGSL kernel cannot stage).
+fn tiled_device(ctx: &GpuContext, form: Form) -> Result<(), String> {
     let name = &ctx.summary.name;
     if !ctx.has(wgpu::Features::SHADER_F16) {
         return Err(format!("the adapter {name} has no f16 shader support"));
@@ -81,8 +90,6 @@ pub fn tiled_supported(ctx: &GpuContext, model: &Model, form: Form) -> Result<()
             ));
         }
     }
-    nshade_shader::coop::plan(model, workgroup_memory(ctx))
-        .map_err(|e| format!("on the adapter {name}: {e}"))?;
     Ok(())
 }
 
@@ -108,7 +115,7 @@ fn glsl_coop_kernel(
     ctx: &GpuContext,
     model: &Model,
 ) -> Result<(Options, nshade_shader::coop::TilePlan), String> {
-    tiled_supported(ctx, model, Form::CoopCompute)?;
+    tiled_device(ctx, Form::CoopCompute)?;
     let name = &ctx.summary.name;
     if !cfg!(feature = "glslang") {
         return Err("this nshade was built without glslang".into());
@@ -387,8 +394,9 @@ impl ShaderEvaluator {
         model: &Model,
         precision: Precision,
     ) -> Result<ShaderEvaluator, GpuError> {
-        let coop = tiled_supported(ctx, model, Form::CoopCompute).is_ok();
-        let rows = coop && glsl_rows_supported(ctx, model);
+        // (the GLSL kernel also where the WGSL one does not fit: weights streamed)
+        let rows = glsl_rows_supported(ctx, model);
+        let coop = rows || tiled_supported(ctx, model, Form::CoopCompute).is_ok();
         if preferred_form(model, coop, rows) == Form::CoopCompute {
             if rows {
                 return ShaderEvaluator::coop_glsl(ctx, model);
@@ -581,7 +589,8 @@ impl ShaderEvaluator {
         opts: &Options,
     ) -> Result<ShaderEvaluator, GpuError> {
         let (form, acc16) = (opts.form, opts.rows_acc16);
-        tiled_supported(ctx, model, form).map_err(GpuError::Other)?;
+        // (the plan below says whether the kernel fits)
+        tiled_device(ctx, form).map_err(GpuError::Other)?;
         let plan = nshade_shader::coop::plan_for(model, opts)
             .map_err(|e| GpuError::Other(format!("generating the inference shader: {e}")))?;
         // conversions change the subgroup kernel only

@@ -218,11 +218,20 @@ fn workgroups_loop_over_tiles() {
 fn fastest_names_its_form() {
     use nshade_gpu::infer::{bakes, preferred_form};
     let Some(ctx) = common::context() else { return };
-    // seed #3 (32 wide), 64 wide, a grid
-    for (k, &(arch, i, o)) in [ARCHS[0], ARCHS[3], ARCHS[6]].iter().enumerate() {
+    // seed #3 (32 wide), 64 wide, a grid, and 192 wide (whose layers fit only the GLSL
+    // kernel, streamed, where the adapter has the conversions; else the function)
+    let wide = ("freq(8) | mlp(192x3, relu)", 2, 3);
+    for (k, &(arch, i, o)) in [ARCHS[0], ARCHS[3], ARCHS[6], wide].iter().enumerate() {
         let m = model(arch, i, o, 3 + k as u64);
-        let coop = tiled_supported(&ctx, &m, Form::CoopCompute).is_ok();
-        let rows = coop && nshade_gpu::infer::glsl_rows_supported(&ctx, &m);
+        let rows = nshade_gpu::infer::glsl_rows_supported(&ctx, &m);
+        let coop = rows || tiled_supported(&ctx, &m, Form::CoopCompute).is_ok();
+        if k == 3 {
+            assert!(tiled_supported(&ctx, &m, Form::CoopCompute).is_err());
+            assert!(
+                rows || !ctx.summary.cooperative_matrix_conversions,
+                "{arch}"
+            );
+        }
         // seed #3 on the tensor cores only with the GLSL subgroup kernel
         let want = if coop && (k > 0 || rows) {
             Form::CoopCompute
@@ -957,6 +966,24 @@ fn glsl_conversions_match_cpu() {
                 }
             }
         }
+        // a 192-wide mlp, which only the streamed kernel fits (in four parts), in the
+        // planner's shape
+        let w = model("freq(8) | mlp(192x3, relu)", 2, 3, 90);
+        let opts = Options {
+            form: Form::CoopCompute,
+            weights: WeightMode::Buffer,
+            workgroup_memory: budget,
+            precision: Precision::F16,
+            rows_acc16: true,
+            rows_convert: true,
+            ..Options::new(Target::Glsl)
+        };
+        let plan = coop::plan_for(&w, &opts).unwrap();
+        assert!(plan.streamed && plan.stream_parts == 4, "{plan:?}");
+        let src = export(&w, &opts).unwrap().into_text().unwrap();
+        let words =
+            compile_compute(&src).unwrap_or_else(|e| panic!("glslang: 192 wide: {e:?}\n{src}"));
+        out.push(("192 wide, streamed in four parts".into(), w, opts, words));
         // every network but the 128-wide one fits in the seed-#3 shape with an f32 buffer
         assert!(out.len() >= 6 * 5, "only {} kernels fit", out.len());
         // X one block at a time where both blocks do not fit or one block halves residency

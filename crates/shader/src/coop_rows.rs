@@ -133,7 +133,9 @@ fn shapes(grid: bool, width: usize, direct: bool, convert: bool) -> &'static [(u
 /// time). Measured on the H200 for `freq(8) | mlp(128x4, relu)` (G evaluations/s at
 /// 1920x1080, docs/PERFORMANCE.md): whole layers (8, 2) 3.50, (10, 2) 3.09, (7, 2) 3.07,
 /// (9, 2) 2.77, (4, 2) 2.77, (6, 2) 2.69; layers in two parts (the last ones, for
-/// smaller budgets) (8, 2) 3.49, (4, 2) 3.17 (two workgroups resident), (6, 2) 2.63.
+/// wider layers and smaller budgets) (8, 2) 3.49, (4, 2) 3.17 (two workgroups
+/// resident), (6, 2) 2.63; in four (4, 2) 3.20, (6, 2) 3.21 (so more subgroups in more
+/// parts before fewer in two: `freq(8) | mlp(192x3, relu)` takes (8, 2) in four).
 const STREAMED_SHAPES: &[(usize, usize, usize)] = &[
     (8, 2, 1),
     (10, 2, 1),
@@ -142,6 +144,8 @@ const STREAMED_SHAPES: &[(usize, usize, usize)] = &[
     (4, 2, 1),
     (6, 2, 1),
     (8, 2, 2),
+    (8, 2, 4),
+    (6, 2, 4),
     (4, 2, 2),
     (6, 2, 2),
     (2, 2, 2),
@@ -262,7 +266,7 @@ pub(crate) fn plan(
         let order: Vec<(usize, usize, usize)> = match (shape, streamed) {
             (Some((g, b)), true) => match parts {
                 Some(n) => vec![(g, b, n)],
-                None => vec![(g, b, 1), (g, b, 2)],
+                None => vec![(g, b, 1), (g, b, 2), (g, b, 4)],
             },
             (None, true) => STREAMED_SHAPES
                 .iter()

@@ -810,6 +810,12 @@ fn weights_that_do_not_fit_stream_a_layer_at_a_time() {
         src2.contains("nshade_paramsv[1552u + q / 16u * 16u + q % 16u]"),
         "{src2}"
     );
+    // a 192-wide mlp: its layers fit only in four parts beside 8 subgroups' X
+    let w192 = model("freq(8) | mlp(192x3, relu)", 2, 3);
+    let p4 = plan_for(&w192, &f16).unwrap();
+    assert!(p4.streamed && p4.stream_parts == 4, "{p4:?}");
+    assert_eq!((p4.workgroup_size, p4.blocks), (256, 2));
+    assert_eq!(p4.weights_len, 48 * 200);
     // B streamed where asked, though its weights fit
     let bs = Options {
         rows_stream: Some(1),
