@@ -474,19 +474,20 @@ pub fn plan_for(model: &Model, opts: &Options) -> Result<TilePlan, Error> {
         && !opts.rows_stationary
         && !opts.rows_direct
         && opts.rows_shape != Some((0, 0))
-        && let Some(p) = (if opts.rows_stream.is_some() {
-            None
-        } else {
-            rows(crate::coop_rows::Direct::Never)
-        })
-        .or_else(|| {
-            // else, from an f16 buffer, each layer's weights staged in turn per tile
-            // (`freq(8) | mlp(128x4, relu)`, whose 110 KiB of weights fit neither staged
-            // nor held)
-            (opts.buffer_is_f16() && !opts.rows_hold)
-                .then(|| rows_with(crate::coop_rows::Direct::Never, true))
-                .flatten()
-        })
+        && let Some(p) = {
+            // else (or where asked), from an f16 buffer, each layer's weights staged in
+            // turn per tile (`freq(8) | mlp(128x4, relu)`, whose 110 KiB of weights fit
+            // neither staged nor held)
+            let streamed = || {
+                (opts.buffer_is_f16() && !opts.rows_hold)
+                    .then(|| rows_with(crate::coop_rows::Direct::Never, true))
+                    .flatten()
+            };
+            match opts.rows_stream {
+                Some(_) => streamed(),
+                None => rows(crate::coop_rows::Direct::Never).or_else(streamed),
+            }
+        }
     {
         return Ok(p);
     }

@@ -154,7 +154,7 @@ const STREAMED_SHAPES: &[(usize, usize, usize)] = &[
 
 /// The padded output rows of each part of layer `l` staged in `parts` parts (no more
 /// parts than 16-output blocks): whole blocks, the last part possibly smaller.
-pub(crate) fn part_rows(l: &TileLayer, parts: usize) -> usize {
+fn part_rows(l: &TileLayer, parts: usize) -> usize {
     let nb = l.out_p / 16;
     16 * nb.div_ceil(parts.clamp(1, nb))
 }
@@ -581,7 +581,7 @@ layout(std430, set = {}, binding = {}) readonly buffer {p}ParamsV {{ uvec4 {p}pa
         crate::coop::stage_weights(d, p, wg, l, &read, ind)
     };
     let bread = |l: &TileLayer| crate::coop::glsl_f32(format!("{p}params[{}u + e]", l.bias), f16);
-    // with f16 accumulation the hidden layers' biases also go to bh, as f16
+    // with f16 accumulation the hidden layers' biases go to bh instead, as f16
     crate::coop::stage_biases(d, &mut s, plan, p, &stage, &bread, acc16);
     // streamed: layer i + 1's weights (16-byte chunks) read into registers while layer i
     // runs, stored into ws between two barriers after it; layer 0's before the tiles
@@ -661,15 +661,13 @@ layout(std430, set = {}, binding = {}) readonly buffer {p}ParamsV {{ uvec4 {p}pa
     let one = plan.x_one_block;
     let kb0 = plan.layers[0].in_p / 16;
     // streamed: at the start of a tile, stage 1's chunks read (stage 0's are staged)
-    let ahead = || {
-        if plan.streamed && opts.rows_split != RowsSplit::EncodeOnly {
-            format!(
-                "\n{}",
-                fetch.read(p, &plan.layers, 1, "        ").trim_end()
-            )
-        } else {
-            String::new()
-        }
+    let ahead = if plan.streamed && opts.rows_split != RowsSplit::EncodeOnly {
+        format!(
+            "\n{}",
+            fetch.read(p, &plan.layers, 1, "        ").trim_end()
+        )
+    } else {
+        String::new()
     };
     if rows_each <= 32 {
         // lane r reads row r of the subgroup's rows of the next tile while this one runs
@@ -708,7 +706,6 @@ layout(std430, set = {}, binding = {}) readonly buffer {p}ParamsV {{ uvec4 {p}pa
 {rows_loop}
             {in_ty} p = pcur;
 ",
-            ahead = ahead(),
         );
     } else {
         let _ = write!(
@@ -720,7 +717,6 @@ layout(std430, set = {}, binding = {}) readonly buffer {p}ParamsV {{ uvec4 {p}pa
             uint row = min(r0 + r, n - 1u);
             {in_ty} p = {arg};
 ",
-            ahead = ahead(),
         );
     }
     let ind = "            ";
@@ -839,14 +835,9 @@ layout(std430, set = {}, binding = {}) readonly buffer {p}ParamsV {{ uvec4 {p}pa
             }
         }
         let _ = writeln!(s, "        {{");
-        // streamed: the layer's stages (parts of its outputs): while each runs the next
-        // one's chunks are read (layer 0's first: at the start of the tile)
+        // the layer's stages (parts of its outputs; one unless streamed): while each
+        // runs the next one's chunks are read (layer 0's first: at the start of the tile)
         let stages = fetch.of_layer(i);
-        let parts: Vec<std::ops::Range<usize>> = if plan.streamed {
-            stages.iter().map(|&j| fetch.stages[j].1.clone()).collect()
-        } else {
-            std::iter::once(0..nb).collect()
-        };
         let from_x = !convert || i == 0;
         // (with `one`, layer 0's A matrices were loaded with the mlp input)
         if from_x && !one {
@@ -886,9 +877,10 @@ layout(std430, set = {}, binding = {}) readonly buffer {p}ParamsV {{ uvec4 {p}pa
         // weight matrix loaded serves `blocks` products and consecutive products do not
         // wait on each other (at most 8 accumulators live: 64 f32 registers per lane).
         let ng = (8 / blocks).clamp(1, nb);
-        for (pi, part) in parts.iter().enumerate() {
+        for (pi, &j) in stages.iter().enumerate() {
+            let part = &fetch.stages[j].1;
             if plan.streamed && (i > 0 || pi > 0) {
-                s.push_str(&fetch.read(p, &plan.layers, stages[pi] + 1, "            "));
+                s.push_str(&fetch.read(p, &plan.layers, j + 1, "            "));
             }
             for n0 in part.clone().step_by(ng) {
                 let group: Vec<usize> = (n0..(n0 + ng).min(part.end)).collect();
@@ -970,8 +962,8 @@ layout(std430, set = {}, binding = {}) readonly buffer {p}ParamsV {{ uvec4 {p}pa
             }
             // streamed: the layer's next part staged (its last part's successor after the
             // layer, below)
-            if plan.streamed && pi + 1 < parts.len() {
-                s.push_str(&fetch.store(p, &plan.layers, stages[pi] + 1, true, "            "));
+            if plan.streamed && pi + 1 < stages.len() {
+                s.push_str(&fetch.store(p, &plan.layers, j + 1, true, "            "));
             }
         }
         if one && is_last {
@@ -1005,8 +997,9 @@ layout(std430, set = {}, binding = {}) readonly buffer {p}ParamsV {{ uvec4 {p}pa
     s
 }
 
-/// The per-tile staging of a streamed plan ([`Variant::streamed`]): its stages are the
-/// layers' parts in order (layer, 16-output blocks), cyclic over the tiles; while stage
+/// The layers' stages (layer, its 16-output blocks), one per layer unless the plan is
+/// streamed, and the per-tile staging of a streamed plan ([`Variant::streamed`]): its
+/// stages are the layers' parts in order, cyclic over the tiles; while stage
 /// j runs, each invocation reads its 16-byte chunks (8 f16 of one weight row) of stage
 /// j + 1 into registers `wp0..` (zero in the padding), and after it stores them into
 /// the stage's skewed rows in `ws`, between two workgroup barriers.
@@ -1014,6 +1007,7 @@ struct Stream {
     wg: usize,
     /// The most chunks an invocation holds (for the largest stage); 0 when not streamed.
     regs: usize,
+    /// (layer, its output blocks in this stage), in order.
     stages: Vec<(usize, std::ops::Range<usize>)>,
 }
 
@@ -1021,19 +1015,22 @@ impl Stream {
     fn new(plan: &TilePlan) -> Stream {
         let wg = plan.workgroup_size;
         let mut stages = Vec::new();
-        if plan.streamed {
-            for (i, l) in plan.layers.iter().enumerate() {
-                let (nb, bp) = (l.out_p / 16, part_rows(l, plan.stream_parts) / 16);
-                for a in (0..nb).step_by(bp) {
-                    stages.push((i, a..(a + bp).min(nb)));
-                }
+        for (i, l) in plan.layers.iter().enumerate() {
+            // (`stream_parts` is 1 unless streamed)
+            let (nb, bp) = (l.out_p / 16, part_rows(l, plan.stream_parts) / 16);
+            for a in (0..nb).step_by(bp) {
+                stages.push((i, a..(a + bp).min(nb)));
             }
         }
-        let regs = stages
-            .iter()
-            .map(|(i, r)| Self::chunks(&plan.layers[*i], r).div_ceil(wg))
-            .max()
-            .unwrap_or(0);
+        let regs = if plan.streamed {
+            stages
+                .iter()
+                .map(|(i, r)| Self::chunks(&plan.layers[*i], r).div_ceil(wg))
+                .max()
+                .unwrap_or(0)
+        } else {
+            0
+        };
         Stream { wg, regs, stages }
     }
 
