@@ -151,7 +151,9 @@ fn glsl_coop_kernel(
 /// `NSHADE_ROWS_LAYOUT=packed|rows|blocked` the staged weights' layout,
 /// `NSHADE_ROWS_WHOLE_X=1` X for all of a subgroup's rows (not one block at a time),
 /// `NSHADE_ROWS_STREAM=PARTS` (with the conversions) each layer's weights staged per
-/// tile from an f16 buffer, in that many parts, even where all fit staged.
+/// tile from an f16 buffer, in that many parts, even where all fit staged,
+/// `NSHADE_ROWS_NARROW=1` / `=0` X and the staged weights as f16 arrays (stored 2 bytes
+/// at a time) or as uvec4s (by default where `Options::rows_narrow` says).
 fn glsl_coop_options(
     ctx: &GpuContext,
     model: &Model,
@@ -172,6 +174,7 @@ fn glsl_coop_options(
         .ok()
         .and_then(|v| nshade_shader::StagedLayout::parse(&v));
     let rows_whole_x = std::env::var("NSHADE_ROWS_WHOLE_X").is_ok_and(|v| v == "1");
+    let rows_narrow = std::env::var("NSHADE_ROWS_NARROW").ok().map(|v| v == "1");
     let rows_stream = std::env::var("NSHADE_ROWS_STREAM")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -192,6 +195,7 @@ fn glsl_coop_options(
         rows_layout,
         rows_whole_x,
         rows_stream,
+        rows_narrow,
         form: Form::CoopCompute,
         workgroup_memory: workgroup_memory(ctx),
         rows_shape,

@@ -852,14 +852,22 @@ fn glsl_conversions_match_cpu() {
     use nshade_gpu::capture::glslang::compile_compute;
     use nshade_shader::{Options, Precision, StagedLayout, Target, WeightMode, coop, export};
     // (buffer, f16 accumulation, weights held in registers, the staged weights' layout or
-    // the planner's choice (packed rows))
+    // the planner's choice (packed rows), X and the staged weights as f16 arrays or
+    // uvec4s or by default: uvec4s, but f16 arrays where held)
     let variants = [
-        (Precision::F32, true, false, None),
-        (Precision::F32, false, false, Some(StagedLayout::Rows)),
-        (Precision::F16, true, false, None),
-        (Precision::F32, true, false, Some(StagedLayout::Blocked)),
-        (Precision::F32, true, true, None),
-        (Precision::F16, true, true, None),
+        (Precision::F32, true, false, None, None),
+        (Precision::F32, false, false, Some(StagedLayout::Rows), None),
+        (Precision::F16, true, false, None, None),
+        (Precision::F16, true, false, None, Some(true)),
+        (
+            Precision::F32,
+            true,
+            false,
+            Some(StagedLayout::Blocked),
+            None,
+        ),
+        (Precision::F32, true, true, None, None),
+        (Precision::F16, true, true, None, Some(false)),
     ];
     let kernels = |budget: usize| {
         let mut out = Vec::new();
@@ -867,7 +875,7 @@ fn glsl_conversions_match_cpu() {
         for shape in SHAPES {
             for (k, &(arch, i, o)) in ARCHS.iter().enumerate() {
                 let m = model(arch, i, o, 70 + k as u64);
-                for &(precision, rows_acc16, rows_hold, rows_layout) in &variants {
+                for &(precision, rows_acc16, rows_hold, rows_layout, rows_narrow) in &variants {
                     let opts = Options {
                         form: Form::CoopCompute,
                         weights: WeightMode::Buffer,
@@ -878,10 +886,11 @@ fn glsl_conversions_match_cpu() {
                         rows_hold,
                         rows_convert: true,
                         rows_layout,
+                        rows_narrow,
                         ..Options::new(Target::Glsl)
                     };
                     let what = format!(
-                        "{arch} glsl coop conversions {shape:?} {precision:?} acc16 {rows_acc16} hold {rows_hold} layout {rows_layout:?}"
+                        "{arch} glsl coop conversions {shape:?} {precision:?} acc16 {rows_acc16} hold {rows_hold} layout {rows_layout:?} narrow {rows_narrow:?}"
                     );
                     let plan = match coop::plan_for(&m, &opts) {
                         Ok(p) if p.blocks > 0 => p,

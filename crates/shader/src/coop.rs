@@ -92,6 +92,12 @@ pub struct TileLayer {
     /// subgroup's load of a block reads 512 consecutive bytes (no bank conflicts) and
     /// the layer takes no more memory than unskewed rows ([`TileLayer::block_at`]).
     pub blocked: bool,
+    /// Only the `out_dims` real output rows of `W` are staged (the packed layout of
+    /// [`crate::coop_rows`], for a last layer with padding outputs, placed first): the
+    /// padding columns of its B matrices read whatever staged weights follow, so the
+    /// padding outputs hold garbage that nothing reads (each output of a product depends
+    /// on its own column alone). The window of `out_p` rows stays inside the array.
+    pub trimmed: bool,
 }
 
 /// The shape of a tiled compute kernel for one model: what a host needs to dispatch it.
@@ -169,6 +175,7 @@ impl TileLayer {
             act: l.act,
             direct,
             blocked: false,
+            trimmed: false,
         }
     }
 
@@ -181,12 +188,22 @@ impl TileLayer {
         }
     }
 
-    /// f16 elements of the staged W (padded rows of `stride`, or blocks).
+    /// f16 elements of the staged W (padded rows of `stride`, or blocks; `trimmed`: the
+    /// real rows alone).
     pub(crate) fn staged_len(&self) -> usize {
         if self.blocked {
             self.out_p * self.in_p
         } else {
-            self.out_p * self.stride
+            self.staged_rows() * self.stride
+        }
+    }
+
+    /// The output rows of W that are staged: `out_dims` where `trimmed`, else `out_p`.
+    pub(crate) fn staged_rows(&self) -> usize {
+        if self.trimmed {
+            self.out_dims
+        } else {
+            self.out_p
         }
     }
 
@@ -1276,7 +1293,7 @@ pub(crate) fn stage_weights(
     read: &str,
     ind: &str,
 ) -> String {
-    stage_weight_rows(d, p, wg, l, read, ind, 0..l.out_p)
+    stage_weight_rows(d, p, wg, l, read, ind, 0..l.staged_rows())
 }
 
 /// [`stage_weights`] for the padded output rows `rows` of layer `l` alone, row

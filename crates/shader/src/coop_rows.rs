@@ -166,9 +166,29 @@ const W_SKEW: usize = 8;
 
 /// Lays the staged (not direct) layers out packed: each run of consecutive staged layers
 /// with the same `out_p` shares rows of the sum of their `in_p` plus [`W_SKEW`] f16,
-/// each layer at its column offset; returns the staged f16 elements.
+/// each layer at its column offset; a last layer with padding outputs and rows of its
+/// own goes first, [`TileLayer::trimmed`] (its padding rows are the next layers' first
+/// rows: `freq(8) | mlp(64x4, relu)` stages 3 rows of 72 f16 instead of 16, which makes
+/// room for two more subgroups); returns the staged f16 elements, at least the trimmed
+/// layer's window of `out_p` rows.
 fn pack(layers: &mut [TileLayer]) -> usize {
-    let mut staged = 0;
+    let n = layers.len();
+    let trim = n > 0 && {
+        let l = &layers[n - 1];
+        !l.direct
+            && l.out_dims < l.out_p
+            && (n == 1 || layers[n - 2].direct || layers[n - 2].out_p != l.out_p)
+    };
+    let (mut staged, mut window) = (0, 0);
+    if trim {
+        let l = &mut layers[n - 1];
+        l.trimmed = true;
+        l.staged = 0;
+        l.stride = l.in_p + W_SKEW;
+        staged = l.staged_len();
+        window = l.out_p * l.stride;
+    }
+    let layers = &mut layers[..n - usize::from(trim)];
     let mut i = 0;
     while i < layers.len() {
         if layers[i].direct {
@@ -189,7 +209,7 @@ fn pack(layers: &mut [TileLayer]) -> usize {
         staged += out_p * stride;
         i = end;
     }
-    staged
+    staged.max(window)
 }
 
 /// Workgroup memory that the workgroups resident on one multiprocessor share on the H200's
@@ -467,6 +487,12 @@ pub(crate) fn write(model: &Model, program: &Program, opts: &Options, plan: &Til
     let acc16 = opts.rows_acc16;
     let tex = opts.texture_io;
     let convert = opts.rows_convert;
+    // X and the staged weights as uvec4 (8 f16 each): rows and weights stored 16 bytes
+    // at a time; the matrices' offsets and strides in those units (`xu`). Not where the
+    // weights are held (`Options::rows_narrow`: measured slower there)
+    let wide = !opts.rows_narrow.unwrap_or(opts.rows_hold);
+    let xu = if wide { 8 } else { 1 };
+    let sxu = sx / xu;
     // the last layer's outputs over X (f16): where the plan has no output scratch
     let over_x = plan.outputs_over_x;
     let extensions = format!(
@@ -498,18 +524,18 @@ pub(crate) fn write(model: &Model, program: &Program, opts: &Options, plan: &Til
 layout(local_size_x = {wg}) in;
 
 {buffers}
-// Staged weights (f16) and biases (f32{bnote}); each subgroup's {xrows} of {xwhat} (f16,
+// Staged weights (f16{eight}) and biases (f32{bnote}); each subgroup's {xrows} of {xwhat} (f16{eight},
 // row-major, rows of {sx}) and of the last layer's outputs ({over}).
-shared float16_t {p}ws[{wl}];
+shared {wty} {p}ws[{wl}];
 shared float {p}bs[{bl}];{bh}
-shared float16_t {p}xs[{xl}];{zdecl}
+shared {wty} {p}xs[{xl}];{zdecl}
 
 // All loads and stores of shared memory by this subgroup so far are visible to it.
 void {p}sync() {{
     subgroupMemoryBarrierShared();
     subgroupBarrier();
 }}
-
+{xh}
 void main() {{
     uint lid = gl_LocalInvocationIndex;
     uint sgid = lid / 32u;
@@ -566,10 +592,24 @@ layout(std430, set = {}, binding = {}) readonly buffer {p}ParamsV {{ uvec4 {p}pa
         } else {
             String::new()
         },
-        wl = plan.weights_len.max(1),
+        wty = if wide { "uvec4" } else { "float16_t" },
+        eight = if wide { ", 8 to a uvec4" } else { "" },
+        wl = plan.weights_len.div_ceil(xu).max(1),
         bl = plan.biases_len.max(1),
-        xl = groups * plan.x_len,
-        x_len = plan.x_len,
+        xl = groups * plan.x_len / xu,
+        x_len = plan.x_len / xu,
+        xh = if wide {
+            format!(
+                "
+// Element e of X (f16), 8 to a uvec4.
+float16_t {p}xh(uint e) {{
+    return unpackFloat2x16({p}xs[e / 8u][(e / 2u) % 4u])[e % 2u];
+}}
+"
+            )
+        } else {
+            String::new()
+        },
         bh = crate::coop::glsl_bh_decl(p, plan, acc16),
     );
     let d = &crate::coop::GLSL;
@@ -578,14 +618,18 @@ layout(std430, set = {}, binding = {}) readonly buffer {p}ParamsV {{ uvec4 {p}pa
             return String::new();
         }
         let read = crate::coop::glsl_f32(crate::coop::weight_read(p, l), f16);
-        crate::coop::stage_weights(d, p, wg, l, &read, ind)
+        if wide {
+            stage_wide(p, wg, l, &read, ind)
+        } else {
+            crate::coop::stage_weights(d, p, wg, l, &read, ind)
+        }
     };
     let bread = |l: &TileLayer| crate::coop::glsl_f32(format!("{p}params[{}u + e]", l.bias), f16);
     // with f16 accumulation the hidden layers' biases go to bh instead, as f16
     crate::coop::stage_biases(d, &mut s, plan, p, &stage, &bread, acc16);
     // streamed: layer i + 1's weights (16-byte chunks) read into registers while layer i
     // runs, stored into ws between two barriers after it; layer 0's before the tiles
-    let fetch = Stream::new(plan);
+    let fetch = Stream::new(plan, wide);
     if plan.streamed {
         let _ = writeln!(
             s,
@@ -611,7 +655,9 @@ layout(std430, set = {}, binding = {}) readonly buffer {p}ParamsV {{ uvec4 {p}pa
         let (arr, wo, stride) = if l.direct {
             ("params", l.weight + nn * 16 * l.in_dims + k * 16, l.in_dims)
         } else {
-            ("ws", l.block_at(k, nn.saturating_sub(n0)), l.stride)
+            let at = l.block_at(k, nn.saturating_sub(n0));
+            debug_assert!(at.is_multiple_of(xu) && l.stride.is_multiple_of(xu));
+            ("ws", at / xu, l.stride / xu)
         };
         format!(
             "{mb} {var}; coopMatLoad({var}, {p}{arr}, {wo}u, {stride}u, gl_CooperativeMatrixLayoutColumnMajor);"
@@ -729,17 +775,31 @@ layout(std430, set = {}, binding = {}) readonly buffer {p}ParamsV {{ uvec4 {p}pa
         let encoding = crate::coop::encoding(program);
         crate::coop::glsl_encoding(model, &encoding, opts, ind, &mut s)
     };
+    // the mlp input of the subgroup's row `row` into X
+    let store_row = |s: &mut String, ind: &str, row: &str| {
+        if wide {
+            store_x_row_wide(
+                s,
+                ind,
+                &format!("{p}xs[xb + {row} * {sxu}u + "),
+                &xs,
+                &plan.layers[0],
+            );
+        } else {
+            let at = format!("{p}xs[xb + {row} * {sx}u + ");
+            crate::coop::glsl_store_x_row(s, ind, &at, &xs, &plan.layers[0]);
+        }
+    };
     if one {
-        let at = format!("{p}xs[xb + (r % 16u) * {sx}u + ");
         for m in 0..blocks {
             let _ = writeln!(s, "{ind}if (r / 16u == {m}u) {{");
-            crate::coop::glsl_store_x_row(&mut s, &format!("{ind}    "), &at, &xs, &plan.layers[0]);
+            store_row(&mut s, &format!("{ind}    "), "(r % 16u)");
             let _ = writeln!(s, "{ind}}}\n{ind}{p}sync();");
             for k in 0..kb0 {
                 let _ = writeln!(
                     s,
-                    "{ind}coopMatLoad(a{m}_{k}, {p}xs, xb + {off}u, {sx}u, gl_CooperativeMatrixLayoutRowMajor);",
-                    off = k * 16
+                    "{ind}coopMatLoad(a{m}_{k}, {p}xs, xb + {off}u, {sxu}u, gl_CooperativeMatrixLayoutRowMajor);",
+                    off = k * 16 / xu
                 );
             }
             if m + 1 < blocks {
@@ -748,14 +808,20 @@ layout(std430, set = {}, binding = {}) readonly buffer {p}ParamsV {{ uvec4 {p}pa
         }
         let _ = writeln!(s, "        }}");
     } else {
-        let at = format!("{p}xs[xb + r * {sx}u + ");
-        crate::coop::glsl_store_x_row(&mut s, ind, &at, &xs, &plan.layers[0]);
+        store_row(&mut s, ind, "r");
         let _ = writeln!(s, "        }}\n        {p}sync();");
     }
     // the last layer's output o of the subgroup's row r as f32 (an expression)
+    let xel = |o: &str| {
+        if wide {
+            format!("float({p}xh(xb * 8u + r * {sx}u + {o}))")
+        } else {
+            format!("float({p}xs[xb + r * {sx}u + {o}])")
+        }
+    };
     let z = |o: &str| {
         if over_x {
-            format!("float({p}xs[xb + r * {sx}u + {o}])")
+            xel(o)
         } else {
             format!("{p}zs[zb + r * {zw}u + {o}]")
         }
@@ -763,7 +829,7 @@ layout(std430, set = {}, binding = {}) readonly buffer {p}ParamsV {{ uvec4 {p}pa
     // output o of the subgroup's row r (expressions)
     let out = |o: &str| {
         if split == RowsSplit::EncodeOnly {
-            format!("float({p}xs[xb + r * {sx}u + {o}])")
+            xel(o)
         } else if split == RowsSplit::NoActivation {
             z(o)
         } else {
@@ -845,8 +911,8 @@ layout(std430, set = {}, binding = {}) readonly buffer {p}ParamsV {{ uvec4 {p}pa
                 for k in 0..kb {
                     let _ = writeln!(
                         s,
-                        "            {ma} a{m}_{k}; coopMatLoad(a{m}_{k}, {p}xs, xb + {off}u, {sx}u, gl_CooperativeMatrixLayoutRowMajor);",
-                        off = m * 16 * sx + k * 16
+                        "            {ma} a{m}_{k}; coopMatLoad(a{m}_{k}, {p}xs, xb + {off}u, {sxu}u, gl_CooperativeMatrixLayoutRowMajor);",
+                        off = (m * 16 * sx + k * 16) / xu
                     );
                 }
             }
@@ -940,15 +1006,15 @@ layout(std430, set = {}, binding = {}) readonly buffer {p}ParamsV {{ uvec4 {p}pa
                             } else {
                                 let _ = writeln!(
                                     s,
-                                    "            coopMatStore({conv}, {p}xs, xb + {off}u, {sx}u, gl_CooperativeMatrixLayoutRowMajor);",
-                                    off = m * 16 * sx + nn * 16
+                                    "            coopMatStore({conv}, {p}xs, xb + {off}u, {sxu}u, gl_CooperativeMatrixLayoutRowMajor);",
+                                    off = (m * 16 * sx + nn * 16) / xu
                                 );
                             }
                         } else if over_x && !one {
                             let _ = writeln!(
                                 s,
-                                "            coopMatStore({mh}({c}), {p}xs, xb + {off}u, {sx}u, gl_CooperativeMatrixLayoutRowMajor);",
-                                off = m * 16 * sx + nn * 16
+                                "            coopMatStore({mh}({c}), {p}xs, xb + {off}u, {sxu}u, gl_CooperativeMatrixLayoutRowMajor);",
+                                off = (m * 16 * sx + nn * 16) / xu
                             );
                         } else if !over_x {
                             let _ = writeln!(
@@ -972,8 +1038,8 @@ layout(std430, set = {}, binding = {}) readonly buffer {p}ParamsV {{ uvec4 {p}pa
                 for nn in 0..nb {
                     let _ = writeln!(
                         s,
-                        "            coopMatStore({mh}(c{m}_{nn}), {p}xs, xb + {off}u, {sx}u, gl_CooperativeMatrixLayoutRowMajor);",
-                        off = nn * 16
+                        "            coopMatStore({mh}(c{m}_{nn}), {p}xs, xb + {off}u, {sxu}u, gl_CooperativeMatrixLayoutRowMajor);",
+                        off = nn * 16 / xu
                     );
                 }
                 let _ = writeln!(s, "            {p}sync();");
@@ -1005,6 +1071,8 @@ layout(std430, set = {}, binding = {}) readonly buffer {p}ParamsV {{ uvec4 {p}pa
 /// the stage's skewed rows in `ws`, between two workgroup barriers.
 struct Stream {
     wg: usize,
+    /// `ws` holds uvec4s: a chunk is one store.
+    wide: bool,
     /// The most chunks an invocation holds (for the largest stage); 0 when not streamed.
     regs: usize,
     /// (layer, its output blocks in this stage), in order.
@@ -1012,7 +1080,7 @@ struct Stream {
 }
 
 impl Stream {
-    fn new(plan: &TilePlan) -> Stream {
+    fn new(plan: &TilePlan, wide: bool) -> Stream {
         let wg = plan.workgroup_size;
         let mut stages = Vec::new();
         for (i, l) in plan.layers.iter().enumerate() {
@@ -1031,7 +1099,12 @@ impl Stream {
         } else {
             0
         };
-        Stream { wg, regs, stages }
+        Stream {
+            wg,
+            wide,
+            regs,
+            stages,
+        }
     }
 
     /// The stages of layer `i`, in order.
@@ -1115,6 +1188,18 @@ impl Stream {
         );
         for c in 0..n.div_ceil(self.wg) {
             let (q, guard) = self.at(n, c);
+            if self.wide {
+                let body = format!(
+                    "uint q = {q}; {p}ws[q / {k8}u * {}u + q % {k8}u] = wp{c};",
+                    l.stride / 8
+                );
+                if guard.is_empty() {
+                    let _ = writeln!(s, "{ind}{{ {body} }}");
+                } else {
+                    let _ = writeln!(s, "{ind}if ({guard}) {{ {body} }}");
+                }
+                continue;
+            }
             let halves: Vec<String> = ["x", "y", "z", "w"]
                 .iter()
                 .enumerate()
@@ -1141,6 +1226,58 @@ impl Stream {
             let _ = writeln!(s, "{ind}barrier();");
         }
         s
+    }
+}
+
+/// Stages layer `l`'s weights (`read`: the f32 value of weight (o, i)) into `ws` as
+/// uvec4s of 8 f16 (rows, packed or blocked; zero in the padding): each invocation
+/// packs 8 consecutive inputs of a row and stores them at once.
+fn stage_wide(p: &str, wg: usize, l: &TileLayer, read: &str, ind: &str) -> String {
+    let k8 = l.in_p / 8;
+    let at = if l.blocked {
+        format!(
+            "(o / 16u * {kb}u + i / 16u) * 256u + o % 16u * 16u + i % 16u",
+            kb = l.in_p / 16
+        )
+    } else {
+        format!("o * {}u + i", l.stride)
+    };
+    let pairs: Vec<String> = (0..4)
+        .map(|j| format!("packFloat2x16(f16vec2(v[{}], v[{}]))", 2 * j, 2 * j + 1))
+        .collect();
+    format!(
+        "{ind}for (uint e = lid; e < {n}u; e += {wg}u) {{
+{ind}    uint o = e / {k8}u; uint i0 = e % {k8}u * 8u;
+{ind}    float v[8];
+{ind}    for (uint j = 0u; j < 8u; j++) {{
+{ind}        uint i = i0 + j; float w = 0.0;
+{ind}        if (o < {od}u && i < {id}u) {{ w = {read}; }}
+{ind}        v[j] = w;
+{ind}    }}
+{ind}    uint i = i0;
+{ind}    {p}ws[({st}u + {at}) / 8u] = uvec4({});
+{ind}}}\n",
+        pairs.join(", "),
+        n = l.staged_rows() * k8,
+        od = l.out_dims,
+        id = l.in_dims,
+        st = l.staged,
+    )
+}
+
+/// The store of one encoded row into X as uvec4s: `at` (`xs[` and the row's first
+/// uvec4 plus ` + `) then chunk c; values j of `xs` (f32 expressions) as f16, zero up to
+/// the first layer's padded width.
+fn store_x_row_wide(s: &mut String, ind: &str, at: &str, xs: &[String], l0: &TileLayer) {
+    let v = |j: usize| xs.get(j).map_or("0.0".to_string(), |e| format!("({e})"));
+    for c in 0..l0.in_p / 8 {
+        let pairs: Vec<String> = (0..4)
+            .map(|h| {
+                let j = 8 * c + 2 * h;
+                format!("packFloat2x16(f16vec2({}, {}))", v(j), v(j + 1))
+            })
+            .collect();
+        let _ = writeln!(s, "{ind}{at}{c}u] = uvec4({});", pairs.join(", "));
     }
 }
 
@@ -1289,8 +1426,23 @@ fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> 
             )
         } else {
             format!(
-                "  layer {k}: {} x {} (padded {} x {}), weights at parameter {}, staged rows of {} f16 at {}; bias at parameter {}",
-                l.out_dims, l.in_dims, l.out_p, l.in_p, l.weight, l.stride, l.staged, l.bias
+                "  layer {k}: {} x {} (padded {} x {}), weights at parameter {}, staged rows of {} f16 at {}{}; bias at parameter {}",
+                l.out_dims,
+                l.in_dims,
+                l.out_p,
+                l.in_p,
+                l.weight,
+                l.stride,
+                l.staged,
+                if l.trimmed {
+                    format!(
+                        " ({} real rows only: the padding outputs read the next layers' rows and are never used)",
+                        l.out_dims
+                    )
+                } else {
+                    String::new()
+                },
+                l.bias
             )
         });
     }

@@ -293,6 +293,12 @@ pub struct Options {
     /// staged at once (the planner streams only where they do not, in the parts it
     /// chooses). For measurements.
     pub rows_stream: Option<usize>,
+    /// The GLSL subgroup kernel's X and staged weights as arrays of f16 (`Some(true)`;
+    /// each row and weight chunk then stored 2 bytes at a time) or as uvec4s of 8 f16
+    /// (`Some(false)`); by default (`None`) f16 arrays where the weights are held in
+    /// registers (X alone is stored per tile: seed #3 40.8 G against 39.8 G on the H200),
+    /// uvec4s otherwise (staged and streamed weights: 2.5-5% faster). For measurements.
+    pub rows_narrow: Option<bool>,
     /// `--form function` in WGSL, SPIR-V, MSL and GLSL 450 (`nshade export --points N`):
     /// the function evaluates this many points at once (1, 2 or 4), `{prefix}eval{N}(p:
     /// array<IN, N>) -> array<OUT, N>` (GLSL `OUT[N] {prefix}evalN(IN p[N])`), each value
@@ -393,6 +399,7 @@ impl Options {
             rows_layout: None,
             rows_whole_x: false,
             rows_stream: None,
+            rows_narrow: None,
             points: 1,
         }
     }

@@ -383,6 +383,10 @@ fn fuzz_export() {
             // of the time
             rows_stream: [None, None, None, None, None, None, Some(1), Some(2)]
                 [(c.seed >> 47) as usize % 8],
+            // X and the staged weights as f16 arrays or uvec4s an eighth of the time each,
+            // else the default
+            rows_narrow: [None, None, None, None, None, None, Some(true), Some(false)]
+                [(c.seed >> 50) as usize % 8],
             // the GLSL kernel: half of the time the default (the subgroup-private kernel
             // in the first shape that fits), else the shared-tile one or one of six shapes
             // several points at once three times in eight, a count it refuses one in eight

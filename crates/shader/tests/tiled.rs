@@ -649,18 +649,32 @@ fn conversions_take_the_subgroup_kernel_with_x_one_block_where_it_pays() {
     use nshade_shader::coop::plan_for;
     let conv = conversions();
     let b = model("freq(8) | mlp(64x4, relu)", 2, 3);
-    // B with the conversions: the subgroup kernel at (12, 2), weights packed (the four
-    // 64-output layers side by side in rows of 32 + 3 * 64 + 8 f16, the last in rows of
-    // 64 + 8: 32 KB) beside 12 subgroups' X of 16 rows, the outputs over X
+    // B with the conversions: the subgroup kernel at (12, 2), weights packed (the last
+    // layer's 3 real rows of 64 + 8 f16 first, its padding rows the next ones; the four
+    // 64-output layers side by side in rows of 32 + 3 * 64 + 8 f16: 30 KB) beside 12
+    // subgroups' X of 16 rows, the outputs over X
     let p = plan_for(&b, &conv).unwrap();
     assert_eq!((p.workgroup_size, p.blocks, p.output_groups), (384, 2, 0));
     assert!(p.x_one_block && p.outputs_over_x);
     let strides: Vec<usize> = p.layers.iter().map(|l| l.stride).collect();
     assert_eq!(strides, [232, 232, 232, 232, 72]);
     let offsets: Vec<usize> = p.layers.iter().map(|l| l.staged).collect();
-    assert_eq!(offsets, [0, 32, 96, 160, 64 * 232]);
+    assert_eq!(offsets, [216, 216 + 32, 216 + 96, 216 + 160, 0]);
     assert!(p.layers.iter().all(|l| !l.blocked));
-    assert_eq!(p.weights_len, 64 * 232 + 16 * 72);
+    let trimmed: Vec<bool> = p.layers.iter().map(|l| l.trimmed).collect();
+    assert_eq!(trimmed, [false, false, false, false, true]);
+    assert_eq!(p.weights_len, 3 * 72 + 64 * 232);
+    // 14 subgroups fit beside them (12 did before the last layer was trimmed)
+    let p14 = plan_for(
+        &b,
+        &Options {
+            rows_shape: Some((14, 2)),
+            ..conv.clone()
+        },
+    )
+    .unwrap();
+    assert_eq!(p14.workgroup_size, 14 * 32);
+    assert!(p14.workgroup_bytes <= 48 * 1024, "{p14:?}");
     // in skewed rows of their own (35 KB) 12 subgroups do not fit: 8 do
     let rows = Options {
         rows_layout: Some(nshade_shader::StagedLayout::Rows),
@@ -835,7 +849,7 @@ fn packed_weights_are_disjoint_conflict_free_and_smaller() {
         ("mlp(48x3, relu, sigmoid)", 3, 3),
         ("freq(8) | mlp(64x4, relu)", 2, 20),
     ]);
-    let mut shared_rows = 0;
+    let (mut shared_rows, mut trimmed) = (0, 0);
     for (arch, i, o) in archs {
         let m = model(arch, i, o);
         for convert in [false, true] {
@@ -875,8 +889,19 @@ fn packed_weights_are_disjoint_conflict_free_and_smaller() {
                     .map(|j| (l.staged + j * l.stride) * 2 % 128 / 16)
                     .collect();
                 assert_eq!(starts.len(), 8, "{what} layer {k}");
-                // every element the kernel stages or loads belongs to this layer alone
-                for row in 0..l.out_p {
+                // the B loads' window of out_p rows inside the array, also where trimmed
+                assert!(
+                    l.staged + (l.out_p - 1) * l.stride + l.in_p <= p.weights_len,
+                    "{what} layer {k}"
+                );
+                // only a last layer with padding outputs, placed first, is trimmed
+                if l.trimmed {
+                    assert_eq!((k + 1, l.staged), (p.layers.len(), 0), "{what}");
+                    assert!(l.out_dims < l.out_p, "{what}");
+                    trimmed += 1;
+                }
+                // every element the kernel stages belongs to this layer alone
+                for row in 0..if l.trimmed { l.out_dims } else { l.out_p } {
                     for col in 0..l.in_p {
                         let e = l.staged + row * l.stride + col;
                         assert!(e < p.weights_len, "{what} layer {k}");
@@ -896,4 +921,5 @@ fn packed_weights_are_disjoint_conflict_free_and_smaller() {
         }
     }
     assert!(shared_rows >= 10, "only {shared_rows} layers share rows");
+    assert!(trimmed >= 8, "only {trimmed} layers trimmed");
 }

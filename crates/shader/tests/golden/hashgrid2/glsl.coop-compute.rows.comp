@@ -40,12 +40,12 @@ layout(std430, set = 0, binding = 0) readonly buffer nshade_Params { float nshad
 layout(std430, set = 0, binding = 2) readonly buffer nshade_Inputs { float nshade_inputs[]; };
 layout(std430, set = 0, binding = 3) buffer nshade_Outputs { float nshade_outputs[]; };
 
-// Staged weights (f16) and biases (f32: the last layer's; the hidden layers' as f16 in bh); each subgroup's 32 rows of X (f16,
+// Staged weights (f16, 8 to a uvec4) and biases (f32: the last layer's; the hidden layers' as f16 in bh); each subgroup's 32 rows of X (f16, 8 to a uvec4,
 // row-major, rows of 24) and of the last layer's outputs (f32, rows of 16).
-shared float16_t nshade_ws[640];
+shared uvec4 nshade_ws[80];
 shared float nshade_bs[16];
 shared float16_t nshade_bh[16]; // the hidden layers' biases as f16 (they accumulate in f16)
-shared float16_t nshade_xs[3072];
+shared uvec4 nshade_xs[384];
 shared float nshade_zs[2048];
 
 // All loads and stores of shared memory by this subgroup so far are visible to it.
@@ -54,29 +54,44 @@ void nshade_sync() {
     subgroupBarrier();
 }
 
+// Element e of X (f16), 8 to a uvec4.
+float16_t nshade_xh(uint e) {
+    return unpackFloat2x16(nshade_xs[e / 8u][(e / 2u) % 4u])[e % 2u];
+}
+
 void main() {
     uint lid = gl_LocalInvocationIndex;
     uint sgid = lid / 32u;
     uint lane = lid % 32u;
-    uint xb = sgid * 768u;
+    uint xb = sgid * 96u;
     uint zb = sgid * 512u;
     // Weights and biases, once per workgroup.
-    for (uint e = lid; e < 256u; e += 128u) {
-        uint o = e / 16u; uint i = e % 16u;
-        float w = 0.0;
-        if (o < 8u && i < 8u) { w = nshade_params[0u + o * 8u + i]; }
-        nshade_ws[0u + o * 40u + i] = float16_t(w);
+    for (uint e = lid; e < 32u; e += 128u) {
+        uint o = e / 2u; uint i0 = e % 2u * 8u;
+        float v[8];
+        for (uint j = 0u; j < 8u; j++) {
+            uint i = i0 + j; float w = 0.0;
+            if (o < 8u && i < 8u) { w = nshade_params[0u + o * 8u + i]; }
+            v[j] = w;
+        }
+        uint i = i0;
+        nshade_ws[(0u + o * 40u + i) / 8u] = uvec4(packFloat2x16(f16vec2(v[0], v[1])), packFloat2x16(f16vec2(v[2], v[3])), packFloat2x16(f16vec2(v[4], v[5])), packFloat2x16(f16vec2(v[6], v[7])));
     }
     for (uint e = lid; e < 16u; e += 128u) {
         float v = 0.0;
         if (e < 8u) { v = nshade_params[64u + e]; }
         nshade_bh[0u + e] = float16_t(v);
     }
-    for (uint e = lid; e < 256u; e += 128u) {
-        uint o = e / 16u; uint i = e % 16u;
-        float w = 0.0;
-        if (o < 3u && i < 8u) { w = nshade_params[72u + o * 8u + i]; }
-        nshade_ws[16u + o * 40u + i] = float16_t(w);
+    for (uint e = lid; e < 32u; e += 128u) {
+        uint o = e / 2u; uint i0 = e % 2u * 8u;
+        float v[8];
+        for (uint j = 0u; j < 8u; j++) {
+            uint i = i0 + j; float w = 0.0;
+            if (o < 3u && i < 8u) { w = nshade_params[72u + o * 8u + i]; }
+            v[j] = w;
+        }
+        uint i = i0;
+        nshade_ws[(16u + o * 40u + i) / 8u] = uvec4(packFloat2x16(f16vec2(v[0], v[1])), packFloat2x16(f16vec2(v[2], v[3])), packFloat2x16(f16vec2(v[4], v[5])), packFloat2x16(f16vec2(v[6], v[7])));
     }
     for (uint e = lid; e < 16u; e += 128u) {
         float v = 0.0;
@@ -169,42 +184,35 @@ void main() {
             uint g8_e3 = (((g8_i0 + 1u) ^ ((g8_i1 + 1u) * 2654435761u)) & 255u) * 2u + 823u;
             float v8 = g8_w0 * nshade_params[g8_e0] + g8_w1 * nshade_params[g8_e1] + g8_w2 * nshade_params[g8_e2] + g8_w3 * nshade_params[g8_e3];
             float v9 = g8_w0 * nshade_params[g8_e0 + 1u] + g8_w1 * nshade_params[g8_e1 + 1u] + g8_w2 * nshade_params[g8_e2 + 1u] + g8_w3 * nshade_params[g8_e3 + 1u];
-            nshade_xs[xb + r * 24u + 0u] = float16_t(v2);
-            nshade_xs[xb + r * 24u + 1u] = float16_t(v3);
-            nshade_xs[xb + r * 24u + 2u] = float16_t(v4);
-            nshade_xs[xb + r * 24u + 3u] = float16_t(v5);
-            nshade_xs[xb + r * 24u + 4u] = float16_t(v6);
-            nshade_xs[xb + r * 24u + 5u] = float16_t(v7);
-            nshade_xs[xb + r * 24u + 6u] = float16_t(v8);
-            nshade_xs[xb + r * 24u + 7u] = float16_t(v9);
-            for (uint j = 8u; j < 16u; j++) { nshade_xs[xb + r * 24u + j] = float16_t(0.0); }
+            nshade_xs[xb + r * 3u + 0u] = uvec4(packFloat2x16(f16vec2((v2), (v3))), packFloat2x16(f16vec2((v4), (v5))), packFloat2x16(f16vec2((v6), (v7))), packFloat2x16(f16vec2((v8), (v9))));
+            nshade_xs[xb + r * 3u + 1u] = uvec4(packFloat2x16(f16vec2(0.0, 0.0)), packFloat2x16(f16vec2(0.0, 0.0)), packFloat2x16(f16vec2(0.0, 0.0)), packFloat2x16(f16vec2(0.0, 0.0)));
         }
         nshade_sync();
         // Layer 0: 8 x 8 (relu).
         {
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0_0; coopMatLoad(a0_0, nshade_xs, xb + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor);
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1_0; coopMatLoad(a1_0, nshade_xs, xb + 384u, 24u, gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0_0; coopMatLoad(a0_0, nshade_xs, xb + 0u, 3u, gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1_0; coopMatLoad(a1_0, nshade_xs, xb + 48u, 3u, gl_CooperativeMatrixLayoutRowMajor);
             nshade_sync();
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c0_0; coopMatLoad(c0_0, nshade_bh, 0u, 0u, gl_CooperativeMatrixLayoutRowMajor);
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c1_0; coopMatLoad(c1_0, nshade_bh, 0u, 0u, gl_CooperativeMatrixLayoutRowMajor);
-            { coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w; coopMatLoad(w, nshade_ws, 0u, 40u, gl_CooperativeMatrixLayoutColumnMajor);
+            { coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w; coopMatLoad(w, nshade_ws, 0u, 5u, gl_CooperativeMatrixLayoutColumnMajor);
               c0_0 = coopMatMulAdd(a0_0, w, c0_0);
               c1_0 = coopMatMulAdd(a1_0, w, c1_0);
             }
             for (int e = 0; e < c0_0.length(); e++) { float16_t z = c0_0[e]; c0_0[e] = max(z, float16_t(0.0)); }
-            coopMatStore(c0_0, nshade_xs, xb + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatStore(c0_0, nshade_xs, xb + 0u, 3u, gl_CooperativeMatrixLayoutRowMajor);
             for (int e = 0; e < c1_0.length(); e++) { float16_t z = c1_0[e]; c1_0[e] = max(z, float16_t(0.0)); }
-            coopMatStore(c1_0, nshade_xs, xb + 384u, 24u, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatStore(c1_0, nshade_xs, xb + 48u, 3u, gl_CooperativeMatrixLayoutRowMajor);
         }
         nshade_sync();
         // Layer 1: 3 x 8 (sigmoid).
         {
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0_0; coopMatLoad(a0_0, nshade_xs, xb + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor);
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1_0; coopMatLoad(a1_0, nshade_xs, xb + 384u, 24u, gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0_0; coopMatLoad(a0_0, nshade_xs, xb + 0u, 3u, gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1_0; coopMatLoad(a1_0, nshade_xs, xb + 48u, 3u, gl_CooperativeMatrixLayoutRowMajor);
             nshade_sync();
             coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c0_0; coopMatLoad(c0_0, nshade_bs, 0u, 0u, gl_CooperativeMatrixLayoutRowMajor);
             coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c1_0; coopMatLoad(c1_0, nshade_bs, 0u, 0u, gl_CooperativeMatrixLayoutRowMajor);
-            { coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w; coopMatLoad(w, nshade_ws, 16u, 40u, gl_CooperativeMatrixLayoutColumnMajor);
+            { coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w; coopMatLoad(w, nshade_ws, 2u, 5u, gl_CooperativeMatrixLayoutColumnMajor);
               c0_0 = coopMatMulAdd(a0_0, w, c0_0);
               c1_0 = coopMatMulAdd(a1_0, w, c1_0);
             }

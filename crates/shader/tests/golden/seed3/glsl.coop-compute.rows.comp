@@ -39,12 +39,12 @@ layout(std430, set = 0, binding = 0) readonly buffer nshade_Params { float nshad
 layout(std430, set = 0, binding = 2) readonly buffer nshade_Inputs { float nshade_inputs[]; };
 layout(std430, set = 0, binding = 3) buffer nshade_Outputs { float nshade_outputs[]; };
 
-// Staged weights (f16) and biases (f32: the last layer's; the hidden layers' as f16 in bh); each subgroup's 32 rows of X (f16,
+// Staged weights (f16, 8 to a uvec4) and biases (f32: the last layer's; the hidden layers' as f16 in bh); each subgroup's 32 rows of X (f16, 8 to a uvec4,
 // row-major, rows of 24) and of the last layer's outputs (f32, rows of 16).
-shared float16_t nshade_ws[896];
+shared uvec4 nshade_ws[112];
 shared float nshade_bs[16];
 shared float16_t nshade_bh[32]; // the hidden layers' biases as f16 (they accumulate in f16)
-shared float16_t nshade_xs[6144];
+shared uvec4 nshade_xs[768];
 shared float nshade_zs[4096];
 
 // All loads and stores of shared memory by this subgroup so far are visible to it.
@@ -53,40 +53,60 @@ void nshade_sync() {
     subgroupBarrier();
 }
 
+// Element e of X (f16), 8 to a uvec4.
+float16_t nshade_xh(uint e) {
+    return unpackFloat2x16(nshade_xs[e / 8u][(e / 2u) % 4u])[e % 2u];
+}
+
 void main() {
     uint lid = gl_LocalInvocationIndex;
     uint sgid = lid / 32u;
     uint lane = lid % 32u;
-    uint xb = sgid * 768u;
+    uint xb = sgid * 96u;
     uint zb = sgid * 512u;
     // Weights and biases, once per workgroup.
-    for (uint e = lid; e < 256u; e += 256u) {
-        uint o = e / 16u; uint i = e % 16u;
-        float w = 0.0;
-        if (o < 8u && i < 12u) { w = nshade_params[0u + o * 12u + i]; }
-        nshade_ws[0u + o * 56u + i] = float16_t(w);
+    for (uint e = lid; e < 32u; e += 256u) {
+        uint o = e / 2u; uint i0 = e % 2u * 8u;
+        float v[8];
+        for (uint j = 0u; j < 8u; j++) {
+            uint i = i0 + j; float w = 0.0;
+            if (o < 8u && i < 12u) { w = nshade_params[0u + o * 12u + i]; }
+            v[j] = w;
+        }
+        uint i = i0;
+        nshade_ws[(0u + o * 56u + i) / 8u] = uvec4(packFloat2x16(f16vec2(v[0], v[1])), packFloat2x16(f16vec2(v[2], v[3])), packFloat2x16(f16vec2(v[4], v[5])), packFloat2x16(f16vec2(v[6], v[7])));
     }
     for (uint e = lid; e < 16u; e += 256u) {
         float v = 0.0;
         if (e < 8u) { v = nshade_params[96u + e]; }
         nshade_bh[0u + e] = float16_t(v);
     }
-    for (uint e = lid; e < 256u; e += 256u) {
-        uint o = e / 16u; uint i = e % 16u;
-        float w = 0.0;
-        if (o < 8u && i < 8u) { w = nshade_params[104u + o * 8u + i]; }
-        nshade_ws[16u + o * 56u + i] = float16_t(w);
+    for (uint e = lid; e < 32u; e += 256u) {
+        uint o = e / 2u; uint i0 = e % 2u * 8u;
+        float v[8];
+        for (uint j = 0u; j < 8u; j++) {
+            uint i = i0 + j; float w = 0.0;
+            if (o < 8u && i < 8u) { w = nshade_params[104u + o * 8u + i]; }
+            v[j] = w;
+        }
+        uint i = i0;
+        nshade_ws[(16u + o * 56u + i) / 8u] = uvec4(packFloat2x16(f16vec2(v[0], v[1])), packFloat2x16(f16vec2(v[2], v[3])), packFloat2x16(f16vec2(v[4], v[5])), packFloat2x16(f16vec2(v[6], v[7])));
     }
     for (uint e = lid; e < 16u; e += 256u) {
         float v = 0.0;
         if (e < 8u) { v = nshade_params[168u + e]; }
         nshade_bh[16u + e] = float16_t(v);
     }
-    for (uint e = lid; e < 256u; e += 256u) {
-        uint o = e / 16u; uint i = e % 16u;
-        float w = 0.0;
-        if (o < 3u && i < 8u) { w = nshade_params[176u + o * 8u + i]; }
-        nshade_ws[32u + o * 56u + i] = float16_t(w);
+    for (uint e = lid; e < 32u; e += 256u) {
+        uint o = e / 2u; uint i0 = e % 2u * 8u;
+        float v[8];
+        for (uint j = 0u; j < 8u; j++) {
+            uint i = i0 + j; float w = 0.0;
+            if (o < 3u && i < 8u) { w = nshade_params[176u + o * 8u + i]; }
+            v[j] = w;
+        }
+        uint i = i0;
+        nshade_ws[(32u + o * 56u + i) / 8u] = uvec4(packFloat2x16(f16vec2(v[0], v[1])), packFloat2x16(f16vec2(v[2], v[3])), packFloat2x16(f16vec2(v[4], v[5])), packFloat2x16(f16vec2(v[6], v[7])));
     }
     for (uint e = lid; e < 16u; e += 256u) {
         float v = 0.0;
@@ -135,63 +155,52 @@ void main() {
             float v11 = fc1_0;
             float v12 = fc1_1;
             float v13 = fc1_2;
-            nshade_xs[xb + r * 24u + 0u] = float16_t(v2);
-            nshade_xs[xb + r * 24u + 1u] = float16_t(v3);
-            nshade_xs[xb + r * 24u + 2u] = float16_t(v4);
-            nshade_xs[xb + r * 24u + 3u] = float16_t(v5);
-            nshade_xs[xb + r * 24u + 4u] = float16_t(v6);
-            nshade_xs[xb + r * 24u + 5u] = float16_t(v7);
-            nshade_xs[xb + r * 24u + 6u] = float16_t(v8);
-            nshade_xs[xb + r * 24u + 7u] = float16_t(v9);
-            nshade_xs[xb + r * 24u + 8u] = float16_t(v10);
-            nshade_xs[xb + r * 24u + 9u] = float16_t(v11);
-            nshade_xs[xb + r * 24u + 10u] = float16_t(v12);
-            nshade_xs[xb + r * 24u + 11u] = float16_t(v13);
-            for (uint j = 12u; j < 16u; j++) { nshade_xs[xb + r * 24u + j] = float16_t(0.0); }
+            nshade_xs[xb + r * 3u + 0u] = uvec4(packFloat2x16(f16vec2((v2), (v3))), packFloat2x16(f16vec2((v4), (v5))), packFloat2x16(f16vec2((v6), (v7))), packFloat2x16(f16vec2((v8), (v9))));
+            nshade_xs[xb + r * 3u + 1u] = uvec4(packFloat2x16(f16vec2((v10), (v11))), packFloat2x16(f16vec2((v12), (v13))), packFloat2x16(f16vec2(0.0, 0.0)), packFloat2x16(f16vec2(0.0, 0.0)));
         }
         nshade_sync();
         // Layer 0: 8 x 12 (leaky_relu).
         {
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0_0; coopMatLoad(a0_0, nshade_xs, xb + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor);
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1_0; coopMatLoad(a1_0, nshade_xs, xb + 384u, 24u, gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0_0; coopMatLoad(a0_0, nshade_xs, xb + 0u, 3u, gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1_0; coopMatLoad(a1_0, nshade_xs, xb + 48u, 3u, gl_CooperativeMatrixLayoutRowMajor);
             nshade_sync();
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c0_0; coopMatLoad(c0_0, nshade_bh, 0u, 0u, gl_CooperativeMatrixLayoutRowMajor);
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c1_0; coopMatLoad(c1_0, nshade_bh, 0u, 0u, gl_CooperativeMatrixLayoutRowMajor);
-            { coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w; coopMatLoad(w, nshade_ws, 0u, 56u, gl_CooperativeMatrixLayoutColumnMajor);
+            { coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w; coopMatLoad(w, nshade_ws, 0u, 7u, gl_CooperativeMatrixLayoutColumnMajor);
               c0_0 = coopMatMulAdd(a0_0, w, c0_0);
               c1_0 = coopMatMulAdd(a1_0, w, c1_0);
             }
             for (int e = 0; e < c0_0.length(); e++) { float16_t z = c0_0[e]; c0_0[e] = max(z, float16_t(0.01) * z); }
-            coopMatStore(c0_0, nshade_xs, xb + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatStore(c0_0, nshade_xs, xb + 0u, 3u, gl_CooperativeMatrixLayoutRowMajor);
             for (int e = 0; e < c1_0.length(); e++) { float16_t z = c1_0[e]; c1_0[e] = max(z, float16_t(0.01) * z); }
-            coopMatStore(c1_0, nshade_xs, xb + 384u, 24u, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatStore(c1_0, nshade_xs, xb + 48u, 3u, gl_CooperativeMatrixLayoutRowMajor);
         }
         nshade_sync();
         // Layer 1: 8 x 8 (leaky_relu).
         {
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0_0; coopMatLoad(a0_0, nshade_xs, xb + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor);
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1_0; coopMatLoad(a1_0, nshade_xs, xb + 384u, 24u, gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0_0; coopMatLoad(a0_0, nshade_xs, xb + 0u, 3u, gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1_0; coopMatLoad(a1_0, nshade_xs, xb + 48u, 3u, gl_CooperativeMatrixLayoutRowMajor);
             nshade_sync();
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c0_0; coopMatLoad(c0_0, nshade_bh, 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
             coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c1_0; coopMatLoad(c1_0, nshade_bh, 16u, 0u, gl_CooperativeMatrixLayoutRowMajor);
-            { coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w; coopMatLoad(w, nshade_ws, 16u, 56u, gl_CooperativeMatrixLayoutColumnMajor);
+            { coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w; coopMatLoad(w, nshade_ws, 2u, 7u, gl_CooperativeMatrixLayoutColumnMajor);
               c0_0 = coopMatMulAdd(a0_0, w, c0_0);
               c1_0 = coopMatMulAdd(a1_0, w, c1_0);
             }
             for (int e = 0; e < c0_0.length(); e++) { float16_t z = c0_0[e]; c0_0[e] = max(z, float16_t(0.01) * z); }
-            coopMatStore(c0_0, nshade_xs, xb + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatStore(c0_0, nshade_xs, xb + 0u, 3u, gl_CooperativeMatrixLayoutRowMajor);
             for (int e = 0; e < c1_0.length(); e++) { float16_t z = c1_0[e]; c1_0[e] = max(z, float16_t(0.01) * z); }
-            coopMatStore(c1_0, nshade_xs, xb + 384u, 24u, gl_CooperativeMatrixLayoutRowMajor);
+            coopMatStore(c1_0, nshade_xs, xb + 48u, 3u, gl_CooperativeMatrixLayoutRowMajor);
         }
         nshade_sync();
         // Layer 2: 3 x 8 (sigmoid).
         {
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0_0; coopMatLoad(a0_0, nshade_xs, xb + 0u, 24u, gl_CooperativeMatrixLayoutRowMajor);
-            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1_0; coopMatLoad(a1_0, nshade_xs, xb + 384u, 24u, gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a0_0; coopMatLoad(a0_0, nshade_xs, xb + 0u, 3u, gl_CooperativeMatrixLayoutRowMajor);
+            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA> a1_0; coopMatLoad(a1_0, nshade_xs, xb + 48u, 3u, gl_CooperativeMatrixLayoutRowMajor);
             nshade_sync();
             coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c0_0; coopMatLoad(c0_0, nshade_bs, 0u, 0u, gl_CooperativeMatrixLayoutRowMajor);
             coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c1_0; coopMatLoad(c1_0, nshade_bs, 0u, 0u, gl_CooperativeMatrixLayoutRowMajor);
-            { coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w; coopMatLoad(w, nshade_ws, 32u, 56u, gl_CooperativeMatrixLayoutColumnMajor);
+            { coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w; coopMatLoad(w, nshade_ws, 4u, 7u, gl_CooperativeMatrixLayoutColumnMajor);
               c0_0 = coopMatMulAdd(a0_0, w, c0_0);
               c1_0 = coopMatMulAdd(a1_0, w, c1_0);
             }
