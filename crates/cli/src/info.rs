@@ -54,9 +54,11 @@ pub fn run(args: Args) -> Result<()> {
             println!("     cooperative matrix: no");
         }
         println!(
-            "     workgroup memory: {} KiB, {} invocations per workgroup",
+            "     workgroup memory: {} KiB, {} invocations per workgroup{}",
             a.max_workgroup_storage / 1024,
-            a.max_invocations_per_workgroup
+            a.max_invocations_per_workgroup,
+            a.multiprocessors
+                .map_or(String::new(), |m| format!(", {m} multiprocessors"))
         );
     }
     Ok(())

@@ -34,6 +34,10 @@ pub struct AdapterSummary {
     pub cooperative_matrix_conversions: bool,
     pub max_workgroup_storage: u32,
     pub max_invocations_per_workgroup: u32,
+    /// The multiprocessors (NVIDIA's SMs) where the driver reports them
+    /// (`VK_NV_shader_sm_builtins`): the GLSL inference kernel is dispatched as one wave
+    /// of its resident workgroups there (`TilePlan::max_dispatch_on`).
+    pub multiprocessors: Option<u32>,
 }
 
 /// An open device with the optional features it was created with.
@@ -105,6 +109,7 @@ fn summarize(adapter: &wgpu::Adapter) -> AdapterSummary {
         cooperative_matrix_conversions: coop && coopmat2::conversions(adapter),
         max_workgroup_storage: l.max_compute_workgroup_storage_size,
         max_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
+        multiprocessors: sm_builtins::multiprocessors(adapter),
     }
 }
 
@@ -395,6 +400,45 @@ pub mod coopmat2 {
             .map_err(|e| e.to_string())?
         };
         unsafe { adapter.create_device_from_hal(open, desc) }.map_err(|e| e.to_string())
+    }
+}
+
+/// `VK_NV_shader_sm_builtins`'s count of multiprocessors, where the adapter is a Vulkan
+/// one that lists the extension.
+#[cfg(not(any(target_vendor = "apple", target_arch = "wasm32")))]
+mod sm_builtins {
+    use ash::vk;
+    use wgpu::hal::api::Vulkan;
+
+    pub fn multiprocessors(adapter: &wgpu::Adapter) -> Option<u32> {
+        // SAFETY: read-only queries of the adapter's physical device; the property
+        // structure is chained only where the device lists its extension.
+        unsafe {
+            let hal = adapter.as_hal::<Vulkan>()?;
+            let instance = hal.shared_instance().raw_instance();
+            let physical = hal.raw_physical_device();
+            let listed = instance
+                .enumerate_device_extension_properties(physical)
+                .is_ok_and(|all| {
+                    all.iter()
+                        .any(|e| e.extension_name_as_c_str() == Ok(vk::NV_SHADER_SM_BUILTINS_NAME))
+                });
+            if !listed {
+                return None;
+            }
+            let mut sm = vk::PhysicalDeviceShaderSMBuiltinsPropertiesNV::default();
+            let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut sm);
+            instance.get_physical_device_properties2(physical, &mut p2);
+            (sm.shader_sm_count > 0).then_some(sm.shader_sm_count)
+        }
+    }
+}
+
+/// Stand-in where wgpu has no Vulkan backend: no count.
+#[cfg(any(target_vendor = "apple", target_arch = "wasm32"))]
+mod sm_builtins {
+    pub fn multiprocessors(_: &wgpu::Adapter) -> Option<u32> {
+        None
     }
 }
 

@@ -758,9 +758,12 @@ impl ShaderEvaluator {
             .ok()
             .and_then(|v| v.parse::<usize>().ok())
             .unwrap_or_else(|| {
+                let sms = ctx.summary.multiprocessors.map(|m| m as usize);
                 tiled
                     .as_ref()
-                    .map_or(nshade_shader::coop::MAX_DISPATCH, |t| t.1.max_dispatch())
+                    .map_or(nshade_shader::coop::MAX_DISPATCH, |t| {
+                        t.1.max_dispatch_on(sms)
+                    })
             })
             .clamp(1, 65535);
         Ok(ShaderEvaluator {
@@ -827,8 +830,8 @@ impl ShaderEvaluator {
     }
 
     /// At most `groups` workgroups per dispatch for the tiled forms (default the plan's
-    /// [`nshade_shader::coop::TilePlan::max_dispatch`], or `NSHADE_TILED_GROUPS` for
-    /// measurements):
+    /// [`nshade_shader::coop::TilePlan::max_dispatch_on`] the adapter's multiprocessors
+    /// where it reports them, or `NSHADE_TILED_GROUPS` for measurements):
     /// each stages the weights once and loops over its share of the tiles. Other forms
     /// ignore it.
     pub fn max_workgroups(mut self, groups: usize) -> ShaderEvaluator {

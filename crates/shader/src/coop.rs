@@ -241,6 +241,28 @@ impl TilePlan {
         }
     }
 
+    /// The subgroup kernel's workgroups resident at once on one multiprocessor, as far as
+    /// the workgroup memory that they share on the H200's driver goes (1 or 2; more did
+    /// not pay where it fit, docs/PERFORMANCE.md).
+    pub fn resident_per_multiprocessor(&self) -> usize {
+        (crate::coop_rows::RESIDENT_BYTES / self.workgroup_bytes.max(1)).clamp(1, 2)
+    }
+
+    /// The cap of [`TilePlan::dispatch`] on a GPU of `multiprocessors` (where the host
+    /// can count them): for the subgroup kernel one wave of resident workgroups,
+    /// `multiprocessors` x [`TilePlan::resident_per_multiprocessor`], so every
+    /// multiprocessor loops over the same number of tiles (on the H200, 132 of them:
+    /// `freq(8) | mlp(64x4, relu)` 13.81 G evaluations/s at 132 workgroups against 13.2 G
+    /// at 256, `freq(8) | mlp(128x4, relu)` 3.75 G against 3.63 G, the hash-grid network
+    /// 12.55 G at 264 against 12.4 G; docs/PERFORMANCE.md); else
+    /// [`TilePlan::max_dispatch`].
+    pub fn max_dispatch_on(&self, multiprocessors: Option<usize>) -> usize {
+        match multiprocessors {
+            Some(m) if m > 0 && self.blocks > 0 => m * self.resident_per_multiprocessor(),
+            _ => self.max_dispatch(),
+        }
+    }
+
     /// [`TilePlan::dispatch`] with another cap on the workgroups (at least 1, at most
     /// 65535).
     pub fn dispatch_capped(&self, rows: usize, cap: usize) -> u32 {

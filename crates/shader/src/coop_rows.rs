@@ -215,7 +215,7 @@ fn pack(layers: &mut [TileLayer]) -> usize {
 /// Workgroup memory that the workgroups resident on one multiprocessor share on the H200's
 /// driver (measured: docs/PERFORMANCE.md, "Subgroups per workgroup"), whatever the
 /// hardware has: two workgroups are resident only where each takes at most half.
-const RESIDENT_BYTES: usize = 48 * 1024;
+pub(crate) const RESIDENT_BYTES: usize = 48 * 1024;
 
 /// Which layers read their weights straight from the parameter buffer instead of
 /// staging them in workgroup memory.
@@ -1362,9 +1362,10 @@ fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> 
             }
         ),
         format!(
-            "dispatch: (G, 1, 1) workgroups, any G from 1 to 65535; each stages the {} once and then loops over its tiles, so G = min(ceil(n / {rows}), {}) (what nshade uses) beats one workgroup per tile",
+            "dispatch: (G, 1, 1) workgroups, any G from 1 to 65535; each stages the {} once and then loops over its tiles, so G = min(ceil(n / {rows}), {}) beats one workgroup per tile, and where the host knows the GPU's multiprocessors (NVIDIA: VK_NV_shader_sm_builtins' shaderSMCount) one wave of resident workgroups, G = min(ceil(n / {rows}), {k} x multiprocessors), is faster still ({k} resident per multiprocessor within 48 KiB of workgroup memory; what nshade uses)",
             if plan.streamed { "biases" } else { "weights" },
-            crate::coop::ROWS_DISPATCH
+            crate::coop::ROWS_DISPATCH,
+            k = plan.resident_per_multiprocessor()
         ),
         if opts.texture_io {
             format!(

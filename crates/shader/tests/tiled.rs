@@ -923,3 +923,51 @@ fn packed_weights_are_disjoint_conflict_free_and_smaller() {
     assert!(shared_rows >= 10, "only {shared_rows} layers share rows");
     assert!(trimmed >= 8, "only {trimmed} layers trimmed");
 }
+
+/// Where the host counts the multiprocessors, the subgroup kernel is dispatched as one
+/// wave of resident workgroups: twice per multiprocessor where a workgroup takes at most
+/// half of the 48 KiB that they share on the H200's driver (seed #3's held kernel, the
+/// hash-grid network), else once (B staged, D streamed); the plain cap otherwise.
+#[test]
+fn one_wave_of_resident_workgroups() {
+    use nshade_shader::coop::{ROWS_DISPATCH, plan_for, with_default_hold};
+    // what `nshade export --coop-conversions` writes (and eval runs on the H200)
+    let conv = Options {
+        form: Form::CoopCompute,
+        weights: WeightMode::Buffer,
+        rows_convert: true,
+        rows_acc16: true,
+        ..Options::new(Target::Glsl)
+    };
+    let f16 = Options {
+        precision: Precision::F16,
+        ..conv.clone()
+    };
+    let cases = [
+        ("freq(3) | mlp(32x3, leaky_relu, sigmoid)", &conv, 2),
+        ("freq(8) | mlp(64x4, relu)", &conv, 1),
+        ("hashgrid(16, 2, 18, 16, 1.5) | mlp(64x2, relu)", &conv, 2),
+        ("freq(8) | mlp(128x4, relu)", &f16, 1),
+    ];
+    for (arch, opts, resident) in cases {
+        let m = model(arch, 2, 3);
+        let opts = with_default_hold(&m, opts.clone());
+        let plan = plan_for(&m, &opts).unwrap();
+        assert!(plan.blocks > 0, "{arch}: {plan:?}");
+        assert_eq!(
+            plan.resident_per_multiprocessor(),
+            resident,
+            "{arch}: {} bytes",
+            plan.workgroup_bytes
+        );
+        assert_eq!(plan.max_dispatch_on(Some(132)), 132 * resident, "{arch}");
+        assert_eq!(plan.max_dispatch_on(None), ROWS_DISPATCH, "{arch}");
+        assert_eq!(plan.max_dispatch_on(Some(0)), ROWS_DISPATCH, "{arch}");
+        // 1080p: one wave, each workgroup looping over its tiles
+        assert_eq!(
+            plan.dispatch_capped(1920 * 1080, plan.max_dispatch_on(Some(132))) as usize,
+            132 * resident,
+            "{arch}"
+        );
+    }
+}
