@@ -344,20 +344,9 @@ pub mod coopmat2 {
     pub fn conversions(adapter: &wgpu::Adapter) -> bool {
         // SAFETY: read-only queries of the adapter's physical device.
         unsafe {
-            let Some(hal) = adapter.as_hal::<Vulkan>() else {
+            let Some((instance, physical)) = super::listing(adapter, EXTENSION) else {
                 return false;
             };
-            let instance = hal.shared_instance().raw_instance();
-            let physical = hal.raw_physical_device();
-            let listed = instance
-                .enumerate_device_extension_properties(physical)
-                .is_ok_and(|all| {
-                    all.iter()
-                        .any(|e| e.extension_name_as_c_str() == Ok(EXTENSION))
-                });
-            if !listed {
-                return false;
-            }
             let mut f = Features::new(false);
             let mut f2 = vk::PhysicalDeviceFeatures2 {
                 p_next: (&mut f as *mut Features).cast(),
@@ -403,29 +392,35 @@ pub mod coopmat2 {
     }
 }
 
+/// The Vulkan instance and physical device of `adapter`, where its device lists the
+/// extension `name`.
+///
+/// # Safety
+/// The instance is the adapter's: use it only while `adapter` lives, for queries.
+#[cfg(not(any(target_vendor = "apple", target_arch = "wasm32")))]
+unsafe fn listing(
+    adapter: &wgpu::Adapter,
+    name: &std::ffi::CStr,
+) -> Option<(ash::Instance, ash::vk::PhysicalDevice)> {
+    let hal = unsafe { adapter.as_hal::<wgpu::hal::api::Vulkan>() }?;
+    let instance = hal.shared_instance().raw_instance().clone();
+    let physical = hal.raw_physical_device();
+    let listed = unsafe { instance.enumerate_device_extension_properties(physical) }
+        .is_ok_and(|all| all.iter().any(|e| e.extension_name_as_c_str() == Ok(name)));
+    listed.then_some((instance, physical))
+}
+
 /// `VK_NV_shader_sm_builtins`'s count of multiprocessors, where the adapter is a Vulkan
 /// one that lists the extension.
 #[cfg(not(any(target_vendor = "apple", target_arch = "wasm32")))]
 mod sm_builtins {
     use ash::vk;
-    use wgpu::hal::api::Vulkan;
 
     pub fn multiprocessors(adapter: &wgpu::Adapter) -> Option<u32> {
         // SAFETY: read-only queries of the adapter's physical device; the property
         // structure is chained only where the device lists its extension.
         unsafe {
-            let hal = adapter.as_hal::<Vulkan>()?;
-            let instance = hal.shared_instance().raw_instance();
-            let physical = hal.raw_physical_device();
-            let listed = instance
-                .enumerate_device_extension_properties(physical)
-                .is_ok_and(|all| {
-                    all.iter()
-                        .any(|e| e.extension_name_as_c_str() == Ok(vk::NV_SHADER_SM_BUILTINS_NAME))
-                });
-            if !listed {
-                return None;
-            }
+            let (instance, physical) = super::listing(adapter, vk::NV_SHADER_SM_BUILTINS_NAME)?;
             let mut sm = vk::PhysicalDeviceShaderSMBuiltinsPropertiesNV::default();
             let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut sm);
             instance.get_physical_device_properties2(physical, &mut p2);

@@ -1318,6 +1318,20 @@ pub(crate) fn stage_weights(
     stage_weight_rows(d, p, wg, l, read, ind, 0..l.staged_rows())
 }
 
+/// The index in `ws` (from the layer's start) of weight (`row`, `i`) of layer `l`, both
+/// expressions (GLSL and WGSL alike): rows of `stride`, or (blocked) block (i / 16, row / 16)
+/// column-major.
+pub(crate) fn staged_index(l: &TileLayer, row: &str) -> String {
+    if l.blocked {
+        format!(
+            "({row} / 16u * {kb}u + i / 16u) * 256u + {row} % 16u * 16u + i % 16u",
+            kb = l.in_p / 16
+        )
+    } else {
+        format!("{row} * {}u + i", l.stride)
+    }
+}
+
 /// [`stage_weights`] for the padded output rows `rows` of layer `l` alone, row
 /// `rows.start` at the layer's staged offset (the kernel of `coop_wide` stages a layer
 /// in chunks).
@@ -1342,15 +1356,7 @@ pub(crate) fn stage_weight_rows(
         0 => (format!("e / {}u", l.in_p), "o".to_string()),
         o0 => (format!("{o0}u + e / {}u", l.in_p), format!("(o - {o0}u)")),
     };
-    // rows of `stride`, or (blocked) block (i / 16, row / 16) column-major
-    let at = if l.blocked {
-        format!(
-            "({row} / 16u * {kb}u + i / 16u) * 256u + {row} % 16u * 16u + i % 16u",
-            kb = l.in_p / 16
-        )
-    } else {
-        format!("{row} * {}u + i", l.stride)
-    };
+    let at = staged_index(l, &row);
     format!(
         "{ind}for ({uloop} e = lid; e < {n}u; e += {wg}u) {{
 {ind}    {ulet} o = {o}; {ulet} i = e % {ip}u;

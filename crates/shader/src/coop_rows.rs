@@ -1234,14 +1234,7 @@ impl Stream {
 /// packs 8 consecutive inputs of a row and stores them at once.
 fn stage_wide(p: &str, wg: usize, l: &TileLayer, read: &str, ind: &str) -> String {
     let k8 = l.in_p / 8;
-    let at = if l.blocked {
-        format!(
-            "(o / 16u * {kb}u + i / 16u) * 256u + o % 16u * 16u + i % 16u",
-            kb = l.in_p / 16
-        )
-    } else {
-        format!("o * {}u + i", l.stride)
-    };
+    let at = crate::coop::staged_index(l, "o");
     let pairs: Vec<String> = (0..4)
         .map(|j| format!("packFloat2x16(f16vec2(v[{}], v[{}]))", 2 * j, 2 * j + 1))
         .collect();
