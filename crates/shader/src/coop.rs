@@ -249,7 +249,7 @@ impl TilePlan {
     }
 
     /// The cap of [`TilePlan::dispatch`] on a GPU of `multiprocessors` (where the host
-    /// can count them): for the subgroup kernel one wave of resident workgroups,
+    /// can count them): for the subgroup kernel of `coop_rows` one wave of resident workgroups,
     /// `multiprocessors` x [`TilePlan::resident_per_multiprocessor`], so every
     /// multiprocessor loops over the same number of tiles (on the H200, 132 of them:
     /// `freq(8) | mlp(64x4, relu)` 13.81 G evaluations/s at 132 workgroups against 13.2 G
@@ -258,7 +258,11 @@ impl TilePlan {
     /// [`TilePlan::max_dispatch`].
     pub fn max_dispatch_on(&self, multiprocessors: Option<usize>) -> usize {
         match multiprocessors {
-            Some(m) if m > 0 && self.blocks > 0 => m * self.resident_per_multiprocessor(),
+            // the subgroup kernel of `coop_rows` (the kernel of held weights, with its
+            // output groups, was not measured so)
+            Some(m) if m > 0 && self.blocks > 0 && self.output_groups == 0 => {
+                m * self.resident_per_multiprocessor()
+            }
             _ => self.max_dispatch(),
         }
     }

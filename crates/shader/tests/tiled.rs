@@ -949,6 +949,7 @@ fn one_wave_of_resident_workgroups() {
         ("hashgrid(16, 2, 18, 16, 1.5) | mlp(64x2, relu)", &conv, 2),
         ("freq(8) | mlp(128x4, relu)", &f16, 1),
     ];
+    let mut held_plans = 0;
     for (arch, opts, resident) in cases {
         let m = model(arch, 2, 3);
         let opts = with_default_hold(&m, opts.clone());
@@ -963,6 +964,16 @@ fn one_wave_of_resident_workgroups() {
         assert_eq!(plan.max_dispatch_on(Some(132)), 132 * resident, "{arch}");
         assert_eq!(plan.max_dispatch_on(None), ROWS_DISPATCH, "{arch}");
         assert_eq!(plan.max_dispatch_on(Some(0)), ROWS_DISPATCH, "{arch}");
+        // (the kernel of held weights keeps the plain cap)
+        let held = Options {
+            rows_stationary: true,
+            ..opts.clone()
+        };
+        if let Ok(q) = plan_for(&m, &held) {
+            held_plans += 1;
+            assert!(q.output_groups > 0, "{arch}");
+            assert_eq!(q.max_dispatch_on(Some(132)), ROWS_DISPATCH, "{arch}");
+        }
         // 1080p: one wave, each workgroup looping over its tiles
         assert_eq!(
             plan.dispatch_capped(1920 * 1080, plan.max_dispatch_on(Some(132))) as usize,
@@ -970,4 +981,5 @@ fn one_wave_of_resident_workgroups() {
             "{arch}"
         );
     }
+    assert!(held_plans >= 2, "only {held_plans} kernels of held weights");
 }
