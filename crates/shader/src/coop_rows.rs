@@ -1188,34 +1188,31 @@ impl Stream {
         );
         for c in 0..n.div_ceil(self.wg) {
             let (q, guard) = self.at(n, c);
-            if self.wide {
-                let body = format!(
+            let body = if self.wide {
+                // one store of the chunk
+                format!(
                     "uint q = {q}; {p}ws[q / {k8}u * {}u + q % {k8}u] = wp{c};",
                     l.stride / 8
-                );
-                if guard.is_empty() {
-                    let _ = writeln!(s, "{ind}{{ {body} }}");
-                } else {
-                    let _ = writeln!(s, "{ind}if ({guard}) {{ {body} }}");
-                }
-                continue;
-            }
-            let halves: Vec<String> = ["x", "y", "z", "w"]
-                .iter()
-                .enumerate()
-                .map(|(j, f)| {
-                    format!(
-                        "h = unpackFloat2x16(wp{c}.{f}); {p}ws[at + {}u] = h.x; {p}ws[at + {}u] = h.y;",
-                        2 * j,
-                        2 * j + 1
-                    )
-                })
-                .collect();
-            let body = format!(
-                "uint q = {q}; uint at = q / {k8}u * {}u + q % {k8}u * 8u; f16vec2 h; {}",
-                l.stride,
-                halves.join(" ")
-            );
+                )
+            } else {
+                // 8 stores of one f16 each
+                let halves: Vec<String> = ["x", "y", "z", "w"]
+                    .iter()
+                    .enumerate()
+                    .map(|(j, f)| {
+                        format!(
+                            "h = unpackFloat2x16(wp{c}.{f}); {p}ws[at + {}u] = h.x; {p}ws[at + {}u] = h.y;",
+                            2 * j,
+                            2 * j + 1
+                        )
+                    })
+                    .collect();
+                format!(
+                    "uint q = {q}; uint at = q / {k8}u * {}u + q % {k8}u * 8u; f16vec2 h; {}",
+                    l.stride,
+                    halves.join(" ")
+                )
+            };
             if guard.is_empty() {
                 let _ = writeln!(s, "{ind}{{ {body} }}");
             } else {
