@@ -674,13 +674,14 @@ fn export_compute_forms() {
     assert!(src.contains("GL_EXT_shader_16bit_storage"), "{src}");
     assert_eq!(std::fs::metadata(&hbin).unwrap().len(), 2627 * 2);
     // a 128-wide mlp with the conversions: its weights do not fit staged; from an f32
-    // buffer they are held in registers, with a notice that an f16 buffer streams them
-    // (the kernel then says so, and glslang compiles it)
+    // buffer they are held in registers, from an f16 one streamed (the kernel then says
+    // so, and glslang compiles it), each with a notice that --native-weights reads them
+    // from the native buffer
     let wide = model("wide128", "freq(8) | mlp(128x4, relu)");
-    // (its kernel with the conversions and `precision`, stderr)
-    let wide_kernel = |precision: &str| {
-        let out = d.join(format!("wide-{precision}.comp"));
-        let o = nshade(&[
+    // (its kernel with the conversions, `precision` and `extra`, stderr)
+    let wide_kernel = |precision: &str, extra: &[&str]| {
+        let out = d.join(format!("wide-{precision}-{}.comp", extra.len()));
+        let mut args = vec![
             "export",
             wide.to_str().unwrap(),
             "--target",
@@ -692,26 +693,91 @@ fn export_compute_forms() {
             precision,
             "-o",
             out.to_str().unwrap(),
-        ]);
-        ok(&o, &format!("128-wide, {precision} buffer"));
+        ];
+        args.extend_from_slice(extra);
+        let o = nshade(&args);
+        ok(&o, &format!("128-wide, {precision} buffer {extra:?}"));
         let err = String::from_utf8_lossy(&o.stderr).into_owned();
-        (std::fs::read_to_string(&out).unwrap(), err)
+        (std::fs::read_to_string(&out).unwrap(), err, out)
     };
-    let (src32, err) = wide_kernel("f32");
+    let (src32, err, _) = wide_kernel("f32", &[]);
     assert!(
         err.contains("notice: this mlp's weights do not fit staged")
-            && err.contains("--precision f16"),
+            && err.contains("holds them in registers")
+            && err.contains("--native-weights"),
         "{err}"
     );
     assert!(src32.contains("weights held in registers"), "{src32}");
-    let (src16, err) = wide_kernel("f16");
-    assert!(!err.contains("do not fit staged"), "{err}");
+    let (src16, err, _) = wide_kernel("f16", &[]);
+    assert!(
+        err.contains("streams them a layer at a time") && err.contains("--native-weights"),
+        "{err}"
+    );
     assert!(
         src16.contains("each layer's weights are staged per tile, in turn"),
         "{src16}"
     );
     nshade_gpu::capture::glslang::compile_compute(&src16)
         .unwrap_or_else(|e| panic!("glslang: {e:?}\n{src16}"));
+    // --native-weights (an f16 buffer whatever --precision says): the kernel reads
+    // nshade_wnat, and its pack kernel goes beside it; glslang compiles both
+    let (native, err, out) = wide_kernel("f32", &["--native-weights"]);
+    assert!(!err.contains("do not fit staged"), "{err}");
+    assert!(
+        native.contains("float16_t nshade_params[54147]"),
+        "{native}"
+    );
+    assert!(
+        native.contains("216 matrices of 16 x 16 f16") && native.contains("nshade_wnat["),
+        "{native}"
+    );
+    let pack_path = out.with_file_name(format!(
+        "{}.pack.comp",
+        out.file_stem().unwrap().to_string_lossy()
+    ));
+    assert!(err.contains("dispatch (216, 1, 1)"), "{err}");
+    let pack = std::fs::read_to_string(&pack_path).unwrap();
+    assert!(pack.contains("nshade pack kernel"), "{pack}");
+    for src in [&native, &pack] {
+        nshade_gpu::capture::glslang::compile_compute(src)
+            .unwrap_or_else(|e| panic!("glslang: {e:?}\n{src}"));
+    }
+    // the pack kernel needs a file of its own; native weights are the GLSL kernel's
+    let wide_s = wide.to_str().unwrap();
+    fails(
+        &nshade(&[
+            "export",
+            wide_s,
+            "--target",
+            "glsl",
+            "--form",
+            "coop-compute",
+            "--native-weights",
+        ]),
+        1,
+        "--pack-out",
+    );
+    fails(
+        &nshade(&[
+            "export",
+            wide_s,
+            "--target",
+            "wgsl",
+            "--form",
+            "coop-compute",
+            "--native-weights",
+            "-o",
+            d.join("native.wgsl").to_str().unwrap(),
+        ]),
+        1,
+        "--target glsl --form coop-compute",
+    );
+    assert!(!d.join("native.pack.wgsl").exists());
+    fails(
+        &nshade(&["export", wide_s, "--target", "glsl", "--pack-out", "p.comp"]),
+        1,
+        "add --native-weights",
+    );
     // a smaller workgroup-memory budget: smaller tiles, stated in the header
     let small = d.join("small.wgsl");
     ok(

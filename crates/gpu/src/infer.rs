@@ -49,6 +49,9 @@ pub struct ShaderEvaluator {
     held: bool,
     /// Rows per invocation of the function form's compute entry (`Options::points`).
     points: usize,
+    /// The GLSL subgroup kernel's weights in the matrices' register layout
+    /// (`Options::rows_native`), bound at 1; written once by the pack kernel.
+    native: Option<wgpu::Buffer>,
 }
 
 /// The tiled compute form `form` can run on this device for `model`: f16 always; for
@@ -98,7 +101,7 @@ fn tiled_device(ctx: &GpuContext, form: Form) -> Result<(), String> {
 /// passthrough shaders and, where that kernel is the subgroup-private one, subgroups of
 /// exactly 32 invocations.
 pub fn glsl_coop_supported(ctx: &GpuContext, model: &Model) -> Result<(), String> {
-    glsl_coop_kernel(ctx, model).map(|_| ())
+    glsl_coop_kernel(ctx, model, true).map(|_| ())
 }
 
 /// Whether [`ShaderEvaluator::coop_glsl`] runs the subgroup-private kernel of
@@ -106,14 +109,15 @@ pub fn glsl_coop_supported(ctx: &GpuContext, model: &Model) -> Result<(), String
 /// on the H200 4-6x faster than the WGSL kernel (the hash-grid network C: 4.9 G against
 /// 0.93 G evaluations/s at 1920x1080), so [`ShaderEvaluator::fastest`] takes it.
 pub fn glsl_rows_supported(ctx: &GpuContext, model: &Model) -> bool {
-    glsl_coop_kernel(ctx, model).is_ok_and(|(_, plan)| plan.blocks > 0)
+    glsl_coop_kernel(ctx, model, true).is_ok_and(|(_, plan)| plan.blocks > 0)
 }
 
 /// [`glsl_coop_supported`]'s checks, and where they pass the kernel's export options
-/// ([`glsl_coop_options`]) with the plan they give.
+/// ([`glsl_coop_options`], `native` as there) with the plan they give.
 fn glsl_coop_kernel(
     ctx: &GpuContext,
     model: &Model,
+    native: bool,
 ) -> Result<(Options, nshade_shader::coop::TilePlan), String> {
     tiled_device(ctx, Form::CoopCompute)?;
     let name = &ctx.summary.name;
@@ -124,7 +128,7 @@ fn glsl_coop_kernel(
         return Err(format!("the adapter {name} cannot load SPIR-V unchanged"));
     }
     let (opts, plan) =
-        glsl_coop_options(ctx, model).map_err(|e| format!("on the adapter {name}: {e}"))?;
+        glsl_coop_options(ctx, model, native).map_err(|e| format!("on the adapter {name}: {e}"))?;
     if plan.blocks > 0 && ctx.summary.subgroup_size != [32, 32] {
         return Err(format!(
             "the adapter {name} runs subgroups of {} to {} invocations; the GLSL kernel's are exactly 32",
@@ -153,10 +157,14 @@ fn glsl_coop_kernel(
 /// `NSHADE_ROWS_STREAM=PARTS` (with the conversions) each layer's weights staged per
 /// tile from an f16 buffer, in that many parts, even where all fit staged,
 /// `NSHADE_ROWS_NARROW=1` / `=0` X and the staged weights as f16 arrays (stored 2 bytes
-/// at a time) or as uvec4s (by default where `Options::rows_narrow` says).
+/// at a time) or as uvec4s (by default where `Options::rows_narrow` says),
+/// `NSHADE_ROWS_NATIVE=1` / `=0` the weights from the native buffer
+/// (`Options::rows_native`) or not (by default where they do not fit staged: see
+/// [`native_by_default`]; `native`: false where the device refused the native layout).
 fn glsl_coop_options(
     ctx: &GpuContext,
     model: &Model,
+    native: bool,
 ) -> Result<(Options, nshade_shader::coop::TilePlan), nshade_shader::Error> {
     let rows_shape = std::env::var("NSHADE_ROWS_SHAPE").ok().and_then(|v| {
         let (g, b) = v.split_once(',')?;
@@ -186,6 +194,7 @@ fn glsl_coop_options(
     // the portable kernel)
     let rows_convert = ctx.summary.cooperative_matrix_conversions
         && std::env::var("NSHADE_ROWS_CONVERT").map_or(true, |v| v != "0");
+    let native_env = std::env::var("NSHADE_ROWS_NATIVE").ok().map(|v| v == "1");
     let with = |precision: Precision, rows_direct: bool, rows_acc16: bool| Options {
         rows_acc16,
         rows_hold: rows_hold.unwrap_or(false),
@@ -214,6 +223,49 @@ fn glsl_coop_options(
     if direct {
         return planned(with(Precision::F16, true, acc16));
     }
+    let with_native = || {
+        planned(Options {
+            rows_native: true,
+            ..with(Precision::F16, false, acc16)
+        })
+    };
+    if native_env == Some(true) {
+        return with_native();
+    }
+    let chosen = staged_or_held(&planned, &with, acc16, rows_convert);
+    match chosen {
+        Ok((_, ref p)) if native && native_env.is_none() && native_by_default(p) => {
+            with_native().or(chosen)
+        }
+        // nothing else fits
+        Err(_) if native && native_env.is_none() => with_native().or(chosen),
+        _ => chosen,
+    }
+}
+
+/// Whether the kernel of native weights replaces the GLSL kernel planned as `p` where
+/// the device allows it: where the weights do not fit staged (streamed a layer at a time
+/// with the conversions, else held in registers by the kernel of `coop_wide`). Measured
+/// on the H200 (docs/PERFORMANCE.md, G evaluations/s at 1920x1080): `freq(8) |
+/// mlp(128x4, relu)` 4.45 G native against 3.77 G streamed (3.13 G against 2.43 G
+/// without the conversions); where the weights fit staged the native kernel is no faster
+/// (`freq(8) | mlp(64x4, relu)` 14.25 G against 14.08 G) or slower (seed #3 33.9 G
+/// against 41.9 G, the hash-grid network 10.1 G against 12.9 G), and it needs the pack
+/// kernel's extra buffer.
+fn native_by_default(p: &nshade_shader::coop::TilePlan) -> bool {
+    p.streamed || p.output_groups > 0
+}
+
+/// [`glsl_coop_options`] without native weights: the subgroup kernel with an f32
+/// buffer, else an f16 one, else the kernel of held weights, else the shared-tile kernel.
+fn staged_or_held(
+    planned: &dyn Fn(
+        Options,
+    ) -> Result<(Options, nshade_shader::coop::TilePlan), nshade_shader::Error>,
+    with: &dyn Fn(Precision, bool, bool) -> Options,
+    acc16: bool,
+    rows_convert: bool,
+) -> Result<(Options, nshade_shader::coop::TilePlan), nshade_shader::Error> {
     // the subgroup kernel with an f32 buffer, else with an f16 one; else the shared-tile
     // kernel (which accumulates in f32)
     let order: &[Precision] = if std::env::var("NSHADE_ROWS_PARAMS").is_ok_and(|v| v == "f16") {
@@ -238,6 +290,120 @@ fn glsl_coop_options(
         return Ok(held);
     }
     planned(with(Precision::F32, false, false))
+}
+
+/// The native weight buffer of the kernel of `opts` (`Options::rows_native`): the pack
+/// kernel run once over `ev`'s f16 parameter buffer; fails where the device's matrices
+/// do not hold 8 elements per lane.
+#[cfg(feature = "glslang")]
+fn pack_native(
+    ctx: &GpuContext,
+    model: &Model,
+    opts: &Options,
+    ev: &ShaderEvaluator,
+) -> Result<wgpu::Buffer, GpuError> {
+    let (src, total) = nshade_shader::coop::pack_kernel(model, opts)
+        .map_err(|e| GpuError::Other(format!("generating the pack kernel: {e}")))?;
+    let words = crate::capture::glslang::compile_compute(&src).map_err(|e| {
+        GpuError::Other(format!(
+            "glslang rejected the pack kernel (line {:?}): {}",
+            e.line, e.message
+        ))
+    })?;
+    let device = &ctx.device;
+    let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let desc = wgpu::ShaderModuleDescriptorPassthrough {
+        label: Some("nshade pack"),
+        entry_points: vec![wgpu::PassthroughShaderEntryPoint {
+            name: "main".into(),
+            workgroup_size: (32, 1, 1),
+        }]
+        .into(),
+        spirv: Some(words.as_slice().into()),
+        ..Default::default()
+    };
+    // SAFETY: glslang's SPIR-V of the generated pack kernel; bindings match the layout
+    // below, and it writes matrix t's 32 uvec4s (t < total) and the report after them.
+    let module = unsafe { device.create_shader_module_passthrough(desc) };
+    let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some("nshade pack"),
+        entries: &[storage(0, true), storage(1, false)],
+    });
+    let pl = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some("nshade pack"),
+        bind_group_layouts: &[Some(&layout)],
+        immediate_size: 0,
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some("nshade pack"),
+        layout: Some(&pl),
+        module: &module,
+        entry_point: Some("main"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    let bytes = (total as u64 + 1) * 32 * 16;
+    let native = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("nshade native weights"),
+        size: bytes,
+        usage: wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC,
+        mapped_at_creation: false,
+    });
+    let report = device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("nshade pack report"),
+        size: 16,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let params = ev
+        .params
+        .as_ref()
+        .ok_or_else(|| GpuError::Other("the native kernel has no parameter buffer".into()))?;
+    let bg = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some("nshade pack"),
+        layout: &layout,
+        entries: &[
+            wgpu::BindGroupEntry {
+                binding: 0,
+                resource: params.as_entire_binding(),
+            },
+            wgpu::BindGroupEntry {
+                binding: 1,
+                resource: native.as_entire_binding(),
+            },
+        ],
+    });
+    let mut enc = device.create_command_encoder(&Default::default());
+    {
+        let mut pass = enc.begin_compute_pass(&Default::default());
+        pass.set_pipeline(&pipeline);
+        pass.set_bind_group(0, &bg, &[]);
+        pass.dispatch_workgroups(total as u32, 1, 1);
+    }
+    enc.copy_buffer_to_buffer(&native, bytes - 32 * 16, &report, 0, 16);
+    ctx.queue.submit([enc.finish()]);
+    if let Some(e) = pollster::block_on(scope.pop()) {
+        return Err(GpuError::Other(format!("building the pack kernel: {e}")));
+    }
+    let slice = report.slice(..);
+    slice.map_async(wgpu::MapMode::Read, |_| {});
+    device
+        .poll(wgpu::PollType::wait_indefinitely())
+        .map_err(|e| GpuError::Other(format!("packing the weights: {e}")))?;
+    let per_lane = {
+        let view = slice
+            .get_mapped_range()
+            .map_err(|e| GpuError::Other(format!("reading the pack kernel's report: {e}")))?;
+        u32::from_le_bytes(view[..4].try_into().expect("4 bytes"))
+    };
+    report.unmap();
+    if per_lane != 8 {
+        return Err(GpuError::Other(format!(
+            "the adapter {}'s 16x16 f16 B matrices hold {per_lane} elements per lane (the native layout needs 8)",
+            ctx.summary.name
+        )));
+    }
+    Ok(native)
 }
 
 /// For measurements of residency: `NSHADE_ROWS_PAD=BYTES` adds that much workgroup
@@ -432,10 +598,26 @@ impl ShaderEvaluator {
     /// coop-compute`), compiled by the glslang built into nshade and loaded as SPIR-V;
     /// fails with the reason when [`glsl_coop_supported`] says the device cannot run it.
     pub fn coop_glsl(ctx: &GpuContext, model: &Model) -> Result<ShaderEvaluator, GpuError> {
-        let (opts, _) = glsl_coop_kernel(ctx, model).map_err(GpuError::Other)?;
+        let (opts, _) = glsl_coop_kernel(ctx, model, true).map_err(GpuError::Other)?;
+        let ev = ShaderEvaluator::glsl_kernel(ctx, model, &opts);
+        // native weights chosen by default but refused here (matrices of another
+        // register layout): the kernel without them
+        if ev.is_err() && opts.rows_native && std::env::var_os("NSHADE_ROWS_NATIVE").is_none() {
+            let (opts, _) = glsl_coop_kernel(ctx, model, false).map_err(GpuError::Other)?;
+            return ShaderEvaluator::glsl_kernel(ctx, model, &opts);
+        }
+        ev
+    }
+
+    /// The GLSL kernel of `opts` for `model`, compiled by glslang.
+    fn glsl_kernel(
+        ctx: &GpuContext,
+        model: &Model,
+        opts: &Options,
+    ) -> Result<ShaderEvaluator, GpuError> {
         #[cfg(feature = "glslang")]
         {
-            let src = nshade_shader::export(model, &opts)
+            let src = nshade_shader::export(model, opts)
                 .map_err(|e| GpuError::Other(format!("generating the inference shader: {e}")))?
                 .into_text()
                 .ok_or_else(|| GpuError::Other("GLSL came out as binary".into()))?;
@@ -451,14 +633,14 @@ impl ShaderEvaluator {
                 Kernel::SpirV(&words),
                 "main",
                 model,
-                &opts,
+                opts,
             )?;
             ev.glsl = true;
             Ok(ev)
         }
         #[cfg(not(feature = "glslang"))]
         {
-            let _ = opts;
+            let _ = (ctx, model, opts);
             unreachable!("glsl_coop_supported refuses without glslang")
         }
     }
@@ -488,6 +670,9 @@ impl ShaderEvaluator {
                 plan.workgroup_size / 32,
                 16 * plan.blocks,
                 match plan.layers.iter().filter(|l| l.direct).count() {
+                    _ if self.native.is_some() => {
+                        ", f16 weights read in the matrices' register layout".to_string()
+                    }
                     0 if plan.streamed => ", f16 weights staged a layer at a time".to_string(),
                     0 if self.f16_params => ", f16 weights".to_string(),
                     0 => String::new(),
@@ -593,6 +778,7 @@ impl ShaderEvaluator {
         opts: &Options,
     ) -> Result<ShaderEvaluator, GpuError> {
         let (form, acc16) = (opts.form, opts.rows_acc16);
+        let (native, native_opts) = (opts.rows_native, opts.clone());
         // (the plan below says whether the kernel fits)
         tiled_device(ctx, form).map_err(GpuError::Other)?;
         let plan = nshade_shader::coop::plan_for(model, opts)
@@ -620,6 +806,16 @@ impl ShaderEvaluator {
             false,
         )?;
         ev.f16_params = opts.buffer_is_f16();
+        if native {
+            #[cfg(feature = "glslang")]
+            {
+                ev.native = Some(pack_native(ctx, model, &native_opts, &ev)?);
+            }
+            #[cfg(not(feature = "glslang"))]
+            return Err(GpuError::Other(
+                "the kernel of native weights needs its pack kernel, compiled by glslang".into(),
+            ));
+        }
         ev.acc16 = acc16;
         ev.convert = convert;
         ev.held = held;
@@ -783,6 +979,7 @@ impl ShaderEvaluator {
             convert: false,
             held: false,
             points: 1,
+            native: None,
         })
     }
 
@@ -811,7 +1008,11 @@ impl ShaderEvaluator {
             },
             wgpu::BindGroupEntry {
                 binding: 1,
-                resource: self.placeholder.as_entire_binding(),
+                resource: self
+                    .native
+                    .as_ref()
+                    .unwrap_or(&self.placeholder)
+                    .as_entire_binding(),
             },
             wgpu::BindGroupEntry {
                 binding: self.bindings.1,

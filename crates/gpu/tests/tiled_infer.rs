@@ -219,7 +219,8 @@ fn fastest_names_its_form() {
     use nshade_gpu::infer::{bakes, preferred_form};
     let Some(ctx) = common::context() else { return };
     // seed #3 (32 wide), 64 wide, a grid, and 192 wide (whose layers fit only the GLSL
-    // kernel, streamed, where the adapter has the conversions; else the function)
+    // kernel, from the native buffer, where the adapter has the conversions; else the
+    // function)
     let wide = ("freq(8) | mlp(192x3, relu)", 2, 3);
     for (k, &(arch, i, o)) in [ARCHS[0], ARCHS[3], ARCHS[6], wide].iter().enumerate() {
         let m = model(arch, i, o, 3 + k as u64);
@@ -252,6 +253,16 @@ fn fastest_names_its_form() {
                     "{}",
                     ev.describe()
                 );
+                // weights that do not fit staged: from the native buffer (with the
+                // conversions the others are staged)
+                if ctx.summary.cooperative_matrix_conversions {
+                    assert_eq!(
+                        ev.describe().contains("register layout"),
+                        k == 3,
+                        "{}",
+                        ev.describe()
+                    );
+                }
             }
         }
         let x = common::models::random_inputs(&m, 500, 4);
@@ -1030,6 +1041,84 @@ fn glsl_conversions_match_cpu() {
         ),
         "glsl coop conversions",
     );
+}
+
+/// The GLSL subgroup kernel with every weight matrix read from the native buffer
+/// (`Options::rows_native`, written by the pack kernel on the device) for every network
+/// in a few shapes, with and without the conversions and f16 accumulation: glslang
+/// compiles each (and the pack kernels) everywhere; where the adapter has cooperative
+/// matrices each runs against the CPU and looping workgroups write the same bits.
+#[cfg(feature = "glslang")]
+#[test]
+fn glsl_native_matches_cpu() {
+    use nshade_gpu::capture::glslang::compile_compute;
+    use nshade_shader::{Options, Precision, Target, WeightMode, coop, export};
+    let kernels = |budget: usize, convert: bool| {
+        let mut out = Vec::new();
+        for shape in [(4, 2), (8, 1), (2, 3)] {
+            for (k, &(arch, i, o)) in ARCHS.iter().enumerate() {
+                let m = model(arch, i, o, 120 + k as u64);
+                for rows_acc16 in [true, false] {
+                    let opts = Options {
+                        form: Form::CoopCompute,
+                        weights: WeightMode::Buffer,
+                        workgroup_memory: budget,
+                        rows_shape: Some(shape),
+                        precision: Precision::F16,
+                        rows_acc16,
+                        rows_convert: convert,
+                        rows_native: true,
+                        ..Options::new(Target::Glsl)
+                    };
+                    let what = format!(
+                        "{arch} glsl native {shape:?} acc16 {rows_acc16} conversions {convert}"
+                    );
+                    let plan = coop::plan_for(&m, &opts).unwrap_or_else(|e| panic!("{what}: {e}"));
+                    // nothing staged but the biases and X: every layer read in place
+                    assert!(plan.blocks > 0 && plan.weights_len == 0, "{what}: {plan:?}");
+                    assert!(plan.layers.iter().all(|l| l.direct), "{what}");
+                    let src = export(&m, &opts).unwrap().into_text().unwrap();
+                    let (pack, total) = coop::pack_kernel(&m, &opts).unwrap();
+                    let blocks: usize = plan
+                        .layers
+                        .iter()
+                        .map(|l| l.in_p / 16 * (l.out_p / 16))
+                        .sum();
+                    assert_eq!(total, blocks, "{what}");
+                    // one 16-byte load per weight matrix and product group
+                    assert!(src.contains("nshade_wnat["), "{what}");
+                    assert!(!src.contains("coopMatLoad(w, nshade_params"), "{what}");
+                    compile_compute(&pack)
+                        .unwrap_or_else(|e| panic!("glslang: pack {what}: {e:?}\n{pack}"));
+                    let words = compile_compute(&src)
+                        .unwrap_or_else(|e| panic!("glslang: {what}: {e:?}\n{src}"));
+                    out.push((what, m.clone(), opts, words));
+                }
+            }
+        }
+        assert!(
+            out.len() >= 3 * ARCHS.len() * 2 - 6,
+            "only {} kernels fit",
+            out.len()
+        );
+        out
+    };
+    let compiled = kernels(coop::MAX_WORKGROUP_BYTES, false);
+    let Some(ctx) = common::context() else { return };
+    if !ctx.has(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
+        eprintln!(
+            "\n*** SKIPPED the runs of glsl_native_matches_cpu ({} kernels compiled): the adapter {} has no cooperative matrices; they run on the H200 ***\n",
+            compiled.len(),
+            ctx.summary.name
+        );
+        return;
+    }
+    let budget = ctx.summary.max_workgroup_storage as usize;
+    let mut all = at_budget(compiled, |b| kernels(b, false), budget);
+    if ctx.summary.cooperative_matrix_conversions {
+        all.extend(kernels(budget, true));
+    }
+    glsl_kernels_match_cpu(&ctx, &all, "glsl native");
 }
 
 /// The GLSL kernel with the weights held in registers (`Options::rows_stationary`,

@@ -55,6 +55,14 @@ pub const MAX_DISPATCH: usize = 2048;
 /// against 5.0 G; with the larger shapes of `coop_rows::shapes`, which fit one per
 /// multiprocessor, 132 and 264 are within 2-3%; docs/PERFORMANCE.md).
 pub const ROWS_DISPATCH: usize = 256;
+/// Workgroups per multiprocessor that the kernel of native weights ([`TilePlan::native`])
+/// is dispatched at where the host knows the multiprocessors: it stages no weights, so
+/// more workgroups than are resident cost nothing but their biases, and they even out the
+/// end of the dispatch. Measured on the H200 (132 multiprocessors, 4 subgroups x 32
+/// rows, docs/PERFORMANCE.md): `freq(8) | mlp(128x4, relu)` 4.35 / 4.43 / 4.46 / 4.45 /
+/// 4.50 G evaluations/s at 2 / 4 / 8 / 16 / 32 per multiprocessor, `freq(8) | mlp(64x4,
+/// relu)` 12.97 / 13.35 / 14.16 / 14.25 / 13.96 G.
+pub const NATIVE_PER_MULTIPROCESSOR: usize = 16;
 
 /// The workgroup memory the tiles may use under `opts`: all of `--workgroup-memory`, less
 /// the output staging of the texture variant (4 f32 per row of the largest tile).
@@ -149,6 +157,12 @@ pub struct TilePlan {
     /// 0's mlp input is stored and loaded as A matrices, then block 1's, and at the end
     /// block 0's outputs are stored and written out, then block 1's; false elsewhere.
     pub x_one_block: bool,
+    /// The GLSL kernel of [`crate::coop_rows`] with `Options::rows_native`: every layer's
+    /// weight matrices are read from the native buffer (each lane's 8 f16 of a matrix in
+    /// one 16-byte load) that [`pack_kernel`] writes; nothing but X and the biases is
+    /// staged (`weights_len` 0), so registers, not workgroup memory, bound the
+    /// workgroups resident. False for the other kernels.
+    pub native: bool,
 }
 
 impl TileLayer {
@@ -232,9 +246,11 @@ impl TilePlan {
     }
 
     /// The cap of [`TilePlan::dispatch`]: [`ROWS_DISPATCH`] for the subgroup kernel
-    /// (`blocks > 0`), else [`MAX_DISPATCH`].
+    /// (`blocks > 0`) but that of native weights, else [`MAX_DISPATCH`].
     pub fn max_dispatch(&self) -> usize {
-        if self.blocks > 0 {
+        if self.native {
+            MAX_DISPATCH
+        } else if self.blocks > 0 {
             ROWS_DISPATCH
         } else {
             MAX_DISPATCH
@@ -254,12 +270,14 @@ impl TilePlan {
     /// multiprocessor loops over the same number of tiles (on the H200, 132 of them:
     /// `freq(8) | mlp(64x4, relu)` 13.81 G evaluations/s at 132 workgroups against 13.2 G
     /// at 256, `freq(8) | mlp(128x4, relu)` 3.75 G against 3.63 G, the hash-grid network
-    /// 12.55 G at 264 against 12.4 G; docs/PERFORMANCE.md); else
+    /// 12.55 G at 264 against 12.4 G; docs/PERFORMANCE.md), and for the kernel of native
+    /// weights [`NATIVE_PER_MULTIPROCESSOR`] per multiprocessor; else
     /// [`TilePlan::max_dispatch`].
     pub fn max_dispatch_on(&self, multiprocessors: Option<usize>) -> usize {
         match multiprocessors {
             // the subgroup kernel of `coop_rows` (the kernel of held weights, with its
             // output groups, was not measured so)
+            Some(m) if m > 0 && self.native => m * NATIVE_PER_MULTIPROCESSOR,
             Some(m) if m > 0 && self.blocks > 0 && self.output_groups == 0 => {
                 m * self.resident_per_multiprocessor()
             }
@@ -383,6 +401,7 @@ fn candidate(
             output_groups: 0,
             outputs_over_x: false,
             x_one_block: false,
+            native: false,
         })
     })
 }
@@ -460,6 +479,18 @@ pub fn hold_by_default(model: &Model, opts: &Options) -> bool {
         })
 }
 
+/// The pack kernel of `Options::rows_native` (GLSL 450) for `model` and `opts`, with the
+/// number of 16 x 16 matrices it writes (dispatch that many workgroups; the native buffer
+/// holds `32 · (matrices + 1)` uvec4s, the last 32 for the pack kernel's report of the
+/// elements per lane, which must be 8).
+pub fn pack_kernel(model: &Model, opts: &Options) -> Result<(String, usize), Error> {
+    let plan = plan_for(model, opts)?;
+    let total = *crate::coop_rows::native_bases(&plan.layers)
+        .last()
+        .expect("not empty");
+    Ok((crate::coop_rows::write_pack(opts, &plan), total))
+}
+
 /// `opts` with `rows_hold` on where [`hold_by_default`] says and the held kernel fits
 /// ([`plan_for`]); else `opts` as given. What `nshade export` and the GPU evaluator write.
 pub fn with_default_hold(model: &Model, opts: Options) -> Options {
@@ -509,6 +540,17 @@ pub fn plan_for(model: &Model, opts: &Options) -> Result<TilePlan, Error> {
         )
     };
     let rows = |direct| rows_with(direct, false);
+    // every weight matrix from the native buffer, where asked
+    if let (Target::Glsl, Form::CoopCompute) = (opts.target, opts.form)
+        && opts.rows_native
+    {
+        return rows(crate::coop_rows::Direct::Native).ok_or_else(|| {
+            Error::Option(
+                "the kernel of native weights does not fit this model's rows in workgroup memory"
+                    .into(),
+            )
+        });
+    }
     // with the conversions, the subgroup kernel first where its weights fit staged
     // (`freq(8) | mlp(64x4, relu)`: 13.1 G evaluations/s against 7.3 G for held weights on
     // the H200; docs/PERFORMANCE.md)

@@ -159,6 +159,11 @@ fn part_rows(l: &TileLayer, parts: usize) -> usize {
     16 * nb.div_ceil(parts.clamp(1, nb))
 }
 
+/// The shapes tried for weights read from the native buffer ([`Direct::Native`]),
+/// best first: nothing but X and the biases in workgroup memory, so registers bound the
+/// warps resident.
+const NATIVE_SHAPES: &[(usize, usize)] = &[(4, 2), (8, 2), (2, 2), (4, 1), (8, 1), (1, 2), (1, 1)];
+
 /// The skew of staged weight rows, packed or not (f16): their width is then 8 more than
 /// a multiple of 16 f16, so the 8 columns of 32 bytes that a phase of a B matrix load
 /// reads start 16 bytes apart modulo 128 (all 32 banks).
@@ -228,6 +233,9 @@ pub(crate) enum Direct {
     WhenNeeded,
     /// Every such layer (`Options::rows_direct`, for measurements).
     Always,
+    /// Every layer, from the buffer in the matrices' register layout that
+    /// [`write_pack`] writes (`Options::rows_native`): any dimensions.
+    Native,
 }
 
 /// Whether layer `l` of an f16 parameter buffer can be read as B matrices in place:
@@ -261,10 +269,11 @@ pub(crate) fn plan(
     if streamed && (hold || direct != Direct::Never || !streamable(mlp)) {
         return None;
     }
+    let native = direct == Direct::Native;
     let modes: &[bool] = match direct {
         Direct::Never => &[false],
         Direct::WhenNeeded => &[false, true],
-        Direct::Always => &[true],
+        Direct::Always | Direct::Native => &[true],
     };
     let width = mlp.layers.iter().map(|l| l.out_dims).max().unwrap_or(0);
     // held weights are read from workgroup memory once: rows without skew; else the
@@ -295,6 +304,7 @@ pub(crate) fn plan(
                 .chain(parts.map(|n| (8, 2, n)))
                 .collect(),
             (Some((g, b)), false) => vec![(g, b, 1)],
+            (None, false) if native => NATIVE_SHAPES.iter().map(|&(g, b)| (g, b, 1)).collect(),
             (None, false) => shapes(grid, width, use_direct, convert)
                 .iter()
                 .map(|&(g, b)| (g, b, 1))
@@ -308,6 +318,7 @@ pub(crate) fn plan(
                     layout,
                     skew,
                     use_direct,
+                    native,
                     streamed,
                     parts,
                 };
@@ -359,6 +370,8 @@ struct Shape {
     layout: StagedLayout,
     skew: usize,
     use_direct: bool,
+    /// With `use_direct`: every layer, from the native buffer ([`Direct::Native`]).
+    native: bool,
     /// Each layer staged in turn per tile at offset 0 ([`Variant::streamed`]), in
     /// `parts` parts of its outputs.
     streamed: bool,
@@ -387,13 +400,14 @@ fn plan_shape(
         layout,
         skew,
         use_direct,
+        native,
         streamed,
         parts,
     } = shape;
     let mut layers = Vec::new();
     let (mut staged, mut staged_bias) = (0, 0);
     for l in &mlp.layers {
-        let direct = use_direct && direct_ok(l);
+        let direct = use_direct && (native || direct_ok(l));
         let t = match layout {
             // every layer at 0: the region is as large as the largest
             StagedLayout::Rows if streamed => TileLayer::of(l, skew, 0, staged_bias, false),
@@ -469,6 +483,7 @@ fn plan_shape(
         output_groups: 0,
         outputs_over_x: convert,
         x_one_block,
+        native,
     })
 }
 
@@ -581,7 +596,16 @@ layout(set = {g}, binding = {}, rgba32f) uniform writeonly image2D {p}output_tex
             )
         } else {
             crate::coop::glsl_buffers(model, opts)
-        } + &if plan.streamed {
+        } + &if plan.native {
+            format!(
+                "// Every weight matrix in the cooperative matrices' register layout (written by the
+// pack kernel): matrix t's lane l holds its 8 f16 at element 32 t + l.
+layout(std430, set = {}, binding = {}) readonly buffer {p}NativeW {{ uvec4 {p}wnat[]; }};
+",
+                opts.group,
+                opts.binding + 1
+            )
+        } else if plan.streamed {
             format!(
                 "// The f16 parameters again, 8 to an element: the weights staged per tile are read 16
 // bytes at a time.
@@ -651,7 +675,22 @@ float16_t {p}xh(uint e) {{
     // W^T block (k, n) of layer l as a column-major B: staged rows of `stride`, or in
     // place in the f16 buffer (rows of in_dims)
     // (streamed: `n0` the first output block staged, at ws's start)
+    let native = plan.native;
+    let bases = native_bases(&plan.layers);
     let wload = |l: &TileLayer, var: &str, k: usize, nn: usize, n0: usize| {
+        if native {
+            // the lane's 8 f16 of the matrix, one 16-byte load
+            let i = plan
+                .layers
+                .iter()
+                .position(|x| std::ptr::eq(x, l))
+                .expect("a layer of the plan");
+            let t = bases[i] + nn * (l.in_p / 16) + k;
+            return format!(
+                "{mb} {var}; {{ uvec4 q = {p}wnat[{}u + lane]; f16vec2 h0 = unpackFloat2x16(q.x), h1 = unpackFloat2x16(q.y), h2 = unpackFloat2x16(q.z), h3 = unpackFloat2x16(q.w); {var}[0] = h0.x; {var}[1] = h0.y; {var}[2] = h1.x; {var}[3] = h1.y; {var}[4] = h2.x; {var}[5] = h2.y; {var}[6] = h3.x; {var}[7] = h3.y; }}",
+                t * 32
+            );
+        }
         let (arr, wo, stride) = if l.direct {
             ("params", l.weight + nn * 16 * l.in_dims + k * 16, l.in_dims)
         } else {
@@ -1063,6 +1102,93 @@ float16_t {p}xh(uint e) {{
     s
 }
 
+/// The first native matrix of each layer ([`Direct::Native`]): a layer's 16 x 16 blocks
+/// of W^T in order of output block, then input block (block (k, n) of layer i is matrix
+/// `bases[i] + n * in_p / 16 + k`); the last entry is the count.
+pub(crate) fn native_bases(layers: &[TileLayer]) -> Vec<usize> {
+    let mut bases = vec![0];
+    for l in layers {
+        let last = *bases.last().expect("not empty");
+        bases.push(last + (l.in_p / 16) * (l.out_p / 16));
+    }
+    bases
+}
+
+/// The pack kernel of [`Direct::Native`]: GLSL 450, one subgroup of 32 invocations per
+/// weight matrix (dispatch `native_bases(..).last()` workgroups), each staging its
+/// 16 x 16 block of W^T (zero-padded) from the f16 parameter buffer, loading it as the
+/// kernel's B matrix and storing each lane's 8 elements as one uvec4 at 32 t + lane of
+/// the native buffer; lane 0 of matrix 0 also writes the elements per lane (8 where the
+/// layout holds) at the element after the last matrix's.
+pub fn write_pack(opts: &Options, plan: &TilePlan) -> String {
+    let p = &opts.prefix;
+    let (g, b) = (opts.group, opts.binding);
+    let bases = native_bases(&plan.layers);
+    let total = *bases.last().expect("not empty");
+    let mut find = String::new();
+    for (i, l) in plan.layers.iter().enumerate() {
+        let _ = writeln!(
+            find,
+            "    {}if (t < {}u) {{ u = t - {}u; kb = {}u; w0 = {}u; id = {}u; od = {}u; }}",
+            if i == 0 { "" } else { "else " },
+            bases[i + 1],
+            bases[i],
+            l.in_p / 16,
+            l.weight,
+            l.in_dims,
+            l.out_dims
+        );
+    }
+    format!(
+        "#version 450
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_16bit_storage : require
+// nshade pack kernel, generated by nshade-shader {version}: regenerate it with `nshade export
+// --native-weights` rather than edit it. It writes the native weight buffer that the
+// coop-compute kernel exported with it reads: every 16 x 16 block of each layer's W^T
+// (zero-padded), {total} matrices, loaded as that kernel's B matrices
+// (coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>) and stored lane by lane,
+// matrix t's lane l holding its 8 f16 elements at uvec4 32 t + l.
+// bindings: {p}params layout(set = {g}, binding = {b}) (the f16 parameter buffer, as the
+// kernel's), {p}wnat layout(set = {g}, binding = {b1}) (at least {bytes} bytes, read-write).
+// dispatch: ({total}, 1, 1) workgroups of 32 invocations (one subgroup of exactly 32),
+// once per set of weights, on the device that runs the kernel; then uvec4 32 x {total}
+// holds the elements per lane: the layout (and the kernel) is valid only where it is 8.
+// requires: GL_KHR_cooperative_matrix (f16 at 16x16 with subgroup scope),
+// GL_EXT_shader_16bit_storage; 512 bytes of workgroup memory.
+layout(local_size_x = 32) in;
+layout(std430, set = {g}, binding = {b}) readonly buffer {p}Params {{ float16_t {p}params[]; }};
+layout(std430, set = {g}, binding = {b1}) writeonly buffer {p}NativeW {{ uvec4 {p}wnat[]; }};
+shared float16_t {p}ts[256];
+void main() {{
+    uint t = gl_WorkGroupID.x;
+    uint lane = gl_LocalInvocationIndex;
+    uint u = 0u, kb = 1u, w0 = 0u, id = 0u, od = 0u;
+{find}    uint k = u % kb, n = u / kb;
+    // block (k, n) of W^T column-major: element (i, o) at o * 16 + i
+    for (uint e = lane; e < 256u; e += 32u) {{
+        uint o = n * 16u + e / 16u, i = k * 16u + e % 16u;
+        {p}ts[e] = (o < od && i < id) ? {p}params[w0 + o * id + i] : float16_t(0.0);
+    }}
+    barrier();
+    coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> w;
+    coopMatLoad(w, {p}ts, 0u, 16u, gl_CooperativeMatrixLayoutColumnMajor);
+    uvec4 q = uvec4(0u);
+    if (w.length() == 8) {{
+        q = uvec4(packFloat2x16(f16vec2(w[0], w[1])), packFloat2x16(f16vec2(w[2], w[3])), packFloat2x16(f16vec2(w[4], w[5])), packFloat2x16(f16vec2(w[6], w[7])));
+    }}
+    {p}wnat[t * 32u + lane] = q;
+    if (t == 0u && lane == 0u) {{ {p}wnat[{total}u * 32u] = uvec4(uint(w.length())); }}
+}}
+",
+        b1 = b + 1,
+        bytes = (total + 1) * 512,
+        version = env!("CARGO_PKG_VERSION"),
+    )
+}
+
 /// The layers' stages (layer, its 16-output blocks), one per layer unless the plan is
 /// streamed, and the per-tile staging of a streamed plan ([`Variant::streamed`]): its
 /// stages are the layers' parts in order, cyclic over the tiles; while stage
@@ -1351,12 +1477,20 @@ fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> 
                 format!("{p}outputs.length() / {out_dims}")
             }
         ),
-        format!(
-            "dispatch: (G, 1, 1) workgroups, any G from 1 to 65535; each stages the {} once and then loops over its tiles, so G = min(ceil(n / {rows}), {}) beats one workgroup per tile, and where the host knows the GPU's multiprocessors (NVIDIA: VK_NV_shader_sm_builtins' shaderSMCount) one wave of resident workgroups, G = min(ceil(n / {rows}), {k} x multiprocessors), is faster still ({k} resident per multiprocessor within 48 KiB of workgroup memory; what nshade uses)",
-            if plan.streamed { "biases" } else { "weights" },
-            crate::coop::ROWS_DISPATCH,
-            k = plan.resident_per_multiprocessor()
-        ),
+        if plan.native {
+            format!(
+                "dispatch: (G, 1, 1) workgroups, any G from 1 to 65535; each stages the biases once and then loops over its tiles; G = min(ceil(n / {rows}), {} x multiprocessors) where the host knows the GPU's multiprocessors (NVIDIA: VK_NV_shader_sm_builtins' shaderSMCount), else min(ceil(n / {rows}), {}) (what nshade uses)",
+                crate::coop::NATIVE_PER_MULTIPROCESSOR,
+                crate::coop::MAX_DISPATCH
+            )
+        } else {
+            format!(
+                "dispatch: (G, 1, 1) workgroups, any G from 1 to 65535; each stages the {} once and then loops over its tiles, so G = min(ceil(n / {rows}), {}) beats one workgroup per tile, and where the host knows the GPU's multiprocessors (NVIDIA: VK_NV_shader_sm_builtins' shaderSMCount) one wave of resident workgroups, G = min(ceil(n / {rows}), {k} x multiprocessors), is faster still ({k} resident per multiprocessor within 48 KiB of workgroup memory; what nshade uses)",
+                if plan.streamed { "biases" } else { "weights" },
+                crate::coop::ROWS_DISPATCH,
+                k = plan.resident_per_multiprocessor()
+            )
+        },
         if opts.texture_io {
             format!(
                 "bindings: {p}params {} (the parameter buffer below), {p}input_tex {} (texture2D, read with texelFetch (GL_EXT_samplerless_texture_functions), W x H; row r = texel (r % W, r / W), its first {in_dims} channel(s) the raw inputs), {p}output_tex {} (rgba32f image2D, write-only, W x H or larger; texel (r % W, r / W) = the {out_dims} output(s), then 0, alpha 1); n = W * H rows",
@@ -1372,7 +1506,15 @@ fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> 
                 bind(3)
             )
         },
-        if plan.streamed {
+        if plan.native {
+            let total = *native_bases(&plan.layers).last().expect("not empty");
+            format!(
+                "{p}wnat {} (uvec4, read): every weight matrix in the cooperative matrices' register layout, {total} matrices of 16 x 16 f16 (each layer's W^T zero-padded to multiples of 16, block (k, n) = inputs 16k.., outputs 16n..), matrix t's lane l holding its 8 elements at uvec4 32 t + l, read by each subgroup 16 bytes a lane at a time for its products; {} bytes. Written once per set of weights, on the device that runs this kernel, by the pack kernel that `nshade export --native-weights` writes beside it (same set, {p}params at binding {b}, {p}wnat at binding {}, read-write; dispatch ({total}, 1, 1) workgroups of 32), which also writes the matrices' elements per lane as uvec4 32 x {total}: the layout holds only where that is 8 (NVIDIA)",
+                bind(1),
+                (total + 1) * 512,
+                b + 1
+            )
+        } else if plan.streamed {
             format!(
                 "each layer's weights are staged per tile, in turn, into one region of workgroup memory (rows of the layer's padded inputs + {W_SKEW} f16, all at offset 0): the workgroup reads the next layer's from the f16 parameter buffer 16 bytes at a time (a second binding of it as uvec4, {p}paramsv) into registers while the current layer runs, and stores them between two workgroup barriers after it"
             )
@@ -1381,7 +1523,7 @@ fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> 
         },
         format!(
             "once per workgroup the {}biases as f32{}; inputs are encoded in f32, the mlp input and hidden activations are kept as f16, accumulation is {} and outputs are f32{}",
-            if plan.streamed {
+            if plan.streamed || plan.native {
                 ""
             } else {
                 "weights (but those of layers read in place, below) are staged from the parameter buffer into workgroup memory as f16 (each layer's W zero-padded to multiples of 16 rows and columns) and the "
@@ -1404,8 +1546,23 @@ fn entries(plan: &TilePlan, opts: &Options, in_dims: usize, out_dims: usize) -> 
         ),
     ];
     entries.retain(|e| !e.is_empty());
+    let bases = native_bases(&plan.layers);
     for (k, l) in plan.layers.iter().enumerate() {
-        entries.push(if l.direct {
+        entries.push(if plan.native {
+            format!(
+                "  layer {k}: {} x {} (padded {} x {}), weights at parameter {}, matrices {}..{} of {p}wnat (block (k, n) at {} + n * {} + k); bias at parameter {}",
+                l.out_dims,
+                l.in_dims,
+                l.out_p,
+                l.in_p,
+                l.weight,
+                bases[k],
+                bases[k + 1],
+                bases[k],
+                l.in_p / 16,
+                l.bias
+            )
+        } else if l.direct {
             format!(
                 "  layer {k}: {} x {}, weights at parameter {} read in place from the f16 buffer (16 x 16 blocks, 16-byte aligned); bias at parameter {}",
                 l.out_dims, l.in_dims, l.weight, l.bias

@@ -138,6 +138,7 @@ fn plan_tile(
         output_groups: og,
         outputs_over_x: false,
         x_one_block: false,
+        native: false,
     })
 }
 

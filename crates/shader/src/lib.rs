@@ -299,6 +299,13 @@ pub struct Options {
     /// registers (X alone is stored per tile: seed #3 40.8 G against 39.8 G on the H200),
     /// uvec4s otherwise (staged and streamed weights: 2.5-5% faster). For measurements.
     pub rows_narrow: Option<bool>,
+    /// `--target glsl --form coop-compute --precision f16`: the subgroup kernel reads
+    /// every weight matrix straight from a second buffer in the cooperative matrices'
+    /// own register layout (each lane's 8 f16 of a 16 x 16 B matrix as one 16-byte
+    /// load, tiny-cuda-nn's "native" layout), which a separate pack kernel
+    /// ([`coop::pack_kernel`]) writes once from the parameter buffer on the device that
+    /// runs it; nothing is staged in workgroup memory but the biases and X.
+    pub rows_native: bool,
     /// `--form function` in WGSL, SPIR-V, MSL and GLSL 450 (`nshade export --points N`):
     /// the function evaluates this many points at once (1, 2 or 4), `{prefix}eval{N}(p:
     /// array<IN, N>) -> array<OUT, N>` (GLSL `OUT[N] {prefix}evalN(IN p[N])`), each value
@@ -400,6 +407,7 @@ impl Options {
             rows_whole_x: false,
             rows_stream: None,
             rows_narrow: None,
+            rows_native: false,
             points: 1,
         }
     }
@@ -561,6 +569,13 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
     {
         return Err(Error::Option(
             "f16 accumulation, held weights and cooperative-matrix conversions belong to --target glsl --form coop-compute".into(),
+        ));
+    }
+    if opts.rows_native
+        && (t != Target::Glsl || opts.form != Form::CoopCompute || opts.precision != Precision::F16)
+    {
+        return Err(Error::Option(
+            "native weights (--native-weights) belong to --target glsl --form coop-compute with an f16 parameter buffer".into(),
         ));
     }
     if opts.rows_direct

@@ -387,6 +387,9 @@ fn fuzz_export() {
             // else the default
             rows_narrow: [None, None, None, None, None, None, Some(true), Some(false)]
                 [(c.seed >> 50) as usize % 8],
+            // the weights from the native buffer an eighth of the time (GLSL coop-compute
+            // f16 only; refused elsewhere)
+            rows_native: (c.seed >> 53) % 8 == 0,
             // the GLSL kernel: half of the time the default (the subgroup-private kernel
             // in the first shape that fits), else the shared-tile one or one of six shapes
             // several points at once three times in eight, a count it refuses one in eight

@@ -983,3 +983,97 @@ fn one_wave_of_resident_workgroups() {
     }
     assert!(held_plans >= 2, "only {held_plans} kernels of held weights");
 }
+
+/// The kernel of native weights (`Options::rows_native`): every layer read from the
+/// native buffer (nothing staged but the biases and X, so every network fits, in any
+/// shape), its matrices numbered layer by layer (output block, then input block), the
+/// header and the pack kernel agreeing on the count, and the dispatch of
+/// `NATIVE_PER_MULTIPROCESSOR` workgroups per multiprocessor.
+#[test]
+fn native_weights_read_every_matrix_from_the_packed_buffer() {
+    use nshade_shader::coop::{MAX_DISPATCH, NATIVE_PER_MULTIPROCESSOR, pack_kernel, plan_for};
+    let native = Options {
+        form: Form::CoopCompute,
+        weights: WeightMode::Buffer,
+        precision: Precision::F16,
+        rows_convert: true,
+        rows_acc16: true,
+        rows_native: true,
+        ..Options::new(Target::Glsl)
+    };
+    let mut archs: Vec<(&str, usize, usize)> = ARCHS.to_vec();
+    archs.extend([
+        ("freq(8) | mlp(128x4, relu)", 2, 3),
+        ("freq(8) | mlp(192x3, relu)", 3, 3),
+    ]);
+    for (arch, i, o) in archs {
+        let m = model(arch, i, o);
+        let plan = plan_for(&m, &native).unwrap_or_else(|e| panic!("{arch}: {e}"));
+        assert!(
+            plan.native && plan.blocks > 0 && !plan.streamed,
+            "{arch}: {plan:?}"
+        );
+        assert_eq!(plan.weights_len, 0, "{arch}");
+        assert!(plan.layers.iter().all(|l| l.direct), "{arch}");
+        // the planner's first shape: 4 subgroups of 32 rows
+        assert_eq!((plan.workgroup_size, plan.blocks), (128, 2), "{arch}");
+        let blocks: usize = plan
+            .layers
+            .iter()
+            .map(|l| l.in_p / 16 * (l.out_p / 16))
+            .sum();
+        let (pack, total) = pack_kernel(&m, &native).unwrap();
+        assert_eq!(total, blocks, "{arch}");
+        assert!(
+            pack.contains(&format!("dispatch: ({total}, 1, 1)")),
+            "{pack}"
+        );
+        assert!(pack.contains("layout(local_size_x = 32) in;"), "{pack}");
+        let src = export(&m, &native).unwrap().into_text().unwrap();
+        assert!(
+            src.contains(&format!("{total} matrices of 16 x 16 f16")),
+            "{arch}"
+        );
+        assert!(
+            src.contains("layout(std430, set = 0, binding = 1) readonly buffer nshade_NativeW"),
+            "{arch}"
+        );
+        // each product group loads its matrix once per lane, from matrix t's 32 uvec4s;
+        // the last matrix is the last layer's last block
+        assert!(src.contains("nshade_wnat[0u + lane]"), "{arch}");
+        assert!(
+            src.contains(&format!("nshade_wnat[{}u + lane]", 32 * (total - 1))),
+            "{arch}"
+        );
+        assert!(
+            !src.contains(&format!("nshade_wnat[{}u + lane]", 32 * total)),
+            "{arch}"
+        );
+        // no staging of weights: no paramsv, one barrier (after the biases)
+        assert!(!src.contains("nshade_paramsv"), "{arch}");
+        assert_eq!(src.matches("barrier();").count(), 1, "{arch}");
+        // dispatch: 16 per multiprocessor where they are known, else the plain cap
+        assert_eq!(
+            plan.max_dispatch_on(Some(132)),
+            132 * NATIVE_PER_MULTIPROCESSOR,
+            "{arch}"
+        );
+        assert_eq!(plan.max_dispatch_on(None), MAX_DISPATCH, "{arch}");
+    }
+    // an f32 buffer, or another target, is refused with the flag's name
+    for bad in [
+        Options {
+            precision: Precision::F32,
+            ..native.clone()
+        },
+        Options {
+            target: Target::Wgsl,
+            rows_acc16: false,
+            rows_convert: false,
+            ..native.clone()
+        },
+    ] {
+        let e = export(&model(ARCHS[0].0, 2, 3), &bad).unwrap_err();
+        assert!(e.to_string().contains("--native-weights"), "{e}");
+    }
+}
