@@ -312,36 +312,16 @@ fn pack_native(
     })?;
     let device = &ctx.device;
     let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-    let desc = wgpu::ShaderModuleDescriptorPassthrough {
-        label: Some("nshade pack"),
-        entry_points: vec![wgpu::PassthroughShaderEntryPoint {
-            name: "main".into(),
-            workgroup_size: (32, 1, 1),
-        }]
-        .into(),
-        spirv: Some(words.as_slice().into()),
-        ..Default::default()
-    };
     // SAFETY: glslang's SPIR-V of the generated pack kernel; bindings match the layout
     // below, and it writes matrix t's 32 uvec4s (t < total) and the report after them.
-    let module = unsafe { device.create_shader_module_passthrough(desc) };
-    let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-        label: Some("nshade pack"),
-        entries: &[storage(0, true), storage(1, false)],
-    });
-    let pl = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-        label: Some("nshade pack"),
-        bind_group_layouts: &[Some(&layout)],
-        immediate_size: 0,
-    });
-    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-        label: Some("nshade pack"),
-        layout: Some(&pl),
-        module: &module,
-        entry_point: Some("main"),
-        compilation_options: Default::default(),
-        cache: None,
-    });
+    let module = unsafe { passthrough_module(device, "nshade pack", &words, "main", 32) };
+    let (layout, pipeline) = compute_pipeline(
+        device,
+        "nshade pack",
+        &[storage(0, true), storage(1, false)],
+        &module,
+        "main",
+    );
     let bytes = (total as u64 + 1) * 32 * 16;
     let native = device.create_buffer(&wgpu::BufferDescriptor {
         label: Some("nshade native weights"),
@@ -450,6 +430,61 @@ pub fn kernel_options(target: Target, precision: Precision) -> Options {
         compute: target == Target::Wgsl,
         ..Options::new(target)
     }
+}
+
+/// A shader module of SPIR-V words loaded unchanged, with one compute entry point.
+///
+/// # Safety
+/// The words must be valid SPIR-V whose resources match the layout they are used with
+/// and whose accesses stay inside the buffers bound (wgpu checks neither).
+unsafe fn passthrough_module(
+    device: &wgpu::Device,
+    label: &str,
+    words: &[u32],
+    entry: &str,
+    workgroup_size: u32,
+) -> wgpu::ShaderModule {
+    let desc = wgpu::ShaderModuleDescriptorPassthrough {
+        label: Some(label),
+        entry_points: vec![wgpu::PassthroughShaderEntryPoint {
+            name: entry.to_string().into(),
+            workgroup_size: (workgroup_size, 1, 1),
+        }]
+        .into(),
+        spirv: Some(words.into()),
+        ..Default::default()
+    };
+    // SAFETY: the caller's
+    unsafe { device.create_shader_module_passthrough(desc) }
+}
+
+/// The compute pipeline of `module`'s `entry` over one bind group of `entries`, with
+/// that group's layout.
+fn compute_pipeline(
+    device: &wgpu::Device,
+    label: &str,
+    entries: &[wgpu::BindGroupLayoutEntry],
+    module: &wgpu::ShaderModule,
+    entry: &str,
+) -> (wgpu::BindGroupLayout, wgpu::ComputePipeline) {
+    let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+        label: Some(label),
+        entries,
+    });
+    let pl = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+        label: Some(label),
+        bind_group_layouts: &[Some(&layout)],
+        immediate_size: 0,
+    });
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(label),
+        layout: Some(&pl),
+        module,
+        entry_point: Some(entry),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    (layout, pipeline)
 }
 
 fn storage(binding: u32, read_only: bool) -> wgpu::BindGroupLayoutEntry {
@@ -871,19 +906,18 @@ impl ShaderEvaluator {
                         "loading SPIR-V needs a device with PASSTHROUGH_SHADERS".into(),
                     ));
                 }
-                let desc = wgpu::ShaderModuleDescriptorPassthrough {
-                    label: Some("nshade inference (SPIR-V)"),
-                    entry_points: vec![wgpu::PassthroughShaderEntryPoint {
-                        name: entry.to_string().into(),
-                        workgroup_size: (workgroup_size, 1, 1),
-                    }]
-                    .into(),
-                    spirv: Some(words.into()),
-                    ..Default::default()
-                };
                 // SAFETY: the words are naga's SPIR-V of a naga-validated module (and
-                // spirv-val accepts them in the tests); bindings match the layout below.
-                unsafe { device.create_shader_module_passthrough(desc) }
+                // spirv-val accepts them in the tests) or glslang's of a generated GLSL
+                // kernel; bindings match the layout below.
+                unsafe {
+                    passthrough_module(
+                        device,
+                        "nshade inference (SPIR-V)",
+                        words,
+                        entry,
+                        workgroup_size,
+                    )
+                }
             }
         };
         let bindings = (0, 2, 3);
@@ -901,23 +935,8 @@ impl ShaderEvaluator {
             storage(bindings.1, true),
             storage(bindings.2, false),
         ];
-        let layout = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-            label: Some("nshade inference"),
-            entries: &entries,
-        });
-        let pl = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-            label: Some("nshade inference"),
-            bind_group_layouts: &[Some(&layout)],
-            immediate_size: 0,
-        });
-        let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-            label: Some("nshade inference"),
-            layout: Some(&pl),
-            module: &module,
-            entry_point: Some(entry),
-            compilation_options: Default::default(),
-            cache: None,
-        });
+        let (layout, pipeline) =
+            compute_pipeline(device, "nshade inference", &entries, &module, entry);
         let params = weights.map(|w| {
             // Storage bindings must not be empty; pad to a multiple of 4 bytes.
             let mut bytes = w.to_vec();
