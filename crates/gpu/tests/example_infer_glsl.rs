@@ -32,7 +32,9 @@ fn example_matches_cpu_or_says_why_not() {
         let (w, h) = (67u32, 45u32);
         let result = example::run(&ctx, &model, w, h);
         if !runs {
-            let e = result.expect_err("no cooperative matrices here").to_string();
+            let e = result
+                .expect_err("no cooperative matrices here")
+                .to_string();
             assert!(
                 e.contains("cooperative matrices")
                     || e.contains("passthrough")

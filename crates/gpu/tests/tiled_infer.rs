@@ -1090,6 +1090,18 @@ fn glsl_native_matches_cpu() {
                     assert!(!src.contains("coopMatLoad(w, nshade_params"), "{what}");
                     compile_compute(&pack)
                         .unwrap_or_else(|e| panic!("glslang: pack {what}: {e:?}\n{pack}"));
+                    // the texture-in / image-out variant beside the native buffer at B + 1
+                    // compiles too (where the model has at most 4 inputs and outputs)
+                    if shape == (4, 2) && i <= 4 && o <= 4 {
+                        let t = Options {
+                            texture_io: true,
+                            ..opts.clone()
+                        };
+                        let tsrc = export(&m, &t).unwrap().into_text().unwrap();
+                        assert!(tsrc.contains("nshade_input_tex"), "{what}");
+                        compile_compute(&tsrc)
+                            .unwrap_or_else(|e| panic!("glslang: texture {what}: {e:?}\n{tsrc}"));
+                    }
                     let words = compile_compute(&src)
                         .unwrap_or_else(|e| panic!("glslang: {what}: {e:?}\n{src}"));
                     out.push((what, m.clone(), opts, words));
