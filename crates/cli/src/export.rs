@@ -216,6 +216,11 @@ pub fn run(args: Args) -> Result<()> {
     if target == Target::SpirV && output.is_none() && std::io::stdout().is_terminal() {
         bail!("--target spirv is binary: give an output file with -o FILE.spv");
     }
+    if args.native_weights && args.held_weights {
+        bail!(
+            "--native-weights and --held-weights ask for two different kernels (weights read from the native buffer, or held in registers); choose one"
+        );
+    }
     if args.pack_out.is_some() && !args.native_weights {
         bail!("--pack-out is where --native-weights writes its pack kernel; add --native-weights");
     }

@@ -778,6 +778,23 @@ fn export_compute_forms() {
         1,
         "add --native-weights",
     );
+    fails(
+        &nshade(&[
+            "export",
+            wide_s,
+            "--target",
+            "glsl",
+            "--form",
+            "coop-compute",
+            "--native-weights",
+            "--held-weights",
+            "-o",
+            d.join("both.comp").to_str().unwrap(),
+        ]),
+        1,
+        "choose one",
+    );
+    assert!(!d.join("both.comp").exists() && !d.join("both.pack.comp").exists());
     // a smaller workgroup-memory budget: smaller tiles, stated in the header
     let small = d.join("small.wgsl");
     ok(
