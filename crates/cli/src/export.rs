@@ -98,7 +98,8 @@ pub struct Args {
     /// Shape of the code: function (default), coop-compute (a compute kernel over
     /// tiles of rows whose mlp layers run on cooperative matrices, i.e. tensor cores;
     /// wgsl, spirv and glsl, whose kernel lets each subgroup own its rows and is the
-    /// fastest; weights from the buffer) or tiled-compute (the same kernel with
+    /// fastest, and slang, with Slang's linalg.CoopMat; weights from the buffer) or
+    /// tiled-compute (the same kernel with
     /// loops instead of cooperative matrices, for adapters with f16 only).
     #[arg(long, value_enum, default_value_t = FormArg::Function)]
     pub form: FormArg,

@@ -816,6 +816,34 @@ fn export_compute_forms() {
         1,
         "--form coop-compute",
     );
+    // Slang's cooperative matrices: the seed network's kernel; the 128-wide mlp's weights
+    // do not fit staged, which the Slang kernel needs
+    let sl = d.join("coop.slang");
+    ok(
+        &coop("slang", &["--precision", "f16", "-o", sl.to_str().unwrap()]),
+        "coop-compute slang",
+    );
+    let src = std::fs::read_to_string(&sl).unwrap();
+    assert!(
+        src.contains("linalg.CoopMat<half, MemoryScope.Subgroup, 16, 16")
+            && src.contains("StructuredBuffer<half> nshade_params"),
+        "{src}"
+    );
+    fails(
+        &nshade(&[
+            "export",
+            wide_s,
+            "--target",
+            "slang",
+            "--form",
+            "coop-compute",
+            "-o",
+            d.join("wide.slang").to_str().unwrap(),
+        ]),
+        1,
+        "do not fit",
+    );
+    assert!(!d.join("wide.slang").exists());
     let deep = model(
         "deep_mlps",
         "mlp(8x1, tanh, out=4) | freq(1) | mlp(6x1, swish)",

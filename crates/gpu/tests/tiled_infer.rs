@@ -1133,6 +1133,97 @@ fn glsl_native_matches_cpu() {
     glsl_kernels_match_cpu(&ctx, &all, "glsl native");
 }
 
+/// `--target slang --form coop-compute` (Slang's `linalg.CoopMat`) against the CPU where
+/// the adapter has cooperative matrices: every test model whose weights fit the device's
+/// workgroup memory, with f32 and f16 parameter buffers, each within 2e-2 relative and 3
+/// looping workgroups bit-identical to one per tile. The SPIR-V comes from Slang's
+/// compiler (`crates/shader/tests/slangc.py`, slangpy) or, on a machine without it, from
+/// `NSHADE_SLANG_SPV=DIR`, where `crates/shader/tests/slang.rs` put it
+/// (`NSHADE_SLANG_SPV_OUT`), named by the source's key. Elsewhere (no cooperative
+/// matrices: lavapipe) the kernels are only generated here; slang.rs compiles them.
+#[cfg(feature = "glslang")]
+#[test]
+fn slang_coop_matches_cpu() {
+    use nshade_shader::{Options, Precision, Target, WeightMode, export};
+    let Some(ctx) = common::passthrough_context() else {
+        return;
+    };
+    let budget = ctx.summary.max_workgroup_storage as usize;
+    let mut kernels = Vec::new();
+    for (name, m) in common::models::all() {
+        for precision in [Precision::F32, Precision::F16] {
+            let opts = Options {
+                form: Form::CoopCompute,
+                weights: WeightMode::Buffer,
+                precision,
+                workgroup_memory: budget,
+                ..Options::new(Target::Slang)
+            };
+            match export(&m, &opts) {
+                Ok(o) => kernels.push((
+                    format!("{name} slang coop {precision:?}"),
+                    m.clone(),
+                    opts,
+                    o.into_text().unwrap(),
+                )),
+                Err(e) => eprintln!("{name} slang coop {precision:?}: {e}"),
+            }
+        }
+    }
+    assert!(kernels.len() >= 8, "only {} kernels", kernels.len());
+    if !ctx.has(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX) {
+        eprintln!(
+            "\n*** SKIPPED the runs of slang_coop_matches_cpu ({} kernels generated): the adapter {} has no cooperative matrices; they run on the H200 ***\n",
+            kernels.len(),
+            ctx.summary.name
+        );
+        return;
+    }
+    // SPIR-V: precompiled where the machine has no Slang, else Slang's compiler
+    let words = |spv: &std::path::Path| -> Vec<u32> {
+        let bytes = std::fs::read(spv).unwrap_or_else(|e| panic!("{}: {e}", spv.display()));
+        assert_eq!(bytes.len() % 4, 0, "{}", spv.display());
+        bytes
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    };
+    let mut all = Vec::new();
+    if let Some(dir) = std::env::var_os("NSHADE_SLANG_SPV").map(std::path::PathBuf::from) {
+        for (what, m, opts, src) in kernels {
+            let spv = dir.join(common::models::source_key(&src) + ".spv");
+            all.push((what, m, opts, words(&spv)));
+        }
+    } else {
+        let py = std::env::var("NSHADE_PYTHON").unwrap_or_else(|_| "python3".into());
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../shader/tests/slangc.py");
+        let dir = common::models::scratch("tiled-slang");
+        let mut jobs = String::new();
+        let mut files = Vec::new();
+        for (k, (_, _, _, src)) in kernels.iter().enumerate() {
+            let file = dir.join(format!("k{k}.slang"));
+            std::fs::write(&file, src).unwrap();
+            let spv = dir.join(format!("k{k}.spv"));
+            jobs += &format!("{}\tmain\tcompute\t{}\n", file.display(), spv.display());
+            files.push(spv);
+        }
+        let list = dir.join("jobs.txt");
+        std::fs::write(&list, &jobs).unwrap();
+        common::models::run_ok(
+            std::process::Command::new(&py)
+                .arg(script)
+                .arg("--batch")
+                .arg(&list),
+            "slang coop-compute (set NSHADE_SLANG_SPV on a machine without slangpy)",
+            &jobs,
+        );
+        for ((what, m, opts, _), spv) in kernels.into_iter().zip(files) {
+            all.push((what, m, opts, words(&spv)));
+        }
+    }
+    glsl_kernels_match_cpu(&ctx, &all, "slang coop");
+}
+
 /// The GLSL kernel with the weights held in registers (`Options::rows_stationary`,
 /// `coop_wide`) for every network it takes, with f32 and f16 accumulation and an f32 and
 /// an f16 buffer: glslang compiles each (on every machine); where the adapter has

@@ -540,6 +540,15 @@ pub fn plan_for(model: &Model, opts: &Options) -> Result<TilePlan, Error> {
         )
     };
     let rows = |direct| rows_with(direct, false);
+    // Slang: its kernel of staged weights, or why not
+    if opts.target == Target::Slang {
+        let budget = opts.workgroup_memory;
+        return crate::coop_slang::plan(final_mlp(model)?, budget).ok_or_else(|| {
+            Error::Option(format!(
+                "--target slang --form coop-compute stages every weight in workgroup memory as f16, and this mlp's do not fit in {budget} bytes (--workgroup-memory); --target glsl --form coop-compute streams them or reads them from the native buffer"
+            ))
+        });
+    }
     // every weight matrix from the native buffer, where asked
     if let (Target::Glsl, Form::CoopCompute) = (opts.target, opts.form)
         && opts.rows_native
@@ -616,6 +625,10 @@ pub(crate) fn write_string(
 ) -> Result<String, Error> {
     if opts.target == Target::Glsl {
         return write_glsl(model, program, opts);
+    }
+    if opts.target == Target::Slang {
+        let plan = plan_for(model, opts)?;
+        return crate::coop_slang::write(model, program, opts, &plan);
     }
     let plan = plan(model, io_budget(opts))?;
     let tex = opts.texture_io;

@@ -20,6 +20,7 @@
 mod body;
 pub mod coop;
 mod coop_rows;
+mod coop_slang;
 mod coop_wide;
 mod glsl;
 mod header;
@@ -665,9 +666,10 @@ fn check(model: &Model, opts: &Options) -> Result<(), Error> {
         ));
     }
     if opts.form.is_tiled() {
-        if !matches!(t, Target::Wgsl | Target::SpirV | Target::Glsl) {
+        let slang_coop = t == Target::Slang && opts.form == Form::CoopCompute;
+        if !matches!(t, Target::Wgsl | Target::SpirV | Target::Glsl) && !slang_coop {
             return unsupported(&format!(
-                "--form {} (wgsl, spirv and glsl have it; the other targets have --form function)",
+                "--form {} (wgsl, spirv and glsl have it, slang --form coop-compute; the other targets have --form function)",
                 opts.form
             ));
         }

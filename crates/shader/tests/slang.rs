@@ -342,3 +342,100 @@ fn differentiable_slang_compiles_and_matches_finite_differences() {
         "slang autodiff: {compared} derivatives against finite differences, worst relative error {worst:.2e}"
     );
 }
+
+/// `--target slang --form coop-compute` (Slang's `linalg.CoopMat`) for every test model
+/// whose weights fit staged, with f32 and f16 parameter buffers and at two workgroup
+/// budgets (the planner's shapes differ): Slang's compiler takes each to SPIR-V, which
+/// declares the cooperative-matrix capability. Models that do not fit are refused with
+/// the reason. With `NSHADE_SLANG_SPV_OUT=DIR` the SPIR-V is also copied there, named by
+/// the sha256 of the source (`crates/gpu/tests/tiled_infer.rs` runs it on a GPU with
+/// cooperative matrices, which may have no Slang).
+#[test]
+fn slang_coop_compute_compiles_with_the_slang_compiler() {
+    use nshade_shader::Form;
+    let Some(py) = python() else { return };
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/slangc.py");
+    let dir = common::scratch("slang-coop");
+    let (mut jobs, mut outputs, mut refused) = (String::new(), Vec::new(), 0);
+    for (name, model) in common::all() {
+        for budget in [48 * 1024, 16 * 1024] {
+            for precision in [Precision::F32, Precision::F16] {
+                let opts = Options {
+                    form: Form::CoopCompute,
+                    weights: WeightMode::Buffer,
+                    precision,
+                    workgroup_memory: budget,
+                    ..Options::new(Target::Slang)
+                };
+                let src = match export(&model, &opts) {
+                    Ok(o) => o.into_text().unwrap(),
+                    Err(e) => {
+                        let e = e.to_string();
+                        assert!(e.contains("do not fit") || e.contains("mlp"), "{name}: {e}");
+                        refused += 1;
+                        continue;
+                    }
+                };
+                assert!(src.contains("linalg.CoopMat<half"), "{name}");
+                assert!(
+                    src.contains(&format!(
+                        "StructuredBuffer<{}> nshade_params",
+                        if precision == Precision::F16 {
+                            "half"
+                        } else {
+                            "float"
+                        }
+                    )),
+                    "{name}"
+                );
+                let k = outputs.len();
+                let file = dir.join(format!("{name}-{k}.slang"));
+                std::fs::write(&file, &src).unwrap();
+                let out = dir.join(format!("{name}-{k}.spv"));
+                jobs += &format!("{}\tmain\tcompute\t{}\n", file.display(), out.display());
+                outputs.push((out, src));
+            }
+        }
+    }
+    assert!(outputs.len() >= 8, "only {} kernels", outputs.len());
+    let list = dir.join("jobs.txt");
+    std::fs::write(&list, &jobs).unwrap();
+    common::run_ok(
+        Command::new(&py).arg(script).arg("--batch").arg(&list),
+        &format!(
+            "slang coop-compute: {} sources (see {})",
+            outputs.len(),
+            dir.display()
+        ),
+        &jobs,
+    );
+    let copy = std::env::var_os("NSHADE_SLANG_SPV_OUT").map(std::path::PathBuf::from);
+    for (out, src) in &outputs {
+        let spv = std::fs::read(out).unwrap_or_else(|e| panic!("{}: {e}", out.display()));
+        assert!(
+            spv.len() > 20 && spv[..4] == 0x0723_0203u32.to_le_bytes(),
+            "{}: not SPIR-V",
+            out.display()
+        );
+        // OpCapability CooperativeMatrixKHR (6022)
+        let words: Vec<u32> = spv
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert!(
+            words
+                .windows(2)
+                .any(|w| w[0] == (2 << 16 | 17) && w[1] == 6022),
+            "{}: no cooperative-matrix capability",
+            out.display()
+        );
+        if let Some(d) = &copy {
+            std::fs::create_dir_all(d).unwrap();
+            std::fs::write(d.join(common::source_key(src) + ".spv"), &spv).unwrap();
+        }
+    }
+    eprintln!(
+        "slang coop-compute: {} kernels compiled, {refused} refused",
+        outputs.len()
+    );
+}

@@ -269,11 +269,25 @@ fn tiled_forms_match_golden_files() {
             Precision::F32,
             "held",
         ),
+        (
+            "seed3",
+            Target::Slang,
+            Form::CoopCompute,
+            Precision::F32,
+            "slang",
+        ),
+        (
+            "hashgrid2",
+            Target::Slang,
+            Form::CoopCompute,
+            Precision::F32,
+            "slang",
+        ),
     ] {
         let m = common::model(name);
         // "tile": the shared-tile kernel; "rows": the subgroup kernel; "held": the kernel
         // of held weights (`--held-weights`)
-        let rows = kernel != "tile";
+        let rows = kernel == "rows" || kernel == "held";
         let o = Options {
             target,
             rows_shape: if rows { None } else { Some((0, 0)) },
@@ -293,10 +307,10 @@ fn tiled_forms_match_golden_files() {
             "{}.{}{p}.{}",
             target.name(),
             form.name(),
-            if target == Target::Glsl {
-                "comp"
-            } else {
-                "wgsl"
+            match target {
+                Target::Glsl => "comp",
+                Target::Slang => "slang",
+                _ => "wgsl",
             }
         ));
         if bless {

@@ -248,3 +248,14 @@ pub fn run_ok(cmd: &mut std::process::Command, what: &str, source: &str) {
         );
     }
 }
+
+/// A file name for a generated source's compiled form: FNV-1a (64-bit) of its text, in
+/// hex (a key between test runs, not a checksum against tampering).
+pub fn source_key(src: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in src.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
