@@ -66,7 +66,8 @@ pub fn tiled_supported(ctx: &GpuContext, model: &Model, form: Form) -> Result<()
 }
 
 /// [`tiled_supported`]'s checks of the device alone (the GLSL kernel plans for itself:
-/// it streams weights that the WGSL kernel cannot stage).
+/// it reads weights that the WGSL kernel cannot stage from the native buffer, or streams
+/// them).
 fn tiled_device(ctx: &GpuContext, form: Form) -> Result<(), String> {
     let name = &ctx.summary.name;
     if !ctx.has(wgpu::Features::SHADER_F16) {
@@ -599,7 +600,7 @@ impl ShaderEvaluator {
         model: &Model,
         precision: Precision,
     ) -> Result<ShaderEvaluator, GpuError> {
-        // (the GLSL kernel also where the WGSL one does not fit: weights streamed)
+        // (the GLSL kernel also where the WGSL one does not fit: native or streamed weights)
         let rows = glsl_rows_supported(ctx, model);
         let coop = rows || tiled_supported(ctx, model, Form::CoopCompute).is_ok();
         if preferred_form(model, coop, rows) == Form::CoopCompute {
