@@ -271,6 +271,13 @@ fn tiled_forms_match_golden_files() {
         ),
         (
             "seed3",
+            Target::Glsl,
+            Form::CoopCompute,
+            Precision::F16,
+            "native",
+        ),
+        (
+            "seed3",
             Target::Slang,
             Form::CoopCompute,
             Precision::F32,
@@ -287,17 +294,19 @@ fn tiled_forms_match_golden_files() {
         let m = common::model(name);
         // "tile": the shared-tile kernel; "rows": the subgroup kernel; "held": the kernel
         // of held weights (`--held-weights`)
-        let rows = kernel == "rows" || kernel == "held";
+        let rows = matches!(kernel, "rows" | "held" | "native");
         let o = Options {
             target,
             rows_shape: if rows { None } else { Some((0, 0)) },
             // what `nshade export` writes: f16 accumulation in the GLSL kernels
             rows_acc16: rows,
             rows_stationary: kernel == "held",
+            rows_native: kernel == "native",
             ..opts(form, precision)
         };
         let src = export(&m, &o).unwrap().into_text().unwrap();
         let p = match (precision, kernel) {
+            (_, "native") => ".native",
             (Precision::F16, _) => ".f16",
             (_, "rows") => ".rows",
             (_, "held") => ".held",
