@@ -1144,7 +1144,7 @@ fn glsl_native_matches_cpu() {
 #[cfg(feature = "glslang")]
 #[test]
 fn slang_coop_matches_cpu() {
-    use nshade_shader::{Options, Precision, Target, WeightMode, export};
+    use nshade_shader::{Precision, export};
     let Some(ctx) = common::passthrough_context() else {
         return;
     };
@@ -1152,13 +1152,7 @@ fn slang_coop_matches_cpu() {
     let mut kernels = Vec::new();
     for (name, m) in common::models::all() {
         for precision in [Precision::F32, Precision::F16] {
-            let opts = Options {
-                form: Form::CoopCompute,
-                weights: WeightMode::Buffer,
-                precision,
-                workgroup_memory: budget,
-                ..Options::new(Target::Slang)
-            };
+            let opts = common::models::slang_coop(precision, budget);
             match export(&m, &opts) {
                 Ok(o) => kernels.push((
                     format!("{name} slang coop {precision:?}"),

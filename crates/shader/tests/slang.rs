@@ -352,7 +352,6 @@ fn differentiable_slang_compiles_and_matches_finite_differences() {
 /// cooperative matrices, which may have no Slang).
 #[test]
 fn slang_coop_compute_compiles_with_the_slang_compiler() {
-    use nshade_shader::Form;
     let Some(py) = python() else { return };
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/slangc.py");
     let dir = common::scratch("slang-coop");
@@ -360,13 +359,7 @@ fn slang_coop_compute_compiles_with_the_slang_compiler() {
     for (name, model) in common::all() {
         for budget in [48 * 1024, 16 * 1024] {
             for precision in [Precision::F32, Precision::F16] {
-                let opts = Options {
-                    form: Form::CoopCompute,
-                    weights: WeightMode::Buffer,
-                    precision,
-                    workgroup_memory: budget,
-                    ..Options::new(Target::Slang)
-                };
+                let opts = common::slang_coop(precision, budget);
                 let src = match export(&model, &opts) {
                     Ok(o) => o.into_text().unwrap(),
                     Err(e) => {

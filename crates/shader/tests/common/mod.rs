@@ -259,3 +259,15 @@ pub fn source_key(src: &str) -> String {
     }
     format!("{h:016x}")
 }
+
+/// The options of `--target slang --form coop-compute` at `precision` within `budget`
+/// bytes of workgroup memory (what the Slang tests of both crates export).
+pub fn slang_coop(precision: nshade_shader::Precision, budget: usize) -> nshade_shader::Options {
+    nshade_shader::Options {
+        form: nshade_shader::Form::CoopCompute,
+        weights: nshade_shader::WeightMode::Buffer,
+        precision,
+        workgroup_memory: budget,
+        ..nshade_shader::Options::new(nshade_shader::Target::Slang)
+    }
+}
