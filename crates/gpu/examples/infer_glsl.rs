@@ -71,10 +71,9 @@ pub fn run(
             ..Options::new(Target::Glsl)
         },
     );
-    let staged = coop::plan_for(model, &opts);
-    let native = staged
+    let native = coop::plan_for(model, &opts)
         .as_ref()
-        .map_or(true, |p| p.streamed || p.output_groups > 0);
+        .map_or(true, nshade_gpu::infer::native_by_default);
     let opts = Options {
         rows_native: native,
         ..opts
@@ -116,7 +115,13 @@ pub fn run(
     let mut padded = params;
     padded.resize(padded.len().next_multiple_of(4), 0);
     queue.write_buffer(&param_buf, 0, &padded);
-    let matrices = coop::pack_kernel(model, &opts).map(|(_, t)| t).unwrap_or(0);
+    // (the pack kernel and its matrices where the weights are native)
+    let pack = if native {
+        Some(coop::pack_kernel(model, &opts)?)
+    } else {
+        None
+    };
+    let matrices = pack.as_ref().map_or(0, |(_, t)| *t);
     let wnat = buffer(
         "nshade_wnat",
         (matrices + 1) * 512,
@@ -203,9 +208,9 @@ pub fn run(
     //    workgroup of 32 per 16 x 16 matrix); it also writes the elements per lane,
     //    which must be 8 (else the layout is not the one the kernel reads).
     let mut enc = device.create_command_encoder(&Default::default());
-    if native {
-        let (src, total) = coop::pack_kernel(model, &opts)?;
-        let (pack_layout, pack) = pipeline(&compile(&src)?, 32, &[(0, true), (1, false)]);
+    if let Some((src, total)) = &pack {
+        let total = *total;
+        let (pack_layout, pack) = pipeline(&compile(src)?, 32, &[(0, true), (1, false)]);
         let pack_group = bind(&pack_layout, &[&param_buf, &wnat]);
         let mut pass = enc.begin_compute_pass(&Default::default());
         pass.set_pipeline(&pack);

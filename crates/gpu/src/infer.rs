@@ -253,7 +253,7 @@ fn glsl_coop_options(
 /// (`freq(8) | mlp(64x4, relu)` 14.25 G against 14.08 G) or slower (seed #3 33.9 G
 /// against 41.9 G, the hash-grid network 10.1 G against 12.9 G), and it needs the pack
 /// kernel's extra buffer.
-fn native_by_default(p: &nshade_shader::coop::TilePlan) -> bool {
+pub fn native_by_default(p: &nshade_shader::coop::TilePlan) -> bool {
     p.streamed || p.output_groups > 0
 }
 

@@ -1048,16 +1048,24 @@ pub(crate) fn glsl_head(
     (s, in_ty)
 }
 
-/// The GLSL kernels' store of one encoded row into X: value j of `xs` (expressions) at
-/// `{at}j]` as f16, then zeros up to the first layer's padded width.
-pub(crate) fn glsl_store_x_row(s: &mut String, ind: &str, at: &str, xs: &[String], l0: &TileLayer) {
+/// The GLSL and Slang kernels' store of one encoded row into X: value j of `xs`
+/// (expressions) at `{at}j]` as f16 (the type `half`: `float16_t` in GLSL, `half` in
+/// Slang), then zeros up to the first layer's padded width.
+pub(crate) fn store_x_row(
+    s: &mut String,
+    ind: &str,
+    at: &str,
+    xs: &[String],
+    l0: &TileLayer,
+    half: &str,
+) {
     for (j, v) in xs.iter().enumerate() {
-        let _ = writeln!(s, "{ind}{at}{j}u] = float16_t({v});");
+        let _ = writeln!(s, "{ind}{at}{j}u] = {half}({v});");
     }
     if l0.in_p > l0.in_dims {
         let _ = writeln!(
             s,
-            "{ind}for (uint j = {}u; j < {}u; j++) {{ {at}j] = float16_t(0.0); }}",
+            "{ind}for (uint j = {}u; j < {}u; j++) {{ {at}j] = {half}(0.0); }}",
             l0.in_dims, l0.in_p
         );
     }

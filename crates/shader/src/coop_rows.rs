@@ -672,19 +672,15 @@ float16_t {p}xh(uint e) {{
             (i, k, nn)
         }
     };
-    // W^T block (k, n) of layer l as a column-major B: staged rows of `stride`, or in
+    // W^T block (k, n) of layer i as a column-major B: staged rows of `stride`, or in
     // place in the f16 buffer (rows of in_dims)
     // (streamed: `n0` the first output block staged, at ws's start)
     let native = plan.native;
     let bases = native_bases(&plan.layers);
-    let wload = |l: &TileLayer, var: &str, k: usize, nn: usize, n0: usize| {
+    let wload = |i: usize, var: &str, k: usize, nn: usize, n0: usize| {
+        let l = &plan.layers[i];
         if native {
             // the lane's 8 f16 of the matrix, one 16-byte load
-            let i = plan
-                .layers
-                .iter()
-                .position(|x| std::ptr::eq(x, l))
-                .expect("a layer of the plan");
             let t = bases[i] + nn * (l.in_p / 16) + k;
             return format!(
                 "{mb} {var}; {{ uvec4 q = {p}wnat[{}u + lane]; f16vec2 h0 = unpackFloat2x16(q.x), h1 = unpackFloat2x16(q.y), h2 = unpackFloat2x16(q.z), h3 = unpackFloat2x16(q.w); {var}[0] = h0.x; {var}[1] = h0.y; {var}[2] = h1.x; {var}[3] = h1.y; {var}[4] = h2.x; {var}[5] = h2.y; {var}[6] = h3.x; {var}[7] = h3.y; }}",
@@ -712,7 +708,7 @@ float16_t {p}xh(uint e) {{
                 for nn in 0..l.out_p / 16 {
                     let (a, b, c) = wkey(i, k, nn);
                     if held.insert((a, b, c)) {
-                        let _ = writeln!(s, "    {}", wload(l, &format!("w{a}_{b}_{c}"), b, c, 0));
+                        let _ = writeln!(s, "    {}", wload(a, &format!("w{a}_{b}_{c}"), b, c, 0));
                     }
                 }
             }
@@ -826,7 +822,7 @@ float16_t {p}xh(uint e) {{
             );
         } else {
             let at = format!("{p}xs[xb + {row} * {sx}u + ");
-            crate::coop::glsl_store_x_row(s, ind, &at, &xs, &plan.layers[0]);
+            crate::coop::store_x_row(s, ind, &at, &xs, &plan.layers[0], "float16_t");
         }
     };
     if one {
@@ -1012,7 +1008,7 @@ float16_t {p}xh(uint e) {{
                             format!("w{a}_{b}_{c}")
                         } else {
                             let _ =
-                                writeln!(s, "            {{ {}", wload(l, "w", b, c, part.start));
+                                writeln!(s, "            {{ {}", wload(a, "w", b, c, part.start));
                             "w".to_string()
                         };
                         for m in 0..blocks {

@@ -193,17 +193,8 @@ void main(uint3 gid : SV_GroupID, uint lid : SV_GroupIndex)
     let ind = "            ";
     let encoding = crate::coop::encoding(program);
     let xs = crate::coop::glsl_encoding(model, &encoding, opts, ind, &mut s);
-    let l0 = &plan.layers[0];
-    for (j, v) in xs.iter().enumerate() {
-        let _ = writeln!(s, "{ind}{p}xs[xb + r * {sx}u + {j}u] = half({v});");
-    }
-    if l0.in_p > l0.in_dims {
-        let _ = writeln!(
-            s,
-            "{ind}for (uint j = {}u; j < {}u; j++) {{ {p}xs[xb + r * {sx}u + j] = half(0.0); }}",
-            l0.in_dims, l0.in_p
-        );
-    }
+    let at = format!("{p}xs[xb + r * {sx}u + ");
+    crate::coop::store_x_row(&mut s, ind, &at, &xs, &plan.layers[0], "half");
     let _ = writeln!(s, "        }}\n        GroupMemoryBarrierWithWaveSync();");
     let n_last = plan.layers.len() - 1;
     let row_major = "linalg.CoopMatMatrixLayout.RowMajor";
@@ -242,8 +233,8 @@ void main(uint3 gid : SV_GroupID, uint lid : SV_GroupIndex)
                 "({p}zs[zb + q * {zw}u + o] + {p}bs[{}u + o])",
                 l.staged_bias
             );
+            let y = crate::syntax::activation(&crate::syntax::CSyntax, &l.act, "z");
             if i < n_last {
-                let y = crate::syntax::activation(&crate::syntax::CSyntax, &l.act, "z");
                 let _ = writeln!(
                     s,
                     "        for (uint e = lane; e < {tot}u; e += 32u) {{ uint q = e / {op}u; uint o = e % {op}u; float z = {z}; {p}xs[xb + ({m}u * 16u + q) * {sx}u + o] = half({y}); }}",
@@ -251,7 +242,6 @@ void main(uint3 gid : SV_GroupID, uint lid : SV_GroupIndex)
                     op = l.out_p,
                 );
             } else {
-                let y = crate::syntax::activation(&crate::syntax::CSyntax, &l.act, "z");
                 let _ = writeln!(
                     s,
                     "        for (uint e = lane; e < {tot}u; e += 32u) {{ uint q = e / {out_dims}u; uint o = e % {out_dims}u; uint row = r0 + {m}u * 16u + q; float z = {z}; if (row < n) {{ {p}outputs[row * {out_dims}u + o] = {y}; }} }}",

@@ -370,7 +370,7 @@ void main() {{
     if parts == 1 {
         let ind = "            ";
         let xs = crate::coop::glsl_encoding(model, &encoding, opts, ind, &mut s);
-        crate::coop::glsl_store_x_row(&mut s, ind, &at, &xs, l0);
+        crate::coop::store_x_row(&mut s, ind, &at, &xs, l0, "float16_t");
     } else {
         let ind = "                ";
         let share = l0.in_p.div_ceil(parts);
