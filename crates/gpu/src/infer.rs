@@ -438,7 +438,7 @@ pub fn kernel_options(target: Target, precision: Precision) -> Options {
 /// # Safety
 /// The words must be valid SPIR-V whose resources match the layout they are used with
 /// and whose accesses stay inside the buffers bound (wgpu checks neither).
-unsafe fn passthrough_module(
+pub(crate) unsafe fn passthrough_module(
     device: &wgpu::Device,
     label: &str,
     words: &[u32],

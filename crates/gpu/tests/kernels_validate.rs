@@ -189,3 +189,70 @@ fn grid_kernels_validate() {
         );
     }
 }
+
+/// The GLSL step kernel (the cooperative-matrix path's fused kernel with its tile
+/// epilogues in registers) compiles with glslang for every network and loss of its
+/// family, at the chunk sizes it picks for 48 KiB of workgroup memory, and refuses what
+/// it does not train (rows data, grids, `cat`, activations whose derivative needs z).
+/// It runs against the CPU on an adapter with cooperative matrices (`train.rs` with
+/// `NSHADE_GPU_PATH=coop`); lavapipe has none.
+#[test]
+fn glsl_step_kernels_compile() {
+    use nshade_gpu::train::codegen::Pad;
+    let texture = DataKind::Texture {
+        width: 64,
+        height: 48,
+    };
+    let mut compiled = 0;
+    for (arch, losses) in [
+        ("freq(3) | mlp(32x3, leaky_relu, sigmoid)", &Loss::ALL[..]),
+        ("freq(8) | mlp(64x4, relu)", &[Loss::RelativeL2][..]),
+        // f16 weight-gradient tiles, weights read in the loop, 16-sample chunks
+        ("freq(8) | mlp(128x4, relu)", &[Loss::L2][..]),
+        // a bare mlp: the sampling writes X_0
+        ("mlp(32x3, relu)", &[Loss::L1][..]),
+        // padding rows masked (sigmoid and exp are not 0 at 0), widths not multiples of 16
+        ("freq(2) | mlp(20x2, sigmoid, exp)", &[Loss::RelativeL2][..]),
+        ("mlp(40x1, exp, tanh)", &[Loss::Smape][..]),
+    ] {
+        let net = Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
+        assert!(codegen::glsl_fits(&net, texture), "{arch}");
+        let (s, skew) = codegen::glsl_samples(&net, 48 * 1024).expect(arch);
+        for &loss in losses {
+            let src = codegen::glsl_step_kernel(
+                &net,
+                loss,
+                texture,
+                5000,
+                (s, skew),
+                3,
+                Pad::of(&net).partial_len(net.dense_count),
+            )
+            .expect(arch);
+            if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
+                panic!(
+                    "{arch} ({loss:?}, {s} samples): line {:?}: {}\n{src}",
+                    e.line, e.message
+                );
+            }
+            compiled += 1;
+        }
+    }
+    assert_eq!(compiled, Loss::ALL.len() + 5);
+    let rows = DataKind::Rows {
+        rows: 100,
+        in_dims: 2,
+        out_dims: 3,
+    };
+    let seed3 = Network::build(&Arch::parse("freq(3) | mlp(32x3, relu)").unwrap(), 2, 3).unwrap();
+    assert!(!codegen::glsl_fits(&seed3, rows));
+    for arch in [
+        "hashgrid(4, 2, 10, 4, 1.5) | mlp(32x1, relu)",
+        "cat(identity, freq(2)) | mlp(16x1, relu)",
+        "mlp(16x1, swish)",
+        "freq(2) | freq(1) | mlp(16x1, relu)",
+    ] {
+        let net = Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
+        assert!(!codegen::glsl_fits(&net, texture), "{arch}");
+    }
+}

@@ -485,6 +485,136 @@ pub fn choose_launch_for(
     ))
 }
 
+/// Where samples come from, as the step kernel sees it.
+fn data_kind(data: &TrainingData) -> DataKind {
+    match data {
+        TrainingData::Texture(t) => DataKind::Texture {
+            width: t.width as u32,
+            height: t.height as u32,
+        },
+        TrainingData::Rows(r) => DataKind::Rows {
+            rows: r.len() as u32,
+            in_dims: r.in_dims as u32,
+            out_dims: r.out_dims as u32,
+        },
+    }
+}
+
+/// The GLSL step kernel is wanted (default; `NSHADE_GPU_GLSL=0` keeps the WGSL kernels).
+pub fn glsl_enabled() -> bool {
+    std::env::var("NSHADE_GPU_GLSL").map_or(true, |v| v != "0")
+}
+
+/// The launch of the GLSL step kernel ([`codegen::glsl_step_kernel`]) and its row skew,
+/// where it applies: the cooperative-matrix path's fused kernels, a network and data of
+/// its family ([`codegen::glsl_fits`]), an adapter that loads SPIR-V unchanged, and a
+/// build with glslang. `fused` is the WGSL launch the kernel replaces (its Adam
+/// kernel takes the same groups).
+fn glsl_launch(
+    ctx: &GpuContext,
+    net: &Network,
+    kind: DataKind,
+    batch: u32,
+    fused: Launch,
+) -> Option<(Launch, u32)> {
+    if !cfg!(feature = "glslang")
+        || !glsl_enabled()
+        || !ctx.has(wgpu::Features::PASSTHROUGH_SHADERS)
+        || !codegen::fused_enabled()
+        || !codegen::net_fusable(net)
+        || !codegen::glsl_fits(net, kind)
+    {
+        return None;
+    }
+    let max = ctx.device.limits().max_compute_workgroup_storage_size as usize;
+    let (samples, skew) = codegen::glsl_samples(net, max)?;
+    let total = batch.div_ceil(samples);
+    let target = env_u32("NSHADE_GPU_GROUPS").unwrap_or(128).max(1);
+    let chunks = total.div_ceil(target);
+    let groups = total.div_ceil(chunks);
+    Some((
+        Launch {
+            samples,
+            threads: codegen::GLSL_THREADS as u32,
+            groups,
+            chunks,
+            skew,
+            sgbar: false,
+            xglobal: false,
+            wsh: false,
+            ..fused
+        },
+        skew,
+    ))
+}
+
+/// The pipeline of the GLSL step kernel `src`, compiled by glslang and loaded as SPIR-V
+/// (cached per device like the WGSL ones).
+fn glsl_pipeline(
+    ctx: &GpuContext,
+    src: &str,
+    types: &[wgpu::BindingType],
+) -> Result<(wgpu::ComputePipeline, wgpu::BindGroupLayout), TrainError> {
+    #[cfg(feature = "glslang")]
+    {
+        let words = crate::capture::glslang::compile_compute(src).map_err(|e| {
+            backend_err(format!(
+                "glslang rejected the GLSL step kernel (line {:?}): {}",
+                e.line, e.message
+            ))
+        })?;
+        let key = format!("glsl step\n{types:?}\n{src}");
+        Ok(ctx.cached_pipeline(key, || {
+            let device = &ctx.device;
+            // SAFETY: glslang's SPIR-V of the generated step kernel: its bindings are the
+            // WGSL step kernel's (`types`), and every index is in range by construction
+            // as in the WGSL kernels (see `compile`): tiles are clamped to the layer's
+            // padded blocks, `xh`/`gh` rows hold SX ≥ S samples, partial offsets are
+            // the padded weights and biases of group `wid` < groups.
+            let module = unsafe {
+                crate::infer::passthrough_module(
+                    device,
+                    "nshade step (GLSL)",
+                    &words,
+                    "main",
+                    codegen::GLSL_THREADS as u32,
+                )
+            };
+            let entries: Vec<_> = types
+                .iter()
+                .enumerate()
+                .map(|(i, t)| layout_entry(i as u32, *t))
+                .collect();
+            let bgl = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: Some("nshade step (GLSL)"),
+                entries: &entries,
+            });
+            let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some("nshade step (GLSL)"),
+                bind_group_layouts: &[Some(&bgl)],
+                immediate_size: 0,
+            });
+            let pipe = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some("nshade step (GLSL)"),
+                layout: Some(&layout),
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants: &[],
+                    zero_initialize_workgroup_memory: false,
+                },
+                cache: None,
+            });
+            (pipe, bgl)
+        }))
+    }
+    #[cfg(not(feature = "glslang"))]
+    {
+        let _ = (ctx, src, types);
+        Err(backend_err("this nshade was built without glslang"))
+    }
+}
+
 fn has_mlp(net: &Network) -> bool {
     !codegen::Pad::of(net).layers.is_empty()
 }
@@ -517,6 +647,8 @@ pub struct GpuTrainer {
     scaling: Option<(LossScale, wgpu::Buffer)>,
     /// Steps whose loss scale is made infinite ([`GpuTrainer::inject_overflow`]).
     poison: Vec<u32>,
+    /// The step kernel is the GLSL one ([`codegen::glsl_step_kernel`]).
+    glsl: bool,
 }
 
 /// The dynamic loss-scale state before the next step (see [`codegen::adam_kernel_scaled`]).
@@ -723,36 +855,43 @@ impl GpuTrainer {
         // `coop` below: the padded f16 layout of the f16 and cooperative-matrix paths
         let (launch, coop) = choose_launch_for(&ctx, net, cfg.batch, pingpong, scalar, precision)?;
         let precision = if coop { precision } else { Precision::F32 };
+        let kind = data_kind(data);
+        // the GLSL step kernel where it applies (its own chunk size)
+        let glsl = if precision == Precision::Coop {
+            glsl_launch(&ctx, net, kind, cfg.batch as u32, launch)
+        } else {
+            None
+        };
+        let launch = glsl.map_or(launch, |g| g.0);
         let scaling = scaling.or(coop.then(|| LossScale::for_batch(cfg.batch as u32)));
         let pad = codegen::Pad::of(net);
         let vpad = codegen::VecPad::of(net);
-        let (kind, values): (DataKind, &[f32]) = match data {
-            TrainingData::Texture(t) => (
-                DataKind::Texture {
-                    width: t.width as u32,
-                    height: t.height as u32,
-                },
-                &t.data,
-            ),
-            TrainingData::Rows(r) => (
-                DataKind::Rows {
-                    rows: r.len() as u32,
-                    in_dims: r.in_dims as u32,
-                    out_dims: r.out_dims as u32,
-                },
-                &r.data,
-            ),
+        let values: &[f32] = match data {
+            TrainingData::Texture(t) => &t.data,
+            TrainingData::Rows(r) => &r.data,
         };
         let batch = cfg.batch as u32;
-        let step_src = codegen::step_kernel_for(
-            net,
-            cfg.loss,
-            kind,
-            batch,
-            launch,
-            precision,
-            scaling.is_some(),
-        );
+        let step_src = match glsl {
+            Some((_, skew)) => codegen::glsl_step_kernel(
+                net,
+                cfg.loss,
+                kind,
+                batch,
+                (launch.samples, skew),
+                launch.chunks,
+                pad.partial_len(net.dense_count),
+            )
+            .ok_or_else(|| backend_err("the GLSL step kernel does not apply to this network"))?,
+            None => codegen::step_kernel_for(
+                net,
+                cfg.loss,
+                kind,
+                batch,
+                launch,
+                precision,
+                scaling.is_some(),
+            ),
+        };
         // The dense parameters go through partial sums and this kernel; grid tables
         // through fixed-point atomics and `grid::adam_kernel`.
         let adam_src = codegen::adam_kernel_scaled(
@@ -771,7 +910,12 @@ impl GpuTrainer {
             Ok(dir) if !dir.is_empty() => {
                 let dir = std::path::Path::new(&dir);
                 let _ = std::fs::create_dir_all(dir);
-                let _ = std::fs::write(dir.join("step.wgsl"), &step_src);
+                let name = if glsl.is_some() {
+                    "step.comp"
+                } else {
+                    "step.wgsl"
+                };
+                let _ = std::fs::write(dir.join(name), &step_src);
                 let _ = std::fs::write(dir.join("adam.wgsl"), &adam_src);
             }
             _ => {}
@@ -892,8 +1036,11 @@ impl GpuTrainer {
             adam_types.push(storage_ty(false));
             adam_types.push(storage_ty(true));
         }
-        let (step_pipe, step_bgl) =
-            pipeline(&ctx, "nshade step", &step_src, "nsh_step", &step_types);
+        let (step_pipe, step_bgl) = if glsl.is_some() {
+            glsl_pipeline(&ctx, &step_src, &step_types)?
+        } else {
+            pipeline(&ctx, "nshade step", &step_src, "nsh_step", &step_types)
+        };
         let (adam_pipe, adam_bgl) =
             pipeline(&ctx, "nshade adam", &adam_src, "nsh_adam", &adam_types);
         let step_bg = bind(
@@ -960,6 +1107,7 @@ impl GpuTrainer {
             dense_count: net.dense_count,
             moments,
             weight_copy: coop || launch.vec,
+            glsl: glsl.is_some(),
             scaling: scaling.zip(ls.map(|l| l.0)),
             poison: Vec::new(),
         };
@@ -1030,6 +1178,12 @@ impl GpuTrainer {
     /// (f16 operands, f32 accumulation and master weights) or `f32`.
     pub fn path(&self) -> &'static str {
         self.precision.name()
+    }
+
+    /// The language of the step kernel that runs: `glsl` ([`codegen::glsl_step_kernel`])
+    /// or `wgsl`.
+    pub fn kernel_language(&self) -> &'static str {
+        if self.glsl { "glsl" } else { "wgsl" }
     }
 
     /// Makes step `step` overflow (its loss scale becomes +∞, so every gradient is

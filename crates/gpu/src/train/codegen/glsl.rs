@@ -1,0 +1,786 @@
+//! The fused cooperative-matrix step kernel in GLSL (`GL_KHR_cooperative_matrix`),
+//! compiled by the glslang built into nshade and loaded as SPIR-V: the same algorithm,
+//! bindings, partial-sum layout and fixed summation orders as the WGSL fused kernel
+//! (`fused.rs`), for the networks the issue's table trains — texture data, an optional
+//! `freq` stage on the raw input, one fusable MLP — with one difference that WGSL
+//! cannot express: GLSL reaches the elements of an accumulator (`c[e]`, `c.length()`)
+//! and converts accumulators between component types, so a hidden layer's tile epilogue
+//! (activation, f16 rounding, padding rows) and the input gradient's (the derivative of
+//! the layer below, read as an f16 accumulator of the same tile, the f16 range check)
+//! run in registers and store the tile straight into `xh`/`gh` — no scratch tile, no
+//! subgroup barrier, no per-invocation loads and stores (docs/gpu-training.md, "The
+//! GLSL step kernel"). Pure: network in, source text out.
+
+use super::wgsl::lit;
+use super::{DataKind, Pad, PadLayer};
+use nshade_core::Activation;
+use nshade_core::loss::Loss;
+use nshade_core::module::{Linear, Module};
+use nshade_core::network::Network;
+use nshade_shader::syntax::{self, CSyntax};
+use std::fmt::Write;
+
+/// Invocations per workgroup of the GLSL step kernel.
+pub const GLSL_THREADS: usize = 256;
+
+/// The part of a network the GLSL step kernel trains: an optional `freq` stage on
+/// the raw input, then one MLP.
+struct Shape<'a> {
+    octaves: Option<usize>,
+    layers: &'a [Linear],
+}
+
+/// `Some` when `net` is a fusable MLP, alone or after one `freq` stage, on a texture
+/// (`in_dims` 2).
+fn shape(net: &Network) -> Option<Shape<'_>> {
+    let (octaves, mlp) = match &net.root {
+        Module::Mlp(m) => (None, m),
+        Module::Chain(c) => match c.stages.as_slice() {
+            [Module::Frequency(f), Module::Mlp(m)] if f.octaves > 0 => (Some(f.octaves), m),
+            _ => return None,
+        },
+        _ => return None,
+    };
+    let hidden_ok = mlp.layers[..mlp.layers.len() - 1]
+        .iter()
+        .all(|l| !super::wgsl::needs_z(l.act));
+    let out_ok = !super::wgsl::needs_z(mlp.layers.last()?.act);
+    // bias rows are summed by at most one invocation each
+    let narrow = mlp.layers.iter().all(|l| l.out_dims <= GLSL_THREADS);
+    (hidden_ok && out_ok && narrow && net.in_dims == 2).then_some(Shape {
+        octaves,
+        layers: &mlp.layers,
+    })
+}
+
+/// Whether the GLSL step kernel can train `net` on `data`.
+pub fn glsl_fits(net: &Network, data: DataKind) -> bool {
+    matches!(data, DataKind::Texture { .. }) && shape(net).is_some()
+}
+
+/// The GLSL kernel's sizes for `samples` per chunk.
+struct Layout {
+    sx: usize,
+    /// Offset of every layer's input X_i in `xh`.
+    xo: Vec<usize>,
+    xh: usize,
+    gh: usize,
+    maxp: usize,
+    /// f32 rows of `sh`: inputs (2), targets, outputs.
+    sh: usize,
+    zc: usize,
+    bs: usize,
+    /// Bias-gradient accumulators: (rows, blocks) per layer, last layer first.
+    accs: Vec<(usize, usize)>,
+    /// Offset of the row masks in `bs`.
+    masks: usize,
+}
+
+/// A hidden layer whose padding rows need masking: its activation is not 0 at 0.
+fn needs_mask(l: &PadLayer, act: Activation) -> bool {
+    l.out_dims < l.out_p && matches!(act, Activation::Sigmoid | Activation::Exp)
+}
+
+fn layout(pad: &Pad, od: usize, s: usize, skew: usize, any_mask: bool) -> Layout {
+    let sx = s + skew;
+    let mut xo = Vec::new();
+    let mut off = 0;
+    for l in &pad.layers {
+        xo.push(off);
+        off += l.in_p * sx;
+    }
+    let maxp = pad.layers.iter().map(|l| l.out_p).max().unwrap_or(16);
+    let accs: Vec<(usize, usize)> = pad
+        .layers
+        .iter()
+        .rev()
+        .map(|l| (l.out_dims, bias_blocks(l.out_dims, s)))
+        .collect();
+    let st_n = s / 16;
+    let out_tiles = (pad.layers.last().map_or(16, |l| l.out_p) / 16) * st_n;
+    let scr = out_tiles.min(GLSL_THREADS / 32);
+    // the folds at the end: one accumulator at a time, then the loss's blocks
+    let folds = GLSL_THREADS + GLSL_THREADS / 16;
+    Layout {
+        sx,
+        xo,
+        xh: off,
+        gh: 2 * maxp * sx,
+        maxp,
+        sh: (2 + 2 * od) * (s + 1),
+        zc: (scr * 256).max(folds),
+        // biases, then (where a layer needs them) the 0/1 row masks of the same rows
+        bs: (1 + usize::from(any_mask)) * pad.layers.iter().map(|l| l.out_p).sum::<usize>(),
+        masks: pad.layers.iter().map(|l| l.out_p).sum::<usize>(),
+        accs,
+    }
+}
+
+/// Invocations per bias row (a power of two ≤ 16 dividing S, B·rows ≤ WG), as the WGSL
+/// kernel's `fused_bias_sums`; 1 for rows beyond the workgroup.
+fn bias_blocks(rows: usize, s: usize) -> usize {
+    let mut nb = 1;
+    while nb < 16 && nb * 2 * rows <= GLSL_THREADS && nb * 2 <= s && s.is_multiple_of(nb * 2) {
+        nb *= 2;
+    }
+    nb
+}
+
+impl Layout {
+    fn bytes(&self) -> usize {
+        (self.xh + self.gh) * 2 + (self.sh + self.zc + self.bs + 256) * 4 + 16
+    }
+}
+
+/// Samples per chunk and row skew for the GLSL kernel: 64 samples, halved until its
+/// workgroup memory fits `max` bytes, with rows padded by 8 f16 where that fits (the
+/// padded stride moves the 16 rows a matrix load reads into different banks), else
+/// unpadded; `None` when not even 16 samples fit.
+pub fn glsl_samples(net: &Network, max: usize) -> Option<(u32, u32)> {
+    let pad = Pad::of(net);
+    let any_mask = any_mask(net, &pad);
+    let mut s = std::env::var("NSHADE_GPU_SAMPLES")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|s| s.is_power_of_two() && *s >= 16)
+        .unwrap_or(64);
+    loop {
+        for skew in [8, 0] {
+            if layout(&pad, net.out_dims, s, skew, any_mask).bytes() <= max {
+                return Some((s as u32, skew as u32));
+            }
+        }
+        if s <= 16 {
+            return None;
+        }
+        s /= 2;
+    }
+}
+
+/// Weight tiles held in matrix registers (the forward's and the input gradient's
+/// single-tile phases), as the WGSL kernel's `Gen::hoist`: none where a layer has more
+/// than 64 outputs (`NSHADE_GPU_HOIST` overrides: 0 none, 1 forward only, 2 both), at
+/// most 40 tiles.
+fn hoist_level(pad: &Pad) -> u32 {
+    std::env::var("NSHADE_GPU_HOIST")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .unwrap_or_else(|| {
+            let widest = pad.layers.iter().map(|l| l.out_dims).max().unwrap_or(0);
+            if widest > 64 { 0 } else { 2 }
+        })
+}
+
+/// Some hidden layer of `net` needs its padding rows masked.
+fn any_mask(net: &Network, pad: &Pad) -> bool {
+    shape(net).is_some_and(|shp| {
+        let n = shp.layers.len();
+        (0..n - 1).any(|i| needs_mask(&pad.layers[i], shp.layers[i].act))
+    })
+}
+
+/// y = f(z) in GLSL.
+fn act(a: Activation, z: &str) -> String {
+    syntax::activation(&CSyntax, &a, z)
+}
+
+const HEAD: &str = "#version 450
+#extension GL_KHR_cooperative_matrix : require
+#extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+#extension GL_EXT_shader_16bit_storage : require
+";
+
+const FUNCS: &str = "uint nsh_pcg_hash(uint v) {
+    uint state = v * 747796405u + 2891336453u;
+    uint word = ((state >> ((state >> 28u) + 4u)) ^ state) * 277803737u;
+    return (word >> 22u) ^ word;
+}
+float nsh_unit(uint h) { return float(h >> 8u) * (1.0 / 16777216.0); }
+float nsh_sign(float d) { return d > 0.0 ? 1.0 : (d < 0.0 ? -1.0 : 0.0); }
+// 1 when v is not finite or |v| > lim (a bit test: no reliance on NaN comparisons)
+uint nsh_ls_over(float v, float lim) {
+    return ((floatBitsToUint(v) & 0x7f800000u) == 0x7f800000u || abs(v) > lim) ? 1u : 0u;
+}
+uint nsh_ls_bits(float v) { return (floatBitsToUint(v) & 0x7f800000u) == 0x7f800000u ? 1u : 0u; }
+";
+
+const ACC: &str = "coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>";
+const ACC16: &str = "coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>";
+const MA: &str = "coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>";
+const MB: &str = "coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>";
+const ROW: &str = "gl_CooperativeMatrixLayoutRowMajor";
+const COL: &str = "gl_CooperativeMatrixLayoutColumnMajor";
+const BAR: &str = "    memoryBarrierShared(); barrier();\n";
+
+/// The GLSL step kernel for `net` (see [`glsl_fits`]) trained with `loss` on a texture,
+/// `samples` per chunk (from [`glsl_samples`]), `groups` × `chunks`, dynamic loss
+/// scaling on. `None` when the network or data is not of the kernel's family.
+#[allow(clippy::too_many_arguments)]
+pub fn glsl_step_kernel(
+    net: &Network,
+    loss: Loss,
+    data: DataKind,
+    batch: u32,
+    (samples, skew): (u32, u32),
+    chunks: u32,
+    partial_len: usize,
+) -> Option<String> {
+    let shp = shape(net)?;
+    let DataKind::Texture { width, height } = data else {
+        return None;
+    };
+    let pad = Pad::of(net);
+    let od = net.out_dims;
+    let s = samples as usize;
+    let lay = layout(&pad, od, s, skew as usize, any_mask(net, &pad));
+    let wg = GLSL_THREADS;
+    let nsg = wg / 32;
+    let st_n = s / 16;
+    let sx = lay.sx;
+    let r = s + 1;
+    let n_l = shp.layers.len();
+    let level = hoist_level(&pad);
+    let exp = std::env::var("NSHADE_GPU_EXP").unwrap_or_default();
+    let mut k = String::from(HEAD);
+    let _ = write!(
+        k,
+        "layout(local_size_x = {wg}) in;
+layout(set = 0, binding = 0) uniform Step {{ uint step; uint slot; float step_lr; float inv_c2; uint mode; float poison; uint seed_h; }} st;
+layout(set = 0, binding = 1) readonly buffer Params {{ float params[]; }};
+layout(set = 0, binding = 2) readonly buffer Data {{ float data[]; }};
+layout(set = 0, binding = 3) buffer Partial {{ float partial[]; }};
+layout(set = 0, binding = 4) buffer LossPartial {{ float loss_partial[]; }};
+layout(set = 0, binding = 5) readonly buffer W16 {{ float16_t w16[]; }};
+layout(set = 0, binding = 7) readonly buffer Ls {{ uint ls[]; }};
+layout(set = 0, binding = 8) buffer LsFlags {{ uint lsflags[]; }};
+const uint S = {s}u;
+const uint R = {r}u;
+const uint SX = {sx}u;
+const uint WG = {wg}u;
+const uint NSG = {nsg}u;
+const uint CHUNKS = {chunks}u;
+const uint BATCH = {batch}u;
+const uint P = {partial_len}u;
+shared float sh[{sh}];
+shared float16_t xh[{xh}];
+shared float16_t gh[{gh}];
+shared float zc[{zc}];
+shared float bs[{bs}];
+shared uint lsbad;
+{FUNCS}
+void main() {{
+    uint lid = gl_LocalInvocationIndex;
+    uint wid = gl_WorkGroupID.x;
+    uint sgid = lid / 32u;
+    uint lane = lid % 32u;
+    uint step_h = nsh_pcg_hash(st.step ^ st.seed_h);
+    float lsc = uintBitsToFloat(ls[(st.step & 1u) * 4u]) + st.poison;
+    uint lsf = 0u;
+    float loss_acc = 0.0;
+",
+        sh = lay.sh,
+        xh = lay.xh.max(1),
+        gh = lay.gh,
+        zc = lay.zc,
+        bs = lay.bs,
+    );
+    // texels of chunk 0, loaded one chunk ahead from then on
+    let (w, h) = (width, height);
+    let fetch = |k: &mut String, idx: &str| {
+        let _ = writeln!(
+            k,
+            "    if (lid < S) {{
+        uint h = nsh_pcg_hash(({idx}) ^ step_h);
+        pu = nsh_unit(h); pv = nsh_unit(nsh_pcg_hash(h));
+        float fx = pu * {w}.0 - 0.5; float fy = pv * {h}.0 - 0.5;
+        float x0f = floor(fx); float y0f = floor(fy);
+        uint x0 = min(uint(max(x0f, 0.0)), {wm}u); uint x1 = min(uint(max(x0f + 1.0, 0.0)), {wm}u);
+        uint y0 = min(uint(max(y0f, 0.0)), {hm}u); uint y1 = min(uint(max(y0f + 1.0, 0.0)), {hm}u);",
+            wm = w - 1,
+            hm = h - 1
+        );
+        for c in 0..od {
+            let _ = writeln!(
+                k,
+                "        pt[{a}] = data[(y0 * {w}u + x0) * {od}u + {c}u]; pt[{b}] = data[(y0 * {w}u + x1) * {od}u + {c}u];
+        pt[{cc}] = data[(y1 * {w}u + x0) * {od}u + {c}u]; pt[{d}] = data[(y1 * {w}u + x1) * {od}u + {c}u];",
+                a = 4 * c,
+                b = 4 * c + 1,
+                cc = 4 * c + 2,
+                d = 4 * c + 3
+            );
+        }
+        k.push_str("    }\n");
+    };
+    let _ = writeln!(
+        k,
+        "    float pu = 0.0; float pv = 0.0; float pt[{}];",
+        4 * od
+    );
+    fetch(&mut k, "wid * CHUNKS * S + lid");
+    k.push_str("    if (lid == 0u) { lsbad = 0u; }\n");
+    // X_0's padding rows (zero once; the sampling or freq phase writes the rest), the
+    // biases (f32, zero in padding rows) for the accumulators' start
+    let p0 = pad.layers[0];
+    let x0_rows = match shp.octaves {
+        Some(o) => 2 * 2 * o,
+        None => 2,
+    };
+    let _ = writeln!(
+        k,
+        "    for (uint e = lid; e < {n}u; e += WG) {{ xh[{x0}u * SX + e] = float16_t(0.0); }}",
+        n = (p0.in_p - x0_rows) * sx,
+        x0 = x0_rows
+    );
+    let mut boffs = Vec::new();
+    let mut boff = 0;
+    let masks = lay.masks;
+    let with_masks = any_mask(net, &pad);
+    for l in &pad.layers {
+        boffs.push(boff);
+        let mask = if with_masks {
+            format!(
+                " bs[{}u + e] = e < {}u ? 1.0 : 0.0;",
+                masks + boff,
+                l.out_dims
+            )
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            k,
+            "    for (uint e = lid; e < {op}u; e += WG) {{ bs[{boff}u + e] = e < {od}u ? params[{b}u + min(e, {odm}u)] : 0.0;{mask} }}",
+            op = l.out_p,
+            od = l.out_dims,
+            odm = l.out_dims - 1,
+            b = l.bias,
+        );
+        boff += l.out_p;
+    }
+    k.push_str(BAR);
+    // dW accumulators, persistent across chunks: slot j of layer i holds tile j·NSG + sgid
+    let dw_half = |l: &PadLayer| match std::env::var("NSHADE_GPU_DW16").as_deref() {
+        Ok("0") => false,
+        Ok("2") => true,
+        _ => l.out_p > 64 || l.in_p > 64,
+    };
+    let mut slots: Vec<Vec<String>> = Vec::new();
+    for (i, l) in pad.layers.iter().enumerate() {
+        let nt = (l.out_p / 16) * (l.in_p / 16);
+        let ty = if dw_half(l) { ACC16 } else { ACC };
+        let mut names = Vec::new();
+        for j in 0..nt.div_ceil(nsg) {
+            let name = format!("dw{i}_{j}");
+            let _ = writeln!(k, "    {ty} {name} = {ty}(0.0);");
+            names.push(name);
+        }
+        slots.push(names);
+    }
+    // hoisted weight tiles: forward W blocks and input-gradient Wᵀ blocks of phases with
+    // at most NSG tiles (subgroup sgid always takes tile min(sgid, nt − 1))
+    let mut hoisted = 0usize;
+    let mut fwd_w: Vec<Option<Vec<String>>> = Vec::new();
+    let mut bwd_w: Vec<Option<Vec<String>>> = Vec::new();
+    for (i, l) in pad.layers.iter().enumerate() {
+        let nt = (l.out_p / 16) * st_n;
+        let kn = l.in_p / 16;
+        if level >= 1 && nt <= nsg && hoisted + kn <= 40 {
+            let mut names = Vec::new();
+            for kk in 0..kn {
+                let name = format!("wf{i}_{kk}");
+                let _ = writeln!(
+                    k,
+                    "    {MA} {name}; coopMatLoad({name}, w16, {p}u + (min(sgid, {lt}u) / {st_n}u) * 16u * {ip}u + {k16}u, {ip}u, {ROW});",
+                    p = l.padded,
+                    lt = nt - 1,
+                    ip = l.in_p,
+                    k16 = kk * 16
+                );
+                names.push(name);
+            }
+            hoisted += kn;
+            fwd_w.push(Some(names));
+        } else {
+            fwd_w.push(None);
+        }
+    }
+    for (i, l) in pad.layers.iter().enumerate() {
+        let nt = (l.in_p / 16) * st_n;
+        let kn = l.out_p / 16;
+        if i > 0 && level >= 2 && nt <= nsg && hoisted + kn <= 40 {
+            let mut names = Vec::new();
+            for kk in 0..kn {
+                let name = format!("wb{i}_{kk}");
+                let _ = writeln!(
+                    k,
+                    "    {MA} {name}; coopMatLoad({name}, w16, {p}u + {ko}u + (min(sgid, {lt}u) / {st_n}u) * 16u, {ip}u, {COL});",
+                    p = l.padded,
+                    ko = kk * 16 * l.in_p,
+                    lt = nt - 1,
+                    ip = l.in_p,
+                );
+                names.push(name);
+            }
+            hoisted += kn;
+            bwd_w.push(Some(names));
+        } else {
+            bwd_w.push(None);
+        }
+    }
+    for a in 0..n_l {
+        let _ = writeln!(k, "    float acc{a} = 0.0;");
+    }
+    // rows of `sh`: u, v at 0 and 1, targets at 2.., outputs after them
+    let (tgt, outr) = (2, 2 + od);
+    k.push_str(
+        "    for (uint c = 0u; c < CHUNKS; c++) {\n    uint first = (wid * CHUNKS + c) * S;\n",
+    );
+    // sampling: interpolate the prefetched texels
+    let _ = writeln!(
+        k,
+        "    if (lid < S) {{
+        uint e = lid;
+        bool valid = first + e < BATCH;
+        float u = pu; float v = pv;
+        float fx = u * {w}.0 - 0.5; float fy = v * {h}.0 - 0.5;
+        float tx = fx - floor(fx); float ty = fy - floor(fy);"
+    );
+    for c in 0..od {
+        let _ = writeln!(
+            k,
+            "        {{ float top = pt[{a}] + (pt[{b}] - pt[{a}]) * tx; float bottom = pt[{cc}] + (pt[{d}] - pt[{cc}]) * tx;
+          sh[({row}u) * R + e] = top + (bottom - top) * ty; }}",
+            a = 4 * c,
+            b = 4 * c + 1,
+            cc = 4 * c + 2,
+            d = 4 * c + 3,
+            row = tgt + c
+        );
+    }
+    k.push_str("        float uu = valid ? u : 0.0; float vv = valid ? v : 0.0;\n");
+    if shp.octaves.is_some() {
+        k.push_str("        sh[e] = uu; sh[R + e] = vv;\n");
+    } else {
+        let _ = writeln!(
+            k,
+            "        xh[{x}u + e] = float16_t(uu); xh[{x}u + SX + e] = float16_t(vv);",
+            x = lay.xo[0]
+        );
+    }
+    k.push_str("    }\n    if (c + 1u < CHUNKS) {\n");
+    fetch(&mut k, "first + S + lid");
+    k.push_str("    }\n");
+    k.push_str(BAR);
+    if let Some(ko) = shp.octaves {
+        // freq: one item per (input, octave, sample); sin at i·K + k, cos at D·K + i·K + k
+        let mut cases = String::new();
+        for o in 0..ko {
+            let _ = writeln!(
+                cases,
+                "            case {o}: vs = {}; vc = {}; break;",
+                syntax::frequency_sin("xv", o),
+                syntax::frequency_cos("xv", o)
+            );
+        }
+        let _ = writeln!(
+            k,
+            "    for (uint e = lid; e < {n}u; e += WG) {{
+        uint s = e % S; uint io = e / S; uint i = io / {ko}u; uint o = io % {ko}u;
+        float xv = sh[i * R + s];
+        float vs = 0.0; float vc = 0.0;
+        switch (o) {{
+{cases}            default: break;
+        }}
+        xh[{x}u + (i * {ko}u + o) * SX + s] = float16_t(vs); xh[{x}u + ({dk}u + i * {ko}u + o) * SX + s] = float16_t(vc);
+    }}",
+            n = 2 * ko * s,
+            x = lay.xo[0],
+            dk = 2 * ko
+        );
+        k.push_str(BAR);
+    }
+    // forward
+    let tile_head = |k: &mut String, nt: usize, blk: &str| {
+        let _ = writeln!(
+            k,
+            "    for (uint j = 0u; j < {nj}u; j++) {{
+        uint t = j * NSG + sgid; uint q = min(t, {lt}u);
+        uint {blk} = q / {st_n}u; uint sb = q % {st_n}u;",
+            nj = nt.div_ceil(nsg),
+            lt = nt - 1
+        );
+    };
+    let scale = 1.0 / (batch as usize * od) as f32;
+    for (i, l) in pad.layers.iter().enumerate() {
+        let lin = &shp.layers[i];
+        let nt = (l.out_p / 16) * st_n;
+        tile_head(&mut k, nt, "ot");
+        let _ = writeln!(
+            k,
+            "        {ACC} c; coopMatLoad(c, bs, {b}u + ot * 16u, 0u, {COL});",
+            b = boffs[i]
+        );
+        for kk in 0..l.in_p / 16 {
+            let a = match &fwd_w[i] {
+                Some(n) => n[kk].clone(),
+                None => {
+                    let _ = writeln!(
+                        k,
+                        "        {{ {MA} a; coopMatLoad(a, w16, {p}u + ot * 16u * {ip}u + {k16}u, {ip}u, {ROW});",
+                        p = l.padded,
+                        ip = l.in_p,
+                        k16 = kk * 16
+                    );
+                    "a".into()
+                }
+            };
+            let open = fwd_w[i].is_none();
+            let _ = writeln!(
+                k,
+                "        {}{MB} b; coopMatLoad(b, xh, {x}u + sb * 16u, SX, {ROW}); c = coopMatMulAdd({a}, b, c); }}",
+                if open { "  " } else { "{ " },
+                x = lay.xo[i] + kk * 16 * sx
+            );
+        }
+        if i + 1 < n_l {
+            // hidden layer: activation in registers, padding rows to zero, f16 into X_{i+1}
+            // (relu, leaky relu, tanh and none give 0 there already)
+            let pad_rows = needs_mask(l, lin.act);
+            if exp != "noepi" {
+                let _ = writeln!(
+                    k,
+                    "        for (int e = 0; e < c.length(); e++) {{ float zz = c[e]; c[e] = {}; }}",
+                    act(lin.act, "zz")
+                );
+            }
+            if pad_rows {
+                // the rows past out_dims: a column-major stride-0 load of a 0/1 row mask
+                let _ = writeln!(
+                    k,
+                    "        {{ {ACC} m; coopMatLoad(m, bs, {mo}u + ot * 16u, 0u, {COL}); for (int e = 0; e < c.length(); e++) {{ c[e] = c[e] * m[e]; }} }}",
+                    mo = masks + boffs[i]
+                );
+            }
+            let _ = writeln!(
+                k,
+                "        if (t < {nt}u) {{ {ACC16} hh = {ACC16}(c); coopMatStore(hh, xh, {x}u + ot * 16u * SX + sb * 16u, SX, {ROW}); }}\n    }}",
+                x = lay.xo[i + 1]
+            );
+            k.push_str(BAR);
+        } else {
+            // output layer: through the subgroup's scratch tile, as the WGSL kernel; the
+            // loss, dy (times the output activation's derivative, the scale) and dy's f16
+            // copy into gh (zero in padding rows)
+            let deriv = if lin.act == Activation::None {
+                String::new()
+            } else {
+                format!(" * {}", syntax::activation_derivative(&lin.act, "zz", "p"))
+            };
+            let _ = writeln!(
+                k,
+                "        uint zs = min(sgid, {scr}u) * 256u;
+        coopMatStore(c, zc, zs, 16u, {ROW});
+        subgroupMemoryBarrierShared(); subgroupBarrier();
+        if (t < {nt}u) {{
+        for (uint u = 0u; u < 8u; u++) {{
+            uint e = u * 32u + lane; uint o = ot * 16u + e / 16u; uint s = sb * 16u + e % 16u;
+            float zz = zc[zs + e];
+            if (o < {od}u) {{
+                float p = {a}; sh[({outr}u + o) * R + s] = p;
+                float tt = sh[({tgt}u + o) * R + s];
+                bool valid = first + s < BATCH;
+                loss_acc += valid ? {lv} : 0.0;
+                float dyv = valid ? ({lg}) * {sc} * lsc{deriv} : 0.0;
+                lsf |= nsh_ls_over(dyv, 65504.0);
+                gh[o * SX + s] = float16_t(dyv);
+            }} else {{
+                gh[o * SX + s] = float16_t(0.0);
+            }}
+        }}
+        }}
+        subgroupMemoryBarrierShared(); subgroupBarrier();
+    }}",
+                scr = (nt.min(nsg)) - 1,
+                a = act(lin.act, "zz"),
+                lv = super::wgsl::loss_value(loss, "p", "tt"),
+                lg = super::wgsl::loss_gradient(loss, "p", "tt"),
+                sc = lit(scale),
+            );
+            k.push_str(BAR);
+        }
+    }
+    // backward, from the last layer
+    if exp != "fwd" {
+        for i in (0..n_l).rev() {
+            let l = pad.layers[i];
+            let cur = if (n_l - 1 - i).is_multiple_of(2) {
+                0
+            } else {
+                lay.maxp * sx
+            };
+            let nxt = lay.maxp * sx - cur;
+            // dW += dz·Xᵀ
+            let it_n = l.in_p / 16;
+            let nt = (l.out_p / 16) * it_n;
+            if exp != "nodw" {
+                for (j, slot) in slots[i].iter().enumerate() {
+                    let _ = writeln!(
+                        k,
+                        "    {{ uint t = {j}u * NSG + sgid; if (t < {nt}u) {{ uint ot = t / {it_n}u; uint it = t % {it_n}u;"
+                    );
+                    for kk in 0..st_n {
+                        let mm = format!("{slot} = coopMatMulAdd(a, b, {slot});");
+                        let _ = writeln!(
+                            k,
+                            "        {{ {MA} a; coopMatLoad(a, gh, {cur}u + ot * 16u * SX + {k16}u, SX, {ROW}); {MB} b; coopMatLoad(b, xh, {x}u + it * 16u * SX + {k16}u, SX, {COL}); {mm} }}",
+                            k16 = kk * 16,
+                            x = lay.xo[i]
+                        );
+                    }
+                    k.push_str("    } }\n");
+                }
+            }
+            // db: rows split over `nb` invocations (samples lid % nb, + nb, ...)
+            let (rows, nb) = lay.accs[n_l - 1 - i];
+            let a = n_l - 1 - i;
+            {
+                let mut sum = String::new();
+                for kk in 0..s / nb {
+                    let _ = write!(
+                        sum,
+                        " acc{a} += float(gh[{cur}u + o * SX + bl + {}u]);",
+                        kk * nb
+                    );
+                }
+                let _ = writeln!(
+                    k,
+                    "    {{ uint o = lid / {nb}u; uint bl = lid % {nb}u; if (o < {rows}u) {{{sum} }} }}"
+                );
+            }
+            if i == 0 {
+                if shp.octaves.is_none() {
+                    // the next chunk's sampling writes X_0
+                    k.push_str(BAR);
+                }
+                continue;
+            }
+            // dx = Wᵀ·dz, times the derivative of the layer below (from its f16 output)
+            let below = shp.layers[i - 1].act;
+            let ntx = it_n * st_n;
+            tile_head(&mut k, ntx, "it");
+            let _ = writeln!(k, "        {ACC} c = {ACC}(0.0);");
+            for kk in 0..l.out_p / 16 {
+                let a = match &bwd_w[i] {
+                    Some(n) => n[kk].clone(),
+                    None => {
+                        let _ = writeln!(
+                            k,
+                            "        {{ {MA} a; coopMatLoad(a, w16, {p}u + {ko}u + it * 16u, {ip}u, {COL});",
+                            p = l.padded,
+                            ko = kk * 16 * l.in_p,
+                            ip = l.in_p
+                        );
+                        "a".into()
+                    }
+                };
+                let open = bwd_w[i].is_none();
+                let _ = writeln!(
+                    k,
+                    "        {}{MB} b; coopMatLoad(b, gh, {g}u + sb * 16u, SX, {ROW}); c = coopMatMulAdd({a}, b, c); }}",
+                    if open { "  " } else { "{ " },
+                    g = cur + kk * 16 * sx
+                );
+            }
+            let d = if below == Activation::None {
+                "v".to_string()
+            } else {
+                format!("v * {}", syntax::activation_derivative(&below, "y", "y"))
+            };
+            if exp != "noepi" {
+                let _ = writeln!(
+                    k,
+                    "        {ACC16} yh; coopMatLoad(yh, xh, {x}u + it * 16u * SX + sb * 16u, SX, {ROW}); {ACC} yf = {ACC}(yh);
+        for (int e = 0; e < c.length(); e++) {{ float v = c[e]; float y = yf[e]; float d = {d}; lsf |= nsh_ls_over(d, 65504.0); c[e] = d; }}",
+                    x = lay.xo[i]
+                );
+            }
+            let _ = writeln!(
+                k,
+                "        if (t < {ntx}u) {{ {ACC16} hh = {ACC16}(c); coopMatStore(hh, gh, {nxt}u + it * 16u * SX + sb * 16u, SX, {ROW}); }}\n    }}"
+            );
+            k.push_str(BAR);
+        }
+    }
+    k.push_str("    }\n    uint pbase = wid * P;\n");
+    // dW tiles into the partials (f16 tiles converted, checked against f16's largest)
+    for (i, l) in pad.layers.iter().enumerate() {
+        let it_n = l.in_p / 16;
+        let nt = (l.out_p / 16) * it_n;
+        for (j, slot) in slots[i].iter().enumerate() {
+            let store = if dw_half(l) {
+                format!(
+                    "{ACC} f = {ACC}({slot}); for (int e = 0; e < f.length(); e++) {{ lsf |= nsh_ls_over(f[e], 65503.0); }} coopMatStore(f, partial, off, {ip}u, {ROW});",
+                    ip = l.in_p
+                )
+            } else {
+                format!(
+                    "coopMatStore({slot}, partial, off, {ip}u, {ROW});",
+                    ip = l.in_p
+                )
+            };
+            let _ = writeln!(
+                k,
+                "    {{ uint t = {j}u * NSG + sgid; if (t < {nt}u) {{ uint ot = t / {it_n}u; uint it = t % {it_n}u; uint off = pbase + {p}u + ot * 16u * {ip}u + it * 16u; {store} }} }}",
+                p = l.padded,
+                ip = l.in_p
+            );
+        }
+    }
+    // flags, then the bias folds and the loss in fixed orders
+    k.push_str("    { uint lsb = 0u;");
+    for a in 0..n_l {
+        let _ = write!(k, " lsb |= nsh_ls_bits(acc{a});");
+    }
+    k.push_str(" if (lsb != 0u || lsf != 0u) { atomicOr(lsbad, 1u); } }\n");
+    for (a, &(rows, nb)) in lay.accs.iter().enumerate() {
+        let l = pad.layers[n_l - 1 - a];
+        let mut fold = format!("float t = zc[lid * {nb}u];");
+        for b in 1..nb {
+            let _ = write!(fold, " t += zc[lid * {nb}u + {b}u];");
+        }
+        k.push_str(BAR);
+        let _ = writeln!(k, "    zc[lid] = acc{a};");
+        k.push_str(BAR);
+        let _ = writeln!(
+            k,
+            "    if (lid < {rows}u) {{ {fold} partial[pbase + {bp}u + lid] = t; if (nsh_ls_bits(t) != 0u) {{ atomicOr(lsbad, 1u); }} }}",
+            bp = l.bias_p
+        );
+    }
+    k.push_str(BAR);
+    k.push_str("    zc[lid] = loss_acc;\n");
+    k.push_str(BAR);
+    let lb = 0;
+    let blocks = wg / 16;
+    let mut fold = format!("float t = zc[{lb}u + lid * 16u];");
+    for b in 1..16 {
+        let _ = write!(fold, " t += zc[{lb}u + lid * 16u + {b}u];");
+    }
+    let _ = writeln!(
+        k,
+        "    if (lid < {blocks}u) {{ {fold} zc[{}u + lid] = t; }}",
+        lb + wg
+    );
+    k.push_str(BAR);
+    let mut fold = format!("float t = zc[{}u];", lb + wg);
+    for b in 1..blocks {
+        let _ = write!(fold, " t += zc[{}u];", lb + wg + b);
+    }
+    let _ = writeln!(
+        k,
+        "    if (lid == 0u) {{ {fold} loss_partial[wid] = t; lsflags[wid] = lsbad; }}\n}}"
+    );
+    Some(k)
+}
