@@ -62,6 +62,18 @@ fn compare_gradient(
     c: &TrainConfig,
     tol: f32,
 ) -> f32 {
+    compare_gradient_of(backend, arch, data, c, tol, None)
+}
+
+/// [`compare_gradient`], checking that the step kernel is in `language` when given.
+fn compare_gradient_of(
+    backend: &GpuBackend,
+    arch: &str,
+    data: Arc<TrainingData>,
+    c: &TrainConfig,
+    tol: f32,
+    language: Option<&str>,
+) -> f32 {
     let (i, o) = (data.in_dims(), data.out_dims());
     let net = Network::build(&Arch::parse(arch).unwrap(), i, o).unwrap();
     let mut params = net.init_params(3);
@@ -73,6 +85,9 @@ fn compare_gradient(
     let cpu_loss = cpu.gradient(0);
     let cpu_g = cpu.last_gradient().to_vec();
     let mut gpu = backend.trainer(&net, params, data, c).unwrap();
+    if let Some(lang) = language {
+        assert_eq!(gpu.kernel_language(), lang, "{arch}: step kernel language");
+    }
     let (gpu_loss, gpu_g) = gpu.gradient().unwrap();
     if forced_path().as_deref() == Some(gpu.path()) {
         ON_FORCED_PATH.fetch_add(1, Ordering::SeqCst);
@@ -226,6 +241,54 @@ fn gradients_match_cpu_for_every_module_kind() {
     }
     report("every module kind", worst);
     check_forced_path();
+}
+
+/// The GLSL step kernel (the cooperative-matrix path's fused kernel for `freq` + mlp on
+/// textures) against the CPU: every network shape it generates (hoisted and streamed
+/// weights, f16 weight-gradient tiles, masked padding rows, a bare mlp, 16- to 64-sample
+/// chunks), every loss, a batch that is not a multiple of the chunk. Needs cooperative
+/// matrices (the H200); on an adapter without them (lavapipe) the kernel cannot run,
+/// and `kernels_validate.rs` compiles it instead.
+#[test]
+fn glsl_step_kernel_matches_cpu() {
+    let Some(ctx) = common::context() else { return };
+    let ctx = Arc::new(ctx);
+    if !nshade_gpu::train::precision_supported(&ctx, Precision::Coop)
+        || !ctx.has(wgpu::Features::PASSTHROUGH_SHADERS)
+        || !nshade_gpu::train::glsl_enabled()
+    {
+        eprintln!(
+            "glsl_step_kernel_matches_cpu: not run here (the adapter lacks cooperative matrices or SPIR-V passthrough, or NSHADE_GPU_GLSL=0)"
+        );
+        return;
+    }
+    let backend = GpuBackend::with_context(ctx).precision(Precision::Coop);
+    let tex = Arc::new(TrainingData::Texture(common::small_texture()));
+    let mut worst = Vec::new();
+    let mut runs = 0;
+    for (arch, losses) in [
+        ("freq(3) | mlp(32x3, leaky_relu, sigmoid)", &Loss::ALL[..]),
+        ("freq(8) | mlp(64x4, relu)", &[Loss::RelativeL2][..]),
+        ("freq(8) | mlp(128x4, relu)", &[Loss::L2][..]),
+        ("mlp(32x3, relu)", &[Loss::L1][..]),
+        ("freq(2) | mlp(20x2, sigmoid, exp)", &[Loss::RelativeL2][..]),
+        ("mlp(40x1, exp, tanh)", &[Loss::Smape][..]),
+    ] {
+        for &loss in losses {
+            let c = cfg(1000, loss);
+            worst.push(compare_gradient_of(
+                &backend,
+                arch,
+                tex.clone(),
+                &c,
+                F32_TOL,
+                Some("glsl"),
+            ));
+            runs += 1;
+        }
+    }
+    assert_eq!(runs, Loss::ALL.len() + 5);
+    report("GLSL step kernel", worst);
 }
 
 /// With `NSHADE_GPU_PATH` forcing a path the adapter has, that path really ran (the

@@ -529,7 +529,12 @@ fn glsl_launch(
     let max = ctx.device.limits().max_compute_workgroup_storage_size as usize;
     let (samples, skew) = codegen::glsl_samples(net, max)?;
     let total = batch.div_ceil(samples);
-    let target = env_u32("NSHADE_GPU_GROUPS").unwrap_or(128).max(1);
+    // one workgroup per multiprocessor where the driver reports them (132 on the H200:
+    // 2-3% over 128 at 2^20), else 128
+    let target = env_u32("NSHADE_GPU_GROUPS")
+        .or(ctx.summary.multiprocessors)
+        .unwrap_or(128)
+        .max(1);
     let chunks = total.div_ceil(target);
     let groups = total.div_ceil(chunks);
     Some((

@@ -82,6 +82,7 @@ fn needs_mask(l: &PadLayer, act: Activation) -> bool {
 }
 
 fn layout(pad: &Pad, od: usize, s: usize, skew: usize, any_mask: bool) -> Layout {
+    let out_p = pad.layers.last().map_or(16, |l| l.out_p);
     let sx = s + skew;
     let mut xo = Vec::new();
     let mut off = 0;
@@ -107,7 +108,14 @@ fn layout(pad: &Pad, od: usize, s: usize, skew: usize, any_mask: bool) -> Layout
         xh: off,
         gh: 2 * maxp * sx,
         maxp,
-        sh: (2 + 2 * od) * (s + 1),
+        // u, v, then the targets: with the output epilogue in registers padded to the
+        // output layer's rows and followed by the samples' validity (1 or 0), else
+        // followed by the outputs
+        sh: if out_registers() {
+            (2 + out_p + 1) * (s + 4)
+        } else {
+            (2 + 2 * od) * (s + 1)
+        },
         zc: (scr * 256).max(folds),
         // biases, then (where a layer needs them) the 0/1 row masks of the same rows
         bs: (1 + usize::from(any_mask)) * pad.layers.iter().map(|l| l.out_p).sum::<usize>(),
@@ -158,25 +166,34 @@ pub fn glsl_samples(net: &Network, max: usize) -> Option<(u32, u32)> {
 }
 
 /// Weight tiles held in matrix registers (the forward's and the input gradient's
-/// single-tile phases), as the WGSL kernel's `Gen::hoist`: none where a layer has more
-/// than 64 outputs (`NSHADE_GPU_HOIST` overrides: 0 none, 1 forward only, 2 both), at
-/// most 40 tiles.
-fn hoist_level(pad: &Pad) -> u32 {
+/// single-tile phases), at most 40 tiles: by default both (`NSHADE_GPU_HOIST`: 0 none,
+/// 1 forward only, 2 both). Unlike the WGSL kernel, whose registers spilled with them
+/// for `freq(8) | mlp(128x4, relu)`, the GLSL kernel holds them for every width (that
+/// network trained 1.15-1.19x faster with them on the H200).
+fn hoist_level() -> u32 {
     std::env::var("NSHADE_GPU_HOIST")
         .ok()
         .and_then(|v| v.parse::<u32>().ok())
-        .unwrap_or_else(|| {
-            let widest = pad.layers.iter().map(|l| l.out_dims).max().unwrap_or(0);
-            if widest > 64 { 0 } else { 2 }
-        })
+        .unwrap_or(2)
 }
 
-/// Some hidden layer of `net` needs its padding rows masked.
+/// Some layer of `net` needs its padding rows masked (a hidden layer's activation, or
+/// the output layer's loss with its epilogue in registers).
 fn any_mask(net: &Network, pad: &Pad) -> bool {
     shape(net).is_some_and(|shp| {
         let n = shp.layers.len();
+        let last = &pad.layers[n - 1];
         (0..n - 1).any(|i| needs_mask(&pad.layers[i], shp.layers[i].act))
+            || (out_registers() && last.out_dims < last.out_p)
     })
+}
+
+/// The output layer's epilogue (loss, dy) runs on the accumulator's elements, with the
+/// targets, the rows' mask and the samples' validity loaded as matrices of the same
+/// tile (default; `NSHADE_GPU_OUTREG=0`: through the subgroup's scratch tile, one
+/// element per invocation and round, as the WGSL kernel).
+fn out_registers() -> bool {
+    std::env::var("NSHADE_GPU_OUTREG").map_or(true, |v| v != "0")
 }
 
 /// y = f(z) in GLSL.
@@ -239,9 +256,11 @@ pub fn glsl_step_kernel(
     let nsg = wg / 32;
     let st_n = s / 16;
     let sx = lay.sx;
-    let r = s + 1;
+    // rows of `sh`: with the output epilogue in registers S + 4 floats (matrix loads of
+    // the targets need 16-byte-aligned rows), else S + 1
+    let r = if out_registers() { s + 4 } else { s + 1 };
     let n_l = shp.layers.len();
-    let level = hoist_level(&pad);
+    let level = hoist_level();
     let exp = std::env::var("NSHADE_GPU_EXP").unwrap_or_default();
     let mut k = String::from(HEAD);
     let _ = write!(
@@ -359,6 +378,17 @@ void main() {{
         );
         boff += l.out_p;
     }
+    let outreg = out_registers();
+    let out_p = pad.layers[n_l - 1].out_p;
+    if outreg && od < out_p {
+        // the targets' padding rows (masked, but never uninitialised)
+        let _ = writeln!(
+            k,
+            "    for (uint e = lid; e < {n}u; e += WG) {{ sh[{o}u * R + e] = 0.0; }}",
+            n = (out_p - od) * r,
+            o = 2 + od
+        );
+    }
     k.push_str(BAR);
     // dW accumulators, persistent across chunks: slot j of layer i holds tile j·NSG + sgid
     let dw_half = |l: &PadLayer| match std::env::var("NSHADE_GPU_DW16").as_deref() {
@@ -460,6 +490,13 @@ void main() {{
         );
     }
     k.push_str("        float uu = valid ? u : 0.0; float vv = valid ? v : 0.0;\n");
+    if out_registers() {
+        let _ = writeln!(
+            k,
+            "        sh[{}u * R + e] = valid ? 1.0 : 0.0;",
+            2 + pad.layers[n_l - 1].out_p
+        );
+    }
     if shp.octaves.is_some() {
         k.push_str("        sh[e] = uu; sh[R + e] = vv;\n");
     } else {
@@ -578,6 +615,35 @@ void main() {{
             } else {
                 format!(" * {}", syntax::activation_derivative(&lin.act, "zz", "p"))
             };
+            if outreg {
+                // targets (rows padded), row mask × validity, as matrices of the tile
+                let _ = writeln!(
+                    k,
+                    "        {ACC} tm; coopMatLoad(tm, sh, {tgt}u * R + sb * 16u, R, {ROW});
+        {ACC} rm; coopMatLoad(rm, bs, {mo}u + ot * 16u, 0u, {COL});
+        {ACC} vm; coopMatLoad(vm, sh, {vr}u * R + sb * 16u, 0u, {ROW});
+        if (t < {nt}u) {{
+        for (int e = 0; e < c.length(); e++) {{
+            float zz = c[e]; float p = {a}; float tt = tm[e];
+            bool valid = rm[e] * vm[e] != 0.0;
+            loss_acc += valid ? {lv} : 0.0;
+            float dyv = valid ? ({lg}) * {sc} * lsc{deriv} : 0.0;
+            lsf |= nsh_ls_over(dyv, 65504.0);
+            c[e] = dyv;
+        }}
+        {ACC16} hh = {ACC16}(c); coopMatStore(hh, gh, ot * 16u * SX + sb * 16u, SX, {ROW});
+        }}
+    }}",
+                    mo = masks + boffs[i],
+                    vr = 2 + out_p,
+                    a = act(lin.act, "zz"),
+                    lv = super::wgsl::loss_value(loss, "p", "tt"),
+                    lg = super::wgsl::loss_gradient(loss, "p", "tt"),
+                    sc = lit(scale),
+                );
+                k.push_str(BAR);
+                continue;
+            }
             let _ = writeln!(
                 k,
                 "        uint zs = min(sgid, {scr}u) * 256u;
