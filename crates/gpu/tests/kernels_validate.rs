@@ -204,21 +204,11 @@ fn glsl_step_kernels_compile() {
         height: 48,
     };
     let mut compiled = 0;
-    for (arch, losses) in [
-        ("freq(3) | mlp(32x3, leaky_relu, sigmoid)", &Loss::ALL[..]),
-        ("freq(8) | mlp(64x4, relu)", &[Loss::RelativeL2][..]),
-        // f16 weight-gradient tiles, weights read in the loop, 16-sample chunks
-        ("freq(8) | mlp(128x4, relu)", &[Loss::L2][..]),
-        // a bare mlp: the sampling writes X_0
-        ("mlp(32x3, relu)", &[Loss::L1][..]),
-        // padding rows masked (sigmoid and exp are not 0 at 0), widths not multiples of 16
-        ("freq(2) | mlp(20x2, sigmoid, exp)", &[Loss::RelativeL2][..]),
-        ("mlp(40x1, exp, tanh)", &[Loss::Smape][..]),
-    ] {
+    for (arch, losses) in common::glsl_family() {
         let net = Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
         assert!(codegen::glsl_fits(&net, texture), "{arch}");
         let (s, skew) = codegen::glsl_samples(&net, 48 * 1024).expect(arch);
-        for &loss in losses {
+        for loss in losses {
             let src = codegen::glsl_step_kernel(
                 &net,
                 loss,

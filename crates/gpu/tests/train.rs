@@ -266,15 +266,8 @@ fn glsl_step_kernel_matches_cpu() {
     let tex = Arc::new(TrainingData::Texture(common::small_texture()));
     let mut worst = Vec::new();
     let mut runs = 0;
-    for (arch, losses) in [
-        ("freq(3) | mlp(32x3, leaky_relu, sigmoid)", &Loss::ALL[..]),
-        ("freq(8) | mlp(64x4, relu)", &[Loss::RelativeL2][..]),
-        ("freq(8) | mlp(128x4, relu)", &[Loss::L2][..]),
-        ("mlp(32x3, relu)", &[Loss::L1][..]),
-        ("freq(2) | mlp(20x2, sigmoid, exp)", &[Loss::RelativeL2][..]),
-        ("mlp(40x1, exp, tanh)", &[Loss::Smape][..]),
-    ] {
-        for &loss in losses {
+    for (arch, losses) in common::glsl_family() {
+        for loss in losses {
             let c = cfg(1000, loss);
             worst.push(compare_gradient_of(
                 &backend,

@@ -449,14 +449,9 @@ pub fn choose_launch_for(
         && precision == Precision::Coop
         && codegen::fused_enabled()
         && codegen::net_fusable(net);
-    let total = (batch as u32).div_ceil(samples);
     // fused cooperative-matrix kernels: 128 groups (their padded partials are large;
     // freq(8) | mlp(64x4) on the H200: 232–237 M against 214 M with 512)
-    let target = env_u32("NSHADE_GPU_GROUPS")
-        .unwrap_or(if fused { 128 } else { 512 })
-        .max(1);
-    let chunks = total.div_ceil(target);
-    let groups = total.div_ceil(chunks);
+    let (groups, chunks) = split_batch(batch as u32, samples, if fused { 128 } else { 512 });
     Ok((
         Launch {
             samples,
@@ -483,6 +478,15 @@ pub fn choose_launch_for(
         },
         coop,
     ))
+}
+
+/// (groups, chunks per group) for `batch` samples in chunks of `samples`, about
+/// `target` groups (`NSHADE_GPU_GROUPS` overrides it).
+fn split_batch(batch: u32, samples: u32, target: u32) -> (u32, u32) {
+    let total = batch.div_ceil(samples);
+    let target = env_u32("NSHADE_GPU_GROUPS").unwrap_or(target).max(1);
+    let chunks = total.div_ceil(target);
+    (total.div_ceil(chunks), chunks)
 }
 
 /// Where samples come from, as the step kernel sees it.
@@ -528,15 +532,9 @@ fn glsl_launch(
     }
     let max = ctx.device.limits().max_compute_workgroup_storage_size as usize;
     let (samples, skew) = codegen::glsl_samples(net, max)?;
-    let total = batch.div_ceil(samples);
     // one workgroup per multiprocessor where the driver reports them (132 on the H200:
     // 2-3% over 128 at 2^20), else 128
-    let target = env_u32("NSHADE_GPU_GROUPS")
-        .or(ctx.summary.multiprocessors)
-        .unwrap_or(128)
-        .max(1);
-    let chunks = total.div_ceil(target);
-    let groups = total.div_ceil(chunks);
+    let (groups, chunks) = split_batch(batch, samples, ctx.summary.multiprocessors.unwrap_or(128));
     Some((
         Launch {
             samples,
@@ -585,32 +583,7 @@ fn glsl_pipeline(
                     codegen::GLSL_THREADS as u32,
                 )
             };
-            let entries: Vec<_> = types
-                .iter()
-                .enumerate()
-                .map(|(i, t)| layout_entry(i as u32, *t))
-                .collect();
-            let bgl = device.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
-                label: Some("nshade step (GLSL)"),
-                entries: &entries,
-            });
-            let layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
-                label: Some("nshade step (GLSL)"),
-                bind_group_layouts: &[Some(&bgl)],
-                immediate_size: 0,
-            });
-            let pipe = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some("nshade step (GLSL)"),
-                layout: Some(&layout),
-                module: &module,
-                entry_point: Some("main"),
-                compilation_options: wgpu::PipelineCompilationOptions {
-                    constants: &[],
-                    zero_initialize_workgroup_memory: false,
-                },
-                cache: None,
-            });
-            (pipe, bgl)
+            module_pipeline(device, "nshade step (GLSL)", &module, "main", types)
         }))
     }
     #[cfg(not(feature = "glslang"))]
@@ -755,6 +728,19 @@ fn compile(
         // Every loop has a constant bound.
         unsafe { device.create_shader_module_trusted(desc, wgpu::ShaderRuntimeChecks::unchecked()) }
     };
+    module_pipeline(device, label, &module, entry, types)
+}
+
+/// The compute pipeline of `module`'s `entry` over one bind group of `types` (in binding
+/// order), with that group's layout; workgroup memory is not zeroed (every kernel writes
+/// what it reads first).
+fn module_pipeline(
+    device: &wgpu::Device,
+    label: &str,
+    module: &wgpu::ShaderModule,
+    entry: &str,
+    types: &[wgpu::BindingType],
+) -> (wgpu::ComputePipeline, wgpu::BindGroupLayout) {
     let entries: Vec<_> = types
         .iter()
         .enumerate()
@@ -772,7 +758,7 @@ fn compile(
     let pipe = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
         label: Some(label),
         layout: Some(&layout),
-        module: &module,
+        module,
         entry_point: Some(entry),
         compilation_options: wgpu::PipelineCompilationOptions {
             constants: &[],

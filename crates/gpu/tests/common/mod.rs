@@ -146,3 +146,24 @@ pub fn small_texture() -> Texture {
     }
     Texture::new(w, h, data, "test".into(), String::new())
 }
+
+/// The networks of the GLSL step kernel's family that the tests train and compile, each
+/// with the losses it is checked with (every loss once): hoisted and streamed weights,
+/// f16 weight-gradient tiles, masked padding rows, a bare mlp, 16- to 64-sample chunks.
+pub fn glsl_family() -> Vec<(&'static str, Vec<nshade_core::loss::Loss>)> {
+    use nshade_core::loss::Loss;
+    vec![
+        (
+            "freq(3) | mlp(32x3, leaky_relu, sigmoid)",
+            Loss::ALL.to_vec(),
+        ),
+        ("freq(8) | mlp(64x4, relu)", vec![Loss::RelativeL2]),
+        // f16 weight-gradient tiles, 16-sample chunks
+        ("freq(8) | mlp(128x4, relu)", vec![Loss::L2]),
+        // a bare mlp: the sampling writes X_0
+        ("mlp(32x3, relu)", vec![Loss::L1]),
+        // padding rows masked (sigmoid and exp are not 0 at 0), widths not multiples of 16
+        ("freq(2) | mlp(20x2, sigmoid, exp)", vec![Loss::RelativeL2]),
+        ("mlp(40x1, exp, tanh)", vec![Loss::Smape]),
+    ]
+}
