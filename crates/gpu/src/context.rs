@@ -264,22 +264,35 @@ impl GpuContext {
         key: String,
         build: impl FnOnce() -> CachedPipeline,
     ) -> CachedPipeline {
+        match self.try_cached_pipeline(key, || Ok::<_, std::convert::Infallible>(build())) {
+            Ok(p) => p,
+        }
+    }
+
+    /// [`GpuContext::cached_pipeline`] for a `build` that can fail (a front end such as
+    /// glslang runs inside it, so a cached kernel is not compiled again); a failure is
+    /// returned and nothing is cached.
+    pub fn try_cached_pipeline<E>(
+        &self,
+        key: String,
+        build: impl FnOnce() -> Result<CachedPipeline, E>,
+    ) -> Result<CachedPipeline, E> {
         {
             let mut c = self.pipelines.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(p) = c.entries.get(&key).cloned() {
                 c.hits += 1;
-                return p;
+                return Ok(p);
             }
             c.misses += 1;
         }
         // Compiled outside the lock: another thread may compile the same kernel at the same
         // time; the first one stored wins and both are equivalent.
-        let p = build();
+        let p = build()?;
         let mut c = self.pipelines.lock().unwrap_or_else(|e| e.into_inner());
         if c.entries.len() >= PipelineCache::LIMIT {
             c.entries.clear();
         }
-        c.entries.entry(key).or_insert(p).clone()
+        Ok(c.entries.entry(key).or_insert(p).clone())
     }
 
     /// How many [`GpuContext::cached_pipeline`] calls found their pipeline compiled, and

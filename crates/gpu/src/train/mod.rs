@@ -560,14 +560,14 @@ fn glsl_pipeline(
 ) -> Result<(wgpu::ComputePipeline, wgpu::BindGroupLayout), TrainError> {
     #[cfg(feature = "glslang")]
     {
-        let words = crate::capture::glslang::compile_compute(src).map_err(|e| {
-            backend_err(format!(
-                "glslang rejected the GLSL step kernel (line {:?}): {}",
-                e.line, e.message
-            ))
-        })?;
         let key = format!("glsl step\n{types:?}\n{src}");
-        Ok(ctx.cached_pipeline(key, || {
+        ctx.try_cached_pipeline(key, || {
+            let words = crate::capture::glslang::compile_compute(src).map_err(|e| {
+                backend_err(format!(
+                    "glslang rejected the GLSL step kernel (line {:?}): {}",
+                    e.line, e.message
+                ))
+            })?;
             let device = &ctx.device;
             // SAFETY: glslang's SPIR-V of the generated step kernel: its bindings are the
             // WGSL step kernel's (`types`), and every index is in range by construction
@@ -583,8 +583,14 @@ fn glsl_pipeline(
                     codegen::GLSL_THREADS as u32,
                 )
             };
-            module_pipeline(device, "nshade step (GLSL)", &module, "main", types)
-        }))
+            Ok(module_pipeline(
+                device,
+                "nshade step (GLSL)",
+                &module,
+                "main",
+                types,
+            ))
+        })
     }
     #[cfg(not(feature = "glslang"))]
     {

@@ -66,14 +66,18 @@ struct Layout {
     xh: usize,
     gh: usize,
     maxp: usize,
-    /// f32 rows of `sh`: inputs (2), targets, outputs.
+    /// f32 elements of `sh`: u, v, then the targets (see [`layout`]).
     sh: usize,
+    /// The row stride of `sh`.
+    r: usize,
     zc: usize,
     bs: usize,
     /// Bias-gradient accumulators: (rows, blocks) per layer, last layer first.
     accs: Vec<(usize, usize)>,
     /// Offset of the row masks in `bs`.
     masks: usize,
+    /// `bs` holds the row masks ([`any_mask`]).
+    masked: bool,
 }
 
 /// A hidden layer whose padding rows need masking: its activation is not 0 at 0.
@@ -81,7 +85,12 @@ fn needs_mask(l: &PadLayer, act: Activation) -> bool {
     l.out_dims < l.out_p && matches!(act, Activation::Sigmoid | Activation::Exp)
 }
 
-fn layout(pad: &Pad, od: usize, s: usize, skew: usize, any_mask: bool) -> Layout {
+/// The layout for `s` samples per chunk, rows of `xh`/`gh` padded by `skew`. Rows of
+/// `sh`: u and v, then the targets — with the output epilogue in registers padded to the
+/// output layer's rows and followed by the samples' validity (1 or 0), S + 4 floats long
+/// (matrix loads of the targets need 16-byte-aligned rows); else followed by the
+/// outputs, S + 1 floats long.
+fn layout(pad: &Pad, od: usize, s: usize, skew: usize, masked: bool, outreg: bool) -> Layout {
     let out_p = pad.layers.last().map_or(16, |l| l.out_p);
     let sx = s + skew;
     let mut xo = Vec::new();
@@ -98,34 +107,35 @@ fn layout(pad: &Pad, od: usize, s: usize, skew: usize, any_mask: bool) -> Layout
         .map(|l| (l.out_dims, bias_blocks(l.out_dims, s)))
         .collect();
     let st_n = s / 16;
-    let out_tiles = (pad.layers.last().map_or(16, |l| l.out_p) / 16) * st_n;
+    let out_tiles = (out_p / 16) * st_n;
     let scr = out_tiles.min(GLSL_THREADS / 32);
     // the folds at the end: one accumulator at a time, then the loss's blocks
     let folds = GLSL_THREADS + GLSL_THREADS / 16;
+    let r = if outreg { s + 4 } else { s + 1 };
+    let sum_out: usize = pad.layers.iter().map(|l| l.out_p).sum();
     Layout {
         sx,
         xo,
         xh: off,
         gh: 2 * maxp * sx,
         maxp,
-        // u, v, then the targets: with the output epilogue in registers padded to the
-        // output layer's rows and followed by the samples' validity (1 or 0), else
-        // followed by the outputs
-        sh: if out_registers() {
-            (2 + out_p + 1) * (s + 4)
+        sh: if outreg {
+            (2 + out_p + 1) * r
         } else {
-            (2 + 2 * od) * (s + 1)
+            (2 + 2 * od) * r
         },
+        r,
         zc: (scr * 256).max(folds),
         // biases, then (where a layer needs them) the 0/1 row masks of the same rows
-        bs: (1 + usize::from(any_mask)) * pad.layers.iter().map(|l| l.out_p).sum::<usize>(),
-        masks: pad.layers.iter().map(|l| l.out_p).sum::<usize>(),
+        bs: (1 + usize::from(masked)) * sum_out,
+        masks: sum_out,
+        masked,
         accs,
     }
 }
 
 /// Invocations per bias row (a power of two ≤ 16 dividing S, B·rows ≤ WG), as the WGSL
-/// kernel's `fused_bias_sums`; 1 for rows beyond the workgroup.
+/// kernel's `fused_bias_sums` (rows are at most WG: [`shape`]).
 fn bias_blocks(rows: usize, s: usize) -> usize {
     let mut nb = 1;
     while nb < 16 && nb * 2 * rows <= GLSL_THREADS && nb * 2 <= s && s.is_multiple_of(nb * 2) {
@@ -146,7 +156,8 @@ impl Layout {
 /// unpadded; `None` when not even 16 samples fit.
 pub fn glsl_samples(net: &Network, max: usize) -> Option<(u32, u32)> {
     let pad = Pad::of(net);
-    let any_mask = any_mask(net, &pad);
+    let outreg = out_registers();
+    let masked = any_mask(net, &pad, outreg);
     let mut s = std::env::var("NSHADE_GPU_SAMPLES")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
@@ -154,7 +165,7 @@ pub fn glsl_samples(net: &Network, max: usize) -> Option<(u32, u32)> {
         .unwrap_or(64);
     loop {
         for skew in [8, 0] {
-            if layout(&pad, net.out_dims, s, skew, any_mask).bytes() <= max {
+            if layout(&pad, net.out_dims, s, skew, masked, outreg).bytes() <= max {
                 return Some((s as u32, skew as u32));
             }
         }
@@ -179,12 +190,12 @@ fn hoist_level() -> u32 {
 
 /// Some layer of `net` needs its padding rows masked (a hidden layer's activation, or
 /// the output layer's loss with its epilogue in registers).
-fn any_mask(net: &Network, pad: &Pad) -> bool {
+fn any_mask(net: &Network, pad: &Pad, outreg: bool) -> bool {
     shape(net).is_some_and(|shp| {
         let n = shp.layers.len();
         let last = &pad.layers[n - 1];
         (0..n - 1).any(|i| needs_mask(&pad.layers[i], shp.layers[i].act))
-            || (out_registers() && last.out_dims < last.out_p)
+            || (outreg && last.out_dims < last.out_p)
     })
 }
 
@@ -194,6 +205,21 @@ fn any_mask(net: &Network, pad: &Pad) -> bool {
 /// element per invocation and round, as the WGSL kernel).
 fn out_registers() -> bool {
     std::env::var("NSHADE_GPU_OUTREG").map_or(true, |v| v != "0")
+}
+
+/// One k step of a tile product, `c = coopMatMulAdd(A, B, c)`: A the held tile `held`,
+/// else loaded with the `coopMatLoad` arguments `a_load`; B loaded with `b_load`.
+fn mul_add(k: &mut String, held: Option<&str>, a_load: &str, b_load: &str) {
+    let _ = match held {
+        Some(w) => writeln!(
+            k,
+            "        {{ {MB} b; coopMatLoad(b, {b_load}); c = coopMatMulAdd({w}, b, c); }}"
+        ),
+        None => writeln!(
+            k,
+            "        {{ {MA} a; coopMatLoad(a, {a_load}); {MB} b; coopMatLoad(b, {b_load}); c = coopMatMulAdd(a, b, c); }}"
+        ),
+    };
 }
 
 /// y = f(z) in GLSL.
@@ -232,9 +258,9 @@ const COL: &str = "gl_CooperativeMatrixLayoutColumnMajor";
 const BAR: &str = "    memoryBarrierShared(); barrier();\n";
 
 /// The GLSL step kernel for `net` (see [`glsl_fits`]) trained with `loss` on a texture,
-/// `samples` per chunk (from [`glsl_samples`]), `groups` × `chunks`, dynamic loss
-/// scaling on. `None` when the network or data is not of the kernel's family.
-#[allow(clippy::too_many_arguments)]
+/// `samples` per chunk and row skew (from [`glsl_samples`]), `chunks` per workgroup,
+/// `partial_len` floats of partial sums per workgroup, dynamic loss scaling on. `None`
+/// when the network or data is not of the kernel's family.
 pub fn glsl_step_kernel(
     net: &Network,
     loss: Loss,
@@ -251,14 +277,20 @@ pub fn glsl_step_kernel(
     let pad = Pad::of(net);
     let od = net.out_dims;
     let s = samples as usize;
-    let lay = layout(&pad, od, s, skew as usize, any_mask(net, &pad));
+    let outreg = out_registers();
+    let lay = layout(
+        &pad,
+        od,
+        s,
+        skew as usize,
+        any_mask(net, &pad, outreg),
+        outreg,
+    );
     let wg = GLSL_THREADS;
     let nsg = wg / 32;
     let st_n = s / 16;
     let sx = lay.sx;
-    // rows of `sh`: with the output epilogue in registers S + 4 floats (matrix loads of
-    // the targets need 16-byte-aligned rows), else S + 1
-    let r = if out_registers() { s + 4 } else { s + 1 };
+    let r = lay.r;
     let n_l = shp.layers.len();
     let level = hoist_level();
     let exp = std::env::var("NSHADE_GPU_EXP").unwrap_or_default();
@@ -356,10 +388,9 @@ void main() {{
     let mut boffs = Vec::new();
     let mut boff = 0;
     let masks = lay.masks;
-    let with_masks = any_mask(net, &pad);
     for l in &pad.layers {
         boffs.push(boff);
-        let mask = if with_masks {
+        let mask = if lay.masked {
             format!(
                 " bs[{}u + e] = e < {}u ? 1.0 : 0.0;",
                 masks + boff,
@@ -378,7 +409,6 @@ void main() {{
         );
         boff += l.out_p;
     }
-    let outreg = out_registers();
     let out_p = pad.layers[n_l - 1].out_p;
     if outreg && od < out_p {
         // the targets' padding rows (masked, but never uninitialised)
@@ -391,15 +421,21 @@ void main() {{
     }
     k.push_str(BAR);
     // dW accumulators, persistent across chunks: slot j of layer i holds tile j·NSG + sgid
-    let dw_half = |l: &PadLayer| match std::env::var("NSHADE_GPU_DW16").as_deref() {
-        Ok("0") => false,
-        Ok("2") => true,
-        _ => l.out_p > 64 || l.in_p > 64,
-    };
+    // f16 tiles for layers wider than 64, as the WGSL kernel (`NSHADE_GPU_DW16`)
+    let dw16 = std::env::var("NSHADE_GPU_DW16").ok();
+    let half: Vec<bool> = pad
+        .layers
+        .iter()
+        .map(|l| match dw16.as_deref() {
+            Some("0") => false,
+            Some("2") => true,
+            _ => l.out_p > 64 || l.in_p > 64,
+        })
+        .collect();
     let mut slots: Vec<Vec<String>> = Vec::new();
     for (i, l) in pad.layers.iter().enumerate() {
         let nt = (l.out_p / 16) * (l.in_p / 16);
-        let ty = if dw_half(l) { ACC16 } else { ACC };
+        let ty = if half[i] { ACC16 } else { ACC };
         let mut names = Vec::new();
         for j in 0..nt.div_ceil(nsg) {
             let name = format!("dw{i}_{j}");
@@ -409,55 +445,59 @@ void main() {{
         slots.push(names);
     }
     // hoisted weight tiles: forward W blocks and input-gradient Wᵀ blocks of phases with
-    // at most NSG tiles (subgroup sgid always takes tile min(sgid, nt − 1))
-    let mut hoisted = 0usize;
+    // at most NSG tiles (subgroup sgid always takes tile min(sgid, nt − 1)), at most 40
+    let mut held = 0usize;
+    let mut hoist =
+        |k: &mut String, name: &str, nt: usize, kn: usize, at: &dyn Fn(usize, &str) -> String| {
+            if nt > nsg || held + kn > 40 {
+                return None;
+            }
+            held += kn;
+            let blk = format!("(min(sgid, {}u) / {st_n}u)", nt - 1);
+            Some(
+                (0..kn)
+                    .map(|kk| {
+                        let w = format!("{name}_{kk}");
+                        let _ = writeln!(k, "    {MA} {w}; coopMatLoad({w}, {});", at(kk, &blk));
+                        w
+                    })
+                    .collect::<Vec<_>>(),
+            )
+        };
     let mut fwd_w: Vec<Option<Vec<String>>> = Vec::new();
+    for (i, l) in pad.layers.iter().enumerate() {
+        let (p, ip) = (l.padded, l.in_p);
+        fwd_w.push(if level >= 1 {
+            hoist(
+                &mut k,
+                &format!("wf{i}"),
+                (l.out_p / 16) * st_n,
+                ip / 16,
+                &|kk, blk| {
+                    format!(
+                        "w16, {p}u + {blk} * 16u * {ip}u + {}u, {ip}u, {ROW}",
+                        kk * 16
+                    )
+                },
+            )
+        } else {
+            None
+        });
+    }
     let mut bwd_w: Vec<Option<Vec<String>>> = Vec::new();
     for (i, l) in pad.layers.iter().enumerate() {
-        let nt = (l.out_p / 16) * st_n;
-        let kn = l.in_p / 16;
-        if level >= 1 && nt <= nsg && hoisted + kn <= 40 {
-            let mut names = Vec::new();
-            for kk in 0..kn {
-                let name = format!("wf{i}_{kk}");
-                let _ = writeln!(
-                    k,
-                    "    {MA} {name}; coopMatLoad({name}, w16, {p}u + (min(sgid, {lt}u) / {st_n}u) * 16u * {ip}u + {k16}u, {ip}u, {ROW});",
-                    p = l.padded,
-                    lt = nt - 1,
-                    ip = l.in_p,
-                    k16 = kk * 16
-                );
-                names.push(name);
-            }
-            hoisted += kn;
-            fwd_w.push(Some(names));
+        let (p, ip) = (l.padded, l.in_p);
+        bwd_w.push(if i > 0 && level >= 2 {
+            hoist(
+                &mut k,
+                &format!("wb{i}"),
+                (ip / 16) * st_n,
+                l.out_p / 16,
+                &|kk, blk| format!("w16, {p}u + {}u + {blk} * 16u, {ip}u, {COL}", kk * 16 * ip),
+            )
         } else {
-            fwd_w.push(None);
-        }
-    }
-    for (i, l) in pad.layers.iter().enumerate() {
-        let nt = (l.in_p / 16) * st_n;
-        let kn = l.out_p / 16;
-        if i > 0 && level >= 2 && nt <= nsg && hoisted + kn <= 40 {
-            let mut names = Vec::new();
-            for kk in 0..kn {
-                let name = format!("wb{i}_{kk}");
-                let _ = writeln!(
-                    k,
-                    "    {MA} {name}; coopMatLoad({name}, w16, {p}u + {ko}u + (min(sgid, {lt}u) / {st_n}u) * 16u, {ip}u, {COL});",
-                    p = l.padded,
-                    ko = kk * 16 * l.in_p,
-                    lt = nt - 1,
-                    ip = l.in_p,
-                );
-                names.push(name);
-            }
-            hoisted += kn;
-            bwd_w.push(Some(names));
-        } else {
-            bwd_w.push(None);
-        }
+            None
+        });
     }
     for a in 0..n_l {
         let _ = writeln!(k, "    float acc{a} = 0.0;");
@@ -490,12 +530,8 @@ void main() {{
         );
     }
     k.push_str("        float uu = valid ? u : 0.0; float vv = valid ? v : 0.0;\n");
-    if out_registers() {
-        let _ = writeln!(
-            k,
-            "        sh[{}u * R + e] = valid ? 1.0 : 0.0;",
-            2 + pad.layers[n_l - 1].out_p
-        );
+    if outreg {
+        let _ = writeln!(k, "        sh[{}u * R + e] = valid ? 1.0 : 0.0;", 2 + out_p);
     }
     if shp.octaves.is_some() {
         k.push_str("        sh[e] = uu; sh[R + e] = vv;\n");
@@ -560,25 +596,16 @@ void main() {{
             b = boffs[i]
         );
         for kk in 0..l.in_p / 16 {
-            let a = match &fwd_w[i] {
-                Some(n) => n[kk].clone(),
-                None => {
-                    let _ = writeln!(
-                        k,
-                        "        {{ {MA} a; coopMatLoad(a, w16, {p}u + ot * 16u * {ip}u + {k16}u, {ip}u, {ROW});",
-                        p = l.padded,
-                        ip = l.in_p,
-                        k16 = kk * 16
-                    );
-                    "a".into()
-                }
-            };
-            let open = fwd_w[i].is_none();
-            let _ = writeln!(
-                k,
-                "        {}{MB} b; coopMatLoad(b, xh, {x}u + sb * 16u, SX, {ROW}); c = coopMatMulAdd({a}, b, c); }}",
-                if open { "  " } else { "{ " },
-                x = lay.xo[i] + kk * 16 * sx
+            mul_add(
+                &mut k,
+                fwd_w[i].as_ref().map(|w| w[kk].as_str()),
+                &format!(
+                    "w16, {p}u + ot * 16u * {ip}u + {k16}u, {ip}u, {ROW}",
+                    p = l.padded,
+                    ip = l.in_p,
+                    k16 = kk * 16
+                ),
+                &format!("xh, {}u + sb * 16u, SX, {ROW}", lay.xo[i] + kk * 16 * sx),
             );
         }
         if i + 1 < n_l {
@@ -615,6 +642,12 @@ void main() {{
             } else {
                 format!(" * {}", syntax::activation_derivative(&lin.act, "zz", "p"))
             };
+            let (a, lv, lg, sc) = (
+                act(lin.act, "zz"),
+                super::wgsl::loss_value(loss, "p", "tt"),
+                super::wgsl::loss_gradient(loss, "p", "tt"),
+                lit(scale),
+            );
             if outreg {
                 // targets (rows padded), row mask × validity, as matrices of the tile
                 let _ = writeln!(
@@ -636,10 +669,6 @@ void main() {{
     }}",
                     mo = masks + boffs[i],
                     vr = 2 + out_p,
-                    a = act(lin.act, "zz"),
-                    lv = super::wgsl::loss_value(loss, "p", "tt"),
-                    lg = super::wgsl::loss_gradient(loss, "p", "tt"),
-                    sc = lit(scale),
                 );
                 k.push_str(BAR);
                 continue;
@@ -668,11 +697,7 @@ void main() {{
         }}
         subgroupMemoryBarrierShared(); subgroupBarrier();
     }}",
-                scr = (nt.min(nsg)) - 1,
-                a = act(lin.act, "zz"),
-                lv = super::wgsl::loss_value(loss, "p", "tt"),
-                lg = super::wgsl::loss_gradient(loss, "p", "tt"),
-                sc = lit(scale),
+                scr = nt.min(nsg) - 1,
             );
             k.push_str(BAR);
         }
@@ -697,10 +722,9 @@ void main() {{
                         "    {{ uint t = {j}u * NSG + sgid; if (t < {nt}u) {{ uint ot = t / {it_n}u; uint it = t % {it_n}u;"
                     );
                     for kk in 0..st_n {
-                        let mm = format!("{slot} = coopMatMulAdd(a, b, {slot});");
                         let _ = writeln!(
                             k,
-                            "        {{ {MA} a; coopMatLoad(a, gh, {cur}u + ot * 16u * SX + {k16}u, SX, {ROW}); {MB} b; coopMatLoad(b, xh, {x}u + it * 16u * SX + {k16}u, SX, {COL}); {mm} }}",
+                            "        {{ {MA} a; coopMatLoad(a, gh, {cur}u + ot * 16u * SX + {k16}u, SX, {ROW}); {MB} b; coopMatLoad(b, xh, {x}u + it * 16u * SX + {k16}u, SX, {COL}); {slot} = coopMatMulAdd(a, b, {slot}); }}",
                             k16 = kk * 16,
                             x = lay.xo[i]
                         );
@@ -709,22 +733,20 @@ void main() {{
                 }
             }
             // db: rows split over `nb` invocations (samples lid % nb, + nb, ...)
-            let (rows, nb) = lay.accs[n_l - 1 - i];
             let a = n_l - 1 - i;
-            {
-                let mut sum = String::new();
-                for kk in 0..s / nb {
-                    let _ = write!(
-                        sum,
-                        " acc{a} += float(gh[{cur}u + o * SX + bl + {}u]);",
-                        kk * nb
-                    );
-                }
-                let _ = writeln!(
-                    k,
-                    "    {{ uint o = lid / {nb}u; uint bl = lid % {nb}u; if (o < {rows}u) {{{sum} }} }}"
+            let (rows, nb) = lay.accs[a];
+            let mut sum = String::new();
+            for kk in 0..s / nb {
+                let _ = write!(
+                    sum,
+                    " acc{a} += float(gh[{cur}u + o * SX + bl + {}u]);",
+                    kk * nb
                 );
             }
+            let _ = writeln!(
+                k,
+                "    {{ uint o = lid / {nb}u; uint bl = lid % {nb}u; if (o < {rows}u) {{{sum} }} }}"
+            );
             if i == 0 {
                 if shp.octaves.is_none() {
                     // the next chunk's sampling writes X_0
@@ -738,25 +760,16 @@ void main() {{
             tile_head(&mut k, ntx, "it");
             let _ = writeln!(k, "        {ACC} c = {ACC}(0.0);");
             for kk in 0..l.out_p / 16 {
-                let a = match &bwd_w[i] {
-                    Some(n) => n[kk].clone(),
-                    None => {
-                        let _ = writeln!(
-                            k,
-                            "        {{ {MA} a; coopMatLoad(a, w16, {p}u + {ko}u + it * 16u, {ip}u, {COL});",
-                            p = l.padded,
-                            ko = kk * 16 * l.in_p,
-                            ip = l.in_p
-                        );
-                        "a".into()
-                    }
-                };
-                let open = bwd_w[i].is_none();
-                let _ = writeln!(
-                    k,
-                    "        {}{MB} b; coopMatLoad(b, gh, {g}u + sb * 16u, SX, {ROW}); c = coopMatMulAdd({a}, b, c); }}",
-                    if open { "  " } else { "{ " },
-                    g = cur + kk * 16 * sx
+                mul_add(
+                    &mut k,
+                    bwd_w[i].as_ref().map(|w| w[kk].as_str()),
+                    &format!(
+                        "w16, {p}u + {ko}u + it * 16u, {ip}u, {COL}",
+                        p = l.padded,
+                        ko = kk * 16 * l.in_p,
+                        ip = l.in_p
+                    ),
+                    &format!("gh, {}u + sb * 16u, SX, {ROW}", cur + kk * 16 * sx),
                 );
             }
             let d = if below == Activation::None {
@@ -785,7 +798,7 @@ void main() {{
         let it_n = l.in_p / 16;
         let nt = (l.out_p / 16) * it_n;
         for (j, slot) in slots[i].iter().enumerate() {
-            let store = if dw_half(l) {
+            let store = if half[i] {
                 format!(
                     "{ACC} f = {ACC}({slot}); for (int e = 0; e < f.length(); e++) {{ lsf |= nsh_ls_over(f[e], 65503.0); }} coopMatStore(f, partial, off, {ip}u, {ROW});",
                     ip = l.in_p
