@@ -209,26 +209,27 @@ fn glsl_step_kernels_compile() {
         assert!(codegen::glsl_fits(&net, texture), "{arch}");
         let (s, skew) = codegen::glsl_samples(&net, 48 * 1024).expect(arch);
         for loss in losses {
-            let src = codegen::glsl_step_kernel(
-                &net,
-                loss,
-                texture,
-                5000,
-                (s, skew),
-                3,
-                Pad::of(&net).partial_len(net.dense_count),
-            )
-            .expect(arch);
-            if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
-                panic!(
-                    "{arch} ({loss:?}, {s} samples): line {:?}: {}\n{src}",
-                    e.line, e.message
-                );
+            // grids: both forms of the table-gradient atomics
+            for atomic64 in [true, false] {
+                let launch = codegen::GlslLaunch {
+                    samples: s,
+                    skew,
+                    chunks: 3,
+                    partial_len: Pad::of(&net).partial_len(net.dense_count),
+                    atomic64,
+                };
+                let src = codegen::glsl_step_kernel(&net, loss, texture, 5000, launch).expect(arch);
+                if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
+                    panic!(
+                        "{arch} ({loss:?}, {s} samples, atomic64 {atomic64}): line {:?}: {}\n{src}",
+                        e.line, e.message
+                    );
+                }
+                compiled += 1;
             }
-            compiled += 1;
         }
     }
-    assert_eq!(compiled, Loss::ALL.len() + 5);
+    assert_eq!(compiled, 2 * (Loss::ALL.len() + 7));
     let rows = DataKind::Rows {
         rows: 100,
         in_dims: 2,
@@ -237,7 +238,7 @@ fn glsl_step_kernels_compile() {
     let seed3 = Network::build(&Arch::parse("freq(3) | mlp(32x3, relu)").unwrap(), 2, 3).unwrap();
     assert!(!codegen::glsl_fits(&seed3, rows));
     for arch in [
-        "hashgrid(4, 2, 10, 4, 1.5) | mlp(32x1, relu)",
+        "hashgrid(4, 2, 10, 4, 1.5) | freq(1) | mlp(32x1, relu)",
         "cat(identity, freq(2)) | mlp(16x1, relu)",
         "mlp(16x1, swish)",
         "freq(2) | freq(1) | mlp(16x1, relu)",

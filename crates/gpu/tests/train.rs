@@ -243,25 +243,31 @@ fn gradients_match_cpu_for_every_module_kind() {
     check_forced_path();
 }
 
-/// The GLSL step kernel (the cooperative-matrix path's fused kernel for `freq` + mlp on
-/// textures) against the CPU: every network shape it generates (hoisted and streamed
-/// weights, f16 weight-gradient tiles, masked padding rows, a bare mlp, 16- to 64-sample
-/// chunks), every loss, a batch that is not a multiple of the chunk. Needs cooperative
-/// matrices (the H200); on an adapter without them (lavapipe) the kernel cannot run,
-/// and `kernels_validate.rs` compiles it instead.
+/// The GLSL step kernel (the cooperative-matrix path's fused kernel for `freq` or grid +
+/// mlp on textures) against the CPU: every network shape it generates (hoisted and
+/// streamed weights, f16 weight-gradient tiles, masked padding rows, a bare mlp, 16- to
+/// 64-sample chunks, hashed and dense grids), every loss, a batch that is not a multiple
+/// of the chunk. Needs cooperative matrices (the H200); on an adapter without them
+/// (lavapipe) the kernel cannot run, and `kernels_validate.rs` compiles it instead.
+/// With `NSHADE_GPU_GLSL=0` it checks the WGSL kernel on the same networks.
 #[test]
 fn glsl_step_kernel_matches_cpu() {
     let Some(ctx) = common::context() else { return };
     let ctx = Arc::new(ctx);
     if !nshade_gpu::train::precision_supported(&ctx, Precision::Coop)
         || !ctx.has(wgpu::Features::PASSTHROUGH_SHADERS)
-        || !nshade_gpu::train::glsl_enabled()
     {
         eprintln!(
-            "glsl_step_kernel_matches_cpu: not run here (the adapter lacks cooperative matrices or SPIR-V passthrough, or NSHADE_GPU_GLSL=0)"
+            "glsl_step_kernel_matches_cpu: not run here (the adapter lacks cooperative matrices or SPIR-V passthrough)"
         );
         return;
     }
+    // NSHADE_GPU_GLSL=0: the WGSL kernel on the same networks, for comparison
+    let language = if nshade_gpu::train::glsl_enabled() {
+        "glsl"
+    } else {
+        "wgsl"
+    };
     let backend = GpuBackend::with_context(ctx).precision(Precision::Coop);
     let tex = Arc::new(TrainingData::Texture(common::small_texture()));
     let mut worst = Vec::new();
@@ -275,13 +281,13 @@ fn glsl_step_kernel_matches_cpu() {
                 tex.clone(),
                 &c,
                 F32_TOL,
-                Some("glsl"),
+                Some(language),
             ));
             runs += 1;
         }
     }
-    assert_eq!(runs, Loss::ALL.len() + 5);
-    report("GLSL step kernel", worst);
+    assert_eq!(runs, Loss::ALL.len() + 7);
+    report(&format!("{language} step kernel"), worst);
 }
 
 /// With `NSHADE_GPU_PATH` forcing a path the adapter has, that path really ran (the

@@ -45,7 +45,7 @@ pub fn table_count(net: &Network) -> usize {
     net.param_count - net.dense_count
 }
 
-fn lookups(g: &Grid) -> impl Iterator<Item = (usize, GridLookup)> + '_ {
+pub(crate) fn lookups(g: &Grid) -> impl Iterator<Item = (usize, GridLookup)> + '_ {
     let inv = 1.0 / (g.max - g.min);
     g.levels.iter().enumerate().map(move |(index, level)| {
         (

@@ -874,9 +874,13 @@ impl GpuTrainer {
                 cfg.loss,
                 kind,
                 batch,
-                (launch.samples, skew),
-                launch.chunks,
-                pad.partial_len(net.dense_count),
+                codegen::GlslLaunch {
+                    samples: launch.samples,
+                    skew,
+                    chunks: launch.chunks,
+                    partial_len: pad.partial_len(net.dense_count),
+                    atomic64: launch.atomic64,
+                },
             )
             .ok_or_else(|| backend_err("the GLSL step kernel does not apply to this network"))?,
             None => codegen::step_kernel_for(

@@ -149,7 +149,8 @@ pub fn small_texture() -> Texture {
 
 /// The networks of the GLSL step kernel's family that the tests train and compile, each
 /// with the losses it is checked with (every loss once): hoisted and streamed weights,
-/// f16 weight-gradient tiles, masked padding rows, a bare mlp, 16- to 64-sample chunks.
+/// f16 weight-gradient tiles, masked padding rows, a bare mlp, 16- to 64-sample chunks,
+/// hashed and dense grids.
 pub fn glsl_family() -> Vec<(&'static str, Vec<nshade_core::loss::Loss>)> {
     use nshade_core::loss::Loss;
     vec![
@@ -165,5 +166,17 @@ pub fn glsl_family() -> Vec<(&'static str, Vec<nshade_core::loss::Loss>)> {
         // padding rows masked (sigmoid and exp are not 0 at 0), widths not multiples of 16
         ("freq(2) | mlp(20x2, sigmoid, exp)", vec![Loss::RelativeL2]),
         ("mlp(40x1, exp, tanh)", vec![Loss::Smape]),
+        // grids: hashed and dense levels, two features, 2.5 (level, sample) items per
+        // invocation at 64 samples (the third guarded); a dense grid of one feature.
+        // tanh: a relu whose f16 input rounds across 0 moves a table entry's gradient,
+        // the sum of the few samples that touch it, by 10-20% at these batches
+        (
+            "hashgrid(levels=10, features=2, log2_size=10, base=4, scale=1.5) | mlp(32x2, tanh)",
+            vec![Loss::RelativeL2],
+        ),
+        (
+            "densegrid(levels=3, features=1, base=4, scale=2) | mlp(16x1, tanh, sigmoid)",
+            vec![Loss::L2],
+        ),
     ]
 }

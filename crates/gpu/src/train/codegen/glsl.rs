@@ -13,9 +13,10 @@
 
 use super::wgsl::lit;
 use super::{DataKind, Pad, PadLayer};
+use crate::train::grid::FIXED_RANGE;
 use nshade_core::Activation;
 use nshade_core::loss::Loss;
-use nshade_core::module::{Linear, Module};
+use nshade_core::module::{Grid, Linear, Module};
 use nshade_core::network::Network;
 use nshade_shader::syntax::{self, CSyntax};
 use std::fmt::Write;
@@ -23,20 +24,54 @@ use std::fmt::Write;
 /// Invocations per workgroup of the GLSL step kernel.
 pub const GLSL_THREADS: usize = 256;
 
-/// The part of a network the GLSL step kernel trains: an optional `freq` stage on
-/// the raw input, then one MLP.
+/// The encoding in front of the MLP.
+#[derive(Clone, Copy)]
+enum Enc<'a> {
+    /// None: the sampling writes the MLP's input rows u, v.
+    Raw,
+    /// `freq` with this many octaves.
+    Freq(usize),
+    /// A 2-D `hashgrid` / `densegrid`.
+    Grid(&'a Grid),
+}
+
+/// The part of a network the GLSL step kernel trains: an optional `freq` or grid stage
+/// on the raw input, then one MLP.
 struct Shape<'a> {
-    octaves: Option<usize>,
+    enc: Enc<'a>,
     layers: &'a [Linear],
 }
 
-/// `Some` when `net` is a fusable MLP, alone or after one `freq` stage, on a texture
-/// (`in_dims` 2).
+impl Shape<'_> {
+    /// Rows of the MLP's input X_0 that the sampling or the encoding writes.
+    fn x0_rows(&self) -> usize {
+        match self.enc {
+            Enc::Raw => 2,
+            Enc::Freq(o) => 4 * o,
+            Enc::Grid(g) => g.levels.len() * g.features,
+        }
+    }
+}
+
+/// Most grid levels the kernel takes (each invocation keeps its (level, sample) items'
+/// corner indices and weights in registers from the forward to the table gradients).
+const MAX_GRID_LEVELS: usize = 32;
+
+/// `Some` when `net` is a fusable MLP, alone or after one `freq` or 2-D grid stage, on a
+/// texture (`in_dims` 2).
 fn shape(net: &Network) -> Option<Shape<'_>> {
-    let (octaves, mlp) = match &net.root {
-        Module::Mlp(m) => (None, m),
+    let (enc, mlp) = match &net.root {
+        Module::Mlp(m) => (Enc::Raw, m),
         Module::Chain(c) => match c.stages.as_slice() {
-            [Module::Frequency(f), Module::Mlp(m)] if f.octaves > 0 => (Some(f.octaves), m),
+            [Module::Frequency(f), Module::Mlp(m)] if f.octaves > 0 => (Enc::Freq(f.octaves), m),
+            [Module::Grid(g), Module::Mlp(m)]
+                if g.in_dims == 2
+                    && g.features <= 8
+                    && !g.levels.is_empty()
+                    && g.levels.len() <= MAX_GRID_LEVELS =>
+            {
+                (Enc::Grid(g), m)
+            }
             _ => return None,
         },
         _ => return None,
@@ -48,7 +83,7 @@ fn shape(net: &Network) -> Option<Shape<'_>> {
     // bias rows are summed by at most one invocation each
     let narrow = mlp.layers.iter().all(|l| l.out_dims <= GLSL_THREADS);
     (hidden_ok && out_ok && narrow && net.in_dims == 2).then_some(Shape {
-        octaves,
+        enc,
         layers: &mlp.layers,
     })
 }
@@ -125,7 +160,12 @@ fn layout(pad: &Pad, od: usize, s: usize, skew: usize, masked: bool, outreg: boo
             (2 + 2 * od) * r
         },
         r,
-        zc: (scr * 256).max(folds),
+        // the scratch tiles only where the output epilogue goes through them
+        zc: if outreg {
+            folds
+        } else {
+            (scr * 256).max(folds)
+        },
         // biases, then (where a layer needs them) the 0/1 row masks of the same rows
         bs: (1 + usize::from(masked)) * sum_out,
         masks: sum_out,
@@ -146,7 +186,8 @@ fn bias_blocks(rows: usize, s: usize) -> usize {
 
 impl Layout {
     fn bytes(&self) -> usize {
-        (self.xh + self.gh) * 2 + (self.sh + self.zc + self.bs + 256) * 4 + 16
+        // `lsbad` and 12 bytes to spare
+        (self.xh + self.gh) * 2 + (self.sh + self.zc + self.bs) * 4 + 16
     }
 }
 
@@ -162,7 +203,11 @@ pub fn glsl_samples(net: &Network, max: usize) -> Option<(u32, u32)> {
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
         .filter(|s| s.is_power_of_two() && *s >= 16)
-        .unwrap_or(64);
+        .unwrap_or(match shape(net).map(|shp| shp.enc) {
+            // grids: 32 (C trained 2-13% faster than with 64 on the H200)
+            Some(Enc::Grid(_)) => 32,
+            _ => 64,
+        });
     loop {
         for skew in [8, 0] {
             if layout(&pad, net.out_dims, s, skew, masked, outreg).bytes() <= max {
@@ -222,6 +267,169 @@ fn mul_add(k: &mut String, held: Option<&str>, a_load: &str, b_load: &str) {
     };
 }
 
+/// The grid's fixed-point table-gradient accumulators at binding 6 (`grid.rs` has the
+/// format) and `nsh_gacc_add(flat parameter index, value)`: one 64-bit atomic add, or
+/// the carry-propagating pair of 32-bit adds, of `trunc(v·2^48)` — the WGSL kernels'
+/// arithmetic, so the table Adam kernel reads the same bits. The range check is the
+/// caller's (see [`grid_tables`]).
+fn gacc_decls(base: usize, atomic64: bool, exp: &str) -> String {
+    let range = lit(FIXED_RANGE);
+    // timing only: `NSHADE_GPU_EXP=noatom` drops the table gradients
+    let noatom = if exp == "noatom" { "    return;\n" } else { "" };
+    if atomic64 {
+        format!(
+            "layout(set = 0, binding = 6) buffer Gacc {{ uint64_t gacc[]; }};
+const uint GRID_BASE = {base}u;
+void nsh_gacc_add(uint i, float v) {{
+{noatom}    if (v == 0.0) {{ return; }}
+    uint64_t m = uint64_t(min(abs(v), {range}) * 281474976710656.0);
+    atomicAdd(gacc[i - GRID_BASE], v < 0.0 ? 0ul - m : m);
+}}
+"
+        )
+    } else {
+        format!(
+            "layout(set = 0, binding = 6) buffer Gacc {{ uint gacc[]; }};
+const uint GRID_BASE = {base}u;
+void nsh_gacc_add(uint i, float v) {{
+{noatom}    if (v == 0.0) {{ return; }}
+    float a = min(abs(v), {range}) * 65536.0;
+    float hf = floor(a);
+    uint hi = uint(hf);
+    uint lo = uint((a - hf) * 4294967296.0);
+    if (v < 0.0) {{ hi = ~hi + (lo == 0u ? 1u : 0u); lo = 0u - lo; }}
+    uint k = 2u * (i - GRID_BASE);
+    uint old = atomicAdd(gacc[k], lo);
+    atomicAdd(gacc[k + 1u], hi + (old > 0xffffffffu - lo ? 1u : 0u));
+}}
+"
+        )
+    }
+}
+
+/// The grid's (level, sample) items of one invocation: item k is `e = lid + k·WG`,
+/// level `e / S`, sample `e % S`; `(count, guarded)`: items per invocation, and whether
+/// the last ones may lie past `L·S`.
+fn grid_items(g: &Grid, s: usize) -> (usize, bool) {
+    let n = g.levels.len() * s;
+    (n.div_ceil(GLSL_THREADS), !n.is_multiple_of(GLSL_THREADS))
+}
+
+/// The grid's forward: every item's lookup with the exported shaders' emitter
+/// ([`syntax::grid_level`]), first the corners' table indices and weights of every item
+/// (kept in registers `g{k}e{c}`, `g{k}w{c}` for [`grid_tables`]), then all their table
+/// reads at once, the sums stored as f16 into X_0 (row `level·F + f`) at `x0`.
+fn grid_forward(g: &Grid, x0: usize, s: usize) -> String {
+    let (items, guarded) = grid_items(g, s);
+    let corners = 1usize << g.in_dims;
+    let ft = g.features;
+    let mut b = String::from(
+        "    // grid lookups: corner indices and weights of this invocation's items, then their reads\n",
+    );
+    for it in 0..items {
+        let regs: Vec<String> = (0..corners).map(|c| format!("g{it}e{c}")).collect();
+        let _ = writeln!(b, "    uint {};", regs.join(", "));
+        let regs: Vec<String> = (0..corners).map(|c| format!("g{it}w{c}")).collect();
+        let _ = writeln!(b, "    float {};", regs.join(", "));
+        let _ = writeln!(
+            b,
+            "    {{ uint e = lid + {o}u; uint l = e / S; uint s = e % S;\n        float x0 = sh[s]; float x1 = sh[R + s];\n        switch (l) {{",
+            o = it * GLSL_THREADS
+        );
+        let x = ["x0".to_string(), "x1".to_string()];
+        for (index, lookup) in crate::train::grid::lookups(g) {
+            let (code, _) =
+                syntax::grid_level(&syntax::C_GRID, "q", "            ", &x, &lookup, 0, &|e| {
+                    format!("params[{e}]")
+                });
+            let _ = write!(b, "        case {index}u: {{\n{code}");
+            for c in 0..corners {
+                let _ = writeln!(b, "            g{it}e{c} = qe{c}; g{it}w{c} = qw{c};");
+            }
+            b.push_str("            break;\n        }\n");
+        }
+        b.push_str("        default: {");
+        for c in 0..corners {
+            let _ = write!(b, " g{it}e{c} = GRID_BASE; g{it}w{c} = 0.0;");
+        }
+        b.push_str(" break; }\n        }\n    }\n");
+    }
+    for it in 0..items {
+        let _ = write!(
+            b,
+            "    {{ uint e = lid + {o}u;{guard} {{ uint l = e / S; uint s = e % S;",
+            o = it * GLSL_THREADS,
+            guard = if guarded {
+                " if (e < S * GRID_LEVELS)"
+            } else {
+                ""
+            }
+        );
+        for f in 0..ft {
+            let sum: Vec<String> = (0..corners)
+                .map(|c| match f {
+                    0 => format!("g{it}w{c} * params[g{it}e{c}]"),
+                    _ => format!("g{it}w{c} * params[g{it}e{c} + {f}u]"),
+                })
+                .collect();
+            let _ = write!(
+                b,
+                "\n        xh[{x0}u + (l * {ft}u + {f}u) * SX + s] = float16_t({});",
+                sum.join(" + ")
+            );
+        }
+        b.push_str(" } }\n");
+    }
+    b
+}
+
+/// The grid's table gradients: every item's corners' `w · dy` for every feature into the
+/// fixed-point accumulators, `dy` the f16 output gradient at `dy0` in `gh` (rows as
+/// X_0's). Its range is checked where the gradient is computed: |dy| ≤ [`FIXED_RANGE`]
+/// bounds every contribution (the weights are at most 1), so a larger one flags the
+/// step as an overflow (the WGSL kernels check each contribution).
+fn grid_tables(g: &Grid, dy0: usize, s: usize) -> String {
+    let (items, guarded) = grid_items(g, s);
+    let corners = 1usize << g.in_dims;
+    let ft = g.features;
+    let mut b = String::from("    // table gradients\n");
+    for it in 0..items {
+        let _ = write!(
+            b,
+            "    {{ uint e = lid + {o}u;{guard} {{ uint l = e / S; uint s = e % S;",
+            o = it * GLSL_THREADS,
+            guard = if guarded {
+                " if (e < S * GRID_LEVELS)"
+            } else {
+                ""
+            }
+        );
+        for f in 0..ft {
+            let _ = write!(
+                b,
+                "\n        float dy{f} = float(gh[{dy0}u + (l * {ft}u + {f}u) * SX + s]);"
+            );
+        }
+        // timing only: `NSHADE_GPU_EXP=half` adds feature 0's contributions alone
+        let fs = if std::env::var("NSHADE_GPU_EXP").is_ok_and(|v| v == "half") {
+            1
+        } else {
+            ft
+        };
+        for c in 0..corners {
+            for f in 0..fs {
+                let at = match f {
+                    0 => format!("g{it}e{c}"),
+                    _ => format!("g{it}e{c} + {f}u"),
+                };
+                let _ = write!(b, "\n        nsh_gacc_add({at}, g{it}w{c} * dy{f});");
+            }
+        }
+        b.push_str(" } }\n");
+    }
+    b
+}
+
 /// y = f(z) in GLSL.
 fn act(a: Activation, z: &str) -> String {
     syntax::activation(&CSyntax, &a, z)
@@ -257,19 +465,39 @@ const ROW: &str = "gl_CooperativeMatrixLayoutRowMajor";
 const COL: &str = "gl_CooperativeMatrixLayoutColumnMajor";
 const BAR: &str = "    memoryBarrierShared(); barrier();\n";
 
+/// How a GLSL step kernel runs.
+#[derive(Clone, Copy, Debug)]
+pub struct GlslLaunch {
+    /// Samples per chunk and the rows' skew (from [`glsl_samples`]).
+    pub samples: u32,
+    pub skew: u32,
+    /// Chunks per workgroup.
+    pub chunks: u32,
+    /// Floats of partial sums per workgroup.
+    pub partial_len: usize,
+    /// Grid table gradients as one 64-bit atomic each (the device has 64-bit integer
+    /// atomics), else as carry-propagating pairs of 32-bit atomics (`grid.rs`).
+    pub atomic64: bool,
+}
+
 /// The GLSL step kernel for `net` (see [`glsl_fits`]) trained with `loss` on a texture,
 /// `samples` per chunk and row skew (from [`glsl_samples`]), `chunks` per workgroup,
-/// `partial_len` floats of partial sums per workgroup, dynamic loss scaling on. `None`
-/// when the network or data is not of the kernel's family.
+/// `partial_len` floats of partial sums per workgroup, dynamic loss scaling on (see
+/// [`GlslLaunch`]). `None` when the network or data is not of the kernel's family.
 pub fn glsl_step_kernel(
     net: &Network,
     loss: Loss,
     data: DataKind,
     batch: u32,
-    (samples, skew): (u32, u32),
-    chunks: u32,
-    partial_len: usize,
+    launch: GlslLaunch,
 ) -> Option<String> {
+    let GlslLaunch {
+        samples,
+        skew,
+        chunks,
+        partial_len,
+        atomic64,
+    } = launch;
     let shp = shape(net)?;
     let DataKind::Texture { width, height } = data else {
         return None;
@@ -295,6 +523,19 @@ pub fn glsl_step_kernel(
     let level = hoist_level();
     let exp = std::env::var("NSHADE_GPU_EXP").unwrap_or_default();
     let mut k = String::from(HEAD);
+    let grid = match shp.enc {
+        Enc::Grid(g) => Some(g),
+        _ => None,
+    };
+    if grid.is_some() && atomic64 {
+        k.push_str(
+            "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n#extension GL_EXT_shader_atomic_int64 : require\n",
+        );
+    }
+    if let Some(g) = grid {
+        k.push_str(&gacc_decls(net.dense_count, atomic64, &exp));
+        let _ = writeln!(k, "const uint GRID_LEVELS = {}u;", g.levels.len());
+    }
     let _ = write!(
         k,
         "layout(local_size_x = {wg}) in;
@@ -375,10 +616,7 @@ void main() {{
     // X_0's padding rows (zero once; the sampling or freq phase writes the rest), the
     // biases (f32, zero in padding rows) for the accumulators' start
     let p0 = pad.layers[0];
-    let x0_rows = match shp.octaves {
-        Some(o) => 2 * 2 * o,
-        None => 2,
-    };
+    let x0_rows = shp.x0_rows();
     let _ = writeln!(
         k,
         "    for (uint e = lid; e < {n}u; e += WG) {{ xh[{x0}u * SX + e] = float16_t(0.0); }}",
@@ -487,7 +725,7 @@ void main() {{
     let mut bwd_w: Vec<Option<Vec<String>>> = Vec::new();
     for (i, l) in pad.layers.iter().enumerate() {
         let (p, ip) = (l.padded, l.in_p);
-        bwd_w.push(if i > 0 && level >= 2 {
+        bwd_w.push(if (i > 0 || grid.is_some()) && level >= 2 {
             hoist(
                 &mut k,
                 &format!("wb{i}"),
@@ -533,7 +771,7 @@ void main() {{
     if outreg {
         let _ = writeln!(k, "        sh[{}u * R + e] = valid ? 1.0 : 0.0;", 2 + out_p);
     }
-    if shp.octaves.is_some() {
+    if !matches!(shp.enc, Enc::Raw) {
         k.push_str("        sh[e] = uu; sh[R + e] = vv;\n");
     } else {
         let _ = writeln!(
@@ -546,7 +784,7 @@ void main() {{
     fetch(&mut k, "first + S + lid");
     k.push_str("    }\n");
     k.push_str(BAR);
-    if let Some(ko) = shp.octaves {
+    if let Enc::Freq(ko) = shp.enc {
         // freq: one item per (input, octave, sample); sin at i·K + k, cos at D·K + i·K + k
         let mut cases = String::new();
         for o in 0..ko {
@@ -572,6 +810,10 @@ void main() {{
             x = lay.xo[0],
             dk = 2 * ko
         );
+        k.push_str(BAR);
+    }
+    if let Some(g) = grid {
+        k.push_str(&grid_forward(g, lay.xo[0], s));
         k.push_str(BAR);
     }
     // forward
@@ -747,15 +989,15 @@ void main() {{
                 k,
                 "    {{ uint o = lid / {nb}u; uint bl = lid % {nb}u; if (o < {rows}u) {{{sum} }} }}"
             );
-            if i == 0 {
-                if shp.octaves.is_none() {
+            if i == 0 && grid.is_none() {
+                if matches!(shp.enc, Enc::Raw) {
                     // the next chunk's sampling writes X_0
                     k.push_str(BAR);
                 }
                 continue;
             }
-            // dx = Wᵀ·dz, times the derivative of the layer below (from its f16 output)
-            let below = shp.layers[i - 1].act;
+            // dx = Wᵀ·dz, times the derivative of the layer below (from its f16 output);
+            // under layer 0 the grid's output gradient
             let ntx = it_n * st_n;
             tile_head(&mut k, ntx, "it");
             let _ = writeln!(k, "        {ACC} c = {ACC}(0.0);");
@@ -772,12 +1014,22 @@ void main() {{
                     &format!("gh, {}u + sb * 16u, SX, {ROW}", cur + kk * 16 * sx),
                 );
             }
-            let d = if below == Activation::None {
-                "v".to_string()
-            } else {
-                format!("v * {}", syntax::activation_derivative(&below, "y", "y"))
+            let below = match i {
+                0 => None,
+                _ => Some(shp.layers[i - 1].act),
             };
-            if exp != "noepi" {
+            let d = match below {
+                Some(Activation::None) | None => "v".to_string(),
+                Some(b) => format!("v * {}", syntax::activation_derivative(&b, "y", "y")),
+            };
+            if below.is_none() {
+                // the table accumulators' range bounds every contribution w·dy (w ≤ 1)
+                let _ = writeln!(
+                    k,
+                    "        for (int e = 0; e < c.length(); e++) {{ lsf |= nsh_ls_over(c[e], {}); }}",
+                    lit(FIXED_RANGE)
+                );
+            } else if exp != "noepi" {
                 let _ = writeln!(
                     k,
                     "        {ACC16} yh; coopMatLoad(yh, xh, {x}u + it * 16u * SX + sb * 16u, SX, {ROW}); {ACC} yf = {ACC}(yh);
@@ -790,6 +1042,9 @@ void main() {{
                 "        if (t < {ntx}u) {{ {ACC16} hh = {ACC16}(c); coopMatStore(hh, gh, {nxt}u + it * 16u * SX + sb * 16u, SX, {ROW}); }}\n    }}"
             );
             k.push_str(BAR);
+            if let (0, Some(g)) = (i, grid) {
+                k.push_str(&grid_tables(g, nxt, s));
+            }
         }
     }
     k.push_str("    }\n    uint pbase = wid * P;\n");
