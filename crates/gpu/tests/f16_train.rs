@@ -121,6 +121,7 @@ fn f16_kernels_validate() {
             Some(&pad),
             None,
             Some(LossScale::for_batch(5000)),
+            None,
         );
         naga::front::wgsl::parse_str(&adam).unwrap();
     }

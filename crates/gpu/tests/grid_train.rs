@@ -18,9 +18,11 @@ use nshade_core::cpu::CpuTrainer;
 use nshade_core::data::{Rows, TrainingData};
 use nshade_core::loss::Loss;
 use nshade_core::network::Network;
+use nshade_core::optim::Adam;
 use nshade_core::texture::Texture;
 use nshade_core::train::{TrainConfig, Trainer};
 use nshade_gpu::train::GpuBackend;
+use nshade_gpu::train::codegen::Precision;
 use std::sync::Arc;
 
 fn texture() -> Arc<TrainingData> {
@@ -166,19 +168,34 @@ fn grid_gradients_match_cpu() {
 #[test]
 fn grid_run_reaches_the_cpu_loss_and_is_deterministic() {
     let Some(ctx) = common::context() else { return };
-    let backend = GpuBackend::with_context(Arc::new(ctx));
+    let ctx = Arc::new(ctx);
+    run_matches_cpu(
+        &GpuBackend::with_context(ctx.clone()),
+        "hashgrid(levels=4, features=2, log2_size=8, base=4, scale=2) | mlp(16x1, relu, sigmoid)",
+        None,
+    );
+    // the cooperative-matrix path's GLSL kernel with packed lanes where the adapter
+    // runs it (the H200), else the path it falls back to
+    let glsl = nshade_gpu::train::precision_supported(&ctx, Precision::Coop)
+        && ctx.has(wgpu::Features::PASSTHROUGH_SHADERS)
+        && nshade_gpu::train::glsl_enabled();
+    run_matches_cpu(
+        &GpuBackend::with_context(ctx).precision(Precision::Coop),
+        "hashgrid(levels=8, features=2, log2_size=12, base=8, scale=1.5) | mlp(32x2, relu, sigmoid)",
+        glsl.then_some("glsl"),
+    );
+}
+
+/// 40 steps of `arch` on the GPU against the CPU (first and last 5 steps' loss), the
+/// tables trained, and the same seed twice gives the same weights bit for bit;
+/// `language`: the step kernel that must run.
+fn run_matches_cpu(backend: &GpuBackend, arch: &str, language: Option<&str>) {
     let tex = texture();
     let c = TrainConfig {
         lr: nshade_core::optim::LrSchedule::constant(0.01),
         ..cfg(512, Loss::RelativeL2)
     };
-    let net = Network::build(
-        &Arch::parse("hashgrid(levels=4, features=2, log2_size=8, base=4, scale=2) | mlp(16x1, relu, sigmoid)")
-            .unwrap(),
-        2,
-        3,
-    )
-    .unwrap();
+    let net = Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
     let p = net.init_params(5);
     let mut cpu = CpuTrainer::new(net.clone(), p.clone(), tex.clone(), c.clone()).unwrap();
     let cpu_first = cpu.run(5).unwrap();
@@ -186,6 +203,9 @@ fn grid_run_reaches_the_cpu_loss_and_is_deterministic() {
     let cpu_last = cpu.run(5).unwrap();
     let run = || {
         let mut g = backend.trainer(&net, p.clone(), tex.clone(), &c).unwrap();
+        if let Some(lang) = language {
+            assert_eq!(g.kernel_language(), lang, "{arch}: step kernel language");
+        }
         let first = g.run(5).unwrap();
         g.run(30).unwrap();
         let last = g.run(5).unwrap();
@@ -195,15 +215,15 @@ fn grid_run_reaches_the_cpu_loss_and_is_deterministic() {
     let (t_first, t_last) = if half { (2e-2, 0.1) } else { (1e-3, 0.05) };
     assert!(
         (first - cpu_first).abs() <= t_first * cpu_first,
-        "first steps: GPU {first} vs CPU {cpu_first}"
+        "{arch}: first steps: GPU {first} vs CPU {cpu_first}"
     );
     assert!(
         last < 0.9 * first,
-        "GPU loss did not fall: {first} → {last}"
+        "{arch}: GPU loss did not fall: {first} → {last}"
     );
     assert!(
         (last - cpu_last).abs() <= t_last * cpu_last,
-        "after 40 steps: GPU {last} vs CPU {cpu_last}"
+        "{arch}: after 40 steps: GPU {last} vs CPU {cpu_last}"
     );
     // the tables trained too
     let moved = p1[net.dense_count..]
@@ -213,12 +233,12 @@ fn grid_run_reaches_the_cpu_loss_and_is_deterministic() {
         .count();
     assert!(
         moved > (net.param_count - net.dense_count) / 2,
-        "only {moved} table entries changed"
+        "{arch}: only {moved} table entries changed"
     );
     let (_, _, p2, _) = run();
     assert!(
         same_bits(&p1, &p2),
-        "same seed, same device: weights differ"
+        "{arch}: same seed, same device: weights differ"
     );
 }
 
@@ -362,4 +382,146 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {{
         assert!(want.abs() < 1i128 << 63, "the test's sums stay in range");
         assert_eq!(got as i128, want, "accumulator {k}, atomic64 {atomic64}");
     }
+}
+
+/// Packed lanes (`grid::Packing`): the table Adam kernel decodes both signed 32-bit
+/// lanes of every 64-bit word exactly — the low word as i32, the high word plus the
+/// borrow of a negative low lane — and scales each by 2^−k of its grid output and the
+/// inverse loss scale (mode 1 writes the gradient), then clears the word. Lanes at the
+/// ends of the range, negative and positive, on every output's exponent.
+#[test]
+fn packed_lanes_decode_exactly() {
+    use wgpu::util::DeviceExt;
+    let Some(ctx) = common::context() else { return };
+    let net = Network::build(
+        &Arch::parse(
+            "hashgrid(levels=2, features=2, log2_size=4, base=2, scale=2) | mlp(2x0, none)",
+        )
+        .unwrap(),
+        2,
+        3,
+    )
+    .unwrap();
+    let pad = nshade_gpu::train::codegen::Pad::of(&net);
+    let pk = nshade_gpu::train::grid::Packing::of(&net, pad.partial_len(net.dense_count))
+        .expect("two features pack");
+    let t = net.param_count - net.dense_count;
+    let pairs = t / 2;
+    let mut rng = nshade_core::rng::Pcg32::new(5);
+    let lane = |rng: &mut nshade_core::rng::Pcg32, m: usize| -> i32 {
+        match m % 5 {
+            0 => i32::MIN,
+            1 => i32::MAX,
+            2 => -1,
+            _ => ((rng.next_f32() - 0.5) * 2e9) as i32,
+        }
+    };
+    let lanes: Vec<(i32, i32)> = (0..pairs)
+        .map(|m| (lane(&mut rng, m), lane(&mut rng, m + 2)))
+        .collect();
+    let ks: Vec<i32> = (0..pk.lf).map(|j| [-7, 0, 13, 40][j % 4]).collect();
+    let scale = 8.0f32;
+    // the accumulators: the pair's word at its first parameter, the second word 0
+    let mut acc = vec![0u32; 2 * t];
+    for (m, &(c0, c1)) in lanes.iter().enumerate() {
+        let w = ((c1 as i64) << 32).wrapping_add(c0 as i64) as u64;
+        acc[4 * m] = w as u32;
+        acc[4 * m + 1] = (w >> 32) as u32;
+    }
+    let mut ls = vec![scale.to_bits(), 0, 0, 0, scale.to_bits(), 0, 0, 0];
+    ls.extend(ks.iter().map(|&k| k as u32));
+    ls.extend(ks.iter().map(|&k| k as u32));
+    ls.extend(std::iter::repeat_n(0u32, pk.lf));
+    assert_eq!(ls.len(), pk.state_words());
+    let src = nshade_gpu::train::grid::adam_kernel_packed(&net, Adam::default(), 2, &pk);
+    let device = &ctx.device;
+    let buf = |label: &str, words: &[u32], usage: wgpu::BufferUsages| {
+        device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: Some(label),
+            contents: bytemuck::cast_slice(words),
+            usage,
+        })
+    };
+    let rw = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
+    // step 0 (parity 0), mode 1: the gradient
+    let step = buf(
+        "step",
+        &[0, 0, 0, 0, 1, 0, 0, 0],
+        wgpu::BufferUsages::UNIFORM,
+    );
+    let params = buf("params", &vec![0; net.param_count], rw);
+    let moments = buf("moments", &vec![0; 2 * net.param_count], rw);
+    let gacc = buf("acc", &acc, rw);
+    let grads = buf("grads", &vec![0; net.param_count], rw);
+    let state = buf("ls", &ls, wgpu::BufferUsages::STORAGE);
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some("packed adam"),
+        source: wgpu::ShaderSource::Wgsl(src.into()),
+    });
+    let pipe = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some("packed adam"),
+        layout: None,
+        module: &module,
+        entry_point: Some("nsh_grid_adam"),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    let entries: Vec<wgpu::BindGroupEntry> = [&step, &params, &moments, &gacc, &grads, &state]
+        .iter()
+        .enumerate()
+        .map(|(i, b)| wgpu::BindGroupEntry {
+            binding: i as u32,
+            resource: b.as_entire_binding(),
+        })
+        .collect();
+    let bg = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: None,
+        layout: &pipe.get_bind_group_layout(0),
+        entries: &entries,
+    });
+    let read = |b: &wgpu::Buffer, n: usize| -> Vec<u32> {
+        let staging = device.create_buffer(&wgpu::BufferDescriptor {
+            label: None,
+            size: 4 * n as u64,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let mut enc = device.create_command_encoder(&Default::default());
+        enc.copy_buffer_to_buffer(b, 0, &staging, 0, 4 * n as u64);
+        ctx.queue.submit([enc.finish()]);
+        staging
+            .slice(..)
+            .map_async(wgpu::MapMode::Read, |r| r.unwrap());
+        device.poll(wgpu::PollType::wait_indefinitely()).unwrap();
+        bytemuck::cast_slice(&staging.slice(..).get_mapped_range().unwrap()).to_vec()
+    };
+    let mut enc = device.create_command_encoder(&Default::default());
+    {
+        let mut pass = enc.begin_compute_pass(&Default::default());
+        pass.set_pipeline(&pipe);
+        pass.set_bind_group(0, &bg, &[]);
+        let (x, y) = nshade_gpu::train::grid::adam_groups(pairs, 2);
+        pass.dispatch_workgroups(x, y, 1);
+    }
+    ctx.queue.submit([enc.finish()]);
+    let got = read(&grads, net.param_count);
+    let level_of = |i: usize| pk.starts.iter().rposition(|&s| i >= s).unwrap();
+    for (m, &(c0, c1)) in lanes.iter().enumerate() {
+        for (j, c) in [c0, c1].into_iter().enumerate() {
+            let i = 2 * m + j;
+            let l = level_of(i);
+            let lf = l * pk.features + (i - pk.starts[l]) % pk.features;
+            let want = c as f32 * 2f32.powi(-ks[lf]) * (1.0 / scale);
+            let g = f32::from_bits(got[net.dense_count + i]);
+            // i32 → f32 rounds to one of the two nearest values
+            assert!(
+                (g - want).abs() <= want.abs() * 1.2e-7,
+                "parameter {i} (lanes {c0}, {c1}, output {lf}): {g} vs {want}"
+            );
+        }
+    }
+    assert!(
+        read(&gacc, 2 * t).iter().all(|&w| w == 0),
+        "the accumulators were cleared"
+    );
 }

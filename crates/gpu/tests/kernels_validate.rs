@@ -209,19 +209,23 @@ fn glsl_step_kernels_compile() {
         assert!(codegen::glsl_fits(&net, texture), "{arch}");
         let (s, skew) = codegen::glsl_samples(&net, 48 * 1024).expect(arch);
         for loss in losses {
-            // grids: both forms of the table-gradient atomics
-            for atomic64 in [true, false] {
+            // grids: both forms of the table-gradient atomics, and packed lanes
+            let dense_len = Pad::of(&net).partial_len(net.dense_count);
+            let pack = nshade_gpu::train::grid::Packing::of(&net, dense_len);
+            let forms = [(true, false), (false, false), (true, true)];
+            for (atomic64, packed) in forms.into_iter().filter(|f| !f.1 || pack.is_some()) {
                 let launch = codegen::GlslLaunch {
                     samples: s,
                     skew,
                     chunks: 3,
-                    partial_len: Pad::of(&net).partial_len(net.dense_count),
+                    partial_len: dense_len + pack.as_ref().filter(|_| packed).map_or(0, |p| p.lf),
                     atomic64,
+                    packed,
                 };
                 let src = codegen::glsl_step_kernel(&net, loss, texture, 5000, launch).expect(arch);
                 if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
                     panic!(
-                        "{arch} ({loss:?}, {s} samples, atomic64 {atomic64}): line {:?}: {}\n{src}",
+                        "{arch} ({loss:?}, {s} samples, atomic64 {atomic64}, packed {packed}): line {:?}: {}\n{src}",
                         e.line, e.message
                     );
                 }
@@ -229,7 +233,8 @@ fn glsl_step_kernels_compile() {
             }
         }
     }
-    assert_eq!(compiled, 2 * (Loss::ALL.len() + 7));
+    // the hashgrid of two features packs
+    assert_eq!(compiled, 2 * (Loss::ALL.len() + 7) + 1);
     let rows = DataKind::Rows {
         rows: 100,
         in_dims: 2,

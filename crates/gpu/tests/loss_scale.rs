@@ -86,6 +86,7 @@ fn scaled_kernels_validate() {
                 coop.then_some(&pad),
                 vec.then_some(&vpad),
                 Some(LossScale::for_batch(5000)),
+                None,
             );
             assert!(adam.contains("if (!bad)"), "{what}: no skip");
             validate(&adam, &format!("{what} adam"));
@@ -95,6 +96,30 @@ fn scaled_kernels_validate() {
                 &nshade_gpu::train::grid::adam_kernel_scaled(&net, Adam::default(), true),
                 &format!("{arch} grid adam"),
             );
+            // packed lanes: the table Adam kernel and the dense one's |dy| sums and checks
+            let pad = Pad::of(&net);
+            let pk = nshade_gpu::train::grid::Packing::of(&net, pad.partial_len(net.dense_count))
+                .expect("an even number of features packs");
+            validate(
+                &nshade_gpu::train::grid::adam_kernel_packed(&net, Adam::default(), 4, &pk),
+                &format!("{arch} packed grid adam"),
+            );
+            let adam = codegen::adam_kernel_scaled(
+                net.dense_count,
+                7,
+                5000,
+                3,
+                Adam::default(),
+                Some(&pad),
+                None,
+                Some(LossScale::for_batch(5000)),
+                Some(&pk),
+            );
+            assert!(
+                adam.contains("ldexp(1.0f, 29 - k)"),
+                "{arch}: no lane check"
+            );
+            validate(&adam, &format!("{arch} adam with packed lanes"));
         }
     }
     // the cooperative-matrix path scales by default

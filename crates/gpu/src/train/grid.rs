@@ -421,6 +421,214 @@ fn nsh_grid_adam(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_work
     )
 }
 
+/// **Packed lanes** (the GLSL step kernel, one grid of an even number of features, 64-bit
+/// atomics): the two features `2j`, `2j + 1` of a table entry share one 64-bit atomic,
+/// the word at the first one's accumulator, as two signed 32-bit fixed-point lanes `V =
+/// c1·2^32 + c0` with `c_f = roundEven(w · dy_f · 2^k_f)` (the second word stays 0).
+/// Integer addition keeps the sum exact and order-independent, and each lane decodes
+/// exactly (`c0` the low word as i32, `c1` the high word plus 1 where `c0 < 0`) while its
+/// sum stays within ±2^31. The exponent `k_f` of every grid output (level, feature) is
+/// fixed before the step; the step kernel also sums `A_f = Σ |dy_f|` over its samples
+/// (fixed order, into the partials after the dense ones), and the dense Adam kernel
+/// reduces A over the groups in a fixed order and checks `A_f · 2^k_f ≤ 2^29`, which
+/// bounds every entry's lane sum (a sample's corner weights add up to 1, so no entry
+/// receives more than A; rounding adds at most 2 per sample) — where it fails, that
+/// output's table gradients of this step are dropped (its entries' update is skipped,
+/// a deterministic decision), and it picks the next step's `k_f` so that `A_f · 2^k_f ≤
+/// 2^27`. Half the atomics of the exact 64-bit sums (C at 2^20 on the H200: the table
+/// gradients were over half of the step); the resolution is `2^−k_f`, about
+/// `2^−27 · A_f`, rounded to nearest.
+#[derive(Clone, Debug)]
+pub struct Packing {
+    /// Grid outputs (levels × features): one exponent and one |dy| sum each.
+    pub lf: usize,
+    pub features: usize,
+    /// Every level's first parameter, relative to the first table parameter.
+    pub starts: Vec<usize>,
+    /// Offset of the |dy| sums in a workgroup's partials (after the dense ones).
+    pub a_off: usize,
+}
+
+/// Packed lanes are wanted where they apply (default; `NSHADE_GPU_GRID_PACK=0` keeps the
+/// exact 64-bit sums).
+pub fn packing_enabled() -> bool {
+    std::env::var("NSHADE_GPU_GRID_PACK").map_or(true, |v| v != "0")
+}
+
+/// `A · 2^k` is checked against 2^PACK_CHECK; the next `k` aims at 2^PACK_TARGET.
+pub const PACK_CHECK: i32 = 29;
+pub const PACK_TARGET: i32 = 27;
+/// The range of the exponents `k`.
+pub const PACK_K: (i32, i32) = (-40, 80);
+
+impl Packing {
+    /// The packing of `net`'s grid when it applies (one grid of an even number of
+    /// features); `a_off`: the length of the dense partial sums.
+    pub fn of(net: &Network, a_off: usize) -> Option<Packing> {
+        let mut grids = Vec::new();
+        net.root.for_each_grid(&mut |g| grids.push(g.clone()));
+        let [g] = grids.as_slice() else { return None };
+        if g.features < 2 || !g.features.is_multiple_of(2) {
+            return None;
+        }
+        let base = net.dense_count;
+        Some(Packing {
+            lf: g.levels.len() * g.features,
+            features: g.features,
+            starts: g.levels.iter().map(|l| l.offset - base).collect(),
+            a_off,
+        })
+    }
+
+    /// Word of the exponents of the step of `parity` in the loss-scale state.
+    pub fn k_word(&self, parity: usize) -> usize {
+        8 + parity * self.lf
+    }
+
+    /// Word of the per-output overflow decisions of the current step.
+    pub fn ov_word(&self) -> usize {
+        8 + 2 * self.lf
+    }
+
+    /// Words of the loss-scale state with the packing's: the two loss-scale slots, the
+    /// exponents of both parities, the decisions.
+    pub fn state_words(&self) -> usize {
+        8 + 3 * self.lf
+    }
+
+    /// The first step's exponent for `batch` samples: room for a mean |dy| up to 64.
+    pub fn initial_k(batch: u32) -> i32 {
+        let lb = (batch.max(1) as f64).log2().ceil() as i32;
+        (PACK_TARGET - lb - 4).clamp(PACK_K.0, PACK_K.1)
+    }
+}
+
+/// The table Adam kernel for packed lanes ([`Packing`]; bindings as
+/// [`adam_kernel_scaled`] with the state buffer): one item per feature pair, `per` to an
+/// invocation; each decodes both lanes of its word, clears it, and updates both
+/// parameters unless the step overflowed or the output's check failed.
+pub fn adam_kernel_packed(
+    net: &Network,
+    adam: nshade_core::optim::Adam,
+    per: u32,
+    pk: &Packing,
+) -> String {
+    let lit = super::wgsl::lit;
+    let t = table_count(net);
+    let threads = ADAM_THREADS;
+    let f = pk.features;
+    // the grid output of a table parameter: its level's, and its feature
+    let mut lf_fn = String::from("fn nsh_lf(t: u32) -> u32 {\n");
+    for (l, &st) in pk.starts.iter().enumerate().rev() {
+        let _ = writeln!(
+            lf_fn,
+            "    if (t >= {st}u) {{ return {}u + (t - {st}u) % {f}u; }}",
+            l * f
+        );
+    }
+    lf_fn.push_str("    return 0u;\n}\n");
+    let mut b = String::new();
+    for j in 0..per {
+        let _ = writeln!(
+            b,
+            "    let q{j} = g0 + {j}u * nall;\n    let c{j} = 2u * min(q{j}, NP - 1u);\n    \
+             let a{j} = gacc[c{j}];\n    let ma{j} = moments[M0 + c{j}];\n    let mb{j} = moments[M0 + c{j} + 1u];\n    \
+             let va{j} = moments[M0 + T + c{j}];\n    let vb{j} = moments[M0 + T + c{j} + 1u];\n    \
+             let pa{j} = params[DENSE + c{j}];\n    let pb{j} = params[DENSE + c{j} + 1u];"
+        );
+    }
+    for j in 0..per {
+        let _ = writeln!(
+            b,
+            "    if (q{j} < NP) {{ gacc[c{j}] = vec2<u32>(0u, 0u); }}"
+        );
+    }
+    let upd = |i: &str, m: &str, v: &str, p: &str, g: &str, lf: &str| {
+        format!(
+            "if (ls[OV + {lf}] == 0u) {{
+                let m = {b1} * {m} + {omb1} * {g};
+                let v = {b2} * {v} + {omb2} * {g} * {g};
+                moments[M0 + {i}] = m;
+                moments[M0 + T + {i}] = v;
+                params[DENSE + {i}] = {p} - st.step_lr * m / (sqrt(v * st.inv_c2) + {eps});
+            }}",
+            b1 = lit(adam.beta1),
+            omb1 = lit(1.0 - adam.beta1),
+            b2 = lit(adam.beta2),
+            omb2 = lit(1.0 - adam.beta2),
+            eps = lit(adam.epsilon),
+        )
+    };
+    for j in 0..per {
+        let _ = write!(
+            b,
+            "    if (q{j} < NP) {{
+        let lf = nsh_lf(c{j});
+        let l0 = bitcast<i32>(a{j}.x);
+        let l1 = bitcast<i32>(a{j}.y + select(0u, 1u, l0 < 0));
+        let ga = f32(l0) * ldexp(1.0f, -bitcast<i32>(ls[kc + lf])) * inv_s;
+        let gb = f32(l1) * ldexp(1.0f, -bitcast<i32>(ls[kc + lf + 1u])) * inv_s;
+        if (st.mode == 1u) {{
+            grads[DENSE + c{j}] = ga;
+            grads[DENSE + c{j} + 1u] = gb;
+        }} else if (!skip) {{
+            {}
+            {}
+        }}
+    }}
+",
+            upd(
+                &format!("c{j}"),
+                &format!("ma{j}"),
+                &format!("va{j}"),
+                &format!("pa{j}"),
+                "ga",
+                "lf"
+            ),
+            upd(
+                &format!("c{j} + 1u"),
+                &format!("mb{j}"),
+                &format!("vb{j}"),
+                &format!("pb{j}"),
+                "gb",
+                "lf + 1u"
+            ),
+        );
+    }
+    format!(
+        "const T: u32 = {t}u;
+const NP: u32 = {np}u;
+const DENSE: u32 = {dense}u;
+const M0: u32 = {m0}u;
+const LF: u32 = {lfn}u;
+const OV: u32 = {ov}u;
+struct Step {{ step: u32, slot: u32, step_lr: f32, inv_c2: f32, mode: u32 }}
+@group(0) @binding(0) var<uniform> st: Step;
+@group(0) @binding(1) var<storage, read_write> params: array<f32>;
+@group(0) @binding(2) var<storage, read_write> moments: array<f32>;
+@group(0) @binding(3) var<storage, read_write> gacc: array<vec2<u32>>;
+@group(0) @binding(4) var<storage, read_write> grads: array<f32>;
+@group(0) @binding(5) var<storage, read> ls: array<u32>;
+{lf_fn}
+@compute @workgroup_size({threads})
+fn nsh_grid_adam(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_workgroups) n: vec3<u32>) {{
+    if (st.mode == 2u) {{ return; }}
+    let g0 = id.x + id.y * n.x * {threads}u;
+    let nall = n.x * n.y * {threads}u;
+    let lcur = (st.step & 1u) * 4u;
+    let inv_s = 1.0f / bitcast<f32>(ls[lcur]);
+    let skip = ls[lcur + 3u] != 0u;
+    let kc = 8u + (st.step & 1u) * LF;
+{b}}}
+",
+        np = t / 2,
+        dense = net.dense_count,
+        m0 = 2 * net.dense_count,
+        lfn = pk.lf,
+        ov = pk.ov_word(),
+    )
+}
+
 /// The table accumulators (two u32 words per table parameter, zeroed), or `None` when
 /// `net` has no grid.
 pub(super) fn accumulators(
@@ -456,13 +664,17 @@ impl GridPass {
         ctx: &crate::context::GpuContext,
         net: &Network,
         adam: nshade_core::optim::Adam,
+        pack: Option<&Packing>,
         records: &wgpu::Buffer,
         bufs: &[&wgpu::Buffer],
     ) -> GridPass {
         // a fifth buffer: the loss-scale state (dynamic loss scaling)
         let scaled = bufs.len() == 5;
         let per = adam_per();
-        let src = adam_kernel_per(net, adam, scaled, per);
+        let (src, items) = match pack {
+            Some(pk) => (adam_kernel_packed(net, adam, per, pk), table_count(net) / 2),
+            None => (adam_kernel_per(net, adam, scaled, per), table_count(net)),
+        };
         if std::env::var("NSHADE_GPU_DUMP").is_ok_and(|v| v == "1") {
             eprintln!("{src}");
         }
@@ -484,7 +696,7 @@ impl GridPass {
         GridPass {
             pipe,
             bg,
-            groups: adam_groups(table_count(net), per),
+            groups: adam_groups(items, per),
         }
     }
 

@@ -860,6 +860,12 @@ impl GpuTrainer {
             None
         };
         let launch = glsl.map_or(launch, |g| g.0);
+        // packed table-gradient lanes: the GLSL kernel's, with 64-bit atomics
+        let pack = if glsl.is_some() && launch.atomic64 && grid::packing_enabled() {
+            grid::Packing::of(net, codegen::Pad::of(net).partial_len(net.dense_count))
+        } else {
+            None
+        };
         let scaling = scaling.or(coop.then(|| LossScale::for_batch(cfg.batch as u32)));
         let pad = codegen::Pad::of(net);
         let vpad = codegen::VecPad::of(net);
@@ -878,8 +884,10 @@ impl GpuTrainer {
                     samples: launch.samples,
                     skew,
                     chunks: launch.chunks,
-                    partial_len: pad.partial_len(net.dense_count),
+                    partial_len: pad.partial_len(net.dense_count)
+                        + pack.as_ref().map_or(0, |p| p.lf),
                     atomic64: launch.atomic64,
+                    packed: pack.is_some(),
                 },
             )
             .ok_or_else(|| backend_err("the GLSL step kernel does not apply to this network"))?,
@@ -904,6 +912,7 @@ impl GpuTrainer {
             coop.then_some(&pad),
             launch.vec.then_some(&vpad),
             scaling,
+            pack.as_ref(),
         );
         match std::env::var("NSHADE_GPU_DUMP") {
             Ok(v) if v == "1" => eprintln!("{step_src}\n{adam_src}"),
@@ -926,7 +935,7 @@ impl GpuTrainer {
         let device = &ctx.device;
         let max_binding = device.limits().max_storage_buffer_binding_size;
         let stride = if coop {
-            pad.partial_len(net.dense_count) as u64
+            (pad.partial_len(net.dense_count) + pack.as_ref().map_or(0, |p| p.lf)) as u64
         } else {
             dense
         };
@@ -979,10 +988,16 @@ impl GpuTrainer {
 
         let gacc = grid::accumulators(&ctx, net)?;
         // dynamic loss scaling: the state (both parity slots start at S, 0 good steps,
-        // 0 skipped, no overflow) and the per-group overflow flags
+        // 0 skipped, no overflow) and the per-group overflow flags; with packed grid
+        // lanes the exponents of both parities (the first step's) and the decisions
         let ls = scaling.map(|sc| {
-            let buf = storage(&ctx, "loss scale", 32);
-            let w = [sc.initial.to_bits(), 0, 0, 0, sc.initial.to_bits(), 0, 0, 0];
+            let mut w = vec![sc.initial.to_bits(), 0, 0, 0, sc.initial.to_bits(), 0, 0, 0];
+            if let Some(pk) = &pack {
+                let k0 = grid::Packing::initial_k(batch) as u32;
+                w.extend(std::iter::repeat_n(k0, 2 * pk.lf));
+                w.extend(std::iter::repeat_n(0, pk.lf));
+            }
+            let buf = storage(&ctx, "loss scale", w.len() as u64 * 4);
             ctx.queue.write_buffer(&buf, 0, bytemuck::cast_slice(&w));
             let flags = storage(&ctx, "overflow flags", launch.groups as u64 * 4);
             ctx.queue
@@ -1062,6 +1077,7 @@ impl GpuTrainer {
                 &ctx,
                 net,
                 cfg.adam,
+                pack.as_ref(),
                 &records,
                 &[&params_buf, &moments, acc, &grads]
                     .into_iter()

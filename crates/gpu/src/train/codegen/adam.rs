@@ -67,6 +67,7 @@ pub fn adam_kernel(
         pad,
         vpad,
         scaling,
+        None,
     )
 }
 
@@ -80,6 +81,11 @@ pub fn adam_kernel(
 /// the count raised and, when it reaches `interval`, S doubled (at most
 /// [`LOSS_SCALE_MAX`]) and the count reset. Mode 1 (gradient only) writes the unscaled
 /// gradient and leaves the state alone.
+///
+/// With packed grid lanes (`pack`, which needs `pad` and `scaling`), the loss workgroup
+/// also sums every grid output's |dy| over the groups in a fixed order, writes each
+/// output's check (`A · 2^k ≤ 2^PACK_CHECK`, else its table gradients are dropped this
+/// step) for the table Adam kernel, and (mode 0) the next step's exponent.
 #[allow(clippy::too_many_arguments)]
 pub fn adam_kernel_scaled(
     param_count: usize,
@@ -90,6 +96,7 @@ pub fn adam_kernel_scaled(
     pad: Option<&Pad>,
     vpad: Option<&VecPad>,
     scaling: Option<LossScale>,
+    pack: Option<&crate::train::grid::Packing>,
 ) -> String {
     let p = param_count.max(1);
     let apw = adam_params();
@@ -127,7 +134,10 @@ pub fn adam_kernel_scaled(
                 "            let pp = ppos(p);\n            if (pp < {}u) {{ w16[pp] = f16(params[p]); }}\n",
                 pad.weights
             );
-            (pad.partial_len(param_count), 1.0 / loss_scale(batch, true))
+            (
+                pad.partial_len(param_count) + pack.map_or(0, |pk| pk.lf),
+                1.0 / loss_scale(batch, true),
+            )
         }
         None => {
             if let Some(vp) = vpad {
@@ -198,6 +208,33 @@ pub fn adam_kernel_scaled(
         );
         inv_g = "inv_s".into();
         skip = " if (!bad)";
+        if let Some(pk) = pack {
+            use crate::train::grid::{PACK_CHECK, PACK_K, PACK_TARGET};
+            let _ = write!(
+                ls_next,
+                "        if (lid < {lf}u && st.mode != 2u) {{
+            var a = 0.0f;
+            for (var g = 0u; g < G; g++) {{ a += partial[g * PS + {ao}u + lid]; }}
+            let kc = {k0}u + (st.step & 1u) * {lf}u;
+            let k = bitcast<i32>(ls[kc + lid]);
+            ls[{ov}u + lid] = select(1u, 0u, a <= ldexp(1.0f, {chk} - k));
+            if (st.mode == 0u) {{
+                var kn = k;
+                if (a > 0.0f && a <= 3.0e38f) {{ kn = clamp({tgt} - i32(ceil(log2(a))), {kmin}, {kmax}); }}
+                ls[{k0}u + {lf}u - (kc - {k0}u) + lid] = bitcast<u32>(kn);
+            }}
+        }}
+",
+                lf = pk.lf,
+                ao = pk.a_off,
+                k0 = pk.k_word(0),
+                ov = pk.ov_word(),
+                chk = PACK_CHECK,
+                tgt = PACK_TARGET,
+                kmin = PACK_K.0,
+                kmax = PACK_K.1,
+            );
+        }
     }
     // the group sums of slice gs (groups gs, gs + NS, … in that order), unrolled so
     // that the loads are independent and can all be in flight (the sum order is that

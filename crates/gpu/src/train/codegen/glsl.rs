@@ -13,7 +13,7 @@
 
 use super::wgsl::lit;
 use super::{DataKind, Pad, PadLayer};
-use crate::train::grid::FIXED_RANGE;
+use crate::train::grid::{FIXED_RANGE, Packing};
 use nshade_core::Activation;
 use nshade_core::loss::Loss;
 use nshade_core::module::{Grid, Linear, Module};
@@ -307,6 +307,23 @@ void nsh_gacc_add(uint i, float v) {{
     }
 }
 
+/// Packed lanes ([`Packing`]): `nsh_gacc_add2(i, v0, v1)` adds the scaled values of
+/// the features at flat parameter indices `i` and `i + 1` as two 32-bit lanes of one
+/// 64-bit atomic (at `i`'s accumulator); the exponents' words of this step's parity.
+fn gacc_packed_decls(pk: &Packing) -> String {
+    format!(
+        "const uint PACK_LF = {lf}u;
+void nsh_gacc_add2(uint i, float v0, float v1) {{
+    int c0 = int(roundEven(v0)); int c1 = int(roundEven(v1));
+    if ((c0 | c1) == 0) {{ return; }}
+    int64_t w = (int64_t(c1) << 32) + int64_t(c0);
+    atomicAdd(gacc[i - GRID_BASE], uint64_t(w));
+}}
+",
+        lf = pk.lf
+    )
+}
+
 /// The grid's (level, sample) items of one invocation: item k is `e = lid + k·WG`,
 /// level `e / S`, sample `e % S`; `(count, guarded)`: items per invocation, and whether
 /// the last ones may lie past `L·S`.
@@ -388,11 +405,66 @@ fn grid_forward(g: &Grid, x0: usize, s: usize) -> String {
 /// X_0's). Its range is checked where the gradient is computed: |dy| ≤ [`FIXED_RANGE`]
 /// bounds every contribution (the weights are at most 1), so a larger one flags the
 /// step as an overflow (the WGSL kernels check each contribution).
-fn grid_tables(g: &Grid, dy0: usize, s: usize) -> String {
+fn grid_tables(g: &Grid, dy0: usize, s: usize, pack: Option<&Packing>) -> String {
     let (items, guarded) = grid_items(g, s);
     let corners = 1usize << g.in_dims;
     let ft = g.features;
     let mut b = String::from("    // table gradients\n");
+    if let Some(pk) = pack {
+        // Σ|dy| of every grid output, rows split over `nb` invocations, fixed order
+        let nb = bias_blocks(pk.lf, s);
+        let mut sum = String::new();
+        for kk in 0..s / nb {
+            let _ = write!(
+                sum,
+                " acca += abs(float(gh[{dy0}u + o * SX + bl + {}u]));",
+                kk * nb
+            );
+        }
+        let _ = writeln!(
+            b,
+            "    {{ uint o = lid / {nb}u; uint bl = lid % {nb}u; if (o < {lf}u) {{{sum} }} }}",
+            lf = pk.lf
+        );
+        let _ = writeln!(
+            b,
+            "    uint kw = {}u + (st.step & 1u) * PACK_LF;",
+            pk.k_word(0)
+        );
+        for it in 0..items {
+            let _ = write!(
+                b,
+                "    {{ uint e = lid + {o}u;{guard} {{ uint l = e / S; uint s = e % S;",
+                o = it * GLSL_THREADS,
+                guard = if guarded {
+                    " if (e < S * GRID_LEVELS)"
+                } else {
+                    ""
+                }
+            );
+            for f in 0..ft {
+                let _ = write!(
+                    b,
+                    "\n        float dy{f} = float(gh[{dy0}u + (l * {ft}u + {f}u) * SX + s]) * ldexp(1.0, int(ls[kw + l * {ft}u + {f}u]));"
+                );
+            }
+            for c in 0..corners {
+                for f in (0..ft).step_by(2) {
+                    let at = match f {
+                        0 => format!("g{it}e{c}"),
+                        _ => format!("g{it}e{c} + {f}u"),
+                    };
+                    let _ = write!(
+                        b,
+                        "\n        nsh_gacc_add2({at}, g{it}w{c} * dy{f}, g{it}w{c} * dy{});",
+                        f + 1
+                    );
+                }
+            }
+            b.push_str(" } }\n");
+        }
+        return b;
+    }
     for it in 0..items {
         let _ = write!(
             b,
@@ -478,6 +550,10 @@ pub struct GlslLaunch {
     /// Grid table gradients as one 64-bit atomic each (the device has 64-bit integer
     /// atomics), else as carry-propagating pairs of 32-bit atomics (`grid.rs`).
     pub atomic64: bool,
+    /// Grid table gradients in packed lanes ([`Packing`]; needs `atomic64` and a grid
+    /// of an even number of features): `partial_len` then includes the grid outputs'
+    /// |dy| sums after the dense partials.
+    pub packed: bool,
 }
 
 /// The GLSL step kernel for `net` (see [`glsl_fits`]) trained with `loss` on a texture,
@@ -497,6 +573,7 @@ pub fn glsl_step_kernel(
         chunks,
         partial_len,
         atomic64,
+        packed,
     } = launch;
     let shp = shape(net)?;
     let DataKind::Texture { width, height } = data else {
@@ -532,8 +609,17 @@ pub fn glsl_step_kernel(
             "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n#extension GL_EXT_shader_atomic_int64 : require\n",
         );
     }
+    let pack = packed
+        .then(|| Packing::of(net, Pad::of(net).partial_len(net.dense_count)))
+        .flatten();
+    if packed && (pack.is_none() || !atomic64) {
+        return None;
+    }
     if let Some(g) = grid {
         k.push_str(&gacc_decls(net.dense_count, atomic64, &exp));
+        if let Some(pk) = &pack {
+            k.push_str(&gacc_packed_decls(pk));
+        }
         let _ = writeln!(k, "const uint GRID_LEVELS = {}u;", g.levels.len());
     }
     let _ = write!(
@@ -740,6 +826,8 @@ void main() {{
     for a in 0..n_l {
         let _ = writeln!(k, "    float acc{a} = 0.0;");
     }
+    // packed lanes: this invocation's part of the grid outputs' Σ|dy|
+    k.push_str("    float acca = 0.0;\n");
     // rows of `sh`: u, v at 0 and 1, targets at 2.., outputs after them
     let (tgt, outr) = (2, 2 + od);
     k.push_str(
@@ -1023,11 +1111,12 @@ void main() {{
                 Some(b) => format!("v * {}", syntax::activation_derivative(&b, "y", "y")),
             };
             if below.is_none() {
-                // the table accumulators' range bounds every contribution w·dy (w ≤ 1)
+                // the table accumulators' range bounds every contribution w·dy (w ≤ 1);
+                // packed lanes check their sums after the step, so only f16's here
                 let _ = writeln!(
                     k,
                     "        for (int e = 0; e < c.length(); e++) {{ lsf |= nsh_ls_over(c[e], {}); }}",
-                    lit(FIXED_RANGE)
+                    lit(if pack.is_some() { 65504.0 } else { FIXED_RANGE })
                 );
             } else if exp != "noepi" {
                 let _ = writeln!(
@@ -1043,7 +1132,7 @@ void main() {{
             );
             k.push_str(BAR);
             if let (0, Some(g)) = (i, grid) {
-                k.push_str(&grid_tables(g, nxt, s));
+                k.push_str(&grid_tables(g, nxt, s, pack.as_ref()));
             }
         }
     }
@@ -1091,6 +1180,22 @@ void main() {{
             k,
             "    if (lid < {rows}u) {{ {fold} partial[pbase + {bp}u + lid] = t; if (nsh_ls_bits(t) != 0u) {{ atomicOr(lsbad, 1u); }} }}",
             bp = l.bias_p
+        );
+    }
+    if let Some(pk) = &pack {
+        let nb = bias_blocks(pk.lf, s);
+        let mut fold = format!("float t = zc[lid * {nb}u];");
+        for b in 1..nb {
+            let _ = write!(fold, " t += zc[lid * {nb}u + {b}u];");
+        }
+        k.push_str(BAR);
+        k.push_str("    zc[lid] = acca;\n");
+        k.push_str(BAR);
+        let _ = writeln!(
+            k,
+            "    if (lid < {lf}u) {{ {fold} partial[pbase + {ao}u + lid] = t; }}",
+            lf = pk.lf,
+            ao = pk.a_off
         );
     }
     k.push_str(BAR);

@@ -473,6 +473,12 @@ impl Gen {
         // a sum that reached f16's largest value (an accumulator that overflowed to ∞,
         // or one that saturated) flags the step
         self.gh = self.gh.max(self.wg / 32 * 256);
+        if !self.writeback.contains("&gh[sgid * 256u]") {
+            // the last chunk's bias sums may still read `gh` (its last dW phase ends
+            // without a barrier)
+            self.writeback
+                .push_str("    workgroupBarrier(); // gh is scratch from here\n");
+        }
         let chk = if self.scaled {
             " lsf |= select(0u, 1u, nsh_ls_over(v, 65503.0f));"
         } else {
