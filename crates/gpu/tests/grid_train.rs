@@ -421,12 +421,12 @@ fn packed_lanes_decode_exactly() {
         .collect();
     let ks: Vec<i32> = (0..pk.lf).map(|j| [-7, 0, 13, 40][j % 4]).collect();
     let scale = 8.0f32;
-    // the accumulators: the pair's word at its first parameter, the second word 0
+    // the accumulators: pair m's word at m (the second half unused)
     let mut acc = vec![0u32; 2 * t];
     for (m, &(c0, c1)) in lanes.iter().enumerate() {
         let w = ((c1 as i64) << 32).wrapping_add(c0 as i64) as u64;
-        acc[4 * m] = w as u32;
-        acc[4 * m + 1] = (w >> 32) as u32;
+        acc[2 * m] = w as u32;
+        acc[2 * m + 1] = (w >> 32) as u32;
     }
     let mut ls = vec![scale.to_bits(), 0, 0, 0, scale.to_bits(), 0, 0, 0];
     ls.extend(ks.iter().map(|&k| k as u32));

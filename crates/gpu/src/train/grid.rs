@@ -23,6 +23,10 @@
 //! floor(a)`, `lo = (a − hi)·2^32` (both exact: `a − floor(a)` is exact in f32), then
 //! the pair is negated in two's complement for v < 0.
 //!
+//! **Packed lanes** (the GLSL step kernel; [`Packing`]): both features of an entry in
+//! one 64-bit atomic as two 32-bit fixed-point lanes, with a per-output scale checked
+//! after the step — half the atomics, still exact integer sums.
+//!
 //! **Input gradient** (only when a module with parameters precedes the grid): one item
 //! per sample, summing the levels in the CPU's order (see [`input_gradient_body`]).
 //!
@@ -423,8 +427,9 @@ fn nsh_grid_adam(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_work
 
 /// **Packed lanes** (the GLSL step kernel, one grid of an even number of features, 64-bit
 /// atomics): the two features `2j`, `2j + 1` of a table entry share one 64-bit atomic,
-/// the word at the first one's accumulator, as two signed 32-bit fixed-point lanes `V =
-/// c1·2^32 + c0` with `c_f = roundEven(w · dy_f · 2^k_f)` (the second word stays 0).
+/// word `t / 2` for table parameters `t`, `t + 1` (the first half of the accumulators,
+/// read in order by the table Adam kernel), as two signed 32-bit fixed-point lanes
+/// `V = c1·2^32 + c0` with `c_f = roundEven(w · dy_f · 2^k_f)`.
 /// Integer addition keeps the sum exact and order-independent, and each lane decodes
 /// exactly (`c0` the low word as i32, `c1` the high word plus 1 where `c0 < 0`) while its
 /// sum stays within ±2^31. The exponent `k_f` of every grid output (level, feature) is
@@ -504,9 +509,10 @@ impl Packing {
 }
 
 /// The table Adam kernel for packed lanes ([`Packing`]; bindings as
-/// [`adam_kernel_scaled`] with the state buffer): one item per feature pair, `per` to an
-/// invocation; each decodes both lanes of its word, clears it, and updates both
-/// parameters unless the step overflowed or the output's check failed.
+/// [`adam_kernel_scaled`] with the state buffer, the moments read as pairs): one item
+/// per feature pair, `per` to an invocation; each decodes both lanes of its word, clears
+/// it, and updates both parameters unless the step overflowed or the output's check
+/// failed (the same arithmetic per parameter as [`adam_kernel_per`]).
 pub fn adam_kernel_packed(
     net: &Network,
     adam: nshade_core::optim::Adam,
@@ -531,34 +537,17 @@ pub fn adam_kernel_packed(
     for j in 0..per {
         let _ = writeln!(
             b,
-            "    let q{j} = g0 + {j}u * nall;\n    let c{j} = 2u * min(q{j}, NP - 1u);\n    \
-             let a{j} = gacc[c{j}];\n    let ma{j} = moments[M0 + c{j}];\n    let mb{j} = moments[M0 + c{j} + 1u];\n    \
-             let va{j} = moments[M0 + T + c{j}];\n    let vb{j} = moments[M0 + T + c{j} + 1u];\n    \
+            "    let q{j} = g0 + {j}u * nall;\n    let cq{j} = min(q{j}, NP - 1u);\n    let c{j} = 2u * cq{j};\n    \
+             let a{j} = gacc[cq{j}];\n    let m{j} = moments[MP + cq{j}];\n    let v{j} = moments[VP + cq{j}];\n    \
              let pa{j} = params[DENSE + c{j}];\n    let pb{j} = params[DENSE + c{j} + 1u];"
         );
     }
     for j in 0..per {
         let _ = writeln!(
             b,
-            "    if (q{j} < NP) {{ gacc[c{j}] = vec2<u32>(0u, 0u); }}"
+            "    if (q{j} < NP) {{ gacc[cq{j}] = vec2<u32>(0u, 0u); }}"
         );
     }
-    let upd = |i: &str, m: &str, v: &str, p: &str, g: &str, lf: &str| {
-        format!(
-            "if (ls[OV + {lf}] == 0u) {{
-                let m = {b1} * {m} + {omb1} * {g};
-                let v = {b2} * {v} + {omb2} * {g} * {g};
-                moments[M0 + {i}] = m;
-                moments[M0 + T + {i}] = v;
-                params[DENSE + {i}] = {p} - st.step_lr * m / (sqrt(v * st.inv_c2) + {eps});
-            }}",
-            b1 = lit(adam.beta1),
-            omb1 = lit(1.0 - adam.beta1),
-            b2 = lit(adam.beta2),
-            omb2 = lit(1.0 - adam.beta2),
-            eps = lit(adam.epsilon),
-        )
-    };
     for j in 0..per {
         let _ = write!(
             b,
@@ -572,40 +561,38 @@ pub fn adam_kernel_packed(
             grads[DENSE + c{j}] = ga;
             grads[DENSE + c{j} + 1u] = gb;
         }} else if (!skip) {{
-            {}
-            {}
+            let ok = vec2<bool>(ls[OV + lf] == 0u, ls[OV + lf + 1u] == 0u);
+            let g = vec2<f32>(ga, gb);
+            let m = {b1} * m{j} + {omb1} * g;
+            let v = {b2} * v{j} + {omb2} * g * g;
+            moments[MP + cq{j}] = select(m{j}, m, ok);
+            moments[VP + cq{j}] = select(v{j}, v, ok);
+            if (ok.x) {{ params[DENSE + c{j}] = pa{j} - st.step_lr * m.x / (sqrt(v.x * st.inv_c2) + {eps}); }}
+            if (ok.y) {{ params[DENSE + c{j} + 1u] = pb{j} - st.step_lr * m.y / (sqrt(v.y * st.inv_c2) + {eps}); }}
         }}
     }}
 ",
-            upd(
-                &format!("c{j}"),
-                &format!("ma{j}"),
-                &format!("va{j}"),
-                &format!("pa{j}"),
-                "ga",
-                "lf"
-            ),
-            upd(
-                &format!("c{j} + 1u"),
-                &format!("mb{j}"),
-                &format!("vb{j}"),
-                &format!("pb{j}"),
-                "gb",
-                "lf + 1u"
-            ),
+            b1 = lit(adam.beta1),
+            omb1 = lit(1.0 - adam.beta1),
+            b2 = lit(adam.beta2),
+            omb2 = lit(1.0 - adam.beta2),
+            eps = lit(adam.epsilon),
         );
     }
+    // the moments as pairs: m of parameter p at 2·DENSE + p, v at 2·DENSE + T + p (both
+    // even offsets for even p), so pair q's at MP + q and VP + q
     format!(
         "const T: u32 = {t}u;
 const NP: u32 = {np}u;
 const DENSE: u32 = {dense}u;
-const M0: u32 = {m0}u;
+const MP: u32 = {mp}u;
+const VP: u32 = {vp}u;
 const LF: u32 = {lfn}u;
 const OV: u32 = {ov}u;
 struct Step {{ step: u32, slot: u32, step_lr: f32, inv_c2: f32, mode: u32 }}
 @group(0) @binding(0) var<uniform> st: Step;
 @group(0) @binding(1) var<storage, read_write> params: array<f32>;
-@group(0) @binding(2) var<storage, read_write> moments: array<f32>;
+@group(0) @binding(2) var<storage, read_write> moments: array<vec2<f32>>;
 @group(0) @binding(3) var<storage, read_write> gacc: array<vec2<u32>>;
 @group(0) @binding(4) var<storage, read_write> grads: array<f32>;
 @group(0) @binding(5) var<storage, read> ls: array<u32>;
@@ -623,7 +610,8 @@ fn nsh_grid_adam(@builtin(global_invocation_id) id: vec3<u32>, @builtin(num_work
 ",
         np = t / 2,
         dense = net.dense_count,
-        m0 = 2 * net.dense_count,
+        mp = net.dense_count,
+        vp = net.dense_count + t / 2,
         lfn = pk.lf,
         ov = pk.ov_word(),
     )

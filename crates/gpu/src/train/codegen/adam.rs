@@ -210,11 +210,27 @@ pub fn adam_kernel_scaled(
         skip = " if (!bad)";
         if let Some(pk) = pack {
             use crate::train::grid::{PACK_CHECK, PACK_K, PACK_TARGET};
+            // NB invocations per output, each summing groups sub, sub + NB, … in order,
+            // then their sums in order: a fixed order, and loads in flight together
+            let mut nb = 1;
+            while nb * 2 * pk.lf <= ADAM_THREADS as usize {
+                nb *= 2;
+            }
             let _ = write!(
                 ls_next,
-                "        if (lid < {lf}u && st.mode != 2u) {{
+                "        workgroupBarrier();
+        {{
+            let o = lid / {nb}u; let sub = lid % {nb}u;
             var a = 0.0f;
-            for (var g = 0u; g < G; g++) {{ a += partial[g * PS + {ao}u + lid]; }}
+            if (o < {lf}u && st.mode != 2u) {{
+                for (var g = sub; g < G; g += {nb}u) {{ a += partial[g * PS + {ao}u + o]; }}
+            }}
+            red[lid] = a;
+        }}
+        workgroupBarrier();
+        if (lid < {lf}u && st.mode != 2u) {{
+            var a = red[lid * {nb}u];
+            for (var b = 1u; b < {nb}u; b++) {{ a += red[lid * {nb}u + b]; }}
             let kc = {k0}u + (st.step & 1u) * {lf}u;
             let k = bitcast<i32>(ls[kc + lid]);
             ls[{ov}u + lid] = select(1u, 0u, a <= ldexp(1.0f, {chk} - k));

@@ -2,14 +2,17 @@
 //! compiled by the glslang built into nshade and loaded as SPIR-V: the same algorithm,
 //! bindings, partial-sum layout and fixed summation orders as the WGSL fused kernel
 //! (`fused.rs`), for the networks the issue's table trains — texture data, an optional
-//! `freq` stage on the raw input, one fusable MLP — with one difference that WGSL
+//! `freq` or 2-D grid stage on the raw input, one fusable MLP — with one difference that WGSL
 //! cannot express: GLSL reaches the elements of an accumulator (`c[e]`, `c.length()`)
 //! and converts accumulators between component types, so a hidden layer's tile epilogue
 //! (activation, f16 rounding, padding rows) and the input gradient's (the derivative of
 //! the layer below, read as an f16 accumulator of the same tile, the f16 range check)
 //! run in registers and store the tile straight into `xh`/`gh` — no scratch tile, no
 //! subgroup barrier, no per-invocation loads and stores (docs/gpu-training.md, "The
-//! GLSL step kernel"). Pure: network in, source text out.
+//! GLSL step kernel"). Grids keep each (level, sample) item's corner indices and
+//! weights in registers from the forward to the table gradients, which go into packed
+//! 32-bit lanes where they apply (`grid.rs`, [`Packing`]). Pure: network in, source text
+//! out.
 
 use super::wgsl::lit;
 use super::{DataKind, Pad, PadLayer};
@@ -308,8 +311,8 @@ void nsh_gacc_add(uint i, float v) {{
 }
 
 /// Packed lanes ([`Packing`]): `nsh_gacc_add2(i, v0, v1)` adds the scaled values of
-/// the features at flat parameter indices `i` and `i + 1` as two 32-bit lanes of one
-/// 64-bit atomic (at `i`'s accumulator); the exponents' words of this step's parity.
+/// the features at flat parameter indices `i` and `i + 1` (`i − GRID_BASE` even) as two
+/// 32-bit lanes of one 64-bit atomic, the pair's word `(i − GRID_BASE) / 2`.
 fn gacc_packed_decls(pk: &Packing) -> String {
     format!(
         "const uint PACK_LF = {lf}u;
@@ -317,7 +320,7 @@ void nsh_gacc_add2(uint i, float v0, float v1) {{
     int c0 = int(roundEven(v0)); int c1 = int(roundEven(v1));
     if ((c0 | c1) == 0) {{ return; }}
     int64_t w = (int64_t(c1) << 32) + int64_t(c0);
-    atomicAdd(gacc[i - GRID_BASE], uint64_t(w));
+    atomicAdd(gacc[(i - GRID_BASE) >> 1], uint64_t(w));
 }}
 ",
         lf = pk.lf
