@@ -384,15 +384,8 @@ fn main(@builtin(global_invocation_id) id: vec3<u32>) {{
     }
 }
 
-/// Packed lanes (`grid::Packing`): the table Adam kernel decodes both signed 32-bit
-/// lanes of every 64-bit word exactly — the low word as i32, the high word plus the
-/// borrow of a negative low lane — and scales each by 2^−k of its grid output and the
-/// inverse loss scale (mode 1 writes the gradient), then clears the word. Lanes at the
-/// ends of the range, negative and positive, on every output's exponent.
-#[test]
-fn packed_lanes_decode_exactly() {
-    use wgpu::util::DeviceExt;
-    let Some(ctx) = common::context() else { return };
+/// A grid of two levels of two features (packed lanes), and its packing.
+fn packed_net() -> (Network, nshade_gpu::train::grid::Packing) {
     let net = Network::build(
         &Arch::parse(
             "hashgrid(levels=2, features=2, log2_size=4, base=2, scale=2) | mlp(2x0, none)",
@@ -405,6 +398,109 @@ fn packed_lanes_decode_exactly() {
     let pad = nshade_gpu::train::codegen::Pad::of(&net);
     let pk = nshade_gpu::train::grid::Packing::of(&net, pad.partial_len(net.dense_count))
         .expect("two features pack");
+    (net, pk)
+}
+
+/// A storage (or `usage`) buffer holding `words`.
+fn words_buffer(
+    ctx: &nshade_gpu::context::GpuContext,
+    words: &[u32],
+    usage: wgpu::BufferUsages,
+) -> wgpu::Buffer {
+    use wgpu::util::DeviceExt;
+    ctx.device
+        .create_buffer_init(&wgpu::util::BufferInitDescriptor {
+            label: None,
+            contents: bytemuck::cast_slice(words),
+            usage: usage | wgpu::BufferUsages::COPY_SRC,
+        })
+}
+
+/// Runs `entry` of the WGSL `src` over `groups` workgroups with `buffers` at bindings
+/// 0, 1, … of group 0, and waits.
+fn dispatch(
+    ctx: &nshade_gpu::context::GpuContext,
+    src: &str,
+    entry: &str,
+    buffers: &[&wgpu::Buffer],
+    groups: (u32, u32),
+) {
+    let device = &ctx.device;
+    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+        label: Some(entry),
+        source: wgpu::ShaderSource::Wgsl(src.into()),
+    });
+    let pipe = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(entry),
+        layout: None,
+        module: &module,
+        entry_point: Some(entry),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    let entries: Vec<wgpu::BindGroupEntry> = buffers
+        .iter()
+        .enumerate()
+        .map(|(i, b)| wgpu::BindGroupEntry {
+            binding: i as u32,
+            resource: b.as_entire_binding(),
+        })
+        .collect();
+    let bg = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: None,
+        layout: &pipe.get_bind_group_layout(0),
+        entries: &entries,
+    });
+    let mut enc = device.create_command_encoder(&Default::default());
+    {
+        let mut pass = enc.begin_compute_pass(&Default::default());
+        pass.set_pipeline(&pipe);
+        pass.set_bind_group(0, &bg, &[]);
+        pass.dispatch_workgroups(groups.0, groups.1, 1);
+    }
+    ctx.queue.submit([enc.finish()]);
+    device.poll(wgpu::PollType::wait_indefinitely()).unwrap();
+}
+
+/// The first `n` words of `b`.
+fn read_words(ctx: &nshade_gpu::context::GpuContext, b: &wgpu::Buffer, n: usize) -> Vec<u32> {
+    let staging = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: 4 * n as u64,
+        usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    });
+    let mut enc = ctx.device.create_command_encoder(&Default::default());
+    enc.copy_buffer_to_buffer(b, 0, &staging, 0, 4 * n as u64);
+    ctx.queue.submit([enc.finish()]);
+    staging
+        .slice(..)
+        .map_async(wgpu::MapMode::Read, |r| r.unwrap());
+    ctx.device
+        .poll(wgpu::PollType::wait_indefinitely())
+        .unwrap();
+    bytemuck::cast_slice(&staging.slice(..).get_mapped_range().unwrap()).to_vec()
+}
+
+/// The loss-scale state with packed lanes: scale `scale` in both slots, the exponents
+/// `k0` (parity 0) and `k1` (parity 1), the decisions `ov`.
+fn packed_state(scale: f32, k0: &[i32], k1: &[i32], ov: &[u32]) -> Vec<u32> {
+    let mut ls = vec![scale.to_bits(), 0, 0, 0, scale.to_bits(), 0, 0, 0];
+    ls.extend(k0.iter().map(|&k| k as u32));
+    ls.extend(k1.iter().map(|&k| k as u32));
+    ls.extend(ov);
+    ls
+}
+
+/// Packed lanes (`grid::Packing`): the table Adam kernel decodes both signed 32-bit
+/// lanes of every 64-bit word exactly — the low word as i32, the high word plus the
+/// borrow of a negative low lane — and scales each by 2^−k of its grid output and the
+/// inverse loss scale (mode 1 writes the gradient), then clears the word. Lanes at the
+/// ends of the range, negative and positive, on every output's exponent.
+#[test]
+fn packed_lanes_decode_exactly() {
+    let Some(ctx) = common::context() else { return };
+    let (net, pk) = packed_net();
     let t = net.param_count - net.dense_count;
     let pairs = t / 2;
     let mut rng = nshade_core::rng::Pcg32::new(5);
@@ -428,83 +524,26 @@ fn packed_lanes_decode_exactly() {
         acc[2 * m] = w as u32;
         acc[2 * m + 1] = (w >> 32) as u32;
     }
-    let mut ls = vec![scale.to_bits(), 0, 0, 0, scale.to_bits(), 0, 0, 0];
-    ls.extend(ks.iter().map(|&k| k as u32));
-    ls.extend(ks.iter().map(|&k| k as u32));
-    ls.extend(std::iter::repeat_n(0u32, pk.lf));
+    let ls = packed_state(scale, &ks, &ks, &vec![0; pk.lf]);
     assert_eq!(ls.len(), pk.state_words());
     let src = nshade_gpu::train::grid::adam_kernel_packed(&net, Adam::default(), 2, &pk);
-    let device = &ctx.device;
-    let buf = |label: &str, words: &[u32], usage: wgpu::BufferUsages| {
-        device.create_buffer_init(&wgpu::util::BufferInitDescriptor {
-            label: Some(label),
-            contents: bytemuck::cast_slice(words),
-            usage,
-        })
-    };
-    let rw = wgpu::BufferUsages::STORAGE | wgpu::BufferUsages::COPY_SRC;
+    let st = wgpu::BufferUsages::STORAGE;
     // step 0 (parity 0), mode 1: the gradient
-    let step = buf(
-        "step",
-        &[0, 0, 0, 0, 1, 0, 0, 0],
-        wgpu::BufferUsages::UNIFORM,
+    let step = words_buffer(&ctx, &[0, 0, 0, 0, 1, 0, 0, 0], wgpu::BufferUsages::UNIFORM);
+    let params = words_buffer(&ctx, &vec![0; net.param_count], st);
+    let moments = words_buffer(&ctx, &vec![0; 2 * net.param_count], st);
+    let gacc = words_buffer(&ctx, &acc, st);
+    let grads = words_buffer(&ctx, &vec![0; net.param_count], st);
+    let state = words_buffer(&ctx, &ls, st);
+    let groups = nshade_gpu::train::grid::adam_groups(pairs, 2);
+    dispatch(
+        &ctx,
+        &src,
+        "nsh_grid_adam",
+        &[&step, &params, &moments, &gacc, &grads, &state],
+        groups,
     );
-    let params = buf("params", &vec![0; net.param_count], rw);
-    let moments = buf("moments", &vec![0; 2 * net.param_count], rw);
-    let gacc = buf("acc", &acc, rw);
-    let grads = buf("grads", &vec![0; net.param_count], rw);
-    let state = buf("ls", &ls, wgpu::BufferUsages::STORAGE);
-    let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
-        label: Some("packed adam"),
-        source: wgpu::ShaderSource::Wgsl(src.into()),
-    });
-    let pipe = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-        label: Some("packed adam"),
-        layout: None,
-        module: &module,
-        entry_point: Some("nsh_grid_adam"),
-        compilation_options: Default::default(),
-        cache: None,
-    });
-    let entries: Vec<wgpu::BindGroupEntry> = [&step, &params, &moments, &gacc, &grads, &state]
-        .iter()
-        .enumerate()
-        .map(|(i, b)| wgpu::BindGroupEntry {
-            binding: i as u32,
-            resource: b.as_entire_binding(),
-        })
-        .collect();
-    let bg = device.create_bind_group(&wgpu::BindGroupDescriptor {
-        label: None,
-        layout: &pipe.get_bind_group_layout(0),
-        entries: &entries,
-    });
-    let read = |b: &wgpu::Buffer, n: usize| -> Vec<u32> {
-        let staging = device.create_buffer(&wgpu::BufferDescriptor {
-            label: None,
-            size: 4 * n as u64,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        let mut enc = device.create_command_encoder(&Default::default());
-        enc.copy_buffer_to_buffer(b, 0, &staging, 0, 4 * n as u64);
-        ctx.queue.submit([enc.finish()]);
-        staging
-            .slice(..)
-            .map_async(wgpu::MapMode::Read, |r| r.unwrap());
-        device.poll(wgpu::PollType::wait_indefinitely()).unwrap();
-        bytemuck::cast_slice(&staging.slice(..).get_mapped_range().unwrap()).to_vec()
-    };
-    let mut enc = device.create_command_encoder(&Default::default());
-    {
-        let mut pass = enc.begin_compute_pass(&Default::default());
-        pass.set_pipeline(&pipe);
-        pass.set_bind_group(0, &bg, &[]);
-        let (x, y) = nshade_gpu::train::grid::adam_groups(pairs, 2);
-        pass.dispatch_workgroups(x, y, 1);
-    }
-    ctx.queue.submit([enc.finish()]);
-    let got = read(&grads, net.param_count);
+    let got = read_words(&ctx, &grads, net.param_count);
     let level_of = |i: usize| pk.starts.iter().rposition(|&s| i >= s).unwrap();
     for (m, &(c0, c1)) in lanes.iter().enumerate() {
         for (j, c) in [c0, c1].into_iter().enumerate() {
@@ -521,7 +560,126 @@ fn packed_lanes_decode_exactly() {
         }
     }
     assert!(
-        read(&gacc, 2 * t).iter().all(|&w| w == 0),
+        read_words(&ctx, &gacc, 2 * t).iter().all(|&w| w == 0),
         "the accumulators were cleared"
     );
+}
+
+/// Packed lanes, the checks: the dense Adam kernel sums every grid output's |dy| over
+/// the groups, flags the outputs with `A · 2^k > 2^29` and (mode 0) writes the next
+/// step's exponents `27 − ⌈log2 A⌉` (unchanged where A is 0) into the other parity; the
+/// table Adam kernel then leaves a flagged output's entries and moments alone and
+/// updates the others.
+#[test]
+fn packed_lanes_check_their_range() {
+    use nshade_gpu::train::codegen::{self, LossScale, Pad};
+    let Some(ctx) = common::context() else { return };
+    let (net, pk) = packed_net();
+    assert_eq!(pk.lf, 4);
+    let pad = Pad::of(&net);
+    let groups = 3u32;
+    let ps = pad.partial_len(net.dense_count) + pk.lf;
+    // A per output, split over the groups: 1000 (fits k 10), 1e6 (does not: 2^10 · 1e6
+    // > 2^29), 0, 3
+    let split: [[f32; 3]; 4] = [
+        [400.0, 300.0, 300.0],
+        [5e5, 2.5e5, 2.5e5],
+        [0.0; 3],
+        [1.0, 1.0, 1.0],
+    ];
+    let mut partial = vec![0u32; groups as usize * ps];
+    for g in 0..groups as usize {
+        for (o, a) in split.iter().enumerate() {
+            partial[g * ps + pk.a_off + o] = a[g].to_bits();
+        }
+    }
+    let k0 = [10, 10, 0, 20];
+    let ls = packed_state(1.0, &k0, &[99; 4], &[7; 4]);
+    let st = wgpu::BufferUsages::STORAGE;
+    // step 0, mode 0 (Step: step, slot, step_lr, inv_c2, mode, poison)
+    let step = words_buffer(
+        &ctx,
+        &[0, 0, 0.01f32.to_bits(), 1f32.to_bits(), 0, 0, 0, 0],
+        wgpu::BufferUsages::UNIFORM,
+    );
+    let ones = vec![1f32.to_bits(); net.param_count];
+    let params = words_buffer(&ctx, &ones, st);
+    let moments = words_buffer(&ctx, &vec![0; 2 * net.param_count], st);
+    let state = words_buffer(&ctx, &ls, st);
+    let adam = codegen::adam_kernel_scaled(
+        net.dense_count,
+        groups,
+        1024,
+        3,
+        Adam::default(),
+        Some(&pad),
+        None,
+        Some(LossScale::for_batch(1024)),
+        Some(&pk),
+    );
+    let npw = (net.dense_count as u32).div_ceil(codegen::adam_params());
+    dispatch(
+        &ctx,
+        &adam,
+        "nsh_adam",
+        &[
+            &step,
+            &params,
+            &moments,
+            &words_buffer(&ctx, &partial, st),
+            &words_buffer(&ctx, &vec![1f32.to_bits(); groups as usize], st),
+            &words_buffer(&ctx, &[0; 4], st),
+            &words_buffer(&ctx, &vec![0; net.param_count], st),
+            &words_buffer(&ctx, &vec![0; pad.weights.div_ceil(2).max(1)], st),
+            &state,
+            &words_buffer(&ctx, &vec![0; groups as usize], st),
+        ],
+        (npw + 1, 1),
+    );
+    let got = read_words(&ctx, &state, pk.state_words());
+    let w = |at: usize| got[at..at + pk.lf].to_vec();
+    assert_eq!(w(pk.ov_word()), vec![0, 1, 0, 0], "the decisions");
+    assert_eq!(
+        w(pk.k_word(1)),
+        [17i32, 7, 0, 25].map(|k| k as u32).to_vec(),
+        "the next exponents"
+    );
+    assert_eq!(
+        w(pk.k_word(0)),
+        k0.map(|k| k as u32).to_vec(),
+        "this step's"
+    );
+    assert_eq!(got[3], 0, "no loss-scale overflow");
+    // the table step: every pair has a gradient in both lanes
+    let t = net.param_count - net.dense_count;
+    let mut acc = vec![0u32; 2 * t];
+    for m in 0..t / 2 {
+        let word = ((3i64 << 32) + 5) as u64;
+        acc[2 * m] = word as u32;
+        acc[2 * m + 1] = (word >> 32) as u32;
+    }
+    dispatch(
+        &ctx,
+        &nshade_gpu::train::grid::adam_kernel_packed(&net, Adam::default(), 2, &pk),
+        "nsh_grid_adam",
+        &[
+            &step,
+            &params,
+            &moments,
+            &words_buffer(&ctx, &acc, st),
+            &words_buffer(&ctx, &vec![0; net.param_count], st),
+            &state,
+        ],
+        nshade_gpu::train::grid::adam_groups(t / 2, 2),
+    );
+    let p = read_words(&ctx, &params, net.param_count);
+    let m = read_words(&ctx, &moments, 2 * net.param_count);
+    for i in 0..t {
+        let l = pk.starts.iter().rposition(|&s| i >= s).unwrap();
+        let lf = l * pk.features + (i - pk.starts[l]) % pk.features;
+        let moved = p[net.dense_count + i] != 1f32.to_bits();
+        let m_set = m[2 * net.dense_count + i] != 0;
+        assert_eq!(moved, lf != 1, "table parameter {i} (output {lf}) updated");
+        assert_eq!(m_set, lf != 1, "table parameter {i} (output {lf}) moment");
+    }
 }
