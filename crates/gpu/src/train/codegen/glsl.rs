@@ -278,7 +278,11 @@ fn mul_add(k: &mut String, held: Option<&str>, a_load: &str, b_load: &str) {
 fn gacc_decls(base: usize, atomic64: bool, exp: &str) -> String {
     let range = lit(FIXED_RANGE);
     // timing only: `NSHADE_GPU_EXP=noatom` drops the table gradients
-    let noatom = if exp == "noatom" { "    return;\n" } else { "" };
+    let noatom = if exp_has(exp, "noatom") {
+        "    return;\n"
+    } else {
+        ""
+    };
     if atomic64 {
         format!(
             "layout(set = 0, binding = 6) buffer Gacc {{ uint64_t gacc[]; }};
@@ -486,7 +490,7 @@ fn grid_tables(g: &Grid, dy0: usize, s: usize, pack: Option<&Packing>) -> String
             );
         }
         // timing only: `NSHADE_GPU_EXP=half` adds feature 0's contributions alone
-        let fs = if std::env::var("NSHADE_GPU_EXP").is_ok_and(|v| v == "half") {
+        let fs = if exp_has(&std::env::var("NSHADE_GPU_EXP").unwrap_or_default(), "half") {
             1
         } else {
             ft
@@ -503,6 +507,14 @@ fn grid_tables(g: &Grid, dy0: usize, s: usize, pack: Option<&Packing>) -> String
         b.push_str(" } }\n");
     }
     b
+}
+
+/// `NSHADE_GPU_EXP` (timing only, wrong results) holds `name` among its comma-separated
+/// parts: `fwd` (no backward), `nodw` (no dW products), `noepi` (no tile epilogues),
+/// `noatom` (no table atomics), `half` (feature 0's table atomics alone), `nosample` (no
+/// texel loads), `nofreq` (no sin / cos).
+fn exp_has(exp: &str, name: &str) -> bool {
+    exp.split(',').any(|p| p == name)
 }
 
 /// y = f(z) in GLSL.
@@ -682,7 +694,16 @@ void main() {{
             wm = w - 1,
             hm = h - 1
         );
-        for c in 0..od {
+        if exp_has(&exp, "nosample") {
+            // timing only: no texel loads
+            for c in 0..4 * od {
+                let _ = writeln!(
+                    k,
+                    "        pt[{c}] = 0.25 * float({c} & 3) + float(x0 & y1 & 1u);"
+                );
+            }
+        }
+        for c in (0..od).filter(|_| !exp_has(&exp, "nosample")) {
             let _ = writeln!(
                 k,
                 "        pt[{a}] = data[(y0 * {w}u + x0) * {od}u + {c}u]; pt[{b}] = data[(y0 * {w}u + x1) * {od}u + {c}u];
@@ -878,7 +899,14 @@ void main() {{
     if let Enc::Freq(ko) = shp.enc {
         // freq: one item per (input, octave, sample); sin at i·K + k, cos at D·K + i·K + k
         let mut cases = String::new();
-        for o in 0..ko {
+        // timing only: no sin / cos
+        let nofreq = exp_has(&exp, "nofreq");
+        let default = if nofreq {
+            "vs = xv * float(o); vc = xv + float(o); break;"
+        } else {
+            "break;"
+        };
+        for o in (0..ko).filter(|_| !nofreq) {
             let _ = writeln!(
                 cases,
                 "            case {o}: vs = {}; vc = {}; break;",
@@ -893,7 +921,7 @@ void main() {{
         float xv = sh[i * R + s];
         float vs = 0.0; float vc = 0.0;
         switch (o) {{
-{cases}            default: break;
+{cases}            default: {default}
         }}
         xh[{x}u + (i * {ko}u + o) * SX + s] = float16_t(vs); xh[{x}u + ({dk}u + i * {ko}u + o) * SX + s] = float16_t(vc);
     }}",
@@ -945,7 +973,7 @@ void main() {{
             // hidden layer: activation in registers, padding rows to zero, f16 into X_{i+1}
             // (relu, leaky relu, tanh and none give 0 there already)
             let pad_rows = needs_mask(l, lin.act);
-            if exp != "noepi" {
+            if !exp_has(&exp, "noepi") {
                 let _ = writeln!(
                     k,
                     "        for (int e = 0; e < c.length(); e++) {{ float zz = c[e]; c[e] = {}; }}",
@@ -1036,7 +1064,7 @@ void main() {{
         }
     }
     // backward, from the last layer
-    if exp != "fwd" {
+    if !exp_has(&exp, "fwd") {
         for i in (0..n_l).rev() {
             let l = pad.layers[i];
             let cur = if (n_l - 1 - i).is_multiple_of(2) {
@@ -1048,7 +1076,7 @@ void main() {{
             // dW += dz·Xᵀ
             let it_n = l.in_p / 16;
             let nt = (l.out_p / 16) * it_n;
-            if exp != "nodw" {
+            if !exp_has(&exp, "nodw") {
                 for (j, slot) in slots[i].iter().enumerate() {
                     let _ = writeln!(
                         k,
@@ -1121,7 +1149,7 @@ void main() {{
                     "        for (int e = 0; e < c.length(); e++) {{ lsf |= nsh_ls_over(c[e], {}); }}",
                     lit(if pack.is_some() { 65504.0 } else { FIXED_RANGE })
                 );
-            } else if exp != "noepi" {
+            } else if !exp_has(&exp, "noepi") {
                 let _ = writeln!(
                     k,
                     "        {ACC16} yh; coopMatLoad(yh, xh, {x}u + it * 16u * SX + sb * 16u, SX, {ROW}); {ACC} yf = {ACC}(yh);
