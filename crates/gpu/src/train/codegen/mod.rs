@@ -38,6 +38,7 @@ use std::fmt::Write;
 mod adam;
 mod fused;
 mod glsl;
+mod glsl_grid;
 mod staged;
 mod vec4;
 
