@@ -112,10 +112,14 @@ pub fn forward_body(
 /// The table-gradient pass of grid `g` as the body of a loop over `e < levels · S`:
 /// every corner's `w · dy` goes into the fixed-point accumulators (`nsh_gacc_add`).
 /// `dy` is zero for samples past the batch end, whose contributions are skipped.
+///
+/// With packed lanes (`pack`), each corner adds both features of a pair in one
+/// `nsh_gacc_add2`, scaled by their outputs' exponents of this step's parity.
 pub fn backward_body(
     g: &Grid,
     x_at: &dyn Fn(&str, &str) -> String,
     dy_at: &dyn Fn(&str, &str) -> String,
+    pack: Option<&Packing>,
 ) -> String {
     per_level(g, x_at, &|lookup, x| {
         let read = |e: &str| format!("params[{e}]");
@@ -131,6 +135,27 @@ pub fn backward_body(
         if (exp.contains("nocoarse") && lookup.index < 5)
             || (exp.contains("nofine") && lookup.index >= 5)
         {
+            return code;
+        }
+        if let Some(pk) = pack {
+            for f in 0..lookup.features {
+                let _ = writeln!(
+                    code,
+                    "            let sc{f} = ldexp(1.0f, bitcast<i32>(ls[{k0}u + (st.step & 1u) * {lf}u + {o}u]));",
+                    k0 = pk.k_word(0),
+                    lf = pk.lf,
+                    o = lookup.index * lookup.features + f
+                );
+            }
+            for c in 0..1usize << x.len() {
+                for f in (0..lookup.features).step_by(2) {
+                    let _ = writeln!(
+                        code,
+                        "            nsh_gacc_add2(qe{c} + {f}u, qw{c} * dy{f} * sc{f}, qw{c} * dy{g} * sc{g});",
+                        g = f + 1
+                    );
+                }
+            }
             return code;
         }
         for c in 0..1usize << x.len() {
@@ -453,6 +478,30 @@ pub struct Packing {
     /// Offset of the |dy| sums in a workgroup's partials (after the dense ones).
     pub a_off: usize,
 }
+
+/// The packing of `net`'s table gradients where it applies: a kernel with dynamic loss
+/// scaling (`scaled`, whose state holds the exponents) and 64-bit atomics, one grid of an
+/// even number of features, and [`packing_enabled`]; `a_off` from the padded layout.
+pub fn packing_for(net: &Network, scaled: bool, atomic64: bool) -> Option<Packing> {
+    if !(scaled && atomic64 && packing_enabled()) {
+        return None;
+    }
+    let a_off = super::codegen::Pad::of(net).partial_len(net.dense_count);
+    Packing::of(net, a_off)
+}
+
+/// The step kernel's `nsh_gacc_add2(i, v0, v1)` (WGSL; with [`step_decls_scaled`]'s
+/// 64-bit accumulators): the scaled values of table parameters `i`, `i + 1` as the two
+/// lanes of the pair's word `(i − GRID_BASE) / 2` ([`Packing`]). `round` rounds half to
+/// even, and the conversion saturates (a lane past ±2^31 is caught by the check).
+pub const PACKED_STEP_DECLS: &str = "fn nsh_gacc_add2(i: u32, v0: f32, v1: f32) {
+    let c0 = i32(round(v0));
+    let c1 = i32(round(v1));
+    if ((c0 | c1) == 0i) { return; }
+    let w = (i64(c1) << 32u) + i64(c0);
+    atomicAdd(&gacc[(i - GRID_BASE) >> 1u], bitcast<u64>(w));
+}
+";
 
 /// Packed lanes are wanted where they apply (default; `NSHADE_GPU_GRID_PACK=0` keeps the
 /// exact 64-bit sums).

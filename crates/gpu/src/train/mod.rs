@@ -860,13 +860,10 @@ impl GpuTrainer {
             None
         };
         let launch = glsl.map_or(launch, |g| g.0);
-        // packed table-gradient lanes: the GLSL kernel's, with 64-bit atomics
-        let pack = if glsl.is_some() && launch.atomic64 && grid::packing_enabled() {
-            grid::Packing::of(net, codegen::Pad::of(net).partial_len(net.dense_count))
-        } else {
-            None
-        };
         let scaling = scaling.or(coop.then(|| LossScale::for_batch(cfg.batch as u32)));
+        // packed table-gradient lanes (with dynamic loss scaling and 64-bit atomics); the
+        // step kernels decide the same way
+        let pack = grid::packing_for(net, scaling.is_some() && coop, launch.atomic64);
         let pad = codegen::Pad::of(net);
         let vpad = codegen::VecPad::of(net);
         let values: &[f32] = match data {

@@ -280,6 +280,8 @@ struct Gen {
     /// `nodw` no weight-gradient products, `noepi` empty tile epilogues); the kernels
     /// then compute wrong gradients — for splitting a step's time only.
     exp: String,
+    /// Grid table gradients in packed lanes (`grid::Packing`; [`grid::packing_for`]).
+    pack: Option<super::grid::Packing>,
 }
 
 /// Padded (multiple-of-16) layout of every linear layer's weights for the cooperative
@@ -435,6 +437,7 @@ impl Gen {
             nt_max: 1,
             xh_next: 0,
             exp: std::env::var("NSHADE_GPU_EXP").unwrap_or_default(),
+            pack: None,
         }
     }
 
@@ -877,10 +880,29 @@ impl Gen {
         match f {
             Fwd::Leaf { m, x, y } => {
                 if let Module::Grid(gr) = m {
-                    let body =
-                        super::grid::backward_body(gr, &|j, s| self.at(*x, j, s), &|j, s| {
-                            self.at(dy, j, s)
-                        });
+                    let body = super::grid::backward_body(
+                        gr,
+                        &|j, s| self.at(*x, j, s),
+                        &|j, s| self.at(dy, j, s),
+                        self.pack.as_ref(),
+                    );
+                    if let Some(pk) = self.pack.clone() {
+                        // packed lanes: every grid output's Σ|dy| over the samples, in a
+                        // register per output and invocation, into the partials after
+                        // the dense ones (the dense Adam kernel checks the lanes with it)
+                        for k in 0..pk.lf.div_ceil(self.wg) {
+                            let a = self.accs;
+                            self.accs += 1;
+                            let _ = writeln!(
+                                self.body,
+                                "    {{ let o = lid + {}u; if (o < {}u) {{ for (var s = 0u; s < S; s++) {{ acc{a} += abs({}); }} }} }}",
+                                k * self.wg,
+                                pk.lf,
+                                self.at(dy, "o", "s")
+                            );
+                            self.write_bias_partial(k, pk.lf, pk.a_off, a);
+                        }
+                    }
                     // timing only: `nogridbwd` leaves out the table-gradient pass
                     if !self.exp.contains("nogridbwd") {
                         self.items(gr.levels.len() * self.s, &body);
@@ -1656,6 +1678,7 @@ pub fn step_kernel_with(
     g.xglobal = launch.xglobal && g.fused;
     g.wsh = launch.wsh && g.fused;
     g.set_skew(launch.skew as usize);
+    g.pack = super::grid::packing_for(net, scaled && coop, launch.atomic64);
     let (y, t, dy, out_act, out_layer_weight) = build_body(&mut g, net);
     g.finish_scratch();
     let deriv = match out_act {
@@ -1903,7 +1926,7 @@ pub fn step_kernel_with(
         let _ = writeln!(accs, "    var acc{a} = 0.0f;");
     }
     let p = match &g.coop {
-        Some(pad) => pad.partial_len(net.dense_count),
+        Some(pad) => pad.partial_len(net.dense_count) + g.pack.as_ref().map_or(0, |pk| pk.lf),
         None => net.dense_count.max(1),
     };
     // the fused path sums the loss in `zc` (dead by then; see `shared_bytes`)
@@ -1930,6 +1953,9 @@ pub fn step_kernel_with(
         scaled,
         launch.atomic64,
     ));
+    if g.pack.is_some() {
+        decls.push_str(super::grid::PACKED_STEP_DECLS);
+    }
     let mut writeback = g.writeback.clone();
     let mut ls_end = String::new();
     if scaled {
