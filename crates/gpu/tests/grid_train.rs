@@ -21,8 +21,8 @@ use nshade_core::network::Network;
 use nshade_core::optim::Adam;
 use nshade_core::texture::Texture;
 use nshade_core::train::{TrainConfig, Trainer};
-use nshade_gpu::train::GpuBackend;
 use nshade_gpu::train::codegen::Precision;
+use nshade_gpu::train::{GpuBackend, precision_supported};
 use std::sync::Arc;
 
 fn texture() -> Arc<TrainingData> {
@@ -179,17 +179,38 @@ fn grid_run_reaches_the_cpu_loss_and_is_deterministic() {
     let glsl = nshade_gpu::train::precision_supported(&ctx, Precision::Coop)
         && ctx.has(wgpu::Features::PASSTHROUGH_SHADERS)
         && nshade_gpu::train::glsl_enabled();
-    run_matches_cpu(
-        &GpuBackend::with_context(ctx).precision(Precision::Coop),
-        "hashgrid(levels=8, features=2, log2_size=12, base=8, scale=1.5) | mlp(32x2, relu, sigmoid)",
+    let wide = "hashgrid(levels=8, features=2, log2_size=12, base=8, scale=1.5) | mlp(32x2, relu, sigmoid)";
+    let drops = run_matches_cpu(
+        &GpuBackend::with_context(ctx.clone()).precision(Precision::Coop),
+        wide,
         glsl.then_some("glsl"),
     );
+    assert!(!glsl || drops.is_some(), "the GLSL kernel packs the lanes");
+    // the f16 path's WGSL kernel with packed lanes (lavapipe has f16 and 64-bit atomics:
+    // required in CI)
+    let packs = precision_supported(&ctx, Precision::F16)
+        && ctx.has(wgpu::Features::SHADER_INT64 | wgpu::Features::SHADER_INT64_ATOMIC_ALL_OPS);
+    assert!(
+        packs || std::env::var("CI").is_err(),
+        "the CI adapter runs the f16 path with 64-bit atomics"
+    );
+    if packs {
+        let drops = run_matches_cpu(
+            &GpuBackend::with_context(ctx).precision(Precision::F16),
+            wide,
+            Some("wgsl"),
+        );
+        assert!(drops.is_some(), "the f16 path packs the lanes");
+    } else {
+        eprintln!("SKIPPED: packed lanes on the f16 path (no f16 or 64-bit atomics)");
+    }
 }
 
 /// 40 steps of `arch` on the GPU against the CPU (first and last 5 steps' loss), the
 /// tables trained, and the same seed twice gives the same weights bit for bit;
-/// `language`: the step kernel that must run.
-fn run_matches_cpu(backend: &GpuBackend, arch: &str, language: Option<&str>) {
+/// `language`: the step kernel that must run. With packed lanes no table update was
+/// dropped; returns their count (`None`: exact sums).
+fn run_matches_cpu(backend: &GpuBackend, arch: &str, language: Option<&str>) -> Option<u64> {
     let tex = texture();
     let c = TrainConfig {
         lr: nshade_core::optim::LrSchedule::constant(0.01),
@@ -209,9 +230,11 @@ fn run_matches_cpu(backend: &GpuBackend, arch: &str, language: Option<&str>) {
         let first = g.run(5).unwrap();
         g.run(30).unwrap();
         let last = g.run(5).unwrap();
-        (first, last, g.params().unwrap(), g.path() != "f32")
+        let drops = g.dropped_table_updates().unwrap();
+        assert_eq!(drops.unwrap_or(0), 0, "{arch}: table updates dropped");
+        (first, last, g.params().unwrap(), g.path() != "f32", drops)
     };
-    let (first, last, p1, half) = run();
+    let (first, last, p1, half, drops) = run();
     let (t_first, t_last) = if half { (2e-2, 0.1) } else { (1e-3, 0.05) };
     assert!(
         (first - cpu_first).abs() <= t_first * cpu_first,
@@ -235,11 +258,12 @@ fn run_matches_cpu(backend: &GpuBackend, arch: &str, language: Option<&str>) {
         moved > (net.param_count - net.dense_count) / 2,
         "{arch}: only {moved} table entries changed"
     );
-    let (_, _, p2, _) = run();
+    let (_, _, p2, _, _) = run();
     assert!(
         same_bits(&p1, &p2),
         "{arch}: same seed, same device: weights differ"
     );
+    drops
 }
 
 /// The fixed-point accumulation itself: many contributions of both signs and of very
@@ -483,12 +507,13 @@ fn read_words(ctx: &nshade_gpu::context::GpuContext, b: &wgpu::Buffer, n: usize)
 }
 
 /// The loss-scale state with packed lanes: scale `scale` in both slots, the exponents
-/// `k0` (parity 0) and `k1` (parity 1), the decisions `ov`.
+/// `k0` (parity 0) and `k1` (parity 1), the decisions `ov`, no drops.
 fn packed_state(scale: f32, k0: &[i32], k1: &[i32], ov: &[u32]) -> Vec<u32> {
     let mut ls = vec![scale.to_bits(), 0, 0, 0, scale.to_bits(), 0, 0, 0];
     ls.extend(k0.iter().map(|&k| k as u32));
     ls.extend(k1.iter().map(|&k| k as u32));
     ls.extend(ov);
+    ls.extend(std::iter::repeat_n(0, ov.len()));
     ls
 }
 
@@ -649,6 +674,7 @@ fn packed_lanes_check_their_range() {
         k0.map(|k| k as u32).to_vec(),
         "this step's"
     );
+    assert_eq!(w(pk.drop_word()), vec![0, 1, 0, 0], "the drop counts");
     assert_eq!(got[3], 0, "no loss-scale overflow");
     // the table step: every pair has a gradient in both lanes
     let t = net.param_count - net.dense_count;

@@ -544,10 +544,16 @@ impl Packing {
         8 + 2 * self.lf
     }
 
-    /// Words of the loss-scale state with the packing's: the two loss-scale slots, the
-    /// exponents of both parities, the decisions.
-    pub fn state_words(&self) -> usize {
+    /// Word of the per-output counts of training steps whose table update the check
+    /// dropped.
+    pub fn drop_word(&self) -> usize {
         8 + 3 * self.lf
+    }
+
+    /// Words of the loss-scale state with the packing's: the two loss-scale slots, the
+    /// exponents of both parities, the decisions, the drop counts.
+    pub fn state_words(&self) -> usize {
+        8 + 4 * self.lf
     }
 
     /// The first step's exponent for `batch` samples: room for a mean |dy| up to 64.

@@ -627,8 +627,11 @@ pub struct GpuTrainer {
     moments: wgpu::Buffer,
     /// Whether an f16 or padded f32 copy of the weights is refreshed from the master ones.
     weight_copy: bool,
-    /// Dynamic loss scaling: its settings and state buffer (two slots of 4 words).
+    /// Dynamic loss scaling: its settings and state buffer (two slots of 4 words, then
+    /// the packed lanes' words).
     scaling: Option<(LossScale, wgpu::Buffer)>,
+    /// Grid table gradients in packed lanes.
+    pack: Option<grid::Packing>,
     /// Steps whose loss scale is made infinite ([`GpuTrainer::inject_overflow`]).
     poison: Vec<u32>,
     /// The step kernel is the GLSL one ([`codegen::glsl_step_kernel`]).
@@ -992,7 +995,8 @@ impl GpuTrainer {
             if let Some(pk) = &pack {
                 let k0 = grid::Packing::initial_k(batch) as u32;
                 w.extend(std::iter::repeat_n(k0, 2 * pk.lf));
-                w.extend(std::iter::repeat_n(0, pk.lf));
+                // the decisions and the drop counts
+                w.extend(std::iter::repeat_n(0, 2 * pk.lf));
             }
             let buf = storage(&ctx, "loss scale", w.len() as u64 * 4);
             ctx.queue.write_buffer(&buf, 0, bytemuck::cast_slice(&w));
@@ -1123,6 +1127,7 @@ impl GpuTrainer {
             weight_copy: coop || launch.vec,
             glsl: glsl.is_some(),
             scaling: scaling.zip(ls.map(|l| l.0)),
+            pack,
             poison: Vec::new(),
         };
         if coop || launch.vec {
@@ -1230,6 +1235,22 @@ impl GpuTrainer {
             good_steps: w[k + 1].to_bits(),
             skipped: w[k + 2].to_bits(),
         }))
+    }
+
+    /// With packed grid lanes ([`grid::Packing`]), the number of (training step, grid
+    /// output) pairs whose table update the lanes' range check dropped so far; `None`
+    /// when the table gradients are exact sums.
+    pub fn dropped_table_updates(&self) -> Result<Option<u64>, TrainError> {
+        let (Some(pk), Some((_, buf))) = (&self.pack, &self.scaling) else {
+            return Ok(None);
+        };
+        let w = self.read(buf, pk.state_words())?;
+        Ok(Some(
+            w[pk.drop_word()..pk.drop_word() + pk.lf]
+                .iter()
+                .map(|v| v.to_bits() as u64)
+                .sum(),
+        ))
     }
 
     /// The launch shape chosen for this network and device.

@@ -233,8 +233,10 @@ pub fn adam_kernel_scaled(
             for (var b = 1u; b < {nb}u; b++) {{ a += red[lid * {nb}u + b]; }}
             let kc = {k0}u + (st.step & 1u) * {lf}u;
             let k = bitcast<i32>(ls[kc + lid]);
-            ls[{ov}u + lid] = select(1u, 0u, a <= ldexp(1.0f, {chk} - k));
+            let ok = a <= ldexp(1.0f, {chk} - k);
+            ls[{ov}u + lid] = select(1u, 0u, ok);
             if (st.mode == 0u) {{
+                if (!ok) {{ ls[{dw}u + lid] += 1u; }}
                 var kn = k;
                 if (a > 0.0f && a <= 3.0e38f) {{ kn = clamp({tgt} - i32(ceil(log2(a))), {kmin}, {kmax}); }}
                 ls[{k0}u + {lf}u - (kc - {k0}u) + lid] = bitcast<u32>(kn);
@@ -245,6 +247,7 @@ pub fn adam_kernel_scaled(
                 ao = pk.a_off,
                 k0 = pk.k_word(0),
                 ov = pk.ov_word(),
+                dw = pk.drop_word(),
                 chk = PACK_CHECK,
                 tgt = PACK_TARGET,
                 kmin = PACK_K.0,
