@@ -173,6 +173,8 @@ fn f16_gradients_match_cpu() {
         "hashgrid(levels=3, features=2, log2_size=8, base=4, scale=2) | mlp(8x1, relu)",
         // a grid after an mlp: its input gradient feeds the f16 staging of the first mlp
         "mlp(8x1, tanh, out=2) | hashgrid(levels=3, features=2, log2_size=6, base=3, scale=2, min=-1, max=1) | mlp(8x1, relu)",
+        // four features: two packed pairs per entry
+        "densegrid(levels=2, features=4, base=3, scale=2) | mlp(8x1, tanh)",
     ] {
         compare_gradient(&b, arch, tex.clone(), &c);
     }
