@@ -239,7 +239,7 @@ pub fn adam_kernel_scaled(
                 if (!ok) {{ ls[{dw}u + lid] += 1u; }}
                 var kn = k;
                 if (a > 0.0f && a <= 3.0e38f) {{ kn = clamp({tgt} - i32(ceil(log2(a))), {kmin}, {kmax}); }}
-                ls[{k0}u + {lf}u - (kc - {k0}u) + lid] = bitcast<u32>(kn);
+                ls[{k0}u + ((st.step + 1u) & 1u) * {lf}u + lid] = bitcast<u32>(kn);
             }}
         }}
 ",

@@ -188,6 +188,50 @@ pub(super) fn bias_blocks(rows: usize, s: usize) -> usize {
     nb
 }
 
+/// Adds to register `acc` the values `value(e)` of row `o = lid / nb` of a tile of S
+/// samples (rows < `rows`), invocation `lid` taking samples `lid % nb`, `+ nb`, … in
+/// that order; `value` turns the element expression `e` (row `o`, sample `bl + …`,
+/// relative to the tile's start) into the value to add.
+pub(super) fn row_sums(
+    acc: &str,
+    rows: usize,
+    nb: usize,
+    s: usize,
+    value: &dyn Fn(&str) -> String,
+) -> String {
+    let mut sum = String::new();
+    for kk in 0..s / nb {
+        let _ = write!(
+            sum,
+            " {acc} += {};",
+            value(&format!("o * SX + bl + {}u", kk * nb))
+        );
+    }
+    format!("    {{ uint o = lid / {nb}u; uint bl = lid % {nb}u; if (o < {rows}u) {{{sum} }} }}\n")
+}
+
+/// The fold of the per-invocation [`row_sums`] in `acc` (rows of `nb` invocations)
+/// through `zc`, in a fixed order, into `partial[pbase + off + row]`; `check` flags a
+/// non-finite sum.
+fn fold_rows(k: &mut String, acc: &str, rows: usize, nb: usize, off: usize, check: bool) {
+    let mut fold = format!("float t = zc[lid * {nb}u];");
+    for b in 1..nb {
+        let _ = write!(fold, " t += zc[lid * {nb}u + {b}u];");
+    }
+    let check = if check {
+        " if (nsh_ls_bits(t) != 0u) { atomicOr(lsbad, 1u); }"
+    } else {
+        ""
+    };
+    k.push_str(BAR);
+    let _ = writeln!(k, "    zc[lid] = {acc};");
+    k.push_str(BAR);
+    let _ = writeln!(
+        k,
+        "    if (lid < {rows}u) {{ {fold} partial[pbase + {off}u + lid] = t;{check} }}"
+    );
+}
+
 impl Layout {
     fn bytes(&self) -> usize {
         // `lsbad` and 12 bytes to spare
@@ -858,18 +902,9 @@ void main() {{
             // db: rows split over `nb` invocations (samples lid % nb, + nb, ...)
             let a = n_l - 1 - i;
             let (rows, nb) = lay.accs[a];
-            let mut sum = String::new();
-            for kk in 0..s / nb {
-                let _ = write!(
-                    sum,
-                    " acc{a} += float(gh[{cur}u + o * SX + bl + {}u]);",
-                    kk * nb
-                );
-            }
-            let _ = writeln!(
-                k,
-                "    {{ uint o = lid / {nb}u; uint bl = lid % {nb}u; if (o < {rows}u) {{{sum} }} }}"
-            );
+            k.push_str(&row_sums(&format!("acc{a}"), rows, nb, s, &|e| {
+                format!("float(gh[{cur}u + {e}])")
+            }));
             if i == 0 && grid.is_none() {
                 if matches!(shp.enc, Enc::Raw) {
                     // the next chunk's sampling writes X_0
@@ -961,34 +996,17 @@ void main() {{
     }
     k.push_str(" if (lsb != 0u || lsf != 0u) { atomicOr(lsbad, 1u); } }\n");
     for (a, &(rows, nb)) in lay.accs.iter().enumerate() {
-        let l = pad.layers[n_l - 1 - a];
-        let mut fold = format!("float t = zc[lid * {nb}u];");
-        for b in 1..nb {
-            let _ = write!(fold, " t += zc[lid * {nb}u + {b}u];");
-        }
-        k.push_str(BAR);
-        let _ = writeln!(k, "    zc[lid] = acc{a};");
-        k.push_str(BAR);
-        let _ = writeln!(
-            k,
-            "    if (lid < {rows}u) {{ {fold} partial[pbase + {bp}u + lid] = t; if (nsh_ls_bits(t) != 0u) {{ atomicOr(lsbad, 1u); }} }}",
-            bp = l.bias_p
-        );
+        let bp = pad.layers[n_l - 1 - a].bias_p;
+        fold_rows(&mut k, &format!("acc{a}"), rows, nb, bp, true);
     }
     if let Some(pk) = &pack {
-        let nb = bias_blocks(pk.lf, s);
-        let mut fold = format!("float t = zc[lid * {nb}u];");
-        for b in 1..nb {
-            let _ = write!(fold, " t += zc[lid * {nb}u + {b}u];");
-        }
-        k.push_str(BAR);
-        k.push_str("    zc[lid] = acca;\n");
-        k.push_str(BAR);
-        let _ = writeln!(
-            k,
-            "    if (lid < {lf}u) {{ {fold} partial[pbase + {ao}u + lid] = t; }}",
-            lf = pk.lf,
-            ao = pk.a_off
+        fold_rows(
+            &mut k,
+            "acca",
+            pk.lf,
+            bias_blocks(pk.lf, s),
+            pk.a_off,
+            false,
         );
     }
     k.push_str(BAR);

@@ -4,7 +4,7 @@
 //! packed 32-bit lanes ([`Packing`]; the format and its checks are in `train/grid.rs`).
 //! Pure: grid in, GLSL text out.
 
-use super::glsl::{GLSL_THREADS, bias_blocks, exp_has};
+use super::glsl::{GLSL_THREADS, bias_blocks, exp_has, row_sums};
 use super::wgsl::lit;
 use crate::train::grid::{FIXED_RANGE, Packing};
 use nshade_core::module::Grid;
@@ -120,16 +120,7 @@ pub(super) fn grid_forward(g: &Grid, x0: usize, s: usize) -> String {
         b.push_str(" break; }\n        }\n    }\n");
     }
     for it in 0..items {
-        let _ = write!(
-            b,
-            "    {{ uint e = lid + {o}u;{guard} {{ uint l = e / S; uint s = e % S;",
-            o = it * GLSL_THREADS,
-            guard = if guarded {
-                " if (e < S * GRID_LEVELS)"
-            } else {
-                ""
-            }
-        );
+        b.push_str(&item_open(it, guarded));
         for f in 0..ft {
             let sum: Vec<String> = (0..corners)
                 .map(|c| match f {
@@ -152,100 +143,74 @@ pub(super) fn grid_forward(g: &Grid, x0: usize, s: usize) -> String {
 /// fixed-point accumulators, `dy` the f16 output gradient at `dy0` in `gh` (rows as
 /// X_0's). Its range is checked where the gradient is computed: |dy| ≤ [`FIXED_RANGE`]
 /// bounds every contribution (the weights are at most 1), so a larger one flags the
-/// step as an overflow (the WGSL kernels check each contribution).
+/// step as an overflow (the WGSL kernels check each contribution). With packed lanes
+/// (`pack`) also every grid output's Σ|dy| (into `acca`), the values scaled by their
+/// outputs' exponents of this step's parity, and a feature pair per atomic.
 pub(super) fn grid_tables(g: &Grid, dy0: usize, s: usize, pack: Option<&Packing>) -> String {
     let (items, guarded) = grid_items(g, s);
     let corners = 1usize << g.in_dims;
     let ft = g.features;
     let mut b = String::from("    // table gradients\n");
     if let Some(pk) = pack {
-        // Σ|dy| of every grid output, rows split over `nb` invocations, fixed order
-        let nb = bias_blocks(pk.lf, s);
-        let mut sum = String::new();
-        for kk in 0..s / nb {
-            let _ = write!(
-                sum,
-                " acca += abs(float(gh[{dy0}u + o * SX + bl + {}u]));",
-                kk * nb
-            );
-        }
-        let _ = writeln!(
-            b,
-            "    {{ uint o = lid / {nb}u; uint bl = lid % {nb}u; if (o < {lf}u) {{{sum} }} }}",
-            lf = pk.lf
-        );
+        // Σ|dy| of every grid output, rows split over invocations, fixed order
+        b.push_str(&row_sums("acca", pk.lf, bias_blocks(pk.lf, s), s, &|e| {
+            format!("abs(float(gh[{dy0}u + {e}]))")
+        }));
         let _ = writeln!(
             b,
             "    uint kw = {}u + (st.step & 1u) * PACK_LF;",
             pk.k_word(0)
         );
-        for it in 0..items {
+    }
+    // timing only: `NSHADE_GPU_EXP=half` adds feature 0's contributions alone
+    let half = exp_has(&std::env::var("NSHADE_GPU_EXP").unwrap_or_default(), "half");
+    for it in 0..items {
+        b.push_str(&item_open(it, guarded));
+        for f in 0..ft {
+            let scale = match pack {
+                Some(_) => format!(" * ldexp(1.0, int(ls[kw + l * {ft}u + {f}u]))"),
+                None => String::new(),
+            };
             let _ = write!(
                 b,
-                "    {{ uint e = lid + {o}u;{guard} {{ uint l = e / S; uint s = e % S;",
-                o = it * GLSL_THREADS,
-                guard = if guarded {
-                    " if (e < S * GRID_LEVELS)"
-                } else {
-                    ""
-                }
+                "\n        float dy{f} = float(gh[{dy0}u + (l * {ft}u + {f}u) * SX + s]){scale};"
             );
-            for f in 0..ft {
-                let _ = write!(
-                    b,
-                    "\n        float dy{f} = float(gh[{dy0}u + (l * {ft}u + {f}u) * SX + s]) * ldexp(1.0, int(ls[kw + l * {ft}u + {f}u]));"
-                );
-            }
-            for c in 0..corners {
+        }
+        for c in 0..corners {
+            let at = |f: usize| match f {
+                0 => format!("g{it}e{c}"),
+                _ => format!("g{it}e{c} + {f}u"),
+            };
+            if pack.is_some() {
                 for f in (0..ft).step_by(2) {
-                    let at = match f {
-                        0 => format!("g{it}e{c}"),
-                        _ => format!("g{it}e{c} + {f}u"),
-                    };
                     let _ = write!(
                         b,
-                        "\n        nsh_gacc_add2({at}, g{it}w{c} * dy{f}, g{it}w{c} * dy{});",
+                        "\n        nsh_gacc_add2({}, g{it}w{c} * dy{f}, g{it}w{c} * dy{});",
+                        at(f),
                         f + 1
                     );
                 }
-            }
-            b.push_str(" } }\n");
-        }
-        return b;
-    }
-    for it in 0..items {
-        let _ = write!(
-            b,
-            "    {{ uint e = lid + {o}u;{guard} {{ uint l = e / S; uint s = e % S;",
-            o = it * GLSL_THREADS,
-            guard = if guarded {
-                " if (e < S * GRID_LEVELS)"
             } else {
-                ""
-            }
-        );
-        for f in 0..ft {
-            let _ = write!(
-                b,
-                "\n        float dy{f} = float(gh[{dy0}u + (l * {ft}u + {f}u) * SX + s]);"
-            );
-        }
-        // timing only: `NSHADE_GPU_EXP=half` adds feature 0's contributions alone
-        let fs = if exp_has(&std::env::var("NSHADE_GPU_EXP").unwrap_or_default(), "half") {
-            1
-        } else {
-            ft
-        };
-        for c in 0..corners {
-            for f in 0..fs {
-                let at = match f {
-                    0 => format!("g{it}e{c}"),
-                    _ => format!("g{it}e{c} + {f}u"),
-                };
-                let _ = write!(b, "\n        nsh_gacc_add({at}, g{it}w{c} * dy{f});");
+                for f in 0..if half { 1 } else { ft } {
+                    let _ = write!(b, "\n        nsh_gacc_add({}, g{it}w{c} * dy{f});", at(f));
+                }
             }
         }
         b.push_str(" } }\n");
     }
     b
+}
+
+/// The opening of item `it`'s block: its index `e`, level `l` and sample `s` (only
+/// where `e < L·S` when `guarded`); the caller closes it with ` } }`.
+fn item_open(it: usize, guarded: bool) -> String {
+    format!(
+        "    {{ uint e = lid + {o}u;{guard} {{ uint l = e / S; uint s = e % S;",
+        o = it * GLSL_THREADS,
+        guard = if guarded {
+            " if (e < S * GRID_LEVELS)"
+        } else {
+            ""
+        }
+    )
 }
