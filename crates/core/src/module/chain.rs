@@ -1,5 +1,11 @@
 //! `a | b | c`: module chaining (the seed's ModuleChain, n-ary). Stage i's input width is
 //! stage i−1's output width.
+//!
+//! Two shortcuts, both giving the bits of the plain stage-by-stage passes: a `freq` stage
+//! followed by an `mlp` writes its output straight into the mlp's feature-major input
+//! (no sample-major copy and relayout; neither stage's backward reads that copy), and
+//! the backward pass stops at the first stage with parameters when the chain's own input
+//! gradient is not wanted (an encoding in front has nothing to train).
 
 use super::{Grads, Layer, Module, TensorInfo, Workspace};
 use crate::rng::Pcg32;
@@ -59,22 +65,39 @@ impl Layer for Chain {
 
     fn forward(&self, params: &[f32], x: &[f32], n: usize, y: &mut [f32], ws: &mut Workspace) {
         let last = self.stages.len() - 1;
-        let mut prev: Option<Vec<f32>> = None;
-        for (i, stage) in self.stages.iter().enumerate() {
-            let input: &[f32] = prev.as_deref().unwrap_or(x);
-            if i == last {
-                stage.forward(params, input, n, y, ws);
+        // the latest stage output formed, and its slot
+        let mut prev: Option<(usize, Vec<f32>)> = None;
+        let mut i = 0;
+        while i <= last {
+            let input: &[f32] = prev.as_ref().map_or(x, |(_, p)| p);
+            // a frequency encoding writes its output straight into the next stage's
+            // feature-major input when that stage is an mlp: stage i's sample-major
+            // output (its slot) is never formed, and neither stage's backward reads it
+            let pair = match (&self.stages[i], self.stages.get(i + 1)) {
+                (Module::Frequency(f), Some(Module::Mlp(m))) => Some((f, m)),
+                _ => None,
+            };
+            let end = if pair.is_some() { i + 1 } else { i };
+            let run = |out: &mut [f32], ws: &mut Workspace| match pair {
+                Some((f, m)) => m.forward_with(params, n, out, ws, |xt, np| {
+                    f.forward_feature_major(input, n, np, xt)
+                }),
+                None => self.stages[i].forward(params, input, n, out, ws),
+            };
+            if end == last {
+                run(y, ws);
             } else {
-                let mut out = ws.take(self.out_slot(i), n * stage.out_dims());
-                stage.forward(params, input, n, &mut out, ws);
-                if let Some(p) = prev.take() {
-                    ws.put(self.out_slot(i - 1), p);
+                let mut out = ws.take(self.out_slot(end), n * self.stages[end].out_dims());
+                run(&mut out, ws);
+                if let Some((slot, p)) = prev.take() {
+                    ws.put(slot, p);
                 }
-                prev = Some(out);
+                prev = Some((self.out_slot(end), out));
             }
+            i = end + 1;
         }
-        if let Some(p) = prev {
-            ws.put(self.out_slot(last - 1), p);
+        if let Some((slot, p)) = prev {
+            ws.put(slot, p);
         }
     }
 
@@ -179,6 +202,7 @@ mod tests {
                 0,
             ),
             ("mlp(6x1, tanh, out=4) | freq(1) | mlp(5x1, swish)", 0),
+            ("freq(3) | mlp(8x2, leaky_relu, sigmoid)", 1),
         ] {
             let net = Network::build(&Arch::parse(spec).unwrap(), 2, 3).unwrap();
             let Module::Chain(chain) = &net.root else {
@@ -194,6 +218,65 @@ mod tests {
                 assert_eq!(a.to_bits(), b.to_bits(), "{spec}: parameter {i}");
             }
         }
+    }
+
+    #[test]
+    fn frequency_into_mlp_gives_the_bits_of_the_stages_one_by_one() {
+        // the chain hands a frequency encoding's output to the mlp after it feature-major;
+        // the stages run one after the other through their sample-major outputs must give
+        // the same bits
+        let n = 45;
+        let x = gradcheck::inputs(n, 2, -0.5, 1.5);
+        for spec in [
+            "freq(3) | mlp(16x2, leaky_relu, sigmoid)",
+            "freq(2) | mlp(8x1, relu, out=5) | freq(1) | mlp(6x1, tanh)",
+        ] {
+            let net = Network::build(&Arch::parse(spec).unwrap(), 2, 3).unwrap();
+            let Module::Chain(chain) = &net.root else {
+                panic!("{spec} is not a chain")
+            };
+            let mut params = vec![0.0; net.param_count];
+            net.root.init(&mut params, &mut Pcg32::new(3));
+            for (i, p) in params.iter_mut().enumerate() {
+                *p += 0.01 * (i % 7) as f32; // non-zero biases
+            }
+            let mut ws = Workspace::new(net.slot_count);
+            let mut got = vec![f32::NAN; n * net.out_dims];
+            net.root.forward(&params, &x, n, &mut got, &mut ws);
+            let mut cur = x.clone();
+            for stage in &chain.stages {
+                let mut out = vec![f32::NAN; n * stage.out_dims()];
+                stage.forward(
+                    &params,
+                    &cur,
+                    n,
+                    &mut out,
+                    &mut Workspace::new(net.slot_count),
+                );
+                cur = out;
+            }
+            assert_eq!(got.len(), cur.len());
+            assert!(got.iter().all(|v| v.is_finite()), "{spec}");
+            for (i, (a, b)) in got.iter().zip(&cur).enumerate() {
+                assert_eq!(a.to_bits(), b.to_bits(), "{spec}: output {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn gradients_match_finite_differences_through_a_frequency_after_an_mlp() {
+        // the frequency stage's backward runs (an mlp before it trains) without its
+        // sample-major output, which the chain never formed
+        let arch = Arch::parse("mlp(4x1, tanh) | freq(2) | mlp(5x1, relu, sigmoid)").unwrap();
+        let net = Network::build(&arch, 2, 3).unwrap();
+        gradcheck::check(
+            &net.root,
+            net.param_count,
+            net.slot_count,
+            &gradcheck::inputs(4, 2, 0.0, 1.0),
+            4,
+            5e-3,
+        );
     }
 
     #[test]

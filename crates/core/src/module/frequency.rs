@@ -34,33 +34,23 @@ impl Layer for Frequency {
         2 * self.in_dims * self.octaves
     }
     fn forward(&self, _params: &[f32], x: &[f32], n: usize, y: &mut [f32], _ws: &mut Workspace) {
-        let (d, k, od) = (self.in_dims, self.octaves, self.out_dims());
-        let half = d * k;
-        // All angles of the chunk first, then one flat, branch-free (vectorisable) sin/cos
-        // pass, then the scatter into the sines-then-cosines layout.
-        let scales: Vec<f32> = self.scales().collect();
-        let mut ang = vec![0.0; n * half];
-        for (a, xs) in ang.chunks_exact_mut(half).zip(x[..n * d].chunks_exact(d)) {
-            for (a, &xi) in a.chunks_exact_mut(k).zip(xs) {
-                for (a, &scale) in a.iter_mut().zip(&scales) {
-                    *a = scale * xi;
-                }
-            }
-        }
-        let mut sin = vec![0.0; ang.len()];
-        let mut cos = vec![0.0; ang.len()];
-        sin_cos_slice(&ang, &mut sin, &mut cos);
+        let (half, od) = (self.in_dims * self.octaves, self.out_dims());
+        let (sin, cos) = self.sin_cos(x, n);
         for s in 0..n {
             let ys = &mut y[s * od..(s + 1) * od];
             ys[..half].copy_from_slice(&sin[s * half..(s + 1) * half]);
             ys[half..].copy_from_slice(&cos[s * half..(s + 1) * half]);
         }
     }
+
+    /// Reads `x` only, not `y` (it recomputes the sines and cosines): a chain may hand
+    /// this module's output to the next stage feature-major and never form `y`
+    /// ([`Frequency::forward_feature_major`]).
     fn backward(
         &self,
         _params: &[f32],
-        _x: &[f32],
-        y: &[f32],
+        x: &[f32],
+        _y: &[f32],
         n: usize,
         dy: &mut [f32],
         dx: Option<&mut [f32]>,
@@ -70,17 +60,62 @@ impl Layer for Frequency {
         let Some(dx) = dx else { return };
         let (d, k, od) = (self.in_dims, self.octaves, self.out_dims());
         let half = d * k;
+        let (sin, cos) = self.sin_cos(x, n);
         for s in 0..n {
-            let ys = &y[s * od..(s + 1) * od];
+            let (sin, cos) = (&sin[s * half..], &cos[s * half..]);
             let dys = &dy[s * od..(s + 1) * od];
             for i in 0..d {
                 let mut acc = 0.0;
                 for (j, scale) in self.scales().enumerate() {
-                    let (sin, cos) = (ys[i * k + j], ys[half + i * k + j]);
+                    let (sin, cos) = (sin[i * k + j], cos[i * k + j]);
                     acc += scale * (cos * dys[i * k + j] - sin * dys[half + i * k + j]);
                 }
                 dx[s * d + i] = acc;
             }
+        }
+    }
+}
+
+impl Frequency {
+    /// The sines and cosines of every angle, sample-major (n × D·K each): all angles of
+    /// the chunk first, then one flat, branch-free (vectorisable) pass.
+    fn sin_cos(&self, x: &[f32], n: usize) -> (Vec<f32>, Vec<f32>) {
+        let (d, k) = (self.in_dims, self.octaves);
+        let scales: Vec<f32> = self.scales().collect();
+        let mut ang = vec![0.0; n * d * k];
+        for (a, xs) in ang.chunks_exact_mut(d * k).zip(x[..n * d].chunks_exact(d)) {
+            for (a, &xi) in a.chunks_exact_mut(k).zip(xs) {
+                for (a, &scale) in a.iter_mut().zip(&scales) {
+                    *a = scale * xi;
+                }
+            }
+        }
+        let mut sin = vec![0.0; ang.len()];
+        let mut cos = vec![0.0; ang.len()];
+        sin_cos_slice(&ang, &mut sin, &mut cos);
+        (sin, cos)
+    }
+
+    /// The output of [`Layer::forward`] written feature-major, as an `mlp` reads its input:
+    /// `yt` holds `out_dims` rows of `np` floats (np ≥ n), row f the f-th output of every
+    /// sample, the padding columns zero. The same values, bit for bit, without forming the
+    /// sample-major output and relayouting it.
+    pub(crate) fn forward_feature_major(&self, x: &[f32], n: usize, np: usize, yt: &mut [f32]) {
+        let (d, k) = (self.in_dims, self.octaves);
+        let half = d * k;
+        assert!(x.len() >= n * d && yt.len() >= 2 * half * np && n <= np);
+        let mut ang = vec![0.0; half * np];
+        for (i, rows) in ang.chunks_exact_mut(k * np).enumerate() {
+            for (row, scale) in rows.chunks_exact_mut(np).zip(self.scales()) {
+                for (a, xs) in row[..n].iter_mut().zip(x.chunks_exact(d)) {
+                    *a = scale * xs[i];
+                }
+            }
+        }
+        let (sin, cos) = yt[..2 * half * np].split_at_mut(half * np);
+        sin_cos_slice(&ang, sin, cos);
+        for row in yt[..2 * half * np].chunks_exact_mut(np) {
+            row[n..].fill(0.0);
         }
     }
 }

@@ -134,6 +134,46 @@ fn linear_backward(
     }
 }
 
+impl Mlp {
+    /// [`Layer::forward`] with the input written by `fill` straight into the first
+    /// layer's feature-major input (`in_dims` rows of `np` floats, the padding columns
+    /// zero), for a stage in front that can write it that way
+    /// ([`super::frequency::Frequency::forward_feature_major`]). The backward pass
+    /// reads that copy, never `x`.
+    pub(crate) fn forward_with(
+        &self,
+        params: &[f32],
+        n: usize,
+        y: &mut [f32],
+        ws: &mut Workspace,
+        fill: impl FnOnce(&mut [f32], usize),
+    ) {
+        let np = dense::padded(n);
+        let mut prev = ws.take(self.xt_slot(), self.in_dims() * np);
+        fill(&mut prev, np);
+        let mut prev_slot = self.xt_slot();
+
+        for (l, layer) in self.layers.iter().enumerate() {
+            let mut a = ws.take(self.a_slot(l), layer.out_dims * np);
+            if layer.act.from_output() {
+                // the activation in the product's epilogue; z is not kept
+                let epilogue = Epilogue::Activate(layer.act);
+                linear_forward(layer, params, &prev, np, epilogue, &mut a);
+            } else {
+                let mut z = ws.take(self.z_slot(l), layer.out_dims * np);
+                linear_forward(layer, params, &prev, np, Epilogue::Store, &mut z);
+                layer.act.forward_slice(&z, &mut a);
+                ws.put(self.z_slot(l), z);
+            }
+            ws.put(prev_slot, prev);
+            prev = a;
+            prev_slot = self.a_slot(l);
+        }
+        dense::to_sample_major(&prev, n, self.out_dims(), np, y);
+        ws.put(prev_slot, prev);
+    }
+}
+
 impl Layer for Mlp {
     fn in_dims(&self) -> usize {
         self.layers[0].in_dims
@@ -153,28 +193,9 @@ impl Layer for Mlp {
     }
 
     fn forward(&self, params: &[f32], x: &[f32], n: usize, y: &mut [f32], ws: &mut Workspace) {
-        let np = dense::padded(n);
-        let mut prev = ws.take(self.xt_slot(), self.in_dims() * np);
-        dense::to_feature_major(x, n, self.in_dims(), np, &mut prev);
-        let mut prev_slot = self.xt_slot();
-        for (l, layer) in self.layers.iter().enumerate() {
-            let mut a = ws.take(self.a_slot(l), layer.out_dims * np);
-            if layer.act.from_output() {
-                // the activation in the product's epilogue; z is not kept
-                let epilogue = Epilogue::Activate(layer.act);
-                linear_forward(layer, params, &prev, np, epilogue, &mut a);
-            } else {
-                let mut z = ws.take(self.z_slot(l), layer.out_dims * np);
-                linear_forward(layer, params, &prev, np, Epilogue::Store, &mut z);
-                layer.act.forward_slice(&z, &mut a);
-                ws.put(self.z_slot(l), z);
-            }
-            ws.put(prev_slot, prev);
-            prev = a;
-            prev_slot = self.a_slot(l);
-        }
-        dense::to_sample_major(&prev, n, self.out_dims(), np, y);
-        ws.put(prev_slot, prev);
+        self.forward_with(params, n, y, ws, |xt, np| {
+            dense::to_feature_major(x, n, self.in_dims(), np, xt)
+        });
     }
 
     fn backward(
