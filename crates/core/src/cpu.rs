@@ -132,7 +132,7 @@ impl CpuTrainer {
             .enumerate()
             .map_init(
                 || ChunkScratch {
-                    ws: net.workspace(),
+                    ws: net.training_workspace(),
                     x: Vec::new(),
                     t: Vec::new(),
                     y: Vec::new(),

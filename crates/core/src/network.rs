@@ -98,6 +98,11 @@ impl Network {
         Workspace::new(self.slot_count)
     }
 
+    /// A workspace for training steps ([`Workspace::for_training`]).
+    pub fn training_workspace(&self) -> Workspace {
+        Workspace::for_training(self.slot_count)
+    }
+
     /// Every parameter tensor in flat-vector order.
     pub fn tensors(&self) -> Vec<TensorInfo> {
         let mut t = Vec::new();

@@ -272,10 +272,19 @@ impl Grid {
     /// Forward for D inputs and any feature count (read at run time), sample by sample.
     /// Counts of 1, 2, 4 and 8 run [`Grid::forward_blocked`], which gives the same bits
     /// (the test `blocked_forward_gives_the_bits_of_the_plain_one`).
-    fn forward_d<const D: usize>(&self, params: &[f32], x: &[f32], n: usize, y: &mut [f32]) {
+    /// Leaves no corner record (the backward pass finds the corners itself).
+    fn forward_d<const D: usize>(
+        &self,
+        params: &[f32],
+        x: &[f32],
+        n: usize,
+        y: &mut [f32],
+        ws: &mut Workspace,
+    ) {
         let (f, od, inv) = (self.features, self.out_dims(), self.inv_range());
         // Level-major: one table at a time stays warm in the cache for the whole chunk.
         for (l, level) in self.levels.iter().enumerate() {
+            ws.corners(self.bucket + l).clear();
             let table = &params[level.offset..level.offset + level.entries * f];
             for s in 0..n {
                 let c = cell::<D>(&x[s * D..(s + 1) * D], self.min, inv, level.res);
@@ -296,12 +305,15 @@ impl Grid {
     /// block's corner entries and weights are found first and their table rows
     /// prefetched, then the rows are read, so the block's cache misses overlap instead
     /// of waiting sample by sample. Same arithmetic in the same order, same bits.
+    /// In a training workspace it records every level's corners as the backward pass
+    /// files them ([`Workspace::for_training`]).
     fn forward_blocked<const D: usize, const FC: usize>(
         &self,
         params: &[f32],
         x: &[f32],
         n: usize,
         y: &mut [f32],
+        ws: &mut Workspace,
     ) {
         let (od, inv) = (self.out_dims(), self.inv_range());
         let corners = 1usize << D;
@@ -326,6 +338,12 @@ impl Grid {
             if blocks > 0 {
                 find(0, &mut at[0], &mut wt[0]);
             }
+            let keep = ws.records();
+            let record = ws.corners(self.bucket + l);
+            record.clear();
+            if keep {
+                record.reserve(n << D);
+            }
             for b in 0..blocks {
                 let (cur, next) = (b % 2, (b + 1) % 2);
                 if b + 1 < blocks {
@@ -333,6 +351,12 @@ impl Grid {
                 }
                 let (s0, m) = span(b);
                 let (at, wt) = (&at[cur], &wt[cur]);
+                for i in (0..m).filter(|_| keep) {
+                    for k in 0..corners {
+                        let e = level.offset + at[k][i] as usize * FC;
+                        record.push((e as u32, wt[k][i]));
+                    }
+                }
                 for i in 0..m {
                     let s = s0 + i;
                     let mut acc = [0.0f32; 16];
@@ -349,16 +373,24 @@ impl Grid {
         }
     }
 
-    fn forward_dims<const D: usize>(&self, params: &[f32], x: &[f32], n: usize, y: &mut [f32]) {
+    fn forward_dims<const D: usize>(
+        &self,
+        params: &[f32],
+        x: &[f32],
+        n: usize,
+        y: &mut [f32],
+        ws: &mut Workspace,
+    ) {
         match self.features {
-            1 => self.forward_blocked::<D, 1>(params, x, n, y),
-            2 => self.forward_blocked::<D, 2>(params, x, n, y),
-            4 => self.forward_blocked::<D, 4>(params, x, n, y),
-            8 => self.forward_blocked::<D, 8>(params, x, n, y),
-            _ => self.forward_d::<D>(params, x, n, y),
+            1 => self.forward_blocked::<D, 1>(params, x, n, y, ws),
+            2 => self.forward_blocked::<D, 2>(params, x, n, y, ws),
+            4 => self.forward_blocked::<D, 4>(params, x, n, y, ws),
+            8 => self.forward_blocked::<D, 8>(params, x, n, y, ws),
+            _ => self.forward_d::<D>(params, x, n, y, ws),
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn backward_d<const D: usize>(
         &self,
         params: &[f32],
@@ -367,6 +399,7 @@ impl Grid {
         dy: &[f32],
         mut dx: Option<&mut [f32]>,
         grads: &mut Grads<'_>,
+        ws: &mut Workspace,
     ) {
         let (f, od, inv) = (self.features, self.out_dims(), self.inv_range());
         if let Some(dx) = dx.as_deref_mut() {
@@ -377,28 +410,23 @@ impl Grid {
             bucket.per_sample = 1 << D;
             bucket.features = f;
             bucket.dy.reserve(n * f);
-            for s in 0..n {
-                bucket
-                    .dy
-                    .extend_from_slice(&dy[s * od + l * f..s * od + (l + 1) * f]);
-            }
+            bucket.dy.extend(
+                dy[..n * od]
+                    .chunks_exact(od)
+                    .flat_map(|g| g[l * f..(l + 1) * f].iter().copied()),
+            );
             let count = n << D;
-            bucket.corners.reserve(count);
-            // Every one of the `count` corners is written below, in order, into the spare
-            // capacity (no length update or capacity check per entry).
-            let spare = &mut bucket.corners.spare_capacity_mut()[..count];
-            let mut o = 0usize;
-            let (mut at, mut wt) = ([[0u32; BLOCK]; 16], [[0.0f32; BLOCK]; 16]);
-            for s0 in (0..n).step_by(BLOCK) {
-                let m = BLOCK.min(n - s0);
-                block_corners::<D>(x, s0, m, (self.min, inv), level, &mut at, &mut wt);
-                for i in 0..m {
-                    for k in 0..1 << D {
-                        let e = level.offset + at[k][i] as usize * f;
-                        spare[o].write((e as u32, wt[k][i]));
-                        o += 1;
-                    }
+            // the corners the forward pass recorded for this chunk, where it did (the same
+            // arithmetic, so the same entries and weights)
+            let record = ws.corners(self.bucket + l);
+            if record.len() == count {
+                if bucket.corners.is_empty() {
+                    std::mem::swap(&mut bucket.corners, record);
+                } else {
+                    bucket.corners.extend_from_slice(record);
                 }
+            } else {
+                self.find_corners::<D>(level, x, n, &mut bucket.corners);
             }
             if let Some(dx) = dx.as_deref_mut() {
                 for s in 0..n {
@@ -429,11 +457,40 @@ impl Grid {
                     }
                 }
             }
-            assert_eq!(o, count);
-            let len = bucket.corners.len();
-            // SAFETY: the `count` entries after `len` were initialised above (o == count).
-            unsafe { bucket.corners.set_len(len + count) };
         }
+    }
+
+    /// Appends the corners of `n` samples at one level to `corners`, as the backward
+    /// pass files them (see [`Sparse`]).
+    fn find_corners<const D: usize>(
+        &self,
+        level: &GridLevel,
+        x: &[f32],
+        n: usize,
+        corners: &mut Vec<(u32, f32)>,
+    ) {
+        let (f, inv, count) = (self.features, self.inv_range(), n << D);
+        corners.reserve(count);
+        // Every one of the `count` corners is written below, in order, into the spare
+        // capacity (no length update or capacity check per entry).
+        let spare = &mut corners.spare_capacity_mut()[..count];
+        let mut o = 0usize;
+        let (mut at, mut wt) = ([[0u32; BLOCK]; 16], [[0.0f32; BLOCK]; 16]);
+        for s0 in (0..n).step_by(BLOCK) {
+            let m = BLOCK.min(n - s0);
+            block_corners::<D>(x, s0, m, (self.min, inv), level, &mut at, &mut wt);
+            for i in 0..m {
+                for k in 0..1 << D {
+                    let e = level.offset + at[k][i] as usize * f;
+                    spare[o].write((e as u32, wt[k][i]));
+                    o += 1;
+                }
+            }
+        }
+        assert_eq!(o, count);
+        let len = corners.len();
+        // SAFETY: the `count` entries after `len` were initialised above (o == count).
+        unsafe { corners.set_len(len + count) };
     }
 }
 
@@ -451,12 +508,12 @@ impl Layer for Grid {
             }
         }
     }
-    fn forward(&self, params: &[f32], x: &[f32], n: usize, y: &mut [f32], _ws: &mut Workspace) {
+    fn forward(&self, params: &[f32], x: &[f32], n: usize, y: &mut [f32], ws: &mut Workspace) {
         match self.in_dims {
-            1 => self.forward_dims::<1>(params, x, n, y),
-            2 => self.forward_dims::<2>(params, x, n, y),
-            3 => self.forward_dims::<3>(params, x, n, y),
-            _ => self.forward_dims::<4>(params, x, n, y),
+            1 => self.forward_dims::<1>(params, x, n, y, ws),
+            2 => self.forward_dims::<2>(params, x, n, y, ws),
+            3 => self.forward_dims::<3>(params, x, n, y, ws),
+            _ => self.forward_dims::<4>(params, x, n, y, ws),
         }
     }
     fn backward(
@@ -468,13 +525,13 @@ impl Layer for Grid {
         dy: &mut [f32],
         dx: Option<&mut [f32]>,
         grads: &mut Grads<'_>,
-        _ws: &mut Workspace,
+        ws: &mut Workspace,
     ) {
         match self.in_dims {
-            1 => self.backward_d::<1>(params, x, n, dy, dx, grads),
-            2 => self.backward_d::<2>(params, x, n, dy, dx, grads),
-            3 => self.backward_d::<3>(params, x, n, dy, dx, grads),
-            _ => self.backward_d::<4>(params, x, n, dy, dx, grads),
+            1 => self.backward_d::<1>(params, x, n, dy, dx, grads, ws),
+            2 => self.backward_d::<2>(params, x, n, dy, dx, grads, ws),
+            3 => self.backward_d::<3>(params, x, n, dy, dx, grads, ws),
+            _ => self.backward_d::<4>(params, x, n, dy, dx, grads, ws),
         }
     }
     fn tensors(&self, prefix: &str, out: &mut Vec<TensorInfo>) {
@@ -490,7 +547,7 @@ impl Layer for Grid {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Module, gradcheck};
+    use super::super::{Module, Sparse, gradcheck};
     use super::*;
 
     fn grid(in_dims: usize, levels: u32, log2: Option<u32>, base: u32, min: f32) -> Grid {
@@ -600,8 +657,8 @@ mod tests {
             let (mut a, mut b) = (vec![f32::NAN; n * od], vec![f32::NAN; n * od]);
             macro_rules! both {
                 ($d:literal, $f:literal) => {{
-                    g.forward_d::<$d>(&params, &x, n, &mut a);
-                    g.forward_blocked::<$d, $f>(&params, &x, n, &mut b);
+                    g.forward_d::<$d>(&params, &x, n, &mut a, &mut Workspace::new(0));
+                    g.forward_blocked::<$d, $f>(&params, &x, n, &mut b, &mut Workspace::new(0));
                 }};
             }
             match (d, f) {
@@ -619,6 +676,59 @@ mod tests {
             let a_bits: Vec<u32> = a.iter().map(|v| v.to_bits()).collect();
             let b_bits: Vec<u32> = b.iter().map(|v| v.to_bits()).collect();
             assert_eq!(a_bits, b_bits, "{d} inputs, {f} features");
+        }
+    }
+
+    #[test]
+    fn recorded_corners_are_the_ones_the_backward_finds() {
+        // the forward pass records each level's corners for the backward; a backward
+        // without that record (a fresh workspace) finds them itself: the same bits
+        for (d, features, log2) in [
+            (1, 2, Some(4)),
+            (2, 2, Some(5)),
+            (2, 4, None),
+            (3, 1, Some(6)),
+        ] {
+            let g = Grid {
+                features,
+                levels: Grid::levels(d, 4, features as u32, log2, 2, 1.5).unwrap(),
+                hash: log2.is_some(),
+                ..grid(d, 4, log2, 2, 0.0)
+            };
+            let mut params = vec![0.0; g.param_count()];
+            g.init(&mut params, &mut Pcg32::new(8));
+            let n = 37; // two whole blocks of samples and a part
+            let x = gradcheck::inputs(n, d, -0.1, 1.1); // some clamped
+            let mut y = vec![0.0; n * g.out_dims()];
+            let mut ws = Workspace::for_training(0);
+            g.forward(&params, &x, n, &mut y, &mut ws);
+            assert_eq!(ws.corners(g.levels.len() - 1).len(), n << d);
+            // an inference workspace keeps no record
+            let mut plain = Workspace::new(0);
+            g.forward(&params, &x, n, &mut vec![0.0; y.len()], &mut plain);
+            assert!((0..g.levels.len()).all(|l| plain.corners(l).is_empty()));
+            let run = |ws: &mut Workspace| {
+                let mut dy: Vec<f32> = (0..y.len()).map(|i| (i % 5) as f32 - 2.0).collect();
+                let mut sparse = vec![Sparse::default(); g.levels.len()];
+                let mut grads = Grads {
+                    dense: &mut [],
+                    sparse: &mut sparse,
+                };
+                g.backward(&params, &x, &y, n, &mut dy, None, &mut grads, ws);
+                sparse
+            };
+            let (recorded, found) = (run(&mut ws), run(&mut Workspace::new(0)));
+            // the record was taken (moved into the bucket), not found again
+            assert!((0..g.levels.len()).all(|l| ws.corners(l).is_empty()));
+            assert_eq!(recorded.len(), found.len());
+            for (a, b) in recorded.iter().zip(&found) {
+                assert_eq!(a.corners.len(), n << d);
+                assert_eq!(a.corners.len(), b.corners.len());
+                for (p, q) in a.corners.iter().zip(&b.corners) {
+                    assert_eq!((p.0, p.1.to_bits()), (q.0, q.1.to_bits()));
+                }
+                assert_eq!(a.dy, b.dy);
+            }
         }
     }
 

@@ -35,13 +35,45 @@ use crate::rng::Pcg32;
 #[derive(Default)]
 pub struct Workspace {
     slots: Vec<Vec<f32>>,
+    /// Per sparse bucket (grid level), the corners the latest forward pass found, in the
+    /// order and form the backward pass files them ([`Sparse::corners`]), so the backward
+    /// need not find them again.
+    corners: Vec<Vec<(u32, f32)>>,
+    /// Whether forward passes keep such records (training; inference has no use for them).
+    record: bool,
 }
 
 impl Workspace {
     pub fn new(slot_count: usize) -> Workspace {
         Workspace {
             slots: (0..slot_count).map(|_| Vec::new()).collect(),
+            corners: Vec::new(),
+            record: false,
         }
+    }
+
+    /// A workspace for training: forward passes also keep what the backward pass can
+    /// reuse instead of computing again (the grids' corners).
+    pub fn for_training(slot_count: usize) -> Workspace {
+        Workspace {
+            record: true,
+            ..Workspace::new(slot_count)
+        }
+    }
+
+    /// Whether forward passes keep records for the backward pass.
+    #[inline]
+    pub(crate) fn records(&self) -> bool {
+        self.record
+    }
+
+    /// The corner record of bucket `b` (see [`Workspace::corners`]'s field).
+    #[inline]
+    pub(crate) fn corners(&mut self, b: usize) -> &mut Vec<(u32, f32)> {
+        if self.corners.len() <= b {
+            self.corners.resize_with(b + 1, Vec::new);
+        }
+        &mut self.corners[b]
     }
 
     /// Takes slot `i` out, sized to `len` (contents unspecified); give it back with [`Workspace::put`].
