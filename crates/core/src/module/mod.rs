@@ -309,6 +309,21 @@ impl Layer for Module {
 }
 
 impl Module {
+    /// Whether the module (or anything inside it) has trainable parameters.
+    pub fn has_params(&self) -> bool {
+        match self {
+            Module::Mlp(_) | Module::Grid(_) => true,
+            Module::Chain(c) => c.stages.iter().any(Module::has_params),
+            Module::Cat(c) => c.children.iter().any(Module::has_params),
+            Module::Identity(_)
+            | Module::Frequency(_)
+            | Module::Triangle(_)
+            | Module::OneBlob(_)
+            | Module::SphericalHarmonics(_)
+            | Module::Pick(_) => false,
+        }
+    }
+
     /// Calls `f` on every grid of the tree, in tree order.
     pub fn for_each_grid_mut(&mut self, f: &mut impl FnMut(&mut Grid)) {
         match self {

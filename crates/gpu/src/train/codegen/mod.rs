@@ -172,16 +172,6 @@ struct LayerFwd<'a> {
     a: View,
 }
 
-fn has_params(m: &Module) -> bool {
-    match m {
-        Module::Mlp(_) => true,
-        Module::Chain(c) => c.stages.iter().any(has_params),
-        Module::Cat(c) => c.children.iter().any(has_params),
-        Module::Grid(_) => true,
-        _ => false,
-    }
-}
-
 /// A switch for A/B timings: `NSHADE_GPU_<name>=0` turns one kernel feature off (on by
 /// default): `PREFETCH` (texels loaded a chunk ahead), `BSH` (the fused path's biases
 /// in workgroup memory as the accumulator's start), `FSPREAD` (the fused path's freq
@@ -1428,7 +1418,7 @@ fn fwd_in(f: &Fwd) -> View {
 
 fn fwd_has_params(f: &Fwd) -> bool {
     match f {
-        Fwd::Leaf { m, .. } => matches!(m, Module::Grid(_)),
+        Fwd::Leaf { m, .. } => m.has_params(),
         Fwd::Mlp { .. } => true,
         Fwd::Chain(s) => s.iter().any(fwd_has_params),
         Fwd::Cat { children, .. } => children.iter().any(fwd_has_params),
@@ -1536,7 +1526,7 @@ fn build_body(g: &mut Gen, net: &Network) -> (View, View, View, OutAct, Option<u
     let out = out_layer(&f).map(|l| (l.l.weight, l.l.act, l.z));
     g.fused_out = out.map(|o| o.0);
     g.body.push_str("    //@LOSS@\n");
-    if has_params(&net.root) && !(g.fused && g.exp == "fwd") {
+    if net.root.has_params() && !(g.fused && g.exp == "fwd") {
         g.backward(&f, dy, None);
     }
     (y, t, dy, out.map(|o| (o.1, o.2)), out.map(|o| o.0))
