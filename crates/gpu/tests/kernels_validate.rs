@@ -203,12 +203,42 @@ fn glsl_step_kernels_compile() {
         width: 64,
         height: 48,
     };
-    let mut compiled = 0;
+    // kernels compiled for 48 KiB, and for the other shapes of 32 KiB
+    let (mut compiled, mut compiled_32) = (0, 0);
     for (arch, losses) in common::glsl_family() {
         let net = Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
         assert!(codegen::glsl_fits(&net, texture), "{arch}");
-        let (s, skew) = codegen::glsl_samples(&net, 48 * 1024).expect(arch);
-        for loss in losses {
+        // the shapes for 48 KiB and for 32 KiB of workgroup memory (where two workgroups
+        // of 32 samples no longer fit, 256 invocations), each once
+        let mut shapes = vec![(
+            codegen::glsl_samples(&net, 48 * 1024).expect(arch),
+            48 * 1024,
+        )];
+        shapes.extend(
+            codegen::glsl_samples(&net, 32 * 1024)
+                .filter(|sh| *sh != shapes[0].0)
+                .map(|sh| (sh, 32 * 1024)),
+        );
+        if arch == "freq(3) | mlp(32x3, leaky_relu, sigmoid)" {
+            let two = |threads, samples, per_mp| codegen::GlslShape {
+                threads,
+                samples,
+                skew: 8,
+                per_mp,
+            };
+            assert_eq!(
+                shapes.iter().map(|s| s.0).collect::<Vec<_>>(),
+                [two(128, 32, 2), two(256, 64, 1)]
+            );
+        }
+        if arch.contains("128x4") {
+            assert_eq!((shapes[0].0.threads, shapes[0].0.samples), (256, 16));
+        }
+        for ((shape, max), loss) in shapes
+            .iter()
+            .flat_map(|sh| losses.iter().map(move |l| (*sh, *l)))
+        {
+            let (s, skew) = (shape.samples, shape.skew);
             // grids: both forms of the table-gradient atomics, and packed lanes
             let dense_len = Pad::of(&net).partial_len(net.dense_count);
             let pack = nshade_gpu::train::grid::Packing::of(&net, dense_len);
@@ -221,20 +251,30 @@ fn glsl_step_kernels_compile() {
                     partial_len: dense_len + pack.as_ref().filter(|_| packed).map_or(0, |p| p.lf),
                     atomic64,
                     packed,
+                    threads: shape.threads,
                 };
                 let src = codegen::glsl_step_kernel(&net, loss, texture, 5000, launch).expect(arch);
                 if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
                     panic!(
-                        "{arch} ({loss:?}, {s} samples, atomic64 {atomic64}, packed {packed}): line {:?}: {}\n{src}",
+                        "{arch} ({loss:?}, {s} samples, atomic64 {atomic64}, packed {packed}, {shape:?}): line {:?}: {}\n{src}",
                         e.line, e.message
                     );
                 }
-                compiled += 1;
+                if max == 48 * 1024 {
+                    compiled += 1;
+                } else {
+                    compiled_32 += 1;
+                }
             }
         }
     }
-    // the hashgrid of two features packs
-    assert_eq!(compiled, 2 * (Loss::ALL.len() + 7) + 1);
+    // at 48 KiB: the networks without grids (every loss for seed #3, one for each of
+    // the other five) in both forms of the atomics, which they do not use; the hashgrid
+    // of two features in three forms (packed lanes), the dense grid in two
+    assert_eq!(compiled, 2 * (Loss::ALL.len() + 5) + 3 + 2);
+    // the other shapes at 32 KiB: 256 invocations for the 32- and 48-wide networks but
+    // freq(2) | mlp(20x2) (two workgroups fit there too), rows without skew for B and D
+    assert_eq!(compiled_32, 2 * (Loss::ALL.len() + 4));
     let rows = DataKind::Rows {
         rows: 100,
         in_dims: 2,

@@ -520,7 +520,7 @@ fn glsl_launch(
     kind: DataKind,
     batch: u32,
     fused: Launch,
-) -> Option<(Launch, u32)> {
+) -> Option<(Launch, codegen::GlslShape)> {
     if !cfg!(feature = "glslang")
         || !glsl_enabled()
         || !ctx.has(wgpu::Features::PASSTHROUGH_SHADERS)
@@ -531,23 +531,24 @@ fn glsl_launch(
         return None;
     }
     let max = ctx.device.limits().max_compute_workgroup_storage_size as usize;
-    let (samples, skew) = codegen::glsl_samples(net, max)?;
-    // one workgroup per multiprocessor where the driver reports them (132 on the H200:
-    // 2-3% over 128 at 2^20), else 128
-    let (groups, chunks) = split_batch(batch, samples, ctx.summary.multiprocessors.unwrap_or(128));
+    let shape = codegen::glsl_samples(net, max)?;
+    // as many workgroups as are resident: one (or the shape's count) per multiprocessor
+    // where the driver reports them (132 on the H200: 2-3% over 128 at 2^20), else 128
+    let mps = ctx.summary.multiprocessors.unwrap_or(128);
+    let (groups, chunks) = split_batch(batch, shape.samples, mps * shape.per_mp);
     Some((
         Launch {
-            samples,
-            threads: codegen::GLSL_THREADS as u32,
+            samples: shape.samples,
+            threads: shape.threads,
             groups,
             chunks,
-            skew,
+            skew: shape.skew,
             sgbar: false,
             xglobal: false,
             wsh: false,
             ..fused
         },
-        skew,
+        shape,
     ))
 }
 
@@ -556,6 +557,7 @@ fn glsl_launch(
 fn glsl_pipeline(
     ctx: &GpuContext,
     src: &str,
+    threads: u32,
     types: &[wgpu::BindingType],
 ) -> Result<(wgpu::ComputePipeline, wgpu::BindGroupLayout), TrainError> {
     #[cfg(feature = "glslang")]
@@ -580,7 +582,7 @@ fn glsl_pipeline(
                     "nshade step (GLSL)",
                     &words,
                     "main",
-                    codegen::GLSL_THREADS as u32,
+                    threads,
                 )
             };
             Ok(module_pipeline(
@@ -594,7 +596,7 @@ fn glsl_pipeline(
     }
     #[cfg(not(feature = "glslang"))]
     {
-        let _ = (ctx, src, types);
+        let _ = (ctx, src, threads, types);
         Err(backend_err("this nshade was built without glslang"))
     }
 }
@@ -875,19 +877,20 @@ impl GpuTrainer {
         };
         let batch = cfg.batch as u32;
         let step_src = match glsl {
-            Some((_, skew)) => codegen::glsl_step_kernel(
+            Some((_, shape)) => codegen::glsl_step_kernel(
                 net,
                 cfg.loss,
                 kind,
                 batch,
                 codegen::GlslLaunch {
                     samples: launch.samples,
-                    skew,
+                    skew: shape.skew,
                     chunks: launch.chunks,
                     partial_len: pad.partial_len(net.dense_count)
                         + pack.as_ref().map_or(0, |p| p.lf),
                     atomic64: launch.atomic64,
                     packed: pack.is_some(),
+                    threads: shape.threads,
                 },
             )
             .ok_or_else(|| backend_err("the GLSL step kernel does not apply to this network"))?,
@@ -1054,7 +1057,7 @@ impl GpuTrainer {
             adam_types.push(storage_ty(true));
         }
         let (step_pipe, step_bgl) = if glsl.is_some() {
-            glsl_pipeline(&ctx, &step_src, &step_types)?
+            glsl_pipeline(&ctx, &step_src, launch.threads, &step_types)?
         } else {
             pipeline(&ctx, "nshade step", &step_src, "nsh_step", &step_types)
         };

@@ -25,8 +25,31 @@ use nshade_core::network::Network;
 use nshade_shader::syntax::{self, CSyntax};
 use std::fmt::Write;
 
-/// Invocations per workgroup of the GLSL step kernel.
-pub const GLSL_THREADS: usize = 256;
+/// Invocations per workgroup asked for by `NSHADE_GPU_THREADS` (64, 128, 256 or 512; for
+/// measurements), instead of [`glsl_samples`]' choice.
+fn threads_override() -> Option<usize> {
+    std::env::var("NSHADE_GPU_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|t| matches!(t, 64 | 128 | 256 | 512))
+}
+
+/// The most invocations a workgroup of the GLSL step kernel has (bias rows are summed by
+/// at most one invocation each, so no layer is wider).
+const MAX_THREADS: usize = 256;
+
+/// How the GLSL step kernel's work is cut ([`glsl_samples`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GlslShape {
+    /// Invocations per workgroup (subgroups of 32).
+    pub threads: u32,
+    /// Samples per chunk and the rows' skew.
+    pub samples: u32,
+    pub skew: u32,
+    /// Workgroups resident on one multiprocessor (their workgroup memory fits the limit
+    /// that many times): the launch takes that many per multiprocessor.
+    pub per_mp: u32,
+}
 
 /// The encoding in front of the MLP.
 #[derive(Clone, Copy)]
@@ -85,7 +108,7 @@ fn shape(net: &Network) -> Option<Shape<'_>> {
         .all(|l| !super::wgsl::needs_z(l.act));
     let out_ok = !super::wgsl::needs_z(mlp.layers.last()?.act);
     // bias rows are summed by at most one invocation each
-    let narrow = mlp.layers.iter().all(|l| l.out_dims <= GLSL_THREADS);
+    let narrow = mlp.layers.iter().all(|l| l.out_dims <= MAX_THREADS);
     (hidden_ok && out_ok && narrow && net.in_dims == 2).then_some(Shape {
         enc,
         layers: &mlp.layers,
@@ -128,9 +151,10 @@ fn needs_mask(l: &PadLayer, act: Activation) -> bool {
 /// `sh`: u and v, then the targets — with the output epilogue in registers padded to the
 /// output layer's rows and followed by the samples' validity (1 or 0), S + 4 floats long
 /// (matrix loads of the targets need 16-byte-aligned rows); else followed by the
-/// outputs, S + 1 floats long.
-fn layout(pad: &Pad, od: usize, s: usize, skew: usize, masked: bool, outreg: bool) -> Layout {
+/// outputs, S + 1 floats long; `wg` invocations.
+fn layout(pad: &Pad, s: usize, skew: usize, masked: bool, outreg: bool, wg: usize) -> Layout {
     let out_p = pad.layers.last().map_or(16, |l| l.out_p);
+    let od = pad.layers.last().map_or(1, |l| l.out_dims);
     let sx = s + skew;
     let mut xo = Vec::new();
     let mut off = 0;
@@ -143,13 +167,13 @@ fn layout(pad: &Pad, od: usize, s: usize, skew: usize, masked: bool, outreg: boo
         .layers
         .iter()
         .rev()
-        .map(|l| (l.out_dims, bias_blocks(l.out_dims, s)))
+        .map(|l| (l.out_dims, bias_blocks(l.out_dims, s, wg)))
         .collect();
     let st_n = s / 16;
     let out_tiles = (out_p / 16) * st_n;
-    let scr = out_tiles.min(GLSL_THREADS / 32);
+    let scr = out_tiles.min(wg / 32);
     // the folds at the end: one accumulator at a time, then the loss's blocks
-    let folds = GLSL_THREADS + GLSL_THREADS / 16;
+    let folds = wg + wg / 16;
     let r = if outreg { s + 4 } else { s + 1 };
     let sum_out: usize = pad.layers.iter().map(|l| l.out_p).sum();
     Layout {
@@ -180,9 +204,9 @@ fn layout(pad: &Pad, od: usize, s: usize, skew: usize, masked: bool, outreg: boo
 
 /// Invocations per bias row (a power of two ≤ 16 dividing S, B·rows ≤ WG), as the WGSL
 /// kernel's `fused_bias_sums` (rows are at most WG: [`shape`]).
-pub(super) fn bias_blocks(rows: usize, s: usize) -> usize {
+pub(super) fn bias_blocks(rows: usize, s: usize, wg: usize) -> usize {
     let mut nb = 1;
-    while nb < 16 && nb * 2 * rows <= GLSL_THREADS && nb * 2 <= s && s.is_multiple_of(nb * 2) {
+    while nb < 16 && nb * 2 * rows <= wg && nb * 2 <= s && s.is_multiple_of(nb * 2) {
         nb *= 2;
     }
     nb
@@ -239,27 +263,53 @@ impl Layout {
     }
 }
 
-/// Samples per chunk and row skew for the GLSL kernel: 64 samples, halved until its
-/// workgroup memory fits `max` bytes, with rows padded by 8 f16 where that fits (the
+/// Invocations, samples per chunk and row skew for the GLSL kernel: two workgroups of 128
+/// invocations and 32 samples per multiprocessor where both fit `max` bytes of workgroup
+/// memory (networks no wider than 128 whose 64-sample layout fits too); else 256
+/// invocations and 64 samples (32 for grids), halved until the workgroup memory fits `max` bytes, with rows padded by 8 f16 where that fits (the
 /// padded stride moves the 16 rows a matrix load reads into different banks), else
 /// unpadded; `None` when not even 16 samples fit.
-pub fn glsl_samples(net: &Network, max: usize) -> Option<(u32, u32)> {
+pub fn glsl_samples(net: &Network, max: usize) -> Option<GlslShape> {
     let pad = Pad::of(net);
     let outreg = out_registers();
     let masked = any_mask(net, &pad, outreg);
-    let mut s = std::env::var("NSHADE_GPU_SAMPLES")
+    let bytes =
+        |s: usize, skew: usize, wg: usize| layout(&pad, s, skew, masked, outreg, wg).bytes();
+    let asked = std::env::var("NSHADE_GPU_SAMPLES")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
-        .filter(|s| s.is_power_of_two() && *s >= 16)
-        .unwrap_or(match shape(net).map(|shp| shp.enc) {
-            // grids: 32 (C trained 4-13% faster than with 64 on the H200)
-            Some(Enc::Grid(_)) => 32,
-            _ => 64,
-        });
+        .filter(|s| s.is_power_of_two() && *s >= 16);
+    let grid = matches!(shape(net).map(|shp| shp.enc), Some(Enc::Grid(_)));
+    // grids: 32 (C trained 4-13% faster than with 64 on the H200)
+    let mut s = asked.unwrap_or(if grid { 32 } else { 64 });
+    let threads = threads_override();
+    // Two workgroups of 128 invocations and 32 samples per multiprocessor where both fit
+    // in the workgroup memory (the resident workgroups of one share it): each one's
+    // barriers then overlap the other's products (seed #3 on the H200: 3.65 against
+    // 3.41 G samples/s at 2^20, 3.01 against 2.89 G at 2^18, the same at 2^16)
+    if threads.is_none() && asked.is_none() && !grid && bytes(s, 8, MAX_THREADS) <= max {
+        let narrow = pad.layers.iter().all(|l| l.out_dims <= 128);
+        if narrow && 2 * bytes(32, 8, 128) <= max {
+            return Some(GlslShape {
+                threads: 128,
+                samples: 32,
+                skew: 8,
+                per_mp: 2,
+            });
+        }
+    }
+    let wg = threads.unwrap_or(MAX_THREADS);
+    // the sampling takes one invocation per sample
+    s = s.min(wg);
     loop {
         for skew in [8, 0] {
-            if layout(&pad, net.out_dims, s, skew, masked, outreg).bytes() <= max {
-                return Some((s as u32, skew as u32));
+            if bytes(s, skew, wg) <= max {
+                return Some(GlslShape {
+                    threads: wg as u32,
+                    samples: s as u32,
+                    skew: skew as u32,
+                    per_mp: 1,
+                });
             }
         }
         if s <= 16 {
@@ -375,6 +425,8 @@ pub struct GlslLaunch {
     /// of an even number of features): `partial_len` then includes the grid outputs'
     /// |dy| sums after the dense partials.
     pub packed: bool,
+    /// Invocations per workgroup ([`GlslShape`]).
+    pub threads: u32,
 }
 
 /// The GLSL step kernel for `net` (see [`glsl_fits`]) trained with `loss` on a texture,
@@ -395,8 +447,16 @@ pub fn glsl_step_kernel(
         partial_len,
         atomic64,
         packed,
+        threads,
     } = launch;
     let shp = shape(net)?;
+    // the sampling takes one invocation per sample, the bias sums one per row
+    if !matches!(threads, 64 | 128 | 256 | 512)
+        || samples > threads
+        || shp.layers.iter().any(|l| l.out_dims > threads as usize)
+    {
+        return None;
+    }
     let DataKind::Texture { width, height } = data else {
         return None;
     };
@@ -406,13 +466,13 @@ pub fn glsl_step_kernel(
     let outreg = out_registers();
     let lay = layout(
         &pad,
-        od,
         s,
         skew as usize,
         any_mask(net, &pad, outreg),
         outreg,
+        threads as usize,
     );
-    let wg = GLSL_THREADS;
+    let wg = threads as usize;
     let nsg = wg / 32;
     let st_n = s / 16;
     let sx = lay.sx;
@@ -535,9 +595,9 @@ void main() {{
     let x0_rows = shp.x0_rows();
     let _ = writeln!(
         k,
-        "    for (uint e = lid; e < {n}u; e += WG) {{ xh[{x0}u * SX + e] = float16_t(0.0); }}",
+        "    for (uint e = lid; e < {n}u; e += WG) {{ xh[{o}u + e] = float16_t(0.0); }}",
         n = (p0.in_p - x0_rows) * sx,
-        x0 = x0_rows
+        o = lay.xo[0] + x0_rows * sx
     );
     let mut boffs = Vec::new();
     let mut boff = 0;
@@ -738,7 +798,7 @@ void main() {{
         k.push_str(BAR);
     }
     if let Some(g) = grid {
-        k.push_str(&grid_forward(g, lay.xo[0], s));
+        k.push_str(&grid_forward(g, lay.xo[0], s, wg));
         k.push_str(BAR);
     }
     // forward
@@ -869,7 +929,9 @@ void main() {{
             k.push_str(BAR);
         }
     }
-    // backward, from the last layer
+    // backward, from the last layer; `NSHADE_GPU_DWREUSE=0`: every dW slot loads its own
+    // X tiles (for measurements)
+    let dw_reuse = std::env::var("NSHADE_GPU_DWREUSE").map_or(true, |v| v != "0");
     if !exp_has(&exp, "fwd") {
         for i in (0..n_l).rev() {
             let l = pad.layers[i];
@@ -882,7 +944,31 @@ void main() {{
             // dW += dz·Xᵀ
             let it_n = l.in_p / 16;
             let nt = (l.out_p / 16) * it_n;
-            if !exp_has(&exp, "nodw") {
+            if !exp_has(&exp, "nodw") && dw_reuse && nsg.is_multiple_of(it_n) && slots[i].len() > 1
+            {
+                // every slot of this subgroup has the same column block `it` (tile
+                // j·NSG + sgid, NSG a multiple of the column blocks): X's tile is loaded
+                // once per k step and serves every slot; each accumulator still adds its
+                // k steps in order, so the sums are the same
+                let _ = writeln!(k, "    {{ uint it = sgid % {it_n}u;");
+                for kk in 0..st_n {
+                    let _ = writeln!(
+                        k,
+                        "        {{ {MB} b; coopMatLoad(b, xh, {x}u + it * 16u * SX + {k16}u, SX, {COL});",
+                        x = lay.xo[i],
+                        k16 = kk * 16
+                    );
+                    for (j, slot) in slots[i].iter().enumerate() {
+                        let _ = writeln!(
+                            k,
+                            "        {{ uint t = {j}u * NSG + sgid; if (t < {nt}u) {{ uint ot = t / {it_n}u; {MA} a; coopMatLoad(a, gh, {cur}u + ot * 16u * SX + {k16}u, SX, {ROW}); {slot} = coopMatMulAdd(a, b, {slot}); }} }}",
+                            k16 = kk * 16
+                        );
+                    }
+                    k.push_str("        }\n");
+                }
+                k.push_str("    }\n");
+            } else if !exp_has(&exp, "nodw") {
                 for (j, slot) in slots[i].iter().enumerate() {
                     let _ = writeln!(
                         k,
@@ -960,7 +1046,7 @@ void main() {{
             );
             k.push_str(BAR);
             if let (0, Some(g)) = (i, grid) {
-                k.push_str(&grid_tables(g, nxt, s, pack.as_ref()));
+                k.push_str(&grid_tables(g, nxt, s, pack.as_ref(), wg));
             }
         }
     }
@@ -1004,7 +1090,7 @@ void main() {{
             &mut k,
             "acca",
             pk.lf,
-            bias_blocks(pk.lf, s),
+            bias_blocks(pk.lf, s, wg),
             pk.a_off,
             false,
         );

@@ -4,7 +4,7 @@
 //! packed 32-bit lanes ([`Packing`]; the format and its checks are in `train/grid.rs`).
 //! Pure: grid in, GLSL text out.
 
-use super::glsl::{GLSL_THREADS, bias_blocks, exp_has, row_sums};
+use super::glsl::{bias_blocks, exp_has, row_sums};
 use super::wgsl::lit;
 use crate::train::grid::{FIXED_RANGE, Packing};
 use nshade_core::module::Grid;
@@ -75,17 +75,17 @@ void nsh_gacc_add2(uint i, float v0, float v1) {{
 /// The grid's (level, sample) items of one invocation: item k is `e = lid + k·WG`,
 /// level `e / S`, sample `e % S`; `(count, guarded)`: items per invocation, and whether
 /// the last ones may lie past `L·S`.
-fn grid_items(g: &Grid, s: usize) -> (usize, bool) {
+fn grid_items(g: &Grid, s: usize, wg: usize) -> (usize, bool) {
     let n = g.levels.len() * s;
-    (n.div_ceil(GLSL_THREADS), !n.is_multiple_of(GLSL_THREADS))
+    (n.div_ceil(wg), !n.is_multiple_of(wg))
 }
 
 /// The grid's forward: every item's lookup with the exported shaders' emitter
 /// ([`syntax::grid_level`]), first the corners' table indices and weights of every item
 /// (kept in registers `g{k}e{c}`, `g{k}w{c}` for [`grid_tables`]), then all their table
 /// reads at once, the sums stored as f16 into X_0 (row `level·F + f`) at `x0`.
-pub(super) fn grid_forward(g: &Grid, x0: usize, s: usize) -> String {
-    let (items, guarded) = grid_items(g, s);
+pub(super) fn grid_forward(g: &Grid, x0: usize, s: usize, wg: usize) -> String {
+    let (items, guarded) = grid_items(g, s, wg);
     let corners = 1usize << g.in_dims;
     let ft = g.features;
     let mut b = String::from(
@@ -99,7 +99,7 @@ pub(super) fn grid_forward(g: &Grid, x0: usize, s: usize) -> String {
         let _ = writeln!(
             b,
             "    {{ uint e = lid + {o}u; uint l = e / S; uint s = e % S;\n        float x0 = sh[s]; float x1 = sh[R + s];\n        switch (l) {{",
-            o = it * GLSL_THREADS
+            o = it * wg
         );
         let x = ["x0".to_string(), "x1".to_string()];
         for (index, lookup) in crate::train::grid::lookups(g) {
@@ -120,7 +120,7 @@ pub(super) fn grid_forward(g: &Grid, x0: usize, s: usize) -> String {
         b.push_str(" break; }\n        }\n    }\n");
     }
     for it in 0..items {
-        b.push_str(&item_open(it, guarded));
+        b.push_str(&item_open(it, guarded, wg));
         for f in 0..ft {
             let sum: Vec<String> = (0..corners)
                 .map(|c| match f {
@@ -146,16 +146,26 @@ pub(super) fn grid_forward(g: &Grid, x0: usize, s: usize) -> String {
 /// step as an overflow (the WGSL kernels check each contribution). With packed lanes
 /// (`pack`) also every grid output's Σ|dy| (into `acca`), the values scaled by their
 /// outputs' exponents of this step's parity, and a feature pair per atomic.
-pub(super) fn grid_tables(g: &Grid, dy0: usize, s: usize, pack: Option<&Packing>) -> String {
-    let (items, guarded) = grid_items(g, s);
+pub(super) fn grid_tables(
+    g: &Grid,
+    dy0: usize,
+    s: usize,
+    pack: Option<&Packing>,
+    wg: usize,
+) -> String {
+    let (items, guarded) = grid_items(g, s, wg);
     let corners = 1usize << g.in_dims;
     let ft = g.features;
     let mut b = String::from("    // table gradients\n");
     if let Some(pk) = pack {
         // Σ|dy| of every grid output, rows split over invocations, fixed order
-        b.push_str(&row_sums("acca", pk.lf, bias_blocks(pk.lf, s), s, &|e| {
-            format!("abs(float(gh[{dy0}u + {e}]))")
-        }));
+        b.push_str(&row_sums(
+            "acca",
+            pk.lf,
+            bias_blocks(pk.lf, s, wg),
+            s,
+            &|e| format!("abs(float(gh[{dy0}u + {e}]))"),
+        ));
         let _ = writeln!(
             b,
             "    uint kw = {}u + (st.step & 1u) * PACK_LF;",
@@ -165,7 +175,7 @@ pub(super) fn grid_tables(g: &Grid, dy0: usize, s: usize, pack: Option<&Packing>
     // timing only: `NSHADE_GPU_EXP=half` adds feature 0's contributions alone
     let half = exp_has(&std::env::var("NSHADE_GPU_EXP").unwrap_or_default(), "half");
     for it in 0..items {
-        b.push_str(&item_open(it, guarded));
+        b.push_str(&item_open(it, guarded, wg));
         for f in 0..ft {
             let scale = match pack {
                 Some(_) => format!(" * ldexp(1.0, int(ls[kw + l * {ft}u + {f}u]))"),
@@ -203,10 +213,10 @@ pub(super) fn grid_tables(g: &Grid, dy0: usize, s: usize, pack: Option<&Packing>
 
 /// The opening of item `it`'s block: its index `e`, level `l` and sample `s` (only
 /// where `e < L·S` when `guarded`); the caller closes it with ` } }`.
-fn item_open(it: usize, guarded: bool) -> String {
+fn item_open(it: usize, guarded: bool, wg: usize) -> String {
     format!(
         "    {{ uint e = lid + {o}u;{guard} {{ uint l = e / S; uint s = e % S;",
-        o = it * GLSL_THREADS,
+        o = it * wg,
         guard = if guarded {
             " if (e < S * GRID_LEVELS)"
         } else {

@@ -48,7 +48,7 @@ pub use adam::{
 };
 use fused::{DW_END, Fold, f16_range_check};
 pub use fused::{fused_enabled, net_fusable};
-pub use glsl::{GLSL_THREADS, GlslLaunch, glsl_fits, glsl_samples, glsl_step_kernel};
+pub use glsl::{GlslLaunch, GlslShape, glsl_fits, glsl_samples, glsl_step_kernel};
 pub use vec4::{VecLayer, VecPad};
 
 /// Where samples come from, as the kernel sees it.
