@@ -10,8 +10,9 @@
 # where $D holds a stripped release `nshade`, `torch_baseline.py` and `tcnn-kit/` (copied
 # from ../shared/bench; shared/ does not travel), and .gl/ the Vulkan loader packages
 # (see the device notes). SKIP_TCNN=1 leaves tiny-cuda-nn out (its build takes ~2.5 min);
-# GROUP_COUNTS ("264 396" by default) are the workgroup counts tried for A, B and D
-# (NSHADE_GPU_GROUPS: several workgroups per multiprocessor, against the default one);
+# then A in four workgroups of 64 invocations and 16 samples per multiprocessor (the
+# candidate for its launch: 1.03-1.06x the default at 2^18-2^20 in the fourteenth
+# session), checked against the CPU first where $D holds the release test binary `train`;
 # SKIP_INFER=1 leaves out the inference section (every shader form of A-D at 1080p against
 # PyTorch's fp16 graph and tcnn's inference modes, about 2 minutes; then the GLSL
 # subgroup-private kernel in each shape of ROWS_SHAPES, "G,B ..." of subgroups per
@@ -53,10 +54,11 @@ for l in sys.stdin:
   echo "== C split: step kernel only, no table atomics"
   NSHADE_GPU_ONLY=step "$N" bench --backend gpu --json --seconds 0.7 --arch "$C" --batch 65536 --gpu-path coop | tee >(tag coop-step)
   NSHADE_GPU_EXP=noatom "$N" bench --backend gpu --json --seconds 0.7 --arch "$C" --batch 65536 --gpu-path coop | tee >(tag coop-noatom)
-  echo "== A, B, D with two and three workgroups per multiprocessor (the GLSL kernel takes one per multiprocessor, 132 on the H200)"
-  for g in ${GROUP_COUNTS-264 396}; do
-    NSHADE_GPU_GROUPS=$g "$N" bench --backend gpu --json --seconds 1 --arch "$A" --arch "$B" --arch "$DD" $BATCHES | tee >(tag "groups-$g")
-  done
+  echo "== A in four workgroups of 64 invocations and 16 samples per multiprocessor"
+  export NSHADE_GPU_THREADS=64 NSHADE_GPU_SAMPLES=16 NSHADE_GPU_GROUPS=528
+  [ -x "$D/train" ] && "$D/train" glsl_step_kernel_matches_cpu --nocapture 2>&1 | grep -E "^test |worst|panicked"
+  "$N" bench --backend gpu --json --seconds 1 --arch "$A" $BATCHES | tee >(tag a64)
+  unset NSHADE_GPU_THREADS NSHADE_GPU_SAMPLES NSHADE_GPU_GROUPS
   echo "== PyTorch CUDA graph"
   [ -f "$D/torch_baseline.py" ] && python3 "$D/torch_baseline.py" graph 65536,262144,1048576 | tee >(tag torch)
   if [ -z "${SKIP_TCNN:-}" ] && [ -d "$D/tcnn-kit" ]; then

@@ -282,7 +282,8 @@ pub fn glsl_samples(net: &Network, max: usize) -> Option<GlslShape> {
     let grid = matches!(shape(net).map(|shp| shp.enc), Some(Enc::Grid(_)));
     // grids: 32 (C trained 4-13% faster than with 64 on the H200)
     let mut s = asked.unwrap_or(if grid { 32 } else { 64 });
-    let threads = threads_override();
+    // (an override narrower than a layer is ignored: bias rows take one invocation each)
+    let threads = threads_override().filter(|&t| pad.layers.iter().all(|l| l.out_dims <= t));
     // Two workgroups of 128 invocations and 32 samples per multiprocessor where both fit
     // in the workgroup memory (the resident workgroups of one share it): each one's
     // barriers then overlap the other's products (seed #3 on the H200: 3.65 against
