@@ -238,25 +238,22 @@ fn glsl_step_kernels_compile() {
             .iter()
             .flat_map(|sh| losses.iter().map(move |l| (*sh, *l)))
         {
-            let (s, skew) = (shape.samples, shape.skew);
             // grids: both forms of the table-gradient atomics, and packed lanes
             let dense_len = Pad::of(&net).partial_len(net.dense_count);
             let pack = nshade_gpu::train::grid::Packing::of(&net, dense_len);
             let forms = [(true, false), (false, false), (true, true)];
             for (atomic64, packed) in forms.into_iter().filter(|f| !f.1 || pack.is_some()) {
                 let launch = codegen::GlslLaunch {
-                    samples: s,
-                    skew,
+                    shape,
                     chunks: 3,
                     partial_len: dense_len + pack.as_ref().filter(|_| packed).map_or(0, |p| p.lf),
                     atomic64,
                     packed,
-                    threads: shape.threads,
                 };
                 let src = codegen::glsl_step_kernel(&net, loss, texture, 5000, launch).expect(arch);
                 if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
                     panic!(
-                        "{arch} ({loss:?}, {s} samples, atomic64 {atomic64}, packed {packed}, {shape:?}): line {:?}: {}\n{src}",
+                        "{arch} ({loss:?}, {shape:?}, atomic64 {atomic64}, packed {packed}): line {:?}: {}\n{src}",
                         e.line, e.message
                     );
                 }

@@ -883,14 +883,12 @@ impl GpuTrainer {
                 kind,
                 batch,
                 codegen::GlslLaunch {
-                    samples: launch.samples,
-                    skew: shape.skew,
+                    shape,
                     chunks: launch.chunks,
                     partial_len: pad.partial_len(net.dense_count)
                         + pack.as_ref().map_or(0, |p| p.lf),
                     atomic64: launch.atomic64,
                     packed: pack.is_some(),
-                    threads: shape.threads,
                 },
             )
             .ok_or_else(|| backend_err("the GLSL step kernel does not apply to this network"))?,

@@ -25,18 +25,23 @@ use nshade_core::network::Network;
 use nshade_shader::syntax::{self, CSyntax};
 use std::fmt::Write;
 
-/// Invocations per workgroup asked for by `NSHADE_GPU_THREADS` (64, 128, 256 or 512; for
-/// measurements), instead of [`glsl_samples`]' choice.
+/// The invocation counts the GLSL step kernel takes (subgroups of 32).
+fn threads_ok(t: usize) -> bool {
+    matches!(t, 64 | 128 | 256 | 512)
+}
+
+/// Invocations per workgroup asked for by `NSHADE_GPU_THREADS` (one of [`threads_ok`];
+/// for measurements), instead of [`glsl_samples`]' choice.
 fn threads_override() -> Option<usize> {
     std::env::var("NSHADE_GPU_THREADS")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
-        .filter(|t| matches!(t, 64 | 128 | 256 | 512))
+        .filter(|&t| threads_ok(t))
 }
 
-/// The most invocations a workgroup of the GLSL step kernel has (bias rows are summed by
-/// at most one invocation each, so no layer is wider).
-const MAX_THREADS: usize = 256;
+/// Invocations per workgroup by default; no layer of the kernel's family is wider (bias
+/// rows are summed by at most one invocation each).
+const DEFAULT_THREADS: usize = 256;
 
 /// How the GLSL step kernel's work is cut ([`glsl_samples`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,7 +113,7 @@ fn shape(net: &Network) -> Option<Shape<'_>> {
         .all(|l| !super::wgsl::needs_z(l.act));
     let out_ok = !super::wgsl::needs_z(mlp.layers.last()?.act);
     // bias rows are summed by at most one invocation each
-    let narrow = mlp.layers.iter().all(|l| l.out_dims <= MAX_THREADS);
+    let narrow = mlp.layers.iter().all(|l| l.out_dims <= DEFAULT_THREADS);
     (hidden_ok && out_ok && narrow && net.in_dims == 2).then_some(Shape {
         enc,
         layers: &mlp.layers,
@@ -288,7 +293,7 @@ pub fn glsl_samples(net: &Network, max: usize) -> Option<GlslShape> {
     // in the workgroup memory (the resident workgroups of one share it): each one's
     // barriers then overlap the other's products (seed #3 on the H200: 3.65 against
     // 3.41 G samples/s at 2^20, 3.01 against 2.89 G at 2^18, the same at 2^16)
-    if threads.is_none() && asked.is_none() && !grid && bytes(s, 8, MAX_THREADS) <= max {
+    if threads.is_none() && asked.is_none() && !grid && bytes(s, 8, DEFAULT_THREADS) <= max {
         let narrow = pad.layers.iter().all(|l| l.out_dims <= 128);
         if narrow && 2 * bytes(32, 8, 128) <= max {
             return Some(GlslShape {
@@ -299,7 +304,7 @@ pub fn glsl_samples(net: &Network, max: usize) -> Option<GlslShape> {
             });
         }
     }
-    let wg = threads.unwrap_or(MAX_THREADS);
+    let wg = threads.unwrap_or(DEFAULT_THREADS);
     // the sampling takes one invocation per sample
     s = s.min(wg);
     loop {
@@ -412,9 +417,8 @@ const BAR: &str = "    memoryBarrierShared(); barrier();\n";
 /// How a GLSL step kernel runs.
 #[derive(Clone, Copy, Debug)]
 pub struct GlslLaunch {
-    /// Samples per chunk and the rows' skew (from [`glsl_samples`]).
-    pub samples: u32,
-    pub skew: u32,
+    /// Invocations, samples per chunk and the rows' skew (from [`glsl_samples`]).
+    pub shape: GlslShape,
     /// Chunks per workgroup.
     pub chunks: u32,
     /// Floats of partial sums per workgroup.
@@ -426,12 +430,10 @@ pub struct GlslLaunch {
     /// of an even number of features): `partial_len` then includes the grid outputs'
     /// |dy| sums after the dense partials.
     pub packed: bool,
-    /// Invocations per workgroup ([`GlslShape`]).
-    pub threads: u32,
 }
 
 /// The GLSL step kernel for `net` (see [`glsl_fits`]) trained with `loss` on a texture,
-/// `samples` per chunk and row skew (from [`glsl_samples`]), `chunks` per workgroup,
+/// in `shape` (from [`glsl_samples`]), `chunks` per workgroup,
 /// `partial_len` floats of partial sums per workgroup, dynamic loss scaling on (see
 /// [`GlslLaunch`]). `None` when the network or data is not of the kernel's family.
 pub fn glsl_step_kernel(
@@ -442,17 +444,21 @@ pub fn glsl_step_kernel(
     launch: GlslLaunch,
 ) -> Option<String> {
     let GlslLaunch {
-        samples,
-        skew,
+        shape:
+            GlslShape {
+                threads,
+                samples,
+                skew,
+                ..
+            },
         chunks,
         partial_len,
         atomic64,
         packed,
-        threads,
     } = launch;
     let shp = shape(net)?;
     // the sampling takes one invocation per sample, the bias sums one per row
-    if !matches!(threads, 64 | 128 | 256 | 512)
+    if !threads_ok(threads as usize)
         || samples > threads
         || shp.layers.iter().any(|l| l.out_dims > threads as usize)
     {
