@@ -1,6 +1,6 @@
 //! `nshade bench`: training throughput per architecture and batch size.
 
-use crate::common::{self, BackendChoice, GpuPathChoice};
+use crate::common::{self, BackendChoice, CpuPathChoice, GpuPathChoice};
 use crate::fit::{DEFAULT_ARCHS, human};
 use anyhow::{Context, Result, bail};
 use nshade_core::arch::NamedArch;
@@ -34,6 +34,12 @@ pub struct Args {
     /// cooperative matrices and the network suits the fused kernels, else f32).
     #[arg(long, value_enum)]
     pub gpu_path: Option<GpuPathChoice>,
+    /// Precision of the CPU backend's products: f32 (the reference) or bf16 (bf16
+    /// operands, f32 accumulation: about twice the multiply-adds a cycle on CPUs with
+    /// AVX512-BF16, the same bits, slower, elsewhere). Default: the `NSHADE_CPU_PATH`
+    /// environment variable, else f32.
+    #[arg(long, value_enum)]
+    pub cpu_path: Option<CpuPathChoice>,
     /// Architectures (default: the seed's four networks, named seed1-seed4 as in
     /// docs/PERFORMANCE.md and the peer baselines — fit calls them basic, sigmoid, freq and
     /// freq_deep — and freq8_64x4, freq(8) | mlp(64x4, relu), the peers' wider network).
@@ -75,7 +81,7 @@ pub fn run(args: Args) -> Result<()> {
     } else {
         args.archs.clone()
     };
-    let backend = common::training_backend_on(args.backend, args.gpu_path)?;
+    let backend = common::training_backend_on(args.backend, args.gpu_path, args.cpu_path)?;
     let data = Arc::new(TrainingData::Texture(Texture::builtin()));
     for s in &specs {
         let named =

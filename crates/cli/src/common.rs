@@ -3,6 +3,7 @@
 
 use anyhow::{Context, Result, bail};
 use indicatif::{ProgressBar, ProgressStyle};
+use nshade_core::cpu::CpuBackend;
 use nshade_core::train::Backend;
 use nshade_core::train::CancelToken;
 use nshade_gpu::context::GpuContext;
@@ -143,18 +144,48 @@ pub enum BackendChoice {
 }
 
 /// Picks the training backend: `gpu` needs an adapter; `auto` takes the GPU when the
-/// adapter is a real one (not a CPU rasteriser such as lavapipe), else the CPU.
-pub fn training_backend(choice: BackendChoice) -> Result<Box<dyn Backend>> {
+/// adapter is a real one (not a CPU rasteriser such as lavapipe), else `cpu`.
+fn training_backend(choice: BackendChoice, cpu: CpuBackend) -> Result<Box<dyn Backend>> {
     match choice {
-        BackendChoice::Cpu => Ok(Box::new(nshade_core::cpu::CpuBackend)),
+        BackendChoice::Cpu => Ok(Box::new(cpu)),
         BackendChoice::Gpu => Ok(Box::new(
             gpu_backend().map_err(|e| anyhow::anyhow!("--backend gpu: {e}"))?,
         )),
         BackendChoice::Auto => match hardware_backend() {
             Some(b) => Ok(Box::new(b)),
-            None => Ok(Box::new(nshade_core::cpu::CpuBackend)),
+            None => Ok(Box::new(cpu)),
         },
     }
+}
+
+/// The CPU backend's precision path (`--cpu-path`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CpuPathChoice {
+    /// f32 products (the reference).
+    F32,
+    /// bf16 operands with f32 accumulation: about twice the products a cycle where the
+    /// CPU has AVX512-BF16, the same bits (slower) elsewhere.
+    Bf16,
+}
+
+/// The CPU backend for `--cpu-path` (`None`: the `NSHADE_CPU_PATH` environment variable,
+/// else f32).
+pub fn cpu_backend(path: Option<CpuPathChoice>) -> Result<CpuBackend> {
+    use nshade_core::cpu::CpuPath;
+    let path = match path {
+        Some(p) => p,
+        None => match std::env::var("NSHADE_CPU_PATH").as_deref() {
+            Err(_) | Ok("") | Ok("f32") => CpuPathChoice::F32,
+            Ok("bf16") => CpuPathChoice::Bf16,
+            Ok(other) => bail!("NSHADE_CPU_PATH={other:?}: expected f32 or bf16"),
+        },
+    };
+    Ok(CpuBackend {
+        path: match path {
+            CpuPathChoice::F32 => CpuPath::F32,
+            CpuPathChoice::Bf16 => CpuPath::Bf16,
+        },
+    })
 }
 
 /// The GPU backend on the batch job's device, or on a newly opened one.
@@ -196,18 +227,21 @@ pub enum GpuPathChoice {
     Coop,
 }
 
-/// [`training_backend`] with the GPU precision path chosen by `--gpu-path` (`None`: the
+/// [`training_backend`] with the GPU precision path chosen by `--gpu-path` and the CPU's
+/// by `--cpu-path` ([`cpu_backend`]) (`None`: the
 /// `NSHADE_GPU_PATH` environment variable decides, else the GPU backend picks per
 /// network, see `nshade_gpu::train::auto_precision`). `coop` on an adapter
 /// without cooperative matrices is an error; it is ignored when the CPU backend runs.
 pub fn training_backend_on(
     choice: BackendChoice,
     path: Option<GpuPathChoice>,
+    cpu_path: Option<CpuPathChoice>,
 ) -> Result<Box<dyn Backend>> {
     use nshade_gpu::train::codegen::Precision;
     use nshade_gpu::train::{GpuBackend, precision_supported};
+    let cpu = cpu_backend(cpu_path)?;
     let Some(path) = path else {
-        return training_backend(choice);
+        return training_backend(choice, cpu);
     };
     let precision = match path {
         GpuPathChoice::F32 => Precision::F32,
@@ -230,13 +264,13 @@ pub fn training_backend_on(
         Ok(Box::new(b.precision(precision)))
     };
     match choice {
-        BackendChoice::Cpu => Ok(Box::new(nshade_core::cpu::CpuBackend)),
+        BackendChoice::Cpu => Ok(Box::new(cpu)),
         BackendChoice::Gpu => {
             open(gpu_backend().map_err(|e| anyhow::anyhow!("--backend gpu: {e}"))?)
         }
         BackendChoice::Auto => match hardware_backend() {
             Some(b) => open(b),
-            None => Ok(Box::new(nshade_core::cpu::CpuBackend)),
+            None => Ok(Box::new(cpu)),
         },
     }
 }

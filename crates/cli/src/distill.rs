@@ -210,6 +210,7 @@ pub fn run(args: Args) -> Result<()> {
         seed: args.seed,
         backend: args.backend,
         gpu_path: None,
+        cpu_path: None,
         threads: args.threads,
         checkpoints: Default::default(),
         dataset_recorded_as: Some(out.target().join("dataset")),

@@ -1,7 +1,7 @@
 //! `nshade fit`: train every `--arch` on one image, side by side, and write fit and error
 //! images, each model, and a summary.
 
-use crate::common::{self, BackendChoice, GpuPathChoice, OutDir, say, tell};
+use crate::common::{self, BackendChoice, CpuPathChoice, GpuPathChoice, OutDir, say, tell};
 use crate::report;
 use anyhow::{Context, Result, bail};
 use nshade_core::arch::NamedArch;
@@ -84,6 +84,12 @@ pub struct Args {
     /// cooperative matrices and the network suits the fused kernels, else f32).
     #[arg(long, value_enum)]
     pub gpu_path: Option<GpuPathChoice>,
+    /// Precision of the CPU backend's products: f32 (the reference) or bf16 (bf16
+    /// operands, f32 accumulation: about twice the multiply-adds a cycle on CPUs with
+    /// AVX512-BF16, the same bits, slower, elsewhere). Default: the `NSHADE_CPU_PATH`
+    /// environment variable, else f32.
+    #[arg(long, value_enum)]
+    pub cpu_path: Option<CpuPathChoice>,
     /// Output directory (must be new or empty; default: a fresh nshade-out/run-NNN).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -214,7 +220,7 @@ pub fn run(args: Args) -> Result<()> {
         Some(p) => Texture::load(p)?,
         None => Texture::builtin(),
     };
-    let backend = common::training_backend_on(args.backend, args.gpu_path)?;
+    let backend = common::training_backend_on(args.backend, args.gpu_path, args.cpu_path)?;
     args.checkpoints.prepare(args.seconds)?;
     let init_digest = init
         .as_ref()
@@ -293,13 +299,18 @@ pub fn run(args: Args) -> Result<()> {
         None => format!("{max_steps} steps"),
     };
     tell!(
-        "fitting {} architecture(s) on {} ({}x{}), {budget} of {} samples, {} backend",
+        "fitting {} architecture(s) on {} ({}x{}), {budget} of {} samples, {} backend{}",
         archs.len(),
         tex.source,
         tex.width,
         tex.height,
         args.batch,
-        backend.name()
+        backend.name(),
+        if backend.name() == "cpu" && backend.path() == "bf16" {
+            " (bf16 products)"
+        } else {
+            ""
+        }
     );
     let mut records = Vec::new();
     let mut checkpoints = Vec::new();

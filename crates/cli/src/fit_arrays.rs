@@ -139,7 +139,7 @@ pub fn run(args: Args) -> Result<()> {
         })?;
         nets.push((named, net));
     }
-    let backend = common::training_backend_on(args.backend, args.gpu_path)?;
+    let backend = common::training_backend_on(args.backend, args.gpu_path, args.cpu_path)?;
     args.checkpoints.prepare(args.seconds)?;
     for (n, net) in &nets {
         common::check_training_memory(net, args.batch, backend.name() == "cpu")

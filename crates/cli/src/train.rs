@@ -4,7 +4,7 @@
 //! `M/metrics.json` (validation scores per parameter slice) and `M/training.log`; never
 //! leaves a partial `weights.json`, and stops promptly on SIGINT/SIGTERM.
 
-use crate::common::{self, BackendChoice, GpuPathChoice, say, tell};
+use crate::common::{self, BackendChoice, CpuPathChoice, GpuPathChoice, say, tell};
 use crate::portfolio;
 use anyhow::{Context, Result, bail};
 use nshade_core::arch::NamedArch;
@@ -87,6 +87,12 @@ pub struct Args {
     /// cooperative matrices and the network suits the fused kernels, else f32).
     #[arg(long, value_enum)]
     pub gpu_path: Option<GpuPathChoice>,
+    /// Precision of the CPU backend's products: f32 (the reference) or bf16 (bf16
+    /// operands, f32 accumulation: about twice the multiply-adds a cycle on CPUs with
+    /// AVX512-BF16, the same bits, slower, elsewhere). Default: the `NSHADE_CPU_PATH`
+    /// environment variable, else f32.
+    #[arg(long, value_enum)]
+    pub cpu_path: Option<CpuPathChoice>,
     /// Worker threads for the CPU backend (default: all cores, or RAYON_NUM_THREADS).
     #[arg(long)]
     pub threads: Option<usize>,
@@ -504,7 +510,7 @@ pub fn run(args: Args) -> Result<()> {
         nets.push((named, net));
     }
 
-    let backend = common::training_backend_on(args.backend, args.gpu_path)?;
+    let backend = common::training_backend_on(args.backend, args.gpu_path, args.cpu_path)?;
     args.checkpoints.prepare(args.seconds)?;
     // A GPU trains larger candidates in the time the CPU trains the small ones.
     if args.portfolio && backend.name() != "cpu" {

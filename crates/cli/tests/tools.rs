@@ -13,6 +13,7 @@ fn nshade(args: &[&str], cwd: &Path) -> Output {
         .current_dir(cwd)
         .env_remove("RAYON_NUM_THREADS")
         .env_remove("NSHADE_GPU_PATH")
+        .env_remove("NSHADE_CPU_PATH")
         .output()
         .expect("run nshade")
 }
@@ -553,4 +554,76 @@ fn fit_gives_the_same_bytes_for_any_thread_count() {
         s
     };
     assert_eq!(summary(&one), summary(&two));
+}
+
+/// `--cpu-path bf16`: a different computation from f32 (other weights), close to it in
+/// quality, the same bytes for any thread count; `bench` names the path; a bad
+/// `NSHADE_CPU_PATH` is one error line.
+#[test]
+fn cpu_path_bf16_trains_reproducibly_and_close_to_f32() {
+    let d = tempfile::tempdir().unwrap();
+    let run = |out: &str, extra: &[&str]| {
+        let mut args = vec![
+            "fit",
+            "--arch",
+            "a=freq(3) | mlp(32x2, leaky_relu, sigmoid)",
+            "--steps",
+            "60",
+            "--batch",
+            "4096",
+            "--seed",
+            "5",
+            "--backend",
+            "cpu",
+            "--out",
+            out,
+        ];
+        args.extend(extra);
+        ok(&nshade(&args, d.path()), out);
+        let dir = d.path().join(out);
+        let summary: Value =
+            serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+        let psnr = summary["architectures"][0]["psnr"].as_f64().unwrap();
+        (std::fs::read(dir.join("a/weights.json")).unwrap(), psnr)
+    };
+    let (f32_w, f32_psnr) = run("f32", &[]);
+    let (one, psnr) = run("bf16-1", &["--cpu-path", "bf16", "--threads", "1"]);
+    let (two, _) = run("bf16-2", &["--cpu-path", "bf16", "--threads", "2"]);
+    assert!(one == two, "bf16 weights differ between --threads 1 and 2");
+    assert!(one != f32_w, "--cpu-path bf16 trained the f32 weights");
+    assert!(
+        psnr.is_finite() && (psnr - f32_psnr).abs() < 0.5,
+        "PSNR f32 {f32_psnr} dB, bf16 {psnr} dB"
+    );
+
+    let out = ok(
+        &nshade(
+            &[
+                "bench",
+                "--json",
+                "--seconds",
+                "0.1",
+                "--batch",
+                "1024",
+                "--arch",
+                "mlp(16x2, relu)",
+                "--cpu-path",
+                "bf16",
+            ],
+            d.path(),
+        ),
+        "bench",
+    );
+    let lines = json_lines(&out);
+    assert_eq!(lines.len(), 1, "{out}");
+    assert_eq!(lines[0]["path"], "bf16", "{out}");
+    positive(&lines[0], "samples_per_s");
+
+    let bad = Command::new(env!("CARGO_BIN_EXE_nshade"))
+        .args(["bench", "--seconds", "0.1", "--arch", "mlp(4x1, relu)"])
+        .current_dir(d.path())
+        .env("NSHADE_CPU_PATH", "fp8")
+        .output()
+        .unwrap();
+    fails(&bad, 1, "NSHADE_CPU_PATH");
 }

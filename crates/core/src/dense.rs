@@ -102,11 +102,18 @@ pub fn broadcast_product_then(
     unsafe {
         broadcast_tiles::<4, 1>(args, out.as_mut_ptr())
     };
-    let out = &mut out[..rows * np];
-    match epilogue {
-        Epilogue::Store => {}
-        Epilogue::Activate(act) => act.forward_in_place(out),
-        Epilogue::Derivative(act, y) => act.backward_from_output(&y[..rows * np], out),
+    epilogue.apply(&mut out[..rows * np]);
+}
+
+impl Epilogue<'_> {
+    /// Applies the epilogue to a product's output (`out.len()` values; a derivative's
+    /// outputs `y` are read at the same places).
+    pub(crate) fn apply(self, out: &mut [f32]) {
+        match self {
+            Epilogue::Store => {}
+            Epilogue::Activate(act) => act.forward_in_place(out),
+            Epilogue::Derivative(act, y) => act.backward_from_output(&y[..out.len()], out),
+        }
     }
 }
 
@@ -249,7 +256,7 @@ unsafe fn with_avx512<R>(f: impl FnOnce() -> R) -> R {
 
 /// Σ v (v.len() a multiple of 16) with the weight gradient's order: lane l adds values
 /// l, l + 16, … in order, then [`tree_sum`] over the lanes.
-fn lane_sum(v: &[f32]) -> f32 {
+pub(crate) fn lane_sum(v: &[f32]) -> f32 {
     #[cfg(target_arch = "x86_64")]
     if has_avx512() {
         // SAFETY: the CPU has AVX-512F.
@@ -281,7 +288,7 @@ fn lane_sum_avx512(v: &[f32]) -> f32 {
 
 /// The lanes of `v` summed by a fixed tree: halves, then quarters, …
 #[inline(always)]
-fn tree_sum(mut v: V) -> f32 {
+pub(crate) fn tree_sum(mut v: V) -> f32 {
     let mut w = LANES / 2;
     while w > 0 {
         for l in 0..w {
@@ -401,11 +408,8 @@ const FOLD_INDEX: [[[i32; LANES]; 2]; 4] = {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[inline]
-fn fold16(acc: &[V; LANES]) -> std::arch::x86_64::__m512 {
+fn fold16(mut v: [std::arch::x86_64::__m512; LANES]) -> std::arch::x86_64::__m512 {
     use std::arch::x86_64::*;
-    // SAFETY: 64-byte reads of 16-lane arrays.
-    let load = |v: &V| unsafe { _mm512_loadu_ps(v.as_ptr()) };
-    let mut v: [__m512; LANES] = std::array::from_fn(|k| load(&acc[k]));
     let mut count = LANES;
     for idx in &FOLD_INDEX {
         // SAFETY: 64-byte reads of 16-lane i32 arrays.
@@ -530,7 +534,8 @@ const FOLD_LANE: [i32; LANES] = {
     lane
 };
 
-/// Adds the lane sums of the `MO × MK` accumulators `acc[i·MK + j]` to `dw[i·dws + j]`:
+/// Adds the lane sums of the `MO × MK` accumulators `acc[i·MK + j]` (vectors in
+/// registers, so the tile's accumulators need not go through memory) to `dw[i·dws + j]`:
 /// one [`fold16`], one permutation into row-major order, then a 4-float add per row
 /// for full 4 × 4 tiles (one by one otherwise).
 ///
@@ -539,8 +544,8 @@ const FOLD_LANE: [i32; LANES] = {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 #[inline]
-unsafe fn fold_into_avx512<const MO: usize, const MK: usize>(
-    acc: &[V; LANES],
+pub(crate) unsafe fn fold_into_avx512<const MO: usize, const MK: usize>(
+    acc: [std::arch::x86_64::__m512; LANES],
     dw: *mut f32,
     dws: usize,
 ) {
@@ -667,13 +672,16 @@ unsafe fn gradient_tile<const MO: usize, const MK: usize, const FOLD: bool>(
     }
     #[cfg(target_arch = "x86_64")]
     if FOLD {
-        let mut all = [[0.0f32; LANES]; LANES];
+        use std::arch::x86_64::*;
+        // SAFETY: zero bits are a valid vector.
+        let mut all: [__m512; LANES] = unsafe { std::mem::zeroed() };
         for (k, v) in acc.iter().flatten().enumerate() {
-            all[k] = *v;
+            // SAFETY: a 16-float array and a 512-bit vector have the same size and bits.
+            all[k] = unsafe { std::mem::transmute::<V, __m512>(*v) };
         }
         // SAFETY: FOLD is only set on the AVX-512 path; r0 + i < rows and c0 + j < cols
         // for every (i, j) of the tile: inside dw (asserted by the caller).
-        unsafe { fold_into_avx512::<MO, MK>(&all, dw.add(r0 * dws + c0), dws) };
+        unsafe { fold_into_avx512::<MO, MK>(all, dw.add(r0 * dws + c0), dws) };
         return;
     }
     for (i, row) in acc.iter().enumerate() {

@@ -6,6 +6,7 @@
 pub mod activation;
 pub mod arch;
 pub mod arrays;
+pub mod bf16;
 pub mod checkpoint;
 pub mod cpu;
 pub mod data;

@@ -98,7 +98,8 @@ pub trait Trainer: Send {
     fn params(&mut self) -> Result<Vec<f32>, TrainError>;
     /// Steps taken so far.
     fn steps_done(&self) -> u32;
-    /// The numeric path this trainer runs: `f32`, `f16` or `coop` (cooperative matrices).
+    /// The numeric path this trainer runs: `f32`, `bf16` (CPU products), `f16` or `coop`
+    /// (cooperative matrices).
     fn path(&self) -> String {
         "f32".into()
     }
@@ -127,7 +128,8 @@ pub struct Checkpoint {
 pub trait Backend {
     /// `cpu`, or the adapter's name for the GPU.
     fn name(&self) -> String;
-    /// The numeric path training takes: `f32`, `f16` or `coop` (cooperative matrices).
+    /// The numeric path training takes: `f32`, `bf16` (CPU products), `f16` or `coop`
+    /// (cooperative matrices).
     fn path(&self) -> String {
         "f32".into()
     }

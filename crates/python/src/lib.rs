@@ -255,13 +255,13 @@ fn arch_defaults(kind: &str, inputs: Option<usize>) -> PyResult<Vec<(String, Str
 fn backend(name: &str) -> PyResult<Box<dyn Backend>> {
     use nshade_gpu::train::GpuBackend;
     match name {
-        "cpu" => Ok(Box::new(nshade_core::cpu::CpuBackend)),
+        "cpu" => Ok(Box::new(nshade_core::cpu::CpuBackend::default())),
         "gpu" => GpuBackend::new()
             .map(|b| Box::new(b) as Box<dyn Backend>)
             .map_err(|e| PyRuntimeError::new_err(format!("backend gpu: {e}"))),
         "auto" => Ok(match GpuBackend::hardware() {
             Some(b) => Box::new(b),
-            None => Box::new(nshade_core::cpu::CpuBackend),
+            None => Box::new(nshade_core::cpu::CpuBackend::default()),
         }),
         other => Err(value_err(format!("backend {other:?}: auto, cpu or gpu"))),
     }

@@ -7,6 +7,7 @@
 
 use super::{Allocator, Grads, Layer, TensorInfo, Workspace};
 use crate::activation::Activation;
+use crate::bf16;
 use crate::dense::{self, Epilogue};
 use crate::rng::Pcg32;
 
@@ -97,7 +98,8 @@ impl Mlp {
 }
 
 /// Forward of one layer over feature-major tensors: zt (out × np) = W · xt + b, then
-/// `epilogue` (the activation, when it need not keep z).
+/// `epilogue` (the activation, when it need not keep z). With `bf16` scratch the product
+/// is [`bf16::pair_product`]'s.
 fn linear_forward(
     layer: &Linear,
     params: &[f32],
@@ -105,11 +107,20 @@ fn linear_forward(
     np: usize,
     epilogue: Epilogue<'_>,
     zt: &mut [f32],
+    bf16: Option<&mut [Vec<u32>; 4]>,
 ) {
     let (i, o) = (layer.in_dims, layer.out_dims);
     let w = &params[layer.weight..layer.weight + o * i];
     let b = &params[layer.bias..layer.bias + o];
-    dense::broadcast_product_then(o, i, w, i, 1, xt, np, Some(b), epilogue, zt);
+    match bf16 {
+        None => dense::broadcast_product_then(o, i, w, i, 1, xt, np, Some(b), epilogue, zt),
+        Some([wp, xp, ..]) => {
+            bf16::pack_weights(o, i, w, wp);
+            bf16::pack_pairs(i, xt, np, xp);
+            let a = (&wp[..], i.div_ceil(2), 1);
+            bf16::pair_product(o, i.div_ceil(2), a, xp, np, Some(b), epilogue, zt);
+        }
+    }
 }
 
 /// Given dzt (out × np, padding zero): dW += dz · xᵀ, db += Σ dz, and optionally
@@ -124,13 +135,36 @@ fn linear_backward(
     dxt: Option<&mut [f32]>,
     epilogue: Epilogue<'_>,
     grads: &mut [f32],
+    bf16: Option<&mut [Vec<u32>; 4]>,
 ) {
     let (i, o) = (layer.in_dims, layer.out_dims);
     let (dw, db) = grads[layer.weight..].split_at_mut(layer.bias - layer.weight);
-    dense::weight_gradient(o, i, dzt, xt, np, dw, i, db);
+    let w = &params[layer.weight..layer.weight + o * i];
+    let Some([wp, xp, gs, xs]) = bf16 else {
+        dense::weight_gradient(o, i, dzt, xt, np, dw, i, db);
+        if let Some(dxt) = dxt {
+            dense::broadcast_product_then(i, o, w, 1, i, dzt, np, None, epilogue, dxt);
+        }
+        return;
+    };
+    // the bias sums stay f32, as the f32 path adds them
+    dense::weight_gradient(o, 0, dzt, xt, np, dw, i, db);
+    bf16::pack_samples(o, dzt, np, gs);
+    bf16::pack_samples(i, xt, np, xs);
+    bf16::pair_gradient(o, i, gs, xs, bf16::sample_words(np), dw, i);
     if let Some(dxt) = dxt {
-        let w = &params[layer.weight..layer.weight + o * i];
-        dense::broadcast_product_then(i, o, w, 1, i, dzt, np, None, epilogue, dxt);
+        bf16::pack_weights_transposed(o, i, w, wp);
+        bf16::pack_pairs(o, dzt, np, xp);
+        bf16::pair_product(
+            i,
+            o.div_ceil(2),
+            (&wp[..], 1, i),
+            xp,
+            np,
+            None,
+            epilogue,
+            dxt,
+        );
     }
 }
 
@@ -155,13 +189,16 @@ impl Mlp {
 
         for (l, layer) in self.layers.iter().enumerate() {
             let mut a = ws.take(self.a_slot(l), layer.out_dims * np);
+            let bf16 = ws.bf16_products();
             if layer.act.from_output() {
                 // the activation in the product's epilogue; z is not kept
                 let epilogue = Epilogue::Activate(layer.act);
-                linear_forward(layer, params, &prev, np, epilogue, &mut a);
+                let packed = bf16.then(|| ws.packed());
+                linear_forward(layer, params, &prev, np, epilogue, &mut a, packed);
             } else {
                 let mut z = ws.take(self.z_slot(l), layer.out_dims * np);
-                linear_forward(layer, params, &prev, np, Epilogue::Store, &mut z);
+                let packed = bf16.then(|| ws.packed());
+                linear_forward(layer, params, &prev, np, Epilogue::Store, &mut z, packed);
                 layer.act.forward_slice(&z, &mut a);
                 ws.put(self.z_slot(l), z);
             }
@@ -211,29 +248,38 @@ impl Layer for Mlp {
     ) {
         let np = dense::padded(n);
         let last = self.layers.len() - 1;
+        // Both gradient buffers hold the widest tensor, so swapping them never regrows
+        // (and zero-fills) one; each layer uses its leading `rows × np`.
+        let widest = self
+            .layers
+            .iter()
+            .map(|l| l.in_dims.max(l.out_dims))
+            .max()
+            .unwrap_or(0);
         // `cur` holds ∂L/∂(output of layer l), feature-major; the padding stays zero.
-        let mut cur = ws.take(self.grad_slot(0), self.out_dims() * np);
+        let mut cur = ws.take(self.grad_slot(0), widest * np);
         dense::to_feature_major(dy, n, self.out_dims(), np, &mut cur);
-        let mut next = ws.take_kept(self.grad_slot(1));
+        let mut next = ws.take(self.grad_slot(1), widest * np);
         // whether `cur` already holds ∂L/∂z of layer l (the derivative was applied in the
         // epilogue of the layer above's input gradient)
         let mut is_dz = false;
         for l in (0..=last).rev() {
             let layer = &self.layers[l];
+            let dz = &mut cur[..layer.out_dims * np];
             if !is_dz {
                 let a = ws.take_kept(self.a_slot(l));
                 if layer.act.from_output() {
-                    layer.act.backward_from_output(&a, &mut cur);
+                    layer.act.backward_from_output(&a, dz);
                 } else {
                     let z = ws.take_kept(self.z_slot(l));
-                    layer.act.backward_slice(&z, &a, &mut cur);
+                    layer.act.backward_slice(&z, &a, dz);
                     ws.put(self.z_slot(l), z);
                 }
                 ws.put(self.a_slot(l), a);
             }
             if n < np {
                 // f'(z) of a padding column may be anything; its gradient must be 0.
-                cur.chunks_exact_mut(np).for_each(|row| row[n..].fill(0.0));
+                dz.chunks_exact_mut(np).for_each(|row| row[n..].fill(0.0));
             }
             let input_slot = if l > 0 {
                 self.a_slot(l - 1)
@@ -242,9 +288,6 @@ impl Layer for Mlp {
             };
             let input = ws.take_kept(input_slot);
             let want_dx = l > 0 || dx.is_some();
-            if want_dx {
-                next.resize(layer.in_dims * np, 0.0);
-            }
             // the layer below's derivative from its outputs (this layer's input) in the
             // epilogue of dx = Wᵀ·dz, where its activation allows
             let below = l.checked_sub(1).map(|b| self.layers[b].act);
@@ -258,10 +301,11 @@ impl Layer for Mlp {
                 params,
                 &input,
                 np,
-                &cur,
-                want_dx.then_some(&mut next[..]),
+                dz,
+                want_dx.then_some(&mut next[..layer.in_dims * np]),
                 epilogue,
                 grads.dense,
+                ws.bf16_products().then(|| ws.packed()),
             );
             ws.put(input_slot, input);
             std::mem::swap(&mut cur, &mut next);

@@ -41,6 +41,10 @@ pub struct Workspace {
     corners: Vec<Vec<(u32, f32)>>,
     /// Whether forward passes keep such records (training; inference has no use for them).
     record: bool,
+    /// Whether the linear layers multiply in bf16 ([`crate::bf16`]; training with
+    /// `--cpu-path bf16`), and their packed operands when they do.
+    bf16: bool,
+    packed: [Vec<u32>; 4],
 }
 
 impl Workspace {
@@ -49,7 +53,26 @@ impl Workspace {
             slots: (0..slot_count).map(|_| Vec::new()).collect(),
             corners: Vec::new(),
             record: false,
+            bf16: false,
+            packed: Default::default(),
         }
+    }
+
+    /// This workspace with the linear layers' products in bf16 (`true`) or f32.
+    pub fn with_bf16_products(self, on: bool) -> Workspace {
+        Workspace { bf16: on, ..self }
+    }
+
+    /// Whether the linear layers multiply in bf16.
+    #[inline]
+    pub(crate) fn bf16_products(&self) -> bool {
+        self.bf16
+    }
+
+    /// Four scratch vectors for packed bf16 operands (contents unspecified).
+    #[inline]
+    pub(crate) fn packed(&mut self) -> &mut [Vec<u32>; 4] {
+        &mut self.packed
     }
 
     /// A workspace for training: forward passes also keep what the backward pass can

@@ -1,0 +1,742 @@
+//! bf16 products for the CPU's linear layers (`--cpu-path bf16`): the operands of every
+//! product are rounded to bfloat16 and multiplied in pairs with f32 accumulation, as
+//! AVX512-BF16's `VDPBF16PS` does (twice the multiply-adds a cycle of f32 FMA on the
+//! CPUs that have it). Everything else — activations, the loss, bias sums, Adam, the
+//! parameters themselves — stays f32.
+//!
+//! Operands are packed two bf16 to a `u32` (element 0 in the low half):
+//!
+//! - **pairs** ([`pack_pairs`]): for a feature-major `rows × np` tensor, `⌈rows/2⌉ × np`
+//!   words, word (p, s) holding rows 2p and 2p + 1 of sample s — the B operand of
+//!   [`pair_product`], whose reduction runs over the rows;
+//! - **weight pairs** ([`pack_weights`], [`pack_weights_transposed`]): the small matrix
+//!   A of a product with its reduction index paired;
+//! - **sample pairs** ([`pack_samples`]): each row's samples 2j and 2j + 1 in word j, rows
+//!   of [`sample_words`] words — both operands of [`pair_gradient`], whose reduction runs
+//!   over the samples.
+//!
+//! A pair product adds to an f32 accumulator the odd elements' product, then the even
+//! ones', each rounded once (the products of two bf16 are exact), subnormal inputs and
+//! results flushed to zero — `VDPBF16PS`'s arithmetic, written out in [`dot2`]. The
+//! kernels run that instruction where the CPU has it and the same arithmetic in plain
+//! code elsewhere: the same bits either way.
+
+use crate::dense::{self, Epilogue, LANES};
+
+type V = [f32; LANES];
+
+/// f32 → bf16 as `VCVTNEPS2BF16` converts: round to nearest even; zeros and subnormals
+/// become a zero of the same sign; NaN stays NaN (made quiet). Branch-free, so loops over
+/// it vectorise.
+#[inline(always)]
+pub fn to_bf16(x: f32) -> u16 {
+    let b = x.to_bits();
+    let rounded = b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16;
+    let zero = (b >> 16) & 0x8000;
+    let nan = (b >> 16) | 0x40;
+    let r = if b & 0x7f80_0000 == 0 {
+        zero
+    } else if b & 0x7fff_ffff > 0x7f80_0000 {
+        nan
+    } else {
+        rounded
+    };
+    r as u16
+}
+
+/// The f32 value of a bf16.
+#[inline(always)]
+pub fn from_bf16(h: u16) -> f32 {
+    f32::from_bits((h as u32) << 16)
+}
+
+/// Two bf16 in a word, `lo` in the low half.
+#[inline(always)]
+fn pair(lo: f32, hi: f32) -> u32 {
+    to_bf16(lo) as u32 | ((to_bf16(hi) as u32) << 16)
+}
+
+/// Subnormals to a zero of the same sign.
+#[inline(always)]
+fn flush(x: f32) -> f32 {
+    let b = x.to_bits();
+    if b & 0x7f80_0000 == 0 {
+        f32::from_bits(b & 0x8000_0000)
+    } else {
+        x
+    }
+}
+
+/// `acc + a.hi·b.hi`, then `+ a.lo·b.lo`, each rounded once, subnormals flushed: one lane
+/// of `VDPBF16PS`.
+#[inline(always)]
+pub fn dot2(acc: f32, a: u32, b: u32) -> f32 {
+    let (alo, ahi) = (f32::from_bits(a << 16), f32::from_bits(a & 0xffff_0000));
+    let (blo, bhi) = (f32::from_bits(b << 16), f32::from_bits(b & 0xffff_0000));
+    let acc = flush(ahi.mul_add(bhi, flush(acc)));
+    flush(alo.mul_add(blo, acc))
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tests set this to run the written-out arithmetic on a CPU that has the instructions.
+    static EMULATE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether this CPU has AVX512-BF16 (and the AVX-512 the kernels also use).
+pub fn hardware() -> bool {
+    #[cfg(test)]
+    if EMULATE.with(std::cell::Cell::get) {
+        return false;
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        dense::has_avx512() && std::arch::is_x86_feature_detected!("avx512bf16")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// Words per row of sample pairs for `np` samples: whole vectors of 32 samples.
+pub fn sample_words(np: usize) -> usize {
+    np.next_multiple_of(2 * LANES) / 2
+}
+
+/// `dst[p·np + s]` = rows 2p and 2p + 1 of sample s of `src` (`rows × np`, feature-major),
+/// a missing row 2p + 1 as zero; `dst` is resized to `⌈rows/2⌉ × np`.
+pub fn pack_pairs(rows: usize, src: &[f32], np: usize, dst: &mut Vec<u32>) {
+    dst.resize(rows.div_ceil(2) * np, 0);
+    pairs_of_rows(rows, src, np, dst);
+}
+
+/// `dst[r·w + j]` = samples 2j and 2j + 1 of row r of `src` (`rows × np`), `w` =
+/// [`sample_words`]`(np)`, samples past `np` as zero; `dst` is resized to `rows × w`.
+pub fn pack_samples(rows: usize, src: &[f32], np: usize, dst: &mut Vec<u32>) {
+    let w = sample_words(np);
+    dst.resize(rows * w, 0);
+    pairs_along_rows(rows, src, np, w, dst);
+}
+
+/// The A operand of a layer's forward product from its weights W (`o × i`, row-major):
+/// word (r, p) = `W[r][2p]`, `W[r][2p + 1]` at `r·⌈i/2⌉ + p` (strides `(⌈i/2⌉, 1)` for
+/// [`pair_product`]).
+pub fn pack_weights(o: usize, i: usize, w: &[f32], dst: &mut Vec<u32>) {
+    let kp = i.div_ceil(2);
+    dst.resize(o * kp, 0);
+    pairs_along_rows(o, w, i, kp, dst);
+}
+
+/// The A operand of dx = Wᵀ·dz from the weights W (`o × i`): word (c, p) = `W[2p][c]`,
+/// `W[2p + 1][c]` at `p·i + c` (strides `(1, i)` for [`pair_product`]).
+pub fn pack_weights_transposed(o: usize, i: usize, w: &[f32], dst: &mut Vec<u32>) {
+    dst.resize(o.div_ceil(2) * i, 0);
+    pairs_of_rows(o, w, i, dst);
+}
+
+/// `dst[p·n + s]` = `src[2p·n + s]`, `src[(2p + 1)·n + s]` (zero past `rows`) for s < n.
+fn pairs_of_rows(rows: usize, src: &[f32], n: usize, dst: &mut [u32]) {
+    assert!(src.len() >= rows * n && dst.len() >= rows.div_ceil(2) * n);
+    #[cfg(target_arch = "x86_64")]
+    if hardware() {
+        // SAFETY: the features are checked; the reads stay in rows × n, the writes in
+        // ⌈rows/2⌉ × n (masked at the end of each row).
+        unsafe { pairs_of_rows_hw(rows, src.as_ptr(), n, dst.as_mut_ptr()) };
+        return;
+    }
+    for (p, out) in dst.chunks_exact_mut(n).take(rows.div_ceil(2)).enumerate() {
+        let lo = &src[2 * p * n..(2 * p + 1) * n];
+        let hi = (2 * p + 1 < rows).then(|| &src[(2 * p + 1) * n..(2 * p + 2) * n]);
+        for (s, o) in out.iter_mut().enumerate() {
+            *o = pair(lo[s], hi.map_or(0.0, |h| h[s]));
+        }
+    }
+}
+
+/// `dst[r·w + j]` = `src[r·n + 2j]`, `src[r·n + 2j + 1]` (zero past n) for j < w, w ≥ n/2.
+fn pairs_along_rows(rows: usize, src: &[f32], n: usize, w: usize, dst: &mut [u32]) {
+    assert!(src.len() >= rows * n && dst.len() >= rows * w && 2 * w >= n);
+    #[cfg(target_arch = "x86_64")]
+    if hardware() {
+        // SAFETY: the features are checked; the reads stay in rows × n, the writes in
+        // rows × w (both masked at the end of each row).
+        unsafe { pairs_along_rows_hw(rows, src.as_ptr(), n, w, dst.as_mut_ptr()) };
+        return;
+    }
+    for (out, row) in dst.chunks_exact_mut(w).zip(src.chunks_exact(n)).take(rows) {
+        for (j, o) in out.iter_mut().enumerate() {
+            let at = |s: usize| if s < n { row[s] } else { 0.0 };
+            *o = pair(at(2 * j), at(2 * j + 1));
+        }
+    }
+}
+
+/// A mask of the first `k` of 16 lanes (all for k ≥ 16).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn first(k: usize) -> u16 {
+    if k >= LANES {
+        u16::MAX
+    } else {
+        (1u16 << k) - 1
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+unsafe fn pairs_of_rows_hw(rows: usize, src: *const f32, n: usize, dst: *mut u32) {
+    use std::arch::x86_64::*;
+    let widen =
+        |v: __m256bh| _mm512_cvtepu16_epi32(unsafe { std::mem::transmute::<__m256bh, __m256i>(v) });
+    for p in 0..rows.div_ceil(2) {
+        let mut s = 0;
+        while s < n {
+            let m = first(n - s);
+            // SAFETY: the masked lanes of rows 2p (and 2p + 1 when it exists) of src, and
+            // of row p of dst.
+            unsafe {
+                let lo = widen(_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(
+                    m,
+                    src.add(2 * p * n + s),
+                )));
+                let word = if 2 * p + 1 < rows {
+                    let hi = _mm512_maskz_loadu_ps(m, src.add((2 * p + 1) * n + s));
+                    _mm512_or_si512(lo, _mm512_slli_epi32::<16>(widen(_mm512_cvtneps_pbh(hi))))
+                } else {
+                    lo
+                };
+                _mm512_mask_storeu_epi32(dst.add(p * n + s).cast(), m, word);
+            }
+            s += LANES;
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+unsafe fn pairs_along_rows_hw(rows: usize, src: *const f32, n: usize, w: usize, dst: *mut u32) {
+    use std::arch::x86_64::*;
+    for r in 0..rows {
+        let mut j = 0;
+        while j < w {
+            let s = 2 * j;
+            // SAFETY: the masked lanes of row r of src (samples s..s + 32 below n) and of
+            // row r of dst (words j..j + 16 below w).
+            unsafe {
+                let a = _mm512_maskz_loadu_ps(first(n.saturating_sub(s)), src.add(r * n + s));
+                let b = _mm512_maskz_loadu_ps(
+                    first(n.saturating_sub(s + LANES)),
+                    src.add(r * n + s + LANES),
+                );
+                let v = std::mem::transmute::<__m512bh, __m512i>(_mm512_cvtne2ps_pbh(b, a));
+                _mm512_mask_storeu_epi32(dst.add(r * w + j).cast(), first(w - j), v);
+            }
+            j += LANES;
+        }
+    }
+}
+
+/// `out[r·np + s] = init(r) + Σ_p a[r·ars + p·aps] ⊙ b[p·np + s]` for r < rows, s < np,
+/// the sum over p in order as one chain of [`dot2`]s, `init(r)` = `bias[r]` or 0; then
+/// `epilogue` as in [`dense::broadcast_product_then`]. With `a` = [`pack_weights`] of W
+/// and `b` = [`pack_pairs`] of x it is a layer's forward product; with
+/// [`pack_weights_transposed`] and dz, dx = Wᵀ·dz.
+#[allow(clippy::too_many_arguments)]
+pub fn pair_product(
+    rows: usize,
+    kp: usize,
+    (a, ars, aps): (&[u32], usize, usize),
+    b: &[u32],
+    np: usize,
+    bias: Option<&[f32]>,
+    epilogue: Epilogue<'_>,
+    out: &mut [f32],
+) {
+    assert!(np.is_multiple_of(LANES));
+    assert!(b.len() >= kp * np && out.len() >= rows * np);
+    if rows > 0 && kp > 0 {
+        assert!(a.len() > (rows - 1) * ars + (kp - 1) * aps);
+    }
+    if let Some(bias) = bias {
+        assert!(bias.len() >= rows);
+    }
+    let args = ProductArgs {
+        rows,
+        kp,
+        a: a.as_ptr(),
+        ars,
+        aps,
+        b: b.as_ptr(),
+        np,
+        bias: bias.map(<[f32]>::as_ptr),
+    };
+    #[cfg(target_arch = "x86_64")]
+    if hardware() {
+        // SAFETY: the CPU has the features (checked); the asserts bound every index the
+        // kernel forms (r < rows, p < kp, s < np).
+        unsafe { product_hw(args, out.as_mut_ptr()) };
+        epilogue.apply(&mut out[..rows * np]);
+        return;
+    }
+    for r in 0..rows {
+        let init = bias.map_or(0.0, |b| b[r]);
+        let row = &mut out[r * np..(r + 1) * np];
+        row.fill(init);
+        for p in 0..kp {
+            let w = a[r * ars + p * aps];
+            let bp = &b[p * np..(p + 1) * np];
+            dense::vectorised(
+                #[inline(always)]
+                || {
+                    for (o, &x) in row.iter_mut().zip(bp) {
+                        *o = dot2(*o, w, x);
+                    }
+                },
+            );
+        }
+    }
+    epilogue.apply(&mut out[..rows * np]);
+}
+
+/// `dw[r·dws + c] += Σ_s g(r, s)·x(c, s)` for r < rows, c < cols, over rows of `w`
+/// sample-pair words ([`pack_samples`]): lane l of a 16-lane accumulator takes words l,
+/// l + 16, … in order (one [`dot2`] each), and the lanes are added by the f32 weight
+/// gradient's tree.
+#[allow(clippy::too_many_arguments)]
+pub fn pair_gradient(
+    rows: usize,
+    cols: usize,
+    g: &[u32],
+    x: &[u32],
+    w: usize,
+    dw: &mut [f32],
+    dws: usize,
+) {
+    assert!(w.is_multiple_of(LANES));
+    assert!(g.len() >= rows * w && x.len() >= cols * w);
+    if rows > 0 && cols > 0 {
+        assert!(dw.len() > (rows - 1) * dws + cols - 1);
+    }
+    #[cfg(target_arch = "x86_64")]
+    if hardware() {
+        // SAFETY: features checked; the asserts bound r < rows, c < cols, j < w.
+        unsafe { gradient_hw(rows, cols, g.as_ptr(), x.as_ptr(), w, dw.as_mut_ptr(), dws) };
+        return;
+    }
+    for r in 0..rows {
+        for c in 0..cols {
+            let (gr, xc) = (&g[r * w..(r + 1) * w], &x[c * w..(c + 1) * w]);
+            let mut acc = [0.0f32; LANES];
+            for (gv, xv) in gr.chunks_exact(LANES).zip(xc.chunks_exact(LANES)) {
+                for l in 0..LANES {
+                    acc[l] = dot2(acc[l], gv[l], xv[l]);
+                }
+            }
+            dw[r * dws + c] += dense::tree_sum(acc);
+        }
+    }
+}
+
+/// Calls `$f::<M, N>($args)` for the run-time tile shape (m, n), m ≤ 8, n ≤ 4.
+#[cfg(target_arch = "x86_64")]
+macro_rules! dispatch {
+    ($f:ident, $m:expr, $n:expr, $args:tt) => {
+        dispatch!(@m $f, $m, $n, $args, [1 2 3 4 5 6 7 8])
+    };
+    (@m $f:ident, $m:expr, $n:expr, $args:tt, [$($mm:literal)*]) => {
+        match $m {
+            $($mm => dispatch!(@n $f, $mm, $n, $args),)*
+            _ => unreachable!("tile rows"),
+        }
+    };
+    (@n $f:ident, $mm:literal, $n:expr, ($($a:expr),*)) => {
+        match $n {
+            1 => $f::<$mm, 1>($($a),*),
+            2 => $f::<$mm, 2>($($a),*),
+            3 => $f::<$mm, 3>($($a),*),
+            4 => $f::<$mm, 4>($($a),*),
+            _ => unreachable!("tile columns"),
+        }
+    };
+}
+
+#[derive(Clone, Copy)]
+struct ProductArgs {
+    rows: usize,
+    kp: usize,
+    a: *const u32,
+    ars: usize,
+    aps: usize,
+    b: *const u32,
+    np: usize,
+    bias: Option<*const f32>,
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+unsafe fn product_hw(args: ProductArgs, out: *mut f32) {
+    // 8 rows × 32 samples (16 accumulators, 8 broadcasts and 2 loads per 16 pair
+    // products), or 4 rows × 64 samples for layers with fewer than 8 outputs; strips of
+    // samples outside, rows inside, as the f32 kernel.
+    let (mr, nv) = if args.rows >= 8 { (8, 2) } else { (4, 4) };
+    let vectors = args.np / LANES;
+    let mut v = 0;
+    while v < vectors {
+        let n = (vectors - v).min(nv);
+        let mut r = 0;
+        while r < args.rows {
+            let m = (args.rows - r).min(mr);
+            // SAFETY: r + m ≤ rows, v + n ≤ np / LANES.
+            unsafe { dispatch!(product_tile, m, n, (args, out, r, v)) };
+            r += m;
+        }
+        v += n;
+    }
+}
+
+/// One tile of `MR` rows × `NV` vectors of [`pair_product`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+#[inline]
+unsafe fn product_tile<const MR: usize, const NV: usize>(
+    ProductArgs {
+        kp,
+        a,
+        ars,
+        aps,
+        b,
+        np,
+        bias,
+        ..
+    }: ProductArgs,
+    out: *mut f32,
+    r0: usize,
+    v0: usize,
+) {
+    use std::arch::x86_64::*;
+    let s0 = v0 * LANES;
+    let mut acc = [[_mm512_setzero_ps(); NV]; MR];
+    if let Some(bias) = bias {
+        for (i, row) in acc.iter_mut().enumerate() {
+            // SAFETY: r0 + i < rows ≤ bias.len().
+            *row = [_mm512_set1_ps(unsafe { *bias.add(r0 + i) }); NV];
+        }
+    }
+    for p in 0..kp {
+        // SAFETY: p < kp and s0 + NV·LANES ≤ np: inside b (kp × np).
+        let bv: [__m512bh; NV] = std::array::from_fn(|j| unsafe {
+            std::mem::transmute::<__m512i, __m512bh>(_mm512_loadu_si512(
+                b.add(p * np + s0 + j * LANES).cast(),
+            ))
+        });
+        for (i, row) in acc.iter_mut().enumerate() {
+            // SAFETY: r0 + i < rows and p < kp: inside a (asserted by the caller).
+            let w = unsafe { *a.add((r0 + i) * ars + p * aps) } as i32;
+            // SAFETY: a reinterpretation of 16 words as 32 bf16.
+            let w = unsafe { std::mem::transmute::<__m512i, __m512bh>(_mm512_set1_epi32(w)) };
+            for (acc, bv) in row.iter_mut().zip(bv) {
+                *acc = _mm512_dpbf16_ps(*acc, w, bv);
+            }
+        }
+    }
+    for (i, row) in acc.iter().enumerate() {
+        for (j, v) in row.iter().enumerate() {
+            // SAFETY: r0 + i < rows and the vector lies inside the row of np floats.
+            unsafe { _mm512_storeu_ps(out.add((r0 + i) * np + s0 + j * LANES), *v) };
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+unsafe fn gradient_hw(
+    rows: usize,
+    cols: usize,
+    g: *const u32,
+    x: *const u32,
+    w: usize,
+    dw: *mut f32,
+    dws: usize,
+) {
+    let mut r = 0;
+    while r < rows {
+        let mo = (rows - r).min(4);
+        let mut c = 0;
+        while c < cols {
+            let mk = (cols - c).min(4);
+            // SAFETY: r + mo ≤ rows, c + mk ≤ cols.
+            unsafe { dispatch!(gradient_tile, mo, mk, (g, x, w, dw, dws, r, c)) };
+            c += mk;
+        }
+        r += mo;
+    }
+}
+
+/// `MO × MK` sums of [`pair_gradient`], folded by [`dense::fold_into_avx512`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+#[inline]
+unsafe fn gradient_tile<const MO: usize, const MK: usize>(
+    g: *const u32,
+    x: *const u32,
+    w: usize,
+    dw: *mut f32,
+    dws: usize,
+    r0: usize,
+    c0: usize,
+) {
+    use std::arch::x86_64::*;
+    let load = |p: *const u32| {
+        // SAFETY: the caller keeps p inside g or x (16 words of a row of w).
+        unsafe { std::mem::transmute::<__m512i, __m512bh>(_mm512_loadu_si512(p.cast())) }
+    };
+    let mut acc = [[_mm512_setzero_ps(); MK]; MO];
+    let mut j = 0;
+    while j < w {
+        // SAFETY: r0 + i < rows, c0 + k < cols, j + LANES ≤ w.
+        let gv: [__m512bh; MO] = std::array::from_fn(|i| load(unsafe { g.add((r0 + i) * w + j) }));
+        let xv: [__m512bh; MK] = std::array::from_fn(|k| load(unsafe { x.add((c0 + k) * w + j) }));
+        for (row, gv) in acc.iter_mut().zip(gv) {
+            for (acc, xv) in row.iter_mut().zip(xv) {
+                *acc = _mm512_dpbf16_ps(*acc, gv, xv);
+            }
+        }
+        j += LANES;
+    }
+    if MO * MK == LANES {
+        let mut all = [_mm512_setzero_ps(); LANES];
+        for (k, v) in acc.iter().flatten().enumerate() {
+            all[k] = *v;
+        }
+        // SAFETY: r0 + i < rows, c0 + k < cols for every (i, k) of the tile.
+        unsafe { dense::fold_into_avx512::<MO, MK>(all, dw.add(r0 * dws + c0), dws) };
+        return;
+    }
+    for (i, row) in acc.iter().enumerate() {
+        for (k, v) in row.iter().enumerate() {
+            let mut lanes: V = [0.0; LANES];
+            // SAFETY: a 64-byte write into a 16-lane array; (i, k) inside dw.
+            unsafe {
+                _mm512_storeu_ps(lanes.as_mut_ptr(), *v);
+                *dw.add((r0 + i) * dws + c0 + k) += dense::tree_sum(lanes);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Pcg32;
+
+    fn random(len: usize, scale: f32, rng: &mut Pcg32) -> Vec<f32> {
+        (0..len)
+            .map(|_| (rng.next_f32() * 2.0 - 1.0) * scale)
+            .collect()
+    }
+
+    #[test]
+    fn conversion_rounds_to_nearest_even_and_flushes_subnormals() {
+        assert_eq!(to_bf16(1.0), 0x3f80);
+        // 1 + 2^-8 is halfway between two bf16: to the even one (1.0); 1 + 3·2^-8 up
+        assert_eq!(to_bf16(1.0 + 1.0 / 256.0), 0x3f80);
+        assert_eq!(to_bf16(1.0 + 3.0 / 256.0), 0x3f82);
+        assert_eq!(to_bf16(-1.0e-40), 0x8000);
+        assert_eq!(to_bf16(f32::INFINITY), 0x7f80);
+        assert!(from_bf16(to_bf16(f32::NAN)).is_nan());
+        assert_eq!(to_bf16(f32::MAX), 0x7f80, "rounds up past the largest bf16");
+        // the packers (AVX512-BF16's conversions where the CPU has them) round alike
+        let specials = [
+            1.0 + 1.0 / 256.0,
+            -1.0e-40,
+            f32::INFINITY,
+            f32::NAN,
+            f32::MAX,
+            -0.0,
+        ];
+        let mut rng = Pcg32::new(3);
+        let mut src = random(3 * 48, 10.0, &mut rng);
+        src[..specials.len()].copy_from_slice(&specials);
+        let (mut pairs, mut samples) = (Vec::new(), Vec::new());
+        pack_pairs(3, &src, 48, &mut pairs);
+        pack_samples(3, &src, 48, &mut samples);
+        let half = |w: u32, hi: bool| if hi { (w >> 16) as u16 } else { w as u16 };
+        for r in 0..3 {
+            for s in 0..48 {
+                let want = to_bf16(src[r * 48 + s]);
+                assert_eq!(
+                    half(pairs[r / 2 * 48 + s], r % 2 == 1),
+                    want,
+                    "pairs ({r}, {s})"
+                );
+                let w = sample_words(48);
+                assert_eq!(
+                    half(samples[r * w + s / 2], s % 2 == 1),
+                    want,
+                    "samples ({r}, {s})"
+                );
+            }
+            let w = sample_words(48);
+            assert!(samples[r * w + 24..(r + 1) * w].iter().all(|&x| x == 0));
+        }
+        assert!(
+            pairs[48..].iter().all(|&x| x >> 16 == 0),
+            "the missing row 3 is zero"
+        );
+        for x in [0.1f32, -3.7, 1e-30, 6.5e4] {
+            let back = from_bf16(to_bf16(x));
+            assert!((back - x).abs() <= x.abs() / 256.0, "{x} -> {back}");
+        }
+    }
+
+    /// The kernels against plain loops over [`dot2`] (on a CPU without AVX512-BF16 the
+    /// kernels are those loops; with it, the instruction must give the same bits),
+    /// and against the f32 product within bf16's rounding.
+    #[test]
+    fn products_match_the_pair_arithmetic_for_every_shape() {
+        let mut rng = Pcg32::new(5);
+        for (rows, k, n, scale) in [
+            (32, 12, 256, 1.0),
+            (3, 32, 100, 1.0),
+            (9, 7, 48, 1e-3),
+            (64, 64, 80, 1.0),
+            (5, 3, 16, 1e-19),
+            // products and sums below f32's normal range: flushed to zero
+            (4, 6, 32, 1e-37),
+        ] {
+            let np = dense::padded(n);
+            let wt = random(rows * k, scale, &mut rng);
+            let mut xt = random(k * np, 1.0, &mut rng);
+            for row in xt.chunks_exact_mut(np) {
+                row[n..].fill(0.0);
+            }
+            let bias = random(rows, 1.0, &mut rng);
+            let (mut wp, mut xp) = (Vec::new(), Vec::new());
+            let kp = k.div_ceil(2);
+            pack_weights(rows, k, &wt, &mut wp);
+            pack_pairs(k, &xt, np, &mut xp);
+            let mut out = vec![f32::NAN; rows * np];
+            let a = (&wp[..], kp, 1);
+            pair_product(rows, kp, a, &xp, np, Some(&bias), Epilogue::Store, &mut out);
+            // the transposed packing holds the same words in the other order
+            let mut wtp = Vec::new();
+            let wtr: Vec<f32> = (0..k * rows)
+                .map(|j| wt[(j % rows) * k + j / rows])
+                .collect();
+            pack_weights_transposed(k, rows, &wtr, &mut wtp);
+            for r in 0..rows {
+                for p in 0..kp {
+                    assert_eq!(wtp[p * rows + r], wp[r * kp + p], "Wᵀ pairs ({r}, {p})");
+                }
+            }
+            let mut f32_out = vec![0.0; rows * np];
+            dense::broadcast_product(rows, k, &wt, k, 1, &xt, np, Some(&bias), &mut f32_out);
+            assert_eq!(out.len(), f32_out.len());
+            for r in 0..rows {
+                for s in 0..np {
+                    let mut want = bias[r];
+                    for p in 0..kp {
+                        want = dot2(want, wp[r * kp + p], xp[p * np + s]);
+                    }
+                    let got = out[r * np + s];
+                    assert_eq!(got.to_bits(), want.to_bits(), "{rows}x{k}: ({r}, {s})");
+                    let exact = f32_out[r * np + s];
+                    let bound = 2e-2 * (k as f32).sqrt() * scale + 1e-6;
+                    assert!((got - exact).abs() <= bound, "{got} vs f32 {exact}");
+                }
+            }
+
+            // the weight gradient of the same shapes: g (rows × np) against xt
+            let g = random(rows * np, scale, &mut rng);
+            let (mut gs, mut xs) = (Vec::new(), Vec::new());
+            pack_samples(rows, &g, np, &mut gs);
+            pack_samples(k, &xt, np, &mut xs);
+            let w = sample_words(np);
+            let mut dw = random(rows * k, 1.0, &mut rng);
+            let before = dw.clone();
+            pair_gradient(rows, k, &gs, &xs, w, &mut dw, k);
+            let mut f32_dw = before.clone();
+            dense::weight_gradient(rows, k, &g, &xt, np, &mut f32_dw, k, &mut vec![0.0; rows]);
+            for r in 0..rows {
+                for c in 0..k {
+                    let mut acc = [0.0f32; LANES];
+                    for j in 0..w {
+                        acc[j % LANES] = dot2(acc[j % LANES], gs[r * w + j], xs[c * w + j]);
+                    }
+                    let want = before[r * k + c] + dense::tree_sum(acc);
+                    let got = dw[r * k + c];
+                    assert_eq!(got.to_bits(), want.to_bits(), "dW {rows}x{k}: ({r}, {c})");
+                    let exact = f32_dw[r * k + c];
+                    let bound = 1e-2 * (np as f32).sqrt() * scale + 1e-6;
+                    assert!((got - exact).abs() <= bound, "dW {got} vs f32 {exact}");
+                }
+            }
+        }
+    }
+
+    /// Every kernel and packer gives the same bits with the instructions and written out
+    /// (on a CPU without AVX512-BF16 both runs are the written-out code).
+    #[test]
+    fn instructions_and_written_out_arithmetic_agree() {
+        let run = |emulate: bool| {
+            EMULATE.with(|e| e.set(emulate));
+            let mut rng = Pcg32::new(9);
+            let mut outs: Vec<Vec<u32>> = Vec::new();
+            for (rows, k, n) in [(32, 12, 256), (3, 32, 100), (7, 5, 40), (64, 64, 48)] {
+                let np = dense::padded(n);
+                let mut w = random(rows * k, 1.0, &mut rng);
+                w[0] = 1e-39; // a subnormal weight
+                let x = random(k * np, 1.0, &mut rng);
+                let g = random(rows * np, 1e-37, &mut rng);
+                let (mut wp, mut wt, mut xp, mut gp, mut gs, mut xs) = Default::default();
+                pack_weights(rows, k, &w, &mut wp);
+                pack_weights_transposed(rows, k, &w, &mut wt);
+                pack_pairs(k, &x, np, &mut xp);
+                pack_pairs(rows, &g, np, &mut gp);
+                pack_samples(rows, &g, np, &mut gs);
+                pack_samples(k, &x, np, &mut xs);
+                let mut fwd = vec![0.0; rows * np];
+                let bias = random(rows, 1e-38, &mut rng);
+                let kp = k.div_ceil(2);
+                pair_product(
+                    rows,
+                    kp,
+                    (&wp, kp, 1),
+                    &xp,
+                    np,
+                    Some(&bias),
+                    Epilogue::Store,
+                    &mut fwd,
+                );
+                let mut dx = vec![0.0; k * np];
+                pair_product(
+                    k,
+                    rows.div_ceil(2),
+                    (&wt, 1, k),
+                    &gp,
+                    np,
+                    None,
+                    Epilogue::Store,
+                    &mut dx,
+                );
+                let mut dw = vec![0.0; rows * k];
+                pair_gradient(rows, k, &gs, &xs, sample_words(np), &mut dw, k);
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<u32>>();
+                outs.extend([wp, wt, xp, gp, gs, xs, bits(&fwd), bits(&dx), bits(&dw)]);
+            }
+            EMULATE.with(|e| e.set(false));
+            outs
+        };
+        let (hw, written) = (run(false), run(true));
+        assert_eq!(hw.len(), written.len());
+        for (i, (a, b)) in hw.iter().zip(&written).enumerate() {
+            assert_eq!(a.len(), b.len(), "output {i}");
+            assert!(
+                a == b,
+                "output {i} differs between the instructions and the written-out code"
+            );
+        }
+        if !hardware() {
+            eprintln!("note: this CPU has no AVX512-BF16; both runs were the written-out code");
+        }
+    }
+}
