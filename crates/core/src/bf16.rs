@@ -21,6 +21,7 @@
 //! kernels run that instruction where the CPU has it and the same arithmetic in plain
 //! code elsewhere: the same bits either way.
 
+use crate::activation::Activation;
 use crate::dense::{self, Epilogue, LANES};
 
 type V = [f32; LANES];
@@ -103,18 +104,25 @@ pub fn sample_words(np: usize) -> usize {
 }
 
 /// `dst[p·np + s]` = rows 2p and 2p + 1 of sample s of `src` (`rows × np`, feature-major),
-/// a missing row 2p + 1 as zero; `dst` is resized to `⌈rows/2⌉ × np`.
+/// a missing row 2p + 1 as zero; `dst` grows to hold `⌈rows/2⌉ × np`.
 pub fn pack_pairs(rows: usize, src: &[f32], np: usize, dst: &mut Vec<u32>) {
-    dst.resize(rows.div_ceil(2) * np, 0);
-    pairs_of_rows(rows, src, np, dst);
+    pairs_of_rows(rows, src, np, grow(dst, rows.div_ceil(2) * np));
+}
+
+/// The first `len` words of `dst`, grown (never shrunk, so a scratch vector shared by
+/// layers of different widths is not zero-filled again and again) to hold them.
+fn grow(dst: &mut Vec<u32>, len: usize) -> &mut [u32] {
+    if dst.len() < len {
+        dst.resize(len, 0);
+    }
+    &mut dst[..len]
 }
 
 /// `dst[r·w + j]` = samples 2j and 2j + 1 of row r of `src` (`rows × np`), `w` =
-/// [`sample_words`]`(np)`, samples past `np` as zero; `dst` is resized to `rows × w`.
+/// [`sample_words`]`(np)`, samples past `np` as zero; `dst` grows to hold `rows × w`.
 pub fn pack_samples(rows: usize, src: &[f32], np: usize, dst: &mut Vec<u32>) {
     let w = sample_words(np);
-    dst.resize(rows * w, 0);
-    pairs_along_rows(rows, src, np, w, dst);
+    pairs_along_rows(rows, src, np, w, grow(dst, rows * w));
 }
 
 /// The A operand of a layer's forward product from its weights W (`o × i`, row-major):
@@ -122,15 +130,13 @@ pub fn pack_samples(rows: usize, src: &[f32], np: usize, dst: &mut Vec<u32>) {
 /// [`pair_product`]).
 pub fn pack_weights(o: usize, i: usize, w: &[f32], dst: &mut Vec<u32>) {
     let kp = i.div_ceil(2);
-    dst.resize(o * kp, 0);
-    pairs_along_rows(o, w, i, kp, dst);
+    pairs_along_rows(o, w, i, kp, grow(dst, o * kp));
 }
 
 /// The A operand of dx = Wᵀ·dz from the weights W (`o × i`): word (c, p) = `W[2p][c]`,
 /// `W[2p + 1][c]` at `p·i + c` (strides `(1, i)` for [`pair_product`]).
 pub fn pack_weights_transposed(o: usize, i: usize, w: &[f32], dst: &mut Vec<u32>) {
-    dst.resize(o.div_ceil(2) * i, 0);
-    pairs_of_rows(o, w, i, dst);
+    pairs_of_rows(o, w, i, grow(dst, o.div_ceil(2) * i));
 }
 
 /// `dst[p·n + s]` = `src[2p·n + s]`, `src[(2p + 1)·n + s]` (zero past `rows`) for s < n.
@@ -297,6 +303,174 @@ pub fn pair_product(
     epilogue.apply(&mut out[..rows * np]);
 }
 
+/// The activations whose value and derivative [`pair_product_packed`] applies inside its
+/// tiles, with exactly these formulas (the written-out path uses the same):
+/// relu `z > 0 ? z : 0`, leaky relu `z > 0 ? z : slope·z`; derivatives from the outputs
+/// y: relu `y > 0 ? d : 0`, leaky relu `d · (y > 0 ? 1 : slope)`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Fused {
+    None,
+    Relu,
+    LeakyRelu(f32),
+}
+
+impl Fused {
+    /// The fused form of `act`, if it has one.
+    pub fn of(act: Activation) -> Option<Fused> {
+        match act {
+            Activation::None => Some(Fused::None),
+            Activation::Relu => Some(Fused::Relu),
+            Activation::LeakyRelu { slope } => Some(Fused::LeakyRelu(slope)),
+            _ => None,
+        }
+    }
+
+    #[inline(always)]
+    fn value(self, z: f32) -> f32 {
+        match self {
+            Fused::None => z,
+            Fused::Relu => {
+                if z > 0.0 {
+                    z
+                } else {
+                    0.0
+                }
+            }
+            Fused::LeakyRelu(slope) => {
+                if z > 0.0 {
+                    z
+                } else {
+                    slope * z
+                }
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn derivative(self, d: f32, y: f32) -> f32 {
+        match self {
+            Fused::None => d,
+            Fused::Relu => {
+                if y > 0.0 {
+                    d
+                } else {
+                    0.0
+                }
+            }
+            Fused::LeakyRelu(slope) => d * if y > 0.0 { 1.0 } else { slope },
+        }
+    }
+}
+
+/// What [`pair_product_packed`] does to each sum before storing it.
+#[derive(Clone, Copy, Debug)]
+pub enum Tail<'a> {
+    /// A layer's activation: the forward product.
+    Activate(Fused),
+    /// Times the derivative of the layer below, from its outputs `y` (`rows × np`), with
+    /// the gradients of samples `n..np` (padding) set to zero: dx = Wᵀ·dz.
+    Derivative(Fused, &'a [f32], usize),
+}
+
+/// Where the fused tiles put their outputs (pointers checked by the caller).
+#[cfg(target_arch = "x86_64")]
+struct TailArgs {
+    fused: Fused,
+    y: Option<*const f32>,
+    n: usize,
+    pairs: *mut u32,
+    samples: *mut u32,
+    w: usize,
+}
+
+/// [`pair_product`] with the activation or derivative `tail` applied as the sums are
+/// stored, and the outputs packed as they are stored: `out` (`rows × np` f32), `pairs`
+/// ([`pack_pairs`] of `out`) and `samples` ([`pack_samples`] of `out`) — what the next
+/// product and the weight gradient read, without passes of their own. The same bits as
+/// [`pair_product`], the tail's formulas ([`Fused`]) and the packers.
+#[allow(clippy::too_many_arguments)]
+pub fn pair_product_packed(
+    rows: usize,
+    kp: usize,
+    a: (&[u32], usize, usize),
+    b: &[u32],
+    np: usize,
+    bias: Option<&[f32]>,
+    tail: Tail<'_>,
+    out: &mut [f32],
+    pairs: &mut Vec<u32>,
+    samples: &mut Vec<u32>,
+) {
+    let w = sample_words(np);
+    let pairs = grow(pairs, rows.div_ceil(2) * np);
+    let samples = grow(samples, rows * w);
+    if let Tail::Derivative(_, y, n) = tail {
+        assert!(y.len() >= rows * np && n <= np);
+    }
+    #[cfg(target_arch = "x86_64")]
+    if hardware() {
+        assert!(np.is_multiple_of(LANES));
+        assert!(b.len() >= kp * np && out.len() >= rows * np);
+        let (a, ars, aps) = a;
+        if rows > 0 && kp > 0 {
+            assert!(a.len() > (rows - 1) * ars + (kp - 1) * aps);
+        }
+        if let Some(bias) = bias {
+            assert!(bias.len() >= rows);
+        }
+        let args = ProductArgs {
+            rows,
+            kp,
+            a: a.as_ptr(),
+            ars,
+            aps,
+            b: b.as_ptr(),
+            np,
+            bias: bias.map(<[f32]>::as_ptr),
+        };
+        let (fused, y, n) = match tail {
+            Tail::Activate(f) => (f, None, np),
+            Tail::Derivative(f, y, n) => (f, Some(y.as_ptr()), n),
+        };
+        let tail = TailArgs {
+            fused,
+            y,
+            n,
+            pairs: pairs.as_mut_ptr(),
+            samples: samples.as_mut_ptr(),
+            w,
+        };
+        let out = out.as_mut_ptr();
+        // SAFETY: the features are checked; the asserts bound every index the tiles form
+        // (r < rows, p < kp, s < np; pair rows < ⌈rows/2⌉, sample words < w).
+        unsafe {
+            match (tail.y.is_some(), tail.fused) {
+                (false, Fused::None) => product_packed_hw::<0>(args, &tail, out),
+                (false, Fused::Relu) => product_packed_hw::<1>(args, &tail, out),
+                (false, Fused::LeakyRelu(_)) => product_packed_hw::<2>(args, &tail, out),
+                (true, Fused::None) => product_packed_hw::<3>(args, &tail, out),
+                (true, Fused::Relu) => product_packed_hw::<4>(args, &tail, out),
+                (true, Fused::LeakyRelu(_)) => product_packed_hw::<5>(args, &tail, out),
+            }
+        }
+        return;
+    }
+    pair_product(rows, kp, a, b, np, bias, Epilogue::Store, out);
+    let out = &mut out[..rows * np];
+    match tail {
+        Tail::Activate(f) => out.iter_mut().for_each(|z| *z = f.value(*z)),
+        Tail::Derivative(f, y, n) => {
+            for (row, yr) in out.chunks_exact_mut(np).zip(y.chunks_exact(np)) {
+                for (s, (d, &y)) in row.iter_mut().zip(yr).enumerate() {
+                    *d = if s < n { f.derivative(*d, y) } else { 0.0 };
+                }
+            }
+        }
+    }
+    pairs_of_rows(rows, out, np, pairs);
+    pairs_along_rows(rows, out, np, w, samples);
+}
+
 /// `dw[r·dws + c] += Σ_s g(r, s)·x(c, s)` for r < rows, c < cols, over rows of `w`
 /// sample-pair words ([`pack_samples`]): lane l of a 16-lane accumulator takes words l,
 /// l + 16, … in order (one [`dot2`] each), and the lanes are added by the f32 weight
@@ -340,20 +514,23 @@ pub fn pair_gradient(
 #[cfg(target_arch = "x86_64")]
 macro_rules! dispatch {
     ($f:ident, $m:expr, $n:expr, $args:tt) => {
-        dispatch!(@m $f, $m, $n, $args, [1 2 3 4 5 6 7 8])
+        dispatch!($f, [], $m, $n, $args)
     };
-    (@m $f:ident, $m:expr, $n:expr, $args:tt, [$($mm:literal)*]) => {
+    ($f:ident, [$($g:tt)*], $m:expr, $n:expr, $args:tt) => {
+        dispatch!(@m $f, [$($g)*], $m, $n, $args, [1 2 3 4 5 6 7 8])
+    };
+    (@m $f:ident, $g:tt, $m:expr, $n:expr, $args:tt, [$($mm:literal)*]) => {
         match $m {
-            $($mm => dispatch!(@n $f, $mm, $n, $args),)*
+            $($mm => dispatch!(@n $f, $g, $mm, $n, $args),)*
             _ => unreachable!("tile rows"),
         }
     };
-    (@n $f:ident, $mm:literal, $n:expr, ($($a:expr),*)) => {
+    (@n $f:ident, [$($g:tt)*], $mm:literal, $n:expr, ($($a:expr),*)) => {
         match $n {
-            1 => $f::<$mm, 1>($($a),*),
-            2 => $f::<$mm, 2>($($a),*),
-            3 => $f::<$mm, 3>($($a),*),
-            4 => $f::<$mm, 4>($($a),*),
+            1 => $f::<$($g)* $mm, 1>($($a),*),
+            2 => $f::<$($g)* $mm, 2>($($a),*),
+            3 => $f::<$($g)* $mm, 3>($($a),*),
+            4 => $f::<$($g)* $mm, 4>($($a),*),
             _ => unreachable!("tile columns"),
         }
     };
@@ -393,11 +570,11 @@ unsafe fn product_hw(args: ProductArgs, out: *mut f32) {
     }
 }
 
-/// One tile of `MR` rows × `NV` vectors of [`pair_product`].
+/// The accumulators of one tile of `MR` rows × `NV` vectors of [`pair_product`].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
 #[inline]
-unsafe fn product_tile<const MR: usize, const NV: usize>(
+unsafe fn product_sums<const MR: usize, const NV: usize>(
     ProductArgs {
         kp,
         a,
@@ -408,10 +585,9 @@ unsafe fn product_tile<const MR: usize, const NV: usize>(
         bias,
         ..
     }: ProductArgs,
-    out: *mut f32,
     r0: usize,
     v0: usize,
-) {
+) -> [[std::arch::x86_64::__m512; NV]; MR] {
     use std::arch::x86_64::*;
     let s0 = v0 * LANES;
     let mut acc = [[_mm512_setzero_ps(); NV]; MR];
@@ -438,11 +614,143 @@ unsafe fn product_tile<const MR: usize, const NV: usize>(
             }
         }
     }
+    acc
+}
+
+/// One tile of `MR` rows × `NV` vectors of [`pair_product`].
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+#[inline]
+unsafe fn product_tile<const MR: usize, const NV: usize>(
+    args: ProductArgs,
+    out: *mut f32,
+    r0: usize,
+    v0: usize,
+) {
+    use std::arch::x86_64::*;
+    let s0 = v0 * LANES;
+    // SAFETY: forwarded.
+    let acc = unsafe { product_sums::<MR, NV>(args, r0, v0) };
     for (i, row) in acc.iter().enumerate() {
         for (j, v) in row.iter().enumerate() {
             // SAFETY: r0 + i < rows and the vector lies inside the row of np floats.
-            unsafe { _mm512_storeu_ps(out.add((r0 + i) * np + s0 + j * LANES), *v) };
+            unsafe { _mm512_storeu_ps(out.add((r0 + i) * args.np + s0 + j * LANES), *v) };
         }
+    }
+}
+
+/// One tile of [`pair_product_packed`]: the sums, the tail, then the f32 outputs, their
+/// row pairs and their sample pairs.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+#[inline]
+unsafe fn product_tile_packed<const K: u8, const MR: usize, const NV: usize>(
+    args: ProductArgs,
+    (tail, out): (&TailArgs, *mut f32),
+    r0: usize,
+    v0: usize,
+) {
+    use std::arch::x86_64::*;
+    // K: the tail as a constant (0–2 the activation none / relu / leaky relu, 3–5 the
+    // derivative of the same), so each tile is straight-line code
+    let (np, s0) = (args.np, v0 * LANES);
+    // SAFETY: forwarded.
+    let mut acc = unsafe { product_sums::<MR, NV>(args, r0, v0) };
+    let zero = _mm512_setzero_ps();
+    let slope = _mm512_set1_ps(match tail.fused {
+        Fused::LeakyRelu(slope) => slope,
+        _ => 0.0,
+    });
+    let positive = |v: __m512| _mm512_cmp_ps_mask::<_CMP_GT_OQ>(v, zero);
+    for (i, row) in acc.iter_mut().enumerate() {
+        for (j, v) in row.iter_mut().enumerate() {
+            let s = s0 + j * LANES;
+            *v = match K {
+                0 => *v,
+                1 => _mm512_maskz_mov_ps(positive(*v), *v),
+                2 => _mm512_mask_blend_ps(positive(*v), _mm512_mul_ps(*v, slope), *v),
+                _ => {
+                    // SAFETY: y (Some for K ≥ 3) is rows × np like the output.
+                    let y = unsafe {
+                        _mm512_loadu_ps(tail.y.unwrap_unchecked().add((r0 + i) * np + s))
+                    };
+                    let d = match K {
+                        3 => *v,
+                        4 => _mm512_maskz_mov_ps(positive(y), *v),
+                        _ => _mm512_mul_ps(
+                            *v,
+                            _mm512_mask_blend_ps(positive(y), slope, _mm512_set1_ps(1.0)),
+                        ),
+                    };
+                    // the padding columns' gradients are zero
+                    _mm512_maskz_mov_ps(first(tail.n.saturating_sub(s)), d)
+                }
+            };
+            // SAFETY: r0 + i < rows and the vector lies inside the row of np floats.
+            unsafe { _mm512_storeu_ps(out.add((r0 + i) * np + s), *v) };
+        }
+    }
+    let bf = |v: __m512| {
+        // SAFETY: 16 bf16 as 16 half-words.
+        _mm512_cvtepu16_epi32(unsafe {
+            std::mem::transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(v))
+        })
+    };
+    for i in (0..MR).step_by(2) {
+        for (j, &v) in acc[i].iter().enumerate() {
+            let lo = bf(v);
+            let word = if i + 1 < MR {
+                _mm512_or_si512(lo, _mm512_slli_epi32::<16>(bf(acc[i + 1][j])))
+            } else {
+                lo
+            };
+            // SAFETY: pair row (r0 + i)/2 < ⌈rows/2⌉ (r0 is even), 16 words inside it.
+            unsafe {
+                _mm512_storeu_si512(
+                    tail.pairs.add((r0 + i) / 2 * np + s0 + j * LANES).cast(),
+                    word,
+                )
+            };
+        }
+    }
+    for (i, row) in acc.iter().enumerate() {
+        for j in (0..NV).step_by(2) {
+            let hi = if j + 1 < NV { row[j + 1] } else { zero };
+            // SAFETY: 32 bf16 as 16 words.
+            let v = unsafe {
+                std::mem::transmute::<__m512bh, __m512i>(_mm512_cvtne2ps_pbh(hi, row[j]))
+            };
+            // SAFETY: s0 + j·LANES is a multiple of 32 (tiles start at even vectors), so
+            // its 16 words lie inside the row of w ≥ that + 16 words.
+            unsafe {
+                _mm512_storeu_si512(
+                    tail.samples
+                        .add((r0 + i) * tail.w + (s0 + j * LANES) / 2)
+                        .cast(),
+                    v,
+                )
+            };
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+unsafe fn product_packed_hw<const K: u8>(args: ProductArgs, tail: &TailArgs, out: *mut f32) {
+    // the tiles of product_hw, which start at even rows and at multiples of 32 samples
+    let (mr, nv) = if args.rows >= 8 { (8, 2) } else { (4, 4) };
+    let vectors = args.np / LANES;
+    let mut v = 0;
+    while v < vectors {
+        let n = (vectors - v).min(nv);
+        let mut r = 0;
+        while r < args.rows {
+            let m = (args.rows - r).min(mr);
+            // SAFETY: r + m ≤ rows, v + n ≤ np / LANES.
+            unsafe { dispatch!(product_tile_packed, [K,], m, n, (args, (tail, out), r, v)) };
+            r += m;
+        }
+        v += n;
     }
 }
 
@@ -721,6 +1029,61 @@ mod tests {
                 let mut dw = vec![0.0; rows * k];
                 pair_gradient(rows, k, &gs, &xs, sample_words(np), &mut dw, k);
                 let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<u32>>();
+                // the fused products: every tail, a padded last vector for the derivative
+                let y = random(k * np, 1.0, &mut rng);
+                for fused in [Fused::None, Fused::Relu, Fused::LeakyRelu(0.1)] {
+                    let mut act = vec![0.0; rows * np];
+                    let (mut pairs, mut samples) = (Vec::new(), Vec::new());
+                    let tail = Tail::Activate(fused);
+                    let a = (&wp[..], kp, 1);
+                    let b = Some(&bias[..]);
+                    pair_product_packed(
+                        rows,
+                        kp,
+                        a,
+                        &xp,
+                        np,
+                        b,
+                        tail,
+                        &mut act,
+                        &mut pairs,
+                        &mut samples,
+                    );
+                    // the same as the product, the formulas and the packers in turn
+                    let mut want = fwd.clone();
+                    want.iter_mut().for_each(|z| *z = fused.value(*z));
+                    assert_eq!(bits(&act), bits(&want), "{fused:?} {rows}x{k}");
+                    let (mut p2, mut s2) = (Vec::new(), Vec::new());
+                    pack_pairs(rows, &want, np, &mut p2);
+                    pack_samples(rows, &want, np, &mut s2);
+                    assert!(pairs[..p2.len()] == p2[..] && samples[..s2.len()] == s2[..]);
+                    let mut d = vec![0.0; k * np];
+                    let tail = Tail::Derivative(fused, &y, n - 1);
+                    let a = (&wt[..], 1, k);
+                    let kr = rows.div_ceil(2);
+                    pair_product_packed(
+                        k,
+                        kr,
+                        a,
+                        &gp,
+                        np,
+                        None,
+                        tail,
+                        &mut d,
+                        &mut pairs,
+                        &mut samples,
+                    );
+                    for (i, (&got, &dx)) in d.iter().zip(&dx).enumerate() {
+                        let s = i % np;
+                        let want = if s < n - 1 {
+                            fused.derivative(dx, y[i])
+                        } else {
+                            0.0
+                        };
+                        assert_eq!(got.to_bits(), want.to_bits(), "{fused:?} dx {i}");
+                    }
+                    outs.extend([bits(&act), pairs, samples, bits(&d)]);
+                }
                 outs.extend([wp, wt, xp, gp, gs, xs, bits(&fwd), bits(&dx), bits(&dw)]);
             }
             EMULATE.with(|e| e.set(false));

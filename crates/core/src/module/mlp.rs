@@ -29,7 +29,10 @@ pub struct Mlp {
     pub hidden_act: Activation,
     pub output_act: Activation,
     /// Workspace slots, all feature-major (see [`crate::dense`]): z and a of every layer
-    /// (2 per layer), two gradient buffers, the input.
+    /// (2 per layer), two gradient buffers, the input; then, for bf16 products, the word
+    /// companions ([`Workspace::take_words`]) of one slot per layer (its outputs' sample
+    /// pairs, kept for the backward pass) and of four more (row pairs of a layer's input
+    /// or output gradient, sample pairs of the output gradient; two of each, alternating).
     slot_base: usize,
 }
 
@@ -62,7 +65,7 @@ impl Mlp {
             });
             prev = out;
         }
-        let slot_base = alloc.slots(2 * layers.len() + 3);
+        let slot_base = alloc.slots(3 * layers.len() + 7);
         Mlp {
             layers,
             hidden_act,
@@ -95,11 +98,29 @@ impl Mlp {
     fn xt_slot(&self) -> usize {
         self.slot_base + 2 * self.layers.len() + 2
     }
+    /// Whether layer l's bf16 forward product applies its activation in its tiles and
+    /// packs its outputs ([`Mlp::forward_bf16`]).
+    fn fuses(&self, l: usize) -> bool {
+        let act = self.layers[l].act;
+        l + 1 < self.layers.len() && act.from_output() && bf16::Fused::of(act).is_some()
+    }
+    /// Words: the sample pairs of layer l's outputs.
+    fn samples_slot(&self, l: usize) -> usize {
+        self.slot_base + 2 * self.layers.len() + 3 + l
+    }
+    /// Words: the row pairs of layer l's input (forward) or of ∂L/∂z of layer l
+    /// (backward), in slot l mod 2.
+    fn pairs_slot(&self, l: usize) -> usize {
+        self.slot_base + 3 * self.layers.len() + 3 + l % 2
+    }
+    /// Words: the sample pairs of ∂L/∂z of layer l, in slot l mod 2.
+    fn dz_samples_slot(&self, l: usize) -> usize {
+        self.slot_base + 3 * self.layers.len() + 5 + l % 2
+    }
 }
 
 /// Forward of one layer over feature-major tensors: zt (out × np) = W · xt + b, then
-/// `epilogue` (the activation, when it need not keep z). With `bf16` scratch the product
-/// is [`bf16::pair_product`]'s.
+/// `epilogue` (the activation, when it need not keep z).
 fn linear_forward(
     layer: &Linear,
     params: &[f32],
@@ -107,20 +128,11 @@ fn linear_forward(
     np: usize,
     epilogue: Epilogue<'_>,
     zt: &mut [f32],
-    bf16: Option<&mut [Vec<u32>; 4]>,
 ) {
     let (i, o) = (layer.in_dims, layer.out_dims);
     let w = &params[layer.weight..layer.weight + o * i];
     let b = &params[layer.bias..layer.bias + o];
-    match bf16 {
-        None => dense::broadcast_product_then(o, i, w, i, 1, xt, np, Some(b), epilogue, zt),
-        Some([wp, xp, ..]) => {
-            bf16::pack_weights(o, i, w, wp);
-            bf16::pack_pairs(i, xt, np, xp);
-            let a = (&wp[..], i.div_ceil(2), 1);
-            bf16::pair_product(o, i.div_ceil(2), a, xp, np, Some(b), epilogue, zt);
-        }
-    }
+    dense::broadcast_product_then(o, i, w, i, 1, xt, np, Some(b), epilogue, zt);
 }
 
 /// Given dzt (out × np, padding zero): dW += dz · xᵀ, db += Σ dz, and optionally
@@ -135,36 +147,150 @@ fn linear_backward(
     dxt: Option<&mut [f32]>,
     epilogue: Epilogue<'_>,
     grads: &mut [f32],
-    bf16: Option<&mut [Vec<u32>; 4]>,
 ) {
     let (i, o) = (layer.in_dims, layer.out_dims);
     let (dw, db) = grads[layer.weight..].split_at_mut(layer.bias - layer.weight);
-    let w = &params[layer.weight..layer.weight + o * i];
-    let Some([wp, xp, gs, xs]) = bf16 else {
-        dense::weight_gradient(o, i, dzt, xt, np, dw, i, db);
-        if let Some(dxt) = dxt {
-            dense::broadcast_product_then(i, o, w, 1, i, dzt, np, None, epilogue, dxt);
-        }
-        return;
-    };
-    // the bias sums stay f32, as the f32 path adds them
-    dense::weight_gradient(o, 0, dzt, xt, np, dw, i, db);
-    bf16::pack_samples(o, dzt, np, gs);
-    bf16::pack_samples(i, xt, np, xs);
-    bf16::pair_gradient(o, i, gs, xs, bf16::sample_words(np), dw, i);
+    dense::weight_gradient(o, i, dzt, xt, np, dw, i, db);
     if let Some(dxt) = dxt {
-        bf16::pack_weights_transposed(o, i, w, wp);
-        bf16::pack_pairs(o, dzt, np, xp);
-        bf16::pair_product(
-            i,
-            o.div_ceil(2),
-            (&wp[..], 1, i),
-            xp,
-            np,
-            None,
-            epilogue,
-            dxt,
-        );
+        let w = &params[layer.weight..layer.weight + o * i];
+        dense::broadcast_product_then(i, o, w, 1, i, dzt, np, None, epilogue, dxt);
+    }
+}
+
+impl Mlp {
+    /// Layer l's forward product with bf16 operands ([`bf16`]): the row pairs of its input
+    /// from [`Mlp::pairs_slot`] when `packed_input` (the layer below wrote them), else
+    /// packed here. A hidden layer whose activation has a [`bf16::Fused`] form applies it
+    /// in the product's tiles and writes the row pairs of its outputs for layer l + 1 and
+    /// their sample pairs for the backward pass; returns whether it did.
+    #[allow(clippy::too_many_arguments)]
+    fn forward_bf16(
+        &self,
+        l: usize,
+        params: &[f32],
+        xt: &[f32],
+        np: usize,
+        packed_input: bool,
+        epilogue: Epilogue<'_>,
+        zt: &mut [f32],
+        ws: &mut Workspace,
+    ) -> bool {
+        let layer = &self.layers[l];
+        let (i, o, kp) = (layer.in_dims, layer.out_dims, layer.in_dims.div_ceil(2));
+        let w = &params[layer.weight..layer.weight + o * i];
+        let b = Some(&params[layer.bias..layer.bias + o]);
+        let mut xp = ws.take_words(self.pairs_slot(l));
+        if !packed_input {
+            bf16::pack_pairs(i, xt, np, &mut xp);
+        }
+        let mut wp = std::mem::take(&mut ws.packed()[0]);
+        bf16::pack_weights(o, i, w, &mut wp);
+        let fused = bf16::Fused::of(layer.act).filter(|_| self.fuses(l));
+        match (fused, epilogue) {
+            (Some(f), Epilogue::Activate(_)) => {
+                let (mut pairs, mut samples) = (
+                    ws.take_words(self.pairs_slot(l + 1)),
+                    ws.take_words(self.samples_slot(l)),
+                );
+                let tail = bf16::Tail::Activate(f);
+                let a = (&wp[..], kp, 1);
+                bf16::pair_product_packed(o, kp, a, &xp, np, b, tail, zt, &mut pairs, &mut samples);
+                ws.put_words(self.pairs_slot(l + 1), pairs);
+                ws.put_words(self.samples_slot(l), samples);
+            }
+            _ => bf16::pair_product(o, kp, (&wp[..], kp, 1), &xp, np, b, epilogue, zt),
+        }
+        ws.packed()[0] = wp;
+        ws.put_words(self.pairs_slot(l), xp);
+        fused.is_some() && matches!(epilogue, Epilogue::Activate(_))
+    }
+
+    /// Layer l's backward products with bf16 operands: dW from the sample pairs of ∂L/∂z
+    /// (from [`Mlp::dz_samples_slot`] when `packed_dz`, with its row pairs in
+    /// [`Mlp::pairs_slot`]; else packed here) and of the input (kept by the forward pass
+    /// when `packed_input`); dx as [`Mlp::forward_bf16`] does its product, with the
+    /// derivative of the layer below fused where it has a [`bf16::Fused`] form. Returns
+    /// whether it wrote the packed forms of dx (`packed_dz` of layer l − 1).
+    #[allow(clippy::too_many_arguments)]
+    fn backward_bf16(
+        &self,
+        l: usize,
+        params: &[f32],
+        (xt, n, np): (&[f32], usize, usize),
+        (dzt, packed_dz, packed_input): (&[f32], bool, bool),
+        dxt: Option<&mut [f32]>,
+        epilogue: Epilogue<'_>,
+        grads: &mut [f32],
+        ws: &mut Workspace,
+    ) -> bool {
+        let layer = &self.layers[l];
+        let (i, o) = (layer.in_dims, layer.out_dims);
+        let (dw, db) = grads[layer.weight..].split_at_mut(layer.bias - layer.weight);
+        // the bias sums stay f32, as the f32 path adds them
+        dense::weight_gradient(o, 0, dzt, xt, np, dw, i, db);
+        let mut gs = ws.take_words(self.dz_samples_slot(l));
+        let mut dzp = ws.take_words(self.pairs_slot(l));
+        if !packed_dz {
+            bf16::pack_samples(o, dzt, np, &mut gs);
+        }
+        let input_slot = if packed_input {
+            Some(self.samples_slot(l - 1))
+        } else {
+            None
+        };
+        let mut xs = match input_slot {
+            Some(slot) => ws.take_words(slot),
+            None => {
+                let mut xs = std::mem::take(&mut ws.packed()[3]);
+                bf16::pack_samples(i, xt, np, &mut xs);
+                xs
+            }
+        };
+        bf16::pair_gradient(o, i, &gs, &xs, bf16::sample_words(np), dw, i);
+        match input_slot {
+            Some(slot) => ws.put_words(slot, std::mem::take(&mut xs)),
+            None => ws.packed()[3] = xs,
+        }
+        let mut wrote = false;
+        if let Some(dxt) = dxt {
+            if !packed_dz {
+                bf16::pack_pairs(o, dzt, np, &mut dzp);
+            }
+            let w = &params[layer.weight..layer.weight + o * i];
+            let mut wt = std::mem::take(&mut ws.packed()[0]);
+            bf16::pack_weights_transposed(o, i, w, &mut wt);
+            let (a, kp) = ((&wt[..], 1, i), o.div_ceil(2));
+            match (l.checked_sub(1), epilogue) {
+                (Some(below), Epilogue::Derivative(act, y)) if bf16::Fused::of(act).is_some() => {
+                    let f = bf16::Fused::of(act).expect("checked");
+                    let (mut pairs, mut samples) = (
+                        ws.take_words(self.pairs_slot(below)),
+                        ws.take_words(self.dz_samples_slot(below)),
+                    );
+                    let tail = bf16::Tail::Derivative(f, y, n);
+                    bf16::pair_product_packed(
+                        i,
+                        kp,
+                        a,
+                        &dzp,
+                        np,
+                        None,
+                        tail,
+                        dxt,
+                        &mut pairs,
+                        &mut samples,
+                    );
+                    ws.put_words(self.pairs_slot(below), pairs);
+                    ws.put_words(self.dz_samples_slot(below), samples);
+                    wrote = true;
+                }
+                _ => bf16::pair_product(i, kp, a, &dzp, np, None, epilogue, dxt),
+            }
+            ws.packed()[0] = wt;
+        }
+        ws.put_words(self.dz_samples_slot(l), gs);
+        ws.put_words(self.pairs_slot(l), dzp);
+        wrote
     }
 }
 
@@ -187,18 +313,27 @@ impl Mlp {
         fill(&mut prev, np);
         let mut prev_slot = self.xt_slot();
 
+        let bf16 = ws.bf16_products();
+        // whether the layer below wrote this layer's input as bf16 row pairs
+        let mut packed = false;
         for (l, layer) in self.layers.iter().enumerate() {
             let mut a = ws.take(self.a_slot(l), layer.out_dims * np);
-            let bf16 = ws.bf16_products();
             if layer.act.from_output() {
                 // the activation in the product's epilogue; z is not kept
                 let epilogue = Epilogue::Activate(layer.act);
-                let packed = bf16.then(|| ws.packed());
-                linear_forward(layer, params, &prev, np, epilogue, &mut a, packed);
+                if bf16 {
+                    packed = self.forward_bf16(l, params, &prev, np, packed, epilogue, &mut a, ws);
+                } else {
+                    linear_forward(layer, params, &prev, np, epilogue, &mut a);
+                }
             } else {
                 let mut z = ws.take(self.z_slot(l), layer.out_dims * np);
-                let packed = bf16.then(|| ws.packed());
-                linear_forward(layer, params, &prev, np, Epilogue::Store, &mut z, packed);
+                if bf16 {
+                    self.forward_bf16(l, params, &prev, np, packed, Epilogue::Store, &mut z, ws);
+                    packed = false;
+                } else {
+                    linear_forward(layer, params, &prev, np, Epilogue::Store, &mut z);
+                }
                 layer.act.forward_slice(&z, &mut a);
                 ws.put(self.z_slot(l), z);
             }
@@ -263,6 +398,9 @@ impl Layer for Mlp {
         // whether `cur` already holds ∂L/∂z of layer l (the derivative was applied in the
         // epilogue of the layer above's input gradient)
         let mut is_dz = false;
+        let bf16 = ws.bf16_products();
+        // with bf16 products: whether the layer above also wrote ∂L/∂z packed
+        let mut packed_dz = false;
         for l in (0..=last).rev() {
             let layer = &self.layers[l];
             let dz = &mut cur[..layer.out_dims * np];
@@ -296,17 +434,22 @@ impl Layer for Mlp {
                 _ => Epilogue::Store,
             };
             is_dz = !matches!(epilogue, Epilogue::Store);
-            linear_backward(
-                layer,
-                params,
-                &input,
-                np,
-                dz,
-                want_dx.then_some(&mut next[..layer.in_dims * np]),
-                epilogue,
-                grads.dense,
-                ws.bf16_products().then(|| ws.packed()),
-            );
+            let dxt = want_dx.then_some(&mut next[..layer.in_dims * np]);
+            if bf16 {
+                let packed_input = l > 0 && self.fuses(l - 1);
+                packed_dz = self.backward_bf16(
+                    l,
+                    params,
+                    (&input, n, np),
+                    (dz, packed_dz, packed_input),
+                    dxt,
+                    epilogue,
+                    grads.dense,
+                    ws,
+                );
+            } else {
+                linear_backward(layer, params, &input, np, dz, dxt, epilogue, grads.dense);
+            }
             ws.put(input_slot, input);
             std::mem::swap(&mut cur, &mut next);
         }

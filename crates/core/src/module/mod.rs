@@ -45,6 +45,8 @@ pub struct Workspace {
     /// `--cpu-path bf16`), and their packed operands when they do.
     bf16: bool,
     packed: [Vec<u32>; 4],
+    /// The word companions of the slots ([`Workspace::take_words`]).
+    words: Vec<Vec<u32>>,
 }
 
 impl Workspace {
@@ -55,6 +57,7 @@ impl Workspace {
             record: false,
             bf16: false,
             packed: Default::default(),
+            words: Vec::new(),
         }
     }
 
@@ -67,6 +70,20 @@ impl Workspace {
     #[inline]
     pub(crate) fn bf16_products(&self) -> bool {
         self.bf16
+    }
+
+    /// Takes the words kept beside slot `i` (packed bf16 operands), as last put back.
+    #[inline]
+    pub(crate) fn take_words(&mut self, i: usize) -> Vec<u32> {
+        if self.words.len() <= i {
+            self.words.resize_with(i + 1, Vec::new);
+        }
+        std::mem::take(&mut self.words[i])
+    }
+
+    #[inline]
+    pub(crate) fn put_words(&mut self, i: usize, v: Vec<u32>) {
+        self.words[i] = v;
     }
 
     /// Four scratch vectors for packed bf16 operands (contents unspecified).
