@@ -11,16 +11,27 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<()> {
     let threads = rayon::current_num_threads();
+    // whether `--cpu-path bf16` runs on the instructions (else on the slower exact
+    // emulation)
+    let bf16 = nshade_core::bf16::hardware();
     let adapters = nshade_gpu::context::list_adapters();
     if args.json {
         println!(
             "{}",
-            serde_json::json!({"version": env!("CARGO_PKG_VERSION"), "cpu": {"threads": threads}, "adapters": adapters})
+            serde_json::json!({"version": env!("CARGO_PKG_VERSION"), "cpu": {"threads": threads, "bf16_dot": bf16}, "adapters": adapters})
         );
         return Ok(());
     }
     println!("nshade {}", env!("CARGO_PKG_VERSION"));
     println!("cpu: {threads} worker threads (set with --threads or RAYON_NUM_THREADS)");
+    println!(
+        "     bf16 dot products (--cpu-path bf16): {}",
+        if bf16 {
+            "yes (AVX512-BF16)"
+        } else {
+            "no (bf16 runs emulated: the same results, slower than f32)"
+        }
+    );
     if adapters.is_empty() {
         println!(
             "gpu: no adapter found (on Linux without a GPU, install mesa-vulkan-drivers for lavapipe)"

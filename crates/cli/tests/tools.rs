@@ -326,11 +326,21 @@ fn info_lists_the_same_adapters_as_text_and_json() {
     let text = run(false);
     assert_eq!(j["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(j["cpu"]["threads"], 3);
+    assert!(j["cpu"]["bf16_dot"].is_boolean(), "{j}");
     assert!(
         text.starts_with(&format!("nshade {}\n", env!("CARGO_PKG_VERSION"))),
         "{text}"
     );
     assert!(text.contains("cpu: 3 worker threads"), "{text}");
+    let bf16 = if j["cpu"]["bf16_dot"] == Value::Bool(true) {
+        "yes"
+    } else {
+        "no"
+    };
+    assert!(
+        text.contains(&format!("bf16 dot products (--cpu-path bf16): {bf16}")),
+        "{text}"
+    );
     let adapters = j["adapters"].as_array().expect("adapters is a list");
     let yes = |v: &Value| if v == &Value::Bool(true) { "yes" } else { "no" };
     for a in adapters {
