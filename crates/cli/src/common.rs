@@ -237,9 +237,23 @@ pub fn training_backend_on(
     path: Option<GpuPathChoice>,
     cpu_path: Option<CpuPathChoice>,
 ) -> Result<Box<dyn Backend>> {
+    let backend = backend_on(choice, path, cpu_backend(cpu_path)?)?;
+    if backend.name() == "cpu" && backend.path() == "bf16" && !nshade_core::bf16::hardware() {
+        tell!(
+            "note: this CPU has no AVX512-BF16; --cpu-path bf16 runs its exact emulation \
+             (the same results, several times slower than f32)"
+        );
+    }
+    Ok(backend)
+}
+
+fn backend_on(
+    choice: BackendChoice,
+    path: Option<GpuPathChoice>,
+    cpu: CpuBackend,
+) -> Result<Box<dyn Backend>> {
     use nshade_gpu::train::codegen::Precision;
     use nshade_gpu::train::{GpuBackend, precision_supported};
-    let cpu = cpu_backend(cpu_path)?;
     let Some(path) = path else {
         return training_backend(choice, cpu);
     };
