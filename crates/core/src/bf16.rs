@@ -257,24 +257,9 @@ pub fn pair_product(
     epilogue: Epilogue<'_>,
     out: &mut [f32],
 ) {
-    assert!(np.is_multiple_of(LANES));
-    assert!(b.len() >= kp * np && out.len() >= rows * np);
-    if rows > 0 && kp > 0 {
-        assert!(a.len() > (rows - 1) * ars + (kp - 1) * aps);
-    }
-    if let Some(bias) = bias {
-        assert!(bias.len() >= rows);
-    }
-    let args = ProductArgs {
-        rows,
-        kp,
-        a: a.as_ptr(),
-        ars,
-        aps,
-        b: b.as_ptr(),
-        np,
-        bias: bias.map(<[f32]>::as_ptr),
-    };
+    let args = ProductArgs::checked(rows, kp, (a, ars, aps), b, np, bias, out.len());
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = args;
     #[cfg(target_arch = "x86_64")]
     if hardware() {
         // SAFETY: the CPU has the features (checked); the asserts bound every index the
@@ -409,25 +394,7 @@ pub fn pair_product_packed(
     }
     #[cfg(target_arch = "x86_64")]
     if hardware() {
-        assert!(np.is_multiple_of(LANES));
-        assert!(b.len() >= kp * np && out.len() >= rows * np);
-        let (a, ars, aps) = a;
-        if rows > 0 && kp > 0 {
-            assert!(a.len() > (rows - 1) * ars + (kp - 1) * aps);
-        }
-        if let Some(bias) = bias {
-            assert!(bias.len() >= rows);
-        }
-        let args = ProductArgs {
-            rows,
-            kp,
-            a: a.as_ptr(),
-            ars,
-            aps,
-            b: b.as_ptr(),
-            np,
-            bias: bias.map(<[f32]>::as_ptr),
-        };
+        let args = ProductArgs::checked(rows, kp, a, b, np, bias, out.len());
         let (fused, y, n) = match tail {
             Tail::Activate(f) => (f, None, np),
             Tail::Derivative(f, y, n) => (f, Some(y.as_ptr()), n),
@@ -548,12 +515,56 @@ struct ProductArgs {
     bias: Option<*const f32>,
 }
 
+impl ProductArgs {
+    /// The arguments of a product, with every bound its kernels rely on asserted: B is
+    /// `kp × np`, the output `rows × np` (`out_len` floats), A's last word and the bias
+    /// inside their slices.
+    fn checked(
+        rows: usize,
+        kp: usize,
+        (a, ars, aps): (&[u32], usize, usize),
+        b: &[u32],
+        np: usize,
+        bias: Option<&[f32]>,
+        out_len: usize,
+    ) -> ProductArgs {
+        assert!(np.is_multiple_of(LANES));
+        assert!(b.len() >= kp * np && out_len >= rows * np);
+        if rows > 0 && kp > 0 {
+            assert!(a.len() > (rows - 1) * ars + (kp - 1) * aps);
+        }
+        if let Some(bias) = bias {
+            assert!(bias.len() >= rows);
+        }
+        ProductArgs {
+            rows,
+            kp,
+            a: a.as_ptr(),
+            ars,
+            aps,
+            b: b.as_ptr(),
+            np,
+            bias: bias.map(<[f32]>::as_ptr),
+        }
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
 unsafe fn product_hw(args: ProductArgs, out: *mut f32) {
-    // 8 rows × 32 samples (16 accumulators, 8 broadcasts and 2 loads per 16 pair
-    // products), or 4 rows × 64 samples for layers with fewer than 8 outputs; strips of
-    // samples outside, rows inside, as the f32 kernel.
+    for_each_tile(&args, |m, n, r, v| {
+        // SAFETY: r + m ≤ rows, v + n ≤ np / LANES.
+        unsafe { dispatch!(product_tile, m, n, (args, out, r, v)) }
+    });
+}
+
+/// Calls `tile(m, n, r, v)` for the tiles of a product: 8 rows × 32 samples (16
+/// accumulators, 8 broadcasts and 2 loads per 16 pair products), or 4 rows × 64 samples
+/// for layers with fewer than 8 outputs; strips of samples outside, rows inside, as the
+/// f32 kernel. Tiles start at even rows and at multiples of 32 samples.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn for_each_tile(args: &ProductArgs, mut tile: impl FnMut(usize, usize, usize, usize)) {
     let (mr, nv) = if args.rows >= 8 { (8, 2) } else { (4, 4) };
     let vectors = args.np / LANES;
     let mut v = 0;
@@ -562,8 +573,7 @@ unsafe fn product_hw(args: ProductArgs, out: *mut f32) {
         let mut r = 0;
         while r < args.rows {
             let m = (args.rows - r).min(mr);
-            // SAFETY: r + m ≤ rows, v + n ≤ np / LANES.
-            unsafe { dispatch!(product_tile, m, n, (args, out, r, v)) };
+            tile(m, n, r, v);
             r += m;
         }
         v += n;
@@ -737,21 +747,10 @@ unsafe fn product_tile_packed<const K: u8, const MR: usize, const NV: usize>(
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
 unsafe fn product_packed_hw<const K: u8>(args: ProductArgs, tail: &TailArgs, out: *mut f32) {
-    // the tiles of product_hw, which start at even rows and at multiples of 32 samples
-    let (mr, nv) = if args.rows >= 8 { (8, 2) } else { (4, 4) };
-    let vectors = args.np / LANES;
-    let mut v = 0;
-    while v < vectors {
-        let n = (vectors - v).min(nv);
-        let mut r = 0;
-        while r < args.rows {
-            let m = (args.rows - r).min(mr);
-            // SAFETY: r + m ≤ rows, v + n ≤ np / LANES.
-            unsafe { dispatch!(product_tile_packed, [K,], m, n, (args, (tail, out), r, v)) };
-            r += m;
-        }
-        v += n;
-    }
+    for_each_tile(&args, |m, n, r, v| {
+        // SAFETY: r + m ≤ rows, v + n ≤ np / LANES.
+        unsafe { dispatch!(product_tile_packed, [K,], m, n, (args, (tail, out), r, v)) }
+    });
 }
 
 #[cfg(target_arch = "x86_64")]
