@@ -44,6 +44,7 @@ def fit(
     lr: float = 0.005,
     loss: str = "l2",
     backend: str = "auto",
+    cpu_path: str = "f32",
     validation: Union[float, Tuple[npt.ArrayLike, npt.ArrayLike], None] = None,
     init: Optional[Model] = None,
     progress: Optional[Callable[[int, float], Any]] = None,
@@ -54,6 +55,7 @@ def fit(
 ) -> Model:
     """Trains `arch` (default DEFAULT_ARCH) on rows x -> y; Ctrl-C raises KeyboardInterrupt.
 
+    cpu_path: the CPU backend's products, "f32" or "bf16" (as the CLI's --cpu-path).
     validation: a fraction of the rows held out (default 0.1), or (x, y) validation rows.
     stop_at_psnr: stop once the validation PSNR reaches it (checked every 1024 steps).
     checkpoint_every/checkpoint_dir/resume: the CLI's checkpoints; resume=True continues

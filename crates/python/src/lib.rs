@@ -252,16 +252,24 @@ fn arch_defaults(kind: &str, inputs: Option<usize>) -> PyResult<Vec<(String, Str
         .collect())
 }
 
-fn backend(name: &str) -> PyResult<Box<dyn Backend>> {
+fn backend(name: &str, cpu_path: &str) -> PyResult<Box<dyn Backend>> {
+    use nshade_core::cpu::{CpuBackend, CpuPath};
     use nshade_gpu::train::GpuBackend;
+    let cpu = CpuBackend {
+        path: match cpu_path {
+            "f32" => CpuPath::F32,
+            "bf16" => CpuPath::Bf16,
+            other => return Err(value_err(format!("cpu_path {other:?}: f32 or bf16"))),
+        },
+    };
     match name {
-        "cpu" => Ok(Box::new(nshade_core::cpu::CpuBackend::default())),
+        "cpu" => Ok(Box::new(cpu)),
         "gpu" => GpuBackend::new()
             .map(|b| Box::new(b) as Box<dyn Backend>)
             .map_err(|e| PyRuntimeError::new_err(format!("backend gpu: {e}"))),
         "auto" => Ok(match GpuBackend::hardware() {
             Some(b) => Box::new(b),
-            None => Box::new(nshade_core::cpu::CpuBackend::default()),
+            None => Box::new(cpu),
         }),
         other => Err(value_err(format!("backend {other:?}: auto, cpu or gpu"))),
     }
@@ -273,7 +281,7 @@ fn backend(name: &str) -> PyResult<Box<dyn Backend>> {
 /// loss)` is called after every call of at most 64 steps; without it, a tqdm bar shows the
 /// steps when tqdm is installed. Arguments as `nshade fit`.
 #[pyfunction]
-#[pyo3(signature = (x, y, arch = None, steps = 1000, batch = 4096, seed = 1337, lr = 0.005, loss = "l2", backend = "auto", validation = None, init = None, progress = None, stop_at_psnr = None, checkpoint_every = None, checkpoint_dir = None, resume = false))]
+#[pyo3(signature = (x, y, arch = None, steps = 1000, batch = 4096, seed = 1337, lr = 0.005, loss = "l2", backend = "auto", cpu_path = "f32", validation = None, init = None, progress = None, stop_at_psnr = None, checkpoint_every = None, checkpoint_dir = None, resume = false))]
 #[allow(clippy::too_many_arguments)]
 fn fit(
     py: Python<'_>,
@@ -286,6 +294,7 @@ fn fit(
     lr: f32,
     loss: &str,
     backend: &str,
+    cpu_path: &str,
     validation: Option<&Bound<'_, PyAny>>,
     init: Option<&Model>,
     progress: Option<Bound<'_, PyAny>>,
@@ -428,7 +437,7 @@ fn fit(
         cancel: cancel.clone(),
         ..Default::default()
     };
-    let backend = self::backend(backend)?;
+    let backend = self::backend(backend, cpu_path)?;
     let params = match init {
         Some(m) => m.inner.params.clone(),
         None => net.init_params(seed),

@@ -84,6 +84,19 @@ def test_four_inputs_to_three_outputs():
         m.export("hlsl", points=2)
 
 
+def test_bf16_products_train_as_the_cli_says():
+    x, y = sdf(3000, 4)
+    arch = "freq(3) | mlp(32x2, relu)"
+    a = nshade.fit(x, y, arch=arch, steps=150, batch=1024, backend="cpu")
+    b = nshade.fit(x, y, arch=arch, steps=150, batch=1024, backend="cpu", cpu_path="bf16")
+    c = nshade.fit(x, y, arch=arch, steps=150, batch=1024, backend="cpu", cpu_path="bf16")
+    assert b.eval(x[:50]).tolist() == c.eval(x[:50]).tolist()
+    assert b.eval(x[:50]).tolist() != a.eval(x[:50]).tolist()
+    assert abs(b.metrics["psnr"] - a.metrics["psnr"]) < 1.0, (a.metrics, b.metrics)
+    with pytest.raises(ValueError, match="f32 or bf16"):
+        nshade.fit(x, y, arch=arch, steps=1, backend="cpu", cpu_path="fp8")
+
+
 def test_fine_tuning_continues_from_a_model():
     x, y = sdf(3000, 4)
     a = nshade.fit(x, y, arch="mlp(16x2, relu)", steps=100, batch=512, backend="cpu")
