@@ -20,6 +20,11 @@
 //! results flushed to zero — `VDPBF16PS`'s arithmetic, written out in [`dot2`]. The
 //! kernels run that instruction where the CPU has it and the same arithmetic in plain
 //! code elsewhere: the same bits either way.
+//!
+//! [`pair_product_packed`] also applies a simple activation (or, for dx, the derivative
+//! of the layer below) as its tiles store their sums, and stores the outputs' pairs and
+//! sample pairs beside them, so the next product and the weight gradient need no packing
+//! pass of their own.
 
 use crate::activation::Activation;
 use crate::dense::{self, Epilogue, LANES};
