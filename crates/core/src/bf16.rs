@@ -154,13 +154,24 @@ fn pairs_of_rows(rows: usize, src: &[f32], n: usize, dst: &mut [u32]) {
         unsafe { pairs_of_rows_hw(rows, src.as_ptr(), n, dst.as_mut_ptr()) };
         return;
     }
-    for (p, out) in dst.chunks_exact_mut(n).take(rows.div_ceil(2)).enumerate() {
-        let lo = &src[2 * p * n..(2 * p + 1) * n];
-        let hi = (2 * p + 1 < rows).then(|| &src[(2 * p + 1) * n..(2 * p + 2) * n]);
-        for (s, o) in out.iter_mut().enumerate() {
-            *o = pair(lo[s], hi.map_or(0.0, |h| h[s]));
-        }
-    }
+    dense::vectorised(
+        #[inline(always)]
+        || {
+            for (p, out) in dst.chunks_exact_mut(n).take(rows.div_ceil(2)).enumerate() {
+                let lo = &src[2 * p * n..(2 * p + 1) * n];
+                if 2 * p + 1 < rows {
+                    let hi = &src[(2 * p + 1) * n..(2 * p + 2) * n];
+                    for ((o, &l), &h) in out.iter_mut().zip(lo).zip(hi) {
+                        *o = pair(l, h);
+                    }
+                } else {
+                    for (o, &l) in out.iter_mut().zip(lo) {
+                        *o = pair(l, 0.0);
+                    }
+                }
+            }
+        },
+    )
 }
 
 /// `dst[r·w + j]` = `src[r·n + 2j]`, `src[r·n + 2j + 1]` (zero past n) for j < w, w ≥ n/2.
@@ -173,12 +184,21 @@ fn pairs_along_rows(rows: usize, src: &[f32], n: usize, w: usize, dst: &mut [u32
         unsafe { pairs_along_rows_hw(rows, src.as_ptr(), n, w, dst.as_mut_ptr()) };
         return;
     }
-    for (out, row) in dst.chunks_exact_mut(w).zip(src.chunks_exact(n)).take(rows) {
-        for (j, o) in out.iter_mut().enumerate() {
-            let at = |s: usize| if s < n { row[s] } else { 0.0 };
-            *o = pair(at(2 * j), at(2 * j + 1));
-        }
-    }
+    dense::vectorised(
+        #[inline(always)]
+        || {
+            for (out, row) in dst.chunks_exact_mut(w).zip(src.chunks_exact(n)).take(rows) {
+                let (body, rest) = out.split_at_mut(n / 2);
+                for (o, s) in body.iter_mut().zip(row.chunks_exact(2)) {
+                    *o = pair(s[0], s[1]);
+                }
+                rest.fill(0);
+                if n % 2 == 1 {
+                    rest[0] = pair(row[n - 1], 0.0);
+                }
+            }
+        },
+    )
 }
 
 /// A mask of the first `k` of 16 lanes (all for k ≥ 16).
@@ -273,18 +293,31 @@ pub fn pair_product(
         epilogue.apply(&mut out[..rows * np]);
         return;
     }
-    for r in 0..rows {
-        let init = bias.map_or(0.0, |b| b[r]);
-        let row = &mut out[r * np..(r + 1) * np];
-        row.fill(init);
-        for p in 0..kp {
-            let w = a[r * ars + p * aps];
-            let bp = &b[p * np..(p + 1) * np];
+    // written out: tiles of 4 rows × 64 samples held in locals while p runs
+    const S: usize = 4 * LANES;
+    for s0 in (0..np).step_by(S) {
+        let ns = (np - s0).min(S);
+        for r0 in (0..rows).step_by(4) {
+            let mr = (rows - r0).min(4);
             dense::vectorised(
                 #[inline(always)]
                 || {
-                    for (o, &x) in row.iter_mut().zip(bp) {
-                        *o = dot2(*o, w, x);
+                    let mut acc = [[0.0f32; S]; 4];
+                    for (i, row) in acc.iter_mut().enumerate().take(mr) {
+                        *row = [bias.map_or(0.0, |b| b[r0 + i]); S];
+                    }
+                    for p in 0..kp {
+                        let bp = &b[p * np + s0..p * np + s0 + ns];
+                        for (i, row) in acc.iter_mut().enumerate().take(mr) {
+                            let w = a[(r0 + i) * ars + p * aps];
+                            for (o, &x) in row.iter_mut().zip(bp) {
+                                *o = dot2(*o, w, x);
+                            }
+                        }
+                    }
+                    for (i, row) in acc.iter().enumerate().take(mr) {
+                        let at = (r0 + i) * np + s0;
+                        out[at..at + ns].copy_from_slice(&row[..ns]);
                     }
                 },
             );
@@ -468,18 +501,23 @@ pub fn pair_gradient(
         unsafe { gradient_hw(rows, cols, g.as_ptr(), x.as_ptr(), w, dw.as_mut_ptr(), dws) };
         return;
     }
-    for r in 0..rows {
-        for c in 0..cols {
-            let (gr, xc) = (&g[r * w..(r + 1) * w], &x[c * w..(c + 1) * w]);
-            let mut acc = [0.0f32; LANES];
-            for (gv, xv) in gr.chunks_exact(LANES).zip(xc.chunks_exact(LANES)) {
-                for l in 0..LANES {
-                    acc[l] = dot2(acc[l], gv[l], xv[l]);
+    dense::vectorised(
+        #[inline(always)]
+        || {
+            for r in 0..rows {
+                for c in 0..cols {
+                    let (gr, xc) = (&g[r * w..(r + 1) * w], &x[c * w..(c + 1) * w]);
+                    let mut acc = [0.0f32; LANES];
+                    for (gv, xv) in gr.chunks_exact(LANES).zip(xc.chunks_exact(LANES)) {
+                        for l in 0..LANES {
+                            acc[l] = dot2(acc[l], gv[l], xv[l]);
+                        }
+                    }
+                    dw[r * dws + c] += dense::tree_sum(acc);
                 }
             }
-            dw[r * dws + c] += dense::tree_sum(acc);
-        }
-    }
+        },
+    )
 }
 
 /// Calls `$f::<M, N>($args)` for the run-time tile shape (m, n), m ≤ 8, n ≤ 4.
