@@ -609,17 +609,30 @@ unsafe fn product_hw(args: ProductArgs, out: *mut f32) {
 #[inline(always)]
 fn for_each_tile(args: &ProductArgs, mut tile: impl FnMut(usize, usize, usize, usize)) {
     let (mr, nv) = if args.rows >= 8 { (8, 2) } else { (4, 4) };
-    let vectors = args.np / LANES;
-    let mut v = 0;
-    while v < vectors {
-        let n = (vectors - v).min(nv);
-        let mut r = 0;
-        while r < args.rows {
-            let m = (args.rows - r).min(mr);
-            tile(m, n, r, v);
-            r += m;
+    blocks((args.np / LANES, nv), (args.rows, mr), |n, m, v, r| {
+        tile(m, n, r, v)
+    });
+}
+
+/// Calls `f(a, b, i, j)` for the blocks of an `outer × inner` grid in steps of `os × is`,
+/// the outer index outside: block (i, j) has `a × b` cells, shorter at the ends.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn blocks(
+    (outer, os): (usize, usize),
+    (inner, is): (usize, usize),
+    mut f: impl FnMut(usize, usize, usize, usize),
+) {
+    let mut i = 0;
+    while i < outer {
+        let a = (outer - i).min(os);
+        let mut j = 0;
+        while j < inner {
+            let b = (inner - j).min(is);
+            f(a, b, i, j);
+            j += b;
         }
-        v += n;
+        i += a;
     }
 }
 
@@ -807,18 +820,10 @@ unsafe fn gradient_hw(
     dw: *mut f32,
     dws: usize,
 ) {
-    let mut r = 0;
-    while r < rows {
-        let mo = (rows - r).min(4);
-        let mut c = 0;
-        while c < cols {
-            let mk = (cols - c).min(4);
-            // SAFETY: r + mo ≤ rows, c + mk ≤ cols.
-            unsafe { dispatch!(gradient_tile, mo, mk, (g, x, w, dw, dws, r, c)) };
-            c += mk;
-        }
-        r += mo;
-    }
+    blocks((rows, 4), (cols, 4), |mo, mk, r, c| {
+        // SAFETY: r + mo ≤ rows, c + mk ≤ cols.
+        unsafe { dispatch!(gradient_tile, mo, mk, (g, x, w, dw, dws, r, c)) }
+    });
 }
 
 /// `MO × MK` sums of [`pair_gradient`], folded by [`dense::fold_into_avx512`].
