@@ -238,13 +238,18 @@ pub fn training_backend_on(
     cpu_path: Option<CpuPathChoice>,
 ) -> Result<Box<dyn Backend>> {
     let backend = backend_on(choice, path, cpu_backend(cpu_path)?)?;
-    if backend.name() == "cpu" && backend.path() == "bf16" && !nshade_core::bf16::hardware() {
+    if cpu_bf16(&*backend) && !nshade_core::bf16::hardware() {
         tell!(
             "note: this CPU has no AVX512-BF16; --cpu-path bf16 runs its exact emulation \
              (the same results, several times slower than f32)"
         );
     }
     Ok(backend)
+}
+
+/// Whether `backend` is the CPU with bf16 products.
+pub fn cpu_bf16(backend: &dyn Backend) -> bool {
+    backend.name() == "cpu" && backend.path() == "bf16"
 }
 
 fn backend_on(

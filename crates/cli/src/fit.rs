@@ -306,7 +306,7 @@ pub fn run(args: Args) -> Result<()> {
         tex.height,
         args.batch,
         backend.name(),
-        if backend.name() == "cpu" && backend.path() == "bf16" {
+        if common::cpu_bf16(&*backend) {
             " (bf16 products)"
         } else {
             ""

@@ -31,8 +31,9 @@ pub struct Mlp {
     /// Workspace slots, all feature-major (see [`crate::dense`]): z and a of every layer
     /// (2 per layer), two gradient buffers, the input; then, for bf16 products, the word
     /// companions ([`Workspace::take_words`]) of one slot per layer (its outputs' sample
-    /// pairs, kept for the backward pass) and of four more (row pairs of a layer's input
-    /// or output gradient, sample pairs of the output gradient; two of each, alternating).
+    /// pairs, kept for the backward pass) and of six more (row pairs of a layer's input
+    /// or output gradient, sample pairs of the output gradient, two of each, alternating;
+    /// packed weights; an input's sample pairs packed for the weight gradient).
     slot_base: usize,
 }
 
@@ -65,7 +66,7 @@ impl Mlp {
             });
             prev = out;
         }
-        let slot_base = alloc.slots(3 * layers.len() + 7);
+        let slot_base = alloc.slots(3 * layers.len() + 9);
         Mlp {
             layers,
             hidden_act,
@@ -113,6 +114,10 @@ impl Mlp {
     fn pairs_slot(&self, l: usize) -> usize {
         self.slot_base + 3 * self.layers.len() + 3 + l % 2
     }
+    /// Words: scratch for one product, 0 the packed weights, 1 an input's sample pairs.
+    fn scratch_slot(&self, k: usize) -> usize {
+        self.slot_base + 3 * self.layers.len() + 7 + k
+    }
     /// Words: the sample pairs of ∂L/∂z of layer l, in slot l mod 2.
     fn dz_samples_slot(&self, l: usize) -> usize {
         self.slot_base + 3 * self.layers.len() + 5 + l % 2
@@ -159,10 +164,10 @@ fn linear_backward(
 
 impl Mlp {
     /// Layer l's forward product with bf16 operands ([`bf16`]): the row pairs of its input
-    /// from [`Mlp::pairs_slot`] when `packed_input` (the layer below wrote them), else
-    /// packed here. A hidden layer whose activation has a [`bf16::Fused`] form applies it
-    /// in the product's tiles and writes the row pairs of its outputs for layer l + 1 and
-    /// their sample pairs for the backward pass; returns whether it did.
+    /// from [`Mlp::pairs_slot`] when the layer below wrote them ([`Mlp::fuses`]), else
+    /// packed here. A layer that [`Mlp::fuses`] applies its activation in the product's
+    /// tiles and writes the row pairs of its outputs for layer l + 1 and their sample pairs
+    /// for the backward pass.
     #[allow(clippy::too_many_arguments)]
     fn forward_bf16(
         &self,
@@ -170,24 +175,23 @@ impl Mlp {
         params: &[f32],
         xt: &[f32],
         np: usize,
-        packed_input: bool,
         epilogue: Epilogue<'_>,
         zt: &mut [f32],
         ws: &mut Workspace,
-    ) -> bool {
+    ) {
         let layer = &self.layers[l];
         let (i, o, kp) = (layer.in_dims, layer.out_dims, layer.in_dims.div_ceil(2));
         let w = &params[layer.weight..layer.weight + o * i];
         let b = Some(&params[layer.bias..layer.bias + o]);
         let mut xp = ws.take_words(self.pairs_slot(l));
-        if !packed_input {
+        if !(l > 0 && self.fuses(l - 1)) {
             bf16::pack_pairs(i, xt, np, &mut xp);
         }
-        let mut wp = std::mem::take(&mut ws.packed()[0]);
+        let mut wp = ws.take_words(self.scratch_slot(0));
         bf16::pack_weights(o, i, w, &mut wp);
-        let fused = bf16::Fused::of(layer.act).filter(|_| self.fuses(l));
-        match (fused, epilogue) {
-            (Some(f), Epilogue::Activate(_)) => {
+        match bf16::Fused::of(layer.act).filter(|_| self.fuses(l)) {
+            Some(f) => {
+                debug_assert!(matches!(epilogue, Epilogue::Activate(_)));
                 let (mut pairs, mut samples) = (
                     ws.take_words(self.pairs_slot(l + 1)),
                     ws.take_words(self.samples_slot(l)),
@@ -200,29 +204,29 @@ impl Mlp {
             }
             _ => bf16::pair_product(o, kp, (&wp[..], kp, 1), &xp, np, b, epilogue, zt),
         }
-        ws.packed()[0] = wp;
+        ws.put_words(self.scratch_slot(0), wp);
         ws.put_words(self.pairs_slot(l), xp);
-        fused.is_some() && matches!(epilogue, Epilogue::Activate(_))
     }
 
     /// Layer l's backward products with bf16 operands: dW from the sample pairs of ∂L/∂z
-    /// (from [`Mlp::dz_samples_slot`] when `packed_dz`, with its row pairs in
-    /// [`Mlp::pairs_slot`]; else packed here) and of the input (kept by the forward pass
-    /// when `packed_input`); dx as [`Mlp::forward_bf16`] does its product, with the
-    /// derivative of the layer below fused where it has a [`bf16::Fused`] form. Returns
-    /// whether it wrote the packed forms of dx (`packed_dz` of layer l − 1).
+    /// (from [`Mlp::dz_samples_slot`], with its row pairs in [`Mlp::pairs_slot`], when
+    /// layer l [`Mlp::fuses`]: then layer l + 1's dx wrote them; else packed here) and of
+    /// the input (kept by the forward pass when layer l − 1 fuses); dx as
+    /// [`Mlp::forward_bf16`] does its product, with the derivative of layer l − 1 in its
+    /// tiles when that layer fuses.
     #[allow(clippy::too_many_arguments)]
     fn backward_bf16(
         &self,
         l: usize,
         params: &[f32],
         (xt, n, np): (&[f32], usize, usize),
-        (dzt, packed_dz, packed_input): (&[f32], bool, bool),
+        dzt: &[f32],
         dxt: Option<&mut [f32]>,
         epilogue: Epilogue<'_>,
         grads: &mut [f32],
         ws: &mut Workspace,
-    ) -> bool {
+    ) {
+        let (packed_dz, below_fuses) = (self.fuses(l), l > 0 && self.fuses(l - 1));
         let layer = &self.layers[l];
         let (i, o) = (layer.in_dims, layer.out_dims);
         let (dw, db) = grads[layer.weight..].split_at_mut(layer.bias - layer.weight);
@@ -233,36 +237,28 @@ impl Mlp {
         if !packed_dz {
             bf16::pack_samples(o, dzt, np, &mut gs);
         }
-        let input_slot = if packed_input {
-            Some(self.samples_slot(l - 1))
+        let input_slot = if below_fuses {
+            self.samples_slot(l - 1)
         } else {
-            None
+            self.scratch_slot(1)
         };
-        let mut xs = match input_slot {
-            Some(slot) => ws.take_words(slot),
-            None => {
-                let mut xs = std::mem::take(&mut ws.packed()[3]);
-                bf16::pack_samples(i, xt, np, &mut xs);
-                xs
-            }
-        };
-        bf16::pair_gradient(o, i, &gs, &xs, bf16::sample_words(np), dw, i);
-        match input_slot {
-            Some(slot) => ws.put_words(slot, std::mem::take(&mut xs)),
-            None => ws.packed()[3] = xs,
+        let mut xs = ws.take_words(input_slot);
+        if !below_fuses {
+            bf16::pack_samples(i, xt, np, &mut xs);
         }
-        let mut wrote = false;
+        bf16::pair_gradient(o, i, &gs, &xs, bf16::sample_words(np), dw, i);
+        ws.put_words(input_slot, xs);
         if let Some(dxt) = dxt {
             if !packed_dz {
                 bf16::pack_pairs(o, dzt, np, &mut dzp);
             }
             let w = &params[layer.weight..layer.weight + o * i];
-            let mut wt = std::mem::take(&mut ws.packed()[0]);
+            let mut wt = ws.take_words(self.scratch_slot(0));
             bf16::pack_weights_transposed(o, i, w, &mut wt);
             let (a, kp) = ((&wt[..], 1, i), o.div_ceil(2));
-            match (l.checked_sub(1), epilogue) {
-                (Some(below), Epilogue::Derivative(act, y)) if bf16::Fused::of(act).is_some() => {
-                    let f = bf16::Fused::of(act).expect("checked");
+            match (below_fuses, epilogue) {
+                (true, Epilogue::Derivative(act, y)) => {
+                    let (below, f) = (l - 1, bf16::Fused::of(act).expect("the layer fuses"));
                     let (mut pairs, mut samples) = (
                         ws.take_words(self.pairs_slot(below)),
                         ws.take_words(self.dz_samples_slot(below)),
@@ -282,15 +278,13 @@ impl Mlp {
                     );
                     ws.put_words(self.pairs_slot(below), pairs);
                     ws.put_words(self.dz_samples_slot(below), samples);
-                    wrote = true;
                 }
                 _ => bf16::pair_product(i, kp, a, &dzp, np, None, epilogue, dxt),
             }
-            ws.packed()[0] = wt;
+            ws.put_words(self.scratch_slot(0), wt);
         }
         ws.put_words(self.dz_samples_slot(l), gs);
         ws.put_words(self.pairs_slot(l), dzp);
-        wrote
     }
 }
 
@@ -314,23 +308,20 @@ impl Mlp {
         let mut prev_slot = self.xt_slot();
 
         let bf16 = ws.bf16_products();
-        // whether the layer below wrote this layer's input as bf16 row pairs
-        let mut packed = false;
         for (l, layer) in self.layers.iter().enumerate() {
             let mut a = ws.take(self.a_slot(l), layer.out_dims * np);
             if layer.act.from_output() {
                 // the activation in the product's epilogue; z is not kept
                 let epilogue = Epilogue::Activate(layer.act);
                 if bf16 {
-                    packed = self.forward_bf16(l, params, &prev, np, packed, epilogue, &mut a, ws);
+                    self.forward_bf16(l, params, &prev, np, epilogue, &mut a, ws);
                 } else {
                     linear_forward(layer, params, &prev, np, epilogue, &mut a);
                 }
             } else {
                 let mut z = ws.take(self.z_slot(l), layer.out_dims * np);
                 if bf16 {
-                    self.forward_bf16(l, params, &prev, np, packed, Epilogue::Store, &mut z, ws);
-                    packed = false;
+                    self.forward_bf16(l, params, &prev, np, Epilogue::Store, &mut z, ws);
                 } else {
                     linear_forward(layer, params, &prev, np, Epilogue::Store, &mut z);
                 }
@@ -399,8 +390,6 @@ impl Layer for Mlp {
         // epilogue of the layer above's input gradient)
         let mut is_dz = false;
         let bf16 = ws.bf16_products();
-        // with bf16 products: whether the layer above also wrote ∂L/∂z packed
-        let mut packed_dz = false;
         for l in (0..=last).rev() {
             let layer = &self.layers[l];
             let dz = &mut cur[..layer.out_dims * np];
@@ -436,17 +425,8 @@ impl Layer for Mlp {
             is_dz = !matches!(epilogue, Epilogue::Store);
             let dxt = want_dx.then_some(&mut next[..layer.in_dims * np]);
             if bf16 {
-                let packed_input = l > 0 && self.fuses(l - 1);
-                packed_dz = self.backward_bf16(
-                    l,
-                    params,
-                    (&input, n, np),
-                    (dz, packed_dz, packed_input),
-                    dxt,
-                    epilogue,
-                    grads.dense,
-                    ws,
-                );
+                let shape = (&input[..], n, np);
+                self.backward_bf16(l, params, shape, dz, dxt, epilogue, grads.dense, ws);
             } else {
                 linear_backward(layer, params, &input, np, dz, dxt, epilogue, grads.dense);
             }

@@ -42,9 +42,8 @@ pub struct Workspace {
     /// Whether forward passes keep such records (training; inference has no use for them).
     record: bool,
     /// Whether the linear layers multiply in bf16 ([`crate::bf16`]; training with
-    /// `--cpu-path bf16`), and their packed operands when they do.
+    /// `--cpu-path bf16`).
     bf16: bool,
-    packed: [Vec<u32>; 4],
     /// The word companions of the slots ([`Workspace::take_words`]).
     words: Vec<Vec<u32>>,
 }
@@ -56,7 +55,6 @@ impl Workspace {
             corners: Vec::new(),
             record: false,
             bf16: false,
-            packed: Default::default(),
             words: Vec::new(),
         }
     }
@@ -84,12 +82,6 @@ impl Workspace {
     #[inline]
     pub(crate) fn put_words(&mut self, i: usize, v: Vec<u32>) {
         self.words[i] = v;
-    }
-
-    /// Four scratch vectors for packed bf16 operands (contents unspecified).
-    #[inline]
-    pub(crate) fn packed(&mut self) -> &mut [Vec<u32>; 4] {
-        &mut self.packed
     }
 
     /// A workspace for training: forward passes also keep what the backward pass can
