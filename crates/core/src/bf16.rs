@@ -615,7 +615,9 @@ fn for_each_tile(args: &ProductArgs, mut tile: impl FnMut(usize, usize, usize, u
 }
 
 /// Calls `f(a, b, i, j)` for the blocks of an `outer × inner` grid in steps of `os × is`,
-/// the outer index outside: block (i, j) has `a × b` cells, shorter at the ends.
+/// the outer index outside: block (i, j) has `a × b` cells, shorter at the ends. (The f32
+/// kernels in [`dense`] keep their own loops: their tiles are inlined code that a closure
+/// would compile outside the AVX-512 function, measured 5.2 → 3.4 M samples/s.)
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 fn blocks(
