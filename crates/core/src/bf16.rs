@@ -385,32 +385,45 @@ impl Fused {
     }
 }
 
-/// What [`pair_product_packed`] does to each sum before storing it.
-#[derive(Clone, Copy, Debug)]
+/// What [`pair_product_packed`] does to each sum before packing it.
+#[derive(Debug)]
 pub enum Tail<'a> {
     /// A layer's activation: the forward product.
     Activate(Fused),
-    /// Times the derivative of the layer below, from its outputs `y` (`rows × np`), with
-    /// the gradients of samples `n..np` (padding) set to zero: dx = Wᵀ·dz.
-    Derivative(Fused, &'a [f32], usize),
+    /// Times the derivative of the layer below, from the bf16 values of its outputs (`y`:
+    /// their sample pairs, `rows × `[`sample_words`]`(np)` words, as the forward tiles
+    /// or [`pack_samples`] wrote them), with the gradients of samples `n..np` (padding)
+    /// set to zero: dx = Wᵀ·dz. Each row's sum over the samples (the bias gradient of the
+    /// layer below) is added to `db` (`rows`), in [`dense::lane_sum`]'s order.
+    Derivative {
+        fused: Fused,
+        y: &'a [u32],
+        n: usize,
+        db: &'a mut [f32],
+    },
 }
 
 /// Where the fused tiles put their outputs (pointers checked by the caller).
 #[cfg(target_arch = "x86_64")]
 struct TailArgs {
     fused: Fused,
-    y: Option<*const f32>,
+    /// Some for a derivative: the layer below's sample pairs.
+    y: Option<*const u32>,
     n: usize,
+    /// rows × LANES lane sums (a derivative's bias gradient).
+    lanes: *mut f32,
     pairs: *mut u32,
     samples: *mut u32,
     w: usize,
 }
 
-/// [`pair_product`] with the activation or derivative `tail` applied as the sums are
-/// stored, and the outputs packed as they are stored: `out` (`rows × np` f32), `pairs`
-/// ([`pack_pairs`] of `out`) and `samples` ([`pack_samples`] of `out`) — what the next
-/// product and the weight gradient read, without passes of their own. The same bits as
-/// [`pair_product`], the tail's formulas ([`Fused`]) and the packers.
+/// [`pair_product`] with the activation or derivative `tail` applied to the sums, which
+/// are stored only packed: `pairs` ([`pack_pairs`] of the outputs) and `samples`
+/// ([`pack_samples`] of them) — what the next product and the weight gradient read. The
+/// f32 outputs themselves are never needed (a derivative's bias sums come from its tiles),
+/// so the instructions do not store them; `scratch` (`rows × np`) is working memory whose
+/// contents afterwards are unspecified. The same bits as [`pair_product`], the tail's
+/// formulas ([`Fused`]), the packers and [`dense::lane_sum`].
 #[allow(clippy::too_many_arguments)]
 pub fn pair_product_packed(
     rows: usize,
@@ -420,55 +433,68 @@ pub fn pair_product_packed(
     np: usize,
     bias: Option<&[f32]>,
     tail: Tail<'_>,
-    out: &mut [f32],
+    scratch: &mut [f32],
     pairs: &mut Vec<u32>,
     samples: &mut Vec<u32>,
 ) {
     let w = sample_words(np);
     let pairs = grow(pairs, rows.div_ceil(2) * np);
     let samples = grow(samples, rows * w);
-    if let Tail::Derivative(_, y, n) = tail {
-        assert!(y.len() >= rows * np && n <= np);
+    assert!(scratch.len() >= rows * np);
+    if let Tail::Derivative { y, n, ref db, .. } = tail {
+        assert!(y.len() >= rows * w && n <= np && db.len() >= rows);
     }
     #[cfg(target_arch = "x86_64")]
     if hardware() {
-        let args = ProductArgs::checked(rows, kp, a, b, np, bias, out.len());
+        let args = ProductArgs::checked(rows, kp, a, b, np, bias, scratch.len());
+        let lanes = &mut scratch[..rows * LANES];
+        lanes.fill(0.0);
         let (fused, y, n) = match tail {
             Tail::Activate(f) => (f, None, np),
-            Tail::Derivative(f, y, n) => (f, Some(y.as_ptr()), n),
+            Tail::Derivative { fused, y, n, .. } => (fused, Some(y.as_ptr()), n),
         };
-        let tail = TailArgs {
+        let args_tail = TailArgs {
             fused,
             y,
             n,
+            lanes: lanes.as_mut_ptr(),
             pairs: pairs.as_mut_ptr(),
             samples: samples.as_mut_ptr(),
             w,
         };
-        let out = out.as_mut_ptr();
         // SAFETY: the features are checked; the asserts bound every index the tiles form
-        // (r < rows, p < kp, s < np; pair rows < ⌈rows/2⌉, sample words < w).
+        // (r < rows, p < kp, s < np; pair rows < ⌈rows/2⌉, sample words < w, lane sums
+        // < rows × LANES).
         unsafe {
-            match (tail.y.is_some(), tail.fused) {
-                (false, Fused::None) => product_packed_hw::<0>(args, &tail, out),
-                (false, Fused::Relu) => product_packed_hw::<1>(args, &tail, out),
-                (false, Fused::LeakyRelu(_)) => product_packed_hw::<2>(args, &tail, out),
-                (true, Fused::None) => product_packed_hw::<3>(args, &tail, out),
-                (true, Fused::Relu) => product_packed_hw::<4>(args, &tail, out),
-                (true, Fused::LeakyRelu(_)) => product_packed_hw::<5>(args, &tail, out),
+            let t = &args_tail;
+            match (y.is_some(), fused) {
+                (false, Fused::None) => product_packed_hw::<0>(args, t),
+                (false, Fused::Relu) => product_packed_hw::<1>(args, t),
+                (false, Fused::LeakyRelu(_)) => product_packed_hw::<2>(args, t),
+                (true, Fused::None) => product_packed_hw::<3>(args, t),
+                (true, Fused::Relu) => product_packed_hw::<4>(args, t),
+                (true, Fused::LeakyRelu(_)) => product_packed_hw::<5>(args, t),
+            }
+        }
+        if let Tail::Derivative { db, .. } = tail {
+            for (d, l) in db[..rows].iter_mut().zip(lanes.chunks_exact(LANES)) {
+                *d += dense::tree_sum(l.try_into().expect("16 lanes"));
             }
         }
         return;
     }
-    pair_product(rows, kp, a, b, np, bias, Epilogue::Store, out);
-    let out = &mut out[..rows * np];
+    pair_product(rows, kp, a, b, np, bias, Epilogue::Store, scratch);
+    let out = &mut scratch[..rows * np];
     match tail {
         Tail::Activate(f) => out.iter_mut().for_each(|z| *z = f.value(*z)),
-        Tail::Derivative(f, y, n) => {
-            for (row, yr) in out.chunks_exact_mut(np).zip(y.chunks_exact(np)) {
-                for (s, (d, &y)) in row.iter_mut().zip(yr).enumerate() {
-                    *d = if s < n { f.derivative(*d, y) } else { 0.0 };
+        Tail::Derivative { fused, y, n, db } => {
+            let rows_y = y.chunks_exact(w);
+            for ((row, yr), d) in out.chunks_exact_mut(np).zip(rows_y).zip(db.iter_mut()) {
+                for (s, v) in row.iter_mut().enumerate() {
+                    let y = from_bf16((yr[s / 2] >> (16 * (s % 2))) as u16);
+                    *v = if s < n { fused.derivative(*v, y) } else { 0.0 };
                 }
+                *d += dense::lane_sum(row);
             }
         }
     }
@@ -707,21 +733,21 @@ unsafe fn product_tile<const MR: usize, const NV: usize>(
     }
 }
 
-/// One tile of [`pair_product_packed`]: the sums, the tail, then the f32 outputs, their
-/// row pairs and their sample pairs.
+/// One tile of [`pair_product_packed`]: the sums, the tail, then the outputs' row pairs
+/// and sample pairs (and for a derivative the lane sums of each row).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
 #[inline]
 unsafe fn product_tile_packed<const K: u8, const MR: usize, const NV: usize>(
     args: ProductArgs,
-    (tail, out): (&TailArgs, *mut f32),
+    tail: &TailArgs,
     r0: usize,
     v0: usize,
 ) {
     use std::arch::x86_64::*;
     // K: the tail as a constant (0–2 the activation none / relu / leaky relu, 3–5 the
     // derivative of the same), so each tile is straight-line code
-    let (np, s0) = (args.np, v0 * LANES);
+    let (np, s0, w) = (args.np, v0 * LANES, tail.w);
     // SAFETY: forwarded.
     let mut acc = unsafe { product_sums::<MR, NV>(args, r0, v0) };
     let zero = _mm512_setzero_ps();
@@ -738,9 +764,14 @@ unsafe fn product_tile_packed<const K: u8, const MR: usize, const NV: usize>(
                 1 => _mm512_maskz_mov_ps(positive(*v), *v),
                 2 => _mm512_mask_blend_ps(positive(*v), _mm512_mul_ps(*v, slope), *v),
                 _ => {
-                    // SAFETY: y (Some for K ≥ 3) is rows × np like the output.
+                    // the bf16 outputs of the layer below, widened: 16 half-words of its
+                    // sample pairs are samples s.. in order
+                    // SAFETY: y (Some for K ≥ 3) is rows × w words, s/2 + 8 ≤ w.
                     let y = unsafe {
-                        _mm512_loadu_ps(tail.y.unwrap_unchecked().add((r0 + i) * np + s))
+                        let h = _mm256_loadu_si256(
+                            tail.y.unwrap_unchecked().add((r0 + i) * w + s / 2).cast(),
+                        );
+                        _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
                     };
                     let d = match K {
                         3 => *v,
@@ -754,60 +785,95 @@ unsafe fn product_tile_packed<const K: u8, const MR: usize, const NV: usize>(
                     _mm512_maskz_mov_ps(first(tail.n.saturating_sub(s)), d)
                 }
             };
-            // SAFETY: r0 + i < rows and the vector lies inside the row of np floats.
-            unsafe { _mm512_storeu_ps(out.add((r0 + i) * np + s), *v) };
+        }
+        if K >= 3 {
+            // the row's lane sums take its vectors in order, as dense::lane_sum does
+            // SAFETY: r0 + i < rows: 16 floats of the rows × 16 lane sums.
+            unsafe {
+                let lanes = tail.lanes.add((r0 + i) * LANES);
+                let sum = row
+                    .iter()
+                    .fold(_mm512_loadu_ps(lanes), |a, &v| _mm512_add_ps(a, v));
+                _mm512_storeu_ps(lanes, sum);
+            }
         }
     }
-    let bf = |v: __m512| {
-        // SAFETY: 16 bf16 as 16 half-words.
-        _mm512_cvtepu16_epi32(unsafe {
-            std::mem::transmute::<__m256bh, __m256i>(_mm512_cvtneps_pbh(v))
-        })
-    };
-    for i in (0..MR).step_by(2) {
-        for (j, &v) in acc[i].iter().enumerate() {
-            let lo = bf(v);
-            let word = if i + 1 < MR {
-                _mm512_or_si512(lo, _mm512_slli_epi32::<16>(bf(acc[i + 1][j])))
+    // Each row's sample pairs: one conversion per two vectors (32 samples as 32 bf16 in
+    // sample order, which is the sample-pair layout); the row pairs interleave the
+    // half-words of two rows' sample pairs (a zero row past an odd MR).
+    // (NV ≤ 4: at most two vector pairs; pairs past NV are never read)
+    let pairs = NV.div_ceil(2);
+    let samples: [[__m512i; 2]; MR] = std::array::from_fn(|i| {
+        std::array::from_fn(|jp| {
+            if jp >= pairs {
+                return _mm512_setzero_si512();
+            }
+            let hi = if 2 * jp + 1 < NV {
+                acc[i][2 * jp + 1]
             } else {
-                lo
+                zero
             };
-            // SAFETY: pair row (r0 + i)/2 < ⌈rows/2⌉ (r0 is even), 16 words inside it.
-            unsafe {
-                _mm512_storeu_si512(
-                    tail.pairs.add((r0 + i) / 2 * np + s0 + j * LANES).cast(),
-                    word,
-                )
-            };
-        }
-    }
-    for (i, row) in acc.iter().enumerate() {
-        for j in (0..NV).step_by(2) {
-            let hi = if j + 1 < NV { row[j + 1] } else { zero };
             // SAFETY: 32 bf16 as 16 words.
-            let v = unsafe {
-                std::mem::transmute::<__m512bh, __m512i>(_mm512_cvtne2ps_pbh(hi, row[j]))
-            };
-            // SAFETY: s0 + j·LANES is a multiple of 32 (tiles start at even vectors), so
-            // its 16 words lie inside the row of w ≥ that + 16 words.
+            unsafe {
+                std::mem::transmute::<__m512bh, __m512i>(_mm512_cvtne2ps_pbh(hi, acc[i][2 * jp]))
+            }
+        })
+    });
+    for (i, row) in samples.iter().enumerate() {
+        for (jp, &v) in row.iter().enumerate().take(pairs) {
+            // SAFETY: s0 + 2·jp·LANES is a multiple of 32 (tiles start at even vectors),
+            // so its 16 words lie inside the row of w ≥ that + 16 words.
             unsafe {
                 _mm512_storeu_si512(
-                    tail.samples
-                        .add((r0 + i) * tail.w + (s0 + j * LANES) / 2)
-                        .cast(),
+                    tail.samples.add((r0 + i) * w + s0 / 2 + jp * LANES).cast(),
                     v,
                 )
             };
+        }
+    }
+    // half-word k of the result: lanes [k/2 of a, k/2 of b] alternating; the second
+    // vector of the pair takes half-words 16.. of each
+    let (first_half, second_half) = (
+        _mm512_set_epi16(
+            47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6, 37, 5, 36,
+            4, 35, 3, 34, 2, 33, 1, 32, 0,
+        ),
+        _mm512_set_epi16(
+            63, 31, 62, 30, 61, 29, 60, 28, 59, 27, 58, 26, 57, 25, 56, 24, 55, 23, 54, 22, 53, 21,
+            52, 20, 51, 19, 50, 18, 49, 17, 48, 16,
+        ),
+    );
+    for i in (0..MR).step_by(2) {
+        for (jp, &lo) in samples[i].iter().enumerate().take(pairs) {
+            let hi = if i + 1 < MR {
+                samples[i + 1][jp]
+            } else {
+                _mm512_setzero_si512()
+            };
+            for (half, idx) in [first_half, second_half].into_iter().enumerate() {
+                let j = 2 * jp + half;
+                if j < NV {
+                    let word = _mm512_permutex2var_epi16(lo, idx, hi);
+                    // SAFETY: pair row (r0 + i)/2 < ⌈rows/2⌉ (r0 is even), 16 words
+                    // inside it.
+                    unsafe {
+                        _mm512_storeu_si512(
+                            tail.pairs.add((r0 + i) / 2 * np + s0 + j * LANES).cast(),
+                            word,
+                        )
+                    };
+                }
+            }
         }
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
-unsafe fn product_packed_hw<const K: u8>(args: ProductArgs, tail: &TailArgs, out: *mut f32) {
+unsafe fn product_packed_hw<const K: u8>(args: ProductArgs, tail: &TailArgs) {
     for_each_tile(&args, |m, n, r, v| {
         // SAFETY: r + m ≤ rows, v + n ≤ np / LANES.
-        unsafe { dispatch!(product_tile_packed, [K,], m, n, (args, (tail, out), r, v)) }
+        unsafe { dispatch!(product_tile_packed, [K,], m, n, (args, tail, r, v)) }
     });
 }
 
@@ -1080,8 +1146,10 @@ mod tests {
                 let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<u32>>();
                 // the fused products: every tail, a padded last vector for the derivative
                 let y = random(k * np, 1.0, &mut rng);
+                let mut ys = Vec::new();
+                pack_samples(k, &y, np, &mut ys);
                 for fused in [Fused::None, Fused::Relu, Fused::LeakyRelu(0.1)] {
-                    let mut act = vec![0.0; rows * np];
+                    let mut scratch = vec![0.0; rows * np];
                     let (mut pairs, mut samples) = (Vec::new(), Vec::new());
                     let tail = Tail::Activate(fused);
                     let a = (&wp[..], kp, 1);
@@ -1094,20 +1162,28 @@ mod tests {
                         np,
                         b,
                         tail,
-                        &mut act,
+                        &mut scratch,
                         &mut pairs,
                         &mut samples,
                     );
-                    // the same as the product, the formulas and the packers in turn
+                    // the packers of the product with the formula applied
                     let mut want = fwd.clone();
                     want.iter_mut().for_each(|z| *z = fused.value(*z));
-                    assert_eq!(bits(&act), bits(&want), "{fused:?} {rows}x{k}");
                     let (mut p2, mut s2) = (Vec::new(), Vec::new());
                     pack_pairs(rows, &want, np, &mut p2);
                     pack_samples(rows, &want, np, &mut s2);
-                    assert!(pairs[..p2.len()] == p2[..] && samples[..s2.len()] == s2[..]);
-                    let mut d = vec![0.0; k * np];
-                    let tail = Tail::Derivative(fused, &y, n - 1);
+                    assert_eq!(pairs.len(), p2.len(), "{fused:?} {rows}x{k}");
+                    assert_eq!(samples.len(), s2.len(), "{fused:?} {rows}x{k}");
+                    assert!(pairs == p2 && samples == s2, "{fused:?} {rows}x{k}");
+                    let mut scratch = vec![0.0; k * np];
+                    let mut db = random(k, 1.0, &mut rng);
+                    let db0 = db.clone();
+                    let tail = Tail::Derivative {
+                        fused,
+                        y: &ys,
+                        n: n - 1,
+                        db: &mut db,
+                    };
                     let a = (&wt[..], 1, k);
                     let kr = rows.div_ceil(2);
                     pair_product_packed(
@@ -1118,20 +1194,30 @@ mod tests {
                         np,
                         None,
                         tail,
-                        &mut d,
+                        &mut scratch,
                         &mut pairs,
                         &mut samples,
                     );
-                    for (i, (&got, &dx)) in d.iter().zip(&dx).enumerate() {
-                        let s = i % np;
-                        let want = if s < n - 1 {
-                            fused.derivative(dx, y[i])
+                    // the derivative at y's bf16 value, the padding zero, then the packers
+                    // and the lane sums of the f32 path's bias gradient
+                    let mut d = dx.clone();
+                    for (i, v) in d.iter_mut().enumerate() {
+                        let (s, y) = (i % np, from_bf16(to_bf16(y[i])));
+                        *v = if s < n - 1 {
+                            fused.derivative(*v, y)
                         } else {
                             0.0
                         };
-                        assert_eq!(got.to_bits(), want.to_bits(), "{fused:?} dx {i}");
                     }
-                    outs.extend([bits(&act), pairs, samples, bits(&d)]);
+                    pack_pairs(k, &d, np, &mut p2);
+                    pack_samples(k, &d, np, &mut s2);
+                    assert!(pairs[..p2.len()] == p2[..], "{fused:?} dx pairs");
+                    assert!(samples[..s2.len()] == s2[..], "{fused:?} dx samples");
+                    for (r, (got, start)) in db.iter().zip(&db0).enumerate() {
+                        let want = start + dense::lane_sum(&d[r * np..(r + 1) * np]);
+                        assert_eq!(got.to_bits(), want.to_bits(), "{fused:?} db {r}");
+                    }
+                    outs.extend([pairs, samples, bits(&db)]);
                 }
                 outs.extend([wp, wt, xp, gp, gs, xs, bits(&fwd), bits(&dx), bits(&dw)]);
             }

@@ -213,7 +213,9 @@ impl Mlp {
     /// layer l [`Mlp::fuses`]: then layer l + 1's dx wrote them; else packed here) and of
     /// the input (kept by the forward pass when layer l − 1 fuses); dx as
     /// [`Mlp::forward_bf16`] does its product, with the derivative of layer l − 1 in its
-    /// tiles when that layer fuses.
+    /// tiles when that layer fuses (from the bf16 values of its outputs, their sample
+    /// pairs; the tiles also add up layer l − 1's bias gradient, so its f32 ∂L/∂z, which
+    /// nothing else reads, is never stored).
     #[allow(clippy::too_many_arguments)]
     fn backward_bf16(
         &self,
@@ -230,8 +232,11 @@ impl Mlp {
         let layer = &self.layers[l];
         let (i, o) = (layer.in_dims, layer.out_dims);
         let (dw, db) = grads[layer.weight..].split_at_mut(layer.bias - layer.weight);
-        // the bias sums stay f32, as the f32 path adds them
-        dense::weight_gradient(o, 0, dzt, xt, np, dw, i, db);
+        if !packed_dz {
+            // the bias sums stay f32, as the f32 path adds them (when layer l fuses, layer
+            // l + 1's dx tiles added them)
+            dense::weight_gradient(o, 0, dzt, xt, np, dw, i, db);
+        }
         let mut gs = ws.take_words(self.dz_samples_slot(l));
         let mut dzp = ws.take_words(self.pairs_slot(l));
         if !packed_dz {
@@ -257,13 +262,22 @@ impl Mlp {
             bf16::pack_weights_transposed(o, i, w, &mut wt);
             let (a, kp) = ((&wt[..], 1, i), o.div_ceil(2));
             match (below_fuses, epilogue) {
-                (true, Epilogue::Derivative(act, y)) => {
-                    let (below, f) = (l - 1, bf16::Fused::of(act).expect("the layer fuses"));
-                    let (mut pairs, mut samples) = (
+                (true, Epilogue::Derivative(act, _)) => {
+                    let below = l - 1;
+                    let fused = bf16::Fused::of(act).expect("the layer fuses");
+                    let (mut pairs, mut samples, y) = (
                         ws.take_words(self.pairs_slot(below)),
                         ws.take_words(self.dz_samples_slot(below)),
+                        ws.take_words(self.samples_slot(below)),
                     );
-                    let tail = bf16::Tail::Derivative(f, y, n);
+                    let b = &self.layers[below];
+                    let db = &mut grads[b.bias..b.bias + i];
+                    let tail = bf16::Tail::Derivative {
+                        fused,
+                        y: &y,
+                        n,
+                        db,
+                    };
                     bf16::pair_product_packed(
                         i,
                         kp,
@@ -278,6 +292,7 @@ impl Mlp {
                     );
                     ws.put_words(self.pairs_slot(below), pairs);
                     ws.put_words(self.dz_samples_slot(below), samples);
+                    ws.put_words(self.samples_slot(below), y);
                 }
                 _ => bf16::pair_product(i, kp, a, &dzp, np, None, epilogue, dxt),
             }
