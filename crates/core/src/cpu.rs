@@ -185,11 +185,7 @@ impl CpuTrainer {
                     s.dy.resize(n * outd, 0.0);
                     data.fill(seed, step, first, n, &mut s.x, &mut s.t);
                     net.root.forward(params, &s.x, n, &mut s.y, &mut s.ws);
-                    let mut loss = 0.0f64;
-                    for ((d, &y), &t) in s.dy.iter_mut().zip(&s.y).zip(&s.t) {
-                        loss += cfg.loss.value(y, t) as f64;
-                        *d = cfg.loss.gradient(y, t) * scale;
-                    }
+                    let loss = cfg.loss.chunk(&s.y, &s.t, scale, &mut s.dy);
                     g.fill(0.0);
                     sparse.iter_mut().for_each(crate::module::Sparse::clear);
                     let mut grads = Grads { dense: g, sparse };

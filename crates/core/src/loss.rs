@@ -86,6 +86,25 @@ impl Loss {
         }
     }
 
+    /// Over a chunk of predictions `y` and targets `t`: `dy` = ∂ℓ/∂p · `scale` for every
+    /// element, and Σ ℓ in f64 — element i added to partial sum i mod 8, the eight sums
+    /// then added by a fixed tree, so the result depends only on the elements and their
+    /// order. Vectorised (the loss is matched once, outside the loop).
+    pub fn chunk(&self, y: &[f32], t: &[f32], scale: f32, dy: &mut [f32]) -> f64 {
+        assert!(y.len() == t.len() && y.len() == dy.len());
+        crate::dense::vectorised(
+            #[inline(always)]
+            || match *self {
+                Loss::L1 => chunk_of(Loss::L1, y, t, scale, dy),
+                Loss::L2 => chunk_of(Loss::L2, y, t, scale, dy),
+                Loss::RelativeL1 => chunk_of(Loss::RelativeL1, y, t, scale, dy),
+                Loss::RelativeL2 => chunk_of(Loss::RelativeL2, y, t, scale, dy),
+                Loss::Mape => chunk_of(Loss::Mape, y, t, scale, dy),
+                Loss::Smape => chunk_of(Loss::Smape, y, t, scale, dy),
+            },
+        )
+    }
+
     /// The loss value with the denominator frozen at prediction `p0` (what the gradient
     /// differentiates); used by the finite-difference tests.
     pub fn value_frozen(&self, p: f32, t: f32, p0: f32) -> f32 {
@@ -97,6 +116,28 @@ impl Loss {
             _ => self.value(p, t),
         }
     }
+}
+
+/// [`Loss::chunk`] for a loss known at compile time once inlined.
+#[inline(always)]
+fn chunk_of(loss: Loss, y: &[f32], t: &[f32], scale: f32, dy: &mut [f32]) -> f64 {
+    const BLOCK: usize = 64;
+    let mut acc = [0.0f64; 8];
+    for ((y, t), dy) in y
+        .chunks(BLOCK)
+        .zip(t.chunks(BLOCK))
+        .zip(dy.chunks_mut(BLOCK))
+    {
+        let mut v = [0.0f32; BLOCK];
+        for (((v, &p), &t), d) in v.iter_mut().zip(y).zip(t).zip(dy.iter_mut()) {
+            *v = loss.value(p, t);
+            *d = loss.gradient(p, t) * scale;
+        }
+        for (i, &v) in v[..y.len()].iter().enumerate() {
+            acc[i % 8] += v as f64;
+        }
+    }
+    ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
 }
 
 impl fmt::Display for Loss {
@@ -134,6 +175,32 @@ mod tests {
                     (fd - an).abs() < 1e-2 * (1.0 + an.abs()),
                     "{loss}: p={p} t={t} fd={fd} an={an}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn chunk_gives_the_elements_gradients_and_their_sum() {
+        let mut rng = crate::rng::Pcg32::new(9);
+        for n in [0, 1, 7, 64, 200, 768] {
+            let y: Vec<f32> = (0..n).map(|_| rng.next_f32() * 1.4 - 0.2).collect();
+            let t: Vec<f32> = (0..n).map(|_| rng.next_f32()).collect();
+            for loss in Loss::ALL {
+                let mut dy = vec![f32::NAN; n];
+                let sum = loss.chunk(&y, &t, 0.25, &mut dy);
+                let want: f64 = y
+                    .iter()
+                    .zip(&t)
+                    .map(|(&p, &t)| loss.value(p, t) as f64)
+                    .sum();
+                assert!(
+                    (sum - want).abs() <= 1e-9 * (1.0 + want.abs()),
+                    "{loss} n={n}"
+                );
+                for i in 0..n {
+                    let g = loss.gradient(y[i], t[i]) * 0.25;
+                    assert_eq!(dy[i].to_bits(), g.to_bits(), "{loss} n={n} element {i}");
+                }
             }
         }
     }
