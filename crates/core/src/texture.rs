@@ -63,6 +63,20 @@ pub struct Texture {
 pub static UNORM8: std::sync::LazyLock<[f32; 256]> =
     std::sync::LazyLock::new(|| std::array::from_fn(|k| k as f32 / 255.0));
 
+/// 1/255 rounded to f32.
+const UNORM8_INV: f32 = 1.0 / 255.0;
+
+/// `level / 255` for an 8-bit level without a division, as the vector sampler forms it:
+/// the product with 1/255, then one correction by the exact residual (fused
+/// multiply-adds). Equal to [`UNORM8`] for every level (tested).
+#[cfg(test)]
+fn unorm8(level: u32) -> f32 {
+    let l = level as f32;
+    let q = l * UNORM8_INV;
+    let r = (-q).mul_add(255.0, l);
+    r.mul_add(UNORM8_INV, q)
+}
+
 /// Packs RGB values as RGBA8 when every value is exactly an 8-bit level.
 fn pack_unorm8(data: &[f32]) -> Option<Vec<u32>> {
     let lut = &*UNORM8;
@@ -280,7 +294,8 @@ impl Texture {
 
     /// [`Texture::sample_uniform`] for `n` (a multiple of 16) samples, 16 lanes at a time:
     /// the hash in integer lanes, the texel reads as gathers, every float operation the
-    /// one the scalar code does (no fused multiply-adds), so the results are identical.
+    /// one the scalar code does (no fused multiply-adds; the 8-bit levels' division by 255
+    /// is [`unorm8`]'s exact division-free form), so the results are identical.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f")]
     unsafe fn sample_uniform_avx512(
@@ -326,7 +341,26 @@ impl Texture {
         let lerp = |a: __m512, b: __m512, f: __m512| {
             _mm512_add_ps(a, _mm512_mul_ps(_mm512_sub_ps(b, a), f))
         };
-        let (mut uv, mut rgb) = ([[0.0f32; 16]; 2], [[0.0f32; 16]; 3]);
+        // lane m of the interleaved output vector k: (channel, sample) of element 16k + m
+        let idx = |k: usize, of: usize, last: bool| {
+            let lanes: [i32; 16] = std::array::from_fn(|m| {
+                let (sample, channel) = ((16 * k + m) / of, (16 * k + m) % of);
+                if !last {
+                    // two-source permute of channels 0 and 1 (lanes of the last channel: any)
+                    (sample as i32) + 16 * (channel == 1) as i32
+                } else if channel + 1 == of {
+                    16 + sample as i32
+                } else {
+                    m as i32
+                }
+            });
+            // SAFETY: a 64-byte read of a 16-lane array.
+            unsafe { _mm512_loadu_si512(lanes.as_ptr().cast()) }
+        };
+        let uv_idx = [idx(0, 2, false), idx(1, 2, false)];
+        let rg_idx = [idx(0, 3, false), idx(1, 3, false), idx(2, 3, false)];
+        let b_idx = [idx(0, 3, true), idx(1, 3, true), idx(2, 3, true)];
+        let (x, t) = (x.as_mut_ptr(), t.as_mut_ptr());
         for j0 in (0..n).step_by(16) {
             let idx = _mm512_add_epi32(_mm512_set1_epi32((first + j0) as u32 as i32), lanes);
             let hh = pcg(_mm512_xor_si512(idx, _mm512_set1_epi32(key as i32)));
@@ -373,7 +407,12 @@ impl Texture {
                             _ => _mm512_srli_epi32(t[i], 16),
                         };
                         let level = _mm512_and_si512(shifted, _mm512_set1_epi32(0xff));
-                        _mm512_div_ps(_mm512_cvtepi32_ps(level), _mm512_set1_ps(255.0))
+                        // level / 255 without a division: [`unorm8`]'s steps
+                        let l = _mm512_cvtepi32_ps(level);
+                        let inv = _mm512_set1_ps(UNORM8_INV);
+                        let q = _mm512_mul_ps(l, inv);
+                        let r = _mm512_fnmadd_ps(q, _mm512_set1_ps(255.0), l);
+                        _mm512_fmadd_ps(r, inv, q)
                     }
                     None => {
                         let i = _mm512_add_epi32(
@@ -384,24 +423,23 @@ impl Texture {
                     }
                 }
             };
-            for (k, out) in rgb.iter_mut().enumerate() {
+            let rgb: [__m512; 3] = std::array::from_fn(|k| {
                 let [a, b, c, d] = [0, 1, 2, 3].map(|i| texel(i, k));
                 let (top, bottom) = (lerp(a, b, tx), lerp(c, d, tx));
-                // SAFETY: a 64-byte write into a 16-lane f32 array.
-                unsafe { _mm512_storeu_ps(out.as_mut_ptr(), lerp(top, bottom, ty)) };
+                lerp(top, bottom, ty)
+            });
+            // the 16 samples' (u, v) and (r, g, b), interleaved by permutes
+            for (k, &i) in uv_idx.iter().enumerate() {
+                // SAFETY: samples j0..j0 + 16 < n: 32 floats of x (2n).
+                unsafe {
+                    _mm512_storeu_ps(x.add(2 * j0 + 16 * k), _mm512_permutex2var_ps(u, i, v))
+                };
             }
-            // SAFETY: 64-byte writes into 16-lane f32 arrays.
-            unsafe {
-                _mm512_storeu_ps(uv[0].as_mut_ptr(), u);
-                _mm512_storeu_ps(uv[1].as_mut_ptr(), v);
-            }
-            for l in 0..16 {
-                let j = j0 + l;
-                x[2 * j] = uv[0][l];
-                x[2 * j + 1] = uv[1][l];
-                for k in 0..3 {
-                    t[3 * j + k] = rgb[k][l];
-                }
+            for k in 0..3 {
+                let rg = _mm512_permutex2var_ps(rgb[0], rg_idx[k], rgb[1]);
+                let out = _mm512_permutex2var_ps(rg, b_idx[k], rgb[2]);
+                // SAFETY: 48 floats of t (3n) for samples j0..j0 + 16.
+                unsafe { _mm512_storeu_ps(t.add(3 * j0 + 16 * k), out) };
             }
         }
     }
@@ -591,6 +629,17 @@ mod tests {
                     assert_eq!(t[3 * j..3 * j + 3], tex.sample(u, v), "sample {j}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn division_free_levels_equal_the_table() {
+        for level in 0..256u32 {
+            assert_eq!(
+                unorm8(level).to_bits(),
+                UNORM8[level as usize].to_bits(),
+                "{level}"
+            );
         }
     }
 
