@@ -104,19 +104,58 @@ impl Frequency {
         let (d, k) = (self.in_dims, self.octaves);
         let half = d * k;
         assert!(x.len() >= n * d && yt.len() >= 2 * half * np && n <= np);
-        let mut ang = vec![0.0; half * np];
-        for (i, rows) in ang.chunks_exact_mut(k * np).enumerate() {
-            for (row, scale) in rows.chunks_exact_mut(np).zip(self.scales()) {
-                for (a, xs) in row[..n].iter_mut().zip(x.chunks_exact(d)) {
-                    *a = scale * xs[i];
-                }
-            }
-        }
+        let scales: Vec<f32> = self.scales().collect();
         let (sin, cos) = yt[..2 * half * np].split_at_mut(half * np);
-        sin_cos_slice(&ang, sin, cos);
+        // the angles go into the cosine rows, which `sin_cos_in_place` overwrites
+        crate::dense::vectorised(
+            #[inline(always)]
+            || match d {
+                1 => angles::<1>(x, n, np, &scales, cos),
+                2 => angles::<2>(x, n, np, &scales, cos),
+                3 => angles::<3>(x, n, np, &scales, cos),
+                _ => {
+                    for (i, rows) in cos.chunks_exact_mut(k * np).enumerate() {
+                        for (row, &scale) in rows.chunks_exact_mut(np).zip(&scales) {
+                            for (a, xs) in row[..n].iter_mut().zip(x.chunks_exact(d)) {
+                                *a = scale * xs[i];
+                            }
+                            row[n..].fill(0.0);
+                        }
+                    }
+                }
+            },
+        );
+        sin_cos_in_place(cos, sin);
         for row in yt[..2 * half * np].chunks_exact_mut(np) {
             row[n..].fill(0.0);
         }
+    }
+}
+
+/// The angles `scale · x_i` of [`Frequency::forward_feature_major`] for `D` inputs known at
+/// compile time (so the strided reads vectorise), input-major then scale, rows of `np`
+/// (the padding columns zero).
+#[inline(always)]
+fn angles<const D: usize>(x: &[f32], n: usize, np: usize, scales: &[f32], out: &mut [f32]) {
+    let k = scales.len();
+    for (i, rows) in out.chunks_exact_mut(k * np).take(D).enumerate() {
+        for (row, &scale) in rows.chunks_exact_mut(np).zip(scales) {
+            for (a, xs) in row[..n].iter_mut().zip(x.chunks_exact(D)) {
+                *a = scale * xs[i];
+            }
+            row[n..].fill(0.0);
+        }
+    }
+}
+
+/// [`sin_cos_slice`] with the angles given in `cos` (replaced by their cosines), in
+/// blocks of 64 so the rare large angle still has its value for the fix-up.
+fn sin_cos_in_place(cos: &mut [f32], sin: &mut [f32]) {
+    assert_eq!(cos.len(), sin.len());
+    for (c, s) in cos.chunks_mut(64).zip(sin.chunks_mut(64)) {
+        let mut a = [0.0f32; 64];
+        a[..c.len()].copy_from_slice(c);
+        sin_cos_slice(&a[..c.len()], s, c);
     }
 }
 
@@ -162,13 +201,10 @@ fn sin_cos_reduced(a: f32) -> (f32, f32) {
     const P1: f32 = 3.140625;
     const P2: f32 = 9.675_026e-4;
     const P3: f32 = 1.509_958e-7;
-    let t = a * INV_PI + 0.5;
-    let ti = t as i32;
-    // floor(a/π + 0.5); the cast saturates for |a| beyond i32 (and -inf), where the
-    // subtraction wraps as in release builds (such angles take the C library's sin_cos in
-    // `sin_cos_slice` anyway)
-    let n = ti.wrapping_sub((t < ti as f32) as i32);
-    let nf = n as f32;
+    // n = floor(a/π + 0.5), kept as a float (exact for |a| ≤ 8192; larger angles take the
+    // C library's sin_cos in `sin_cos_slice`): a float-to-integer cast would saturate,
+    // which the compiler does lane by lane, so the loop would not vectorise
+    let nf = (a * INV_PI + 0.5).floor();
     let r = ((a - nf * P1) - nf * P2) - nf * P3;
     let r2 = r * r;
     let s = r
@@ -182,7 +218,9 @@ fn sin_cos_reduced(a: f32) -> (f32, f32) {
                 + r2 * (-1.0 / 720.0
                     + r2 * (1.0 / 40320.0
                         + r2 * (-1.0 / 3_628_800.0 + r2 * (1.0 / 479_001_600.0))))));
-    let sign = f32::from_bits(0x3f80_0000 | (((n & 1) as u32) << 31));
+    // (−1)ⁿ: n is odd when n/2 (exact) is not a whole number
+    let half = nf * 0.5;
+    let sign = if half != half.floor() { -1.0 } else { 1.0 };
     (s * sign, c * sign)
 }
 
@@ -195,6 +233,53 @@ mod tests {
         sin_cos_slice(&a, &mut s, &mut c);
         for i in 0..a.len() {
             assert_eq!((s[i], c[i]), sin_cos(a[i]));
+        }
+    }
+
+    #[test]
+    fn the_reduction_by_float_floor_equals_the_integer_one() {
+        // the earlier form of `sin_cos_reduced`: n as an integer, the sign from its bit
+        fn by_integer(a: f32) -> (f32, f32) {
+            let t = a * std::f32::consts::FRAC_1_PI + 0.5;
+            let ti = t as i32;
+            let n = ti.wrapping_sub((t < ti as f32) as i32);
+            let nf = n as f32;
+            let r = ((a - nf * 3.140625) - nf * 9.675_026e-4) - nf * 1.509_958e-7;
+            let r2 = r * r;
+            let s = r
+                * (1.0
+                    + r2 * (-1.0 / 6.0
+                        + r2 * (1.0 / 120.0
+                            + r2 * (-1.0 / 5040.0
+                                + r2 * (1.0 / 362_880.0 + r2 * (-1.0 / 39_916_800.0))))));
+            let c = 1.0
+                + r2 * (-0.5
+                    + r2 * (1.0 / 24.0
+                        + r2 * (-1.0 / 720.0
+                            + r2 * (1.0 / 40320.0
+                                + r2 * (-1.0 / 3_628_800.0 + r2 * (1.0 / 479_001_600.0))))));
+            let sign = f32::from_bits(0x3f80_0000 | (((n & 1) as u32) << 31));
+            (s * sign, c * sign)
+        }
+        let mut angles = vec![0.0f32, -0.0, 8192.0, -8192.0, 1e-30, -1e-30];
+        // every multiple of π/2 up to 8192 and its neighbours, where the rounding turns
+        for k in -5215..=5215 {
+            let m = k as f32 * std::f32::consts::FRAC_PI_2;
+            angles.extend([m, m.next_up(), m.next_down()]);
+        }
+        let mut rng = crate::rng::Pcg32::new(4);
+        angles.extend((0..1_000_000).map(|_| (rng.next_f32() * 2.0 - 1.0) * 8192.0));
+        angles.extend((0..100_000).map(|_| (rng.next_f32() * 2.0 - 1.0) * 4.0));
+        let (mut s, mut c) = (vec![0.0; angles.len()], vec![0.0; angles.len()]);
+        sin_cos_slice(&angles, &mut s, &mut c);
+        for (i, &a) in angles.iter().enumerate() {
+            let (ws, wc) = by_integer(a);
+            assert_eq!(sin_cos(a), (ws, wc), "angle {a}");
+            assert_eq!(
+                (s[i].to_bits(), c[i].to_bits()),
+                (ws.to_bits(), wc.to_bits()),
+                "{a}"
+            );
         }
     }
 
