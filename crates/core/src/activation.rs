@@ -321,10 +321,9 @@ pub fn exp(x: f32) -> f32 {
     const LN2_HI: f32 = 0.693_145_75; // ln 2 rounded to 17 bits, so n·LN2_HI is exact
     const LN2_LO: f32 = 1.428_606_8e-6;
     let x = x.clamp(-87.3, 88.0);
-    let t = x * LOG2E + 0.5;
-    let ti = t as i32;
-    let n = ti - (t < ti as f32) as i32; // round(x·log2 e)
-    let nf = n as f32;
+    // n = round(x·log2 e) = floor(x·log2 e + 0.5) ∈ [−126, 127], kept as a float: a
+    // float-to-integer cast saturates, which the compiler does lane by lane
+    let nf = (x * LOG2E + 0.5).floor();
     let r = (x - nf * LN2_HI) - nf * LN2_LO;
     let p = 1.0
         + r * (1.0
@@ -332,7 +331,9 @@ pub fn exp(x: f32) -> f32 {
                 + r * (1.0 / 6.0
                     + r * (1.0 / 24.0
                         + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
-    p * f32::from_bits(((n + 127) as u32) << 23)
+    // 2ⁿ from the exponent bits: n + 127 is the low bits of the float 2²³ + n + 127 (exact)
+    let biased = (nf + (127.0 + 8_388_608.0)).to_bits() - 0x4b00_0000;
+    p * f32::from_bits(biased << 23)
 }
 
 #[inline(always)]
@@ -383,6 +384,42 @@ mod tests {
                     "{act}: z={z} fd={fd} analytic={an}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn exp_by_float_floor_equals_the_integer_form() {
+        // the earlier form: n as an integer from a saturating cast
+        fn by_integer(x: f32) -> f32 {
+            let x = x.clamp(-87.3, 88.0);
+            let t = x * std::f32::consts::LOG2_E + 0.5;
+            let ti = t as i32;
+            let n = ti - (t < ti as f32) as i32;
+            let nf = n as f32;
+            let r = (x - nf * 0.693_145_75) - nf * 1.428_606_8e-6;
+            let p = 1.0
+                + r * (1.0
+                    + r * (0.5
+                        + r * (1.0 / 6.0
+                            + r * (1.0 / 24.0
+                                + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
+            p * f32::from_bits(((n + 127) as u32) << 23)
+        }
+        // every 61st float of either sign up to beyond the clamp, and the clamp's ends
+        let top = 100.0f32.to_bits();
+        let xs = (0..top)
+            .step_by(61)
+            .flat_map(|b| [f32::from_bits(b), -f32::from_bits(b)])
+            .chain([
+                -87.3,
+                88.0,
+                f32::INFINITY,
+                f32::NEG_INFINITY,
+                f32::MAX,
+                f32::MIN,
+            ]);
+        for x in xs {
+            assert_eq!(exp(x).to_bits(), by_integer(x).to_bits(), "e^{x}");
         }
     }
 
