@@ -762,27 +762,32 @@ unsafe fn product_tile_packed<const K: u8, const MR: usize, const NV: usize>(
             *v = match K {
                 0 => *v,
                 1 => _mm512_maskz_mov_ps(positive(*v), *v),
-                2 => _mm512_mask_blend_ps(positive(*v), _mm512_mul_ps(*v, slope), *v),
+                // slope·z where z is not positive (NaN included), z elsewhere
+                2 => _mm512_mask_mul_ps(*v, !positive(*v), *v, slope),
                 _ => {
-                    // the bf16 outputs of the layer below, widened: 16 half-words of its
-                    // sample pairs are samples s.. in order
+                    // y > 0 for the bf16 outputs of the layer below, from their bits: 16
+                    // half-words of its sample pairs are samples s.. in order, and a bf16
+                    // is above zero when its bits as a signed integer lie in 1..=+inf's
+                    // (NaNs lie above)
                     // SAFETY: y (Some for K ≥ 3) is rows × w words, s/2 + 8 ≤ w.
-                    let y = unsafe {
+                    let above = unsafe {
                         let h = _mm256_loadu_si256(
                             tail.y.unwrap_unchecked().add((r0 + i) * w + s / 2).cast(),
                         );
-                        _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
+                        _mm256_cmpgt_epi16_mask(h, _mm256_setzero_si256())
+                            & _mm256_cmple_epi16_mask(h, _mm256_set1_epi16(0x7f80))
                     };
                     let d = match K {
                         3 => *v,
-                        4 => _mm512_maskz_mov_ps(positive(y), *v),
-                        _ => _mm512_mul_ps(
-                            *v,
-                            _mm512_mask_blend_ps(positive(y), slope, _mm512_set1_ps(1.0)),
-                        ),
+                        4 => _mm512_maskz_mov_ps(above, *v),
+                        _ => _mm512_mask_mul_ps(*v, !above, *v, slope),
                     };
                     // the padding columns' gradients are zero
-                    _mm512_maskz_mov_ps(first(tail.n.saturating_sub(s)), d)
+                    if s + LANES > tail.n {
+                        _mm512_maskz_mov_ps(first(tail.n.saturating_sub(s)), d)
+                    } else {
+                        d
+                    }
                 }
             };
         }
@@ -1145,7 +1150,19 @@ mod tests {
                 pair_gradient(rows, k, &gs, &xs, sample_words(np), &mut dw, k);
                 let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<u32>>();
                 // the fused products: every tail, a padded last vector for the derivative
-                let y = random(k * np, 1.0, &mut rng);
+                let mut y = random(k * np, 1.0, &mut rng);
+                // the sign test at the edges: NaNs of either sign, infinities, zeros and
+                // a subnormal (a bf16 zero)
+                let edges = [
+                    f32::NAN,
+                    -f32::NAN,
+                    f32::INFINITY,
+                    -f32::INFINITY,
+                    0.0,
+                    -0.0,
+                    1e-40,
+                ];
+                y[..edges.len()].copy_from_slice(&edges);
                 let mut ys = Vec::new();
                 pack_samples(k, &y, np, &mut ys);
                 for fused in [Fused::None, Fused::Relu, Fused::LeakyRelu(0.1)] {
