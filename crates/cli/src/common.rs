@@ -804,8 +804,9 @@ pub fn train_config(
 pub const MAX_BATCH: usize = 1 << 26;
 
 /// Refuses a training run whose memory cannot fit, before anything is allocated. The CPU
-/// backend keeps one dense-gradient copy per 256-sample chunk (so its results do not
-/// depend on the thread count) plus parameters, gradients and Adam moments.
+/// backend keeps one dense-gradient copy per group of 256-sample chunks (at most 64, so
+/// its results do not depend on the thread count) plus parameters, gradients and Adam
+/// moments.
 pub fn check_training_memory(
     net: &nshade_core::network::Network,
     batch: usize,
@@ -814,13 +815,13 @@ pub fn check_training_memory(
     if !cpu {
         return Ok(()); // the GPU backend checks its buffers against the adapter's limits
     }
-    let chunks = batch.div_ceil(nshade_core::cpu::CHUNK) as u128;
-    let need = chunks * net.dense_count.max(1) as u128 * 4 + net.param_count as u128 * 16;
+    let copies = nshade_core::cpu::gradient_copies(batch) as u128;
+    let need = copies * net.dense_count.max(1) as u128 * 4 + net.param_count as u128 * 16;
     if let Some(avail) = available_memory() {
         let limit = avail as u128 * 9 / 10;
         if need > limit {
             bail!(
-                "training this network with --batch {batch} on the CPU needs about {:.1} GiB ({} parameters, one gradient copy per 256 samples), more than the {:.1} GiB of memory available; use a smaller --batch or network",
+                "training this network with --batch {batch} on the CPU needs about {:.1} GiB ({} parameters, a gradient copy per group of samples), more than the {:.1} GiB of memory available; use a smaller --batch or network",
                 need as f64 / GIB,
                 net.param_count,
                 avail as f64 / GIB

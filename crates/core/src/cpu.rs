@@ -1,9 +1,11 @@
 //! The CPU backend: batched, multi-threaded (rayon), deterministic.
 //!
-//! A step splits the batch into fixed chunks of [`CHUNK`] samples. Each chunk draws its
-//! samples, runs forward and backward through GEMMs, and writes its own weight-gradient
-//! partial sum; the partial sums are then added in chunk order. Because the chunking does
-//! not depend on the number of threads, the result is bit-identical for any `--threads`.
+//! A step splits the batch into fixed chunks of [`CHUNK`] samples, and the chunks into at
+//! most [`MAX_GROUPS`] groups of consecutive chunks. Each chunk draws its samples and runs
+//! forward and backward through GEMMs; a group's chunks run in order on one thread and add
+//! their weight gradients into the group's partial sum, and the partial sums are then
+//! added in group order. Because the chunking and the grouping depend on the batch size
+//! only, not on the number of threads, the result is bit-identical for any `--threads`.
 //!
 //! Grid tables are too large for a copy per chunk: their contributions are listed per
 //! chunk and per bucket (grid level), then added bucket by bucket (in parallel, buckets
@@ -21,6 +23,20 @@ use std::sync::Arc;
 pub const CHUNK: usize = 256;
 /// Parameters per block in the reduction and the optimizer.
 const PARAM_BLOCK: usize = 2048;
+/// Chunk groups per step at most: a step writes, and then adds up, one dense-gradient
+/// buffer per group (not one per chunk, which at batch 65536 meant 256 buffers streamed
+/// through memory each step), and up to this many threads share the work.
+pub const MAX_GROUPS: usize = 64;
+
+/// Consecutive chunks per group for a batch of `batch` samples.
+fn chunks_per_group(batch: usize) -> usize {
+    batch.div_ceil(CHUNK).div_ceil(MAX_GROUPS).max(1)
+}
+
+/// Dense-gradient copies a step of `batch` samples keeps (one per chunk group).
+pub fn gradient_copies(batch: usize) -> usize {
+    batch.div_ceil(CHUNK).div_ceil(chunks_per_group(batch))
+}
 
 /// How the CPU's linear layers multiply.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -112,8 +128,8 @@ pub struct CpuTrainer {
     cfg: TrainConfig,
     params: Vec<f32>,
     adam: AdamState,
-    /// One dense-gradient vector per chunk, `chunks × dense_count`.
-    chunk_grads: Vec<f32>,
+    /// One dense-gradient vector per chunk group, `groups × dense_count`.
+    group_grads: Vec<f32>,
     /// Sparse contributions per chunk and bucket.
     chunk_sparse: Vec<Vec<crate::module::Sparse>>,
     grads: Vec<f32>,
@@ -129,11 +145,14 @@ impl CpuTrainer {
     ) -> Result<CpuTrainer, TrainError> {
         check_compatible(&net, &data, &cfg)?;
         let p = net.param_count;
-        let chunks = cfg.batch.div_ceil(CHUNK);
+        let groups = gradient_copies(cfg.batch);
         Ok(CpuTrainer {
             adam: AdamState::new(p),
-            chunk_grads: vec![0.0; chunks * net.dense_count.max(1)],
-            chunk_sparse: vec![vec![Default::default(); net.buckets.len()]; chunks],
+            group_grads: vec![0.0; groups * net.dense_count.max(1)],
+            chunk_sparse: vec![
+                vec![Default::default(); net.buckets.len()];
+                cfg.batch.div_ceil(CHUNK)
+            ],
             grads: vec![0.0; p],
             net,
             data,
@@ -158,10 +177,11 @@ impl CpuTrainer {
         let (net, data, params, cfg) = (&self.net, &*self.data, &self.params, &self.cfg);
         let bf16 = self.path == CpuPath::Bf16;
         let seed = cfg.sample_seed();
+        let per_group = chunks_per_group(batch);
         let losses: Vec<f64> = self
-            .chunk_grads
+            .group_grads
             .par_chunks_mut(p)
-            .zip(self.chunk_sparse.par_iter_mut())
+            .zip(self.chunk_sparse.par_chunks_mut(per_group))
             .enumerate()
             .map_init(
                 || ChunkScratch {
@@ -171,27 +191,33 @@ impl CpuTrainer {
                     y: Vec::new(),
                     dy: Vec::new(),
                 },
-                |s, (c, (g, sparse))| {
-                    // A cancelled step is abandoned chunk by chunk (the caller sees
-                    // `Cancelled` and applies nothing).
-                    if cfg.cancel.is_cancelled() {
-                        return 0.0;
-                    }
-                    let first = c * CHUNK;
-                    let n = CHUNK.min(batch - first);
-                    s.x.resize(n * ind, 0.0);
-                    s.t.resize(n * outd, 0.0);
-                    s.y.resize(n * outd, 0.0);
-                    s.dy.resize(n * outd, 0.0);
-                    data.fill(seed, step, first, n, &mut s.x, &mut s.t);
-                    net.root.forward(params, &s.x, n, &mut s.y, &mut s.ws);
-                    let loss = cfg.loss.chunk(&s.y, &s.t, scale, &mut s.dy);
+                |s, (group, (g, sparse_of))| {
                     g.fill(0.0);
-                    sparse.iter_mut().for_each(crate::module::Sparse::clear);
-                    let mut grads = Grads { dense: g, sparse };
-                    net.root.backward(
-                        params, &s.x, &s.y, n, &mut s.dy, None, &mut grads, &mut s.ws,
-                    );
+                    let mut loss = 0.0;
+                    for (k, sparse) in sparse_of.iter_mut().enumerate() {
+                        // A cancelled step is abandoned chunk by chunk (the caller sees
+                        // `Cancelled` and applies nothing).
+                        if cfg.cancel.is_cancelled() {
+                            return 0.0;
+                        }
+                        let first = (group * per_group + k) * CHUNK;
+                        let n = CHUNK.min(batch - first);
+                        s.x.resize(n * ind, 0.0);
+                        s.t.resize(n * outd, 0.0);
+                        s.y.resize(n * outd, 0.0);
+                        s.dy.resize(n * outd, 0.0);
+                        data.fill(seed, step, first, n, &mut s.x, &mut s.t);
+                        net.root.forward(params, &s.x, n, &mut s.y, &mut s.ws);
+                        loss += cfg.loss.chunk(&s.y, &s.t, scale, &mut s.dy);
+                        sparse.iter_mut().for_each(crate::module::Sparse::clear);
+                        let mut grads = Grads {
+                            dense: &mut *g,
+                            sparse,
+                        };
+                        net.root.backward(
+                            params, &s.x, &s.y, n, &mut s.dy, None, &mut grads, &mut s.ws,
+                        );
+                    }
                     loss
                 },
             )
@@ -199,9 +225,9 @@ impl CpuTrainer {
         if cfg.cancel.is_cancelled() {
             return f32::NAN; // the caller reports `Cancelled`; skip the reduction
         }
-        // Fixed-order reduction of the chunk partial sums.
-        let chunk_grads = &self.chunk_grads;
-        let chunks = chunk_grads.len() / p;
+        // Fixed-order reduction of the groups' partial sums.
+        let group_grads = &self.group_grads;
+        let groups = group_grads.len() / p;
         let dense = self.net.dense_count;
         let (dense_grads, table_grads) = self.grads.split_at_mut(dense);
         dense_grads
@@ -209,9 +235,9 @@ impl CpuTrainer {
             .enumerate()
             .for_each(|(b, out)| {
                 let start = b * PARAM_BLOCK;
-                out.copy_from_slice(&chunk_grads[start..start + out.len()]);
-                for c in 1..chunks {
-                    let src = &chunk_grads[c * p + start..c * p + start + out.len()];
+                out.copy_from_slice(&group_grads[start..start + out.len()]);
+                for c in 1..groups {
+                    let src = &group_grads[c * p + start..c * p + start + out.len()];
                     out.iter_mut().zip(src).for_each(|(a, b)| *a += b);
                 }
             });
