@@ -498,12 +498,13 @@ fn sizes_that_cannot_fit_are_refused_up_front() {
         assert_fails(&o, 1, "--batch must be in 1..=67108864");
         assert!(t0.elapsed() < Duration::from_secs(10));
     }
-    // within the hard bound but beyond memory on the CPU backend
+    // within the hard bounds but beyond memory on the CPU backend: 503 M parameters, and
+    // a step keeps 64 gradient copies of them (129 GB)
     let o = nshade(
         &[
             "fit",
             "--arch",
-            "mlp(1024x3, relu)",
+            "mlp(4096x31, relu)",
             "--batch",
             "67108864",
             "--backend",
