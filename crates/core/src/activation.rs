@@ -325,15 +325,20 @@ pub fn exp(x: f32) -> f32 {
     // float-to-integer cast saturates, which the compiler does lane by lane
     let nf = (x * LOG2E + 0.5).floor();
     let r = (x - nf * LN2_HI) - nf * LN2_LO;
-    let p = 1.0
-        + r * (1.0
+    // 2ⁿ from the exponent bits: n + 127 is the low bits of the float 2²³ + n + 127 (exact)
+    let biased = (nf + (127.0 + 8_388_608.0)).to_bits() - 0x4b00_0000;
+    exp_reduced(r) * f32::from_bits(biased << 23)
+}
+
+/// e^r for |r| ≤ ln 2 / 2: the degree-7 Taylor polynomial of [`exp`].
+#[inline(always)]
+fn exp_reduced(r: f32) -> f32 {
+    1.0 + r
+        * (1.0
             + r * (0.5
                 + r * (1.0 / 6.0
                     + r * (1.0 / 24.0
-                        + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
-    // 2ⁿ from the exponent bits: n + 127 is the low bits of the float 2²³ + n + 127 (exact)
-    let biased = (nf + (127.0 + 8_388_608.0)).to_bits() - 0x4b00_0000;
-    p * f32::from_bits(biased << 23)
+                        + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))))
 }
 
 #[inline(always)]
@@ -389,7 +394,8 @@ mod tests {
 
     #[test]
     fn exp_by_float_floor_equals_the_integer_form() {
-        // the earlier form: n as an integer from a saturating cast
+        // the earlier reduction: n as an integer from a saturating cast (the polynomial
+        // is the same function)
         fn by_integer(x: f32) -> f32 {
             let x = x.clamp(-87.3, 88.0);
             let t = x * std::f32::consts::LOG2_E + 0.5;
@@ -397,13 +403,7 @@ mod tests {
             let n = ti - (t < ti as f32) as i32;
             let nf = n as f32;
             let r = (x - nf * 0.693_145_75) - nf * 1.428_606_8e-6;
-            let p = 1.0
-                + r * (1.0
-                    + r * (0.5
-                        + r * (1.0 / 6.0
-                            + r * (1.0 / 24.0
-                                + r * (1.0 / 120.0 + r * (1.0 / 720.0 + r * (1.0 / 5040.0)))))));
-            p * f32::from_bits(((n + 127) as u32) << 23)
+            exp_reduced(r) * f32::from_bits(((n + 127) as u32) << 23)
         }
         // every 251st float of either sign up to beyond the clamp, and the clamp's ends
         let top = 100.0f32.to_bits();

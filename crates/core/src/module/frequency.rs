@@ -193,6 +193,24 @@ fn sin_cos(a: f32) -> (f32, f32) {
     sin_cos_reduced(a)
 }
 
+/// sin r and cos r for |r| ≤ π/2: the Taylor polynomials of [`sin_cos_reduced`].
+#[inline(always)]
+fn sin_cos_polynomials(r: f32) -> (f32, f32) {
+    let r2 = r * r;
+    let s = r
+        * (1.0
+            + r2 * (-1.0 / 6.0
+                + r2 * (1.0 / 120.0
+                    + r2 * (-1.0 / 5040.0 + r2 * (1.0 / 362_880.0 + r2 * (-1.0 / 39_916_800.0))))));
+    let c = 1.0
+        + r2 * (-0.5
+            + r2 * (1.0 / 24.0
+                + r2 * (-1.0 / 720.0
+                    + r2 * (1.0 / 40320.0
+                        + r2 * (-1.0 / 3_628_800.0 + r2 * (1.0 / 479_001_600.0))))));
+    (s, c)
+}
+
 /// sin and cos by Cody–Waite reduction and Taylor polynomials, valid for |a| ≤ 8192.
 #[inline(always)]
 fn sin_cos_reduced(a: f32) -> (f32, f32) {
@@ -206,18 +224,7 @@ fn sin_cos_reduced(a: f32) -> (f32, f32) {
     // which the compiler does lane by lane, so the loop would not vectorise
     let nf = (a * INV_PI + 0.5).floor();
     let r = ((a - nf * P1) - nf * P2) - nf * P3;
-    let r2 = r * r;
-    let s = r
-        * (1.0
-            + r2 * (-1.0 / 6.0
-                + r2 * (1.0 / 120.0
-                    + r2 * (-1.0 / 5040.0 + r2 * (1.0 / 362_880.0 + r2 * (-1.0 / 39_916_800.0))))));
-    let c = 1.0
-        + r2 * (-0.5
-            + r2 * (1.0 / 24.0
-                + r2 * (-1.0 / 720.0
-                    + r2 * (1.0 / 40320.0
-                        + r2 * (-1.0 / 3_628_800.0 + r2 * (1.0 / 479_001_600.0))))));
+    let (s, c) = sin_cos_polynomials(r);
     // (−1)ⁿ: n is odd when n/2 (exact) is not a whole number
     let half = nf * 0.5;
     let sign = if half != half.floor() { -1.0 } else { 1.0 };
@@ -238,26 +245,15 @@ mod tests {
 
     #[test]
     fn the_reduction_by_float_floor_equals_the_integer_one() {
-        // the earlier form of `sin_cos_reduced`: n as an integer, the sign from its bit
+        // the earlier reduction of `sin_cos_reduced`: n as an integer, the sign from its
+        // bit (the polynomials are the same functions)
         fn by_integer(a: f32) -> (f32, f32) {
             let t = a * std::f32::consts::FRAC_1_PI + 0.5;
             let ti = t as i32;
             let n = ti.wrapping_sub((t < ti as f32) as i32);
             let nf = n as f32;
             let r = ((a - nf * 3.140625) - nf * 9.675_026e-4) - nf * 1.509_958e-7;
-            let r2 = r * r;
-            let s = r
-                * (1.0
-                    + r2 * (-1.0 / 6.0
-                        + r2 * (1.0 / 120.0
-                            + r2 * (-1.0 / 5040.0
-                                + r2 * (1.0 / 362_880.0 + r2 * (-1.0 / 39_916_800.0))))));
-            let c = 1.0
-                + r2 * (-0.5
-                    + r2 * (1.0 / 24.0
-                        + r2 * (-1.0 / 720.0
-                            + r2 * (1.0 / 40320.0
-                                + r2 * (-1.0 / 3_628_800.0 + r2 * (1.0 / 479_001_600.0))))));
+            let (s, c) = super::sin_cos_polynomials(r);
             let sign = f32::from_bits(0x3f80_0000 | (((n & 1) as u32) << 31));
             (s * sign, c * sign)
         }
