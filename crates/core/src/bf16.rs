@@ -806,11 +806,11 @@ unsafe fn product_tile_packed<const K: u8, const MR: usize, const NV: usize>(
     // Each row's sample pairs: one conversion per two vectors (32 samples as 32 bf16 in
     // sample order, which is the sample-pair layout); the row pairs interleave the
     // half-words of two rows' sample pairs (a zero row past an odd MR).
-    // (NV ≤ 4: at most two vector pairs; pairs past NV are never read)
-    let pairs = NV.div_ceil(2);
+    // (NV ≤ 4: at most two pairs of vectors; those past NV are never read)
+    let vector_pairs = NV.div_ceil(2);
     let samples: [[__m512i; 2]; MR] = std::array::from_fn(|i| {
         std::array::from_fn(|jp| {
-            if jp >= pairs {
+            if jp >= vector_pairs {
                 return _mm512_setzero_si512();
             }
             let hi = if 2 * jp + 1 < NV {
@@ -825,7 +825,7 @@ unsafe fn product_tile_packed<const K: u8, const MR: usize, const NV: usize>(
         })
     });
     for (i, row) in samples.iter().enumerate() {
-        for (jp, &v) in row.iter().enumerate().take(pairs) {
+        for (jp, &v) in row.iter().enumerate().take(vector_pairs) {
             // SAFETY: s0 + 2·jp·LANES is a multiple of 32 (tiles start at even vectors),
             // so its 16 words lie inside the row of w ≥ that + 16 words.
             unsafe {
@@ -849,7 +849,7 @@ unsafe fn product_tile_packed<const K: u8, const MR: usize, const NV: usize>(
         ),
     );
     for i in (0..MR).step_by(2) {
-        for (jp, &lo) in samples[i].iter().enumerate().take(pairs) {
+        for (jp, &lo) in samples[i].iter().enumerate().take(vector_pairs) {
             let hi = if i + 1 < MR {
                 samples[i + 1][jp]
             } else {

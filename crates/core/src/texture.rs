@@ -342,7 +342,7 @@ impl Texture {
             _mm512_add_ps(a, _mm512_mul_ps(_mm512_sub_ps(b, a), f))
         };
         // lane m of the interleaved output vector k: (channel, sample) of element 16k + m
-        let idx = |k: usize, of: usize, last: bool| {
+        let interleave = |k: usize, of: usize, last: bool| {
             let lanes: [i32; 16] = std::array::from_fn(|m| {
                 let (sample, channel) = ((16 * k + m) / of, (16 * k + m) % of);
                 if !last {
@@ -357,9 +357,9 @@ impl Texture {
             // SAFETY: a 64-byte read of a 16-lane array.
             unsafe { _mm512_loadu_si512(lanes.as_ptr().cast()) }
         };
-        let uv_idx = [idx(0, 2, false), idx(1, 2, false)];
-        let rg_idx = [idx(0, 3, false), idx(1, 3, false), idx(2, 3, false)];
-        let b_idx = [idx(0, 3, true), idx(1, 3, true), idx(2, 3, true)];
+        let uv_idx = [0, 1].map(|k| interleave(k, 2, false));
+        let rg_idx = [0, 1, 2].map(|k| interleave(k, 3, false));
+        let b_idx = [0, 1, 2].map(|k| interleave(k, 3, true));
         let (x, t) = (x.as_mut_ptr(), t.as_mut_ptr());
         for j0 in (0..n).step_by(16) {
             let idx = _mm512_add_epi32(_mm512_set1_epi32((first + j0) as u32 as i32), lanes);
