@@ -208,8 +208,8 @@ fn glsl_step_kernels_compile() {
     for (arch, losses) in common::glsl_family() {
         let net = Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
         assert!(codegen::glsl_fits(&net, texture), "{arch}");
-        // the shapes for 48 KiB and for 32 KiB of workgroup memory (where two workgroups
-        // of 32 samples no longer fit, 256 invocations), each once
+        // the shapes for 48 KiB and for 32 KiB of workgroup memory (where neither four
+        // workgroups of 16 samples nor two of 32 fit, 256 invocations), each once
         let mut shapes = vec![(
             codegen::glsl_samples(&net, 48 * 1024).expect(arch),
             48 * 1024,
@@ -228,8 +228,10 @@ fn glsl_step_kernels_compile() {
             };
             assert_eq!(
                 shapes.iter().map(|s| s.0).collect::<Vec<_>>(),
-                [two(128, 32, 2), two(256, 64, 1)]
+                [two(64, 16, 4), two(256, 64, 1)]
             );
+            // and the shape of two workgroups of 128, which the knobs still reach
+            shapes.push((two(128, 32, 2), 48 * 1024));
         }
         if arch.contains("128x4") {
             assert_eq!((shapes[0].0.threads, shapes[0].0.samples), (256, 16));
@@ -265,13 +267,14 @@ fn glsl_step_kernels_compile() {
             }
         }
     }
-    // at 48 KiB: the networks without grids (every loss for seed #3, one for each of
-    // the other five) in both forms of the atomics, which they do not use; the hashgrid
-    // of two features in three forms (packed lanes), the dense grid in two
-    assert_eq!(compiled, 2 * (Loss::ALL.len() + 5) + 3 + 2);
-    // the other shapes at 32 KiB: 256 invocations for the 32- and 48-wide networks but
-    // freq(2) | mlp(20x2) (two workgroups fit there too), rows without skew for B and D
-    assert_eq!(compiled_32, 2 * (Loss::ALL.len() + 4));
+    // at 48 KiB: the networks without grids (every loss for seed #3 in two shapes, one
+    // for each of the other five) in both forms of the atomics, which they do not use;
+    // the hashgrid of two features in three forms (packed lanes), the dense grid in two
+    assert_eq!(compiled, 2 * (2 * Loss::ALL.len() + 5) + 3 + 2);
+    // the other shapes at 32 KiB: 256 invocations for the 32- and 40-wide networks,
+    // two workgroups of 128 for freq(2) | mlp(20x2) (four at 48 KiB), rows without skew
+    // for B and D
+    assert_eq!(compiled_32, 2 * (Loss::ALL.len() + 5));
     let rows = DataKind::Rows {
         rows: 100,
         in_dims: 2,

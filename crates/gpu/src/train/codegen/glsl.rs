@@ -294,6 +294,18 @@ pub fn glsl_samples(net: &Network, max: usize) -> Option<GlslShape> {
     // barriers then overlap the other's products (seed #3 on the H200: 3.65 against
     // 3.41 G samples/s at 2^20, 3.01 against 2.89 G at 2^18, the same at 2^16)
     if threads.is_none() && asked.is_none() && !grid && bytes(s, 8, DEFAULT_THREADS) <= max {
+        // Four workgroups of 64 invocations and 16 samples for the 32-wide networks where
+        // four layouts fit (seed #3 on the H200: 1.88 / 3.11 / 3.85 G samples/s at
+        // 2^16 / 2^18 / 2^20 against 1.84 / 2.98 / 3.63 G with two of 128)
+        let thin = pad.layers.iter().all(|l| l.out_dims <= 32);
+        if thin && 4 * bytes(16, 8, 64) <= max {
+            return Some(GlslShape {
+                threads: 64,
+                samples: 16,
+                skew: 8,
+                per_mp: 4,
+            });
+        }
         let narrow = pad.layers.iter().all(|l| l.out_dims <= 128);
         if narrow && 2 * bytes(32, 8, 128) <= max {
             return Some(GlslShape {
