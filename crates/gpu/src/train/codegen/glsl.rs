@@ -289,31 +289,24 @@ pub fn glsl_samples(net: &Network, max: usize) -> Option<GlslShape> {
     let mut s = asked.unwrap_or(if grid { 32 } else { 64 });
     // (an override narrower than a layer is ignored: bias rows take one invocation each)
     let threads = threads_override().filter(|&t| pad.layers.iter().all(|l| l.out_dims <= t));
-    // Two workgroups of 128 invocations and 32 samples per multiprocessor where both fit
-    // in the workgroup memory (the resident workgroups of one share it): each one's
-    // barriers then overlap the other's products (seed #3 on the H200: 3.65 against
-    // 3.41 G samples/s at 2^20, 3.01 against 2.89 G at 2^18, the same at 2^16)
+    // Several small workgroups per multiprocessor where their layouts fit the workgroup
+    // memory that many times (the resident workgroups of one share it): each one's
+    // barriers then overlap the others' products. (widest layer, invocations, samples,
+    // workgroups per multiprocessor), the first that fits. Seed #3 on the H200, G samples/s
+    // at 2^16 / 2^18 / 2^20: four of 64 x 16 1.88 / 3.11 / 3.85, two of 128 x 32
+    // 1.84 / 2.98 / 3.63 (one call); one of 256 x 64 1.73 / 2.79 / 3.39 (another).
+    const SMALL: [(usize, u32, u32, u32); 2] = [(32, 64, 16, 4), (128, 128, 32, 2)];
     if threads.is_none() && asked.is_none() && !grid && bytes(s, 8, DEFAULT_THREADS) <= max {
-        // Four workgroups of 64 invocations and 16 samples for the 32-wide networks where
-        // four layouts fit (seed #3 on the H200: 1.88 / 3.11 / 3.85 G samples/s at
-        // 2^16 / 2^18 / 2^20 against 1.84 / 2.98 / 3.63 G with two of 128)
-        let thin = pad.layers.iter().all(|l| l.out_dims <= 32);
-        if thin && 4 * bytes(16, 8, 64) <= max {
-            return Some(GlslShape {
-                threads: 64,
-                samples: 16,
-                skew: 8,
-                per_mp: 4,
-            });
-        }
-        let narrow = pad.layers.iter().all(|l| l.out_dims <= 128);
-        if narrow && 2 * bytes(32, 8, 128) <= max {
-            return Some(GlslShape {
-                threads: 128,
-                samples: 32,
-                skew: 8,
-                per_mp: 2,
-            });
+        for (widest, threads, samples, per_mp) in SMALL {
+            let fits = per_mp as usize * bytes(samples as usize, 8, threads as usize) <= max;
+            if pad.layers.iter().all(|l| l.out_dims <= widest) && fits {
+                return Some(GlslShape {
+                    threads,
+                    samples,
+                    skew: 8,
+                    per_mp,
+                });
+            }
         }
     }
     let wg = threads.unwrap_or(DEFAULT_THREADS);
