@@ -10,9 +10,12 @@
 # where $D holds a stripped release `nshade`, `torch_baseline.py` and `tcnn-kit/` (copied
 # from ../shared/bench; shared/ does not travel), and .gl/ the Vulkan loader packages
 # (see the device notes). SKIP_TCNN=1 leaves tiny-cuda-nn out (its build takes ~2.5 min);
-# then A in four workgroups of 64 invocations and 16 samples per multiprocessor (the
-# candidate for its launch: 1.03-1.06x the default at 2^18-2^20 in the fourteenth
-# session), checked against the CPU first where $D holds the release test binary `train`;
+# then `train glsl_step_kernel_matches_cpu` where $D holds that release test binary, A at
+# the launch of two workgroups of 128 invocations and 32 samples per multiprocessor (the
+# default before the seventeenth session's four of 64), and B and D with fewer held weight
+# tiles (NSHADE_GPU_HOIST 1: forward only, 0: none) and B in 16-sample chunks at two
+# workgroups per multiprocessor; where $D holds `vkstats` (tools/vkstats, built and
+# stripped), the registers, memory and spills of each of those step kernels;
 # SKIP_INFER=1 leaves out the inference section (every shader form of A-D at 1080p against
 # PyTorch's fp16 graph and tcnn's inference modes, about 2 minutes; then the GLSL
 # subgroup-private kernel in each shape of ROWS_SHAPES, "G,B ..." of subgroups per
@@ -54,11 +57,27 @@ for l in sys.stdin:
   echo "== C split: step kernel only, no table atomics"
   NSHADE_GPU_ONLY=step "$N" bench --backend gpu --json --seconds 0.7 --arch "$C" --batch 65536 --gpu-path coop | tee >(tag coop-step)
   NSHADE_GPU_EXP=noatom "$N" bench --backend gpu --json --seconds 0.7 --arch "$C" --batch 65536 --gpu-path coop | tee >(tag coop-noatom)
-  echo "== A in four workgroups of 64 invocations and 16 samples per multiprocessor"
-  export NSHADE_GPU_THREADS=64 NSHADE_GPU_SAMPLES=16 NSHADE_GPU_GROUPS=528
+  echo "== the GLSL step kernel against the CPU"
   [ -x "$D/train" ] && "$D/train" glsl_step_kernel_matches_cpu --nocapture 2>&1 | grep -E "^test |worst|panicked"
-  "$N" bench --backend gpu --json --seconds 1 --arch "$A" $BATCHES | tee >(tag a64)
-  unset NSHADE_GPU_THREADS NSHADE_GPU_SAMPLES NSHADE_GPU_GROUPS
+  OLD_A="NSHADE_GPU_THREADS=128 NSHADE_GPU_SAMPLES=32 NSHADE_GPU_GROUPS=264"
+  echo "== A in two workgroups of 128 invocations and 32 samples per multiprocessor"
+  env $OLD_A "$N" bench --backend gpu --json --seconds 1 --arch "$A" $BATCHES | tee >(tag a-two128)
+  echo "== B and D with fewer held weight tiles; B in 16-sample chunks, two per multiprocessor"
+  for h in 1 0; do
+    NSHADE_GPU_HOIST=$h "$N" bench --backend gpu --json --seconds 0.5 --arch "$B" --arch "$DD" $BATCHES | tee >(tag "bd-hoist$h")
+  done
+  for h in 2 1 0; do
+    NSHADE_GPU_HOIST=$h NSHADE_GPU_SAMPLES=16 NSHADE_GPU_GROUPS=264 "$N" bench --backend gpu --json --seconds 0.5 --arch "$B" $BATCHES | tee >(tag "b16-hoist$h")
+  done
+  if [ -x "$D/vkstats" ]; then
+    echo "== registers of the step kernels (vkstats)"
+    k() { local name=$1 arch=$2; shift 2; mkdir -p "$OUT/k/$name"
+      env "$@" NSHADE_GPU_DUMP="$OUT/k/$name" "$N" bench --backend gpu --seconds 0.05 --arch "$arch" --batch 65536 >/dev/null 2>&1
+      echo "-- $name"; "$D/vkstats" "$OUT/k/$name/step.comp" 2>&1 | head -12; }
+    k a "$A" X=1; k a-two128 "$A" $OLD_A; k b "$B" X=1; k b-hoist1 "$B" NSHADE_GPU_HOIST=1
+    k b-hoist0 "$B" NSHADE_GPU_HOIST=0; k b16 "$B" NSHADE_GPU_SAMPLES=16; k c "$C" X=1
+    k d "$DD" X=1; k d-hoist1 "$DD" NSHADE_GPU_HOIST=1; k d-hoist0 "$DD" NSHADE_GPU_HOIST=0
+  fi
   echo "== PyTorch CUDA graph"
   [ -f "$D/torch_baseline.py" ] && python3 "$D/torch_baseline.py" graph 65536,262144,1048576 | tee >(tag torch)
   if [ -z "${SKIP_TCNN:-}" ] && [ -d "$D/tcnn-kit" ]; then
