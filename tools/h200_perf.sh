@@ -74,9 +74,9 @@ for l in sys.stdin:
     k() { local name=$1 arch=$2; shift 2; mkdir -p "$OUT/k/$name"
       env "$@" NSHADE_GPU_DUMP="$OUT/k/$name" "$N" bench --backend gpu --seconds 0.05 --arch "$arch" --batch 65536 >/dev/null 2>&1
       echo "-- $name"; "$D/vkstats" "$OUT/k/$name/step.comp" 2>&1 | head -12; }
-    k a "$A" X=1; k a-two128 "$A" $OLD_A; k b "$B" X=1; k b-hoist1 "$B" NSHADE_GPU_HOIST=1
-    k b-hoist0 "$B" NSHADE_GPU_HOIST=0; k b16 "$B" NSHADE_GPU_SAMPLES=16; k c "$C" X=1
-    k d "$DD" X=1; k d-hoist1 "$DD" NSHADE_GPU_HOIST=1; k d-hoist0 "$DD" NSHADE_GPU_HOIST=0
+    k a "$A"; k a-two128 "$A" $OLD_A; k b "$B"; k b-hoist1 "$B" NSHADE_GPU_HOIST=1
+    k b-hoist0 "$B" NSHADE_GPU_HOIST=0; k b16 "$B" NSHADE_GPU_SAMPLES=16; k c "$C"
+    k d "$DD"; k d-hoist1 "$DD" NSHADE_GPU_HOIST=1; k d-hoist0 "$DD" NSHADE_GPU_HOIST=0
   fi
   echo "== PyTorch CUDA graph"
   [ -f "$D/torch_baseline.py" ] && python3 "$D/torch_baseline.py" graph 65536,262144,1048576 | tee >(tag torch)

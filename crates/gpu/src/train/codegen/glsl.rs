@@ -297,11 +297,11 @@ pub fn glsl_samples(net: &Network, max: usize) -> Option<GlslShape> {
     // 1.84 / 2.98 / 3.63 (one call); one of 256 x 64 1.73 / 2.79 / 3.39 (another).
     const SMALL: [(usize, u32, u32, u32); 2] = [(32, 64, 16, 4), (128, 128, 32, 2)];
     if threads.is_none() && asked.is_none() && !grid && bytes(s, 8, DEFAULT_THREADS) <= max {
-        for (widest, threads, samples, per_mp) in SMALL {
-            let fits = per_mp as usize * bytes(samples as usize, 8, threads as usize) <= max;
-            if pad.layers.iter().all(|l| l.out_dims <= widest) && fits {
+        let widest = pad.layers.iter().map(|l| l.out_dims).max().unwrap_or(0);
+        for (limit, wg, samples, per_mp) in SMALL {
+            if widest <= limit && per_mp as usize * bytes(samples as usize, 8, wg as usize) <= max {
                 return Some(GlslShape {
-                    threads,
+                    threads: wg,
                     samples,
                     skew: 8,
                     per_mp,
