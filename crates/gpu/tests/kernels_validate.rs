@@ -251,6 +251,7 @@ fn glsl_step_kernels_compile() {
                     partial_len: dense_len + pack.as_ref().filter(|_| packed).map_or(0, |p| p.lf),
                     atomic64,
                     packed,
+                    split: None,
                 };
                 let src = codegen::glsl_step_kernel(&net, loss, texture, 5000, launch).expect(arch);
                 if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
@@ -291,4 +292,81 @@ fn glsl_step_kernels_compile() {
         let net = Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
         assert!(!codegen::glsl_fits(&net, texture), "{arch}");
     }
+}
+
+/// Weight gradients outside the GLSL step kernel (`DwSplit`): `wide` splits the layers
+/// wider than 64 (every layer of `freq(8) | mlp(128x4)`, none of seed #3's or B's),
+/// `all` every layer, the default none, a split whose buffers exceed the
+/// binding limit is refused; with every layer split, each network of the kernel's family
+/// compiles in its 48 KiB shape, its step kernel stores and no longer accumulates dW,
+/// and its dW kernel compiles and writes every split layer's tiles.
+#[test]
+fn glsl_dw_split_kernels_compile() {
+    use nshade_gpu::train::codegen::{DwSplit, Pad};
+    let texture = DataKind::Texture {
+        width: 64,
+        height: 48,
+    };
+    let build = |arch: &str| Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
+    let d = build("freq(8) | mlp(128x4, relu)");
+    let sp = DwSplit::of(&d, 132, 3, 16, "wide", u64::MAX).expect("D's layers are wide");
+    assert_eq!(sp.layers, [true; 5]);
+    // X: 32 + 4·128 rows, dz: 4·128 + 16 rows, of 132·3·16 samples
+    assert_eq!(sp.x_len, 132 * 3 * 16 * (32 + 4 * 128));
+    assert_eq!(sp.z_len, 132 * 3 * 16 * (4 * 128 + 16));
+    assert_eq!(sp.x_off[1], 132 * 3 * 16 * 32);
+    assert_eq!(sp.z_off[4], 132 * 3 * 16 * 4 * 128);
+    assert!(DwSplit::of(&d, 132, 3, 16, "0", u64::MAX).is_none());
+    assert!(DwSplit::of(&d, 132, 3, 16, "", u64::MAX).is_none());
+    // the buffers (2 bytes an element) against the binding limit
+    assert!(DwSplit::of(&d, 132, 3, 16, "wide", sp.x_len * 2 - 2).is_none());
+    assert!(DwSplit::of(&d, 132, 3, 16, "wide", sp.x_len * 2).is_some());
+    for arch in [
+        "freq(3) | mlp(32x3, leaky_relu, sigmoid)",
+        "freq(8) | mlp(64x4, relu)",
+    ] {
+        assert!(DwSplit::of(&build(arch), 132, 3, 16, "wide", u64::MAX).is_none());
+    }
+    let mut compiled = 0;
+    for (arch, losses) in common::glsl_family() {
+        let net = build(arch);
+        let shape = codegen::glsl_samples(&net, 48 * 1024).expect(arch);
+        let split = DwSplit::of(&net, 7, 3, shape.samples, "all", u64::MAX).expect(arch);
+        let partial_len = Pad::of(&net).partial_len(net.dense_count);
+        let launch = codegen::GlslLaunch {
+            shape,
+            chunks: 3,
+            partial_len,
+            atomic64: true,
+            packed: false,
+            split: Some(split.clone()),
+        };
+        let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch).expect(arch);
+        let dw = codegen::glsl_dw_kernel(&net, &split, 256, shape.samples, 3, partial_len);
+        // every layer's X and dz are stored; no dW accumulator is left in the step kernel
+        let layers = Pad::of(&net).layers.len();
+        // (X_0 copied from workgroup memory, the others from the epilogues' registers)
+        let stores = |b: &str| {
+            src.matches(&format!("coopMatStore(h, {b},")).count()
+                + src.matches(&format!("coopMatStore(hh, {b},")).count()
+        };
+        assert_eq!(stores("gx"), layers, "{arch}");
+        assert_eq!(stores("gz"), layers, "{arch}");
+        assert_eq!(src.matches("coopMatStore(h, gx,").count(), 1, "{arch}");
+        assert!(!src.contains(" dw0_0 "), "{arch}");
+        // one accumulator store per slot of every layer in the dW kernel
+        let slots: usize = Pad::of(&net)
+            .layers
+            .iter()
+            .map(|l| ((l.out_p / 16) * (l.in_p / 16)).div_ceil(8))
+            .sum();
+        assert_eq!(dw.matches("coopMatStore(d").count(), slots, "{arch}");
+        for (what, s) in [("step", &src), ("dW", &dw)] {
+            if let Err(e) = nshade_gpu::capture::glslang::compile_compute(s) {
+                panic!("{arch} ({what}): line {:?}: {}\n{s}", e.line, e.message);
+            }
+        }
+        compiled += 1;
+    }
+    assert_eq!(compiled, common::glsl_family().len());
 }

@@ -638,7 +638,14 @@ pub struct GpuTrainer {
     poison: Vec<u32>,
     /// The step kernel is the GLSL one ([`codegen::glsl_step_kernel`]).
     glsl: bool,
+    /// The weight-gradient kernel of the split layers ([`codegen::glsl_dw_kernel`]),
+    /// recorded after the step kernel.
+    /// (Its workgroups: groups × split layers.)
+    dw_pass: Option<(wgpu::ComputePipeline, wgpu::BindGroup, u32)>,
 }
+
+/// Invocations per workgroup of the weight-gradient kernel.
+const DW_THREADS: u32 = 256;
 
 /// The dynamic loss-scale state before the next step (see [`codegen::adam_kernel_scaled`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -865,6 +872,22 @@ impl GpuTrainer {
             None
         };
         let launch = glsl.map_or(launch, |g| g.0);
+        let max_binding = ctx
+            .device
+            .limits()
+            .max_storage_buffer_binding_size
+            .min(ctx.device.limits().max_buffer_size);
+        // the layers whose weight gradients leave the GLSL step kernel for the dW kernel
+        let split = glsl.and_then(|(_, shape)| {
+            codegen::DwSplit::of(
+                net,
+                launch.groups,
+                launch.chunks,
+                shape.samples,
+                &codegen::split_mode(),
+                max_binding,
+            )
+        });
         let scaling = scaling.or(coop.then(|| LossScale::for_batch(cfg.batch as u32)));
         // packed table-gradient lanes (with dynamic loss scaling and 64-bit atomics); the
         // step kernels decide the same way
@@ -889,6 +912,7 @@ impl GpuTrainer {
                         + pack.as_ref().map_or(0, |p| p.lf),
                     atomic64: launch.atomic64,
                     packed: pack.is_some(),
+                    split: split.clone(),
                 },
             )
             .ok_or_else(|| backend_err("the GLSL step kernel does not apply to this network"))?,
@@ -915,6 +939,17 @@ impl GpuTrainer {
             scaling,
             pack.as_ref(),
         );
+        let partial_len = pad.partial_len(net.dense_count) + pack.as_ref().map_or(0, |p| p.lf);
+        let dw_src = split.as_ref().map(|sp| {
+            codegen::glsl_dw_kernel(
+                net,
+                sp,
+                DW_THREADS,
+                launch.samples,
+                launch.chunks,
+                partial_len,
+            )
+        });
         match std::env::var("NSHADE_GPU_DUMP") {
             Ok(v) if v == "1" => eprintln!("{step_src}\n{adam_src}"),
             // A folder: the two kernels as files (for `tools/vkstats`), last network wins.
@@ -928,18 +963,16 @@ impl GpuTrainer {
                 };
                 let _ = std::fs::write(dir.join(name), &step_src);
                 let _ = std::fs::write(dir.join("adam.wgsl"), &adam_src);
+                if let Some(d) = &dw_src {
+                    let _ = std::fs::write(dir.join("dw.comp"), d);
+                }
             }
             _ => {}
         }
         let p = net.param_count.max(1) as u64;
         let dense = net.dense_count.max(1) as u64;
         let device = &ctx.device;
-        let max_binding = device.limits().max_storage_buffer_binding_size;
-        let stride = if coop {
-            (pad.partial_len(net.dense_count) + pack.as_ref().map_or(0, |p| p.lf)) as u64
-        } else {
-            dense
-        };
+        let stride = if coop { partial_len as u64 } else { dense };
         let partial_bytes = launch.groups as u64 * stride * 4;
         if partial_bytes > max_binding || (values.len() as u64 * 4) > max_binding {
             return Err(backend_err(format!(
@@ -1022,6 +1055,26 @@ impl GpuTrainer {
                 "buffers exceed the adapter's storage binding limit of {max_binding} bytes"
             )));
         }
+        // the split layers' X and dz (bindings 9 and 10 of the GLSL step kernel, which
+        // always has the loss-scaling bindings and never `xg`)
+        let gxz = split
+            .as_ref()
+            .filter(|_| ls.is_some() && xg.is_none())
+            .map(|sp| {
+                (
+                    storage(&ctx, "dW inputs", (sp.x_len * 2).next_multiple_of(4)),
+                    storage(
+                        &ctx,
+                        "dW output gradients",
+                        (sp.z_len * 2).next_multiple_of(4),
+                    ),
+                )
+            });
+        if split.is_some() != gxz.is_some() {
+            return Err(backend_err(
+                "the dW kernel needs the loss-scaled GLSL step kernel",
+            ));
+        }
         let mut step_types = vec![
             uniform_ty(),
             storage_ty(true),
@@ -1038,6 +1091,10 @@ impl GpuTrainer {
             step_types.push(storage_ty(false));
         }
         if xg.is_some() {
+            step_types.push(storage_ty(false));
+        }
+        if gxz.is_some() {
+            step_types.push(storage_ty(false));
             step_types.push(storage_ty(false));
         }
         let mut adam_types = vec![
@@ -1072,8 +1129,24 @@ impl GpuTrainer {
                 .chain(ls.as_ref().map(|l| &l.0))
                 .chain(ls.as_ref().map(|l| &l.1))
                 .chain(xg.as_ref())
+                .chain(gxz.as_ref().map(|g| &g.0))
+                .chain(gxz.as_ref().map(|g| &g.1))
                 .collect::<Vec<_>>(),
         );
+        let dw_pass = match (&dw_src, &gxz, &split) {
+            (Some(src), Some((gx, gz)), Some(sp)) => {
+                let types = [
+                    uniform_ty(),
+                    storage_ty(false),
+                    storage_ty(true),
+                    storage_ty(true),
+                ];
+                let (pipe, bgl) = glsl_pipeline(&ctx, src, DW_THREADS, &types)?;
+                let bg = bind(&ctx, "dw", &bgl, &records, &[&partial, gx, gz]);
+                Some((pipe, bg, sp.count()))
+            }
+            _ => None,
+        };
         let grid_pass = gacc.as_ref().map(|acc| {
             grid::GridPass::new(
                 &ctx,
@@ -1127,6 +1200,7 @@ impl GpuTrainer {
             moments,
             weight_copy: coop || launch.vec,
             glsl: glsl.is_some(),
+            dw_pass,
             scaling: scaling.zip(ls.map(|l| l.0)),
             pack,
             poison: Vec::new(),
@@ -1306,6 +1380,11 @@ impl GpuTrainer {
                     pass.set_pipeline(&self.step_pipe);
                     pass.set_bind_group(0, &self.step_bg, &off);
                     pass.dispatch_workgroups(self.launch.groups, 1, 1);
+                    if let Some((pipe, bg, layers)) = &self.dw_pass {
+                        pass.set_pipeline(pipe);
+                        pass.set_bind_group(0, bg, &off);
+                        pass.dispatch_workgroups(self.launch.groups, *layers, 1);
+                    }
                 }
                 if only != "step" {
                     pass.set_pipeline(&self.adam_pipe);

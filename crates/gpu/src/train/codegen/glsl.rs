@@ -14,6 +14,7 @@
 //! 32-bit lanes where they apply (`grid.rs`, [`Packing`]). Pure: network in, source text
 //! out.
 
+use super::glsl_dw::DwSplit;
 use super::glsl_grid::{gacc_decls, gacc_packed_decls, grid_forward, grid_tables};
 use super::wgsl::lit;
 use super::{DataKind, Pad, PadLayer};
@@ -389,7 +390,7 @@ fn act(a: Activation, z: &str) -> String {
     syntax::activation(&CSyntax, &a, z)
 }
 
-const HEAD: &str = "#version 450
+pub(super) const HEAD: &str = "#version 450
 #extension GL_KHR_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_KHR_shader_subgroup_basic : require
@@ -411,16 +412,16 @@ uint nsh_ls_over(float v, float lim) {
 uint nsh_ls_bits(float v) { return (floatBitsToUint(v) & 0x7f800000u) == 0x7f800000u ? 1u : 0u; }
 ";
 
-const ACC: &str = "coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>";
+pub(super) const ACC: &str = "coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>";
 const ACC16: &str = "coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>";
-const MA: &str = "coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>";
-const MB: &str = "coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>";
-const ROW: &str = "gl_CooperativeMatrixLayoutRowMajor";
-const COL: &str = "gl_CooperativeMatrixLayoutColumnMajor";
+pub(super) const MA: &str = "coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>";
+pub(super) const MB: &str = "coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>";
+pub(super) const ROW: &str = "gl_CooperativeMatrixLayoutRowMajor";
+pub(super) const COL: &str = "gl_CooperativeMatrixLayoutColumnMajor";
 const BAR: &str = "    memoryBarrierShared(); barrier();\n";
 
 /// How a GLSL step kernel runs.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct GlslLaunch {
     /// Invocations, samples per chunk and the rows' skew (from [`glsl_samples`]).
     pub shape: GlslShape,
@@ -435,6 +436,9 @@ pub struct GlslLaunch {
     /// of an even number of features): `partial_len` then includes the grid outputs'
     /// |dy| sums after the dense partials.
     pub packed: bool,
+    /// Layers whose weight gradients the kernel leaves to [`glsl_dw_kernel`](super::glsl_dw_kernel): it stores
+    /// their X and dz tiles into bindings 9 and 10 instead ([`DwSplit`]).
+    pub split: Option<DwSplit>,
 }
 
 /// The GLSL step kernel for `net` (see [`glsl_fits`]) trained with `loss` on a texture,
@@ -460,6 +464,7 @@ pub fn glsl_step_kernel(
         partial_len,
         atomic64,
         packed,
+        split,
     } = launch;
     let shp = shape(net)?;
     // the sampling takes one invocation per sample, the bias sums one per row
@@ -526,7 +531,7 @@ layout(set = 0, binding = 4) buffer LossPartial {{ float loss_partial[]; }};
 layout(set = 0, binding = 5) readonly buffer W16 {{ float16_t w16[]; }};
 layout(set = 0, binding = 7) readonly buffer Ls {{ uint ls[]; }};
 layout(set = 0, binding = 8) buffer LsFlags {{ uint lsflags[]; }};
-const uint S = {s}u;
+{gxz}const uint S = {s}u;
 const uint R = {r}u;
 const uint SX = {sx}u;
 const uint WG = {wg}u;
@@ -556,6 +561,13 @@ void main() {{
         gh = lay.gh,
         zc = lay.zc,
         bs = lay.bs,
+        gxz = if split.is_some() {
+            "layout(set = 0, binding = 9) writeonly buffer GX { float16_t gx[]; };
+layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
+"
+        } else {
+            ""
+        },
     );
     // texels of chunk 0, loaded one chunk ahead from then on
     let (w, h) = (width, height);
@@ -658,9 +670,36 @@ void main() {{
             _ => l.out_p > 64 || l.in_p > 64,
         })
         .collect();
+    let is_split = |i: usize| split.as_ref().is_some_and(|sp| sp.layers[i]);
+    // the split layers' tensors are stored from the epilogues that produce them (X_{i+1}
+    // in the forward, dz in the loss and input-gradient epilogues) where there is one;
+    // `NSHADE_GPU_DWSTORE=copy` copies every tile from workgroup memory in the backward
+    // instead (for measurements)
+    let direct = std::env::var("NSHADE_GPU_DWSTORE").map_or(true, |v| v != "copy");
+    // a store of the f16 tile `hh` (rows `rb`, samples `sb` of the chunk) into layer i's
+    // region of `buf` (rows of `rows`), or nothing where layer i does not split directly
+    let tee = |i: usize, buf: &str, rb: &str| -> String {
+        match split.as_ref().filter(|sp| sp.layers[i] && direct) {
+            Some(sp) => {
+                let (off, rows) = if buf == "gx" {
+                    (sp.x_off[i], pad.layers[i].in_p)
+                } else {
+                    (sp.z_off[i], pad.layers[i].out_p)
+                };
+                format!(
+                    " coopMatStore(hh, {buf}, {off}u + first * {rows}u + {rb} * 16u * S + sb * 16u, S, {ROW});"
+                )
+            }
+            None => String::new(),
+        }
+    };
     let mut slots: Vec<Vec<String>> = Vec::new();
     for (i, l) in pad.layers.iter().enumerate() {
-        let nt = (l.out_p / 16) * (l.in_p / 16);
+        let nt = if is_split(i) {
+            0
+        } else {
+            (l.out_p / 16) * (l.in_p / 16)
+        };
         let ty = if half[i] { ACC16 } else { ACC };
         let mut names = Vec::new();
         for j in 0..nt.div_ceil(nsg) {
@@ -672,10 +711,15 @@ void main() {{
     }
     // hoisted weight tiles: forward W blocks and input-gradient Wᵀ blocks of phases with
     // at most NSG tiles (subgroup sgid always takes tile min(sgid, nt − 1)), at most 40
+    // (`NSHADE_GPU_HOLD`, for measurements)
+    let hold = std::env::var("NSHADE_GPU_HOLD")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(40usize);
     let mut held = 0usize;
     let mut hoist =
         |k: &mut String, name: &str, nt: usize, kn: usize, at: &dyn Fn(usize, &str) -> String| {
-            if nt > nsg || held + kn > 40 {
+            if nt > nsg || held + kn > hold {
                 return None;
             }
             held += kn;
@@ -868,8 +912,9 @@ void main() {{
             }
             let _ = writeln!(
                 k,
-                "        if (t < {nt}u) {{ {ACC16} hh = {ACC16}(c); coopMatStore(hh, xh, {x}u + ot * 16u * SX + sb * 16u, SX, {ROW}); }}\n    }}",
-                x = lay.xo[i + 1]
+                "        if (t < {nt}u) {{ {ACC16} hh = {ACC16}(c); coopMatStore(hh, xh, {x}u + ot * 16u * SX + sb * 16u, SX, {ROW});{tx} }}\n    }}",
+                x = lay.xo[i + 1],
+                tx = tee(i + 1, "gx", "ot")
             );
             k.push_str(BAR);
         } else {
@@ -903,11 +948,12 @@ void main() {{
             lsf |= nsh_ls_over(dyv, 65504.0);
             c[e] = dyv;
         }}
-        {ACC16} hh = {ACC16}(c); coopMatStore(hh, gh, ot * 16u * SX + sb * 16u, SX, {ROW});
+        {ACC16} hh = {ACC16}(c); coopMatStore(hh, gh, ot * 16u * SX + sb * 16u, SX, {ROW});{tz}
         }}
     }}",
                     mo = masks + boffs[i],
                     vr = 2 + out_p,
+                    tz = tee(i, "gz", "ot"),
                 );
                 k.push_str(BAR);
                 continue;
@@ -956,8 +1002,54 @@ void main() {{
             // dW += dz·Xᵀ
             let it_n = l.in_p / 16;
             let nt = (l.out_p / 16) * it_n;
-            if !exp_has(&exp, "nodw") && dw_reuse && nsg.is_multiple_of(it_n) && slots[i].len() > 1
-            {
+            let nodw = exp_has(&exp, "nodw");
+            if let Some(sp) = split.as_ref().filter(|sp| sp.layers[i]) {
+                // split layer: X_i's and dz's tiles of this chunk into their buffers
+                // (chunk `first / S` at `off + first · rows`), for the dW kernel
+                // stored directly: X_i for i > 0; dz for hidden layers, and for the output
+                // layer where its epilogue runs in registers
+                let x_done = direct && i > 0;
+                let z_done = direct && (i + 1 < n_l || outreg);
+                let nx = if x_done { 0 } else { it_n * st_n };
+                let nz = if z_done { 0 } else { (l.out_p / 16) * st_n };
+                if !nodw && nx + nz > 0 {
+                    // tile t < nx: X_i's (rows rb, samples sb); then dz's
+                    let mut arms = Vec::new();
+                    if nx > 0 {
+                        arms.push(format!(
+                            "if (t < {nx}u) {{
+            uint rb = t / {st_n}u; uint sb = t % {st_n}u; {ACC16} h;
+            coopMatLoad(h, xh, {x}u + rb * 16u * SX + sb * 16u, SX, {ROW});
+            coopMatStore(h, gx, {xo}u + first * {ip}u + rb * 16u * S + sb * 16u, S, {ROW});
+        }}",
+                            x = lay.xo[i],
+                            xo = sp.x_off[i],
+                            ip = l.in_p,
+                        ));
+                    }
+                    if nz > 0 {
+                        arms.push(format!(
+                            "if (t >= {nx}u && t < {ntot}u) {{
+            uint u = t - {nx}u; uint rb = u / {st_n}u; uint sb = u % {st_n}u; {ACC16} h;
+            coopMatLoad(h, gh, {cur}u + rb * 16u * SX + sb * 16u, SX, {ROW});
+            coopMatStore(h, gz, {zo}u + first * {op}u + rb * 16u * S + sb * 16u, S, {ROW});
+        }}",
+                            ntot = nx + nz,
+                            zo = sp.z_off[i],
+                            op = l.out_p,
+                        ));
+                    }
+                    let _ = writeln!(
+                        k,
+                        "    for (uint j = 0u; j < {nj}u; j++) {{
+        uint t = j * NSG + sgid;
+        {}
+    }}",
+                        arms.join(" else "),
+                        nj = (nx + nz).div_ceil(nsg),
+                    );
+                }
+            } else if !nodw && dw_reuse && nsg.is_multiple_of(it_n) && slots[i].len() > 1 {
                 // every slot of this subgroup has the same column block `it` (tile
                 // j·NSG + sgid, NSG a multiple of the column blocks): X's tile is loaded
                 // once per k step and serves every slot; each accumulator still adds its
@@ -980,7 +1072,7 @@ void main() {{
                     k.push_str("        }\n");
                 }
                 k.push_str("    }\n");
-            } else if !exp_has(&exp, "nodw") {
+            } else if !nodw {
                 for (j, slot) in slots[i].iter().enumerate() {
                     let _ = writeln!(
                         k,
@@ -1054,7 +1146,12 @@ void main() {{
             }
             let _ = writeln!(
                 k,
-                "        if (t < {ntx}u) {{ {ACC16} hh = {ACC16}(c); coopMatStore(hh, gh, {nxt}u + it * 16u * SX + sb * 16u, SX, {ROW}); }}\n    }}"
+                "        if (t < {ntx}u) {{ {ACC16} hh = {ACC16}(c); coopMatStore(hh, gh, {nxt}u + it * 16u * SX + sb * 16u, SX, {ROW});{tz} }}\n    }}",
+                tz = if i > 0 {
+                    tee(i - 1, "gz", "it")
+                } else {
+                    String::new()
+                }
             );
             k.push_str(BAR);
             if let (0, Some(g)) = (i, grid) {

@@ -38,6 +38,7 @@ use std::fmt::Write;
 mod adam;
 mod fused;
 mod glsl;
+mod glsl_dw;
 mod glsl_grid;
 mod staged;
 mod vec4;
@@ -49,6 +50,7 @@ pub use adam::{
 use fused::{DW_END, Fold, f16_range_check};
 pub use fused::{fused_enabled, net_fusable};
 pub use glsl::{GlslLaunch, GlslShape, glsl_fits, glsl_samples, glsl_step_kernel};
+pub use glsl_dw::{DwSplit, glsl_dw_kernel, split_mode};
 pub use vec4::{VecLayer, VecPad};
 
 /// Where samples come from, as the kernel sees it.
