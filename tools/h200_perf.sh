@@ -16,7 +16,9 @@
 # tiles (NSHADE_GPU_HOIST 1: forward only, 0: none) and B in 16-sample chunks at two
 # workgroups per multiprocessor; where $D holds `vkstats` (tools/vkstats, built and
 # stripped), the registers, memory and spills of each of those step kernels;
-# SKIP_INFER=1 leaves out the inference section (every shader form of A-D at 1080p against
+# TABLE_ONLY=1 runs only the table (nshade, D with every dW in the step kernel,
+# the GLSL kernel's test with the default and with every layer split, PyTorch, tcnn, nshade
+# again); SKIP_INFER=1 leaves out the inference section (every shader form of A-D at 1080p against
 # PyTorch's fp16 graph and tcnn's inference modes, about 2 minutes; then the GLSL
 # subgroup-private kernel in each shape of ROWS_SHAPES, "G,B ..." of subgroups per
 # workgroup and 16-row blocks per subgroup, for A-C with staged weights and for B and D
@@ -49,6 +51,13 @@ for l in sys.stdin:
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   echo "== nshade, automatic path"
   "$N" bench --backend gpu --json --seconds 1 --arch "$A" --arch "$B" --arch "$C" --arch "$DD" $BATCHES | tee >(tag auto)
+  echo "== D with every weight gradient in the step kernel (the default before the dW kernel)"
+  NSHADE_GPU_DWSPLIT=0 "$N" bench --backend gpu --json --seconds 1 --arch "$DD" $BATCHES | tee >(tag d-nosplit)
+  if [ -n "${TABLE_ONLY:-}" ]; then
+    echo "== the GLSL step kernel against the CPU (default, and every layer's dW in the dW kernel)"
+    [ -x "$D/train" ] && "$D/train" glsl_step_kernel_matches_cpu --nocapture 2>&1 | grep -E "^test |worst|panicked"
+    [ -x "$D/train" ] && NSHADE_GPU_DWSPLIT=all "$D/train" glsl_step_kernel_matches_cpu --nocapture 2>&1 | grep -E "^test |worst|panicked"
+  else
   echo "== C on the cooperative-matrix path"
   "$N" bench --backend gpu --json --seconds 1 --arch "$C" $BATCHES --gpu-path coop | tee >(tag coop)
   echo "== C with 32-bit atomic pairs (automatic path, then coop)"
@@ -77,6 +86,7 @@ for l in sys.stdin:
     k a "$A"; k a-two128 "$A" $OLD_A; k b "$B"; k b-hoist1 "$B" NSHADE_GPU_HOIST=1
     k b-hoist0 "$B" NSHADE_GPU_HOIST=0; k b16 "$B" NSHADE_GPU_SAMPLES=16; k c "$C"
     k d "$DD"; k d-hoist1 "$DD" NSHADE_GPU_HOIST=1; k d-hoist0 "$DD" NSHADE_GPU_HOIST=0
+  fi
   fi
   echo "== PyTorch CUDA graph"
   [ -f "$D/torch_baseline.py" ] && python3 "$D/torch_baseline.py" graph 65536,262144,1048576 | tee >(tag torch)

@@ -294,9 +294,9 @@ fn glsl_step_kernels_compile() {
     }
 }
 
-/// Weight gradients outside the GLSL step kernel (`DwSplit`): `wide` splits the layers
-/// wider than 64 (every layer of `freq(8) | mlp(128x4)`, none of seed #3's or B's),
-/// `all` every layer, the default none, a split whose buffers exceed the
+/// Weight gradients outside the GLSL step kernel (`DwSplit`): by default the layers
+/// wider than 64 split (every layer of `freq(8) | mlp(128x4)`, none of seed #3's or
+/// B's), `all` splits every layer, `0` none, a split whose buffers exceed the
 /// binding limit is refused; with every layer split, each network of the kernel's family
 /// compiles in its 48 KiB shape, its step kernel stores and no longer accumulates dW,
 /// and its dW kernel compiles and writes every split layer's tiles.
@@ -317,7 +317,10 @@ fn glsl_dw_split_kernels_compile() {
     assert_eq!(sp.x_off[1], 132 * 3 * 16 * 32);
     assert_eq!(sp.z_off[4], 132 * 3 * 16 * 4 * 128);
     assert!(DwSplit::of(&d, 132, 3, 16, "0", u64::MAX).is_none());
-    assert!(DwSplit::of(&d, 132, 3, 16, "", u64::MAX).is_none());
+    assert_eq!(
+        DwSplit::of(&d, 132, 3, 16, "", u64::MAX).as_ref(),
+        Some(&sp)
+    );
     // the buffers (2 bytes an element) against the binding limit
     assert!(DwSplit::of(&d, 132, 3, 16, "wide", sp.x_len * 2 - 2).is_none());
     assert!(DwSplit::of(&d, 132, 3, 16, "wide", sp.x_len * 2).is_some());

@@ -1370,29 +1370,34 @@ impl GpuTrainer {
                 label: Some("nshade steps"),
                 timestamp_writes: None,
             });
-            // timing only (`NSHADE_GPU_ONLY=step|adam`): record the step kernel alone, or the
-            // Adam kernels alone (the weights then do not train; for splitting a step's
-            // time on a GPU)
             let only = std::env::var("NSHADE_GPU_ONLY").unwrap_or_default();
+            // timing only (`NSHADE_GPU_ONLY=step|adam|fused|dw`): record the step kernel
+            // (and the dW kernel where layers split) alone, or the Adam kernels alone, or
+            // only the step kernel, or only the dW kernel (the weights then do not train;
+            // for splitting a step's time on a GPU)
+            let adam = !matches!(only.as_str(), "step" | "fused" | "dw");
             for k in 0..n {
                 let off = [(k as u64 * RECORD) as u32];
-                if only != "adam" {
+                if only != "adam" && only != "dw" {
                     pass.set_pipeline(&self.step_pipe);
                     pass.set_bind_group(0, &self.step_bg, &off);
                     pass.dispatch_workgroups(self.launch.groups, 1, 1);
-                    if let Some((pipe, bg, layers)) = &self.dw_pass {
-                        pass.set_pipeline(pipe);
-                        pass.set_bind_group(0, bg, &off);
-                        pass.dispatch_workgroups(self.launch.groups, *layers, 1);
-                    }
                 }
-                if only != "step" {
+                if let Some((pipe, bg, layers)) = &self.dw_pass
+                    && only != "adam"
+                    && only != "fused"
+                {
+                    pass.set_pipeline(pipe);
+                    pass.set_bind_group(0, bg, &off);
+                    pass.dispatch_workgroups(self.launch.groups, *layers, 1);
+                }
+                if adam {
                     pass.set_pipeline(&self.adam_pipe);
                     pass.set_bind_group(0, &self.adam_bg, &off);
                     pass.dispatch_workgroups(self.adam_groups, 1, 1);
                 }
                 if let Some(g) = &self.grid_pass
-                    && only != "step"
+                    && adam
                 {
                     g.record(&mut pass, &off);
                 }

@@ -710,12 +710,14 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         slots.push(names);
     }
     // hoisted weight tiles: forward W blocks and input-gradient Wᵀ blocks of phases with
-    // at most NSG tiles (subgroup sgid always takes tile min(sgid, nt − 1)), at most 40
-    // (`NSHADE_GPU_HOLD`, for measurements)
+    // at most NSG tiles (subgroup sgid always takes tile min(sgid, nt − 1)), at most 40,
+    // or 64 where layers split (their dW accumulators are gone: freq(8) | mlp(128x4)
+    // 1.22-1.33x with 64, the same with 96 or 128 on an H100; `NSHADE_GPU_HOLD`, for
+    // measurements)
     let hold = std::env::var("NSHADE_GPU_HOLD")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(40usize);
+        .unwrap_or(if split.is_some() { 64 } else { 40usize });
     let mut held = 0usize;
     let mut hoist =
         |k: &mut String, name: &str, nt: usize, kn: usize, at: &dyn Fn(usize, &str) -> String| {
