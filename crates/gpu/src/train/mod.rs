@@ -575,7 +575,9 @@ fn glsl_pipeline(
             // WGSL step kernel's (`types`), and every index is in range by construction
             // as in the WGSL kernels (see `compile`): tiles are clamped to the layer's
             // padded blocks, `xh`/`gh` rows hold SX ≥ S samples, partial offsets are
-            // the padded weights and biases of group `wid` < groups.
+            // the padded weights and biases of group `wid` < groups; the dW kernel's and
+            // the split layers' stores index chunk `wid · chunks + c` < groups · chunks
+            // of regions sized groups · chunks · S · rows (`DwSplit::of`).
             let module = unsafe {
                 crate::infer::passthrough_module(
                     device,

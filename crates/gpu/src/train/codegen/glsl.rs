@@ -11,7 +11,9 @@
 //! subgroup barrier, no per-invocation loads and stores (docs/gpu-training.md, "The
 //! GLSL step kernel"). Grids keep each (level, sample) item's corner indices and
 //! weights in registers from the forward to the table gradients, which go into packed
-//! 32-bit lanes where they apply (`grid.rs`, [`Packing`]). Pure: network in, source text
+//! 32-bit lanes where they apply (`grid.rs`, [`Packing`]). Layers wider than 64 leave
+//! their weight gradients to the dW kernel (`glsl_dw.rs`): the kernel stores their f16
+//! inputs and output gradients instead of accumulating dW. Pure: network in, source text
 //! out.
 
 use super::glsl_dw::DwSplit;
@@ -436,8 +438,9 @@ pub struct GlslLaunch {
     /// of an even number of features): `partial_len` then includes the grid outputs'
     /// |dy| sums after the dense partials.
     pub packed: bool,
-    /// Layers whose weight gradients the kernel leaves to [`glsl_dw_kernel`](super::glsl_dw_kernel): it stores
-    /// their X and dz tiles into bindings 9 and 10 instead ([`DwSplit`]).
+    /// Layers whose weight gradients the kernel leaves to the dW kernel
+    /// ([`glsl_dw_kernel`](super::glsl_dw_kernel)): it stores their X and dz tiles into
+    /// bindings 9 and 10 instead ([`DwSplit`]).
     pub split: Option<DwSplit>,
 }
 
