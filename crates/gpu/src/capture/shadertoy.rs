@@ -5,7 +5,7 @@
 //! documents every value here.
 
 /// Lines placed before a ShaderToy `mainImage` source (see `docs/capture.md`). The block
-/// layout is std140; the offsets are those [`uniform_bytes`] writes.
+/// layout is std140; the offsets are those [`Inputs::to_bytes`] writes.
 pub const PRELUDE: &str = "#version 450
 // nshade capture: ShaderToy wrapper (the user's source follows the marker line).
 #define HW_PERFORMANCE 1
