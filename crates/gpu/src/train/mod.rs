@@ -513,14 +513,16 @@ pub fn glsl_enabled() -> bool {
 /// where it applies: the cooperative-matrix path's fused kernels, a network and data of
 /// its family ([`codegen::glsl_fits`]), an adapter that loads SPIR-V unchanged, and a
 /// build with glslang. `fused` is the WGSL launch the kernel replaces (its Adam
-/// kernel takes the same groups).
+/// kernel takes the same groups). With it the layers whose weight gradients go through
+/// the dW kernel ([`codegen::DwSplit`]), within the binding limit `max_binding`.
 fn glsl_launch(
     ctx: &GpuContext,
     net: &Network,
     kind: DataKind,
     batch: u32,
     fused: Launch,
-) -> Option<(Launch, codegen::GlslShape)> {
+    max_binding: u64,
+) -> Option<(Launch, codegen::GlslShape, Option<codegen::DwSplit>)> {
     if !cfg!(feature = "glslang")
         || !glsl_enabled()
         || !ctx.has(wgpu::Features::PASSTHROUGH_SHADERS)
@@ -531,11 +533,25 @@ fn glsl_launch(
         return None;
     }
     let max = ctx.device.limits().max_compute_workgroup_storage_size as usize;
-    let shape = codegen::glsl_samples(net, max)?;
+    let mode = codegen::split_mode();
+    // X streamed back from the dW kernel's buffer where every layer would split (its own
+    // layout, so its own shape); the shape that keeps X where the split does not fit
+    let all_split = codegen::DwSplit::of(net, 1, 1, 16, &mode, u64::MAX)
+        .is_some_and(|sp| sp.layers.iter().all(|&b| b));
+    let stream = all_split && codegen::stream_eligible(net);
     // as many workgroups as are resident: one (or the shape's count) per multiprocessor
     // where the driver reports them (132 on the H200: 2-3% over 128 at 2^20), else 128
     let mps = ctx.summary.multiprocessors.unwrap_or(128);
-    let (groups, chunks) = split_batch(batch, shape.samples, mps * shape.per_mp);
+    let pick = |stream: bool| {
+        let shape = codegen::glsl_samples_for(net, max, stream)?;
+        let (groups, chunks) = split_batch(batch, shape.samples, mps * shape.per_mp);
+        let split = codegen::DwSplit::of(net, groups, chunks, shape.samples, &mode, max_binding);
+        Some((shape, groups, chunks, split))
+    };
+    let (shape, groups, chunks, split) = match pick(stream)? {
+        (_, _, _, None) if stream => pick(false)?,
+        p => p,
+    };
     Some((
         Launch {
             samples: shape.samples,
@@ -549,6 +565,7 @@ fn glsl_launch(
             ..fused
         },
         shape,
+        split,
     ))
 }
 
@@ -868,28 +885,22 @@ impl GpuTrainer {
         let precision = if coop { precision } else { Precision::F32 };
         let kind = data_kind(data);
         // the GLSL step kernel where it applies (its own chunk size)
-        let glsl = if precision == Precision::Coop {
-            glsl_launch(&ctx, net, kind, cfg.batch as u32, launch)
-        } else {
-            None
-        };
-        let launch = glsl.map_or(launch, |g| g.0);
         let max_binding = ctx
             .device
             .limits()
             .max_storage_buffer_binding_size
             .min(ctx.device.limits().max_buffer_size);
         // the layers whose weight gradients leave the GLSL step kernel for the dW kernel
-        let split = glsl.and_then(|(_, shape)| {
-            codegen::DwSplit::of(
-                net,
-                launch.groups,
-                launch.chunks,
-                shape.samples,
-                &codegen::split_mode(),
-                max_binding,
-            )
-        });
+        let (glsl, split) = match precision {
+            Precision::Coop => {
+                match glsl_launch(&ctx, net, kind, cfg.batch as u32, launch, max_binding) {
+                    Some((l, shape, split)) => (Some((l, shape)), split),
+                    None => (None, None),
+                }
+            }
+            _ => (None, None),
+        };
+        let launch = glsl.map_or(launch, |g| g.0);
         let scaling = scaling.or(coop.then(|| LossScale::for_batch(cfg.batch as u32)));
         // packed table-gradient lanes (with dynamic loss scaling and 64-bit atomics); the
         // step kernels decide the same way

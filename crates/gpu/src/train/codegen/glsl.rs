@@ -160,13 +160,30 @@ fn needs_mask(l: &PadLayer, act: Activation) -> bool {
 /// output layer's rows and followed by the samples' validity (1 or 0), S + 4 floats long
 /// (matrix loads of the targets need 16-byte-aligned rows); else followed by the
 /// outputs, S + 1 floats long; `wg` invocations.
-fn layout(pad: &Pad, s: usize, skew: usize, masked: bool, outreg: bool, wg: usize) -> Layout {
+fn layout(
+    pad: &Pad,
+    s: usize,
+    skew: usize,
+    masked: bool,
+    outreg: bool,
+    wg: usize,
+    stream: bool,
+) -> Layout {
     let out_p = pad.layers.last().map_or(16, |l| l.out_p);
     let od = pad.layers.last().map_or(1, |l| l.out_dims);
     let sx = s + skew;
     let mut xo = Vec::new();
     let mut off = 0;
-    for l in &pad.layers {
+    if stream {
+        // X_i only while layer i's forward reads it: two buffers of the widest input, in
+        // turn (the backward reads X from the dW kernel's buffer, [`stream_eligible`])
+        let maxin = pad.layers.iter().map(|l| l.in_p).max().unwrap_or(16);
+        for i in 0..pad.layers.len() {
+            xo.push((i % 2) * maxin * sx);
+        }
+        off = pad.layers.len().min(2) * maxin * sx;
+    }
+    for l in pad.layers.iter().filter(|_| !stream) {
         xo.push(off);
         off += l.in_p * sx;
     }
@@ -271,18 +288,44 @@ impl Layout {
     }
 }
 
+/// [`glsl_samples_for`] with every layer's X kept in workgroup memory.
+pub fn glsl_samples(net: &Network, max: usize) -> Option<GlslShape> {
+    glsl_samples_for(net, max, false)
+}
+
+/// The step kernel may read the layers' X back from the dW kernel's buffer instead of
+/// keeping them in workgroup memory (`NSHADE_GPU_XSTREAM=1`, for measurements: not
+/// measured yet): a network without a grid whose output epilogue runs in registers, with
+/// every X stored from registers. It does so when every layer splits ([`DwSplit`]).
+pub fn stream_eligible(net: &Network) -> bool {
+    std::env::var("NSHADE_GPU_XSTREAM").is_ok_and(|v| v == "1")
+        && out_registers()
+        && direct_stores()
+        && shape(net).is_some_and(|shp| !matches!(shp.enc, Enc::Grid(_)))
+}
+
+/// The split layers' X and dz are stored from the epilogues' registers where they can be
+/// (`NSHADE_GPU_DWSTORE=copy`: every tile copied from workgroup memory in the backward,
+/// for measurements).
+fn direct_stores() -> bool {
+    std::env::var("NSHADE_GPU_DWSTORE").map_or(true, |v| v != "copy")
+}
+
 /// Invocations, samples per chunk and row skew for the GLSL kernel: two workgroups of 128
 /// invocations and 32 samples per multiprocessor where both fit `max` bytes of workgroup
 /// memory (networks no wider than 128 whose 64-sample layout fits too); else 256
 /// invocations and 64 samples (32 for grids), halved until the workgroup memory fits `max` bytes, with rows padded by 8 f16 where that fits (the
 /// padded stride moves the 16 rows a matrix load reads into different banks), else
 /// unpadded; `None` when not even 16 samples fit.
-pub fn glsl_samples(net: &Network, max: usize) -> Option<GlslShape> {
+/// `stream`: the layout whose X live in workgroup memory only during the forward
+/// ([`stream_eligible`]).
+pub fn glsl_samples_for(net: &Network, max: usize, stream: bool) -> Option<GlslShape> {
     let pad = Pad::of(net);
     let outreg = out_registers();
     let masked = any_mask(net, &pad, outreg);
-    let bytes =
-        |s: usize, skew: usize, wg: usize| layout(&pad, s, skew, masked, outreg, wg).bytes();
+    let bytes = |s: usize, skew: usize, wg: usize| {
+        layout(&pad, s, skew, masked, outreg, wg, stream).bytes()
+    };
     let asked = std::env::var("NSHADE_GPU_SAMPLES")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
@@ -484,6 +527,11 @@ pub fn glsl_step_kernel(
     let od = net.out_dims;
     let s = samples as usize;
     let outreg = out_registers();
+    // X read back from the dW kernel's buffer ([`stream_eligible`]; every layer split)
+    let stream = stream_eligible(net)
+        && split
+            .as_ref()
+            .is_some_and(|sp| sp.layers.iter().all(|&b| b));
     let lay = layout(
         &pad,
         s,
@@ -491,6 +539,7 @@ pub fn glsl_step_kernel(
         any_mask(net, &pad, outreg),
         outreg,
         threads as usize,
+        stream,
     );
     let wg = threads as usize;
     let nsg = wg / 32;
@@ -564,12 +613,15 @@ void main() {{
         gh = lay.gh,
         zc = lay.zc,
         bs = lay.bs,
-        gxz = if split.is_some() {
-            "layout(set = 0, binding = 9) writeonly buffer GX { float16_t gx[]; };
+        gxz = match (&split, stream) {
+            (Some(_), false) => "layout(set = 0, binding = 9) writeonly buffer GX { float16_t gx[]; };
 layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
-"
-        } else {
-            ""
+",
+            // the input-gradient epilogues read X back
+            (Some(_), true) => "layout(set = 0, binding = 9) coherent buffer GX { float16_t gx[]; };
+layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
+",
+            (None, _) => "",
         },
     );
     // texels of chunk 0, loaded one chunk ahead from then on
@@ -678,7 +730,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     // in the forward, dz in the loss and input-gradient epilogues) where there is one;
     // `NSHADE_GPU_DWSTORE=copy` copies every tile from workgroup memory in the backward
     // instead (for measurements)
-    let direct = std::env::var("NSHADE_GPU_DWSTORE").map_or(true, |v| v != "copy");
+    let direct = direct_stores();
     // a store of the f16 tile `hh` (rows `rb`, samples `sb` of the chunk) into layer i's
     // region of `buf` (rows of `rows`), or nothing where layer i does not split directly
     let tee = |i: usize, buf: &str, rb: &str| -> String {
@@ -724,11 +776,24 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     let mut held = 0usize;
     let mut hoist =
         |k: &mut String, name: &str, nt: usize, kn: usize, at: &dyn Fn(usize, &str) -> String| {
-            if nt > nsg || held + kn > hold {
+            // streamed X: a subgroup keeps row block sgid mod (row blocks) across its
+            // sample blocks (`tile_head`), so it holds that block's tiles where the row
+            // blocks divide the subgroups
+            let ob = nt / st_n;
+            if (if stream {
+                !nsg.is_multiple_of(ob)
+            } else {
+                nt > nsg
+            }) || held + kn > hold
+            {
                 return None;
             }
             held += kn;
-            let blk = format!("(min(sgid, {}u) / {st_n}u)", nt - 1);
+            let blk = if stream {
+                format!("(sgid % {ob}u)")
+            } else {
+                format!("(min(sgid, {}u) / {st_n}u)", nt - 1)
+            };
             Some(
                 (0..kn)
                     .map(|kk| {
@@ -819,6 +884,15 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             x = lay.xo[0]
         );
     }
+    if stream && x0_rows < p0.in_p {
+        // streamed X: the forward wrote X_2 over X_0's padding rows
+        let _ = writeln!(
+            k,
+            "    }}\n    for (uint e = lid; e < {n}u; e += WG) {{ xh[{o}u + e] = float16_t(0.0); }}\n    {{",
+            n = (p0.in_p - x0_rows) * sx,
+            o = lay.xo[0] + x0_rows * sx
+        );
+    }
     k.push_str("    }\n    if (c + 1u < CHUNKS) {\n");
     fetch(&mut k, "first + S + lid");
     k.push_str("    }\n");
@@ -862,13 +936,42 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         k.push_str(&grid_forward(g, lay.xo[0], s, wg));
         k.push_str(BAR);
     }
+    // streamed X: X_0 into the dW kernel's buffer now, before the forward's second
+    // layer writes X_2 over it (the backward reads X_i from there)
+    if let Some(sp) = split.as_ref().filter(|_| stream) {
+        let l0 = pad.layers[0];
+        let nx = (l0.in_p / 16) * st_n;
+        let _ = writeln!(
+            k,
+            "    for (uint j = 0u; j < {nj}u; j++) {{
+        uint t = j * NSG + sgid;
+        if (t < {nx}u) {{
+            uint rb = t / {st_n}u; uint sb = t % {st_n}u; {ACC16} h;
+            coopMatLoad(h, xh, {x}u + rb * 16u * SX + sb * 16u, SX, {ROW});
+            coopMatStore(h, gx, {xo}u + first * {ip}u + rb * 16u * S + sb * 16u, S, {ROW});
+        }}
+    }}",
+            nj = nx.div_ceil(nsg),
+            x = lay.xo[0],
+            xo = sp.x_off[0],
+            ip = l0.in_p,
+        );
+    }
     // forward
+    // tile t of a phase: row block and sample block, sample blocks fastest; with streamed
+    // X row blocks fastest (a subgroup keeps its row block, [`stream_eligible`])
     let tile_head = |k: &mut String, nt: usize, blk: &str| {
+        let ob = nt / st_n;
+        let map = if stream {
+            format!("uint {blk} = q % {ob}u; uint sb = q / {ob}u;")
+        } else {
+            format!("uint {blk} = q / {st_n}u; uint sb = q % {st_n}u;")
+        };
         let _ = writeln!(
             k,
             "    for (uint j = 0u; j < {nj}u; j++) {{
         uint t = j * NSG + sgid; uint q = min(t, {lt}u);
-        uint {blk} = q / {st_n}u; uint sb = q % {st_n}u;",
+        {map}",
             nj = nt.div_ceil(nsg),
             lt = nt - 1
         );
@@ -995,6 +1098,10 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     // backward, from the last layer; `NSHADE_GPU_DWREUSE=0`: every dW slot loads its own
     // X tiles (for measurements)
     let dw_reuse = std::env::var("NSHADE_GPU_DWREUSE").map_or(true, |v| v != "0");
+    if stream && !exp_has(&exp, "fwd") {
+        // the forward's stores of X into the dW kernel's buffer before the backward's reads
+        k.push_str("    memoryBarrierBuffer(); barrier();\n");
+    }
     if !exp_has(&exp, "fwd") {
         for i in (0..n_l).rev() {
             let l = pad.layers[i];
@@ -1013,7 +1120,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                 // (chunk `first / S` at `off + first · rows`), for the dW kernel
                 // stored directly: X_i for i > 0; dz for hidden layers, and for the output
                 // layer where its epilogue runs in registers
-                let x_done = direct && i > 0;
+                let x_done = direct && (i > 0 || stream);
                 let z_done = direct && (i + 1 < n_l || outreg);
                 let nx = if x_done { 0 } else { it_n * st_n };
                 let nz = if z_done { 0 } else { (l.out_p / 16) * st_n };
@@ -1112,6 +1219,23 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             let ntx = it_n * st_n;
             tile_head(&mut k, ntx, "it");
             let _ = writeln!(k, "        {ACC} c = {ACC}(0.0);");
+            // streamed X: the layer below's output read back from the dW kernel's
+            // buffer, its load issued before the products
+            let y_load = match split.as_ref().filter(|_| stream && i > 0) {
+                Some(sp) => format!(
+                    "coopMatLoad(yh, gx, {xo}u + first * {ip}u + it * 16u * S + sb * 16u, S, {ROW});",
+                    xo = sp.x_off[i],
+                    ip = l.in_p
+                ),
+                None => format!(
+                    "coopMatLoad(yh, xh, {x}u + it * 16u * SX + sb * 16u, SX, {ROW});",
+                    x = lay.xo[i]
+                ),
+            };
+            let early = stream && i > 0 && !exp_has(&exp, "noepi");
+            if early {
+                let _ = writeln!(k, "        {ACC16} yh; {y_load}");
+            }
             for kk in 0..l.out_p / 16 {
                 mul_add(
                     &mut k,
@@ -1142,11 +1266,15 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                     lit(if pack.is_some() { 65504.0 } else { FIXED_RANGE })
                 );
             } else if !exp_has(&exp, "noepi") {
+                let load = if early {
+                    String::new()
+                } else {
+                    format!("{ACC16} yh; {y_load} ")
+                };
                 let _ = writeln!(
                     k,
-                    "        {ACC16} yh; coopMatLoad(yh, xh, {x}u + it * 16u * SX + sb * 16u, SX, {ROW}); {ACC} yf = {ACC}(yh);
-        for (int e = 0; e < c.length(); e++) {{ float v = c[e]; float y = yf[e]; float d = {d}; lsf |= nsh_ls_over(d, 65504.0); c[e] = d; }}",
-                    x = lay.xo[i]
+                    "        {load}{ACC} yf = {ACC}(yh);
+        for (int e = 0; e < c.length(); e++) {{ float v = c[e]; float y = yf[e]; float d = {d}; lsf |= nsh_ls_over(d, 65504.0); c[e] = d; }}"
                 );
             }
             let _ = writeln!(
