@@ -522,7 +522,7 @@ fn glsl_launch(
     batch: u32,
     fused: Launch,
     max_binding: u64,
-) -> Option<(Launch, codegen::GlslShape, Option<codegen::DwSplit>)> {
+) -> Option<(Launch, codegen::GlslShape, Option<codegen::DwSplit>, bool)> {
     if !cfg!(feature = "glslang")
         || !glsl_enabled()
         || !ctx.has(wgpu::Features::PASSTHROUGH_SHADERS)
@@ -546,10 +546,10 @@ fn glsl_launch(
         let shape = codegen::glsl_samples_for(net, max, stream)?;
         let (groups, chunks) = split_batch(batch, shape.samples, mps * shape.per_mp);
         let split = codegen::DwSplit::of(net, groups, chunks, shape.samples, &mode, max_binding);
-        Some((shape, groups, chunks, split))
+        Some((shape, groups, chunks, split, stream))
     };
-    let (shape, groups, chunks, split) = match pick(stream)? {
-        (_, _, _, None) if stream => pick(false)?,
+    let (shape, groups, chunks, split, stream) = match pick(stream)? {
+        (_, _, _, None, true) => pick(false)?,
         p => p,
     };
     Some((
@@ -566,6 +566,7 @@ fn glsl_launch(
         },
         shape,
         split,
+        stream,
     ))
 }
 
@@ -891,14 +892,14 @@ impl GpuTrainer {
             .max_storage_buffer_binding_size
             .min(ctx.device.limits().max_buffer_size);
         // the layers whose weight gradients leave the GLSL step kernel for the dW kernel
-        let (glsl, split) = match precision {
+        let (glsl, split, stream) = match precision {
             Precision::Coop => {
                 match glsl_launch(&ctx, net, kind, cfg.batch as u32, launch, max_binding) {
-                    Some((l, shape, split)) => (Some((l, shape)), split),
-                    None => (None, None),
+                    Some((l, shape, split, stream)) => (Some((l, shape)), split, stream),
+                    None => (None, None, false),
                 }
             }
-            _ => (None, None),
+            _ => (None, None, false),
         };
         let launch = glsl.map_or(launch, |g| g.0);
         let scaling = scaling.or(coop.then(|| LossScale::for_batch(cfg.batch as u32)));
@@ -926,6 +927,7 @@ impl GpuTrainer {
                     atomic64: launch.atomic64,
                     packed: pack.is_some(),
                     split: split.clone(),
+                    stream,
                 },
             )
             .ok_or_else(|| backend_err("the GLSL step kernel does not apply to this network"))?,

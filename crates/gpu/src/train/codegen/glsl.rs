@@ -293,13 +293,18 @@ pub fn glsl_samples(net: &Network, max: usize) -> Option<GlslShape> {
     glsl_samples_for(net, max, false)
 }
 
-/// The step kernel may read the layers' X back from the dW kernel's buffer instead of
-/// keeping them in workgroup memory (`NSHADE_GPU_XSTREAM=1`, for measurements: not
-/// measured yet): a network without a grid whose output epilogue runs in registers, with
-/// every X stored from registers. It does so when every layer splits ([`DwSplit`]).
+/// The step kernel is asked to read the layers' X back from the dW kernel's buffer
+/// instead of keeping them in workgroup memory (`NSHADE_GPU_XSTREAM=1`, for
+/// measurements: not measured yet) and can ([`stream_fits`]).
 pub fn stream_eligible(net: &Network) -> bool {
-    std::env::var("NSHADE_GPU_XSTREAM").is_ok_and(|v| v == "1")
-        && out_registers()
+    std::env::var("NSHADE_GPU_XSTREAM").is_ok_and(|v| v == "1") && stream_fits(net)
+}
+
+/// The step kernel can read X back from the dW kernel's buffer ([`GlslLaunch::stream`]):
+/// a network without a grid whose output epilogue runs in registers, with every X stored
+/// from registers (and every layer split, which the launch checks).
+pub fn stream_fits(net: &Network) -> bool {
+    out_registers()
         && direct_stores()
         && shape(net).is_some_and(|shp| !matches!(shp.enc, Enc::Grid(_)))
 }
@@ -485,6 +490,11 @@ pub struct GlslLaunch {
     /// ([`glsl_dw_kernel`](super::glsl_dw_kernel)): it stores their X and dz tiles into
     /// bindings 9 and 10 instead ([`DwSplit`]).
     pub split: Option<DwSplit>,
+    /// Every layer splits and the kernel reads X back from the dW kernel's buffer
+    /// instead of keeping it in workgroup memory (its layout: [`glsl_samples_for`]);
+    /// the kernel refuses it where [`stream_fits`] does not hold or a layer does not
+    /// split.
+    pub stream: bool,
 }
 
 /// The GLSL step kernel for `net` (see [`glsl_fits`]) trained with `loss` on a texture,
@@ -511,6 +521,7 @@ pub fn glsl_step_kernel(
         atomic64,
         packed,
         split,
+        stream,
     } = launch;
     let shp = shape(net)?;
     // the sampling takes one invocation per sample, the bias sums one per row
@@ -527,11 +538,15 @@ pub fn glsl_step_kernel(
     let od = net.out_dims;
     let s = samples as usize;
     let outreg = out_registers();
-    // X read back from the dW kernel's buffer ([`stream_eligible`]; every layer split)
-    let stream = stream_eligible(net)
-        && split
-            .as_ref()
-            .is_some_and(|sp| sp.layers.iter().all(|&b| b));
+    // X read back from the dW kernel's buffer: every layer split
+    if stream
+        && !(stream_fits(net)
+            && split
+                .as_ref()
+                .is_some_and(|sp| sp.layers.iter().all(|&b| b)))
+    {
+        return None;
+    }
     let lay = layout(
         &pad,
         s,
