@@ -295,6 +295,19 @@ fn glsl_step_kernels_compile() {
     }
 }
 
+/// The data the split kernels below are generated for.
+fn small_texture() -> DataKind {
+    DataKind::Texture {
+        width: 64,
+        height: 48,
+    }
+}
+
+/// `arch` on 2 inputs and 3 outputs.
+fn build(arch: &str) -> Network {
+    Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap()
+}
+
 /// Weight gradients outside the GLSL step kernel (`DwSplit`): by default the layers
 /// wider than 64 split (every layer of `freq(8) | mlp(128x4)`, none of seed #3's or
 /// B's), `all` splits every layer, `0` none, a split whose buffers exceed the
@@ -304,12 +317,7 @@ fn glsl_step_kernels_compile() {
 #[test]
 fn glsl_dw_split_kernels_compile() {
     use nshade_gpu::train::codegen::{DwSplit, Pad};
-    let texture = DataKind::Texture {
-        width: 64,
-        height: 48,
-    };
-    let build = |arch: &str| Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
-    let d = build("freq(8) | mlp(128x4, relu)");
+    let (texture, d) = (small_texture(), build("freq(8) | mlp(128x4, relu)"));
     let sp = DwSplit::of(&d, 132, 3, 16, "wide", u64::MAX).expect("D's layers are wide");
     assert_eq!(sp.layers, [true; 5]);
     // X: 32 + 4·128 rows, dz: 4·128 + 16 rows, of 132·3·16 samples
@@ -384,12 +392,7 @@ fn glsl_dw_split_kernels_compile() {
 #[test]
 fn glsl_streamed_x_kernels_compile() {
     use nshade_gpu::train::codegen::{DwSplit, Pad};
-    let texture = DataKind::Texture {
-        width: 64,
-        height: 48,
-    };
-    let build = |arch: &str| Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
-    let d = build("freq(8) | mlp(128x4, relu)");
+    let (texture, d) = (small_texture(), build("freq(8) | mlp(128x4, relu)"));
     let shape = |net: &Network, stream| codegen::glsl_samples_for(net, 48 * 1024, stream).unwrap();
     assert_eq!(
         (shape(&d, false).samples, shape(&d, true).samples),
