@@ -536,8 +536,9 @@ fn glsl_launch(
     let mode = codegen::split_mode();
     // X streamed back from the dW kernel's buffer where every layer would split (its own
     // layout, so its own shape); the shape that keeps X where the split does not fit
-    let all_split = codegen::DwSplit::of(net, 1, 1, 16, &mode, u64::MAX)
-        .is_some_and(|sp| sp.layers.iter().all(|&b| b));
+    let all_split = codegen::split_layers(&codegen::Pad::of(net), &mode)
+        .iter()
+        .all(|&b| b);
     let stream = all_split && codegen::stream_eligible(net);
     // as many workgroups as are resident: one (or the shape's count) per multiprocessor
     // where the driver reports them (132 on the H200: 2-3% over 128 at 2^20), else 128
@@ -659,8 +660,8 @@ pub struct GpuTrainer {
     /// The step kernel is the GLSL one ([`codegen::glsl_step_kernel`]).
     glsl: bool,
     /// The weight-gradient kernel of the split layers ([`codegen::glsl_dw_kernel`]),
-    /// recorded after the step kernel.
-    /// (Its workgroups: groups × split layers.)
+    /// recorded after the step kernel, and its workgroups' second dimension (groups ×
+    /// split layers).
     dw_pass: Option<(wgpu::ComputePipeline, wgpu::BindGroup, u32)>,
 }
 
@@ -1385,22 +1386,27 @@ impl GpuTrainer {
                 label: Some("nshade steps"),
                 timestamp_writes: None,
             });
-            let only = std::env::var("NSHADE_GPU_ONLY").unwrap_or_default();
             // timing only (`NSHADE_GPU_ONLY=step|adam|fused|dw`): record the step kernel
             // (and the dW kernel where layers split) alone, or the Adam kernels alone, or
             // only the step kernel, or only the dW kernel (the weights then do not train;
             // for splitting a step's time on a GPU)
-            let adam = !matches!(only.as_str(), "step" | "fused" | "dw");
+            let only = std::env::var("NSHADE_GPU_ONLY").unwrap_or_default();
+            let (step, dw, adam) = match only.as_str() {
+                "step" => (true, true, false),
+                "adam" => (false, false, true),
+                "fused" => (true, false, false),
+                "dw" => (false, true, false),
+                _ => (true, true, true),
+            };
             for k in 0..n {
                 let off = [(k as u64 * RECORD) as u32];
-                if only != "adam" && only != "dw" {
+                if step {
                     pass.set_pipeline(&self.step_pipe);
                     pass.set_bind_group(0, &self.step_bg, &off);
                     pass.dispatch_workgroups(self.launch.groups, 1, 1);
                 }
                 if let Some((pipe, bg, layers)) = &self.dw_pass
-                    && only != "adam"
-                    && only != "fused"
+                    && dw
                 {
                     pass.set_pipeline(pipe);
                     pass.set_bind_group(0, bg, &off);

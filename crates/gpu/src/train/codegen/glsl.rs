@@ -172,21 +172,23 @@ fn layout(
     let out_p = pad.layers.last().map_or(16, |l| l.out_p);
     let od = pad.layers.last().map_or(1, |l| l.out_dims);
     let sx = s + skew;
-    let mut xo = Vec::new();
-    let mut off = 0;
-    if stream {
+    let (xo, off) = if stream {
         // X_i only while layer i's forward reads it: two buffers of the widest input, in
         // turn (the backward reads X from the dW kernel's buffer, [`stream_eligible`])
         let maxin = pad.layers.iter().map(|l| l.in_p).max().unwrap_or(16);
-        for i in 0..pad.layers.len() {
-            xo.push((i % 2) * maxin * sx);
+        let xo = (0..pad.layers.len())
+            .map(|i| (i % 2) * maxin * sx)
+            .collect();
+        (xo, pad.layers.len().min(2) * maxin * sx)
+    } else {
+        let mut xo = Vec::new();
+        let mut off = 0;
+        for l in &pad.layers {
+            xo.push(off);
+            off += l.in_p * sx;
         }
-        off = pad.layers.len().min(2) * maxin * sx;
-    }
-    for l in pad.layers.iter().filter(|_| !stream) {
-        xo.push(off);
-        off += l.in_p * sx;
-    }
+        (xo, off)
+    };
     let maxp = pad.layers.iter().map(|l| l.out_p).max().unwrap_or(16);
     let accs: Vec<(usize, usize)> = pad
         .layers
@@ -539,12 +541,7 @@ pub fn glsl_step_kernel(
     let s = samples as usize;
     let outreg = out_registers();
     // X read back from the dW kernel's buffer: every layer split
-    if stream
-        && !(stream_fits(net)
-            && split
-                .as_ref()
-                .is_some_and(|sp| sp.layers.iter().all(|&b| b)))
-    {
+    if stream && !(stream_fits(net) && split.as_ref().is_some_and(DwSplit::all)) {
         return None;
     }
     let lay = layout(
@@ -746,22 +743,22 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     // `NSHADE_GPU_DWSTORE=copy` copies every tile from workgroup memory in the backward
     // instead (for measurements)
     let direct = direct_stores();
-    // a store of the f16 tile `hh` (rows `rb`, samples `sb` of the chunk) into layer i's
-    // region of `buf` (rows of `rows`), or nothing where layer i does not split directly
-    let tee = |i: usize, buf: &str, rb: &str| -> String {
+    // a store of the f16 tile `hh` (row block `rb`, sample block `sb` of the chunk) into
+    // layer i's X (`x`) or dz, or nothing where layer i does not split directly
+    let tee = |i: usize, x: bool, rb: &str| -> String {
         match split.as_ref().filter(|sp| sp.layers[i] && direct) {
-            Some(sp) => {
-                let (off, rows) = if buf == "gx" {
-                    (sp.x_off[i], pad.layers[i].in_p)
-                } else {
-                    (sp.z_off[i], pad.layers[i].out_p)
-                };
-                format!(
-                    " coopMatStore(hh, {buf}, {off}u + first * {rows}u + {rb} * 16u * S + sb * 16u, S, {ROW});"
-                )
-            }
+            Some(sp) => format!(" coopMatStore(hh, {}, {ROW});", sp.tile(&pad, i, x, rb)),
             None => String::new(),
         }
+    };
+    // the copy of tile t − `base` of f16 rows in workgroup memory (`src`: array and
+    // offset) into `dst` (a [`DwSplit::tile`] of row block `rb`)
+    let copy = |base: usize, src: &str, dst: &str| {
+        format!(
+            "uint u = t - {base}u; uint rb = u / {st_n}u; uint sb = u % {st_n}u; {ACC16} h;
+            coopMatLoad(h, {src}u + rb * 16u * SX + sb * 16u, SX, {ROW});
+            coopMatStore(h, {dst}, {ROW});"
+        )
     };
     let mut slots: Vec<Vec<String>> = Vec::new();
     for (i, l) in pad.layers.iter().enumerate() {
@@ -954,22 +951,19 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     // streamed X: X_0 into the dW kernel's buffer now, before the forward's second
     // layer writes X_2 over it (the backward reads X_i from there)
     if let Some(sp) = split.as_ref().filter(|_| stream) {
-        let l0 = pad.layers[0];
-        let nx = (l0.in_p / 16) * st_n;
+        let nx = (pad.layers[0].in_p / 16) * st_n;
         let _ = writeln!(
             k,
             "    for (uint j = 0u; j < {nj}u; j++) {{
         uint t = j * NSG + sgid;
-        if (t < {nx}u) {{
-            uint rb = t / {st_n}u; uint sb = t % {st_n}u; {ACC16} h;
-            coopMatLoad(h, xh, {x}u + rb * 16u * SX + sb * 16u, SX, {ROW});
-            coopMatStore(h, gx, {xo}u + first * {ip}u + rb * 16u * S + sb * 16u, S, {ROW});
-        }}
+        if (t < {nx}u) {{ {} }}
     }}",
+            copy(
+                0,
+                &format!("xh, {}", lay.xo[0]),
+                &sp.tile(&pad, 0, true, "rb")
+            ),
             nj = nx.div_ceil(nsg),
-            x = lay.xo[0],
-            xo = sp.x_off[0],
-            ip = l0.in_p,
         );
     }
     // forward
@@ -1037,7 +1031,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                 k,
                 "        if (t < {nt}u) {{ {ACC16} hh = {ACC16}(c); coopMatStore(hh, xh, {x}u + ot * 16u * SX + sb * 16u, SX, {ROW});{tx} }}\n    }}",
                 x = lay.xo[i + 1],
-                tx = tee(i + 1, "gx", "ot")
+                tx = tee(i + 1, true, "ot")
             );
             k.push_str(BAR);
         } else {
@@ -1076,7 +1070,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     }}",
                     mo = masks + boffs[i],
                     vr = 2 + out_p,
-                    tz = tee(i, "gz", "ot"),
+                    tz = tee(i, false, "ot"),
                 );
                 k.push_str(BAR);
                 continue;
@@ -1144,26 +1138,19 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                     let mut arms = Vec::new();
                     if nx > 0 {
                         arms.push(format!(
-                            "if (t < {nx}u) {{
-            uint rb = t / {st_n}u; uint sb = t % {st_n}u; {ACC16} h;
-            coopMatLoad(h, xh, {x}u + rb * 16u * SX + sb * 16u, SX, {ROW});
-            coopMatStore(h, gx, {xo}u + first * {ip}u + rb * 16u * S + sb * 16u, S, {ROW});
-        }}",
-                            x = lay.xo[i],
-                            xo = sp.x_off[i],
-                            ip = l.in_p,
+                            "if (t < {nx}u) {{ {} }}",
+                            copy(
+                                0,
+                                &format!("xh, {}", lay.xo[i]),
+                                &sp.tile(&pad, i, true, "rb")
+                            )
                         ));
                     }
                     if nz > 0 {
                         arms.push(format!(
-                            "if (t >= {nx}u && t < {ntot}u) {{
-            uint u = t - {nx}u; uint rb = u / {st_n}u; uint sb = u % {st_n}u; {ACC16} h;
-            coopMatLoad(h, gh, {cur}u + rb * 16u * SX + sb * 16u, SX, {ROW});
-            coopMatStore(h, gz, {zo}u + first * {op}u + rb * 16u * S + sb * 16u, S, {ROW});
-        }}",
+                            "if (t >= {nx}u && t < {ntot}u) {{ {} }}",
+                            copy(nx, &format!("gh, {cur}"), &sp.tile(&pad, i, false, "rb")),
                             ntot = nx + nz,
-                            zo = sp.z_off[i],
-                            op = l.out_p,
                         ));
                     }
                     let _ = writeln!(
@@ -1237,11 +1224,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             // streamed X: the layer below's output read back from the dW kernel's
             // buffer, its load issued before the products
             let y_load = match split.as_ref().filter(|_| stream && i > 0) {
-                Some(sp) => format!(
-                    "coopMatLoad(yh, gx, {xo}u + first * {ip}u + it * 16u * S + sb * 16u, S, {ROW});",
-                    xo = sp.x_off[i],
-                    ip = l.in_p
-                ),
+                Some(sp) => format!("coopMatLoad(yh, {}, {ROW});", sp.tile(&pad, i, true, "it")),
                 None => format!(
                     "coopMatLoad(yh, xh, {x}u + it * 16u * SX + sb * 16u, SX, {ROW});",
                     x = lay.xo[i]
@@ -1296,7 +1279,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                 k,
                 "        if (t < {ntx}u) {{ {ACC16} hh = {ACC16}(c); coopMatStore(hh, gh, {nxt}u + it * 16u * SX + sb * 16u, SX, {ROW});{tz} }}\n    }}",
                 tz = if i > 0 {
-                    tee(i - 1, "gz", "it")
+                    tee(i - 1, false, "it")
                 } else {
                     String::new()
                 }

@@ -41,10 +41,40 @@ pub fn split_mode() -> String {
     std::env::var("NSHADE_GPU_DWSPLIT").unwrap_or_default()
 }
 
+/// Per layer of `pad`: its weight gradients go through the dW kernel in `mode`
+/// ([`split_mode`]), whatever the buffers' sizes.
+pub fn split_layers(pad: &Pad, mode: &str) -> Vec<bool> {
+    pad.layers
+        .iter()
+        .map(|l| match mode {
+            "0" => false,
+            "all" => true,
+            _ => l.out_p > 64 || l.in_p > 64,
+        })
+        .collect()
+}
+
 impl DwSplit {
     /// Split layers (the dW kernel's second dispatch dimension).
     pub fn count(&self) -> u32 {
         self.layers.iter().filter(|&&b| b).count() as u32
+    }
+
+    /// Every layer splits.
+    pub fn all(&self) -> bool {
+        self.layers.iter().all(|&b| b)
+    }
+
+    /// The `coopMatLoad` / `coopMatStore` buffer, offset and stride of a 16×16 tile of
+    /// layer i's X (`x`) or dz in the step kernel: row block `rb` (an expression),
+    /// sample block `sb` of the chunk starting at sample `first` (the kernel's names).
+    pub(super) fn tile(&self, pad: &Pad, i: usize, x: bool, rb: &str) -> String {
+        let (buf, off, rows) = if x {
+            ("gx", self.x_off[i], pad.layers[i].in_p)
+        } else {
+            ("gz", self.z_off[i], pad.layers[i].out_p)
+        };
+        format!("{buf}, {off}u + first * {rows}u + {rb} * 16u * S + sb * 16u, S")
     }
 
     /// The split of `net` for `groups · chunks` chunks of `samples`, in `mode`
@@ -60,15 +90,7 @@ impl DwSplit {
         max_bytes: u64,
     ) -> Option<DwSplit> {
         let pad = Pad::of(net);
-        let layers: Vec<bool> = pad
-            .layers
-            .iter()
-            .map(|l| match mode {
-                "0" => false,
-                "all" => true,
-                _ => l.out_p > 64 || l.in_p > 64,
-            })
-            .collect();
+        let layers = split_layers(&pad, mode);
         if !layers.iter().any(|&b| b) {
             return None;
         }
