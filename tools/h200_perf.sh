@@ -17,8 +17,8 @@
 # workgroups per multiprocessor; where $D holds `vkstats` (tools/vkstats, built and
 # stripped), the registers, memory and spills of each of those step kernels;
 # TABLE_ONLY=1 runs only the table (nshade, D with every dW in the step kernel,
-# the GLSL kernel's test with the default and with every layer split, and with X streamed
-# back, NSHADE_GPU_XSTREAM=1, and D that way, PyTorch, tcnn, nshade again); SKIP_INFER=1 leaves out the inference section (every shader form of A-D at 1080p against
+# the GLSL kernel's test with the default and with every layer split, PyTorch, tcnn,
+# nshade again); SKIP_INFER=1 leaves out the inference section (every shader form of A-D at 1080p against
 # PyTorch's fp16 graph and tcnn's inference modes, about 2 minutes; then the GLSL
 # subgroup-private kernel in each shape of ROWS_SHAPES, "G,B ..." of subgroups per
 # workgroup and 16-row blocks per subgroup, for A-C with staged weights and for B and D
@@ -57,10 +57,6 @@ for l in sys.stdin:
     echo "== the GLSL step kernel against the CPU (default, and every layer's dW in the dW kernel)"
     [ -x "$D/train" ] && "$D/train" glsl_step_kernel_matches_cpu --nocapture 2>&1 | grep -E "^test |worst|panicked"
     [ -x "$D/train" ] && NSHADE_GPU_DWSPLIT=all "$D/train" glsl_step_kernel_matches_cpu --nocapture 2>&1 | grep -E "^test |worst|panicked"
-    echo "== X streamed back from the dW kernel's buffer (NSHADE_GPU_XSTREAM=1): the kernel test, then D"
-    [ -x "$D/train" ] && NSHADE_GPU_XSTREAM=1 timeout 60 "$D/train" glsl_step_kernel_matches_cpu --nocapture 2>&1 | grep -E "^test |worst|panicked"
-    [ -x "$D/train" ] && NSHADE_GPU_XSTREAM=1 NSHADE_GPU_DWSPLIT=all timeout 60 "$D/train" glsl_step_kernel_matches_cpu --nocapture 2>&1 | grep -E "^test |worst|panicked"
-    NSHADE_GPU_XSTREAM=1 timeout 60 "$N" bench --backend gpu --json --seconds 1 --arch "$DD" $BATCHES | tee >(tag d-xstream)
   else
   echo "== C on the cooperative-matrix path"
   "$N" bench --backend gpu --json --seconds 1 --arch "$C" $BATCHES --gpu-path coop | tee >(tag coop)

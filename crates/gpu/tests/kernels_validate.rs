@@ -252,7 +252,6 @@ fn glsl_step_kernels_compile() {
                     atomic64,
                     packed,
                     split: None,
-                    stream: false,
                 };
                 let src = codegen::glsl_step_kernel(&net, loss, texture, 5000, launch).expect(arch);
                 if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
@@ -352,7 +351,6 @@ fn glsl_dw_split_kernels_compile() {
             atomic64: true,
             packed: false,
             split: Some(split.clone()),
-            stream: false,
         };
         let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch).expect(arch);
         let dw = codegen::glsl_dw_kernel(&net, &split, 256, shape.samples, 3, partial_len);
@@ -382,56 +380,4 @@ fn glsl_dw_split_kernels_compile() {
         compiled += 1;
     }
     assert_eq!(compiled, common::glsl_family().len());
-}
-
-/// X streamed back from the dW kernel's buffer (`GlslLaunch::stream`, every layer split):
-/// `freq(8) | mlp(128x4)` gets 32-sample chunks in 48 KiB instead of 16; every network of
-/// the kernel's family without a grid compiles that way, reads f'(y) from the buffer
-/// (never from `xh`), copies X_0 once and orders the forward's buffer stores before the
-/// backward; grids, splits that leave a layer in the step kernel and no split are refused.
-#[test]
-fn glsl_streamed_x_kernels_compile() {
-    use nshade_gpu::train::codegen::{DwSplit, Pad};
-    let (texture, d) = (small_texture(), build("freq(8) | mlp(128x4, relu)"));
-    let shape = |net: &Network, stream| codegen::glsl_samples_for(net, 48 * 1024, stream).unwrap();
-    assert_eq!(
-        (shape(&d, false).samples, shape(&d, true).samples),
-        (16, 32)
-    );
-    let launch = |net: &Network, split: Option<DwSplit>| codegen::GlslLaunch {
-        shape: shape(net, true),
-        chunks: 3,
-        partial_len: Pad::of(net).partial_len(net.dense_count),
-        atomic64: true,
-        packed: false,
-        split,
-        stream: true,
-    };
-    let mut compiled = 0;
-    for (arch, losses) in common::glsl_family() {
-        let net = build(arch);
-        let split = DwSplit::of(&net, 7, 3, shape(&net, true).samples, "all", u64::MAX);
-        let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch(&net, split));
-        if arch.contains("grid") {
-            assert!(!codegen::stream_fits(&net) && src.is_none(), "{arch}");
-            continue;
-        }
-        let src = src.expect(arch);
-        assert!(src.contains("coherent buffer GX") && src.contains("memoryBarrierBuffer();"));
-        assert!(src.contains("coopMatLoad(yh, gx,") || Pad::of(&net).layers.len() == 1);
-        assert!(!src.contains("coopMatLoad(yh, xh,"), "{arch}");
-        assert_eq!(src.matches("coopMatStore(h, gx,").count(), 1, "{arch}");
-        if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
-            panic!("{arch}: line {:?}: {}\n{src}", e.line, e.message);
-        }
-        compiled += 1;
-    }
-    assert_eq!(compiled, common::glsl_family().len() - 2);
-    // refused: no split, and a split that keeps layer 0's dW in the step kernel
-    assert!(codegen::glsl_step_kernel(&d, Loss::L2, texture, 5000, launch(&d, None)).is_none());
-    let mut part = DwSplit::of(&d, 7, 3, 32, "", u64::MAX).unwrap();
-    part.layers[0] = false;
-    assert!(
-        codegen::glsl_step_kernel(&d, Loss::L2, texture, 5000, launch(&d, Some(part))).is_none()
-    );
 }

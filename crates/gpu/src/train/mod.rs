@@ -522,7 +522,7 @@ fn glsl_launch(
     batch: u32,
     fused: Launch,
     max_binding: u64,
-) -> Option<(Launch, codegen::GlslShape, Option<codegen::DwSplit>, bool)> {
+) -> Option<(Launch, codegen::GlslShape, Option<codegen::DwSplit>)> {
     if !cfg!(feature = "glslang")
         || !glsl_enabled()
         || !ctx.has(wgpu::Features::PASSTHROUGH_SHADERS)
@@ -534,25 +534,12 @@ fn glsl_launch(
     }
     let max = ctx.device.limits().max_compute_workgroup_storage_size as usize;
     let mode = codegen::split_mode();
-    // X streamed back from the dW kernel's buffer where every layer would split (its own
-    // layout, so its own shape); the shape that keeps X where the split does not fit
-    let all_split = codegen::split_layers(&codegen::Pad::of(net), &mode)
-        .iter()
-        .all(|&b| b);
-    let stream = all_split && codegen::stream_eligible(net);
+    let shape = codegen::glsl_samples(net, max)?;
     // as many workgroups as are resident: one (or the shape's count) per multiprocessor
     // where the driver reports them (132 on the H200: 2-3% over 128 at 2^20), else 128
     let mps = ctx.summary.multiprocessors.unwrap_or(128);
-    let pick = |stream: bool| {
-        let shape = codegen::glsl_samples_for(net, max, stream)?;
-        let (groups, chunks) = split_batch(batch, shape.samples, mps * shape.per_mp);
-        let split = codegen::DwSplit::of(net, groups, chunks, shape.samples, &mode, max_binding);
-        Some((shape, groups, chunks, split, stream))
-    };
-    let (shape, groups, chunks, split, stream) = match pick(stream)? {
-        (_, _, _, None, true) => pick(false)?,
-        p => p,
-    };
+    let (groups, chunks) = split_batch(batch, shape.samples, mps * shape.per_mp);
+    let split = codegen::DwSplit::of(net, groups, chunks, shape.samples, &mode, max_binding);
     Some((
         Launch {
             samples: shape.samples,
@@ -567,7 +554,6 @@ fn glsl_launch(
         },
         shape,
         split,
-        stream,
     ))
 }
 
@@ -893,14 +879,14 @@ impl GpuTrainer {
             .max_storage_buffer_binding_size
             .min(ctx.device.limits().max_buffer_size);
         // the layers whose weight gradients leave the GLSL step kernel for the dW kernel
-        let (glsl, split, stream) = match precision {
+        let (glsl, split) = match precision {
             Precision::Coop => {
                 match glsl_launch(&ctx, net, kind, cfg.batch as u32, launch, max_binding) {
-                    Some((l, shape, split, stream)) => (Some((l, shape)), split, stream),
-                    None => (None, None, false),
+                    Some((l, shape, split)) => (Some((l, shape)), split),
+                    None => (None, None),
                 }
             }
-            _ => (None, None, false),
+            _ => (None, None),
         };
         let launch = glsl.map_or(launch, |g| g.0);
         let scaling = scaling.or(coop.then(|| LossScale::for_batch(cfg.batch as u32)));
@@ -928,7 +914,6 @@ impl GpuTrainer {
                     atomic64: launch.atomic64,
                     packed: pack.is_some(),
                     split: split.clone(),
-                    stream,
                 },
             )
             .ok_or_else(|| backend_err("the GLSL step kernel does not apply to this network"))?,

@@ -160,35 +160,16 @@ fn needs_mask(l: &PadLayer, act: Activation) -> bool {
 /// output layer's rows and followed by the samples' validity (1 or 0), S + 4 floats long
 /// (matrix loads of the targets need 16-byte-aligned rows); else followed by the
 /// outputs, S + 1 floats long; `wg` invocations.
-fn layout(
-    pad: &Pad,
-    s: usize,
-    skew: usize,
-    masked: bool,
-    outreg: bool,
-    wg: usize,
-    stream: bool,
-) -> Layout {
+fn layout(pad: &Pad, s: usize, skew: usize, masked: bool, outreg: bool, wg: usize) -> Layout {
     let out_p = pad.layers.last().map_or(16, |l| l.out_p);
     let od = pad.layers.last().map_or(1, |l| l.out_dims);
     let sx = s + skew;
-    let (xo, off) = if stream {
-        // X_i only while layer i's forward reads it: two buffers of the widest input, in
-        // turn (the backward reads X from the dW kernel's buffer, [`stream_eligible`])
-        let maxin = pad.layers.iter().map(|l| l.in_p).max().unwrap_or(16);
-        let xo = (0..pad.layers.len())
-            .map(|i| (i % 2) * maxin * sx)
-            .collect();
-        (xo, pad.layers.len().min(2) * maxin * sx)
-    } else {
-        let mut xo = Vec::new();
-        let mut off = 0;
-        for l in &pad.layers {
-            xo.push(off);
-            off += l.in_p * sx;
-        }
-        (xo, off)
-    };
+    let mut xo = Vec::new();
+    let mut off = 0;
+    for l in &pad.layers {
+        xo.push(off);
+        off += l.in_p * sx;
+    }
     let maxp = pad.layers.iter().map(|l| l.out_p).max().unwrap_or(16);
     let accs: Vec<(usize, usize)> = pad
         .layers
@@ -290,27 +271,6 @@ impl Layout {
     }
 }
 
-/// [`glsl_samples_for`] with every layer's X kept in workgroup memory.
-pub fn glsl_samples(net: &Network, max: usize) -> Option<GlslShape> {
-    glsl_samples_for(net, max, false)
-}
-
-/// The step kernel is asked to read the layers' X back from the dW kernel's buffer
-/// instead of keeping them in workgroup memory (`NSHADE_GPU_XSTREAM=1`, for
-/// measurements: not measured yet) and can ([`stream_fits`]).
-pub fn stream_eligible(net: &Network) -> bool {
-    std::env::var("NSHADE_GPU_XSTREAM").is_ok_and(|v| v == "1") && stream_fits(net)
-}
-
-/// The step kernel can read X back from the dW kernel's buffer ([`GlslLaunch::stream`]):
-/// a network without a grid whose output epilogue runs in registers, with every X stored
-/// from registers (and every layer split, which the launch checks).
-pub fn stream_fits(net: &Network) -> bool {
-    out_registers()
-        && direct_stores()
-        && shape(net).is_some_and(|shp| !matches!(shp.enc, Enc::Grid(_)))
-}
-
 /// The split layers' X and dz are stored from the epilogues' registers where they can be
 /// (`NSHADE_GPU_DWSTORE=copy`: every tile copied from workgroup memory in the backward,
 /// for measurements).
@@ -324,15 +284,12 @@ fn direct_stores() -> bool {
 /// invocations and 64 samples (32 for grids), halved until the workgroup memory fits `max` bytes, with rows padded by 8 f16 where that fits (the
 /// padded stride moves the 16 rows a matrix load reads into different banks), else
 /// unpadded; `None` when not even 16 samples fit.
-/// `stream`: the layout whose X live in workgroup memory only during the forward
-/// ([`stream_eligible`]).
-pub fn glsl_samples_for(net: &Network, max: usize, stream: bool) -> Option<GlslShape> {
+pub fn glsl_samples(net: &Network, max: usize) -> Option<GlslShape> {
     let pad = Pad::of(net);
     let outreg = out_registers();
     let masked = any_mask(net, &pad, outreg);
-    let bytes = |s: usize, skew: usize, wg: usize| {
-        layout(&pad, s, skew, masked, outreg, wg, stream).bytes()
-    };
+    let bytes =
+        |s: usize, skew: usize, wg: usize| layout(&pad, s, skew, masked, outreg, wg).bytes();
     let asked = std::env::var("NSHADE_GPU_SAMPLES")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
@@ -492,11 +449,6 @@ pub struct GlslLaunch {
     /// ([`glsl_dw_kernel`](super::glsl_dw_kernel)): it stores their X and dz tiles into
     /// bindings 9 and 10 instead ([`DwSplit`]).
     pub split: Option<DwSplit>,
-    /// Every layer splits and the kernel reads X back from the dW kernel's buffer
-    /// instead of keeping it in workgroup memory (its layout: [`glsl_samples_for`]);
-    /// the kernel refuses it where [`stream_fits`] does not hold or a layer does not
-    /// split.
-    pub stream: bool,
 }
 
 /// The GLSL step kernel for `net` (see [`glsl_fits`]) trained with `loss` on a texture,
@@ -523,7 +475,6 @@ pub fn glsl_step_kernel(
         atomic64,
         packed,
         split,
-        stream,
     } = launch;
     let shp = shape(net)?;
     // the sampling takes one invocation per sample, the bias sums one per row
@@ -540,10 +491,6 @@ pub fn glsl_step_kernel(
     let od = net.out_dims;
     let s = samples as usize;
     let outreg = out_registers();
-    // X read back from the dW kernel's buffer: every layer split
-    if stream && !(stream_fits(net) && split.as_ref().is_some_and(DwSplit::all)) {
-        return None;
-    }
     let lay = layout(
         &pad,
         s,
@@ -551,7 +498,6 @@ pub fn glsl_step_kernel(
         any_mask(net, &pad, outreg),
         outreg,
         threads as usize,
-        stream,
     );
     let wg = threads as usize;
     let nsg = wg / 32;
@@ -625,15 +571,11 @@ void main() {{
         gh = lay.gh,
         zc = lay.zc,
         bs = lay.bs,
-        gxz = match (&split, stream) {
-            (Some(_), false) => "layout(set = 0, binding = 9) writeonly buffer GX { float16_t gx[]; };
+        gxz = match &split {
+            Some(_) => "layout(set = 0, binding = 9) writeonly buffer GX { float16_t gx[]; };
 layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
 ",
-            // the input-gradient epilogues read X back
-            (Some(_), true) => "layout(set = 0, binding = 9) coherent buffer GX { float16_t gx[]; };
-layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
-",
-            (None, _) => "",
+            None => "",
         },
     );
     // texels of chunk 0, loaded one chunk ahead from then on
@@ -788,24 +730,11 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     let mut held = 0usize;
     let mut hoist =
         |k: &mut String, name: &str, nt: usize, kn: usize, at: &dyn Fn(usize, &str) -> String| {
-            // streamed X: a subgroup keeps row block sgid mod (row blocks) across its
-            // sample blocks (`tile_head`), so it holds that block's tiles where the row
-            // blocks divide the subgroups
-            let ob = nt / st_n;
-            if (if stream {
-                !nsg.is_multiple_of(ob)
-            } else {
-                nt > nsg
-            }) || held + kn > hold
-            {
+            if nt > nsg || held + kn > hold {
                 return None;
             }
             held += kn;
-            let blk = if stream {
-                format!("(sgid % {ob}u)")
-            } else {
-                format!("(min(sgid, {}u) / {st_n}u)", nt - 1)
-            };
+            let blk = format!("(min(sgid, {}u) / {st_n}u)", nt - 1);
             Some(
                 (0..kn)
                     .map(|kk| {
@@ -896,15 +825,6 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             x = lay.xo[0]
         );
     }
-    if stream && x0_rows < p0.in_p {
-        // streamed X: the forward wrote X_2 over X_0's padding rows
-        let _ = writeln!(
-            k,
-            "    }}\n    for (uint e = lid; e < {n}u; e += WG) {{ xh[{o}u + e] = float16_t(0.0); }}\n    {{",
-            n = (p0.in_p - x0_rows) * sx,
-            o = lay.xo[0] + x0_rows * sx
-        );
-    }
     k.push_str("    }\n    if (c + 1u < CHUNKS) {\n");
     fetch(&mut k, "first + S + lid");
     k.push_str("    }\n");
@@ -948,34 +868,10 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         k.push_str(&grid_forward(g, lay.xo[0], s, wg));
         k.push_str(BAR);
     }
-    // streamed X: X_0 into the dW kernel's buffer now, before the forward's second
-    // layer writes X_2 over it (the backward reads X_i from there)
-    if let Some(sp) = split.as_ref().filter(|_| stream) {
-        let nx = (pad.layers[0].in_p / 16) * st_n;
-        let _ = writeln!(
-            k,
-            "    for (uint j = 0u; j < {nj}u; j++) {{
-        uint t = j * NSG + sgid;
-        if (t < {nx}u) {{ {} }}
-    }}",
-            copy(
-                0,
-                &format!("xh, {}", lay.xo[0]),
-                &sp.tile(&pad, 0, true, "rb")
-            ),
-            nj = nx.div_ceil(nsg),
-        );
-    }
     // forward
-    // tile t of a phase: row block and sample block, sample blocks fastest; with streamed
-    // X row blocks fastest (a subgroup keeps its row block, [`stream_eligible`])
+    // tile t of a phase: row block and sample block, sample blocks fastest
     let tile_head = |k: &mut String, nt: usize, blk: &str| {
-        let ob = nt / st_n;
-        let map = if stream {
-            format!("uint {blk} = q % {ob}u; uint sb = q / {ob}u;")
-        } else {
-            format!("uint {blk} = q / {st_n}u; uint sb = q % {st_n}u;")
-        };
+        let map = format!("uint {blk} = q / {st_n}u; uint sb = q % {st_n}u;");
         let _ = writeln!(
             k,
             "    for (uint j = 0u; j < {nj}u; j++) {{
@@ -1107,10 +1003,6 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     // backward, from the last layer; `NSHADE_GPU_DWREUSE=0`: every dW slot loads its own
     // X tiles (for measurements)
     let dw_reuse = std::env::var("NSHADE_GPU_DWREUSE").map_or(true, |v| v != "0");
-    if stream && !exp_has(&exp, "fwd") {
-        // the forward's stores of X into the dW kernel's buffer before the backward's reads
-        k.push_str("    memoryBarrierBuffer(); barrier();\n");
-    }
     if !exp_has(&exp, "fwd") {
         for i in (0..n_l).rev() {
             let l = pad.layers[i];
@@ -1129,7 +1021,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                 // (chunk `first / S` at `off + first · rows`), for the dW kernel
                 // stored directly: X_i for i > 0; dz for hidden layers, and for the output
                 // layer where its epilogue runs in registers
-                let x_done = direct && (i > 0 || stream);
+                let x_done = direct && i > 0;
                 let z_done = direct && (i + 1 < n_l || outreg);
                 let nx = if x_done { 0 } else { it_n * st_n };
                 let nz = if z_done { 0 } else { (l.out_p / 16) * st_n };
@@ -1221,19 +1113,6 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             let ntx = it_n * st_n;
             tile_head(&mut k, ntx, "it");
             let _ = writeln!(k, "        {ACC} c = {ACC}(0.0);");
-            // streamed X: the layer below's output read back from the dW kernel's
-            // buffer, its load issued before the products
-            let y_load = match split.as_ref().filter(|_| stream && i > 0) {
-                Some(sp) => format!("coopMatLoad(yh, {}, {ROW});", sp.tile(&pad, i, true, "it")),
-                None => format!(
-                    "coopMatLoad(yh, xh, {x}u + it * 16u * SX + sb * 16u, SX, {ROW});",
-                    x = lay.xo[i]
-                ),
-            };
-            let early = stream && i > 0 && !exp_has(&exp, "noepi");
-            if early {
-                let _ = writeln!(k, "        {ACC16} yh; {y_load}");
-            }
             for kk in 0..l.out_p / 16 {
                 mul_add(
                     &mut k,
@@ -1264,15 +1143,11 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                     lit(if pack.is_some() { 65504.0 } else { FIXED_RANGE })
                 );
             } else if !exp_has(&exp, "noepi") {
-                let load = if early {
-                    String::new()
-                } else {
-                    format!("{ACC16} yh; {y_load} ")
-                };
                 let _ = writeln!(
                     k,
-                    "        {load}{ACC} yf = {ACC}(yh);
-        for (int e = 0; e < c.length(); e++) {{ float v = c[e]; float y = yf[e]; float d = {d}; lsf |= nsh_ls_over(d, 65504.0); c[e] = d; }}"
+                    "        {ACC16} yh; coopMatLoad(yh, xh, {x}u + it * 16u * SX + sb * 16u, SX, {ROW}); {ACC} yf = {ACC}(yh);
+        for (int e = 0; e < c.length(); e++) {{ float v = c[e]; float y = yf[e]; float d = {d}; lsf |= nsh_ls_over(d, 65504.0); c[e] = d; }}",
+                    x = lay.xo[i]
                 );
             }
             let _ = writeln!(

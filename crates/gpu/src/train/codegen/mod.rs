@@ -49,11 +49,8 @@ pub use adam::{
 };
 use fused::{DW_END, Fold, f16_range_check};
 pub use fused::{fused_enabled, net_fusable};
-pub use glsl::{
-    GlslLaunch, GlslShape, glsl_fits, glsl_samples, glsl_samples_for, glsl_step_kernel,
-    stream_eligible, stream_fits,
-};
-pub use glsl_dw::{DwSplit, glsl_dw_kernel, split_layers, split_mode};
+pub use glsl::{GlslLaunch, GlslShape, glsl_fits, glsl_samples, glsl_step_kernel};
+pub use glsl_dw::{DwSplit, glsl_dw_kernel, split_mode};
 pub use vec4::{VecLayer, VecPad};
 
 /// Where samples come from, as the kernel sees it.
