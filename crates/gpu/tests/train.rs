@@ -290,6 +290,73 @@ fn glsl_step_kernel_matches_cpu() {
     report(&format!("{language} step kernel"), worst);
 }
 
+/// The GLSL step kernel's f16 range flags: a loss scale far too large for f16 (2^40)
+/// overflows the first step by magnitude, an injected overflow (a non-finite scale) a
+/// later one; both steps are skipped (weights unchanged, the scale halved) and the steps
+/// between them train. A (dy and input gradients in f16) and D (its weight gradients in
+/// the dW kernel). Needs cooperative matrices, as `glsl_step_kernel_matches_cpu`.
+#[test]
+fn glsl_step_kernel_overflow_skips_the_step() {
+    use nshade_gpu::train::codegen::LossScale;
+    let Some(ctx) = common::context() else { return };
+    let ctx = Arc::new(ctx);
+    if !nshade_gpu::train::precision_supported(&ctx, Precision::Coop)
+        || !ctx.has(wgpu::Features::PASSTHROUGH_SHADERS)
+    {
+        eprintln!(
+            "glsl_step_kernel_overflow_skips_the_step: not run here (the adapter lacks cooperative matrices or SPIR-V passthrough)"
+        );
+        return;
+    }
+    let same = |a: &[f32], b: &[f32]| {
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+    };
+    let backend = GpuBackend::with_context(ctx)
+        .precision(Precision::Coop)
+        .loss_scaling(LossScale {
+            initial: 2f32.powi(40),
+            interval: 2000,
+        });
+    let tex = Arc::new(TrainingData::Texture(common::small_texture()));
+    for arch in [
+        "freq(3) | mlp(32x3, leaky_relu, sigmoid)",
+        "freq(8) | mlp(128x4, relu)",
+    ] {
+        let net = Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
+        let p0 = net.init_params(3);
+        let mut g = backend
+            .trainer(&net, p0.clone(), tex.clone(), &cfg(1000, Loss::RelativeL2))
+            .unwrap();
+        assert_eq!(g.kernel_language(), "glsl", "{arch}");
+        g.run(1).unwrap();
+        assert!(
+            same(&g.params().unwrap(), &p0),
+            "{arch}: an overflowing step moved weights"
+        );
+        let st = g.loss_scale_state().unwrap().unwrap();
+        assert_eq!((st.scale, st.skipped), (2f32.powi(39), 1), "{arch}");
+        // halve until the gradients fit, then train; an injected overflow is skipped too
+        g.run(60).unwrap();
+        let st = g.loss_scale_state().unwrap().unwrap();
+        assert!(st.skipped > 1 && st.skipped < 61, "{arch}: {st:?}");
+        let p1 = g.params().unwrap();
+        assert!(!same(&p1, &p0), "{arch}: no step trained");
+        let t = g.steps_done();
+        g.inject_overflow(t).unwrap();
+        g.run(1).unwrap();
+        assert!(
+            same(&g.params().unwrap(), &p1),
+            "{arch}: the injected overflow moved weights"
+        );
+        let st2 = g.loss_scale_state().unwrap().unwrap();
+        assert_eq!(
+            (st2.scale, st2.skipped),
+            (st.scale / 2.0, st.skipped + 1),
+            "{arch}"
+        );
+    }
+}
+
 /// With `NSHADE_GPU_PATH` forcing a path the adapter has, that path really ran (the
 /// backend falls back to f32 silently); on an adapter without it, a counted skip.
 fn check_forced_path() {

@@ -429,6 +429,20 @@ pub(super) const ROW: &str = "gl_CooperativeMatrixLayoutRowMajor";
 pub(super) const COL: &str = "gl_CooperativeMatrixLayoutColumnMajor";
 const BAR: &str = "    memoryBarrierShared(); barrier();\n";
 
+/// The f16 range check of `v` (dynamic loss scaling) in the invocation's flags: the
+/// largest |v| as bits (`lsm`; for non-negative floats the bits order as the values, and
+/// ∞ and NaN order above every finite value, so one comparison at the end says whether
+/// some |v| exceeded f16's largest value or was not finite: the same flag as
+/// `nsh_ls_over(v, 65504.0)` per value, in two instructions instead of five;
+/// `NSHADE_GPU_OFF=lsmax` keeps the check per value, for measurements).
+fn f16_check(v: &str, off: &str) -> String {
+    if exp_has(off, "lsmax") {
+        format!("lsf |= nsh_ls_over({v}, 65504.0);")
+    } else {
+        format!("lsm = max(lsm, floatBitsToUint({v}) & 0x7fffffffu);")
+    }
+}
+
 /// How a GLSL step kernel runs.
 #[derive(Clone, Debug)]
 pub struct GlslLaunch {
@@ -507,6 +521,9 @@ pub fn glsl_step_kernel(
     let n_l = shp.layers.len();
     let level = hoist_level();
     let exp = std::env::var("NSHADE_GPU_EXP").unwrap_or_default();
+    // forms of the epilogues turned off, for measurements (comma-separated: `lsmax`,
+    // `lossbr`, `leaky`; the same values either way)
+    let off = std::env::var("NSHADE_GPU_OFF").unwrap_or_default();
     let mut k = String::from(HEAD);
     let grid = match shp.enc {
         Enc::Grid(g) => Some(g),
@@ -564,6 +581,7 @@ void main() {{
     uint step_h = nsh_pcg_hash(st.step ^ st.seed_h);
     float lsc = uintBitsToFloat(ls[(st.step & 1u) * 4u]) + st.poison;
     uint lsf = 0u;
+    uint lsm = 0u;
     float loss_acc = 0.0;
 ",
         sh = lay.sh,
@@ -946,7 +964,28 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                 lit(scale),
             );
             if outreg {
-                // targets (rows padded), row mask × validity, as matrices of the tile
+                // targets (rows padded), row mask × validity, as matrices of the tile; the
+                // loss and dy only for elements of real rows and samples, in a branch: a
+                // subgroup none of whose invocations has one (padding rows 8-15 of the
+                // tile, on NVIDIA's layout) skips it (`NSHADE_GPU_OFF=lossbr`: every
+                // element, selected)
+                let body = if exp_has(&off, "lossbr") {
+                    format!(
+                        "float zz = c[e]; float p = {a}; float tt = tm[e];
+            bool valid = rm[e] * vm[e] != 0.0;
+            loss_acc += valid ? {lv} : 0.0;
+            float dyv = valid ? ({lg}) * {sc} * lsc{deriv} : 0.0;"
+                    )
+                } else {
+                    format!(
+                        "float dyv = 0.0;
+            if (rm[e] * vm[e] != 0.0) {{
+                float zz = c[e]; float p = {a}; float tt = tm[e];
+                loss_acc += {lv};
+                dyv = ({lg}) * {sc} * lsc{deriv};
+            }}"
+                    )
+                };
                 let _ = writeln!(
                     k,
                     "        {ACC} tm; coopMatLoad(tm, sh, {tgt}u * R + sb * 16u, R, {ROW});
@@ -954,11 +993,8 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         {ACC} vm; coopMatLoad(vm, sh, {vr}u * R + sb * 16u, 0u, {ROW});
         if (t < {nt}u) {{
         for (int e = 0; e < c.length(); e++) {{
-            float zz = c[e]; float p = {a}; float tt = tm[e];
-            bool valid = rm[e] * vm[e] != 0.0;
-            loss_acc += valid ? {lv} : 0.0;
-            float dyv = valid ? ({lg}) * {sc} * lsc{deriv} : 0.0;
-            lsf |= nsh_ls_over(dyv, 65504.0);
+            {body}
+            {chk}
             c[e] = dyv;
         }}
         {ACC16} hh = {ACC16}(c); coopMatStore(hh, gh, ot * 16u * SX + sb * 16u, SX, {ROW});{tz}
@@ -967,6 +1003,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                     mo = masks + boffs[i],
                     vr = 2 + out_p,
                     tz = tee(i, false, "ot"),
+                    chk = f16_check("dyv", &off),
                 );
                 k.push_str(BAR);
                 continue;
@@ -986,7 +1023,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                 bool valid = first + s < BATCH;
                 loss_acc += valid ? {lv} : 0.0;
                 float dyv = valid ? ({lg}) * {sc} * lsc{deriv} : 0.0;
-                lsf |= nsh_ls_over(dyv, 65504.0);
+                {chk}
                 gh[o * SX + s] = float16_t(dyv);
             }} else {{
                 gh[o * SX + s] = float16_t(0.0);
@@ -996,6 +1033,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         subgroupMemoryBarrierShared(); subgroupBarrier();
     }}",
                 scr = nt.min(nsg) - 1,
+                chk = f16_check("dyv", &off),
             );
             k.push_str(BAR);
         }
@@ -1132,6 +1170,12 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             };
             let d = match below {
                 Some(Activation::None) | None => "v".to_string(),
+                // a select instead of the shared emitter's exact arithmetic form (the
+                // same values: v·1 and v·slope), three instructions fewer
+                // (`NSHADE_GPU_OFF=leaky`: the shared form)
+                Some(Activation::LeakyRelu { slope }) if !exp_has(&off, "leaky") => {
+                    format!("(y > 0.0 ? v : v * {})", lit(slope))
+                }
                 Some(b) => format!("v * {}", syntax::activation_derivative(&b, "y", "y")),
             };
             if below.is_none() {
@@ -1146,8 +1190,9 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                 let _ = writeln!(
                     k,
                     "        {ACC16} yh; coopMatLoad(yh, xh, {x}u + it * 16u * SX + sb * 16u, SX, {ROW}); {ACC} yf = {ACC}(yh);
-        for (int e = 0; e < c.length(); e++) {{ float v = c[e]; float y = yf[e]; float d = {d}; lsf |= nsh_ls_over(d, 65504.0); c[e] = d; }}",
-                    x = lay.xo[i]
+        for (int e = 0; e < c.length(); e++) {{ float v = c[e]; float y = yf[e]; float d = {d}; {chk} c[e] = d; }}",
+                    x = lay.xo[i],
+                    chk = f16_check("d", &off),
                 );
             }
             let _ = writeln!(
@@ -1191,7 +1236,8 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         }
     }
     // flags, then the bias folds and the loss in fixed orders
-    k.push_str("    { uint lsb = 0u;");
+    // the largest |value| checked (`f16_check`) against f16's largest, 65504
+    k.push_str("    lsf |= lsm > 0x477fe000u ? 1u : 0u;\n    { uint lsb = 0u;");
     for a in 0..n_l {
         let _ = write!(k, " lsb |= nsh_ls_bits(acc{a});");
     }
