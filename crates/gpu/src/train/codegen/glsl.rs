@@ -286,10 +286,10 @@ fn direct_stores() -> bool {
 /// unpadded; `None` when not even 16 samples fit.
 pub fn glsl_samples(net: &Network, max: usize) -> Option<GlslShape> {
     let pad = Pad::of(net);
-    let outreg = out_registers();
-    let masked = any_mask(net, &pad, outreg);
-    let bytes =
-        |s: usize, skew: usize, wg: usize| layout(&pad, s, skew, masked, outreg, wg).bytes();
+    let bytes = |s: usize, skew: usize, wg: usize| {
+        let outreg = out_registers(wg);
+        layout(&pad, s, skew, any_mask(net, &pad, outreg), outreg, wg).bytes()
+    };
     let asked = std::env::var("NSHADE_GPU_SAMPLES")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
@@ -365,10 +365,19 @@ fn any_mask(net: &Network, pad: &Pad, outreg: bool) -> bool {
 
 /// The output layer's epilogue (loss, dy) runs on the accumulator's elements, with the
 /// targets, the rows' mask and the samples' validity loaded as matrices of the same
-/// tile (default; `NSHADE_GPU_OUTREG=0`: through the subgroup's scratch tile, one
-/// element per invocation and round, as the WGSL kernel).
-fn out_registers() -> bool {
-    std::env::var("NSHADE_GPU_OUTREG").map_or(true, |v| v != "0")
+/// tile; in workgroups of 64 invocations (the small networks' four per multiprocessor)
+/// through the subgroup's scratch tile instead, one element per invocation and round,
+/// as the WGSL kernel: there one tile's few real rows (3 of 16) are all the epilogue
+/// has, and 32 invocations share them in two rounds where the accumulator's layout
+/// gives them to 12 (seed #3 on an H100 1.01-1.05x; B, with 256 invocations,
+/// 0.90-0.93x, D 0.97-1.00x that way). `NSHADE_GPU_OUTREG=0|1`: either for every
+/// shape, for measurements.
+fn out_registers(wg: usize) -> bool {
+    match std::env::var("NSHADE_GPU_OUTREG").as_deref() {
+        Ok("0") => false,
+        Ok("1") => true,
+        _ => wg != 64,
+    }
 }
 
 /// One k step of a tile product, `c = coopMatMulAdd(A, B, c)`: A the held tile `held`,
@@ -504,7 +513,7 @@ pub fn glsl_step_kernel(
     let pad = Pad::of(net);
     let od = net.out_dims;
     let s = samples as usize;
-    let outreg = out_registers();
+    let outreg = out_registers(threads as usize);
     let lay = layout(
         &pad,
         s,
@@ -522,7 +531,7 @@ pub fn glsl_step_kernel(
     let level = hoist_level();
     let exp = std::env::var("NSHADE_GPU_EXP").unwrap_or_default();
     // forms of the epilogues turned off, for measurements (comma-separated: `lsmax`,
-    // `lossbr`, `leaky`; the same values either way)
+    // `lossbr`, `leaky`, `fswitch`; the same values either way)
     let off = std::env::var("NSHADE_GPU_OFF").unwrap_or_default();
     let mut k = String::from(HEAD);
     let grid = match shp.enc {
@@ -848,32 +857,51 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     k.push_str("    }\n");
     k.push_str(BAR);
     if let Enc::Freq(ko) = shp.enc {
-        // freq: one item per (input, octave, sample); sin at i·K + k, cos at D·K + i·K + k
+        // freq: one item per (input, octave, sample); sin at i·K + k, cos at D·K + i·K + k.
+        // The octave's factor 2^o·π is computed, not picked by a switch (which diverges
+        // where a subgroup's items span two octaves, as with 16-sample chunks): π·2^o is
+        // exact, the shared emitter's literal (`syntax::frequency_scale`), so the same
+        // values (`NSHADE_GPU_OFF=fswitch`: the switch, for measurements)
         let mut cases = String::new();
         // timing only: no sin / cos
         let nofreq = exp_has(&exp, "nofreq");
-        let default = if nofreq {
-            "vs = xv * float(o); vc = xv + float(o); break;"
-        } else {
-            "break;"
-        };
-        for o in (0..ko).filter(|_| !nofreq) {
-            let _ = writeln!(
-                cases,
-                "            case {o}: vs = {}; vc = {}; break;",
-                syntax::frequency_sin("xv", o),
-                syntax::frequency_cos("xv", o)
+        let body = if !nofreq && !exp_has(&off, "fswitch") {
+            debug_assert!(
+                (0..ko).all(
+                    |o| syntax::frequency_scale(o) == std::f32::consts::PI * (1u32 << o) as f32
+                )
             );
-        }
+            format!(
+                "float sc = {} * float(1u << o); float vs = sin(xv * sc); float vc = cos(xv * sc);",
+                lit(std::f32::consts::PI)
+            )
+        } else {
+            let default = if nofreq {
+                "vs = xv * float(o); vc = xv + float(o); break;"
+            } else {
+                "break;"
+            };
+            for o in (0..ko).filter(|_| !nofreq) {
+                let _ = writeln!(
+                    cases,
+                    "            case {o}: vs = {}; vc = {}; break;",
+                    syntax::frequency_sin("xv", o),
+                    syntax::frequency_cos("xv", o)
+                );
+            }
+            format!(
+                "float vs = 0.0; float vc = 0.0;
+        switch (o) {{
+{cases}            default: {default}
+        }}"
+            )
+        };
         let _ = writeln!(
             k,
             "    for (uint e = lid; e < {n}u; e += WG) {{
         uint s = e % S; uint io = e / S; uint i = io / {ko}u; uint o = io % {ko}u;
         float xv = sh[i * R + s];
-        float vs = 0.0; float vc = 0.0;
-        switch (o) {{
-{cases}            default: {default}
-        }}
+        {body}
         xh[{x}u + (i * {ko}u + o) * SX + s] = float16_t(vs); xh[{x}u + ({dk}u + i * {ko}u + o) * SX + s] = float16_t(vc);
     }}",
             n = 2 * ko * s,
