@@ -252,6 +252,7 @@ fn glsl_step_kernels_compile() {
                     atomic64,
                     packed,
                     split: None,
+                    acc16: false,
                 };
                 let src = codegen::glsl_step_kernel(&net, loss, texture, 5000, launch).expect(arch);
                 if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
@@ -292,6 +293,61 @@ fn glsl_step_kernels_compile() {
         let net = Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
         assert!(!codegen::glsl_fits(&net, texture), "{arch}");
     }
+}
+
+/// f16 accumulators (`GlslLaunch::acc16`): every network of the GLSL family whose hidden
+/// activations are relu, leaky_relu or none (seed #3, B, D, the bare mlp) compiles with
+/// them for each of its losses — the hidden layers start from the f16 bias copy, keep
+/// their values in f16 accumulators and store them without a conversion, the input
+/// gradients under hidden layers check f16 pairs (`lsh`), the output layer stays f32 —
+/// and the others (sigmoid or exp hidden layers, grids) are refused.
+#[test]
+fn glsl_acc16_kernels_compile() {
+    use nshade_gpu::train::codegen::Pad;
+    let texture = small_texture();
+    let mut compiled = 0;
+    for (arch, losses) in common::glsl_family() {
+        let net = build(arch);
+        let shape = codegen::glsl_samples(&net, 48 * 1024).expect(arch);
+        let launch = codegen::GlslLaunch {
+            shape,
+            chunks: 3,
+            partial_len: Pad::of(&net).partial_len(net.dense_count),
+            atomic64: true,
+            packed: false,
+            split: None,
+            acc16: true,
+        };
+        let fits = codegen::acc16_fits(&net);
+        assert_eq!(
+            fits,
+            !arch.contains("sigmoid, exp") && !arch.contains("exp, tanh") && !arch.contains("grid"),
+            "{arch}"
+        );
+        for &loss in &losses {
+            let src = codegen::glsl_step_kernel(&net, loss, texture, 5000, launch.clone());
+            let Some(src) = src.filter(|_| fits) else {
+                assert!(!fits, "{arch}");
+                continue;
+            };
+            let hidden = Pad::of(&net).layers.len() - 1;
+            assert!(src.contains("shared float16_t bh["), "{arch}");
+            assert_eq!(src.matches("coopMatLoad(c, bh,").count(), hidden, "{arch}");
+            assert_eq!(src.matches("coopMatLoad(c, bs,").count(), 1, "{arch}");
+            // one input gradient per hidden layer checks its f16 pairs
+            assert_eq!(
+                src.matches("lsh |= (packFloat2x16").count(),
+                2 * hidden,
+                "{arch}"
+            );
+            assert!(src.contains("lsf |= (lsh & 0x80008000u) != 0u"), "{arch}");
+            if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
+                panic!("{arch} ({loss:?}): line {:?}: {}\n{src}", e.line, e.message);
+            }
+            compiled += 1;
+        }
+    }
+    assert_eq!(compiled, Loss::ALL.len() + 3);
 }
 
 /// The data the split kernels below are generated for.
@@ -351,6 +407,8 @@ fn glsl_dw_split_kernels_compile() {
             atomic64: true,
             packed: false,
             split: Some(split.clone()),
+            // (with f16 accumulators where they fit: `NSHADE_GPU_ACC16=1` reaches that)
+            acc16: codegen::acc16_fits(&net),
         };
         let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch).expect(arch);
         let dw = codegen::glsl_dw_kernel(&net, &split, 256, shape.samples, 3, partial_len);

@@ -914,6 +914,7 @@ impl GpuTrainer {
                     atomic64: launch.atomic64,
                     packed: pack.is_some(),
                     split: split.clone(),
+                    acc16: codegen::acc16_for(net),
                 },
             )
             .ok_or_else(|| backend_err("the GLSL step kernel does not apply to this network"))?,
