@@ -17,8 +17,9 @@
 # workgroups per multiprocessor; where $D holds `vkstats` (tools/vkstats, built and
 # stripped), the registers, memory and spills of each of those step kernels;
 # TABLE_ONLY=1 runs only the table (nshade, D with every dW in the step kernel,
-# the GLSL kernel's test with the default and with every layer split, PyTorch, tcnn,
-# nshade again); SKIP_INFER=1 leaves out the inference section (every shader form of A-D at 1080p against
+# A, B, D with the epilogues as before the nineteenth session, the GLSL kernel's tests
+# with the default, with every layer split and with f16 accumulators wherever they fit,
+# PyTorch, tcnn, nshade again); SKIP_INFER=1 leaves out the inference section (every shader form of A-D at 1080p against
 # PyTorch's fp16 graph and tcnn's inference modes, about 2 minutes; then the GLSL
 # subgroup-private kernel in each shape of ROWS_SHAPES, "G,B ..." of subgroups per
 # workgroup and 16-row blocks per subgroup, for A-C with staged weights and for B and D
@@ -54,9 +55,12 @@ for l in sys.stdin:
   echo "== D with every weight gradient in the step kernel (the default before the dW kernel)"
   NSHADE_GPU_DWSPLIT=0 "$N" bench --backend gpu --json --seconds 1 --arch "$DD" $BATCHES | tee >(tag d-nosplit)
   if [ -n "${TABLE_ONLY:-}" ]; then
-    echo "== the GLSL step kernel against the CPU (default, and every layer's dW in the dW kernel)"
-    [ -x "$D/train" ] && "$D/train" glsl_step_kernel_matches_cpu --nocapture 2>&1 | grep -E "^test |worst|panicked"
+    echo "== A, B, D with the step kernel's epilogues as before the nineteenth session (f32 accumulators, per-value range checks, the freq switch, the loss in registers for every shape)"
+    NSHADE_GPU_OFF=lsmax,lossbr,leaky,fswitch NSHADE_GPU_ACC16=0 NSHADE_GPU_OUTREG=1 "$N" bench --backend gpu --json --seconds 1 --arch "$A" --arch "$B" --arch "$DD" $BATCHES | tee >(tag before-s19)
+    echo "== the GLSL step kernel against the CPU (default, every layer's dW in the dW kernel, f16 accumulators wherever they fit) and its overflow flags"
+    [ -x "$D/train" ] && "$D/train" glsl_step_kernel --nocapture 2>&1 | grep -E "^test |worst|panicked"
     [ -x "$D/train" ] && NSHADE_GPU_DWSPLIT=all "$D/train" glsl_step_kernel_matches_cpu --nocapture 2>&1 | grep -E "^test |worst|panicked"
+    [ -x "$D/train" ] && NSHADE_GPU_ACC16=1 "$D/train" glsl_step_kernel --nocapture 2>&1 | grep -E "^test |worst|panicked"
   else
   echo "== C on the cooperative-matrix path"
   "$N" bench --backend gpu --json --seconds 1 --arch "$C" $BATCHES --gpu-path coop | tee >(tag coop)

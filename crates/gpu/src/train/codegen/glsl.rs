@@ -391,7 +391,7 @@ fn any_mask(net: &Network, pad: &Pad, outreg: bool) -> bool {
 /// as the WGSL kernel: there one tile's few real rows (3 of 16) are all the epilogue
 /// has, and 32 invocations share them in two rounds where the accumulator's layout
 /// gives them to 12 (seed #3 on an H100 1.01-1.05x; B, with 256 invocations,
-/// 0.90-0.93x, D 0.97-1.00x that way). `NSHADE_GPU_OUTREG=0|1`: either for every
+/// 0.89-0.94x, D 0.97-1.00x that way). `NSHADE_GPU_OUTREG=0|1`: either for every
 /// shape, for measurements.
 fn out_registers(wg: usize) -> bool {
     match std::env::var("NSHADE_GPU_OUTREG").as_deref() {
@@ -421,7 +421,7 @@ pub fn acc16_fits(net: &Network) -> bool {
 /// to the dW kernel (`NSHADE_GPU_ACC16=0|1`: never, or wherever they fit, for
 /// measurements). On an H100: B 1.05-1.06x, seed #3 1.00-1.04x, their PSNR after 1000
 /// steps within ±0.2 dB seed by seed (means over seeds 1-3 −0.03 / +0.01 dB);
-/// `freq(8) | mlp(128x4, relu)`, every layer split, 0.98-0.99x.
+/// `freq(8) | mlp(128x4, relu)`, every layer split, 0.98-1.00x.
 pub fn acc16_for(net: &Network) -> bool {
     let asked = std::env::var("NSHADE_GPU_ACC16").ok();
     match asked.as_deref() {
