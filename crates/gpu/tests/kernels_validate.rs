@@ -301,6 +301,7 @@ fn glsl_step_kernels_compile() {
 /// their values in f16 accumulators and store them without a conversion, the input
 /// gradients under hidden layers check f16 pairs (`lsh`), the output layer stays f32 —
 /// and the others (sigmoid or exp hidden layers, grids) are refused.
+/// (Expects `NSHADE_GPU_ACC16` unset, as CI runs it.)
 #[test]
 fn glsl_acc16_kernels_compile() {
     use nshade_gpu::train::codegen::Pad;
@@ -348,6 +349,25 @@ fn glsl_acc16_kernels_compile() {
         }
     }
     assert_eq!(compiled, Loss::ALL.len() + 3);
+    // the default takes them where the f16 bias copy still fits the shape's memory: every
+    // network they fit at 48 KiB; at 32 KiB not B or D (their layouts fill it), which keep f32
+    // rather than losing the kernel
+    for (arch, want48, want32) in [
+        ("freq(3) | mlp(32x3, leaky_relu, sigmoid)", true, true),
+        ("freq(8) | mlp(64x4, relu)", true, false),
+        ("freq(8) | mlp(128x4, relu)", true, false),
+        ("freq(2) | mlp(20x2, sigmoid, exp)", false, false),
+    ] {
+        let net = build(arch);
+        for (max, want) in [(48 * 1024, want48), (32 * 1024, want32)] {
+            let shape = codegen::glsl_samples(&net, max).expect(arch);
+            assert_eq!(
+                codegen::acc16_for(&net, &shape, max),
+                want,
+                "{arch} at {max}"
+            );
+        }
+    }
 }
 
 /// The data the split kernels below are generated for.
@@ -363,9 +383,10 @@ fn build(arch: &str) -> Network {
     Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap()
 }
 
-/// Weight gradients outside the GLSL step kernel (`DwSplit`): by default the layers
-/// wider than 64 split (every layer of `freq(8) | mlp(128x4)`, none of seed #3's or
-/// B's), `all` splits every layer, `0` none, a split whose buffers exceed the
+/// Weight gradients outside the GLSL step kernel (`DwSplit`): `wide`, the layers with
+/// more than 64 inputs or outputs (every layer of `freq(8) | mlp(128x4)`, none of seed
+/// #3's or B's), by default those with more than 64 of both (its three 128x128 layers),
+/// `all` every layer, `0` none, a split whose buffers exceed the
 /// binding limit is refused; with every layer split, each network of the kernel's family
 /// compiles in its 48 KiB shape, its step kernel stores and no longer accumulates dW,
 /// and its dW kernel compiles and writes every split layer's tiles.
@@ -382,8 +403,15 @@ fn glsl_dw_split_kernels_compile() {
     assert_eq!(sp.z_off[4], 132 * 3 * 16 * 4 * 128);
     assert!(DwSplit::of(&d, 132, 3, 16, "0", u64::MAX).is_none());
     assert_eq!(
-        DwSplit::of(&d, 132, 3, 16, "", u64::MAX).as_ref(),
+        DwSplit::of(&d, 132, 3, 16, "all", u64::MAX).as_ref(),
         Some(&sp)
+    );
+    // the default: the three 128x128 layers (X: 3·128 rows, dz: 3·128 rows)
+    let inner = DwSplit::of(&d, 132, 3, 16, "", u64::MAX).expect("D's inner layers");
+    assert_eq!(inner.layers, [false, true, true, true, false]);
+    assert_eq!(
+        (inner.x_len, inner.z_len),
+        (132 * 3 * 16 * 384, 132 * 3 * 16 * 384)
     );
     // the buffers (2 bytes an element) against the binding limit
     assert!(DwSplit::of(&d, 132, 3, 16, "wide", sp.x_len * 2 - 2).is_none());

@@ -914,7 +914,11 @@ impl GpuTrainer {
                     atomic64: launch.atomic64,
                     packed: pack.is_some(),
                     split: split.clone(),
-                    acc16: codegen::acc16_for(net),
+                    acc16: codegen::acc16_for(
+                        net,
+                        &shape,
+                        ctx.device.limits().max_compute_workgroup_storage_size as usize,
+                    ),
                 },
             )
             .ok_or_else(|| backend_err("the GLSL step kernel does not apply to this network"))?,

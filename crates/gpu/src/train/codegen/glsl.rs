@@ -297,7 +297,7 @@ fn direct_stores() -> bool {
 /// unpadded; `None` when not even 16 samples fit.
 pub fn glsl_samples(net: &Network, max: usize) -> Option<GlslShape> {
     let pad = Pad::of(net);
-    let acc16 = acc16_for(net);
+    // (without the f16 bias copy: `acc16_for` takes it where it still fits)
     let bytes = |s: usize, skew: usize, wg: usize| {
         let outreg = out_registers(wg);
         layout(
@@ -307,7 +307,7 @@ pub fn glsl_samples(net: &Network, max: usize) -> Option<GlslShape> {
             any_mask(net, &pad, outreg),
             outreg,
             wg,
-            acc16,
+            false,
         )
         .bytes()
     };
@@ -417,22 +417,30 @@ pub fn acc16_fits(net: &Network) -> bool {
     })
 }
 
-/// f16 accumulators by default where they fit and no layer leaves its weight gradients
-/// to the dW kernel (`NSHADE_GPU_ACC16=0|1`: never, or wherever they fit, for
-/// measurements). On an H100: B 1.05-1.06x, seed #3 1.00-1.04x, their PSNR after 1000
-/// steps within ±0.2 dB seed by seed (means over seeds 1-3 −0.03 / +0.01 dB);
-/// `freq(8) | mlp(128x4, relu)`, every layer split, 0.98-1.00x.
-pub fn acc16_for(net: &Network) -> bool {
-    let asked = std::env::var("NSHADE_GPU_ACC16").ok();
-    match asked.as_deref() {
-        Some("0") => false,
-        Some("1") => acc16_fits(net),
-        _ => {
-            acc16_fits(net)
-                && !super::glsl_dw::split_layers(&Pad::of(net), &super::split_mode())
-                    .contains(&true)
-        }
-    }
+/// f16 accumulators by default where they fit (`NSHADE_GPU_ACC16=0`: never, for
+/// measurements). On an H100: B 1.05-1.06x, seed #3 1.00-1.04x, `freq(8) |
+/// mlp(128x4, relu)` with its 128x128 layers split 1.02-1.05x (with every layer split
+/// 0.98-1.00x); PSNR after 1000 steps within 0.2 dB of f32 in the mean over six seeds
+/// for every seed network, B and that network (docs/PERFORMANCE.md). Only where the
+/// f16 bias copy still fits `shape`'s workgroups into `max` bytes (shapes are chosen
+/// without it: `freq(8) | mlp(128x4)` at 32 KiB keeps f32 rather than losing the kernel).
+pub fn acc16_for(net: &Network, shape: &GlslShape, max: usize) -> bool {
+    let pad = Pad::of(net);
+    let wg = shape.threads as usize;
+    let outreg = out_registers(wg);
+    let bytes = layout(
+        &pad,
+        shape.samples as usize,
+        shape.skew as usize,
+        any_mask(net, &pad, outreg),
+        outreg,
+        wg,
+        true,
+    )
+    .bytes();
+    std::env::var("NSHADE_GPU_ACC16").map_or(true, |v| v != "0")
+        && acc16_fits(net)
+        && shape.per_mp as usize * bytes <= max
 }
 
 /// `act` on an f16 value `z` (relu, leaky_relu, none: [`acc16_for`]).

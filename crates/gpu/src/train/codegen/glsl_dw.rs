@@ -33,23 +33,28 @@ pub struct DwSplit {
 }
 
 /// `NSHADE_GPU_DWSPLIT`: `0` keeps every dW in the step kernel, `all` splits every
-/// layer; otherwise (the default) the layers with more than 64 inputs or outputs split
-/// (on an H100 `freq(8) | mlp(128x4)` trains 1.21 / 1.32 / 1.34x faster at 2^16 / 2^18 /
-/// 2^20, and `freq(8) | mlp(64x4)` with every layer split 0.52-0.49x: its step is then
-/// bound by the stores and loads of X and dz).
+/// layer, `wide` the layers with more than 64 inputs or outputs; otherwise (the default)
+/// the layers with more than 64 inputs and outputs. On an H100 `freq(8) | mlp(128x4)`
+/// trains 1.21 / 1.32 / 1.34x faster at 2^16 / 2^18 / 2^20 with its wide layers split
+/// than with none, the same with only its three 128x128 layers split (then its first
+/// and last layers, whose dW are a quarter of the traffic, accumulate in the step kernel)
+/// and 1.02-1.05x faster that way with f16 accumulators (with every layer split they
+/// gave 0.98-1.00x); `freq(8) | mlp(64x4)` with every layer split 0.52-0.49x (its step
+/// is then bound by the stores and loads of X and dz).
 pub fn split_mode() -> String {
     std::env::var("NSHADE_GPU_DWSPLIT").unwrap_or_default()
 }
 
 /// Per layer of `pad`: its weight gradients go through the dW kernel in `mode`
 /// ([`split_mode`]), whatever the buffers' sizes.
-pub(super) fn split_layers(pad: &Pad, mode: &str) -> Vec<bool> {
+fn split_layers(pad: &Pad, mode: &str) -> Vec<bool> {
     pad.layers
         .iter()
         .map(|l| match mode {
             "0" => false,
             "all" => true,
-            _ => l.out_p > 64 || l.in_p > 64,
+            "wide" => l.out_p > 64 || l.in_p > 64,
+            _ => l.out_p > 64 && l.in_p > 64,
         })
         .collect()
 }
