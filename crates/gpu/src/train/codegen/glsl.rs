@@ -614,7 +614,7 @@ pub fn glsl_step_kernel(
     let level = hoist_level();
     let exp = std::env::var("NSHADE_GPU_EXP").unwrap_or_default();
     // forms of the epilogues turned off, for measurements (comma-separated: `lsmax`,
-    // `lossbr`, `leaky`, `fswitch`; the same values either way)
+    // `lossbr`, `leaky`, `fswitch`, the same values either way; `dbmma`, the bias sums)
     let off = std::env::var("NSHADE_GPU_OFF").unwrap_or_default();
     let mut k = String::from(HEAD);
     let grid = match shp.enc {
@@ -839,6 +839,46 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         }
         slots.push(names);
     }
+    // bias gradients on the tensor cores (workgroups of 64, where registers are to spare:
+    // seed #3 holds 190 of 256): db += dz·1 into one f32 accumulator per layer, in the
+    // slot of tile (ot, ot mod it_n) — one row block per subgroup where those tiles fall
+    // to distinct subgroups — instead of per-invocation sums of f16 loads (three
+    // instructions a value); `NSHADE_GPU_OFF=dbmma` keeps the sums
+    let db_owner = |i: usize| -> Option<usize> {
+        let l = pad.layers[i];
+        let (ob, it_n) = (l.out_p / 16, l.in_p / 16);
+        let owners: Vec<usize> = (0..ob).map(|ot| (ot * it_n + ot % it_n) % nsg).collect();
+        let distinct = owners
+            .iter()
+            .enumerate()
+            .all(|(a, x)| !owners[..a].contains(x));
+        (distinct && !slots[i].is_empty()).then_some(ob)
+    };
+    let dbmma: Vec<bool> = (0..n_l)
+        .map(|i| {
+            wg == 64
+                && lay.zc >= 256
+                && !exp_has(&off, "dbmma")
+                && !exp_has(&exp, "nodw")
+                && !exp_has(&exp, "fwd")
+                && db_owner(i).is_some()
+        })
+        .collect();
+    if dbmma.contains(&true) {
+        let _ = writeln!(k, "    {MB} ones = {MB}(float16_t(1.0));");
+    }
+    for i in (0..n_l).filter(|&i| dbmma[i]) {
+        let _ = writeln!(k, "    {ACC} db{i} = {ACC}(0.0);");
+    }
+    // after a dW product with dz's tile `a` (row block `ot`, column block `it`)
+    let db_mul = |i: usize| -> String {
+        if dbmma[i] {
+            let it_n = pad.layers[i].in_p / 16;
+            format!(" if (ot % {it_n}u == it) {{ db{i} = coopMatMulAdd(a, ones, db{i}); }}")
+        } else {
+            String::new()
+        }
+    };
     // hoisted weight tiles: forward W blocks and input-gradient Wᵀ blocks of phases with
     // at most NSG tiles (subgroup sgid always takes tile min(sgid, nt − 1)), at most 40,
     // or 64 where layers split (their dW accumulators are gone: freq(8) | mlp(128x4)
@@ -1248,8 +1288,9 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                     for (j, slot) in slots[i].iter().enumerate() {
                         let _ = writeln!(
                             k,
-                            "        {{ uint t = {j}u * NSG + sgid; if (t < {nt}u) {{ uint ot = t / {it_n}u; {MA} a; coopMatLoad(a, gh, {cur}u + ot * 16u * SX + {k16}u, SX, {ROW}); {slot} = coopMatMulAdd(a, b, {slot}); }} }}",
-                            k16 = kk * 16
+                            "        {{ uint t = {j}u * NSG + sgid; if (t < {nt}u) {{ uint ot = t / {it_n}u; {MA} a; coopMatLoad(a, gh, {cur}u + ot * 16u * SX + {k16}u, SX, {ROW}); {slot} = coopMatMulAdd(a, b, {slot});{db} }} }}",
+                            k16 = kk * 16,
+                            db = db_mul(i),
                         );
                     }
                     k.push_str("        }\n");
@@ -1264,20 +1305,24 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                     for kk in 0..st_n {
                         let _ = writeln!(
                             k,
-                            "        {{ {MA} a; coopMatLoad(a, gh, {cur}u + ot * 16u * SX + {k16}u, SX, {ROW}); {MB} b; coopMatLoad(b, xh, {x}u + it * 16u * SX + {k16}u, SX, {COL}); {slot} = coopMatMulAdd(a, b, {slot}); }}",
+                            "        {{ {MA} a; coopMatLoad(a, gh, {cur}u + ot * 16u * SX + {k16}u, SX, {ROW}); {MB} b; coopMatLoad(b, xh, {x}u + it * 16u * SX + {k16}u, SX, {COL}); {slot} = coopMatMulAdd(a, b, {slot});{db} }}",
                             k16 = kk * 16,
-                            x = lay.xo[i]
+                            x = lay.xo[i],
+                            db = db_mul(i),
                         );
                     }
                     k.push_str("    } }\n");
                 }
             }
-            // db: rows split over `nb` invocations (samples lid % nb, + nb, ...)
+            // db: rows split over `nb` invocations (samples lid % nb, + nb, ...), or on
+            // the tensor cores with dW (`dbmma`)
             let a = n_l - 1 - i;
             let (rows, nb) = lay.accs[a];
-            k.push_str(&row_sums(&format!("acc{a}"), rows, nb, s, &|e| {
-                format!("float(gh[{cur}u + {e}])")
-            }));
+            if !dbmma[i] {
+                k.push_str(&row_sums(&format!("acc{a}"), rows, nb, s, &|e| {
+                    format!("float(gh[{cur}u + {e}])")
+                }));
+            }
             if i == 0 && grid.is_none() {
                 if matches!(shp.enc, Enc::Raw) {
                     // the next chunk's sampling writes X_0
@@ -1413,8 +1458,31 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     }
     k.push_str(" if (lsb != 0u || lsf != 0u) { atomicOr(lsbad, 1u); } }\n");
     for (a, &(rows, nb)) in lay.accs.iter().enumerate() {
-        let bp = pad.layers[n_l - 1 - a].bias_p;
-        fold_rows(&mut k, &format!("acc{a}"), rows, nb, bp, true);
+        let i = n_l - 1 - a;
+        let l = pad.layers[i];
+        if !dbmma[i] {
+            fold_rows(&mut k, &format!("acc{a}"), rows, nb, l.bias_p, true);
+            continue;
+        }
+        // tensor-core bias sums (`dbmma`): the row sums are any column of db (dz·1),
+        // taken through `zc` one subgroup at a time
+        let it_n = l.in_p / 16;
+        let nt = (l.out_p / 16) * it_n;
+        for sg in 0..nsg {
+            k.push_str(BAR);
+            let _ = writeln!(k, "    if (sgid == {sg}u) {{");
+            for j in 0..slots[i].len() {
+                let _ = writeln!(
+                    k,
+                    "        {{ uint t = {j}u * NSG + sgid; uint ot = t / {it_n}u; if (t < {nt}u && ot % {it_n}u == t % {it_n}u) {{
+            coopMatStore(db{i}, zc, 0u, 16u, {ROW}); subgroupMemoryBarrierShared(); subgroupBarrier();
+            if (lane < 16u && ot * 16u + lane < {rows}u) {{ float v = zc[lane * 16u]; partial[pbase + {bp}u + ot * 16u + lane] = v; if (nsh_ls_bits(v) != 0u) {{ atomicOr(lsbad, 1u); }} }}
+        }} }}",
+                    bp = l.bias_p
+                );
+            }
+            k.push_str("    }\n");
+        }
     }
     if let Some(pk) = &pack {
         fold_rows(
