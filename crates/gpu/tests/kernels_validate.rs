@@ -370,6 +370,49 @@ fn glsl_acc16_kernels_compile() {
     }
 }
 
+/// Bias gradients on the tensor cores (`dbmma`) in workgroups of 64: seed #3's kernel
+/// (four workgroups of 64) keeps one `db` accumulator per layer, multiplies dz by a
+/// matrix of ones with the dW products and has no per-invocation row sums; B's (256
+/// invocations, every register taken) keeps the sums. (Expects `NSHADE_GPU_OFF` unset.)
+#[test]
+fn glsl_bias_gradients_on_the_tensor_cores() {
+    use nshade_gpu::train::codegen::Pad;
+    let texture = small_texture();
+    for (arch, mma) in [
+        ("freq(3) | mlp(32x3, leaky_relu, sigmoid)", true),
+        ("freq(8) | mlp(64x4, relu)", false),
+    ] {
+        let net = build(arch);
+        let shape = codegen::glsl_samples(&net, 48 * 1024).expect(arch);
+        assert_eq!(shape.threads == 64, mma, "{arch}");
+        let launch = codegen::GlslLaunch {
+            shape,
+            chunks: 3,
+            partial_len: Pad::of(&net).partial_len(net.dense_count),
+            atomic64: true,
+            packed: false,
+            split: None,
+            acc16: false,
+        };
+        let src = codegen::glsl_step_kernel(&net, Loss::L2, texture, 5000, launch).expect(arch);
+        for i in 0..Pad::of(&net).layers.len() {
+            let declared = src.contains(&format!("db{i} = coopmat"));
+            let multiplied = src.contains(&format!("db{i} = coopMatMulAdd(a, ones, db{i})"));
+            let read_out = src.contains(&format!("coopMatStore(db{i}, zc,"));
+            assert_eq!(
+                (declared, multiplied, read_out),
+                (mma, mma, mma),
+                "{arch}: layer {i}"
+            );
+        }
+        // the per-invocation row sums read dz from `gh` only without them
+        assert_eq!(src.contains("+= float(gh["), !mma, "{arch}");
+        if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
+            panic!("{arch}: line {:?}: {}\n{src}", e.line, e.message);
+        }
+    }
+}
+
 /// The data the split kernels below are generated for.
 fn small_texture() -> DataKind {
     DataKind::Texture {
