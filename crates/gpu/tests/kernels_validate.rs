@@ -309,16 +309,7 @@ fn glsl_acc16_kernels_compile() {
     let mut compiled = 0;
     for (arch, losses) in common::glsl_family() {
         let net = build(arch);
-        let shape = codegen::glsl_samples(&net, 48 * 1024).expect(arch);
-        let launch = codegen::GlslLaunch {
-            shape,
-            chunks: 3,
-            partial_len: Pad::of(&net).partial_len(net.dense_count),
-            atomic64: true,
-            packed: false,
-            split: None,
-            acc16: true,
-        };
+        let launch = launch_48k(&net, true);
         let fits = codegen::acc16_fits(&net);
         assert_eq!(
             fits,
@@ -383,17 +374,8 @@ fn glsl_bias_gradients_on_the_tensor_cores() {
         ("freq(8) | mlp(64x4, relu)", false),
     ] {
         let net = build(arch);
-        let shape = codegen::glsl_samples(&net, 48 * 1024).expect(arch);
-        assert_eq!(shape.threads == 64, mma, "{arch}");
-        let launch = codegen::GlslLaunch {
-            shape,
-            chunks: 3,
-            partial_len: Pad::of(&net).partial_len(net.dense_count),
-            atomic64: true,
-            packed: false,
-            split: None,
-            acc16: false,
-        };
+        let launch = launch_48k(&net, false);
+        assert_eq!(launch.shape.threads == 64, mma, "{arch}");
         let src = codegen::glsl_step_kernel(&net, Loss::L2, texture, 5000, launch).expect(arch);
         for i in 0..Pad::of(&net).layers.len() {
             let declared = src.contains(&format!("db{i} = coopmat"));
@@ -424,6 +406,20 @@ fn small_texture() -> DataKind {
 /// `arch` on 2 inputs and 3 outputs.
 fn build(arch: &str) -> Network {
     Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap()
+}
+
+/// The GLSL kernel's launch for `net` in its 48 KiB shape: 3 chunks, 64-bit table
+/// atomics, no packed lanes, no split, f16 accumulators as asked.
+fn launch_48k(net: &Network, acc16: bool) -> codegen::GlslLaunch {
+    codegen::GlslLaunch {
+        shape: codegen::glsl_samples(net, 48 * 1024).expect("the GLSL kernel's shape"),
+        chunks: 3,
+        partial_len: codegen::Pad::of(net).partial_len(net.dense_count),
+        atomic64: true,
+        packed: false,
+        split: None,
+        acc16,
+    }
 }
 
 /// Weight gradients outside the GLSL step kernel (`DwSplit`): `wide`, the layers with

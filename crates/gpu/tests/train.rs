@@ -243,6 +243,22 @@ fn gradients_match_cpu_for_every_module_kind() {
     check_forced_path();
 }
 
+/// The context for a test of the GLSL step kernel: `None` (after a note) on an adapter
+/// without cooperative matrices or SPIR-V passthrough (lavapipe), where the kernel cannot
+/// run and `kernels_validate.rs` compiles it instead.
+fn glsl_context(test: &str) -> Option<Arc<nshade_gpu::context::GpuContext>> {
+    let ctx = Arc::new(common::context()?);
+    if !nshade_gpu::train::precision_supported(&ctx, Precision::Coop)
+        || !ctx.has(wgpu::Features::PASSTHROUGH_SHADERS)
+    {
+        eprintln!(
+            "{test}: not run here (the adapter lacks cooperative matrices or SPIR-V passthrough)"
+        );
+        return None;
+    }
+    Some(ctx)
+}
+
 /// The GLSL step kernel (the cooperative-matrix path's fused kernel for `freq` or grid +
 /// mlp on textures) against the CPU: every network shape it generates (hoisted and
 /// streamed weights, f16 weight-gradient tiles, masked padding rows, a bare mlp, 16- to
@@ -252,16 +268,9 @@ fn gradients_match_cpu_for_every_module_kind() {
 /// With `NSHADE_GPU_GLSL=0` it checks the WGSL kernel on the same networks.
 #[test]
 fn glsl_step_kernel_matches_cpu() {
-    let Some(ctx) = common::context() else { return };
-    let ctx = Arc::new(ctx);
-    if !nshade_gpu::train::precision_supported(&ctx, Precision::Coop)
-        || !ctx.has(wgpu::Features::PASSTHROUGH_SHADERS)
-    {
-        eprintln!(
-            "glsl_step_kernel_matches_cpu: not run here (the adapter lacks cooperative matrices or SPIR-V passthrough)"
-        );
+    let Some(ctx) = glsl_context("glsl_step_kernel_matches_cpu") else {
         return;
-    }
+    };
     // NSHADE_GPU_GLSL=0: the WGSL kernel on the same networks, for comparison
     let language = if nshade_gpu::train::glsl_enabled() {
         "glsl"
@@ -298,16 +307,9 @@ fn glsl_step_kernel_matches_cpu() {
 #[test]
 fn glsl_step_kernel_overflow_skips_the_step() {
     use nshade_gpu::train::codegen::LossScale;
-    let Some(ctx) = common::context() else { return };
-    let ctx = Arc::new(ctx);
-    if !nshade_gpu::train::precision_supported(&ctx, Precision::Coop)
-        || !ctx.has(wgpu::Features::PASSTHROUGH_SHADERS)
-    {
-        eprintln!(
-            "glsl_step_kernel_overflow_skips_the_step: not run here (the adapter lacks cooperative matrices or SPIR-V passthrough)"
-        );
+    let Some(ctx) = glsl_context("glsl_step_kernel_overflow_skips_the_step") else {
         return;
-    }
+    };
     let same = |a: &[f32], b: &[f32]| {
         a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
     };
