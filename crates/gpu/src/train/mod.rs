@@ -919,6 +919,7 @@ impl GpuTrainer {
                         &shape,
                         ctx.device.limits().max_compute_workgroup_storage_size as usize,
                     ),
+                    ksplit: std::env::var("NSHADE_GPU_KSPLIT").is_ok_and(|v| v == "1"),
                 },
             )
             .ok_or_else(|| backend_err("the GLSL step kernel does not apply to this network"))?,

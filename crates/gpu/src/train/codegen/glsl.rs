@@ -454,17 +454,37 @@ fn act16(a: Activation, z: &str) -> String {
 
 /// One k step of a tile product, `c = coopMatMulAdd(A, B, c)`: A the held tile `held`,
 /// else loaded with the `coopMatLoad` arguments `a_load`; B loaded with `b_load`.
-fn mul_add(k: &mut String, held: Option<&str>, a_load: &str, b_load: &str) {
+fn mul_add(k: &mut String, held: Option<&str>, a_load: &str, b_load: &str, c: &str) {
     let _ = match held {
         Some(w) => writeln!(
             k,
-            "        {{ {MB} b; coopMatLoad(b, {b_load}); c = coopMatMulAdd({w}, b, c); }}"
+            "        {{ {MB} b; coopMatLoad(b, {b_load}); {c} = coopMatMulAdd({w}, b, {c}); }}"
         ),
         None => writeln!(
             k,
-            "        {{ {MA} a; coopMatLoad(a, {a_load}); {MB} b; coopMatLoad(b, {b_load}); c = coopMatMulAdd(a, b, c); }}"
+            "        {{ {MA} a; coopMatLoad(a, {a_load}); {MB} b; coopMatLoad(b, {b_load}); {c} = coopMatMulAdd(a, b, {c}); }}"
         ),
     };
+}
+
+/// The accumulator of k step `kk` of `kn` (`ksplit`: odd steps into a second one, `c1`,
+/// declared of type `ty` before them, so two chains of dependent products run side by
+/// side; `ksplit_end` adds it).
+fn ksplit_acc(k: &mut String, kk: usize, kn: usize, ksplit: bool, ty: &str) -> &'static str {
+    if !ksplit || kn < 2 {
+        return "c";
+    }
+    if kk == 0 {
+        let _ = writeln!(k, "        {ty} c1 = {ty}(0.0);");
+    }
+    if kk % 2 == 1 { "c1" } else { "c" }
+}
+
+/// The end of a product split by [`ksplit_acc`]: c += c1.
+fn ksplit_end(k: &mut String, kn: usize, ksplit: bool) {
+    if ksplit && kn >= 2 {
+        k.push_str("        c = c + c1;\n");
+    }
 }
 
 /// `NSHADE_GPU_EXP` (timing only, wrong results) holds `name` among its comma-separated
@@ -540,6 +560,11 @@ pub struct GlslLaunch {
     /// of an even number of features): `partial_len` then includes the grid outputs'
     /// |dy| sums after the dense partials.
     pub packed: bool,
+    /// The forward and input-gradient products of more than one k step accumulate their
+    /// odd steps apart and add the two at the end: two chains of dependent products side
+    /// by side instead of one (other sums, other bits; `NSHADE_GPU_KSPLIT=1`, prepared
+    /// for measurement, off by default).
+    pub ksplit: bool,
     /// The hidden layers' products, and the input gradients under them, accumulate in
     /// f16 with their activations and derivatives on f16 elements, as tiny-cuda-nn's
     /// fully fused MLP (and the biases they start from: an f16 copy); the output layer,
@@ -577,6 +602,7 @@ pub fn glsl_step_kernel(
         packed,
         split,
         acc16,
+        ksplit,
     } = launch;
     let shp = shape(net)?;
     // the sampling takes one invocation per sample, the bias sums one per row
@@ -1075,7 +1101,9 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             arr = if h16 { "bh" } else { "bs" },
             b = boffs[i]
         );
-        for kk in 0..l.in_p / 16 {
+        let kn = l.in_p / 16;
+        for kk in 0..kn {
+            let dst = ksplit_acc(&mut k, kk, kn, ksplit, if h16 { ACC16 } else { ACC });
             mul_add(
                 &mut k,
                 fwd_w[i].as_ref().map(|w| w[kk].as_str()),
@@ -1086,8 +1114,10 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                     k16 = kk * 16
                 ),
                 &format!("xh, {}u + sb * 16u, SX, {ROW}", lay.xo[i] + kk * 16 * sx),
+                dst,
             );
         }
+        ksplit_end(&mut k, kn, ksplit);
         if i + 1 < n_l {
             // hidden layer: activation in registers, padding rows to zero, f16 into X_{i+1}
             // (relu, leaky relu, tanh and none give 0 there already)
@@ -1338,7 +1368,9 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             let d16 = acc16 && i > 0;
             let cty = if d16 { ACC16 } else { ACC };
             let _ = writeln!(k, "        {cty} c = {cty}(0.0);");
-            for kk in 0..l.out_p / 16 {
+            let kn = l.out_p / 16;
+            for kk in 0..kn {
+                let dst = ksplit_acc(&mut k, kk, kn, ksplit, cty);
                 mul_add(
                     &mut k,
                     bwd_w[i].as_ref().map(|w| w[kk].as_str()),
@@ -1349,8 +1381,10 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                         ip = l.in_p
                     ),
                     &format!("gh, {}u + sb * 16u, SX, {ROW}", cur + kk * 16 * sx),
+                    dst,
                 );
             }
+            ksplit_end(&mut k, kn, ksplit);
             let below = match i {
                 0 => None,
                 _ => Some(shp.layers[i - 1].act),
