@@ -253,7 +253,7 @@ fn glsl_step_kernels_compile() {
                     packed,
                     split: None,
                     acc16: false,
-                    ksplit: false,
+                    ksplit: 1,
                 };
                 let src = codegen::glsl_step_kernel(&net, loss, texture, 5000, launch).expect(arch);
                 if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
@@ -396,10 +396,10 @@ fn glsl_bias_gradients_on_the_tensor_cores() {
     }
 }
 
-/// Products of more than one k step in two accumulators (`GlslLaunch::ksplit`, odd
-/// steps apart, added before the epilogue): every network of the GLSL family without a
-/// grid compiles that way, with f32 accumulators and, where they fit, f16 ones; each
-/// product of two or more steps declares `c1` and ends in `c = c + c1`.
+/// Products of more than one k step in two or four accumulator chains
+/// (`GlslLaunch::ksplit`, added before the epilogue): every network of the GLSL family
+/// without a grid compiles that way, with f32 accumulators and, where they fit, f16
+/// ones; each product of two or more steps declares `c1` and ends in `c = c + c1`.
 #[test]
 fn glsl_ksplit_kernels_compile() {
     use nshade_gpu::train::codegen::Pad;
@@ -410,12 +410,12 @@ fn glsl_ksplit_kernels_compile() {
             continue;
         }
         let net = build(arch);
-        for acc16 in [false, true]
+        for (acc16, chains) in [(false, 2), (true, 2), (false, 4), (true, 4)]
             .into_iter()
-            .filter(|&h| !h || codegen::acc16_fits(&net))
+            .filter(|&(h, _)| !h || codegen::acc16_fits(&net))
         {
             let launch = codegen::GlslLaunch {
-                ksplit: true,
+                ksplit: chains,
                 ..launch_48k(&net, acc16)
             };
             let src =
@@ -428,14 +428,14 @@ fn glsl_ksplit_kernels_compile() {
             assert_eq!(src.matches("> c1 = ").count(), fwd + bwd, "{arch}");
             if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
                 panic!(
-                    "{arch} (acc16 {acc16}): line {:?}: {}\n{src}",
+                    "{arch} (acc16 {acc16}, {chains} chains): line {:?}: {}\n{src}",
                     e.line, e.message
                 );
             }
             compiled += 1;
         }
     }
-    assert_eq!(compiled, 2 * 4 + 2);
+    assert_eq!(compiled, 2 * (2 * 4 + 2));
 }
 
 /// The data the split kernels below are generated for.
@@ -462,7 +462,7 @@ fn launch_48k(net: &Network, acc16: bool) -> codegen::GlslLaunch {
         packed: false,
         split: None,
         acc16,
-        ksplit: false,
+        ksplit: 1,
     }
 }
 
@@ -520,7 +520,7 @@ fn glsl_dw_split_kernels_compile() {
             split: Some(split.clone()),
             // (with f16 accumulators where they fit: `NSHADE_GPU_ACC16=1` reaches that)
             acc16: codegen::acc16_fits(&net),
-            ksplit: false,
+            ksplit: 1,
         };
         let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch).expect(arch);
         let dw = codegen::glsl_dw_kernel(&net, &split, 256, shape.samples, 3, partial_len);

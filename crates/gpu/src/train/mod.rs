@@ -919,7 +919,10 @@ impl GpuTrainer {
                         &shape,
                         ctx.device.limits().max_compute_workgroup_storage_size as usize,
                     ),
-                    ksplit: std::env::var("NSHADE_GPU_KSPLIT").is_ok_and(|v| v == "1"),
+                    ksplit: std::env::var("NSHADE_GPU_KSPLIT")
+                        .ok()
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(1),
                 },
             )
             .ok_or_else(|| backend_err("the GLSL step kernel does not apply to this network"))?,

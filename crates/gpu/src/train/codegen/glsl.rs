@@ -467,23 +467,31 @@ fn mul_add(k: &mut String, held: Option<&str>, a_load: &str, b_load: &str, c: &s
     };
 }
 
-/// The accumulator of k step `kk` of `kn` (`ksplit`: odd steps into a second one, `c1`,
-/// declared of type `ty` before them, so two chains of dependent products run side by
-/// side; `ksplit_end` adds it).
-fn ksplit_acc(k: &mut String, kk: usize, kn: usize, ksplit: bool, ty: &str) -> &'static str {
-    if !ksplit || kn < 2 {
-        return "c";
-    }
+/// The accumulator of k step `kk` of `kn` with `chains` accumulators (`ksplit`): step kk
+/// goes into chain kk mod n, n = min(chains, kn) — `c`, then `c1`, `c2`, `c3` declared
+/// of type `ty` before the first step — so n chains of dependent products run side by
+/// side; [`ksplit_end`] adds them.
+fn ksplit_acc(k: &mut String, kk: usize, kn: usize, chains: usize, ty: &str) -> String {
+    let n = chains.clamp(1, 4).min(kn);
     if kk == 0 {
-        let _ = writeln!(k, "        {ty} c1 = {ty}(0.0);");
+        for j in 1..n {
+            let _ = writeln!(k, "        {ty} c{j} = {ty}(0.0);");
+        }
     }
-    if kk % 2 == 1 { "c1" } else { "c" }
+    match kk % n.max(1) {
+        0 => "c".to_string(),
+        j => format!("c{j}"),
+    }
 }
 
-/// The end of a product split by [`ksplit_acc`]: c += c1.
-fn ksplit_end(k: &mut String, kn: usize, ksplit: bool) {
-    if ksplit && kn >= 2 {
-        k.push_str("        c = c + c1;\n");
+/// The end of a product split by [`ksplit_acc`]: the chains added in pairs, in a fixed
+/// order (c + c1, c2 + c3, then the two).
+fn ksplit_end(k: &mut String, kn: usize, chains: usize) {
+    match chains.clamp(1, 4).min(kn) {
+        2 => k.push_str("        c = c + c1;\n"),
+        3 => k.push_str("        c = c + c1; c = c + c2;\n"),
+        4 => k.push_str("        c = c + c1; c2 = c2 + c3; c = c + c2;\n"),
+        _ => {}
     }
 }
 
@@ -560,11 +568,11 @@ pub struct GlslLaunch {
     /// of an even number of features): `partial_len` then includes the grid outputs'
     /// |dy| sums after the dense partials.
     pub packed: bool,
-    /// The forward and input-gradient products of more than one k step accumulate their
-    /// odd steps apart and add the two at the end: two chains of dependent products side
-    /// by side instead of one (other sums, other bits; `NSHADE_GPU_KSPLIT=1`, prepared
-    /// for measurement, off by default).
-    pub ksplit: bool,
+    /// Chains of accumulators for the forward and input-gradient products (1 to 4): k
+    /// step kk adds into chain kk mod chains, the chains are added before the epilogue,
+    /// so that many chains of dependent products run side by side (other sums, other
+    /// bits; `NSHADE_GPU_KSPLIT=2|4`, prepared for measurement; 1, one chain, by default).
+    pub ksplit: usize,
     /// The hidden layers' products, and the input gradients under them, accumulate in
     /// f16 with their activations and derivatives on f16 elements, as tiny-cuda-nn's
     /// fully fused MLP (and the biases they start from: an f16 copy); the output layer,
@@ -1114,7 +1122,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                     k16 = kk * 16
                 ),
                 &format!("xh, {}u + sb * 16u, SX, {ROW}", lay.xo[i] + kk * 16 * sx),
-                dst,
+                &dst,
             );
         }
         ksplit_end(&mut k, kn, ksplit);
@@ -1381,7 +1389,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                         ip = l.in_p
                     ),
                     &format!("gh, {}u + sb * 16u, SX, {ROW}", cur + kk * 16 * sx),
-                    dst,
+                    &dst,
                 );
             }
             ksplit_end(&mut k, kn, ksplit);
