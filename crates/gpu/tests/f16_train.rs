@@ -9,6 +9,7 @@
 //! CPU's loss; the same seed twice gives identical weights.
 
 mod common;
+use common::same_bits;
 
 use nshade_core::arch::Arch;
 use nshade_core::cpu::CpuTrainer;
@@ -125,10 +126,6 @@ fn f16_kernels_validate() {
         );
         naga::front::wgsl::parse_str(&adam).unwrap();
     }
-}
-
-fn same_bits(a: &[f32], b: &[f32]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
 }
 
 fn compare_gradient(b: &GpuBackend, arch: &str, data: Arc<TrainingData>, c: &TrainConfig) {

@@ -12,6 +12,7 @@
 //! steps within 5 % of the CPU's loss; the same seed twice gives identical weights.
 
 mod common;
+use common::same_bits;
 
 use nshade_core::arch::Arch;
 use nshade_core::cpu::CpuTrainer;
@@ -81,10 +82,6 @@ fn params(net: &Network) -> Vec<f32> {
         }
     }
     p
-}
-
-fn same_bits(a: &[f32], b: &[f32]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
 }
 
 #[test]

@@ -7,6 +7,7 @@
 //! fixed-point accumulators truncate scaled values at a different place).
 
 mod common;
+use common::same_bits;
 
 use common::validate;
 use nshade_core::arch::Arch;
@@ -173,10 +174,6 @@ fn state(scale: f32, good_steps: u32, skipped: u32) -> Option<LossScaleState> {
         good_steps,
         skipped,
     })
-}
-
-fn same_bits(a: &[f32], b: &[f32]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
 }
 
 const ARCH: &str = "freq(2) | mlp(16x2, leaky_relu, sigmoid)";

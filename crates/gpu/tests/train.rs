@@ -310,9 +310,6 @@ fn glsl_step_kernel_overflow_skips_the_step() {
     let Some(ctx) = glsl_context("glsl_step_kernel_overflow_skips_the_step") else {
         return;
     };
-    let same = |a: &[f32], b: &[f32]| {
-        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
-    };
     let backend = GpuBackend::with_context(ctx)
         .precision(Precision::Coop)
         .loss_scaling(LossScale {
@@ -332,7 +329,7 @@ fn glsl_step_kernel_overflow_skips_the_step() {
         assert_eq!(g.kernel_language(), "glsl", "{arch}");
         g.run(1).unwrap();
         assert!(
-            same(&g.params().unwrap(), &p0),
+            common::same_bits(&g.params().unwrap(), &p0),
             "{arch}: an overflowing step moved weights"
         );
         let st = g.loss_scale_state().unwrap().unwrap();
@@ -342,12 +339,12 @@ fn glsl_step_kernel_overflow_skips_the_step() {
         let st = g.loss_scale_state().unwrap().unwrap();
         assert!(st.skipped > 1 && st.skipped < 61, "{arch}: {st:?}");
         let p1 = g.params().unwrap();
-        assert!(!same(&p1, &p0), "{arch}: no step trained");
+        assert!(!common::same_bits(&p1, &p0), "{arch}: no step trained");
         let t = g.steps_done();
         g.inject_overflow(t).unwrap();
         g.run(1).unwrap();
         assert!(
-            same(&g.params().unwrap(), &p1),
+            common::same_bits(&g.params().unwrap(), &p1),
             "{arch}: the injected overflow moved weights"
         );
         let st2 = g.loss_scale_state().unwrap().unwrap();
@@ -473,7 +470,7 @@ fn short_run(backend: &GpuBackend, arch: &str) {
         "{arch}: loss {first} → {last}"
     );
     assert!(
-        p1.len() == p2.len() && p1.iter().zip(&p2).all(|(a, b)| a.to_bits() == b.to_bits()),
+        common::same_bits(&p1, &p2),
         "{arch}: same seed, same device: weights differ"
     );
 }

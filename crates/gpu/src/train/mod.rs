@@ -513,8 +513,7 @@ pub fn glsl_enabled() -> bool {
 /// where it applies: the cooperative-matrix path's fused kernels, a network and data of
 /// its family ([`codegen::glsl_fits`]), an adapter that loads SPIR-V unchanged, and a
 /// build with glslang. `fused` is the WGSL launch the kernel replaces (its Adam
-/// kernel takes the same groups). With it the layers whose weight gradients go through
-/// the dW kernel ([`codegen::DwSplit`]), within the binding limit `max_binding`.
+/// kernel takes the same groups).
 fn glsl_launch(
     ctx: &GpuContext,
     net: &Network,
@@ -522,7 +521,7 @@ fn glsl_launch(
     batch: u32,
     fused: Launch,
     max_binding: u64,
-) -> Option<(Launch, codegen::GlslShape, Option<codegen::DwSplit>)> {
+) -> Option<GlslPlan> {
     if !cfg!(feature = "glslang")
         || !glsl_enabled()
         || !ctx.has(wgpu::Features::PASSTHROUGH_SHADERS)
@@ -540,8 +539,8 @@ fn glsl_launch(
     let mps = ctx.summary.multiprocessors.unwrap_or(128);
     let (groups, chunks) = split_batch(batch, shape.samples, mps * shape.per_mp);
     let split = codegen::DwSplit::of(net, groups, chunks, shape.samples, &mode, max_binding);
-    Some((
-        Launch {
+    Some(GlslPlan {
+        launch: Launch {
             samples: shape.samples,
             threads: shape.threads,
             groups,
@@ -554,7 +553,19 @@ fn glsl_launch(
         },
         shape,
         split,
-    ))
+        acc16: codegen::acc16_for(net, &shape, max),
+    })
+}
+
+/// What [`glsl_launch`] decides for the GLSL step kernel: its launch (replacing the WGSL
+/// one), its shape, the layers whose weight gradients go through the dW kernel
+/// ([`codegen::DwSplit`], within the binding limit) and whether it accumulates in f16
+/// ([`codegen::acc16_for`]).
+struct GlslPlan {
+    launch: Launch,
+    shape: codegen::GlslShape,
+    split: Option<codegen::DwSplit>,
+    acc16: bool,
 }
 
 /// The pipeline of the GLSL step kernel `src`, compiled by glslang and loaded as SPIR-V
@@ -878,17 +889,13 @@ impl GpuTrainer {
             .limits()
             .max_storage_buffer_binding_size
             .min(ctx.device.limits().max_buffer_size);
-        // the layers whose weight gradients leave the GLSL step kernel for the dW kernel
-        let (glsl, split) = match precision {
-            Precision::Coop => {
-                match glsl_launch(&ctx, net, kind, cfg.batch as u32, launch, max_binding) {
-                    Some((l, shape, split)) => (Some((l, shape)), split),
-                    None => (None, None),
-                }
-            }
-            _ => (None, None),
+        let glsl = match precision {
+            Precision::Coop => glsl_launch(&ctx, net, kind, cfg.batch as u32, launch, max_binding),
+            _ => None,
         };
-        let launch = glsl.map_or(launch, |g| g.0);
+        // the layers whose weight gradients leave the GLSL step kernel for the dW kernel
+        let split = glsl.as_ref().and_then(|g| g.split.clone());
+        let launch = glsl.as_ref().map_or(launch, |g| g.launch);
         let scaling = scaling.or(coop.then(|| LossScale::for_batch(cfg.batch as u32)));
         // packed table-gradient lanes (with dynamic loss scaling and 64-bit atomics); the
         // step kernels decide the same way
@@ -900,29 +907,22 @@ impl GpuTrainer {
             TrainingData::Rows(r) => &r.data,
         };
         let batch = cfg.batch as u32;
-        let step_src = match glsl {
-            Some((_, shape)) => codegen::glsl_step_kernel(
+        let step_src = match &glsl {
+            Some(plan) => codegen::glsl_step_kernel(
                 net,
                 cfg.loss,
                 kind,
                 batch,
                 codegen::GlslLaunch {
-                    shape,
+                    shape: plan.shape,
                     chunks: launch.chunks,
                     partial_len: pad.partial_len(net.dense_count)
                         + pack.as_ref().map_or(0, |p| p.lf),
                     atomic64: launch.atomic64,
                     packed: pack.is_some(),
                     split: split.clone(),
-                    acc16: codegen::acc16_for(
-                        net,
-                        &shape,
-                        ctx.device.limits().max_compute_workgroup_storage_size as usize,
-                    ),
-                    ksplit: std::env::var("NSHADE_GPU_KSPLIT")
-                        .ok()
-                        .and_then(|v| v.parse().ok())
-                        .unwrap_or(1),
+                    acc16: plan.acc16,
+                    ksplit: codegen::ksplit_chains(),
                 },
             )
             .ok_or_else(|| backend_err("the GLSL step kernel does not apply to this network"))?,

@@ -14,6 +14,11 @@ pub mod models;
 #[allow(unused_imports)]
 pub use models::{assert_close, ci, max_abs, max_abs_diff, max_rel_err, skip};
 
+/// The same length and the same bits in every element (deterministic runs).
+pub fn same_bits(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
 /// The default GPU context, or `None` after a counted [`skip`] (a failure under `CI=true`,
 /// where lavapipe is installed).
 pub fn context() -> Option<GpuContext> {

@@ -443,6 +443,15 @@ pub fn acc16_for(net: &Network, shape: &GlslShape, max: usize) -> bool {
         && shape.per_mp as usize * bytes <= max
 }
 
+/// Accumulator chains per product ([`GlslLaunch::ksplit`]): `NSHADE_GPU_KSPLIT=2|4`,
+/// prepared for measurement; one by default.
+pub fn ksplit_chains() -> usize {
+    std::env::var("NSHADE_GPU_KSPLIT")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+}
+
 /// `act` on an f16 value `z` (relu, leaky_relu, none: [`acc16_for`]).
 fn act16(a: Activation, z: &str) -> String {
     match a {
@@ -878,7 +887,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     // slot of tile (ot, ot mod it_n) — one row block per subgroup where those tiles fall
     // to distinct subgroups — instead of per-invocation sums of f16 loads (three
     // instructions a value); `NSHADE_GPU_OFF=dbmma` keeps the sums
-    let db_owner = |i: usize| -> Option<usize> {
+    let db_owned = |i: usize| {
         let l = pad.layers[i];
         let (ob, it_n) = (l.out_p / 16, l.in_p / 16);
         let owners: Vec<usize> = (0..ob).map(|ot| (ot * it_n + ot % it_n) % nsg).collect();
@@ -886,7 +895,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             .iter()
             .enumerate()
             .all(|(a, x)| !owners[..a].contains(x));
-        (distinct && !slots[i].is_empty()).then_some(ob)
+        distinct && !slots[i].is_empty()
     };
     let dbmma: Vec<bool> = (0..n_l)
         .map(|i| {
@@ -895,7 +904,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                 && !exp_has(&off, "dbmma")
                 && !exp_has(&exp, "nodw")
                 && !exp_has(&exp, "fwd")
-                && db_owner(i).is_some()
+                && db_owned(i)
         })
         .collect();
     if dbmma.contains(&true) {
