@@ -19,7 +19,7 @@
 # TABLE_ONLY=1 runs only the table (nshade, D with every dW in the step kernel,
 # A, B, D with the epilogues as before the nineteenth session, the GLSL kernel's tests
 # with the default, with every layer split and with f16 accumulators wherever they fit,
-# A, B, D and the kernel tests with NSHADE_GPU_KSPLIT=2 and 4, PyTorch, tcnn, nshade again); SKIP_INFER=1 leaves out the inference section (every shader form of A-D at 1080p against
+# every test of the release `train` and `grid_train` binaries in $D, PyTorch, tcnn, nshade again); SKIP_INFER=1 leaves out the inference section (every shader form of A-D at 1080p against
 # PyTorch's fp16 graph and tcnn's inference modes, about 2 minutes; then the GLSL
 # subgroup-private kernel in each shape of ROWS_SHAPES, "G,B ..." of subgroups per
 # workgroup and 16-row blocks per subgroup, for A-C with staged weights and for B and D
@@ -61,11 +61,8 @@ for l in sys.stdin:
     [ -x "$D/train" ] && "$D/train" glsl_step_kernel --nocapture 2>&1 | grep -E "^test |worst|panicked"
     [ -x "$D/train" ] && NSHADE_GPU_DWSPLIT=all "$D/train" glsl_step_kernel_matches_cpu --nocapture 2>&1 | grep -E "^test |worst|panicked"
     [ -x "$D/train" ] && NSHADE_GPU_ACC16=1 "$D/train" glsl_step_kernel --nocapture 2>&1 | grep -E "^test |worst|panicked"
-    echo "== two and four accumulator chains per product (NSHADE_GPU_KSPLIT=2|4, prepared in the nineteenth session, not yet run): the kernel tests, then A, B, D"
-    for n in 2 4; do
-      [ -x "$D/train" ] && NSHADE_GPU_KSPLIT=$n "$D/train" glsl_step_kernel --nocapture 2>&1 | grep -E "^test |worst|panicked"
-      NSHADE_GPU_KSPLIT=$n "$N" bench --backend gpu --json --seconds 1 --arch "$A" --arch "$B" --arch "$DD" $BATCHES | tee >(tag ksplit$n)
-    done
+    echo "== every test of train and grid_train (release test binaries, where \$D holds them)"
+    for t in train grid_train; do [ -x "$D/$t" ] && "$D/$t" 2>&1 | grep -E "test result|panicked|FAILED"; done
   else
   echo "== C on the cooperative-matrix path"
   "$N" bench --backend gpu --json --seconds 1 --arch "$C" $BATCHES --gpu-path coop | tee >(tag coop)

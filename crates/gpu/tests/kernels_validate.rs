@@ -253,7 +253,6 @@ fn glsl_step_kernels_compile() {
                     packed,
                     split: None,
                     acc16: false,
-                    ksplit: 1,
                 };
                 let src = codegen::glsl_step_kernel(&net, loss, texture, 5000, launch).expect(arch);
                 if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
@@ -396,48 +395,6 @@ fn glsl_bias_gradients_on_the_tensor_cores() {
     }
 }
 
-/// Products of more than one k step in two or four accumulator chains
-/// (`GlslLaunch::ksplit`, added before the epilogue): every network of the GLSL family
-/// without a grid compiles that way, with f32 accumulators and, where they fit, f16
-/// ones; each product of two or more steps declares `c1` and ends in `c = c + c1`.
-#[test]
-fn glsl_ksplit_kernels_compile() {
-    use nshade_gpu::train::codegen::Pad;
-    let texture = small_texture();
-    let mut compiled = 0;
-    for (arch, losses) in common::glsl_family() {
-        if arch.contains("grid") {
-            continue;
-        }
-        let net = build(arch);
-        for (acc16, chains) in [(false, 2), (true, 2), (false, 4), (true, 4)]
-            .into_iter()
-            .filter(|&(h, _)| !h || codegen::acc16_fits(&net))
-        {
-            let launch = codegen::GlslLaunch {
-                ksplit: chains,
-                ..launch_48k(&net, acc16)
-            };
-            let src =
-                codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch).expect(arch);
-            // forward products of two or more k steps, and input gradients under them
-            let pad = Pad::of(&net);
-            let fwd = pad.layers.iter().filter(|l| l.in_p >= 32).count();
-            let bwd = pad.layers[1..].iter().filter(|l| l.out_p >= 32).count();
-            assert_eq!(src.matches("c = c + c1;").count(), fwd + bwd, "{arch}");
-            assert_eq!(src.matches("> c1 = ").count(), fwd + bwd, "{arch}");
-            if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
-                panic!(
-                    "{arch} (acc16 {acc16}, {chains} chains): line {:?}: {}\n{src}",
-                    e.line, e.message
-                );
-            }
-            compiled += 1;
-        }
-    }
-    assert_eq!(compiled, 2 * (2 * 4 + 2));
-}
-
 /// The data the split kernels below are generated for.
 fn small_texture() -> DataKind {
     DataKind::Texture {
@@ -462,7 +419,6 @@ fn launch_48k(net: &Network, acc16: bool) -> codegen::GlslLaunch {
         packed: false,
         split: None,
         acc16,
-        ksplit: 1,
     }
 }
 
@@ -520,7 +476,6 @@ fn glsl_dw_split_kernels_compile() {
             split: Some(split.clone()),
             // (with f16 accumulators where they fit: `NSHADE_GPU_ACC16=1` reaches that)
             acc16: codegen::acc16_fits(&net),
-            ksplit: 1,
         };
         let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch).expect(arch);
         let dw = codegen::glsl_dw_kernel(&net, &split, 256, shape.samples, 3, partial_len);

@@ -922,7 +922,6 @@ impl GpuTrainer {
                     packed: pack.is_some(),
                     split: split.clone(),
                     acc16: plan.acc16,
-                    ksplit: codegen::ksplit_chains(),
                 },
             )
             .ok_or_else(|| backend_err("the GLSL step kernel does not apply to this network"))?,

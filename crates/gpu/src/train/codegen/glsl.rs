@@ -443,15 +443,6 @@ pub fn acc16_for(net: &Network, shape: &GlslShape, max: usize) -> bool {
         && shape.per_mp as usize * bytes <= max
 }
 
-/// Accumulator chains per product ([`GlslLaunch::ksplit`]): `NSHADE_GPU_KSPLIT=2|4`,
-/// prepared for measurement; one by default.
-pub fn ksplit_chains() -> usize {
-    std::env::var("NSHADE_GPU_KSPLIT")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1)
-}
-
 /// `act` on an f16 value `z` (relu, leaky_relu, none: [`acc16_for`]).
 fn act16(a: Activation, z: &str) -> String {
     match a {
@@ -474,34 +465,6 @@ fn mul_add(k: &mut String, held: Option<&str>, a_load: &str, b_load: &str, c: &s
             "        {{ {MA} a; coopMatLoad(a, {a_load}); {MB} b; coopMatLoad(b, {b_load}); {c} = coopMatMulAdd(a, b, {c}); }}"
         ),
     };
-}
-
-/// The accumulator of k step `kk` of `kn` with `chains` accumulators (`ksplit`): step kk
-/// goes into chain kk mod n, n = min(chains, kn) — `c`, then `c1`, `c2`, `c3` declared
-/// of type `ty` before the first step — so n chains of dependent products run side by
-/// side; [`ksplit_end`] adds them.
-fn ksplit_acc(k: &mut String, kk: usize, kn: usize, chains: usize, ty: &str) -> String {
-    let n = chains.clamp(1, 4).min(kn);
-    if kk == 0 {
-        for j in 1..n {
-            let _ = writeln!(k, "        {ty} c{j} = {ty}(0.0);");
-        }
-    }
-    match kk % n.max(1) {
-        0 => "c".to_string(),
-        j => format!("c{j}"),
-    }
-}
-
-/// The end of a product split by [`ksplit_acc`]: the chains added in pairs, in a fixed
-/// order (c + c1, c2 + c3, then the two).
-fn ksplit_end(k: &mut String, kn: usize, chains: usize) {
-    match chains.clamp(1, 4).min(kn) {
-        2 => k.push_str("        c = c + c1;\n"),
-        3 => k.push_str("        c = c + c1; c = c + c2;\n"),
-        4 => k.push_str("        c = c + c1; c2 = c2 + c3; c = c + c2;\n"),
-        _ => {}
-    }
 }
 
 /// `NSHADE_GPU_EXP` (timing only, wrong results) holds `name` among its comma-separated
@@ -577,11 +540,6 @@ pub struct GlslLaunch {
     /// of an even number of features): `partial_len` then includes the grid outputs'
     /// |dy| sums after the dense partials.
     pub packed: bool,
-    /// Chains of accumulators for the forward and input-gradient products (1 to 4): k
-    /// step kk adds into chain kk mod chains, the chains are added before the epilogue,
-    /// so that many chains of dependent products run side by side (other sums, other
-    /// bits; `NSHADE_GPU_KSPLIT=2|4`, prepared for measurement; 1, one chain, by default).
-    pub ksplit: usize,
     /// The hidden layers' products, and the input gradients under them, accumulate in
     /// f16 with their activations and derivatives on f16 elements, as tiny-cuda-nn's
     /// fully fused MLP (and the biases they start from: an f16 copy); the output layer,
@@ -619,7 +577,6 @@ pub fn glsl_step_kernel(
         packed,
         split,
         acc16,
-        ksplit,
     } = launch;
     let shp = shape(net)?;
     // the sampling takes one invocation per sample, the bias sums one per row
@@ -1120,7 +1077,6 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         );
         let kn = l.in_p / 16;
         for kk in 0..kn {
-            let dst = ksplit_acc(&mut k, kk, kn, ksplit, if h16 { ACC16 } else { ACC });
             mul_add(
                 &mut k,
                 fwd_w[i].as_ref().map(|w| w[kk].as_str()),
@@ -1131,10 +1087,9 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                     k16 = kk * 16
                 ),
                 &format!("xh, {}u + sb * 16u, SX, {ROW}", lay.xo[i] + kk * 16 * sx),
-                &dst,
+                "c",
             );
         }
-        ksplit_end(&mut k, kn, ksplit);
         if i + 1 < n_l {
             // hidden layer: activation in registers, padding rows to zero, f16 into X_{i+1}
             // (relu, leaky relu, tanh and none give 0 there already)
@@ -1387,7 +1342,6 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             let _ = writeln!(k, "        {cty} c = {cty}(0.0);");
             let kn = l.out_p / 16;
             for kk in 0..kn {
-                let dst = ksplit_acc(&mut k, kk, kn, ksplit, cty);
                 mul_add(
                     &mut k,
                     bwd_w[i].as_ref().map(|w| w[kk].as_str()),
@@ -1398,10 +1352,9 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                         ip = l.in_p
                     ),
                     &format!("gh, {}u + sb * 16u, SX, {ROW}", cur + kk * 16 * sx),
-                    &dst,
+                    "c",
                 );
             }
-            ksplit_end(&mut k, kn, ksplit);
             let below = match i {
                 0 => None,
                 _ => Some(shp.layers[i - 1].act),

@@ -51,7 +51,6 @@ use fused::{DW_END, Fold, f16_range_check};
 pub use fused::{fused_enabled, net_fusable};
 pub use glsl::{
     GlslLaunch, GlslShape, acc16_fits, acc16_for, glsl_fits, glsl_samples, glsl_step_kernel,
-    ksplit_chains,
 };
 pub use glsl_dw::{DwSplit, glsl_dw_kernel, split_mode};
 pub use vec4::{VecLayer, VecPad};
