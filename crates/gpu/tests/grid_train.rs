@@ -24,7 +24,25 @@ use nshade_core::texture::Texture;
 use nshade_core::train::{TrainConfig, Trainer};
 use nshade_gpu::train::codegen::Precision;
 use nshade_gpu::train::{GpuBackend, precision_supported};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// `fixed_point_accumulators_are_exact` runs alone, the other tests side by side: on an
+/// H200 (driver 580.159.04) the five tests' devices created and used at once stalled the
+/// process in 6 of 18 runs, the fixed-point test's driver thread busy and every other
+/// test's thread waiting on a driver lock (more than 400 s once); that test alone (4 of
+/// 4) and the other four together (4 of 4) never did (docs/PERFORMANCE.md, twentieth
+/// session). A stall would end the run at the harness's time limit, not in an assertion.
+static GPU_TURN: RwLock<()> = RwLock::new(());
+
+/// A turn beside the other tests that share.
+fn shared_turn() -> RwLockReadGuard<'static, ()> {
+    GPU_TURN.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A turn with no other test on the GPU.
+fn exclusive_turn() -> RwLockWriteGuard<'static, ()> {
+    GPU_TURN.write().unwrap_or_else(|e| e.into_inner())
+}
 
 fn texture() -> Arc<TrainingData> {
     let (w, h) = (41usize, 29usize);
@@ -86,6 +104,7 @@ fn params(net: &Network) -> Vec<f32> {
 
 #[test]
 fn grid_gradients_match_cpu() {
+    let _turn = shared_turn();
     let Some(ctx) = common::context() else { return };
     let backend = GpuBackend::with_context(Arc::new(ctx));
     let tex = texture();
@@ -164,6 +183,7 @@ fn grid_gradients_match_cpu() {
 
 #[test]
 fn grid_run_reaches_the_cpu_loss_and_is_deterministic() {
+    let _turn = shared_turn();
     let Some(ctx) = common::context() else { return };
     let ctx = Arc::new(ctx);
     run_matches_cpu(
@@ -269,6 +289,7 @@ fn run_matches_cpu(backend: &GpuBackend, arch: &str, language: Option<&str>) -> 
 /// complement, whatever order the invocations run in.
 #[test]
 fn fixed_point_accumulators_are_exact() {
+    let _turn = exclusive_turn();
     let Some(ctx) = common::context() else { return };
     // 32-bit pairs on every device; one 64-bit atomic where the device has them
     // (lavapipe does: required in CI)
@@ -521,6 +542,7 @@ fn packed_state(scale: f32, k0: &[i32], k1: &[i32], ov: &[u32]) -> Vec<u32> {
 /// ends of the range, negative and positive, on every output's exponent.
 #[test]
 fn packed_lanes_decode_exactly() {
+    let _turn = shared_turn();
     let Some(ctx) = common::context() else { return };
     let (net, pk) = packed_net();
     let t = net.param_count - net.dense_count;
@@ -595,6 +617,7 @@ fn packed_lanes_decode_exactly() {
 #[test]
 fn packed_lanes_check_their_range() {
     use nshade_gpu::train::codegen::{self, LossScale, Pad};
+    let _turn = shared_turn();
     let Some(ctx) = common::context() else { return };
     let (net, pk) = packed_net();
     assert_eq!(pk.lf, 4);
