@@ -19,7 +19,9 @@
 # TABLE_ONLY=1 runs only the issue's table (nshade, D with every dW in the step kernel,
 # A, B, D with the epilogues as before the nineteenth session, the GLSL kernel's tests
 # with the default, with every layer split and with f16 accumulators wherever they fit,
-# every test of the release `train` and `grid_train` binaries in $D, PyTorch, tcnn, nshade again); SKIP_INFER=1 leaves out the inference section (every shader form of A-D at 1080p against
+# the subgroup-private kernel's tests and A and seed #1 with it (NSHADE_GPU_PRIVATE=1,
+# NSHADE_GPU_SG=4|2|8), every test of the release `train` and `grid_train` binaries in
+# $D, PyTorch, tcnn, nshade again); SKIP_INFER=1 leaves out the inference section (every shader form of A-D at 1080p against
 # PyTorch's fp16 graph and tcnn's inference modes, about 2 minutes; then the GLSL
 # subgroup-private kernel in each shape of ROWS_SHAPES, "G,B ..." of subgroups per
 # workgroup and 16-row blocks per subgroup, for A-C with staged weights and for B and D
@@ -61,8 +63,14 @@ for l in sys.stdin:
     [ -x "$D/train" ] && "$D/train" glsl_step_kernel --nocapture 2>&1 | grep -E "^test |worst|panicked"
     [ -x "$D/train" ] && NSHADE_GPU_DWSPLIT=all "$D/train" glsl_step_kernel_matches_cpu --nocapture 2>&1 | grep -E "^test |worst|panicked"
     [ -x "$D/train" ] && NSHADE_GPU_ACC16=1 "$D/train" glsl_step_kernel --nocapture 2>&1 | grep -E "^test |worst|panicked"
+    echo "== the subgroup-private kernel (NSHADE_GPU_PRIVATE=1, prepared in the twentieth session): its kernel tests, then A and seed #1's network at 4 (default), 2 and 8 subgroups a workgroup"
+    [ -x "$D/train" ] && NSHADE_GPU_PRIVATE=1 timeout 120 "$D/train" glsl_step_kernel --nocapture 2>&1 | grep -E "^test |worst|panicked"
+    for sg in 4 2 8; do
+      NSHADE_GPU_PRIVATE=1 NSHADE_GPU_SG=$sg timeout 120 "$N" bench --backend gpu --json --seconds 1 --arch "$A" --arch "S1=mlp(32x3, relu)" $BATCHES | tee >(tag "private-sg$sg")
+    done
+    "$N" bench --backend gpu --json --seconds 1 --arch "S1=mlp(32x3, relu)" $BATCHES | tee >(tag s1)
     echo "== every test of train and grid_train (release test binaries, where \$D holds them)"
-    for t in train grid_train; do [ -x "$D/$t" ] && "$D/$t" 2>&1 | grep -E "test result|panicked|FAILED"; done
+    for t in train grid_train; do [ -x "$D/$t" ] && timeout 120 "$D/$t" 2>&1 | grep -E "test result|panicked|FAILED"; done
   else
   echo "== C on the cooperative-matrix path"
   "$N" bench --backend gpu --json --seconds 1 --arch "$C" $BATCHES --gpu-path coop | tee >(tag coop)

@@ -361,6 +361,104 @@ fn glsl_acc16_kernels_compile() {
     }
 }
 
+/// The subgroup-private kernel (`NSHADE_GPU_PRIVATE=1`, NVIDIA's conversions): it takes
+/// the GLSL family's networks at most 32 wide without masked padding rows (seed #3's and
+/// the bare mlp) and refuses the rest; each compiles with glslang for every loss it is
+/// tested with on a GPU, in 1, 4 and 8 subgroups; its chunk loop has no workgroup
+/// barrier; each layer's weight-gradient tiles and bias tiles are declared once and
+/// stored once; every hidden layer's outputs become the next layer's A matrices by
+/// conversion; its workgroup memory at 4 subgroups fits 48 KiB twice.
+#[test]
+fn private_step_kernels_compile() {
+    let texture = small_texture();
+    let mut compiled = 0;
+    for (arch, losses) in common::glsl_family() {
+        let net = build(arch);
+        let fits = codegen::private_fits(&net, texture);
+        let expect = matches!(
+            arch,
+            "freq(3) | mlp(32x3, leaky_relu, sigmoid)" | "mlp(32x3, relu)"
+        );
+        assert_eq!(fits, expect, "{arch}");
+        let pad = Pad::of(&net);
+        for nsg in [1u32, 4, 8] {
+            let launch = codegen::PrivateLaunch {
+                subgroups: nsg,
+                chunks: 3,
+                partial_len: pad.partial_len(net.dense_count),
+            };
+            let src = codegen::private_step_kernel(&net, losses[0], texture, 5000, launch);
+            if !fits {
+                assert!(src.is_none(), "{arch}: refused");
+                continue;
+            }
+            if nsg == 4 {
+                assert!(
+                    2 * launch.bytes(&net) <= 48 * 1024,
+                    "{arch}: {}",
+                    launch.bytes(&net)
+                );
+            }
+            for &loss in &losses {
+                let src =
+                    codegen::private_step_kernel(&net, loss, texture, 5000, launch).expect(arch);
+                if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
+                    panic!(
+                        "{arch} ({loss:?}, {nsg} subgroups): line {:?}: {}\n{src}",
+                        e.line, e.message
+                    );
+                }
+                let body = &src[src.find("for (uint c = 0u;").expect("chunk loop")..];
+                let chunk = &body[..body.find("uint pbase").expect("partials")];
+                assert!(
+                    !chunk.contains(" barrier();"),
+                    "{arch}: a workgroup barrier in the chunk loop"
+                );
+                for (i, l) in pad.layers.iter().enumerate() {
+                    for ob in 0..l.out_p / 16 {
+                        let db = format!("db{i}_{ob}");
+                        assert_eq!(
+                            src.matches(&format!("{db} = coopMatMulAdd(")).count(),
+                            1,
+                            "{arch}: {db}"
+                        );
+                        assert_eq!(
+                            src.matches(&format!("coopMatStore({db}, ")).count(),
+                            1,
+                            "{arch}: {db}"
+                        );
+                        for ib in 0..l.in_p / 16 {
+                            let dw = format!("dw{i}_{ib}_{ob}");
+                            assert_eq!(
+                                src.matches(&format!("{dw} = coopMatMulAdd(")).count(),
+                                1,
+                                "{arch}: {dw}"
+                            );
+                            assert_eq!(
+                                src.matches(&format!("coopMatStore({dw}, partial")).count(),
+                                1,
+                                "{arch}: {dw}"
+                            );
+                        }
+                    }
+                    if i + 1 < pad.layers.len() {
+                        for ob in 0..l.out_p / 16 {
+                            let a = format!(
+                                "a{}_{ob} = coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>(y{}_{ob});",
+                                i + 1,
+                                i + 1
+                            );
+                            assert!(src.contains(&a), "{arch}: {a}");
+                        }
+                    }
+                }
+                compiled += 1;
+            }
+        }
+    }
+    assert_eq!(compiled, 3 * (Loss::ALL.len() + 1));
+}
+
 /// Bias gradients on the tensor cores (`dbmma`) in workgroups of 64: seed #3's kernel
 /// (four workgroups of 64) keeps one `db` accumulator per layer, multiplies dz by a
 /// matrix of ones with the dW products and has no per-invocation row sums; B's (256

@@ -87,6 +87,23 @@ fn compare_gradient_of(
     let mut gpu = backend.trainer(&net, params, data, c).unwrap();
     if let Some(lang) = language {
         assert_eq!(gpu.kernel_language(), lang, "{arch}: step kernel language");
+        // `NSHADE_GPU_PRIVATE=1` on a device with the conversions: the subgroup-private
+        // kernel for every network of its family
+        let private = lang == "glsl"
+            && nshade_gpu::train::codegen::private_enabled()
+            && backend.context().summary.cooperative_matrix_conversions
+            && nshade_gpu::train::codegen::private_fits(
+                &net,
+                nshade_gpu::train::codegen::DataKind::Texture {
+                    width: 1,
+                    height: 1,
+                },
+            );
+        assert_eq!(
+            gpu.subgroup_private(),
+            private,
+            "{arch}: subgroup-private kernel"
+        );
     }
     let (gpu_loss, gpu_g) = gpu.gradient().unwrap();
     if forced_path().as_deref() == Some(gpu.path()) {

@@ -532,6 +532,12 @@ fn glsl_launch(
         return None;
     }
     let max = ctx.device.limits().max_compute_workgroup_storage_size as usize;
+    if codegen::private_enabled()
+        && ctx.summary.cooperative_matrix_conversions
+        && codegen::private_fits(net, kind)
+    {
+        return private_launch(ctx, net, batch, fused, max);
+    }
     let mode = codegen::split_mode();
     let shape = codegen::glsl_samples(net, max)?;
     // as many workgroups as are resident: one (or the shape's count) per multiprocessor
@@ -554,6 +560,64 @@ fn glsl_launch(
         shape,
         split,
         acc16: codegen::acc16_for(net, &shape, max),
+        private: None,
+    })
+}
+
+/// The launch of the subgroup-private kernel (`NSHADE_GPU_PRIVATE=1`): `NSHADE_GPU_SG`
+/// subgroups a workgroup (4 by default), as many workgroups per multiprocessor as their
+/// workgroup memory fits into `max` (at most 4), each subgroup its own partial sums
+/// (`launch.groups` counts the subgroups; the dispatch, workgroups).
+fn private_launch(
+    ctx: &GpuContext,
+    net: &Network,
+    batch: u32,
+    fused: Launch,
+    max: usize,
+) -> Option<GlslPlan> {
+    let nsg = env_u32("NSHADE_GPU_SG")
+        .filter(|n| matches!(n, 1 | 2 | 4 | 8))
+        .unwrap_or(4);
+    let partial_len = codegen::Pad::of(net).partial_len(net.dense_count);
+    let probe = codegen::PrivateLaunch {
+        subgroups: nsg,
+        chunks: 1,
+        partial_len,
+    };
+    let per_mp = (max / probe.bytes(net).max(1)).min(4) as u32;
+    if per_mp == 0 {
+        return None;
+    }
+    let mps = ctx.summary.multiprocessors.unwrap_or(128);
+    let (sets, _) = split_batch(batch, codegen::PRIVATE_SAMPLES, mps * per_mp * nsg);
+    let groups = sets.div_ceil(nsg);
+    let chunks = batch.div_ceil(groups * nsg * codegen::PRIVATE_SAMPLES);
+    let shape = codegen::GlslShape {
+        threads: 32 * nsg,
+        samples: codegen::PRIVATE_SAMPLES,
+        skew: 0,
+        per_mp,
+    };
+    Some(GlslPlan {
+        launch: Launch {
+            samples: codegen::PRIVATE_SAMPLES,
+            threads: 32 * nsg,
+            groups: groups * nsg,
+            chunks,
+            skew: 0,
+            sgbar: false,
+            xglobal: false,
+            wsh: false,
+            ..fused
+        },
+        shape,
+        split: None,
+        acc16: false,
+        private: Some(codegen::PrivateLaunch {
+            subgroups: nsg,
+            chunks,
+            partial_len,
+        }),
     })
 }
 
@@ -566,6 +630,8 @@ struct GlslPlan {
     shape: codegen::GlslShape,
     split: Option<codegen::DwSplit>,
     acc16: bool,
+    /// The subgroup-private kernel instead (`launch.groups` then counts its subgroups).
+    private: Option<codegen::PrivateLaunch>,
 }
 
 /// The pipeline of the GLSL step kernel `src`, compiled by glslang and loaded as SPIR-V
@@ -630,6 +696,11 @@ pub struct GpuTrainer {
     launch: Launch,
     precision: Precision,
     adam_groups: u32,
+    /// Workgroups of the step kernel's dispatch (`launch.groups`, or its subgroup-private
+    /// form's `launch.groups` / subgroups: there every subgroup has its partial sums).
+    step_groups: u32,
+    /// The step kernel is the subgroup-private one.
+    private: bool,
     step_pipe: wgpu::ComputePipeline,
     adam_pipe: wgpu::ComputePipeline,
     step_bg: wgpu::BindGroup,
@@ -908,6 +979,13 @@ impl GpuTrainer {
         };
         let batch = cfg.batch as u32;
         let step_src = match &glsl {
+            Some(GlslPlan {
+                private: Some(pl), ..
+            }) => {
+                codegen::private_step_kernel(net, cfg.loss, kind, batch, *pl).ok_or_else(|| {
+                    backend_err("the subgroup-private step kernel does not apply to this network")
+                })?
+            }
             Some(plan) => codegen::glsl_step_kernel(
                 net,
                 cfg.loss,
@@ -1188,8 +1266,14 @@ impl GpuTrainer {
             .chain(ls.as_ref().map(|l| &l.1))
             .collect::<Vec<_>>(),
         );
+        let step_groups = match glsl.as_ref().and_then(|g| g.private) {
+            Some(pl) => launch.groups / pl.subgroups,
+            None => launch.groups,
+        };
         let mut trainer = GpuTrainer {
             adam_groups: (dense as u32).div_ceil(codegen::adam_params()) + 1,
+            step_groups,
+            private: glsl.as_ref().is_some_and(|g| g.private.is_some()),
             precision,
             ctx,
             cfg: cfg.clone(),
@@ -1287,6 +1371,12 @@ impl GpuTrainer {
     /// or `wgsl`.
     pub fn kernel_language(&self) -> &'static str {
         if self.glsl { "glsl" } else { "wgsl" }
+    }
+
+    /// Whether the step kernel is the subgroup-private one ([`codegen::private_step_kernel`],
+    /// `NSHADE_GPU_PRIVATE=1`).
+    pub fn subgroup_private(&self) -> bool {
+        self.private
     }
 
     /// Makes step `step` overflow (its loss scale becomes +∞, so every gradient is
@@ -1396,7 +1486,7 @@ impl GpuTrainer {
                 if step {
                     pass.set_pipeline(&self.step_pipe);
                     pass.set_bind_group(0, &self.step_bg, &off);
-                    pass.dispatch_workgroups(self.launch.groups, 1, 1);
+                    pass.dispatch_workgroups(self.step_groups, 1, 1);
                 }
                 if let Some((pipe, bg, layers)) = &self.dw_pass
                     && dw

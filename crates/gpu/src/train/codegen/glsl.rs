@@ -61,7 +61,7 @@ pub struct GlslShape {
 
 /// The encoding in front of the MLP.
 #[derive(Clone, Copy)]
-enum Enc<'a> {
+pub(super) enum Enc<'a> {
     /// None: the sampling writes the MLP's input rows u, v.
     Raw,
     /// `freq` with this many octaves.
@@ -72,9 +72,9 @@ enum Enc<'a> {
 
 /// The part of a network the GLSL step kernel trains: an optional `freq` or grid stage
 /// on the raw input, then one MLP.
-struct Shape<'a> {
-    enc: Enc<'a>,
-    layers: &'a [Linear],
+pub(super) struct Shape<'a> {
+    pub(super) enc: Enc<'a>,
+    pub(super) layers: &'a [Linear],
 }
 
 impl Shape<'_> {
@@ -94,7 +94,7 @@ const MAX_GRID_LEVELS: usize = 32;
 
 /// `Some` when `net` is a fusable MLP, alone or after one `freq` or 2-D grid stage, on a
 /// texture (`in_dims` 2).
-fn shape(net: &Network) -> Option<Shape<'_>> {
+pub(super) fn shape(net: &Network) -> Option<Shape<'_>> {
     let (enc, mlp) = match &net.root {
         Module::Mlp(m) => (Enc::Raw, m),
         Module::Chain(c) => match c.stages.as_slice() {
@@ -153,7 +153,7 @@ struct Layout {
 }
 
 /// A hidden layer whose padding rows need masking: its activation is not 0 at 0.
-fn needs_mask(l: &PadLayer, act: Activation) -> bool {
+pub(super) fn needs_mask(l: &PadLayer, act: Activation) -> bool {
     l.out_dims < l.out_p && matches!(act, Activation::Sigmoid | Activation::Exp)
 }
 
@@ -476,7 +476,7 @@ pub(super) fn exp_has(exp: &str, name: &str) -> bool {
 }
 
 /// y = f(z) in GLSL.
-fn act(a: Activation, z: &str) -> String {
+pub(super) fn act(a: Activation, z: &str) -> String {
     syntax::activation(&CSyntax, &a, z)
 }
 
@@ -488,7 +488,7 @@ pub(super) const HEAD: &str = "#version 450
 #extension GL_EXT_shader_16bit_storage : require
 ";
 
-const FUNCS: &str = "uint nsh_pcg_hash(uint v) {
+pub(super) const FUNCS: &str = "uint nsh_pcg_hash(uint v) {
     uint state = v * 747796405u + 2891336453u;
     uint word = ((state >> ((state >> 28u) + 4u)) ^ state) * 277803737u;
     return (word >> 22u) ^ word;
@@ -503,7 +503,8 @@ uint nsh_ls_bits(float v) { return (floatBitsToUint(v) & 0x7f800000u) == 0x7f800
 ";
 
 pub(super) const ACC: &str = "coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>";
-const ACC16: &str = "coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>";
+pub(super) const ACC16: &str =
+    "coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>";
 pub(super) const MA: &str = "coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>";
 pub(super) const MB: &str = "coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>";
 pub(super) const ROW: &str = "gl_CooperativeMatrixLayoutRowMajor";

@@ -40,6 +40,7 @@ mod fused;
 mod glsl;
 mod glsl_dw;
 mod glsl_grid;
+mod glsl_private;
 mod staged;
 mod vec4;
 
@@ -53,6 +54,9 @@ pub use glsl::{
     GlslLaunch, GlslShape, acc16_fits, acc16_for, glsl_fits, glsl_samples, glsl_step_kernel,
 };
 pub use glsl_dw::{DwSplit, glsl_dw_kernel, split_mode};
+pub use glsl_private::{
+    PRIVATE_SAMPLES, PrivateLaunch, private_enabled, private_fits, private_step_kernel,
+};
 pub use vec4::{VecLayer, VecPad};
 
 /// Where samples come from, as the kernel sees it.

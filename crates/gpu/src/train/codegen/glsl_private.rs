@@ -1,0 +1,471 @@
+//! The subgroup-private GLSL step kernel (`NSHADE_GPU_PRIVATE=1`, NVIDIA's
+//! `GL_NV_cooperative_matrix2` conversions; prepared in the twentieth session, not yet run
+//! on a GPU). The GLSL step kernel (`glsl.rs`) cuts every layer of a chunk into tiles
+//! shared by the workgroup's subgroups, one workgroup barrier per layer; here each
+//! subgroup owns 16 samples a chunk and carries them through every layer alone, as
+//! tiny-cuda-nn's JIT kernel carries 32 per warp: a hidden layer's accumulators become the
+//! next layer's A matrices in registers (the conversions), its f16 activations are also
+//! stored in the subgroup's own rows of workgroup memory for the backward (X_iᵀ for the
+//! weight gradients, y for the activation's derivative), and no workgroup barrier is
+//! left in the chunk loop. Orientation: samples are rows, so a layer is Z = X·Wᵀ + b (B =
+//! Wᵀ, W's rows read column-major), the input gradient dX = dZ·W (A = dZ converted, B = W
+//! row-major), the weight gradient dWᵀ += Xᵀ·dZ (A = X_i's rows read column-major, B =
+//! dZ converted) and the bias gradient db += 1·dZ (row 0 of every row). Each subgroup
+//! keeps its weight and bias gradients in registers across its chunks and writes them as
+//! its own partial sums (`partial_sets` = workgroups × subgroups), with its loss sum and
+//! overflow flag: the Adam kernel adds the sets in a fixed order, so runs stay
+//! deterministic. Bindings, partial layout, sampling, loss and dynamic loss scaling are
+//! those of the GLSL step kernel. Pure: network in, source text out.
+
+use super::glsl::{ACC, ACC16, COL, FUNCS, HEAD, MA, MB, ROW, act, needs_mask, shape};
+use super::{DataKind, Pad};
+use crate::train::codegen::glsl::Enc;
+use nshade_core::Activation;
+use nshade_core::loss::Loss;
+use nshade_core::network::Network;
+use nshade_shader::syntax;
+use std::fmt::Write;
+
+/// Samples of a subgroup's chunk (one row block).
+pub const PRIVATE_SAMPLES: u32 = 16;
+
+/// Widest padded layer input or output the kernel takes: every weight and bias gradient
+/// tile stays in the subgroup's registers (seed #3's: 12 weight tiles and 7 bias tiles).
+const MAX_WIDTH: usize = 32;
+
+/// Whether `NSHADE_GPU_PRIVATE=1` asks for the subgroup-private kernel where it applies.
+pub fn private_enabled() -> bool {
+    std::env::var("NSHADE_GPU_PRIVATE").is_ok_and(|v| v == "1")
+}
+
+/// Whether the subgroup-private kernel can train `net` on `data`: a texture, a raw or
+/// `freq` input, every layer at most 32 wide (padded), at most 16 outputs, and hidden
+/// activations that are 0 at 0 where a layer has padding rows.
+pub fn private_fits(net: &Network, data: DataKind) -> bool {
+    let Some(shp) = shape(net) else {
+        return false;
+    };
+    let pad = Pad::of(net);
+    matches!(data, DataKind::Texture { .. })
+        && matches!(shp.enc, Enc::Raw | Enc::Freq(_))
+        && pad
+            .layers
+            .iter()
+            .all(|l| l.in_p <= MAX_WIDTH && l.out_p <= MAX_WIDTH)
+        && pad.layers.last().is_some_and(|l| l.out_p == 16)
+        && shp.layers[..shp.layers.len() - 1]
+            .iter()
+            .zip(&pad.layers)
+            .all(|(lin, l)| !needs_mask(l, lin.act))
+}
+
+/// How the subgroup-private kernel runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PrivateLaunch {
+    /// Subgroups of 32 invocations per workgroup.
+    pub subgroups: u32,
+    /// Chunks of [`PRIVATE_SAMPLES`] per subgroup.
+    pub chunks: u32,
+    /// Floats of partial sums per subgroup (the GLSL step kernel's per-workgroup length).
+    pub partial_len: usize,
+}
+
+impl PrivateLaunch {
+    /// Workgroup memory of one workgroup for `net`, in bytes.
+    pub fn bytes(&self, net: &Network) -> usize {
+        let lay = Rows::of(&Pad::of(net));
+        let nsg = self.subgroups as usize;
+        // biases (f32), X rows (f16), targets (f32), loss mask (f16), loss sums (f32)
+        4 * lay.bias + nsg * (2 * 16 * lay.xs + 4 * 256 + 2 * 256 + 4 * 32)
+    }
+}
+
+/// Where each layer's input sits in a subgroup's X rows ([16 samples × xs] f16).
+struct Rows {
+    /// Column of X_i in the rows, per layer.
+    xo: Vec<usize>,
+    /// Row stride (the layers' padded inputs side by side, plus 8 columns of skew).
+    xs: usize,
+    /// Offset of each layer's biases in `bs`, and their total.
+    boff: Vec<usize>,
+    bias: usize,
+}
+
+impl Rows {
+    fn of(pad: &Pad) -> Rows {
+        let (mut xo, mut col) = (Vec::new(), 0);
+        let (mut boff, mut b) = (Vec::new(), 0);
+        for l in &pad.layers {
+            xo.push(col);
+            col += l.in_p;
+            boff.push(b);
+            b += l.out_p;
+        }
+        Rows {
+            xo,
+            xs: col + 8,
+            boff,
+            bias: b,
+        }
+    }
+}
+
+/// The subgroup-private step kernel for `net` ([`private_fits`]) trained with `loss` on a
+/// texture of `batch` samples a step, in `launch`; `None` outside its family.
+pub fn private_step_kernel(
+    net: &Network,
+    loss: Loss,
+    data: DataKind,
+    batch: u32,
+    launch: PrivateLaunch,
+) -> Option<String> {
+    if !private_fits(net, data) || !matches!(launch.subgroups, 1 | 2 | 4 | 8) {
+        return None;
+    }
+    let DataKind::Texture {
+        width: w,
+        height: h,
+    } = data
+    else {
+        return None;
+    };
+    let shp = shape(net)?;
+    let pad = Pad::of(net);
+    let rows = Rows::of(&pad);
+    let n_l = pad.layers.len();
+    let od = net.out_dims;
+    let nsg = launch.subgroups as usize;
+    let xs = rows.xs;
+    let scale = 1.0 / (batch as usize * od) as f32;
+    let mut k = String::from(HEAD);
+    k.push_str(
+        "#extension GL_NV_cooperative_matrix2 : require
+#extension GL_KHR_shader_subgroup_shuffle : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+",
+    );
+    let _ = write!(
+        k,
+        "layout(local_size_x = {wg}) in;
+layout(set = 0, binding = 0) uniform Step {{ uint step; uint slot; float step_lr; float inv_c2; uint mode; float poison; uint seed_h; }} st;
+layout(set = 0, binding = 1) readonly buffer Params {{ float params[]; }};
+layout(set = 0, binding = 2) readonly buffer Data {{ float data[]; }};
+layout(set = 0, binding = 3) buffer Partial {{ float partial[]; }};
+layout(set = 0, binding = 4) buffer LossPartial {{ float loss_partial[]; }};
+layout(set = 0, binding = 5) readonly buffer W16 {{ float16_t w16[]; }};
+layout(set = 0, binding = 7) readonly buffer Ls {{ uint ls[]; }};
+layout(set = 0, binding = 8) buffer LsFlags {{ uint lsflags[]; }};
+const uint NSG = {nsg}u;
+const uint CHUNKS = {chunks}u;
+const uint BATCH = {batch}u;
+const uint P = {p}u;
+const uint XS = {xs}u;
+shared float bs[{bias}];
+shared float16_t xr[{xr}];
+shared float tg[{tgn}];
+shared float16_t mk[{tgn}];
+shared float lsum[{ls}];
+{FUNCS}
+void main() {{
+    uint lid = gl_LocalInvocationIndex;
+    uint wid = gl_WorkGroupID.x;
+    uint sgid = lid / 32u;
+    uint lane = lid % 32u;
+    uint gset = wid * NSG + sgid;
+    uint xb = sgid * 16u * XS;
+    uint tb = sgid * 256u;
+    uint step_h = nsh_pcg_hash(st.step ^ st.seed_h);
+    float lsc = uintBitsToFloat(ls[(st.step & 1u) * 4u]) + st.poison;
+    uint lsf = 0u;
+    uint lsm = 0u;
+    float loss_acc = 0.0;
+",
+        wg = 32 * nsg,
+        chunks = launch.chunks,
+        p = launch.partial_len,
+        bias = rows.bias,
+        xr = nsg * 16 * xs,
+        tgn = nsg * 256,
+        ls = nsg * 32,
+    );
+    // biases (f32, zero in padding rows), staged once; X's rows zero once (padding
+    // columns of X_0 are never written again)
+    for (i, l) in pad.layers.iter().enumerate() {
+        let _ = writeln!(
+            k,
+            "    for (uint e = lid; e < {op}u; e += {wg}u) {{ bs[{b}u + e] = e < {od}u ? params[{pb}u + min(e, {odm}u)] : 0.0; }}",
+            op = l.out_p,
+            wg = 32 * nsg,
+            b = rows.boff[i],
+            od = l.out_dims,
+            odm = l.out_dims - 1,
+            pb = l.bias
+        );
+    }
+    k.push_str(
+        "    for (uint e = lane; e < 16u * XS; e += 32u) { xr[xb + e] = float16_t(0.0); }
+    memoryBarrierShared(); barrier();
+",
+    );
+    // gradient accumulators, persistent across the chunks: dWᵀ tiles (input block, output
+    // block) and bias tiles (output block; every row the same sums)
+    for (i, l) in pad.layers.iter().enumerate() {
+        for ib in 0..l.in_p / 16 {
+            for ob in 0..l.out_p / 16 {
+                let _ = writeln!(k, "    {ACC} dw{i}_{ib}_{ob} = {ACC}(0.0);");
+            }
+        }
+        for ob in 0..l.out_p / 16 {
+            let _ = writeln!(k, "    {ACC} db{i}_{ob} = {ACC}(0.0);");
+        }
+    }
+    let _ = writeln!(k, "    {MA} ones = {MA}(float16_t(1.0));");
+    k.push_str("    for (uint c = 0u; c < CHUNKS; c++) {\n");
+    // sampling: lanes 0-15 one sample each (bilinear texels, as the GLSL step kernel);
+    // targets and the loss mask (real outputs of valid samples) into the subgroup's tiles
+    let _ = writeln!(
+        k,
+        "    uint gi = (gset * CHUNKS + c) * 16u + (lane & 15u);
+    bool valid = gi < BATCH;
+    float uu = 0.0; float vv = 0.0;
+    if (lane < 16u) {{
+        uint h = nsh_pcg_hash(gi ^ step_h);
+        float u = nsh_unit(h); float v = nsh_unit(nsh_pcg_hash(h));
+        float fx = u * {w}.0 - 0.5; float fy = v * {h}.0 - 0.5;
+        float x0f = floor(fx); float y0f = floor(fy);
+        float tx = fx - x0f; float ty = fy - y0f;
+        uint x0 = min(uint(max(x0f, 0.0)), {wm}u); uint x1 = min(uint(max(x0f + 1.0, 0.0)), {wm}u);
+        uint y0 = min(uint(max(y0f, 0.0)), {hm}u); uint y1 = min(uint(max(y0f + 1.0, 0.0)), {hm}u);",
+        wm = w - 1,
+        hm = h - 1
+    );
+    for o in 0..16 {
+        if o < od {
+            let _ = writeln!(
+                k,
+                "        {{ float t00 = data[(y0 * {w}u + x0) * {od}u + {o}u]; float t01 = data[(y0 * {w}u + x1) * {od}u + {o}u];
+          float t10 = data[(y1 * {w}u + x0) * {od}u + {o}u]; float t11 = data[(y1 * {w}u + x1) * {od}u + {o}u];
+          float top = t00 + (t01 - t00) * tx; float bottom = t10 + (t11 - t10) * tx;
+          tg[tb + lane * 16u + {o}u] = top + (bottom - top) * ty; mk[tb + lane * 16u + {o}u] = float16_t(valid ? 1.0 : 0.0); }}"
+            );
+        } else {
+            let _ = writeln!(
+                k,
+                "        tg[tb + lane * 16u + {o}u] = 0.0; mk[tb + lane * 16u + {o}u] = float16_t(0.0);"
+            );
+        }
+    }
+    k.push_str("        uu = valid ? u : 0.0; vv = valid ? v : 0.0;\n    }\n");
+    // X_0: the raw input, or freq's sin at column i·K + o and cos at 2K + i·K + o (the
+    // GLSL step kernel's rows), the sample's u, v shuffled from its lane
+    match shp.enc {
+        Enc::Freq(ko) => {
+            let _ = writeln!(
+                k,
+                "    for (uint e = lane; e < {n}u; e += 32u) {{
+        uint s = e % 16u; uint io = e / 16u; uint i = io / {ko}u; uint o = io % {ko}u;
+        float su = subgroupShuffle(uu, s); float sv = subgroupShuffle(vv, s);
+        float xv = i == 0u ? su : sv;
+        float sc = {pi} * float(1u << o); float vs = sin(xv * sc); float vc = cos(xv * sc);
+        xr[xb + s * XS + {x}u + i * {ko}u + o] = float16_t(vs); xr[xb + s * XS + {x}u + {dk}u + i * {ko}u + o] = float16_t(vc);
+    }}",
+                n = 32 * ko,
+                pi = super::wgsl::lit(std::f32::consts::PI),
+                x = rows.xo[0],
+                dk = 2 * ko
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                k,
+                "    if (lane < 16u) {{ xr[xb + lane * XS + {x}u] = float16_t(uu); xr[xb + lane * XS + {x}u + 1u] = float16_t(vv); }}",
+                x = rows.xo[0]
+            );
+        }
+    }
+    k.push_str("    subgroupMemoryBarrierShared(); subgroupBarrier();\n");
+    // forward: layer 0's A matrices from X_0's rows, the others converted in registers
+    let l0 = pad.layers[0];
+    for kk in 0..l0.in_p / 16 {
+        let _ = writeln!(
+            k,
+            "    {MA} a0_{kk}; coopMatLoad(a0_{kk}, xr, xb + {c}u, XS, {ROW});",
+            c = rows.xo[0] + kk * 16
+        );
+    }
+    for (i, l) in pad.layers.iter().enumerate() {
+        let lin = &shp.layers[i];
+        let last = i + 1 == n_l;
+        for ob in 0..l.out_p / 16 {
+            let _ = writeln!(
+                k,
+                "    {ACC} z{i}_{ob}; coopMatLoad(z{i}_{ob}, bs, {b}u, 0u, {ROW});",
+                b = rows.boff[i] + ob * 16
+            );
+            for kk in 0..l.in_p / 16 {
+                // B = Wᵀ's block (kk, ob): W's rows ob·16.. read column-major
+                let _ = writeln!(
+                    k,
+                    "    {{ {MB} b; coopMatLoad(b, w16, {o}u, {ip}u, {COL}); z{i}_{ob} = coopMatMulAdd(a{i}_{kk}, b, z{i}_{ob}); }}",
+                    o = l.padded + ob * 16 * l.in_p + kk * 16,
+                    ip = l.in_p
+                );
+            }
+            if !last {
+                let _ = writeln!(
+                    k,
+                    "    for (int e = 0; e < z{i}_{ob}.length(); e++) {{ float zz = z{i}_{ob}[e]; z{i}_{ob}[e] = {}; }}
+    {ACC16} y{n}_{ob} = {ACC16}(z{i}_{ob});
+    coopMatStore(y{n}_{ob}, xr, xb + {c}u, XS, {ROW});
+    {MA} a{n}_{ob} = {MA}(y{n}_{ob});",
+                    act(lin.act, "zz"),
+                    n = i + 1,
+                    c = rows.xo[i + 1] + ob * 16
+                );
+            }
+        }
+    }
+    // the loss (one output tile): p = act(z), the masked loss and its gradient times the
+    // output activation's derivative, the scale and the dynamic loss scale
+    let out = &shp.layers[n_l - 1];
+    let deriv = if out.act == Activation::None {
+        String::new()
+    } else {
+        format!(" * {}", syntax::activation_derivative(&out.act, "zz", "p"))
+    };
+    let zl = format!("z{}_0", n_l - 1);
+    let _ = writeln!(
+        k,
+        "    {{ {ACC} tm; coopMatLoad(tm, tg, tb, 16u, {ROW});
+    {ACC16} mm; coopMatLoad(mm, mk, tb, 16u, {ROW});
+    for (int e = 0; e < {zl}.length(); e++) {{
+        float dyv = 0.0;
+        if (mm[e] != float16_t(0.0)) {{
+            float zz = {zl}[e]; float p = {a}; float tt = tm[e];
+            loss_acc += {lv};
+            dyv = ({lg}) * {sc} * lsc{deriv};
+        }}
+        lsm = max(lsm, floatBitsToUint(dyv) & 0x7fffffffu);
+        {zl}[e] = dyv;
+    }} }}
+    {ACC16} g{l}_0 = {ACC16}({zl});",
+        a = act(out.act, "zz"),
+        lv = super::wgsl::loss_value(loss, "p", "tt"),
+        lg = super::wgsl::loss_gradient(loss, "p", "tt"),
+        sc = super::wgsl::lit(scale),
+        l = n_l - 1,
+    );
+    // X_i's stores (forward) before its loads (backward)
+    k.push_str("    subgroupMemoryBarrierShared(); subgroupBarrier();\n");
+    // backward, g{i}_{ob}: layer i's output gradient dZ in f16, output block ob
+    for i in (0..n_l).rev() {
+        let l = pad.layers[i];
+        let (ib_n, ob_n) = (l.in_p / 16, l.out_p / 16);
+        // layer i − 1's output gradient, filled in the block below
+        for ib in (0..ib_n).filter(|_| i > 0) {
+            let _ = writeln!(k, "    {ACC16} g{}_{ib};", i - 1);
+        }
+        let _ = writeln!(k, "    {{");
+        for ob in 0..ob_n {
+            let _ = writeln!(k, "    {MB} gb{ob} = {MB}(g{i}_{ob});");
+            let _ = writeln!(
+                k,
+                "    db{i}_{ob} = coopMatMulAdd(ones, gb{ob}, db{i}_{ob});"
+            );
+        }
+        // dWᵀ += Xᵀ·dZ: X_i's rows read column-major are Xᵀ's A matrices
+        for ib in 0..ib_n {
+            let _ = writeln!(
+                k,
+                "    {{ {MA} xa; coopMatLoad(xa, xr, xb + {c}u, XS, {COL});",
+                c = rows.xo[i] + ib * 16
+            );
+            for ob in 0..ob_n {
+                let _ = writeln!(
+                    k,
+                    "      dw{i}_{ib}_{ob} = coopMatMulAdd(xa, gb{ob}, dw{i}_{ib}_{ob});"
+                );
+            }
+            k.push_str("    }\n");
+        }
+        if i > 0 {
+            // dX = dZ·W (B = W's block (ob, ib) row-major), times the derivative of
+            // layer i − 1's activation at its output y = X_i
+            for ob in 0..ob_n {
+                let _ = writeln!(k, "    {MA} ga{ob} = {MA}(g{i}_{ob});");
+            }
+            let below = shp.layers[i - 1].act;
+            let d = match below {
+                Activation::None => "v".to_string(),
+                Activation::LeakyRelu { slope } => {
+                    format!("(y > 0.0 ? v : v * {})", super::wgsl::lit(slope))
+                }
+                b => format!("v * {}", syntax::activation_derivative(&b, "y", "y")),
+            };
+            for ib in 0..ib_n {
+                let _ = writeln!(k, "    {ACC} dx{ib} = {ACC}(0.0);");
+                for ob in 0..ob_n {
+                    let _ = writeln!(
+                        k,
+                        "    {{ {MB} b; coopMatLoad(b, w16, {o}u, {ip}u, {ROW}); dx{ib} = coopMatMulAdd(ga{ob}, b, dx{ib}); }}",
+                        o = l.padded + ob * 16 * l.in_p + ib * 16,
+                        ip = l.in_p
+                    );
+                }
+                let _ = writeln!(
+                    k,
+                    "    {{ {ACC16} yh; coopMatLoad(yh, xr, xb + {c}u, XS, {ROW});
+      for (int e = 0; e < dx{ib}.length(); e++) {{ float v = dx{ib}[e]; float y = float(yh[e]); float d = {d}; lsm = max(lsm, floatBitsToUint(d) & 0x7fffffffu); dx{ib}[e] = d; }} }}
+    g{p}_{ib} = {ACC16}(dx{ib});",
+                    c = rows.xo[i] + ib * 16,
+                    p = i - 1
+                );
+            }
+        }
+        k.push_str("    }\n");
+    }
+    // the next chunk's sampling overwrites the tiles and X_0
+    k.push_str("    subgroupMemoryBarrierShared(); subgroupBarrier();\n    }\n");
+    // this subgroup's partial sums: dWᵀ tiles stored column-major are W's layout; the
+    // bias sums are row 0 of the bias tiles, through the subgroup's target tile
+    k.push_str("    uint pbase = gset * P;\n");
+    for (i, l) in pad.layers.iter().enumerate() {
+        for ib in 0..l.in_p / 16 {
+            for ob in 0..l.out_p / 16 {
+                let _ = writeln!(
+                    k,
+                    "    coopMatStore(dw{i}_{ib}_{ob}, partial, pbase + {o}u, {ip}u, {COL});",
+                    o = l.padded + ob * 16 * l.in_p + ib * 16,
+                    ip = l.in_p
+                );
+            }
+        }
+        for ob in 0..l.out_p / 16 {
+            let _ = writeln!(
+                k,
+                "    coopMatStore(db{i}_{ob}, tg, tb, 16u, {ROW}); subgroupMemoryBarrierShared(); subgroupBarrier();
+    if (lane < 16u && {ob16}u + lane < {od}u) {{ float v = tg[tb + lane]; partial[pbase + {bp}u + {ob16}u + lane] = v; lsf |= nsh_ls_bits(v); }}
+    subgroupMemoryBarrierShared(); subgroupBarrier();",
+                ob16 = ob * 16,
+                od = l.out_dims,
+                bp = l.bias_p
+            );
+        }
+    }
+    // the loss sum in a fixed order (lane 0 adds the 32 in turn), the overflow flags
+    let _ = writeln!(
+        k,
+        "    lsf |= lsm > 0x477fe000u ? 1u : 0u;
+    uint bad = subgroupOr(lsf);
+    lsum[sgid * 32u + lane] = loss_acc;
+    subgroupMemoryBarrierShared(); subgroupBarrier();
+    if (lane == 0u) {{
+        float t = lsum[sgid * 32u];
+        for (uint j = 1u; j < 32u; j++) {{ t += lsum[sgid * 32u + j]; }}
+        loss_partial[gset] = t;
+        lsflags[gset] = bad != 0u ? 1u : 0u;
+    }}
+}}"
+    );
+    Some(k)
+}
