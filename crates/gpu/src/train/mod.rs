@@ -659,7 +659,10 @@ fn glsl_pipeline(
             // padded blocks, `xh`/`gh` rows hold SX ≥ S samples, partial offsets are
             // the padded weights and biases of group `wid` < groups; the dW kernel's and
             // the split layers' stores index chunk `wid · chunks + c` < groups · chunks
-            // of regions sized groups · chunks · S · rows (`DwSplit::of`).
+            // of regions sized groups · chunks · S · rows (`DwSplit::of`); the
+            // subgroup-private kernel writes the partials of set wid · NSG + sgid <
+            // `launch.groups` (its sets) and indexes only its subgroup's rows of `xr`,
+            // `tg`, `mk` and `lsum`.
             let module = unsafe {
                 crate::infer::passthrough_module(
                     device,
@@ -1590,8 +1593,14 @@ impl Trainer for GpuTrainer {
         self.t
     }
 
+    /// The precision path; `coop, subgroup-private kernel` where `NSHADE_GPU_PRIVATE=1`
+    /// took effect (so a measurement says which kernel it timed).
     fn path(&self) -> String {
-        GpuTrainer::path(self).into()
+        if self.private {
+            format!("{}, subgroup-private kernel", GpuTrainer::path(self))
+        } else {
+            GpuTrainer::path(self).into()
+        }
     }
 
     fn checkpoint(&mut self) -> Result<Checkpoint, TrainError> {
