@@ -502,6 +502,32 @@ uint nsh_ls_over(float v, float lim) {
 uint nsh_ls_bits(float v) { return (floatBitsToUint(v) & 0x7f800000u) == 0x7f800000u ? 1u : 0u; }
 ";
 
+/// The step kernels' bindings (the WGSL step kernel's, as the host binds them): the step
+/// record, parameters, data, partial sums, loss partials, the f16 weight copy, the loss
+/// scale state and the per-group overflow flags.
+pub(super) const STEP_BINDINGS: &str = "layout(set = 0, binding = 0) uniform Step { uint step; uint slot; float step_lr; float inv_c2; uint mode; float poison; uint seed_h; } st;
+layout(set = 0, binding = 1) readonly buffer Params { float params[]; };
+layout(set = 0, binding = 2) readonly buffer Data { float data[]; };
+layout(set = 0, binding = 3) buffer Partial { float partial[]; };
+layout(set = 0, binding = 4) buffer LossPartial { float loss_partial[]; };
+layout(set = 0, binding = 5) readonly buffer W16 { float16_t w16[]; };
+layout(set = 0, binding = 7) readonly buffer Ls { uint ls[]; };
+layout(set = 0, binding = 8) buffer LsFlags { uint lsflags[]; };
+";
+
+/// The start of the step kernels' `main`: invocation, workgroup, subgroup and lane; the
+/// step's sampling hash; the dynamic loss scale (plus the injected poison); the overflow
+/// flag and the running max of |v|'s bits (`f16_check`).
+pub(super) const STEP_PROLOGUE: &str = "    uint lid = gl_LocalInvocationIndex;
+    uint wid = gl_WorkGroupID.x;
+    uint sgid = lid / 32u;
+    uint lane = lid % 32u;
+    uint step_h = nsh_pcg_hash(st.step ^ st.seed_h);
+    float lsc = uintBitsToFloat(ls[(st.step & 1u) * 4u]) + st.poison;
+    uint lsf = 0u;
+    uint lsm = 0u;
+";
+
 pub(super) const ACC: &str = "coopmat<float, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>";
 pub(super) const ACC16: &str =
     "coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>";
@@ -643,15 +669,7 @@ pub fn glsl_step_kernel(
     let _ = write!(
         k,
         "layout(local_size_x = {wg}) in;
-layout(set = 0, binding = 0) uniform Step {{ uint step; uint slot; float step_lr; float inv_c2; uint mode; float poison; uint seed_h; }} st;
-layout(set = 0, binding = 1) readonly buffer Params {{ float params[]; }};
-layout(set = 0, binding = 2) readonly buffer Data {{ float data[]; }};
-layout(set = 0, binding = 3) buffer Partial {{ float partial[]; }};
-layout(set = 0, binding = 4) buffer LossPartial {{ float loss_partial[]; }};
-layout(set = 0, binding = 5) readonly buffer W16 {{ float16_t w16[]; }};
-layout(set = 0, binding = 7) readonly buffer Ls {{ uint ls[]; }};
-layout(set = 0, binding = 8) buffer LsFlags {{ uint lsflags[]; }};
-{gxz}const uint S = {s}u;
+{STEP_BINDINGS}{gxz}const uint S = {s}u;
 const uint R = {r}u;
 const uint SX = {sx}u;
 const uint WG = {wg}u;
@@ -667,15 +685,7 @@ shared float bs[{bs}];
 {bh}shared uint lsbad;
 {FUNCS}
 void main() {{
-    uint lid = gl_LocalInvocationIndex;
-    uint wid = gl_WorkGroupID.x;
-    uint sgid = lid / 32u;
-    uint lane = lid % 32u;
-    uint step_h = nsh_pcg_hash(st.step ^ st.seed_h);
-    float lsc = uintBitsToFloat(ls[(st.step & 1u) * 4u]) + st.poison;
-    uint lsf = 0u;
-    uint lsm = 0u;
-    uint lsh = 0u;
+{STEP_PROLOGUE}    uint lsh = 0u;
     float loss_acc = 0.0;
 ",
         sh = lay.sh,
@@ -689,7 +699,8 @@ void main() {{
             String::new()
         },
         gxz = match &split {
-            Some(_) => "layout(set = 0, binding = 9) writeonly buffer GX { float16_t gx[]; };
+            Some(_) =>
+                "layout(set = 0, binding = 9) writeonly buffer GX { float16_t gx[]; };
 layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
 ",
             None => "",

@@ -17,7 +17,9 @@
 //! deterministic. Bindings, partial layout, sampling, loss and dynamic loss scaling are
 //! those of the GLSL step kernel. Pure: network in, source text out.
 
-use super::glsl::{ACC, ACC16, COL, FUNCS, HEAD, MA, MB, ROW, act, needs_mask, shape};
+use super::glsl::{
+    ACC, ACC16, COL, FUNCS, HEAD, MA, MB, ROW, STEP_BINDINGS, STEP_PROLOGUE, act, needs_mask, shape,
+};
 use super::{DataKind, Pad};
 use crate::train::codegen::glsl::Enc;
 use nshade_core::Activation;
@@ -147,15 +149,7 @@ pub fn private_step_kernel(
     let _ = write!(
         k,
         "layout(local_size_x = {wg}) in;
-layout(set = 0, binding = 0) uniform Step {{ uint step; uint slot; float step_lr; float inv_c2; uint mode; float poison; uint seed_h; }} st;
-layout(set = 0, binding = 1) readonly buffer Params {{ float params[]; }};
-layout(set = 0, binding = 2) readonly buffer Data {{ float data[]; }};
-layout(set = 0, binding = 3) buffer Partial {{ float partial[]; }};
-layout(set = 0, binding = 4) buffer LossPartial {{ float loss_partial[]; }};
-layout(set = 0, binding = 5) readonly buffer W16 {{ float16_t w16[]; }};
-layout(set = 0, binding = 7) readonly buffer Ls {{ uint ls[]; }};
-layout(set = 0, binding = 8) buffer LsFlags {{ uint lsflags[]; }};
-const uint NSG = {nsg}u;
+{STEP_BINDINGS}const uint NSG = {nsg}u;
 const uint CHUNKS = {chunks}u;
 const uint BATCH = {batch}u;
 const uint P = {p}u;
@@ -167,17 +161,9 @@ shared float16_t mk[{tgn}];
 shared float lsum[{ls}];
 {FUNCS}
 void main() {{
-    uint lid = gl_LocalInvocationIndex;
-    uint wid = gl_WorkGroupID.x;
-    uint sgid = lid / 32u;
-    uint lane = lid % 32u;
-    uint gset = wid * NSG + sgid;
+{STEP_PROLOGUE}    uint gset = wid * NSG + sgid;
     uint xb = sgid * 16u * XS;
     uint tb = sgid * 256u;
-    uint step_h = nsh_pcg_hash(st.step ^ st.seed_h);
-    float lsc = uintBitsToFloat(ls[(st.step & 1u) * 4u]) + st.poison;
-    uint lsf = 0u;
-    uint lsm = 0u;
     float loss_acc = 0.0;
 ",
         wg = 32 * nsg,
