@@ -20,7 +20,7 @@
 # A, B, D with the epilogues as before the nineteenth session, the GLSL kernel's tests
 # with the default, with every layer split and with f16 accumulators wherever they fit,
 # the subgroup-private kernel's tests and A and seed #1 with it (NSHADE_GPU_PRIVATE=1,
-# NSHADE_GPU_SG=4|2|8), every test of the release `train` and `grid_train` binaries in
+# NSHADE_GPU_SG=4|2|8, and with its weights staged at 2 and 4), every test of the release `train` and `grid_train` binaries in
 # $D, PyTorch, tcnn, nshade again); SKIP_INFER=1 leaves out the inference section (every shader form of A-D at 1080p against
 # PyTorch's fp16 graph and tcnn's inference modes, about 2 minutes; then the GLSL
 # subgroup-private kernel in each shape of ROWS_SHAPES, "G,B ..." of subgroups per
@@ -67,6 +67,9 @@ for l in sys.stdin:
     [ -x "$D/train" ] && NSHADE_GPU_PRIVATE=1 timeout 120 "$D/train" glsl_step_kernel --nocapture 2>&1 | grep -E "^test |worst|panicked"
     for sg in 4 2 8; do
       NSHADE_GPU_PRIVATE=1 NSHADE_GPU_SG=$sg timeout 120 "$N" bench --backend gpu --json --seconds 1 --arch "$A" --arch "S1=mlp(32x3, relu)" $BATCHES | tee >(tag "private-sg$sg")
+    done
+    for sg in 2 4; do
+      NSHADE_GPU_PRIVATE=1 NSHADE_GPU_PRIVATE_WSH=1 NSHADE_GPU_SG=$sg timeout 120 "$N" bench --backend gpu --json --seconds 1 --arch "$A" --arch "S1=mlp(32x3, relu)" $BATCHES | tee >(tag "private-wsh-sg$sg")
     done
     "$N" bench --backend gpu --json --seconds 1 --arch "S1=mlp(32x3, relu)" $BATCHES | tee >(tag s1)
     echo "== every test of train and grid_train (release test binaries, where \$D holds them)"

@@ -364,7 +364,8 @@ fn glsl_acc16_kernels_compile() {
 /// The subgroup-private kernel (`NSHADE_GPU_PRIVATE=1`, NVIDIA's conversions): it takes
 /// the GLSL family's networks at most 32 wide without masked padding rows (seed #3's and
 /// the bare mlp) and refuses the rest; each compiles with glslang for every loss it is
-/// tested with on a GPU, in 1, 4 and 8 subgroups; its chunk loop has no workgroup
+/// tested with on a GPU, in 1, 4 and 8 subgroups and with the weights staged in
+/// workgroup memory (every B matrix read from there); its chunk loop has no workgroup
 /// barrier; each layer's weight-gradient tiles and bias tiles are declared once and
 /// stored once; every hidden layer's outputs become the next layer's A matrices by
 /// conversion; its workgroup memory at 4 subgroups fits 48 KiB twice.
@@ -381,24 +382,28 @@ fn private_step_kernels_compile() {
         );
         assert_eq!(fits, expect, "{arch}");
         let pad = Pad::of(&net);
-        for nsg in [1u32, 4, 8] {
+        for (nsg, staged) in [(1u32, false), (4, false), (8, false), (4, true)] {
             let launch = codegen::PrivateLaunch {
                 subgroups: nsg,
                 chunks: 3,
                 partial_len: pad.partial_len(net.dense_count),
+                staged,
             };
             let src = codegen::private_step_kernel(&net, losses[0], texture, 5000, launch);
             if !fits {
                 assert!(src.is_none(), "{arch}: refused");
                 continue;
             }
-            if nsg == 4 {
+            if nsg == 4 && !staged {
                 assert!(
                     2 * launch.bytes(&net) <= 48 * 1024,
                     "{arch}: {}",
                     launch.bytes(&net)
                 );
             }
+            // staged weights: every B matrix from the copy, none from the buffer
+            let weights_from =
+                |src: &str, buf: &str| src.matches(&format!("coopMatLoad(b, {buf},")).count();
             for &loss in &losses {
                 let src =
                     codegen::private_step_kernel(&net, loss, texture, 5000, launch).expect(arch);
@@ -406,6 +411,15 @@ fn private_step_kernels_compile() {
                     panic!(
                         "{arch} ({loss:?}, {nsg} subgroups): line {:?}: {}\n{src}",
                         e.line, e.message
+                    );
+                }
+                let (from_ws, from_w16) = (weights_from(&src, "ws"), weights_from(&src, "w16"));
+                if staged {
+                    assert!(from_ws > 0 && from_w16 == 0, "{arch}: staged weights");
+                } else {
+                    assert!(
+                        from_ws == 0 && from_w16 > 0,
+                        "{arch}: weights from the buffer"
                     );
                 }
                 let body = &src[src.find("for (uint c = 0u;").expect("chunk loop")..];
@@ -456,7 +470,7 @@ fn private_step_kernels_compile() {
             }
         }
     }
-    assert_eq!(compiled, 3 * (Loss::ALL.len() + 1));
+    assert_eq!(compiled, 4 * (Loss::ALL.len() + 1));
 }
 
 /// Bias gradients on the tensor cores (`dbmma`) in workgroups of 64: seed #3's kernel

@@ -579,10 +579,12 @@ fn private_launch(
         .filter(|n| matches!(n, 1 | 2 | 4 | 8))
         .unwrap_or(4);
     let partial_len = codegen::Pad::of(net).partial_len(net.dense_count);
+    let staged = std::env::var("NSHADE_GPU_PRIVATE_WSH").is_ok_and(|v| v == "1");
     let probe = codegen::PrivateLaunch {
         subgroups: nsg,
         chunks: 1,
         partial_len,
+        staged,
     };
     let per_mp = (max / probe.bytes(net).max(1)).min(4) as u32;
     if per_mp == 0 {
@@ -613,11 +615,7 @@ fn private_launch(
         shape,
         split: None,
         acc16: false,
-        private: Some(codegen::PrivateLaunch {
-            subgroups: nsg,
-            chunks,
-            partial_len,
-        }),
+        private: Some(codegen::PrivateLaunch { chunks, ..probe }),
     })
 }
 

@@ -70,6 +70,10 @@ pub struct PrivateLaunch {
     pub chunks: u32,
     /// Floats of partial sums per subgroup (the GLSL step kernel's per-workgroup length).
     pub partial_len: usize,
+    /// The f16 weights copied into workgroup memory once, the products' B matrices read
+    /// from there instead of from the weight buffer (`NSHADE_GPU_PRIVATE_WSH=1`, for
+    /// measurements: it takes the padded weights' bytes of workgroup memory).
+    pub staged: bool,
 }
 
 impl PrivateLaunch {
@@ -77,8 +81,14 @@ impl PrivateLaunch {
     pub fn bytes(&self, net: &Network) -> usize {
         let lay = Rows::of(&Pad::of(net));
         let nsg = self.subgroups as usize;
-        // biases (f32), X rows (f16), targets (f32), loss mask (f16), loss sums (f32)
-        4 * lay.bias + nsg * (2 * 16 * lay.xs + 4 * 256 + 2 * 256 + 4 * 32)
+        // biases (f32), X rows (f16), targets (f32), loss mask (f16), loss sums (f32),
+        // the staged weights (f16)
+        let staged = if self.staged {
+            2 * Pad::of(net).weights
+        } else {
+            0
+        };
+        4 * lay.bias + nsg * (2 * 16 * lay.xs + 4 * 256 + 2 * 256 + 4 * 32) + staged
     }
 }
 
@@ -159,7 +169,7 @@ shared float16_t xr[{xr}];
 shared float tg[{tgn}];
 shared float16_t mk[{tgn}];
 shared float lsum[{ls}];
-{FUNCS}
+{wsh}{FUNCS}
 void main() {{
 {STEP_PROLOGUE}    uint gset = wid * NSG + sgid;
     uint xb = sgid * 16u * XS;
@@ -173,7 +183,14 @@ void main() {{
         xr = nsg * 16 * xs,
         tgn = nsg * 256,
         ls = nsg * 32,
+        wsh = if launch.staged {
+            format!("shared float16_t ws[{}];\n", pad.weights)
+        } else {
+            String::new()
+        },
     );
+    // the products' B matrices: from the weight buffer, or its copy staged below
+    let wsrc = if launch.staged { "ws" } else { "w16" };
     // biases (f32, zero in padding rows), staged once; X's rows zero once (padding
     // columns of X_0 are never written again)
     for (i, l) in pad.layers.iter().enumerate() {
@@ -186,6 +203,14 @@ void main() {{
             od = l.out_dims,
             odm = l.out_dims - 1,
             pb = l.bias
+        );
+    }
+    if launch.staged {
+        let _ = writeln!(
+            k,
+            "    for (uint e = lid; e < {n}u; e += {wg}u) {{ ws[e] = w16[e]; }}",
+            n = pad.weights,
+            wg = 32 * nsg
         );
     }
     k.push_str(
@@ -292,7 +317,7 @@ void main() {{
                 // B = Wᵀ's block (kk, ob): W's rows ob·16.. read column-major
                 let _ = writeln!(
                     k,
-                    "    {{ {MB} b; coopMatLoad(b, w16, {o}u, {ip}u, {COL}); z{i}_{ob} = coopMatMulAdd(a{i}_{kk}, b, z{i}_{ob}); }}",
+                    "    {{ {MB} b; coopMatLoad(b, {wsrc}, {o}u, {ip}u, {COL}); z{i}_{ob} = coopMatMulAdd(a{i}_{kk}, b, z{i}_{ob}); }}",
                     o = l.padded + ob * 16 * l.in_p + kk * 16,
                     ip = l.in_p
                 );
@@ -393,7 +418,7 @@ void main() {{
                 for ob in 0..ob_n {
                     let _ = writeln!(
                         k,
-                        "    {{ {MB} b; coopMatLoad(b, w16, {o}u, {ip}u, {ROW}); dx{ib} = coopMatMulAdd(ga{ob}, b, dx{ib}); }}",
+                        "    {{ {MB} b; coopMatLoad(b, {wsrc}, {o}u, {ip}u, {ROW}); dx{ib} = coopMatMulAdd(ga{ob}, b, dx{ib}); }}",
                         o = l.padded + ob * 16 * l.in_p + ib * 16,
                         ip = l.in_p
                     );
