@@ -20,7 +20,8 @@
 # A, B, D with the epilogues as before the nineteenth session, the GLSL kernel's tests
 # with the default, with every layer split and with f16 accumulators wherever they fit,
 # the subgroup-private kernel's tests and A and seed #1 with it (NSHADE_GPU_PRIVATE=1,
-# NSHADE_GPU_SG=4|2|8, and with its weights staged at 2 and 4), every test of the release `train` and `grid_train` binaries in
+# NSHADE_GPU_SG=4|2|8, without the conversions, and with its weights staged at 2 and
+# 4), every test of the release `train` and `grid_train` binaries in
 # $D, PyTorch, tcnn, nshade again); SKIP_INFER=1 leaves out the inference section (every shader form of A-D at 1080p against
 # PyTorch's fp16 graph and tcnn's inference modes, about 2 minutes; then the GLSL
 # subgroup-private kernel in each shape of ROWS_SHAPES, "G,B ..." of subgroups per
@@ -68,6 +69,8 @@ for l in sys.stdin:
     for sg in 4 2 8; do
       NSHADE_GPU_PRIVATE=1 NSHADE_GPU_SG=$sg timeout 120 "$N" bench --backend gpu --json --seconds 1 --arch "$A" --arch "S1=mlp(32x3, relu)" $BATCHES | tee >(tag "private-sg$sg")
     done
+    NSHADE_GPU_PRIVATE=1 NSHADE_GPU_PRIVATE_CONVERT=0 timeout 120 "$D/train" glsl_step_kernel_matches_cpu --nocapture 2>&1 | grep -E "^test |worst|panicked"
+    NSHADE_GPU_PRIVATE=1 NSHADE_GPU_PRIVATE_CONVERT=0 timeout 120 "$N" bench --backend gpu --json --seconds 1 --arch "$A" $BATCHES | tee >(tag "private-noconv")
     for sg in 2 4; do
       NSHADE_GPU_PRIVATE=1 NSHADE_GPU_PRIVATE_WSH=1 NSHADE_GPU_SG=$sg timeout 120 "$N" bench --backend gpu --json --seconds 1 --arch "$A" --arch "S1=mlp(32x3, relu)" $BATCHES | tee >(tag "private-wsh-sg$sg")
     done

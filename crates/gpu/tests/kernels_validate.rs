@@ -361,14 +361,15 @@ fn glsl_acc16_kernels_compile() {
     }
 }
 
-/// The subgroup-private kernel (`NSHADE_GPU_PRIVATE=1`, NVIDIA's conversions): it takes
-/// the GLSL family's networks at most 32 wide without masked padding rows (seed #3's and
-/// the bare mlp) and refuses the rest; each compiles with glslang for every loss it is
-/// tested with on a GPU, in 1, 4 and 8 subgroups and with the weights staged in
-/// workgroup memory (every B matrix read from there); its chunk loop has no workgroup
-/// barrier; each layer's weight-gradient tiles and bias tiles are declared once and
-/// stored once; every hidden layer's outputs become the next layer's A matrices by
-/// conversion; its workgroup memory at 4 subgroups fits 48 KiB twice.
+/// The subgroup-private kernel (`NSHADE_GPU_PRIVATE=1`): it takes the GLSL family's
+/// networks at most 32 wide without masked padding rows (seed #3's and the bare mlp) and
+/// refuses the rest; each compiles with glslang for every loss it is tested with on a
+/// GPU, in 1, 4 and 8 subgroups, with the weights staged in workgroup memory (every B
+/// matrix read from there), and without NVIDIA's conversions (the accumulators through
+/// workgroup memory: no extension, no conversion); its chunk loop has no workgroup
+/// barrier; each layer's weight-gradient and bias tiles are accumulated once and stored
+/// once; with the conversions every hidden layer's outputs become the next layer's A
+/// matrices by conversion; its workgroup memory at 4 subgroups fits 48 KiB twice.
 #[test]
 fn private_step_kernels_compile() {
     let texture = small_texture();
@@ -382,19 +383,27 @@ fn private_step_kernels_compile() {
         );
         assert_eq!(fits, expect, "{arch}");
         let pad = Pad::of(&net);
-        for (nsg, staged) in [(1u32, false), (4, false), (8, false), (4, true)] {
+        for (nsg, staged, convert) in [
+            (1u32, false, true),
+            (4, false, true),
+            (8, false, true),
+            (4, true, true),
+            (4, false, false),
+            (8, true, false),
+        ] {
             let launch = codegen::PrivateLaunch {
                 subgroups: nsg,
                 chunks: 3,
                 partial_len: pad.partial_len(net.dense_count),
                 staged,
+                convert,
             };
             let src = codegen::private_step_kernel(&net, losses[0], texture, 5000, launch);
             if !fits {
                 assert!(src.is_none(), "{arch}: refused");
                 continue;
             }
-            if nsg == 4 && !staged {
+            if nsg == 4 && !staged && convert {
                 assert!(
                     2 * launch.bytes(&net) <= 48 * 1024,
                     "{arch}: {}",
@@ -422,6 +431,11 @@ fn private_step_kernels_compile() {
                         "{arch}: weights from the buffer"
                     );
                 }
+                // the conversions only where asked; without, no A or B matrix is made from
+                // an accumulator
+                assert_eq!(src.contains("GL_NV_cooperative_matrix2"), convert, "{arch}");
+                assert_eq!(src.contains("gl_MatrixUseA>(y"), convert, "{arch}");
+                assert_eq!(src.contains("gl_MatrixUseB>(g"), convert, "{arch}");
                 let body = &src[src.find("for (uint c = 0u;").expect("chunk loop")..];
                 let chunk = &body[..body.find("uint pbase").expect("partials")];
                 assert!(
@@ -455,7 +469,7 @@ fn private_step_kernels_compile() {
                             );
                         }
                     }
-                    if i + 1 < pad.layers.len() {
+                    if i + 1 < pad.layers.len() && convert {
                         for ob in 0..l.out_p / 16 {
                             let a = format!(
                                 "a{}_{ob} = coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseA>(y{}_{ob});",
@@ -470,7 +484,7 @@ fn private_step_kernels_compile() {
             }
         }
     }
-    assert_eq!(compiled, 4 * (Loss::ALL.len() + 1));
+    assert_eq!(compiled, 6 * (Loss::ALL.len() + 1));
 }
 
 /// Bias gradients on the tensor cores (`dbmma`) in workgroups of 64: seed #3's kernel

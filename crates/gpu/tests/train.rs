@@ -87,11 +87,10 @@ fn compare_gradient_of(
     let mut gpu = backend.trainer(&net, params, data, c).unwrap();
     if let Some(lang) = language {
         assert_eq!(gpu.kernel_language(), lang, "{arch}: step kernel language");
-        // `NSHADE_GPU_PRIVATE=1` on a device with the conversions: the subgroup-private
-        // kernel for every network of its family
+        // `NSHADE_GPU_PRIVATE=1`: the subgroup-private kernel for every network of its
+        // family (with NVIDIA's conversions where the device has them)
         let private = lang == "glsl"
             && nshade_gpu::train::codegen::private_enabled()
-            && backend.context().summary.cooperative_matrix_conversions
             && nshade_gpu::train::codegen::private_fits(
                 &net,
                 nshade_gpu::train::codegen::DataKind::Texture {

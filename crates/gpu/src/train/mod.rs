@@ -532,10 +532,7 @@ fn glsl_launch(
         return None;
     }
     let max = ctx.device.limits().max_compute_workgroup_storage_size as usize;
-    if codegen::private_enabled()
-        && ctx.summary.cooperative_matrix_conversions
-        && codegen::private_fits(net, kind)
-    {
+    if codegen::private_enabled() && codegen::private_fits(net, kind) {
         return private_launch(ctx, net, batch, fused, max);
     }
     let mode = codegen::split_mode();
@@ -564,7 +561,8 @@ fn glsl_launch(
     })
 }
 
-/// The launch of the subgroup-private kernel (`NSHADE_GPU_PRIVATE=1`): `NSHADE_GPU_SG`
+/// The launch of the subgroup-private kernel (`NSHADE_GPU_PRIVATE=1`; with NVIDIA's
+/// conversions where the device has them): `NSHADE_GPU_SG`
 /// subgroups a workgroup (4 by default), as many workgroups per multiprocessor as their
 /// workgroup memory fits into `max` (at most 4), each subgroup its own partial sums
 /// (`launch.groups` counts the subgroups; the dispatch, workgroups).
@@ -580,11 +578,16 @@ fn private_launch(
         .unwrap_or(4);
     let partial_len = codegen::Pad::of(net).partial_len(net.dense_count);
     let staged = std::env::var("NSHADE_GPU_PRIVATE_WSH").is_ok_and(|v| v == "1");
+    // NVIDIA's conversions where the device was opened with them
+    // (`NSHADE_GPU_PRIVATE_CONVERT=0`: through workgroup memory, for measurements)
+    let convert = ctx.summary.cooperative_matrix_conversions
+        && std::env::var("NSHADE_GPU_PRIVATE_CONVERT").map_or(true, |v| v != "0");
     let probe = codegen::PrivateLaunch {
         subgroups: nsg,
         chunks: 1,
         partial_len,
         staged,
+        convert,
     };
     let per_mp = (max / probe.bytes(net).max(1)).min(4) as u32;
     if per_mp == 0 {

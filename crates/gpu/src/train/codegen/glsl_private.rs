@@ -1,10 +1,11 @@
-//! The subgroup-private GLSL step kernel (`NSHADE_GPU_PRIVATE=1`, NVIDIA's
-//! `GL_NV_cooperative_matrix2` conversions; prepared in the twentieth session, not yet run
-//! on a GPU). The GLSL step kernel (`glsl.rs`) cuts every layer of a chunk into tiles
-//! shared by the workgroup's subgroups, one workgroup barrier per layer; here each
-//! subgroup owns 16 samples a chunk and carries them through every layer alone, as
-//! tiny-cuda-nn's JIT kernel carries 32 per warp: a hidden layer's accumulators become the
-//! next layer's A matrices in registers (the conversions), its f16 activations are also
+//! The subgroup-private GLSL step kernel (`NSHADE_GPU_PRIVATE=1`; prepared in the
+//! twentieth session, not yet run on a GPU). The GLSL step kernel (`glsl.rs`) cuts every
+//! layer of a chunk into tiles shared by the workgroup's subgroups, one workgroup barrier
+//! per layer; here each subgroup owns 16 samples a chunk and carries them through every
+//! layer alone, as tiny-cuda-nn's JIT kernel carries 32 per warp: a hidden layer's
+//! accumulators become the next layer's A matrices in registers (NVIDIA's
+//! `GL_NV_cooperative_matrix2` conversions where the device has them; else through the
+//! subgroup's rows of workgroup memory, `PrivateLaunch::convert`), its f16 activations are also
 //! stored in the subgroup's own rows of workgroup memory for the backward (X_iᵀ for the
 //! weight gradients, y for the activation's derivative), and no workgroup barrier is
 //! left in the chunk loop. Orientation: samples are rows, so a layer is Z = X·Wᵀ + b (B =
@@ -74,6 +75,11 @@ pub struct PrivateLaunch {
     /// from there instead of from the weight buffer (`NSHADE_GPU_PRIVATE_WSH=1`, for
     /// measurements: it takes the padded weights' bytes of workgroup memory).
     pub staged: bool,
+    /// Accumulators become A and B matrices in registers (`GL_NV_cooperative_matrix2`'s
+    /// conversions, where the device was opened with them); without, through the
+    /// subgroup's rows of workgroup memory (a store, a subgroup barrier, a load: the
+    /// `GL_KHR_cooperative_matrix` form, for any device with cooperative matrices).
+    pub convert: bool,
 }
 
 impl PrivateLaunch {
@@ -88,9 +94,15 @@ impl PrivateLaunch {
         } else {
             0
         };
-        4 * lay.bias + nsg * (2 * 16 * lay.xs + 4 * 256 + 2 * 256 + 4 * 32) + staged
+        // without the conversions, two regions of output gradients (f16) a subgroup
+        let grads = if self.convert { 0 } else { 2 * 16 * GS * 2 };
+        4 * lay.bias + nsg * (2 * 16 * lay.xs + 4 * 256 + 2 * 256 + 4 * 32 + grads) + staged
     }
 }
+
+/// Row stride of a subgroup's output-gradient regions without the conversions (32
+/// columns, the widest layer, plus 8 of skew).
+const GS: usize = MAX_WIDTH + 8;
 
 /// Where each layer's input sits in a subgroup's X rows ([16 samples × xs] f16).
 struct Rows {
@@ -150,9 +162,11 @@ pub fn private_step_kernel(
     let xs = rows.xs;
     let scale = 1.0 / (batch as usize * od) as f32;
     let mut k = String::from(HEAD);
+    if launch.convert {
+        k.push_str("#extension GL_NV_cooperative_matrix2 : require\n");
+    }
     k.push_str(
-        "#extension GL_NV_cooperative_matrix2 : require
-#extension GL_KHR_shader_subgroup_shuffle : require
+        "#extension GL_KHR_shader_subgroup_shuffle : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 ",
     );
@@ -169,7 +183,7 @@ shared float16_t xr[{xr}];
 shared float tg[{tgn}];
 shared float16_t mk[{tgn}];
 shared float lsum[{ls}];
-{wsh}{FUNCS}
+{wsh}{grs}{FUNCS}
 void main() {{
 {STEP_PROLOGUE}    uint gset = wid * NSG + sgid;
     uint xb = sgid * 16u * XS;
@@ -183,6 +197,14 @@ void main() {{
         xr = nsg * 16 * xs,
         tgn = nsg * 256,
         ls = nsg * 32,
+        grs = if launch.convert {
+            String::new()
+        } else {
+            format!(
+                "shared float16_t gr[{}];\nconst uint GS = {GS}u;\n",
+                nsg * 2 * 16 * GS
+            )
+        },
         wsh = if launch.staged {
             format!("shared float16_t ws[{}];\n", pad.weights)
         } else {
@@ -327,9 +349,23 @@ void main() {{
                     k,
                     "    for (int e = 0; e < z{i}_{ob}.length(); e++) {{ float zz = z{i}_{ob}[e]; z{i}_{ob}[e] = {}; }}
     {ACC16} y{n}_{ob} = {ACC16}(z{i}_{ob});
-    coopMatStore(y{n}_{ob}, xr, xb + {c}u, XS, {ROW});
-    {MA} a{n}_{ob} = {MA}(y{n}_{ob});",
+    coopMatStore(y{n}_{ob}, xr, xb + {c}u, XS, {ROW});",
                     act(lin.act, "zz"),
+                    n = i + 1,
+                    c = rows.xo[i + 1] + ob * 16
+                );
+                if launch.convert {
+                    let _ = writeln!(k, "    {MA} a{n}_{ob} = {MA}(y{n}_{ob});", n = i + 1);
+                }
+            }
+        }
+        if !last && !launch.convert {
+            // the layer's stored outputs read back as the next layer's A matrices
+            k.push_str("    subgroupMemoryBarrierShared(); subgroupBarrier();\n");
+            for ob in 0..l.out_p / 16 {
+                let _ = writeln!(
+                    k,
+                    "    {MA} a{n}_{ob}; coopMatLoad(a{n}_{ob}, xr, xb + {c}u, XS, {ROW});",
                     n = i + 1,
                     c = rows.xo[i + 1] + ob * 16
                 );
@@ -377,8 +413,30 @@ void main() {{
             let _ = writeln!(k, "    {ACC16} g{}_{ib};", i - 1);
         }
         let _ = writeln!(k, "    {{");
+        // without the conversions dZ goes through region i mod 2 of the subgroup's
+        // gradient rows: the next layer down writes the other one, and the barrier after
+        // its stores orders this layer's loads before the stores of the layer after it
+        let gbase = format!("(sgid * 2u + {}u) * 16u * GS", i % 2);
+        if !launch.convert {
+            for ob in 0..ob_n {
+                let _ = writeln!(
+                    k,
+                    "    coopMatStore(g{i}_{ob}, gr, {gbase} + {c}u, GS, {ROW});",
+                    c = ob * 16
+                );
+            }
+            k.push_str("    subgroupMemoryBarrierShared(); subgroupBarrier();\n");
+        }
         for ob in 0..ob_n {
-            let _ = writeln!(k, "    {MB} gb{ob} = {MB}(g{i}_{ob});");
+            if launch.convert {
+                let _ = writeln!(k, "    {MB} gb{ob} = {MB}(g{i}_{ob});");
+            } else {
+                let _ = writeln!(
+                    k,
+                    "    {MB} gb{ob}; coopMatLoad(gb{ob}, gr, {gbase} + {c}u, GS, {ROW});",
+                    c = ob * 16
+                );
+            }
             let _ = writeln!(
                 k,
                 "    db{i}_{ob} = coopMatMulAdd(ones, gb{ob}, db{i}_{ob});"
@@ -403,7 +461,15 @@ void main() {{
             // dX = dZ·W (B = W's block (ob, ib) row-major), times the derivative of
             // layer i − 1's activation at its output y = X_i
             for ob in 0..ob_n {
-                let _ = writeln!(k, "    {MA} ga{ob} = {MA}(g{i}_{ob});");
+                if launch.convert {
+                    let _ = writeln!(k, "    {MA} ga{ob} = {MA}(g{i}_{ob});");
+                } else {
+                    let _ = writeln!(
+                        k,
+                        "    {MA} ga{ob}; coopMatLoad(ga{ob}, gr, {gbase} + {c}u, GS, {ROW});",
+                        c = ob * 16
+                    );
+                }
             }
             let below = shp.layers[i - 1].act;
             let d = match below {
