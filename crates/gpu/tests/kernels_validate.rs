@@ -436,6 +436,9 @@ fn private_step_kernels_compile() {
                 assert_eq!(src.contains("GL_NV_cooperative_matrix2"), convert, "{arch}");
                 assert_eq!(src.contains("gl_MatrixUseA>(y"), convert, "{arch}");
                 assert_eq!(src.contains("gl_MatrixUseB>(g"), convert, "{arch}");
+                // elements are matched only between f32 accumulators (the f16 mask and
+                // activations are converted first: element layouts may differ by type)
+                assert!(!src.contains("yh[e]") && !src.contains("mh[e]"), "{arch}");
                 let body = &src[src.find("for (uint c = 0u;").expect("chunk loop")..];
                 let chunk = &body[..body.find("uint pbase").expect("partials")];
                 assert!(

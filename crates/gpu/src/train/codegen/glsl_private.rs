@@ -372,6 +372,8 @@ void main() {{
             }
         }
     }
+    // (elements are matched only between matrices of one type: the f16 mask and, below,
+    // the f16 activations are converted to f32 accumulators first, as in `glsl.rs`)
     // the loss (one output tile): p = act(z), the masked loss and its gradient times the
     // output activation's derivative, the scale and the dynamic loss scale
     let out = &shp.layers[n_l - 1];
@@ -384,10 +386,10 @@ void main() {{
     let _ = writeln!(
         k,
         "    {{ {ACC} tm; coopMatLoad(tm, tg, tb, 16u, {ROW});
-    {ACC16} mm; coopMatLoad(mm, mk, tb, 16u, {ROW});
+    {ACC16} mh; coopMatLoad(mh, mk, tb, 16u, {ROW}); {ACC} mm = {ACC}(mh);
     for (int e = 0; e < {zl}.length(); e++) {{
         float dyv = 0.0;
-        if (mm[e] != float16_t(0.0)) {{
+        if (mm[e] != 0.0) {{
             float zz = {zl}[e]; float p = {a}; float tt = tm[e];
             loss_acc += {lv};
             dyv = ({lg}) * {sc} * lsc{deriv};
@@ -491,8 +493,8 @@ void main() {{
                 }
                 let _ = writeln!(
                     k,
-                    "    {{ {ACC16} yh; coopMatLoad(yh, xr, xb + {c}u, XS, {ROW});
-      for (int e = 0; e < dx{ib}.length(); e++) {{ float v = dx{ib}[e]; float y = float(yh[e]); float d = {d}; lsm = max(lsm, floatBitsToUint(d) & 0x7fffffffu); dx{ib}[e] = d; }} }}
+                    "    {{ {ACC16} yh; coopMatLoad(yh, xr, xb + {c}u, XS, {ROW}); {ACC} yf = {ACC}(yh);
+      for (int e = 0; e < dx{ib}.length(); e++) {{ float v = dx{ib}[e]; float y = yf[e]; float d = {d}; lsm = max(lsm, floatBitsToUint(d) & 0x7fffffffu); dx{ib}[e] = d; }} }}
     g{p}_{ib} = {ACC16}(dx{ib});",
                     c = rows.xo[i] + ib * 16,
                     p = i - 1
