@@ -13,7 +13,7 @@
 //! row-major), the weight gradient dWᵀ += Xᵀ·dZ (A = X_i's rows read column-major, B =
 //! dZ converted) and the bias gradient db += 1·dZ (row 0 of every row). Each subgroup
 //! keeps its weight and bias gradients in registers across its chunks and writes them as
-//! its own partial sums (`partial_sets` = workgroups × subgroups), with its loss sum and
+//! its own partial sums (the trainer's `launch.groups` counts subgroups), with its loss sum and
 //! overflow flag: the Adam kernel adds the sets in a fixed order, so runs stay
 //! deterministic. Bindings, partial layout, sampling, loss and dynamic loss scaling are
 //! those of the GLSL step kernel. Pure: network in, source text out.
