@@ -31,6 +31,8 @@
 # weights (NSHADE_ROWS_STATIONARY=1) for all four; then its parts timed
 # apart, NSHADE_ROWS_SPLIT=encode|noencode|noact|oneweight|nobias). The all-forms line of B
 # alone takes about 2 minutes (its scalar kernels compile slowly).
+# Every nshade and test run is under `timeout` (120-150 s): a stalled run costs that, not
+# the call (the twentieth session lost a 600 s call to a stalled test binary).
 set -u
 D=${D:-.dev/perf}
 OUT=${OUT:-/tmp/nshade-perf}
@@ -54,16 +56,16 @@ for l in sys.stdin:
   git log -1 --format='commit %H' 2>/dev/null
   nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
   echo "== nshade, automatic path"
-  "$N" bench --backend gpu --json --seconds 1 --arch "$A" --arch "$B" --arch "$C" --arch "$DD" $BATCHES | tee >(tag auto)
+  timeout 150 "$N" bench --backend gpu --json --seconds 1 --arch "$A" --arch "$B" --arch "$C" --arch "$DD" $BATCHES | tee >(tag auto)
   echo "== D with every weight gradient in the step kernel (the default before the dW kernel)"
-  NSHADE_GPU_DWSPLIT=0 "$N" bench --backend gpu --json --seconds 1 --arch "$DD" $BATCHES | tee >(tag d-nosplit)
+  NSHADE_GPU_DWSPLIT=0 timeout 150 "$N" bench --backend gpu --json --seconds 1 --arch "$DD" $BATCHES | tee >(tag d-nosplit)
   if [ -n "${TABLE_ONLY:-}" ]; then
     echo "== A, B, D with the step kernel's epilogues as before the nineteenth session (f32 accumulators, per-value range checks, the freq switch, the loss in registers for every shape)"
-    NSHADE_GPU_OFF=lsmax,lossbr,leaky,fswitch NSHADE_GPU_ACC16=0 NSHADE_GPU_OUTREG=1 "$N" bench --backend gpu --json --seconds 1 --arch "$A" --arch "$B" --arch "$DD" $BATCHES | tee >(tag before-s19)
+    NSHADE_GPU_OFF=lsmax,lossbr,leaky,fswitch NSHADE_GPU_ACC16=0 NSHADE_GPU_OUTREG=1 timeout 150 "$N" bench --backend gpu --json --seconds 1 --arch "$A" --arch "$B" --arch "$DD" $BATCHES | tee >(tag before-s19)
     echo "== the GLSL step kernel against the CPU (default, every layer's dW in the dW kernel, f16 accumulators wherever they fit) and its overflow flags"
-    [ -x "$D/train" ] && "$D/train" glsl_step_kernel --nocapture 2>&1 | grep -E "^test |worst|panicked"
-    [ -x "$D/train" ] && NSHADE_GPU_DWSPLIT=all "$D/train" glsl_step_kernel_matches_cpu --nocapture 2>&1 | grep -E "^test |worst|panicked"
-    [ -x "$D/train" ] && NSHADE_GPU_ACC16=1 "$D/train" glsl_step_kernel --nocapture 2>&1 | grep -E "^test |worst|panicked"
+    [ -x "$D/train" ] && timeout 150 "$D/train" glsl_step_kernel --nocapture 2>&1 | grep -E "^test |worst|panicked"
+    [ -x "$D/train" ] && NSHADE_GPU_DWSPLIT=all timeout 150 "$D/train" glsl_step_kernel_matches_cpu --nocapture 2>&1 | grep -E "^test |worst|panicked"
+    [ -x "$D/train" ] && NSHADE_GPU_ACC16=1 timeout 150 "$D/train" glsl_step_kernel --nocapture 2>&1 | grep -E "^test |worst|panicked"
     echo "== the subgroup-private kernel (NSHADE_GPU_PRIVATE=1, prepared in the twentieth session): its kernel tests, then A and seed #1's network at 4 (default), 2 and 8 subgroups a workgroup"
     [ -x "$D/train" ] && NSHADE_GPU_PRIVATE=1 timeout 120 "$D/train" glsl_step_kernel --nocapture 2>&1 | grep -E "^test |worst|panicked"
     for sg in 4 2 8; do
@@ -74,34 +76,34 @@ for l in sys.stdin:
     for sg in 2 4; do
       NSHADE_GPU_PRIVATE=1 NSHADE_GPU_PRIVATE_WSH=1 NSHADE_GPU_SG=$sg timeout 120 "$N" bench --backend gpu --json --seconds 1 --arch "$A" --arch "S1=mlp(32x3, relu)" $BATCHES | tee >(tag "private-wsh-sg$sg")
     done
-    "$N" bench --backend gpu --json --seconds 1 --arch "S1=mlp(32x3, relu)" $BATCHES | tee >(tag s1)
+    timeout 150 "$N" bench --backend gpu --json --seconds 1 --arch "S1=mlp(32x3, relu)" $BATCHES | tee >(tag s1)
     echo "== every test of train and grid_train (release test binaries, where \$D holds them)"
     for t in train grid_train; do [ -x "$D/$t" ] && timeout 120 "$D/$t" 2>&1 | grep -E "test result|panicked|FAILED"; done
   else
   echo "== C on the cooperative-matrix path"
-  "$N" bench --backend gpu --json --seconds 1 --arch "$C" $BATCHES --gpu-path coop | tee >(tag coop)
+  timeout 150 "$N" bench --backend gpu --json --seconds 1 --arch "$C" $BATCHES --gpu-path coop | tee >(tag coop)
   echo "== C with 32-bit atomic pairs (automatic path, then coop)"
-  NSHADE_GPU_ATOMIC64=0 "$N" bench --backend gpu --json --seconds 1 --arch "$C" --batch 65536 --batch 1048576 | tee >(tag pairs)
-  NSHADE_GPU_ATOMIC64=0 "$N" bench --backend gpu --json --seconds 1 --arch "$C" --batch 65536 --batch 1048576 --gpu-path coop | tee >(tag coop-pairs)
+  NSHADE_GPU_ATOMIC64=0 timeout 150 "$N" bench --backend gpu --json --seconds 1 --arch "$C" --batch 65536 --batch 1048576 | tee >(tag pairs)
+  NSHADE_GPU_ATOMIC64=0 timeout 150 "$N" bench --backend gpu --json --seconds 1 --arch "$C" --batch 65536 --batch 1048576 --gpu-path coop | tee >(tag coop-pairs)
   echo "== C split: step kernel only, no table atomics"
-  NSHADE_GPU_ONLY=step "$N" bench --backend gpu --json --seconds 0.7 --arch "$C" --batch 65536 --gpu-path coop | tee >(tag coop-step)
-  NSHADE_GPU_EXP=noatom "$N" bench --backend gpu --json --seconds 0.7 --arch "$C" --batch 65536 --gpu-path coop | tee >(tag coop-noatom)
+  NSHADE_GPU_ONLY=step timeout 150 "$N" bench --backend gpu --json --seconds 0.7 --arch "$C" --batch 65536 --gpu-path coop | tee >(tag coop-step)
+  NSHADE_GPU_EXP=noatom timeout 150 "$N" bench --backend gpu --json --seconds 0.7 --arch "$C" --batch 65536 --gpu-path coop | tee >(tag coop-noatom)
   echo "== the GLSL step kernel against the CPU"
-  [ -x "$D/train" ] && "$D/train" glsl_step_kernel_matches_cpu --nocapture 2>&1 | grep -E "^test |worst|panicked"
+  [ -x "$D/train" ] && timeout 150 "$D/train" glsl_step_kernel_matches_cpu --nocapture 2>&1 | grep -E "^test |worst|panicked"
   OLD_A="NSHADE_GPU_THREADS=128 NSHADE_GPU_SAMPLES=32 NSHADE_GPU_GROUPS=264"
   echo "== A in two workgroups of 128 invocations and 32 samples per multiprocessor"
-  env $OLD_A "$N" bench --backend gpu --json --seconds 1 --arch "$A" $BATCHES | tee >(tag a-two128)
+  env $OLD_A timeout 150 "$N" bench --backend gpu --json --seconds 1 --arch "$A" $BATCHES | tee >(tag a-two128)
   echo "== B and D with fewer held weight tiles; B in 16-sample chunks, two per multiprocessor"
   for h in 1 0; do
-    NSHADE_GPU_HOIST=$h "$N" bench --backend gpu --json --seconds 0.5 --arch "$B" --arch "$DD" $BATCHES | tee >(tag "bd-hoist$h")
+    NSHADE_GPU_HOIST=$h timeout 150 "$N" bench --backend gpu --json --seconds 0.5 --arch "$B" --arch "$DD" $BATCHES | tee >(tag "bd-hoist$h")
   done
   for h in 2 1 0; do
-    NSHADE_GPU_HOIST=$h NSHADE_GPU_SAMPLES=16 NSHADE_GPU_GROUPS=264 "$N" bench --backend gpu --json --seconds 0.5 --arch "$B" $BATCHES | tee >(tag "b16-hoist$h")
+    NSHADE_GPU_HOIST=$h NSHADE_GPU_SAMPLES=16 NSHADE_GPU_GROUPS=264 timeout 150 "$N" bench --backend gpu --json --seconds 0.5 --arch "$B" $BATCHES | tee >(tag "b16-hoist$h")
   done
   if [ -x "$D/vkstats" ]; then
     echo "== registers of the step kernels (vkstats)"
     k() { local name=$1 arch=$2; shift 2; mkdir -p "$OUT/k/$name"
-      env "$@" NSHADE_GPU_DUMP="$OUT/k/$name" "$N" bench --backend gpu --seconds 0.05 --arch "$arch" --batch 65536 >/dev/null 2>&1
+      env "$@" NSHADE_GPU_DUMP="$OUT/k/$name" timeout 150 "$N" bench --backend gpu --seconds 0.05 --arch "$arch" --batch 65536 >/dev/null 2>&1
       echo "-- $name"; "$D/vkstats" "$OUT/k/$name/step.comp" 2>&1 | head -12; }
     k a "$A"; k a-two128 "$A" $OLD_A; k b "$B"; k b-hoist1 "$B" NSHADE_GPU_HOIST=1
     k b-hoist0 "$B" NSHADE_GPU_HOIST=0; k b16 "$B" NSHADE_GPU_SAMPLES=16; k c "$C"
@@ -116,7 +118,7 @@ for l in sys.stdin:
   fi
   if [ -z "${SKIP_INFER:-}" ]; then
     echo "== inference at 1920x1080: nshade (every form), PyTorch fp16 graph, tcnn (both modes)"
-    "$N" bench --inference --backend gpu --json --seconds 0.3 --arch "$A" --arch "$B" --arch "$C" --arch "$DD" | tee >(tag infer)
+    timeout 150 "$N" bench --inference --backend gpu --json --seconds 0.3 --arch "$A" --arch "$B" --arch "$C" --arch "$DD" | tee >(tag infer)
     # The GLSL subgroup-private kernel (line `coop-glsl` above) in each of its shapes
     for sh in ${ROWS_SHAPES-8,2 16,1 3,1 2,3 4,2 2,2 4,1 2,1 1,2 1,1 8,1}; do
       NSHADE_ROWS_SHAPE=$sh timeout 120 "$N" bench --inference --backend gpu --json --seconds 0.3 --form coop-compute --arch "$A" --arch "$B" --arch "$C" | grep coop-glsl | tee >(tag "infer-rows-$sh")
@@ -141,6 +143,6 @@ for l in sys.stdin:
     fi
   fi
   echo "== nshade again, automatic path at 2^16 (run-to-run spread)"
-  "$N" bench --backend gpu --json --seconds 1 --arch "$A" --arch "$B" --arch "$C" --arch "$DD" --batch 65536 | tee >(tag auto-rerun)
+  timeout 150 "$N" bench --backend gpu --json --seconds 1 --arch "$A" --arch "$B" --arch "$C" --arch "$DD" --batch 65536 | tee >(tag auto-rerun)
 } > "$OUT/perf.log" 2>&1
 tail -40 "$OUT/perf.log"
