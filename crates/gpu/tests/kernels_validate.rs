@@ -5,6 +5,7 @@
 mod common;
 
 use common::validate;
+use nshade_core::Activation;
 use nshade_core::arch::Arch;
 use nshade_core::loss::Loss;
 use nshade_core::network::Network;
@@ -362,8 +363,8 @@ fn glsl_acc16_kernels_compile() {
 }
 
 /// The subgroup-private kernel (`NSHADE_GPU_PRIVATE=1`): it takes the GLSL family's
-/// networks at most 32 wide without masked padding rows (seed #3's and the bare mlp) and
-/// refuses the rest; each compiles with glslang for every loss it is tested with on a
+/// networks at most 32 wide (seed #3's, the bare mlp, and the 20-wide sigmoid/exp one,
+/// whose padding columns it masks) and refuses the rest; each compiles with glslang for every loss it is tested with on a
 /// GPU, in 1, 4 and 8 subgroups, with the weights staged in workgroup memory (every B
 /// matrix read from there), and without NVIDIA's conversions (the accumulators through
 /// workgroup memory: no extension, no conversion); its chunk loop has no workgroup
@@ -379,7 +380,9 @@ fn private_step_kernels_compile() {
         let fits = codegen::private_fits(&net, texture);
         let expect = matches!(
             arch,
-            "freq(3) | mlp(32x3, leaky_relu, sigmoid)" | "mlp(32x3, relu)"
+            "freq(3) | mlp(32x3, leaky_relu, sigmoid)"
+                | "mlp(32x3, relu)"
+                | "freq(2) | mlp(20x2, sigmoid, exp)"
         );
         assert_eq!(fits, expect, "{arch}");
         let pad = Pad::of(&net);
@@ -439,6 +442,17 @@ fn private_step_kernels_compile() {
                 // elements are matched only between f32 accumulators (the f16 mask and
                 // activations are converted first: element layouts may differ by type)
                 assert!(!src.contains("yh[e]") && !src.contains("mh[e]"), "{arch}");
+                // the padding columns of sigmoid and exp layers masked back to 0: one
+                // stride-0 mask row per output tile of such a hidden layer
+                let masked: usize = hidden_layers(&net)
+                    .iter()
+                    .filter(|l| {
+                        l.out_dims < l.out_dims.next_multiple_of(16)
+                            && matches!(l.act, Activation::Sigmoid | Activation::Exp)
+                    })
+                    .map(|l| l.out_dims.div_ceil(16))
+                    .sum();
+                assert_eq!(src.matches("coopMatLoad(m, bs,").count(), masked, "{arch}");
                 let body = &src[src.find("for (uint c = 0u;").expect("chunk loop")..];
                 let chunk = &body[..body.find("uint pbase").expect("partials")];
                 assert!(
@@ -487,7 +501,7 @@ fn private_step_kernels_compile() {
             }
         }
     }
-    assert_eq!(compiled, 6 * (Loss::ALL.len() + 1));
+    assert_eq!(compiled, 6 * (Loss::ALL.len() + 2));
 }
 
 /// Bias gradients on the tensor cores (`dbmma`) in workgroups of 64: seed #3's kernel
@@ -522,6 +536,20 @@ fn glsl_bias_gradients_on_the_tensor_cores() {
             panic!("{arch}: line {:?}: {}\n{src}", e.line, e.message);
         }
     }
+}
+
+/// The hidden layers of `net`'s MLP (the GLSL family: an MLP alone or after one stage).
+fn hidden_layers(net: &Network) -> Vec<nshade_core::module::Linear> {
+    use nshade_core::module::Module;
+    let mlp = match &net.root {
+        Module::Mlp(m) => m,
+        Module::Chain(c) => match c.stages.last() {
+            Some(Module::Mlp(m)) => m,
+            _ => panic!("no mlp"),
+        },
+        _ => panic!("no mlp"),
+    };
+    mlp.layers[..mlp.layers.len() - 1].to_vec()
 }
 
 /// The data the split kernels below are generated for.

@@ -42,8 +42,7 @@ pub fn private_enabled() -> bool {
 }
 
 /// Whether the subgroup-private kernel can train `net` on `data`: a texture, a raw or
-/// `freq` input, every layer at most 32 wide (padded), at most 16 outputs, and hidden
-/// activations that are 0 at 0 where a layer has padding rows.
+/// `freq` input, every layer at most 32 wide (padded) and at most 16 outputs.
 pub fn private_fits(net: &Network, data: DataKind) -> bool {
     let Some(shp) = shape(net) else {
         return false;
@@ -56,10 +55,6 @@ pub fn private_fits(net: &Network, data: DataKind) -> bool {
             .iter()
             .all(|l| l.in_p <= MAX_WIDTH && l.out_p <= MAX_WIDTH)
         && pad.layers.last().is_some_and(|l| l.out_p == 16)
-        && shp.layers[..shp.layers.len() - 1]
-            .iter()
-            .zip(&pad.layers)
-            .all(|(lin, l)| !needs_mask(l, lin.act))
 }
 
 /// How the subgroup-private kernel runs.
@@ -85,7 +80,10 @@ pub struct PrivateLaunch {
 impl PrivateLaunch {
     /// Workgroup memory of one workgroup for `net`, in bytes.
     pub fn bytes(&self, net: &Network) -> usize {
-        let lay = Rows::of(&Pad::of(net));
+        let acts: Vec<Activation> = shape(net)
+            .map(|shp| shp.layers.iter().map(|l| l.act).collect())
+            .unwrap_or_default();
+        let lay = Rows::of(&Pad::of(net), &acts);
         let nsg = self.subgroups as usize;
         // biases (f32), X rows (f16), targets (f32), loss mask (f16), loss sums (f32),
         // the staged weights (f16)
@@ -110,13 +108,16 @@ struct Rows {
     xo: Vec<usize>,
     /// Row stride (the layers' padded inputs side by side, plus 8 columns of skew).
     xs: usize,
-    /// Offset of each layer's biases in `bs`, and their total.
+    /// Offset of each layer's biases in `bs`; of the 0/1 masks of the padding columns of
+    /// hidden layers whose activation is not 0 at 0 (`needs_mask`); `bs`'s length.
     boff: Vec<usize>,
+    moff: Vec<Option<usize>>,
     bias: usize,
 }
 
 impl Rows {
-    fn of(pad: &Pad) -> Rows {
+    /// The rows of `pad`'s layers, whose activations are `acts`.
+    fn of(pad: &Pad, acts: &[Activation]) -> Rows {
         let (mut xo, mut col) = (Vec::new(), 0);
         let (mut boff, mut b) = (Vec::new(), 0);
         for l in &pad.layers {
@@ -125,10 +126,19 @@ impl Rows {
             boff.push(b);
             b += l.out_p;
         }
+        let mut moff = Vec::new();
+        for (i, l) in pad.layers.iter().enumerate() {
+            let hidden = i + 1 < pad.layers.len();
+            moff.push((hidden && needs_mask(l, acts[i])).then(|| {
+                b += l.out_p;
+                b - l.out_p
+            }));
+        }
         Rows {
             xo,
             xs: col + 8,
             boff,
+            moff,
             bias: b,
         }
     }
@@ -155,7 +165,8 @@ pub fn private_step_kernel(
     };
     let shp = shape(net)?;
     let pad = Pad::of(net);
-    let rows = Rows::of(&pad);
+    let acts: Vec<Activation> = shp.layers.iter().map(|l| l.act).collect();
+    let rows = Rows::of(&pad, &acts);
     let n_l = pad.layers.len();
     let od = net.out_dims;
     let nsg = launch.subgroups as usize;
@@ -226,6 +237,17 @@ void main() {{
             odm = l.out_dims - 1,
             pb = l.bias
         );
+    }
+    for (i, l) in pad.layers.iter().enumerate() {
+        if let Some(m) = rows.moff[i] {
+            let _ = writeln!(
+                k,
+                "    for (uint e = lid; e < {op}u; e += {wg}u) {{ bs[{m}u + e] = e < {od}u ? 1.0 : 0.0; }}",
+                op = l.out_p,
+                wg = 32 * nsg,
+                od = l.out_dims
+            );
+        }
     }
     if launch.staged {
         let _ = writeln!(
@@ -347,12 +369,17 @@ void main() {{
             if !last {
                 let _ = writeln!(
                     k,
-                    "    for (int e = 0; e < z{i}_{ob}.length(); e++) {{ float zz = z{i}_{ob}[e]; z{i}_{ob}[e] = {}; }}
+                    "    for (int e = 0; e < z{i}_{ob}.length(); e++) {{ float zz = z{i}_{ob}[e]; z{i}_{ob}[e] = {}; }}{mask}
     {ACC16} y{n}_{ob} = {ACC16}(z{i}_{ob});
     coopMatStore(y{n}_{ob}, xr, xb + {c}u, XS, {ROW});",
                     act(lin.act, "zz"),
                     n = i + 1,
-                    c = rows.xo[i + 1] + ob * 16
+                    c = rows.xo[i + 1] + ob * 16,
+                    // padding columns back to 0 (sigmoid, exp): a stride-0 row of the mask
+                    mask = rows.moff[i].map_or(String::new(), |m| format!(
+                        "\n    {{ {ACC} m; coopMatLoad(m, bs, {}u, 0u, {ROW}); for (int e = 0; e < z{i}_{ob}.length(); e++) {{ z{i}_{ob}[e] = z{i}_{ob}[e] * m[e]; }} }}",
+                        m + ob * 16
+                    )),
                 );
                 if launch.convert {
                     let _ = writeln!(k, "    {MA} a{n}_{ob} = {MA}(y{n}_{ob});", n = i + 1);
