@@ -456,16 +456,21 @@ void main() {{
             }
             k.push_str("    subgroupMemoryBarrierShared(); subgroupBarrier();\n");
         }
-        for ob in 0..ob_n {
-            if launch.convert {
-                let _ = writeln!(k, "    {MB} gb{ob} = {MB}(g{i}_{ob});");
+        // dZ's output block ob as a matrix of type `ty` named `name`: converted, or loaded
+        // from the gradient rows
+        let dz_matrix = |k: &mut String, ty: &str, name: &str, ob: usize| {
+            let _ = if launch.convert {
+                writeln!(k, "    {ty} {name}{ob} = {ty}(g{i}_{ob});")
             } else {
-                let _ = writeln!(
+                writeln!(
                     k,
-                    "    {MB} gb{ob}; coopMatLoad(gb{ob}, gr, {gbase} + {c}u, GS, {ROW});",
+                    "    {ty} {name}{ob}; coopMatLoad({name}{ob}, gr, {gbase} + {c}u, GS, {ROW});",
                     c = ob * 16
-                );
-            }
+                )
+            };
+        };
+        for ob in 0..ob_n {
+            dz_matrix(&mut k, MB, "gb", ob);
             let _ = writeln!(
                 k,
                 "    db{i}_{ob} = coopMatMulAdd(ones, gb{ob}, db{i}_{ob});"
@@ -490,15 +495,7 @@ void main() {{
             // dX = dZ·W (B = W's block (ob, ib) row-major), times the derivative of
             // layer i − 1's activation at its output y = X_i
             for ob in 0..ob_n {
-                if launch.convert {
-                    let _ = writeln!(k, "    {MA} ga{ob} = {MA}(g{i}_{ob});");
-                } else {
-                    let _ = writeln!(
-                        k,
-                        "    {MA} ga{ob}; coopMatLoad(ga{ob}, gr, {gbase} + {c}u, GS, {ROW});",
-                        c = ob * 16
-                    );
-                }
+                dz_matrix(&mut k, MA, "ga", ob);
             }
             let below = shp.layers[i - 1].act;
             let d = match below {
