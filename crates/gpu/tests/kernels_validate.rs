@@ -364,8 +364,8 @@ fn glsl_acc16_kernels_compile() {
 
 /// The subgroup-private kernel (`NSHADE_GPU_PRIVATE=1`): it takes the GLSL family's
 /// networks at most 32 wide (seed #3's, the bare mlp, and the 20-wide sigmoid/exp one,
-/// whose padding columns it masks) and refuses the rest; each compiles with glslang for every loss it is tested with on a
-/// GPU, in 1, 4 and 8 subgroups, with the weights staged in workgroup memory (every B
+/// whose padding columns it masks) and refuses the rest; each compiles with glslang for
+/// every loss it is tested with on a GPU, in 1, 4 and 8 subgroups, with the weights staged in workgroup memory (every B
 /// matrix read from there), and without NVIDIA's conversions (the accumulators through
 /// workgroup memory: no extension, no conversion); its chunk loop has no workgroup
 /// barrier; each layer's weight-gradient and bias tiles are accumulated once and stored
@@ -375,6 +375,9 @@ fn glsl_acc16_kernels_compile() {
 fn private_step_kernels_compile() {
     let texture = small_texture();
     let mut compiled = 0;
+    // B matrices read from `buf` (staged weights: every one from the copy)
+    let weights_from =
+        |src: &str, buf: &str| src.matches(&format!("coopMatLoad(b, {buf},")).count();
     for (arch, losses) in common::glsl_family() {
         let net = build(arch);
         let fits = codegen::private_fits(&net, texture);
@@ -413,9 +416,6 @@ fn private_step_kernels_compile() {
                     launch.bytes(&net)
                 );
             }
-            // staged weights: every B matrix from the copy, none from the buffer
-            let weights_from =
-                |src: &str, buf: &str| src.matches(&format!("coopMatLoad(b, {buf},")).count();
             for &loss in &losses {
                 let src =
                     codegen::private_step_kernel(&net, loss, texture, 5000, launch).expect(arch);
@@ -459,31 +459,20 @@ fn private_step_kernels_compile() {
                     !chunk.contains(" barrier();"),
                     "{arch}: a workgroup barrier in the chunk loop"
                 );
+                // a gradient tile accumulated once a chunk and stored once (`into`)
+                let once = |acc: &str, into: &str| {
+                    for what in [
+                        format!("{acc} = coopMatMulAdd("),
+                        format!("coopMatStore({acc}, {into}"),
+                    ] {
+                        assert_eq!(src.matches(&what).count(), 1, "{arch}: {what}");
+                    }
+                };
                 for (i, l) in pad.layers.iter().enumerate() {
                     for ob in 0..l.out_p / 16 {
-                        let db = format!("db{i}_{ob}");
-                        assert_eq!(
-                            src.matches(&format!("{db} = coopMatMulAdd(")).count(),
-                            1,
-                            "{arch}: {db}"
-                        );
-                        assert_eq!(
-                            src.matches(&format!("coopMatStore({db}, ")).count(),
-                            1,
-                            "{arch}: {db}"
-                        );
+                        once(&format!("db{i}_{ob}"), "");
                         for ib in 0..l.in_p / 16 {
-                            let dw = format!("dw{i}_{ib}_{ob}");
-                            assert_eq!(
-                                src.matches(&format!("{dw} = coopMatMulAdd(")).count(),
-                                1,
-                                "{arch}: {dw}"
-                            );
-                            assert_eq!(
-                                src.matches(&format!("coopMatStore({dw}, partial")).count(),
-                                1,
-                                "{arch}: {dw}"
-                            );
+                            once(&format!("dw{i}_{ib}_{ob}"), "partial");
                         }
                     }
                     if i + 1 < pad.layers.len() && convert {

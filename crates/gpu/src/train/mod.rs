@@ -543,17 +543,7 @@ fn glsl_launch(
     let (groups, chunks) = split_batch(batch, shape.samples, mps * shape.per_mp);
     let split = codegen::DwSplit::of(net, groups, chunks, shape.samples, &mode, max_binding);
     Some(GlslPlan {
-        launch: Launch {
-            samples: shape.samples,
-            threads: shape.threads,
-            groups,
-            chunks,
-            skew: shape.skew,
-            sgbar: false,
-            xglobal: false,
-            wsh: false,
-            ..fused
-        },
+        launch: shape_launch(&shape, groups, chunks, fused),
         shape,
         split,
         acc16: codegen::acc16_for(net, &shape, max),
@@ -604,22 +594,28 @@ fn private_launch(
         per_mp,
     };
     Some(GlslPlan {
-        launch: Launch {
-            samples: codegen::PRIVATE_SAMPLES,
-            threads: 32 * nsg,
-            groups: groups * nsg,
-            chunks,
-            skew: 0,
-            sgbar: false,
-            xglobal: false,
-            wsh: false,
-            ..fused
-        },
+        launch: shape_launch(&shape, groups * nsg, chunks, fused),
         shape,
         split: None,
         acc16: false,
         private: Some(codegen::PrivateLaunch { chunks, ..probe }),
     })
+}
+
+/// The launch of a GLSL step kernel in `shape` with `groups` (partial sets) of `chunks`,
+/// replacing the WGSL launch `fused` (whose Adam kernel takes the same groups).
+fn shape_launch(shape: &codegen::GlslShape, groups: u32, chunks: u32, fused: Launch) -> Launch {
+    Launch {
+        samples: shape.samples,
+        threads: shape.threads,
+        groups,
+        chunks,
+        skew: shape.skew,
+        sgbar: false,
+        xglobal: false,
+        wsh: false,
+        ..fused
+    }
 }
 
 /// What [`glsl_launch`] decides for the GLSL step kernel: its launch (replacing the WGSL
@@ -700,11 +696,9 @@ pub struct GpuTrainer {
     launch: Launch,
     precision: Precision,
     adam_groups: u32,
-    /// Workgroups of the step kernel's dispatch (`launch.groups`, or its subgroup-private
-    /// form's `launch.groups` / subgroups: there every subgroup has its partial sums).
-    step_groups: u32,
-    /// The step kernel is the subgroup-private one.
-    private: bool,
+    /// Subgroups a workgroup where the step kernel is the subgroup-private one (every
+    /// subgroup has its partial sums, so `launch.groups` counts subgroups).
+    private: Option<u32>,
     step_pipe: wgpu::ComputePipeline,
     adam_pipe: wgpu::ComputePipeline,
     step_bg: wgpu::BindGroup,
@@ -1270,14 +1264,9 @@ impl GpuTrainer {
             .chain(ls.as_ref().map(|l| &l.1))
             .collect::<Vec<_>>(),
         );
-        let step_groups = match glsl.as_ref().and_then(|g| g.private) {
-            Some(pl) => launch.groups / pl.subgroups,
-            None => launch.groups,
-        };
         let mut trainer = GpuTrainer {
             adam_groups: (dense as u32).div_ceil(codegen::adam_params()) + 1,
-            step_groups,
-            private: glsl.as_ref().is_some_and(|g| g.private.is_some()),
+            private: glsl.as_ref().and_then(|g| g.private).map(|pl| pl.subgroups),
             precision,
             ctx,
             cfg: cfg.clone(),
@@ -1380,7 +1369,7 @@ impl GpuTrainer {
     /// Whether the step kernel is the subgroup-private one ([`codegen::private_step_kernel`],
     /// `NSHADE_GPU_PRIVATE=1`).
     pub fn subgroup_private(&self) -> bool {
-        self.private
+        self.private.is_some()
     }
 
     /// Makes step `step` overflow (its loss scale becomes +∞, so every gradient is
@@ -1490,7 +1479,7 @@ impl GpuTrainer {
                 if step {
                     pass.set_pipeline(&self.step_pipe);
                     pass.set_bind_group(0, &self.step_bg, &off);
-                    pass.dispatch_workgroups(self.step_groups, 1, 1);
+                    pass.dispatch_workgroups(self.launch.groups / self.private.unwrap_or(1), 1, 1);
                 }
                 if let Some((pipe, bg, layers)) = &self.dw_pass
                     && dw
@@ -1597,7 +1586,7 @@ impl Trainer for GpuTrainer {
     /// The precision path; `coop, subgroup-private kernel` where `NSHADE_GPU_PRIVATE=1`
     /// took effect (so a measurement says which kernel it timed).
     fn path(&self) -> String {
-        if self.private {
+        if self.private.is_some() {
             format!("{}, subgroup-private kernel", GpuTrainer::path(self))
         } else {
             GpuTrainer::path(self).into()

@@ -282,6 +282,13 @@ impl Layout {
     }
 }
 
+/// Workgroup memory of the layout of `s` samples, `skew`, `wg` invocations, with or
+/// without the f16 bias copy.
+fn layout_bytes(net: &Network, pad: &Pad, s: usize, skew: usize, wg: usize, acc16: bool) -> usize {
+    let outreg = out_registers(wg);
+    layout(pad, s, skew, any_mask(net, pad, outreg), outreg, wg, acc16).bytes()
+}
+
 /// The split layers' X and dz are stored from the epilogues' registers where they can be
 /// (`NSHADE_GPU_DWSTORE=copy`: every tile copied from workgroup memory in the backward,
 /// for measurements).
@@ -298,19 +305,7 @@ fn direct_stores() -> bool {
 pub fn glsl_samples(net: &Network, max: usize) -> Option<GlslShape> {
     let pad = Pad::of(net);
     // (without the f16 bias copy: `acc16_for` takes it where it still fits)
-    let bytes = |s: usize, skew: usize, wg: usize| {
-        let outreg = out_registers(wg);
-        layout(
-            &pad,
-            s,
-            skew,
-            any_mask(net, &pad, outreg),
-            outreg,
-            wg,
-            false,
-        )
-        .bytes()
-    };
+    let bytes = |s: usize, skew: usize, wg: usize| layout_bytes(net, &pad, s, skew, wg, false);
     let asked = std::env::var("NSHADE_GPU_SAMPLES")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
@@ -425,19 +420,14 @@ pub fn acc16_fits(net: &Network) -> bool {
 /// f16 bias copy still fits `shape`'s workgroups into `max` bytes (shapes are chosen
 /// without it: `freq(8) | mlp(128x4)` at 32 KiB keeps f32 rather than losing the kernel).
 pub fn acc16_for(net: &Network, shape: &GlslShape, max: usize) -> bool {
-    let pad = Pad::of(net);
-    let wg = shape.threads as usize;
-    let outreg = out_registers(wg);
-    let bytes = layout(
-        &pad,
+    let bytes = layout_bytes(
+        net,
+        &Pad::of(net),
         shape.samples as usize,
         shape.skew as usize,
-        any_mask(net, &pad, outreg),
-        outreg,
-        wg,
+        shape.threads as usize,
         true,
-    )
-    .bytes();
+    );
     std::env::var("NSHADE_GPU_ACC16").map_or(true, |v| v != "0")
         && acc16_fits(net)
         && shape.per_mp as usize * bytes <= max
@@ -454,17 +444,106 @@ fn act16(a: Activation, z: &str) -> String {
 
 /// One k step of a tile product, `c = coopMatMulAdd(A, B, c)`: A the held tile `held`,
 /// else loaded with the `coopMatLoad` arguments `a_load`; B loaded with `b_load`.
-fn mul_add(k: &mut String, held: Option<&str>, a_load: &str, b_load: &str, c: &str) {
+fn mul_add(k: &mut String, held: Option<&str>, a_load: &str, b_load: &str) {
     let _ = match held {
         Some(w) => writeln!(
             k,
-            "        {{ {MB} b; coopMatLoad(b, {b_load}); {c} = coopMatMulAdd({w}, b, {c}); }}"
+            "        {{ {MB} b; coopMatLoad(b, {b_load}); c = coopMatMulAdd({w}, b, c); }}"
         ),
         None => writeln!(
             k,
-            "        {{ {MA} a; coopMatLoad(a, {a_load}); {MB} b; coopMatLoad(b, {b_load}); {c} = coopMatMulAdd(a, b, {c}); }}"
+            "        {{ {MA} a; coopMatLoad(a, {a_load}); {MB} b; coopMatLoad(b, {b_load}); c = coopMatMulAdd(a, b, c); }}"
         ),
     };
+}
+
+/// The four texels around the sample at (`u`, `v`) of a `w`×`h` texture (lines of a
+/// block at 8 spaces): `fx`, `fy`, their floors `x0f`, `y0f` and the clamped corners
+/// `x0`, `x1`, `y0`, `y1`, as the CPU's bilinear lookup.
+pub(super) fn texel_corners(u: &str, v: &str, w: u32, h: u32) -> String {
+    format!(
+        "        float fx = {u} * {w}.0 - 0.5; float fy = {v} * {h}.0 - 0.5;
+        float x0f = floor(fx); float y0f = floor(fy);
+        uint x0 = min(uint(max(x0f, 0.0)), {wm}u); uint x1 = min(uint(max(x0f + 1.0, 0.0)), {wm}u);
+        uint y0 = min(uint(max(y0f, 0.0)), {hm}u); uint y1 = min(uint(max(y0f + 1.0, 0.0)), {hm}u);
+",
+        wm = w - 1,
+        hm = h - 1
+    )
+}
+
+/// `freq`'s sin and cos of input value `xv` at octave `o` (< `octaves`) into `vs`, `vc`:
+/// the factor 2^o·π computed, not picked by a switch (which diverges where a subgroup's
+/// items span two octaves); π·2^o is exact, the shared emitter's literal
+/// (`syntax::frequency_scale`), so the same values.
+pub(super) fn freq_sin_cos(octaves: usize) -> String {
+    debug_assert!(
+        (0..octaves)
+            .all(|o| syntax::frequency_scale(o) == std::f32::consts::PI * (1u32 << o) as f32)
+    );
+    format!(
+        "float sc = {} * float(1u << o); float vs = sin(xv * sc); float vc = cos(xv * sc);",
+        lit(std::f32::consts::PI)
+    )
+}
+
+/// The copy of layer `l`'s biases into `bs` at `boff` (element `e`, zero in padding rows).
+pub(super) fn bias_copy(boff: usize, l: &PadLayer) -> String {
+    format!(
+        "bs[{boff}u + e] = e < {od}u ? params[{b}u + min(e, {odm}u)] : 0.0;",
+        od = l.out_dims,
+        odm = l.out_dims - 1,
+        b = l.bias
+    )
+}
+
+/// ` * f'(z)` of the output activation `a` at `zz` with output `p` (empty for none).
+fn output_derivative(a: Activation) -> String {
+    if a == Activation::None {
+        String::new()
+    } else {
+        format!(" * {}", syntax::activation_derivative(&a, "zz", "p"))
+    }
+}
+
+/// One output element's loss and gradient in a branch over real elements (`cond`), with
+/// the element's pre-activation `z` and target `t`: `dyv` (0 elsewhere) is the loss
+/// gradient times the output activation's derivative, `scale` and the dynamic loss scale
+/// `lsc`; `loss_acc` gains the loss. Lines after the first are indented by `ind`.
+pub(super) fn loss_branch(
+    out: Activation,
+    loss: Loss,
+    scale: f32,
+    (cond, z, t): (&str, &str, &str),
+    ind: &str,
+) -> String {
+    format!(
+        "float dyv = 0.0;
+{ind}if ({cond}) {{
+{ind}    float zz = {z}; float p = {a}; float tt = {t};
+{ind}    loss_acc += {lv};
+{ind}    dyv = ({lg}) * {sc} * lsc{deriv};
+{ind}}}",
+        a = act(out, "zz"),
+        lv = super::wgsl::loss_value(loss, "p", "tt"),
+        lg = super::wgsl::loss_gradient(loss, "p", "tt"),
+        sc = lit(scale),
+        deriv = output_derivative(out),
+    )
+}
+
+/// The input gradient `d` of `v` under a layer whose activation `below` gave `y` (f32;
+/// none under the first layer): leaky_relu as a select instead of the shared emitter's
+/// exact arithmetic form (the same values, v·1 and v·slope, three instructions fewer;
+/// `NSHADE_GPU_OFF=leaky` in `off`: the shared form).
+pub(super) fn input_gradient(below: Option<Activation>, off: &str) -> String {
+    match below {
+        Some(Activation::None) | None => "v".to_string(),
+        Some(Activation::LeakyRelu { slope }) if !exp_has(off, "leaky") => {
+            format!("(y > 0.0 ? v : v * {})", lit(slope))
+        }
+        Some(b) => format!("v * {}", syntax::activation_derivative(&b, "y", "y")),
+    }
 }
 
 /// `NSHADE_GPU_EXP` (timing only, wrong results) holds `name` among its comma-separated
@@ -714,12 +793,8 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             "    if (lid < S) {{
         uint h = nsh_pcg_hash(({idx}) ^ step_h);
         pu = nsh_unit(h); pv = nsh_unit(nsh_pcg_hash(h));
-        float fx = pu * {w}.0 - 0.5; float fy = pv * {h}.0 - 0.5;
-        float x0f = floor(fx); float y0f = floor(fy);
-        uint x0 = min(uint(max(x0f, 0.0)), {wm}u); uint x1 = min(uint(max(x0f + 1.0, 0.0)), {wm}u);
-        uint y0 = min(uint(max(y0f, 0.0)), {hm}u); uint y1 = min(uint(max(y0f + 1.0, 0.0)), {hm}u);",
-            wm = w - 1,
-            hm = h - 1
+{}",
+            texel_corners("pu", "pv", w, h).trim_end()
         );
         if exp_has(&exp, "nosample") {
             // timing only: no texel loads
@@ -776,16 +851,14 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         };
         let _ = writeln!(
             k,
-            "    for (uint e = lid; e < {op}u; e += WG) {{ bs[{boff}u + e] = e < {od}u ? params[{b}u + min(e, {odm}u)] : 0.0;{mask}{h} }}",
+            "    for (uint e = lid; e < {op}u; e += WG) {{ {copy}{mask}{h} }}",
+            copy = bias_copy(boff, l),
             h = if acc16 {
                 format!(" bh[{boff}u + e] = float16_t(bs[{boff}u + e]);")
             } else {
                 String::new()
             },
             op = l.out_p,
-            od = l.out_dims,
-            odm = l.out_dims - 1,
-            b = l.bias,
         );
         boff += l.out_p;
     }
@@ -1012,15 +1085,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         // timing only: no sin / cos
         let nofreq = exp_has(&exp, "nofreq");
         let body = if !nofreq && !exp_has(&off, "fswitch") {
-            debug_assert!(
-                (0..ko).all(
-                    |o| syntax::frequency_scale(o) == std::f32::consts::PI * (1u32 << o) as f32
-                )
-            );
-            format!(
-                "float sc = {} * float(1u << o); float vs = sin(xv * sc); float vc = cos(xv * sc);",
-                lit(std::f32::consts::PI)
-            )
+            freq_sin_cos(ko)
         } else {
             let default = if nofreq {
                 "vs = xv * float(o); vc = xv + float(o); break;"
@@ -1099,7 +1164,6 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                     k16 = kk * 16
                 ),
                 &format!("xh, {}u + sb * 16u, SX, {ROW}", lay.xo[i] + kk * 16 * sx),
-                "c",
             );
         }
         if i + 1 < n_l {
@@ -1145,11 +1209,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             // output layer: through the subgroup's scratch tile, as the WGSL kernel; the
             // loss, dy (times the output activation's derivative, the scale) and dy's f16
             // copy into gh (zero in padding rows)
-            let deriv = if lin.act == Activation::None {
-                String::new()
-            } else {
-                format!(" * {}", syntax::activation_derivative(&lin.act, "zz", "p"))
-            };
+            let deriv = output_derivative(lin.act);
             let (a, lv, lg, sc) = (
                 act(lin.act, "zz"),
                 super::wgsl::loss_value(loss, "p", "tt"),
@@ -1170,13 +1230,12 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             float dyv = valid ? ({lg}) * {sc} * lsc{deriv} : 0.0;"
                     )
                 } else {
-                    format!(
-                        "float dyv = 0.0;
-            if (rm[e] * vm[e] != 0.0) {{
-                float zz = c[e]; float p = {a}; float tt = tm[e];
-                loss_acc += {lv};
-                dyv = ({lg}) * {sc} * lsc{deriv};
-            }}"
+                    loss_branch(
+                        lin.act,
+                        loss,
+                        scale,
+                        ("rm[e] * vm[e] != 0.0", "c[e]", "tm[e]"),
+                        "            ",
                     )
                 };
                 let _ = writeln!(
@@ -1364,23 +1423,13 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                         ip = l.in_p
                     ),
                     &format!("gh, {}u + sb * 16u, SX, {ROW}", cur + kk * 16 * sx),
-                    "c",
                 );
             }
             let below = match i {
                 0 => None,
                 _ => Some(shp.layers[i - 1].act),
             };
-            let d = match below {
-                Some(Activation::None) | None => "v".to_string(),
-                // a select instead of the shared emitter's exact arithmetic form (the
-                // same values: v·1 and v·slope), three instructions fewer
-                // (`NSHADE_GPU_OFF=leaky`: the shared form)
-                Some(Activation::LeakyRelu { slope }) if !exp_has(&off, "leaky") => {
-                    format!("(y > 0.0 ? v : v * {})", lit(slope))
-                }
-                Some(b) => format!("v * {}", syntax::activation_derivative(&b, "y", "y")),
-            };
+            let d = input_gradient(below, &off);
             if below.is_none() {
                 // the table accumulators' range bounds every contribution w·dy (w ≤ 1);
                 // packed lanes check their sums after the step, so only f16's here

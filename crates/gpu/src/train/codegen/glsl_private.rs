@@ -19,14 +19,13 @@
 //! those of the GLSL step kernel. Pure: network in, source text out.
 
 use super::glsl::{
-    ACC, ACC16, COL, FUNCS, HEAD, MA, MB, ROW, STEP_BINDINGS, STEP_PROLOGUE, act, needs_mask, shape,
+    ACC, ACC16, COL, Enc, FUNCS, HEAD, MA, MB, ROW, STEP_BINDINGS, STEP_PROLOGUE, act, bias_copy,
+    freq_sin_cos, input_gradient, loss_branch, needs_mask, shape, texel_corners,
 };
 use super::{DataKind, Pad};
-use crate::train::codegen::glsl::Enc;
 use nshade_core::Activation;
 use nshade_core::loss::Loss;
 use nshade_core::network::Network;
-use nshade_shader::syntax;
 use std::fmt::Write;
 
 /// Samples of a subgroup's chunk (one row block).
@@ -172,6 +171,8 @@ pub fn private_step_kernel(
     let nsg = launch.subgroups as usize;
     let xs = rows.xs;
     let scale = 1.0 / (batch as usize * od) as f32;
+    // `NSHADE_GPU_OFF`: the GLSL step kernel's forms turned back (`input_gradient`)
+    let off = std::env::var("NSHADE_GPU_OFF").unwrap_or_default();
     let mut k = String::from(HEAD);
     if launch.convert {
         k.push_str("#extension GL_NV_cooperative_matrix2 : require\n");
@@ -229,13 +230,10 @@ void main() {{
     for (i, l) in pad.layers.iter().enumerate() {
         let _ = writeln!(
             k,
-            "    for (uint e = lid; e < {op}u; e += {wg}u) {{ bs[{b}u + e] = e < {od}u ? params[{pb}u + min(e, {odm}u)] : 0.0; }}",
+            "    for (uint e = lid; e < {op}u; e += {wg}u) {{ {} }}",
+            bias_copy(rows.boff[i], l),
             op = l.out_p,
             wg = 32 * nsg,
-            b = rows.boff[i],
-            od = l.out_dims,
-            odm = l.out_dims - 1,
-            pb = l.bias
         );
     }
     for (i, l) in pad.layers.iter().enumerate() {
@@ -286,13 +284,8 @@ void main() {{
     if (lane < 16u) {{
         uint h = nsh_pcg_hash(gi ^ step_h);
         float u = nsh_unit(h); float v = nsh_unit(nsh_pcg_hash(h));
-        float fx = u * {w}.0 - 0.5; float fy = v * {h}.0 - 0.5;
-        float x0f = floor(fx); float y0f = floor(fy);
-        float tx = fx - x0f; float ty = fy - y0f;
-        uint x0 = min(uint(max(x0f, 0.0)), {wm}u); uint x1 = min(uint(max(x0f + 1.0, 0.0)), {wm}u);
-        uint y0 = min(uint(max(y0f, 0.0)), {hm}u); uint y1 = min(uint(max(y0f + 1.0, 0.0)), {hm}u);",
-        wm = w - 1,
-        hm = h - 1
+{}        float tx = fx - x0f; float ty = fy - y0f;",
+        texel_corners("u", "v", w, h)
     );
     for o in 0..16 {
         if o < od {
@@ -321,11 +314,11 @@ void main() {{
         uint s = e % 16u; uint io = e / 16u; uint i = io / {ko}u; uint o = io % {ko}u;
         float su = subgroupShuffle(uu, s); float sv = subgroupShuffle(vv, s);
         float xv = i == 0u ? su : sv;
-        float sc = {pi} * float(1u << o); float vs = sin(xv * sc); float vc = cos(xv * sc);
+        {sc}
         xr[xb + s * XS + {x}u + i * {ko}u + o] = float16_t(vs); xr[xb + s * XS + {x}u + {dk}u + i * {ko}u + o] = float16_t(vc);
     }}",
                 n = 32 * ko,
-                pi = super::wgsl::lit(std::f32::consts::PI),
+                sc = freq_sin_cos(ko),
                 x = rows.xo[0],
                 dk = 2 * ko
             );
@@ -404,31 +397,24 @@ void main() {{
     // the loss (one output tile): p = act(z), the masked loss and its gradient times the
     // output activation's derivative, the scale and the dynamic loss scale
     let out = &shp.layers[n_l - 1];
-    let deriv = if out.act == Activation::None {
-        String::new()
-    } else {
-        format!(" * {}", syntax::activation_derivative(&out.act, "zz", "p"))
-    };
     let zl = format!("z{}_0", n_l - 1);
     let _ = writeln!(
         k,
         "    {{ {ACC} tm; coopMatLoad(tm, tg, tb, 16u, {ROW});
     {ACC16} mh; coopMatLoad(mh, mk, tb, 16u, {ROW}); {ACC} mm = {ACC}(mh);
     for (int e = 0; e < {zl}.length(); e++) {{
-        float dyv = 0.0;
-        if (mm[e] != 0.0) {{
-            float zz = {zl}[e]; float p = {a}; float tt = tm[e];
-            loss_acc += {lv};
-            dyv = ({lg}) * {sc} * lsc{deriv};
-        }}
+        {body}
         lsm = max(lsm, floatBitsToUint(dyv) & 0x7fffffffu);
         {zl}[e] = dyv;
     }} }}
     {ACC16} g{l}_0 = {ACC16}({zl});",
-        a = act(out.act, "zz"),
-        lv = super::wgsl::loss_value(loss, "p", "tt"),
-        lg = super::wgsl::loss_gradient(loss, "p", "tt"),
-        sc = super::wgsl::lit(scale),
+        body = loss_branch(
+            out.act,
+            loss,
+            scale,
+            ("mm[e] != 0.0", &format!("{zl}[e]"), "tm[e]"),
+            "        "
+        ),
         l = n_l - 1,
     );
     // X_i's stores (forward) before its loads (backward)
@@ -497,14 +483,7 @@ void main() {{
             for ob in 0..ob_n {
                 dz_matrix(&mut k, MA, "ga", ob);
             }
-            let below = shp.layers[i - 1].act;
-            let d = match below {
-                Activation::None => "v".to_string(),
-                Activation::LeakyRelu { slope } => {
-                    format!("(y > 0.0 ? v : v * {})", super::wgsl::lit(slope))
-                }
-                b => format!("v * {}", syntax::activation_derivative(&b, "y", "y")),
-            };
+            let d = input_gradient(Some(shp.layers[i - 1].act), &off);
             for ib in 0..ib_n {
                 let _ = writeln!(k, "    {ACC} dx{ib} = {ACC}(0.0);");
                 for ob in 0..ob_n {
