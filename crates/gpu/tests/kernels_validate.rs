@@ -368,8 +368,9 @@ fn glsl_acc16_kernels_compile() {
 /// every loss it is tested with on a GPU, in 1, 4 and 8 subgroups, with the weights staged in workgroup memory (every B
 /// matrix read from there), and without NVIDIA's conversions (the accumulators through
 /// workgroup memory: no extension, no conversion); its chunk loop has no workgroup
-/// barrier; each layer's weight-gradient and bias tiles are accumulated once and stored
-/// once; with the conversions every hidden layer's outputs become the next layer's A
+/// barrier; each layer's weight-gradient tiles are accumulated once and stored once, its
+/// bias tiles packed by row selectors into one accumulator per 16 (once per tile, one
+/// store) or, unpacked, one each (no selectors); with the conversions every hidden layer's outputs become the next layer's A
 /// matrices by conversion; its workgroup memory at 4 subgroups fits 48 KiB twice.
 #[test]
 fn private_step_kernels_compile() {
@@ -389,13 +390,14 @@ fn private_step_kernels_compile() {
         );
         assert_eq!(fits, expect, "{arch}");
         let pad = Pad::of(&net);
-        for (nsg, staged, convert) in [
-            (1u32, false, true),
-            (4, false, true),
-            (8, false, true),
-            (4, true, true),
-            (4, false, false),
-            (8, true, false),
+        for (nsg, staged, convert, pack_bias) in [
+            (1u32, false, true, true),
+            (4, false, true, true),
+            (8, false, true, true),
+            (4, true, true, true),
+            (4, false, false, true),
+            (8, true, false, true),
+            (4, false, true, false),
         ] {
             let launch = codegen::PrivateLaunch {
                 subgroups: nsg,
@@ -403,6 +405,7 @@ fn private_step_kernels_compile() {
                 partial_len: pad.partial_len(net.dense_count),
                 staged,
                 convert,
+                pack_bias,
             };
             let src = codegen::private_step_kernel(&net, losses[0], texture, 5000, launch);
             if !fits {
@@ -468,9 +471,25 @@ fn private_step_kernels_compile() {
                         assert_eq!(src.matches(&what).count(), 1, "{arch}: {what}");
                     }
                 };
+                // bias tiles: packed, tile t in row t mod 16 of accumulator t / 16 (each
+                // accumulated once a chunk per tile, stored once); else one each
+                let tiles: usize = pad.layers.iter().map(|l| l.out_p / 16).sum();
+                if pack_bias {
+                    assert!(!src.contains(" ones = "), "{arch}: no matrix of ones");
+                    for q in 0..tiles.div_ceil(16) {
+                        let in_q = (tiles - 16 * q).min(16);
+                        let acc = format!("dbp{q} = coopMatMulAdd(sel, gb");
+                        assert_eq!(src.matches(&acc).count(), in_q, "{arch}: {acc}");
+                        let store = format!("coopMatStore(dbp{q}, tg");
+                        assert_eq!(src.matches(&store).count(), 1, "{arch}: {store}");
+                    }
+                    assert!(!src.contains("coopMatStore(db0_0"), "{arch}: packed");
+                }
                 for (i, l) in pad.layers.iter().enumerate() {
                     for ob in 0..l.out_p / 16 {
-                        once(&format!("db{i}_{ob}"), "");
+                        if !pack_bias {
+                            once(&format!("db{i}_{ob}"), "");
+                        }
                         for ib in 0..l.in_p / 16 {
                             once(&format!("dw{i}_{ib}_{ob}"), "partial");
                         }
@@ -490,7 +509,7 @@ fn private_step_kernels_compile() {
             }
         }
     }
-    assert_eq!(compiled, 6 * (Loss::ALL.len() + 2));
+    assert_eq!(compiled, 7 * (Loss::ALL.len() + 2));
 }
 
 /// Bias gradients on the tensor cores (`dbmma`) in workgroups of 64: seed #3's kernel

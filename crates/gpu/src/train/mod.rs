@@ -578,6 +578,7 @@ fn private_launch(
         partial_len,
         staged,
         convert,
+        pack_bias: std::env::var("NSHADE_GPU_PRIVATE_DBPACK").map_or(true, |v| v != "0"),
     };
     let per_mp = (max / probe.bytes(net).max(1)).min(4) as u32;
     if per_mp == 0 {

@@ -1,5 +1,6 @@
-//! The subgroup-private GLSL step kernel (`NSHADE_GPU_PRIVATE=1`; prepared in the
-//! twentieth session, not yet run on a GPU). The GLSL step kernel (`glsl.rs`) cuts every
+//! The subgroup-private GLSL step kernel (`NSHADE_GPU_PRIVATE=1`; off by default: right
+//! against the CPU on an H100, but 0.6-0.7x the GLSL step kernel's throughput there, see
+//! docs/PERFORMANCE.md "Twenty-first session"). The GLSL step kernel (`glsl.rs`) cuts every
 //! layer of a chunk into tiles shared by the workgroup's subgroups, one workgroup barrier
 //! per layer; here each subgroup owns 16 samples a chunk and carries them through every
 //! layer alone, as tiny-cuda-nn's JIT kernel carries 32 per warp: a hidden layer's
@@ -11,7 +12,9 @@
 //! left in the chunk loop. Orientation: samples are rows, so a layer is Z = X·Wᵀ + b (B =
 //! Wᵀ, W's rows read column-major), the input gradient dX = dZ·W (A = dZ converted, B = W
 //! row-major), the weight gradient dWᵀ += Xᵀ·dZ (A = X_i's rows read column-major, B =
-//! dZ converted) and the bias gradient db += 1·dZ (row 0 of every row). Each subgroup
+//! dZ converted) and the bias gradients db += S_r·dZ, where the row selector S_r (ones in
+//! row r, zeros elsewhere) puts bias tile t's column sums in row r = t mod 16 of one
+//! accumulator shared by 16 tiles (`PrivateLaunch::pack_bias`). Each subgroup
 //! keeps its weight and bias gradients in registers across its chunks and writes them as
 //! its own partial sums (the trainer's `launch.groups` counts subgroups), with its loss sum and
 //! overflow flag: the Adam kernel adds the sets in a fixed order, so runs stay
@@ -74,6 +77,11 @@ pub struct PrivateLaunch {
     /// subgroup's rows of workgroup memory (a store, a subgroup barrier, a load: the
     /// `GL_KHR_cooperative_matrix` form, for any device with cooperative matrices).
     pub convert: bool,
+    /// Every layer's bias tiles in one accumulator, tile t in row t mod 16 of accumulator
+    /// t / 16 (A = a 16×16 row selector read from a 31-row table: one accumulator instead
+    /// of one per tile, 8 registers a tile fewer); `false` (`NSHADE_GPU_PRIVATE_DBPACK=0`,
+    /// for measurements): one accumulator per tile, A = ones.
+    pub pack_bias: bool,
 }
 
 impl PrivateLaunch {
@@ -93,9 +101,18 @@ impl PrivateLaunch {
         };
         // without the conversions, two regions of output gradients (f16) a subgroup
         let grads = if self.convert { 0 } else { 2 * 16 * GS * 2 };
-        4 * lay.bias + nsg * (2 * 16 * lay.xs + 4 * 256 + 2 * 256 + 4 * 32 + grads) + staged
+        // the row selectors of the packed bias tiles (f16)
+        let selectors = if self.pack_bias { 2 * SELECTOR_LEN } else { 0 };
+        4 * lay.bias
+            + nsg * (2 * 16 * lay.xs + 4 * 256 + 2 * 256 + 4 * 32 + grads)
+            + staged
+            + selectors
     }
 }
+
+/// Halves of the packed bias tiles' row-selector table: 31 rows of 16, row 15 ones, the
+/// others zeros; the 16 rows from row 15 − r on select row r.
+const SELECTOR_LEN: usize = 31 * 16;
 
 /// Row stride of a subgroup's output-gradient regions without the conversions (32
 /// columns, the widest layer, plus 8 of skew).
@@ -195,7 +212,7 @@ shared float16_t xr[{xr}];
 shared float tg[{tgn}];
 shared float16_t mk[{tgn}];
 shared float lsum[{ls}];
-{wsh}{grs}{FUNCS}
+{wsh}{grs}{sel}{FUNCS}
 void main() {{
 {STEP_PROLOGUE}    uint gset = wid * NSG + sgid;
     uint xb = sgid * 16u * XS;
@@ -216,6 +233,11 @@ void main() {{
                 "shared float16_t gr[{}];\nconst uint GS = {GS}u;\n",
                 nsg * 2 * 16 * GS
             )
+        },
+        sel = if launch.pack_bias {
+            format!("shared float16_t eo[{SELECTOR_LEN}];\n")
+        } else {
+            String::new()
         },
         wsh = if launch.staged {
             format!("shared float16_t ws[{}];\n", pad.weights)
@@ -255,11 +277,40 @@ void main() {{
             wg = 32 * nsg
         );
     }
+    if launch.pack_bias {
+        let _ = writeln!(
+            k,
+            "    for (uint e = lid; e < {SELECTOR_LEN}u; e += {wg}u) {{ eo[e] = float16_t(e / 16u == 15u ? 1.0 : 0.0); }}",
+            wg = 32 * nsg
+        );
+    }
     k.push_str(
         "    for (uint e = lane; e < 16u * XS; e += 32u) { xr[xb + e] = float16_t(0.0); }
     memoryBarrierShared(); barrier();
 ",
     );
+    // bias tile (layer, output block) → its accumulator's name and, packed, its row
+    let bias_tiles: Vec<Vec<(String, usize)>> = {
+        let mut t = 0;
+        pad.layers
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                (0..l.out_p / 16)
+                    .map(|ob| {
+                        let tile = if launch.pack_bias {
+                            (format!("dbp{}", t / 16), t % 16)
+                        } else {
+                            (format!("db{i}_{ob}"), 0)
+                        };
+                        t += 1;
+                        tile
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    let packed_accs = bias_tiles.iter().flatten().filter(|(_, r)| *r == 0).count();
     // gradient accumulators, persistent across the chunks: dWᵀ tiles (input block, output
     // block) and bias tiles (output block; every row the same sums)
     for (i, l) in pad.layers.iter().enumerate() {
@@ -268,11 +319,19 @@ void main() {{
                 let _ = writeln!(k, "    {ACC} dw{i}_{ib}_{ob} = {ACC}(0.0);");
             }
         }
-        for ob in 0..l.out_p / 16 {
-            let _ = writeln!(k, "    {ACC} db{i}_{ob} = {ACC}(0.0);");
+        if !launch.pack_bias {
+            for ob in 0..l.out_p / 16 {
+                let _ = writeln!(k, "    {ACC} db{i}_{ob} = {ACC}(0.0);");
+            }
         }
     }
-    let _ = writeln!(k, "    {MA} ones = {MA}(float16_t(1.0));");
+    if launch.pack_bias {
+        for q in 0..packed_accs {
+            let _ = writeln!(k, "    {ACC} dbp{q} = {ACC}(0.0);");
+        }
+    } else {
+        let _ = writeln!(k, "    {MA} ones = {MA}(float16_t(1.0));");
+    }
     k.push_str("    for (uint c = 0u; c < CHUNKS; c++) {\n");
     // sampling: lanes 0-15 one sample each (bilinear texels, as the GLSL step kernel);
     // targets and the loss mask (real outputs of valid samples) into the subgroup's tiles
@@ -455,12 +514,17 @@ void main() {{
                 )
             };
         };
-        for ob in 0..ob_n {
+        for (ob, (acc, r)) in bias_tiles[i].iter().enumerate() {
             dz_matrix(&mut k, MB, "gb", ob);
-            let _ = writeln!(
-                k,
-                "    db{i}_{ob} = coopMatMulAdd(ones, gb{ob}, db{i}_{ob});"
-            );
+            let _ = if launch.pack_bias {
+                writeln!(
+                    k,
+                    "    {{ {MA} sel; coopMatLoad(sel, eo, {o}u, 16u, {ROW}); {acc} = coopMatMulAdd(sel, gb{ob}, {acc}); }}",
+                    o = (15 - r) * 16
+                )
+            } else {
+                writeln!(k, "    {acc} = coopMatMulAdd(ones, gb{ob}, {acc});")
+            };
         }
         // dWᵀ += Xᵀ·dZ: X_i's rows read column-major are Xᵀ's A matrices
         for ib in 0..ib_n {
@@ -522,18 +586,33 @@ void main() {{
                 );
             }
         }
-        for ob in 0..l.out_p / 16 {
+    }
+    // the bias sums: each accumulator through the subgroup's target tile once, then its
+    // tiles' rows (packed: row r; else row 0) into the partials
+    let mut stored = None;
+    for (l, tiles) in pad.layers.iter().zip(&bias_tiles) {
+        for (ob, (acc, r)) in tiles.iter().enumerate() {
+            if stored.as_ref() != Some(acc) {
+                if stored.is_some() {
+                    k.push_str("    subgroupMemoryBarrierShared(); subgroupBarrier();\n");
+                }
+                let _ = writeln!(
+                    k,
+                    "    coopMatStore({acc}, tg, tb, 16u, {ROW}); subgroupMemoryBarrierShared(); subgroupBarrier();"
+                );
+                stored = Some(acc.clone());
+            }
             let _ = writeln!(
                 k,
-                "    coopMatStore(db{i}_{ob}, tg, tb, 16u, {ROW}); subgroupMemoryBarrierShared(); subgroupBarrier();
-    if (lane < 16u && {ob16}u + lane < {od}u) {{ float v = tg[tb + lane]; partial[pbase + {bp}u + {ob16}u + lane] = v; lsf |= nsh_ls_bits(v); }}
-    subgroupMemoryBarrierShared(); subgroupBarrier();",
+                "    if (lane < 16u && {ob16}u + lane < {od}u) {{ float v = tg[tb + {r16}u + lane]; partial[pbase + {bp}u + {ob16}u + lane] = v; lsf |= nsh_ls_bits(v); }}",
                 ob16 = ob * 16,
                 od = l.out_dims,
-                bp = l.bias_p
+                bp = l.bias_p,
+                r16 = r * 16
             );
         }
     }
+    k.push_str("    subgroupMemoryBarrierShared(); subgroupBarrier();\n");
     // the loss sum in a fixed order (lane 0 adds the 32 in turn), the overflow flags
     let _ = writeln!(
         k,
