@@ -370,7 +370,8 @@ fn glsl_acc16_kernels_compile() {
 /// workgroup memory: no extension, no conversion); its chunk loop has no workgroup
 /// barrier; each layer's weight-gradient tiles are accumulated once and stored once, its
 /// bias tiles packed by row selectors into one accumulator per 16 (once per tile, one
-/// store) or, unpacked, one each (no selectors); with the conversions every hidden layer's outputs become the next layer's A
+/// store) or, unpacked, one each (no selectors), each product once per row block (one or
+/// two blocks of 16 samples a subgroup); with the conversions every hidden layer's outputs become the next layer's A
 /// matrices by conversion; its workgroup memory at 4 subgroups fits 48 KiB twice.
 #[test]
 fn private_step_kernels_compile() {
@@ -390,14 +391,16 @@ fn private_step_kernels_compile() {
         );
         assert_eq!(fits, expect, "{arch}");
         let pad = Pad::of(&net);
-        for (nsg, staged, convert, pack_bias) in [
-            (1u32, false, true, true),
-            (4, false, true, true),
-            (8, false, true, true),
-            (4, true, true, true),
-            (4, false, false, true),
-            (8, true, false, true),
-            (4, false, true, false),
+        for (nsg, staged, convert, pack_bias, blocks) in [
+            (1u32, false, true, true, 1u32),
+            (4, false, true, true, 1),
+            (8, false, true, true, 1),
+            (4, true, true, true, 1),
+            (4, false, false, true, 1),
+            (8, true, false, true, 1),
+            (4, false, true, false, 1),
+            (4, false, true, true, 2),
+            (4, true, false, false, 2),
         ] {
             let launch = codegen::PrivateLaunch {
                 subgroups: nsg,
@@ -406,13 +409,14 @@ fn private_step_kernels_compile() {
                 staged,
                 convert,
                 pack_bias,
+                blocks,
             };
             let src = codegen::private_step_kernel(&net, losses[0], texture, 5000, launch);
             if !fits {
                 assert!(src.is_none(), "{arch}: refused");
                 continue;
             }
-            if nsg == 4 && !staged && convert {
+            if nsg == 4 && !staged && convert && blocks == 1 {
                 assert!(
                     2 * launch.bytes(&net) <= 48 * 1024,
                     "{arch}: {}",
@@ -446,7 +450,7 @@ fn private_step_kernels_compile() {
                 // activations are converted first: element layouts may differ by type)
                 assert!(!src.contains("yh[e]") && !src.contains("mh[e]"), "{arch}");
                 // the padding columns of sigmoid and exp layers masked back to 0: one
-                // stride-0 mask row per output tile of such a hidden layer
+                // stride-0 mask row per output tile of such a hidden layer and row block
                 let masked: usize = hidden_layers(&net)
                     .iter()
                     .filter(|l| {
@@ -455,21 +459,25 @@ fn private_step_kernels_compile() {
                     })
                     .map(|l| l.out_dims.div_ceil(16))
                     .sum();
-                assert_eq!(src.matches("coopMatLoad(m, bs,").count(), masked, "{arch}");
+                assert_eq!(
+                    src.matches("coopMatLoad(m, bs,").count(),
+                    masked * blocks as usize,
+                    "{arch}"
+                );
                 let body = &src[src.find("for (uint c = 0u;").expect("chunk loop")..];
                 let chunk = &body[..body.find("uint pbase").expect("partials")];
                 assert!(
                     !chunk.contains(" barrier();"),
                     "{arch}: a workgroup barrier in the chunk loop"
                 );
-                // a gradient tile accumulated once a chunk and stored once (`into`)
+                // a gradient tile accumulated once a chunk per row block and stored once
+                // (`into`)
                 let once = |acc: &str, into: &str| {
-                    for what in [
-                        format!("{acc} = coopMatMulAdd("),
-                        format!("coopMatStore({acc}, {into}"),
-                    ] {
-                        assert_eq!(src.matches(&what).count(), 1, "{arch}: {what}");
-                    }
+                    let what = format!("{acc} = coopMatMulAdd(");
+                    let n = blocks as usize;
+                    assert_eq!(src.matches(&what).count(), n, "{arch}: {what}");
+                    let what = format!("coopMatStore({acc}, {into}");
+                    assert_eq!(src.matches(&what).count(), 1, "{arch}: {what}");
                 };
                 // bias tiles: packed, tile t in row t mod 16 of accumulator t / 16 (each
                 // accumulated once a chunk per tile, stored once); else one each
@@ -477,7 +485,7 @@ fn private_step_kernels_compile() {
                 if pack_bias {
                     assert!(!src.contains(" ones = "), "{arch}: no matrix of ones");
                     for q in 0..tiles.div_ceil(16) {
-                        let in_q = (tiles - 16 * q).min(16);
+                        let in_q = (tiles - 16 * q).min(16) * blocks as usize;
                         let acc = format!("dbp{q} = coopMatMulAdd(sel, gb");
                         assert_eq!(src.matches(&acc).count(), in_q, "{arch}: {acc}");
                         let store = format!("coopMatStore(dbp{q}, tg");
@@ -509,7 +517,7 @@ fn private_step_kernels_compile() {
             }
         }
     }
-    assert_eq!(compiled, 7 * (Loss::ALL.len() + 2));
+    assert_eq!(compiled, 9 * (Loss::ALL.len() + 2));
 }
 
 /// Bias gradients on the tensor cores (`dbmma`) in workgroups of 64: seed #3's kernel

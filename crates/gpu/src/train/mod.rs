@@ -568,6 +568,11 @@ fn private_launch(
         .unwrap_or(4);
     let partial_len = codegen::Pad::of(net).partial_len(net.dense_count);
     let staged = std::env::var("NSHADE_GPU_PRIVATE_WSH").is_ok_and(|v| v == "1");
+    // row blocks of 16 samples a subgroup carries together (`NSHADE_GPU_PRIVATE_BLOCKS`)
+    let blocks = env_u32("NSHADE_GPU_PRIVATE_BLOCKS")
+        .filter(|b| matches!(b, 1 | 2))
+        .unwrap_or(1);
+    let samples = codegen::PRIVATE_SAMPLES * blocks;
     // NVIDIA's conversions where the device was opened with them
     // (`NSHADE_GPU_PRIVATE_CONVERT=0`: through workgroup memory, for measurements)
     let convert = ctx.summary.cooperative_matrix_conversions
@@ -579,18 +584,19 @@ fn private_launch(
         staged,
         convert,
         pack_bias: std::env::var("NSHADE_GPU_PRIVATE_DBPACK").map_or(true, |v| v != "0"),
+        blocks,
     };
     let per_mp = (max / probe.bytes(net).max(1)).min(4) as u32;
     if per_mp == 0 {
         return None;
     }
     let mps = ctx.summary.multiprocessors.unwrap_or(128);
-    let (sets, _) = split_batch(batch, codegen::PRIVATE_SAMPLES, mps * per_mp * nsg);
+    let (sets, _) = split_batch(batch, samples, mps * per_mp * nsg);
     let groups = sets.div_ceil(nsg);
-    let chunks = batch.div_ceil(groups * nsg * codegen::PRIVATE_SAMPLES);
+    let chunks = batch.div_ceil(groups * nsg * samples);
     let shape = codegen::GlslShape {
         threads: 32 * nsg,
-        samples: codegen::PRIVATE_SAMPLES,
+        samples,
         skew: 0,
         per_mp,
     };

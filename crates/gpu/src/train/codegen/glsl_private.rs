@@ -31,8 +31,17 @@ use nshade_core::loss::Loss;
 use nshade_core::network::Network;
 use std::fmt::Write;
 
-/// Samples of a subgroup's chunk (one row block).
+/// Samples of a row block (a subgroup's chunk has `PrivateLaunch::blocks` of them).
 pub const PRIVATE_SAMPLES: u32 = 16;
+
+/// Suffix of block `r`'s matrices (block 0's names are those of one block).
+fn blk(r: usize) -> String {
+    if r == 0 {
+        String::new()
+    } else {
+        format!("_b{r}")
+    }
+}
 
 /// Widest padded layer input or output the kernel takes: every weight and bias gradient
 /// tile stays in the subgroup's registers (seed #3's: 12 weight tiles and 7 bias tiles).
@@ -64,7 +73,7 @@ pub fn private_fits(net: &Network, data: DataKind) -> bool {
 pub struct PrivateLaunch {
     /// Subgroups of 32 invocations per workgroup.
     pub subgroups: u32,
-    /// Chunks of [`PRIVATE_SAMPLES`] per subgroup.
+    /// Chunks of `16 · blocks` samples per subgroup.
     pub chunks: u32,
     /// Floats of partial sums per subgroup (the GLSL step kernel's per-workgroup length).
     pub partial_len: usize,
@@ -82,6 +91,10 @@ pub struct PrivateLaunch {
     /// of one per tile, 8 registers a tile fewer); `false` (`NSHADE_GPU_PRIVATE_DBPACK=0`,
     /// for measurements): one accumulator per tile, A = ones.
     pub pack_bias: bool,
+    /// Row blocks of 16 samples a subgroup carries together each chunk (1 or 2): every
+    /// weight tile loaded serves each block's product, and the blocks' chains are
+    /// independent (`NSHADE_GPU_PRIVATE_BLOCKS`).
+    pub blocks: u32,
 }
 
 impl PrivateLaunch {
@@ -100,11 +113,12 @@ impl PrivateLaunch {
             0
         };
         // without the conversions, two regions of output gradients (f16) a subgroup
-        let grads = if self.convert { 0 } else { 2 * 16 * GS * 2 };
+        let sn = 16 * self.blocks as usize;
+        let grads = if self.convert { 0 } else { 2 * sn * GS * 2 };
         // the row selectors of the packed bias tiles (f16)
         let selectors = if self.pack_bias { 2 * SELECTOR_LEN } else { 0 };
         4 * lay.bias
-            + nsg * (2 * 16 * lay.xs + 4 * 256 + 2 * 256 + 4 * 32 + grads)
+            + nsg * (2 * sn * lay.xs + (4 + 2) * 16 * sn + 4 * 32 + grads)
             + staged
             + selectors
     }
@@ -169,7 +183,10 @@ pub fn private_step_kernel(
     batch: u32,
     launch: PrivateLaunch,
 ) -> Option<String> {
-    if !private_fits(net, data) || !matches!(launch.subgroups, 1 | 2 | 4 | 8) {
+    if !private_fits(net, data)
+        || !matches!(launch.subgroups, 1 | 2 | 4 | 8)
+        || !matches!(launch.blocks, 1 | 2)
+    {
         return None;
     }
     let DataKind::Texture {
@@ -187,6 +204,10 @@ pub fn private_step_kernel(
     let od = net.out_dims;
     let nsg = launch.subgroups as usize;
     let xs = rows.xs;
+    // blocks, samples of a subgroup's chunk; block r's X rows and target tile
+    let nb = launch.blocks as usize;
+    let sn = 16 * nb;
+    let xrow = |r: usize| r * 16 * xs;
     let scale = 1.0 / (batch as usize * od) as f32;
     // `NSHADE_GPU_OFF`: the GLSL step kernel's forms turned back (`input_gradient`)
     let off = std::env::var("NSHADE_GPU_OFF").unwrap_or_default();
@@ -215,23 +236,24 @@ shared float lsum[{ls}];
 {wsh}{grs}{sel}{FUNCS}
 void main() {{
 {STEP_PROLOGUE}    uint gset = wid * NSG + sgid;
-    uint xb = sgid * 16u * XS;
-    uint tb = sgid * 256u;
+    uint xb = sgid * {sn}u * XS;
+    uint tb = sgid * {tn}u;
     float loss_acc = 0.0;
 ",
         wg = 32 * nsg,
         chunks = launch.chunks,
         p = launch.partial_len,
         bias = rows.bias,
-        xr = nsg * 16 * xs,
-        tgn = nsg * 256,
+        xr = nsg * sn * xs,
+        tgn = nsg * 16 * sn,
+        tn = 16 * sn,
         ls = nsg * 32,
         grs = if launch.convert {
             String::new()
         } else {
             format!(
                 "shared float16_t gr[{}];\nconst uint GS = {GS}u;\n",
-                nsg * 2 * 16 * GS
+                nsg * 2 * sn * GS
             )
         },
         sel = if launch.pack_bias {
@@ -284,10 +306,10 @@ void main() {{
             wg = 32 * nsg
         );
     }
-    k.push_str(
-        "    for (uint e = lane; e < 16u * XS; e += 32u) { xr[xb + e] = float16_t(0.0); }
-    memoryBarrierShared(); barrier();
-",
+    let _ = writeln!(
+        k,
+        "    for (uint e = lane; e < {sn}u * XS; e += 32u) {{ xr[xb + e] = float16_t(0.0); }}
+    memoryBarrierShared(); barrier();"
     );
     // bias tile (layer, output block) → its accumulator's name and, packed, its row
     let bias_tiles: Vec<Vec<(String, usize)>> = {
@@ -337,14 +359,15 @@ void main() {{
     // targets and the loss mask (real outputs of valid samples) into the subgroup's tiles
     let _ = writeln!(
         k,
-        "    uint gi = (gset * CHUNKS + c) * 16u + (lane & 15u);
+        "    uint gi = (gset * CHUNKS + c) * {sn}u + (lane & {lm}u);
     bool valid = gi < BATCH;
     float uu = 0.0; float vv = 0.0;
-    if (lane < 16u) {{
+    if (lane < {sn}u) {{
         uint h = nsh_pcg_hash(gi ^ step_h);
         float u = nsh_unit(h); float v = nsh_unit(nsh_pcg_hash(h));
 {}        float tx = fx - x0f; float ty = fy - y0f;",
-        texel_corners("u", "v", w, h)
+        texel_corners("u", "v", w, h),
+        lm = sn - 1
     );
     for o in 0..16 {
         if o < od {
@@ -370,13 +393,13 @@ void main() {{
             let _ = writeln!(
                 k,
                 "    for (uint e = lane; e < {n}u; e += 32u) {{
-        uint s = e % 16u; uint io = e / 16u; uint i = io / {ko}u; uint o = io % {ko}u;
+        uint s = e % {sn}u; uint io = e / {sn}u; uint i = io / {ko}u; uint o = io % {ko}u;
         float su = subgroupShuffle(uu, s); float sv = subgroupShuffle(vv, s);
         float xv = i == 0u ? su : sv;
         {sc}
         xr[xb + s * XS + {x}u + i * {ko}u + o] = float16_t(vs); xr[xb + s * XS + {x}u + {dk}u + i * {ko}u + o] = float16_t(vc);
     }}",
-                n = 32 * ko,
+                n = 2 * sn * ko,
                 sc = freq_sin_cos(ko),
                 x = rows.xo[0],
                 dk = 2 * ko
@@ -385,7 +408,7 @@ void main() {{
         _ => {
             let _ = writeln!(
                 k,
-                "    if (lane < 16u) {{ xr[xb + lane * XS + {x}u] = float16_t(uu); xr[xb + lane * XS + {x}u + 1u] = float16_t(vv); }}",
+                "    if (lane < {sn}u) {{ xr[xb + lane * XS + {x}u] = float16_t(uu); xr[xb + lane * XS + {x}u + 1u] = float16_t(vv); }}",
                 x = rows.xo[0]
             );
         }
@@ -393,61 +416,79 @@ void main() {{
     k.push_str("    subgroupMemoryBarrierShared(); subgroupBarrier();\n");
     // forward: layer 0's A matrices from X_0's rows, the others converted in registers
     let l0 = pad.layers[0];
-    for kk in 0..l0.in_p / 16 {
-        let _ = writeln!(
-            k,
-            "    {MA} a0_{kk}; coopMatLoad(a0_{kk}, xr, xb + {c}u, XS, {ROW});",
-            c = rows.xo[0] + kk * 16
-        );
+    for r in 0..nb {
+        let b = blk(r);
+        for kk in 0..l0.in_p / 16 {
+            let _ = writeln!(
+                k,
+                "    {MA} a0_{kk}{b}; coopMatLoad(a0_{kk}{b}, xr, xb + {c}u, XS, {ROW});",
+                c = xrow(r) + rows.xo[0] + kk * 16
+            );
+        }
     }
     for (i, l) in pad.layers.iter().enumerate() {
         let lin = &shp.layers[i];
         let last = i + 1 == n_l;
         for ob in 0..l.out_p / 16 {
-            let _ = writeln!(
-                k,
-                "    {ACC} z{i}_{ob}; coopMatLoad(z{i}_{ob}, bs, {b}u, 0u, {ROW});",
-                b = rows.boff[i] + ob * 16
-            );
-            for kk in 0..l.in_p / 16 {
-                // B = Wᵀ's block (kk, ob): W's rows ob·16.. read column-major
+            for r in 0..nb {
                 let _ = writeln!(
                     k,
-                    "    {{ {MB} b; coopMatLoad(b, {wsrc}, {o}u, {ip}u, {COL}); z{i}_{ob} = coopMatMulAdd(a{i}_{kk}, b, z{i}_{ob}); }}",
+                    "    {ACC} z{i}_{ob}{b}; coopMatLoad(z{i}_{ob}{b}, bs, {o}u, 0u, {ROW});",
+                    b = blk(r),
+                    o = rows.boff[i] + ob * 16
+                );
+            }
+            for kk in 0..l.in_p / 16 {
+                // B = Wᵀ's block (kk, ob): W's rows ob·16.. read column-major, once for
+                // every row block
+                let products: Vec<String> = (0..nb)
+                    .map(|r| {
+                        let b = blk(r);
+                        format!("z{i}_{ob}{b} = coopMatMulAdd(a{i}_{kk}{b}, b, z{i}_{ob}{b});")
+                    })
+                    .collect();
+                let _ = writeln!(
+                    k,
+                    "    {{ {MB} b; coopMatLoad(b, {wsrc}, {o}u, {ip}u, {COL}); {} }}",
+                    products.join(" "),
                     o = l.padded + ob * 16 * l.in_p + kk * 16,
                     ip = l.in_p
                 );
             }
-            if !last {
+            for r in (0..nb).filter(|_| !last) {
+                let b = blk(r);
                 let _ = writeln!(
                     k,
-                    "    for (int e = 0; e < z{i}_{ob}.length(); e++) {{ float zz = z{i}_{ob}[e]; z{i}_{ob}[e] = {}; }}{mask}
-    {ACC16} y{n}_{ob} = {ACC16}(z{i}_{ob});
-    coopMatStore(y{n}_{ob}, xr, xb + {c}u, XS, {ROW});",
+                    "    for (int e = 0; e < z{i}_{ob}{b}.length(); e++) {{ float zz = z{i}_{ob}{b}[e]; z{i}_{ob}{b}[e] = {}; }}{mask}
+    {ACC16} y{n}_{ob}{b} = {ACC16}(z{i}_{ob}{b});
+    coopMatStore(y{n}_{ob}{b}, xr, xb + {c}u, XS, {ROW});",
                     act(lin.act, "zz"),
                     n = i + 1,
-                    c = rows.xo[i + 1] + ob * 16,
+                    c = xrow(r) + rows.xo[i + 1] + ob * 16,
                     // padding columns back to 0 (sigmoid, exp): a stride-0 row of the mask
                     mask = rows.moff[i].map_or(String::new(), |m| format!(
-                        "\n    {{ {ACC} m; coopMatLoad(m, bs, {}u, 0u, {ROW}); for (int e = 0; e < z{i}_{ob}.length(); e++) {{ z{i}_{ob}[e] = z{i}_{ob}[e] * m[e]; }} }}",
+                        "\n    {{ {ACC} m; coopMatLoad(m, bs, {}u, 0u, {ROW}); for (int e = 0; e < z{i}_{ob}{b}.length(); e++) {{ z{i}_{ob}{b}[e] = z{i}_{ob}{b}[e] * m[e]; }} }}",
                         m + ob * 16
                     )),
                 );
                 if launch.convert {
-                    let _ = writeln!(k, "    {MA} a{n}_{ob} = {MA}(y{n}_{ob});", n = i + 1);
+                    let _ = writeln!(k, "    {MA} a{n}_{ob}{b} = {MA}(y{n}_{ob}{b});", n = i + 1);
                 }
             }
         }
         if !last && !launch.convert {
             // the layer's stored outputs read back as the next layer's A matrices
             k.push_str("    subgroupMemoryBarrierShared(); subgroupBarrier();\n");
-            for ob in 0..l.out_p / 16 {
-                let _ = writeln!(
-                    k,
-                    "    {MA} a{n}_{ob}; coopMatLoad(a{n}_{ob}, xr, xb + {c}u, XS, {ROW});",
-                    n = i + 1,
-                    c = rows.xo[i + 1] + ob * 16
-                );
+            for r in 0..nb {
+                for ob in 0..l.out_p / 16 {
+                    let _ = writeln!(
+                        k,
+                        "    {MA} a{n}_{ob}{b}; coopMatLoad(a{n}_{ob}{b}, xr, xb + {c}u, XS, {ROW});",
+                        n = i + 1,
+                        b = blk(r),
+                        c = xrow(r) + rows.xo[i + 1] + ob * 16
+                    );
+                }
             }
         }
     }
@@ -456,26 +497,30 @@ void main() {{
     // the loss (one output tile): p = act(z), the masked loss and its gradient times the
     // output activation's derivative, the scale and the dynamic loss scale
     let out = &shp.layers[n_l - 1];
-    let zl = format!("z{}_0", n_l - 1);
-    let _ = writeln!(
-        k,
-        "    {{ {ACC} tm; coopMatLoad(tm, tg, tb, 16u, {ROW});
-    {ACC16} mh; coopMatLoad(mh, mk, tb, 16u, {ROW}); {ACC} mm = {ACC}(mh);
+    for r in 0..nb {
+        let b = blk(r);
+        let zl = format!("z{}_0{b}", n_l - 1);
+        let _ = writeln!(
+            k,
+            "    {{ {ACC} tm; coopMatLoad(tm, tg, tb + {t}u, 16u, {ROW});
+    {ACC16} mh; coopMatLoad(mh, mk, tb + {t}u, 16u, {ROW}); {ACC} mm = {ACC}(mh);
     for (int e = 0; e < {zl}.length(); e++) {{
         {body}
         lsm = max(lsm, floatBitsToUint(dyv) & 0x7fffffffu);
         {zl}[e] = dyv;
     }} }}
-    {ACC16} g{l}_0 = {ACC16}({zl});",
-        body = loss_branch(
-            out.act,
-            loss,
-            scale,
-            ("mm[e] != 0.0", &format!("{zl}[e]"), "tm[e]"),
-            "        "
-        ),
-        l = n_l - 1,
-    );
+    {ACC16} g{l}_0{b} = {ACC16}({zl});",
+            body = loss_branch(
+                out.act,
+                loss,
+                scale,
+                ("mm[e] != 0.0", &format!("{zl}[e]"), "tm[e]"),
+                "        "
+            ),
+            l = n_l - 1,
+            t = r * 256,
+        );
+    }
     // X_i's stores (forward) before its loads (backward)
     k.push_str("    subgroupMemoryBarrierShared(); subgroupBarrier();\n");
     // backward, g{i}_{ob}: layer i's output gradient dZ in f16, output block ob
@@ -483,89 +528,121 @@ void main() {{
         let l = pad.layers[i];
         let (ib_n, ob_n) = (l.in_p / 16, l.out_p / 16);
         // layer i − 1's output gradient, filled in the block below
-        for ib in (0..ib_n).filter(|_| i > 0) {
-            let _ = writeln!(k, "    {ACC16} g{}_{ib};", i - 1);
+        for r in (0..nb).filter(|_| i > 0) {
+            for ib in 0..ib_n {
+                let _ = writeln!(k, "    {ACC16} g{}_{ib}{};", i - 1, blk(r));
+            }
         }
         let _ = writeln!(k, "    {{");
         // without the conversions dZ goes through region i mod 2 of the subgroup's
         // gradient rows: the next layer down writes the other one, and the barrier after
         // its stores orders this layer's loads before the stores of the layer after it
-        let gbase = format!("(sgid * 2u + {}u) * 16u * GS", i % 2);
+        let gbase = format!("(sgid * 2u + {}u) * {sn}u * GS", i % 2);
         if !launch.convert {
-            for ob in 0..ob_n {
-                let _ = writeln!(
-                    k,
-                    "    coopMatStore(g{i}_{ob}, gr, {gbase} + {c}u, GS, {ROW});",
-                    c = ob * 16
-                );
+            for r in 0..nb {
+                for ob in 0..ob_n {
+                    let _ = writeln!(
+                        k,
+                        "    coopMatStore(g{i}_{ob}{b}, gr, {gbase} + {c}u, GS, {ROW});",
+                        b = blk(r),
+                        c = r * 16 * GS + ob * 16
+                    );
+                }
             }
             k.push_str("    subgroupMemoryBarrierShared(); subgroupBarrier();\n");
         }
-        // dZ's output block ob as a matrix of type `ty` named `name`: converted, or loaded
-        // from the gradient rows
-        let dz_matrix = |k: &mut String, ty: &str, name: &str, ob: usize| {
+        // dZ's output block ob of row block r as a matrix of type `ty` named `name`:
+        // converted, or loaded from the gradient rows
+        let dz_matrix = |k: &mut String, ty: &str, name: &str, ob: usize, r: usize| {
+            let b = blk(r);
             let _ = if launch.convert {
-                writeln!(k, "    {ty} {name}{ob} = {ty}(g{i}_{ob});")
+                writeln!(k, "    {ty} {name}{ob}{b} = {ty}(g{i}_{ob}{b});")
             } else {
                 writeln!(
                     k,
-                    "    {ty} {name}{ob}; coopMatLoad({name}{ob}, gr, {gbase} + {c}u, GS, {ROW});",
-                    c = ob * 16
+                    "    {ty} {name}{ob}{b}; coopMatLoad({name}{ob}{b}, gr, {gbase} + {c}u, GS, {ROW});",
+                    c = r * 16 * GS + ob * 16
                 )
             };
         };
-        for (ob, (acc, r)) in bias_tiles[i].iter().enumerate() {
-            dz_matrix(&mut k, MB, "gb", ob);
+        for (ob, (acc, row)) in bias_tiles[i].iter().enumerate() {
+            for r in 0..nb {
+                dz_matrix(&mut k, MB, "gb", ob, r);
+            }
             let _ = if launch.pack_bias {
+                let sums: Vec<String> = (0..nb)
+                    .map(|r| format!("{acc} = coopMatMulAdd(sel, gb{ob}{}, {acc});", blk(r)))
+                    .collect();
                 writeln!(
                     k,
-                    "    {{ {MA} sel; coopMatLoad(sel, eo, {o}u, 16u, {ROW}); {acc} = coopMatMulAdd(sel, gb{ob}, {acc}); }}",
-                    o = (15 - r) * 16
+                    "    {{ {MA} sel; coopMatLoad(sel, eo, {o}u, 16u, {ROW}); {} }}",
+                    sums.join(" "),
+                    o = (15 - row) * 16
                 )
             } else {
-                writeln!(k, "    {acc} = coopMatMulAdd(ones, gb{ob}, {acc});")
+                let sums: Vec<String> = (0..nb)
+                    .map(|r| format!("    {acc} = coopMatMulAdd(ones, gb{ob}{}, {acc});", blk(r)))
+                    .collect();
+                writeln!(k, "{}", sums.join("\n"))
             };
         }
         // dWᵀ += Xᵀ·dZ: X_i's rows read column-major are Xᵀ's A matrices
         for ib in 0..ib_n {
-            let _ = writeln!(
-                k,
-                "    {{ {MA} xa; coopMatLoad(xa, xr, xb + {c}u, XS, {COL});",
-                c = rows.xo[i] + ib * 16
-            );
-            for ob in 0..ob_n {
+            for r in 0..nb {
                 let _ = writeln!(
                     k,
-                    "      dw{i}_{ib}_{ob} = coopMatMulAdd(xa, gb{ob}, dw{i}_{ib}_{ob});"
+                    "    {{ {MA} xa; coopMatLoad(xa, xr, xb + {c}u, XS, {COL});",
+                    c = xrow(r) + rows.xo[i] + ib * 16
                 );
-            }
-            k.push_str("    }\n");
-        }
-        if i > 0 {
-            // dX = dZ·W (B = W's block (ob, ib) row-major), times the derivative of
-            // layer i − 1's activation at its output y = X_i
-            for ob in 0..ob_n {
-                dz_matrix(&mut k, MA, "ga", ob);
-            }
-            let d = input_gradient(Some(shp.layers[i - 1].act), &off);
-            for ib in 0..ib_n {
-                let _ = writeln!(k, "    {ACC} dx{ib} = {ACC}(0.0);");
                 for ob in 0..ob_n {
                     let _ = writeln!(
                         k,
-                        "    {{ {MB} b; coopMatLoad(b, {wsrc}, {o}u, {ip}u, {ROW}); dx{ib} = coopMatMulAdd(ga{ob}, b, dx{ib}); }}",
+                        "      dw{i}_{ib}_{ob} = coopMatMulAdd(xa, gb{ob}{b}, dw{i}_{ib}_{ob});",
+                        b = blk(r)
+                    );
+                }
+                k.push_str("    }\n");
+            }
+        }
+        if i > 0 {
+            // dX = dZ·W (B = W's block (ob, ib) row-major, once for every row block),
+            // times the derivative of layer i − 1's activation at its output y = X_i
+            for ob in 0..ob_n {
+                for r in 0..nb {
+                    dz_matrix(&mut k, MA, "ga", ob, r);
+                }
+            }
+            let d = input_gradient(Some(shp.layers[i - 1].act), &off);
+            for ib in 0..ib_n {
+                for r in 0..nb {
+                    let _ = writeln!(k, "    {ACC} dx{ib}{b} = {ACC}(0.0);", b = blk(r));
+                }
+                for ob in 0..ob_n {
+                    let products: Vec<String> = (0..nb)
+                        .map(|r| {
+                            let b = blk(r);
+                            format!("dx{ib}{b} = coopMatMulAdd(ga{ob}{b}, b, dx{ib}{b});")
+                        })
+                        .collect();
+                    let _ = writeln!(
+                        k,
+                        "    {{ {MB} b; coopMatLoad(b, {wsrc}, {o}u, {ip}u, {ROW}); {} }}",
+                        products.join(" "),
                         o = l.padded + ob * 16 * l.in_p + ib * 16,
                         ip = l.in_p
                     );
                 }
-                let _ = writeln!(
-                    k,
-                    "    {{ {ACC16} yh; coopMatLoad(yh, xr, xb + {c}u, XS, {ROW}); {ACC} yf = {ACC}(yh);
-      for (int e = 0; e < dx{ib}.length(); e++) {{ float v = dx{ib}[e]; float y = yf[e]; float d = {d}; lsm = max(lsm, floatBitsToUint(d) & 0x7fffffffu); dx{ib}[e] = d; }} }}
-    g{p}_{ib} = {ACC16}(dx{ib});",
-                    c = rows.xo[i] + ib * 16,
-                    p = i - 1
-                );
+                for r in 0..nb {
+                    let _ = writeln!(
+                        k,
+                        "    {{ {ACC16} yh; coopMatLoad(yh, xr, xb + {c}u, XS, {ROW}); {ACC} yf = {ACC}(yh);
+      for (int e = 0; e < dx{ib}{b}.length(); e++) {{ float v = dx{ib}{b}[e]; float y = yf[e]; float d = {d}; lsm = max(lsm, floatBitsToUint(d) & 0x7fffffffu); dx{ib}{b}[e] = d; }} }}
+    g{p}_{ib}{b} = {ACC16}(dx{ib}{b});",
+                        b = blk(r),
+                        c = xrow(r) + rows.xo[i] + ib * 16,
+                        p = i - 1
+                    );
+                }
             }
         }
         k.push_str("    }\n");
