@@ -371,7 +371,8 @@ fn glsl_acc16_kernels_compile() {
 /// barrier; each layer's weight-gradient tiles are accumulated once and stored once, its
 /// bias tiles packed by row selectors into one accumulator per 16 (once per tile, one
 /// store) or, unpacked, one each (no selectors), each product once per row block (one or
-/// two blocks of 16 samples a subgroup); with the conversions every hidden layer's outputs become the next layer's A
+/// two blocks of 16 samples a subgroup), the partial sums written per subgroup or folded
+/// per workgroup (the subgroups' copies added in subgroup order); with the conversions every hidden layer's outputs become the next layer's A
 /// matrices by conversion; its workgroup memory at 4 subgroups fits 48 KiB twice.
 #[test]
 fn private_step_kernels_compile() {
@@ -391,16 +392,16 @@ fn private_step_kernels_compile() {
         );
         assert_eq!(fits, expect, "{arch}");
         let pad = Pad::of(&net);
-        for (nsg, staged, convert, pack_bias, blocks) in [
-            (1u32, false, true, true, 1u32),
-            (4, false, true, true, 1),
-            (8, false, true, true, 1),
-            (4, true, true, true, 1),
-            (4, false, false, true, 1),
-            (8, true, false, true, 1),
-            (4, false, true, false, 1),
-            (4, false, true, true, 2),
-            (4, true, false, false, 2),
+        for (nsg, staged, convert, pack_bias, blocks, fold) in [
+            (1u32, false, true, true, 1u32, true),
+            (4, false, true, true, 1, true),
+            (8, false, true, true, 1, false),
+            (4, true, true, true, 1, false),
+            (4, false, false, true, 1, true),
+            (8, true, false, true, 1, true),
+            (4, false, true, false, 1, false),
+            (4, false, true, true, 2, true),
+            (4, true, false, false, 2, false),
         ] {
             let launch = codegen::PrivateLaunch {
                 subgroups: nsg,
@@ -410,6 +411,7 @@ fn private_step_kernels_compile() {
                 convert,
                 pack_bias,
                 blocks,
+                fold,
             };
             let src = codegen::private_step_kernel(&net, losses[0], texture, 5000, launch);
             if !fits {
@@ -479,6 +481,24 @@ fn private_step_kernels_compile() {
                     let what = format!("coopMatStore({acc}, {into}");
                     assert_eq!(src.matches(&what).count(), 1, "{arch}: {what}");
                 };
+                // folded: one set per workgroup, every tile through the subgroups' target
+                // tiles and added in subgroup order; else each subgroup's own set
+                let dw_into = if fold { "tg" } else { "partial" };
+                let set = if fold { "wid" } else { "gset" };
+                for what in [
+                    format!("loss_partial[{set}] = t;"),
+                    format!("uint pbase = {set} * P;"),
+                ] {
+                    assert!(src.contains(&what), "{arch}: {what}");
+                }
+                let in_order: Vec<String> = (0..nsg as usize)
+                    .map(|s| format!("tg[{}u + e]", s * 16 * 16 * blocks as usize))
+                    .collect();
+                assert_eq!(
+                    src.contains(&in_order.join(" + ")),
+                    fold,
+                    "{arch}: fold order"
+                );
                 // bias tiles: packed, tile t in row t mod 16 of accumulator t / 16 (each
                 // accumulated once a chunk per tile, stored once); else one each
                 let tiles: usize = pad.layers.iter().map(|l| l.out_p / 16).sum();
@@ -499,7 +519,7 @@ fn private_step_kernels_compile() {
                             once(&format!("db{i}_{ob}"), "");
                         }
                         for ib in 0..l.in_p / 16 {
-                            once(&format!("dw{i}_{ib}_{ob}"), "partial");
+                            once(&format!("dw{i}_{ib}_{ob}"), dw_into);
                         }
                     }
                     if i + 1 < pad.layers.len() && convert {

@@ -532,8 +532,12 @@ fn glsl_launch(
         return None;
     }
     let max = ctx.device.limits().max_compute_workgroup_storage_size as usize;
-    if codegen::private_enabled() && codegen::private_fits(net, kind) {
-        return private_launch(ctx, net, batch, fused, max);
+    // (where its workgroup memory does not fit, the GLSL step kernel below)
+    if codegen::private_enabled()
+        && codegen::private_fits(net, kind)
+        && let Some(plan) = private_launch(ctx, net, batch, fused, max)
+    {
+        return Some(plan);
     }
     let mode = codegen::split_mode();
     let shape = codegen::glsl_samples(net, max)?;
@@ -585,6 +589,7 @@ fn private_launch(
         convert,
         pack_bias: std::env::var("NSHADE_GPU_PRIVATE_DBPACK").map_or(true, |v| v != "0"),
         blocks,
+        fold: std::env::var("NSHADE_GPU_PRIVATE_FOLD").map_or(true, |v| v != "0"),
     };
     let per_mp = (max / probe.bytes(net).max(1)).min(4) as u32;
     if per_mp == 0 {
@@ -601,7 +606,7 @@ fn private_launch(
         per_mp,
     };
     Some(GlslPlan {
-        launch: shape_launch(&shape, groups * nsg, chunks, fused),
+        launch: shape_launch(&shape, groups * probe.sets_per_workgroup(), chunks, fused),
         shape,
         split: None,
         acc16: false,
@@ -634,7 +639,7 @@ struct GlslPlan {
     shape: codegen::GlslShape,
     split: Option<codegen::DwSplit>,
     acc16: bool,
-    /// The subgroup-private kernel instead (`launch.groups` then counts its subgroups).
+    /// The subgroup-private kernel instead (`launch.groups` then counts its partial sets).
     private: Option<codegen::PrivateLaunch>,
 }
 
@@ -665,8 +670,9 @@ fn glsl_pipeline(
             // the split layers' stores index chunk `wid · chunks + c` < groups · chunks
             // of regions sized groups · chunks · S · rows (`DwSplit::of`); the
             // subgroup-private kernel writes the partials of set wid · NSG + sgid <
-            // `launch.groups` (its sets) and indexes only its subgroup's rows of `xr`,
-            // `tg`, `mk` and `lsum`.
+            // `launch.groups` (its sets), or folded of set wid < `launch.groups`, and
+            // indexes only its subgroup's rows of `xr`, `tg`, `mk` and `lsum` (folded: it
+            // reads every subgroup's tile of `tg` and first slots of `lsum`, in range).
             let module = unsafe {
                 crate::infer::passthrough_module(
                     device,
@@ -703,8 +709,8 @@ pub struct GpuTrainer {
     launch: Launch,
     precision: Precision,
     adam_groups: u32,
-    /// Subgroups a workgroup where the step kernel is the subgroup-private one (every
-    /// subgroup has its partial sums, so `launch.groups` counts subgroups).
+    /// Partial sets a workgroup writes where the step kernel is the subgroup-private one
+    /// (one folded, else one per subgroup: `launch.groups` counts sets).
     private: Option<u32>,
     step_pipe: wgpu::ComputePipeline,
     adam_pipe: wgpu::ComputePipeline,
@@ -1273,7 +1279,10 @@ impl GpuTrainer {
         );
         let mut trainer = GpuTrainer {
             adam_groups: (dense as u32).div_ceil(codegen::adam_params()) + 1,
-            private: glsl.as_ref().and_then(|g| g.private).map(|pl| pl.subgroups),
+            private: glsl
+                .as_ref()
+                .and_then(|g| g.private)
+                .map(|pl| pl.sets_per_workgroup()),
             precision,
             ctx,
             cfg: cfg.clone(),

@@ -293,7 +293,7 @@ var<workgroup> red: array<f32, {t}>;
 {ppos}{ls_decl}
 @compute @workgroup_size({t})
 fn nsh_adam(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {{
-{ls_init}    if (wid.x == NPW) {{
+{empty}{ls_init}    if (wid.x == NPW) {{
         var s = 0.0f;
         for (var g = lid; g < G; g += {t}u) {{ s += loss_partial[g]; }}
         red[lid] = s;
@@ -332,6 +332,13 @@ fn nsh_adam(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wi
 ",
         t = ADAM_THREADS,
         half = ADAM_THREADS / 2,
+        // timing only (`NSHADE_GPU_EXP=adamempty`): the kernel returns at once, so a
+        // step's time splits into the dispatch and its barriers and the kernel's work
+        empty = if std::env::var("NSHADE_GPU_EXP").is_ok_and(|v| v == "adamempty") {
+            "    if (st.mode != 7u) { return; }\n"
+        } else {
+            ""
+        },
         pb = apw,
         ns = ADAM_THREADS / apw,
         inv = lit(inv as f32),

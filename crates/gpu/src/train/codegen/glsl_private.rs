@@ -95,9 +95,18 @@ pub struct PrivateLaunch {
     /// weight tile loaded serves each block's product, and the blocks' chains are
     /// independent (`NSHADE_GPU_PRIVATE_BLOCKS`).
     pub blocks: u32,
+    /// The workgroup's subgroups add their partial sums (and loss sums and flags) through
+    /// workgroup memory in a fixed order after the chunk loop and write one set per
+    /// workgroup (`NSHADE_GPU_PRIVATE_FOLD=0`: one set per subgroup).
+    pub fold: bool,
 }
 
 impl PrivateLaunch {
+    /// Partial sets a workgroup writes: one folded, else one per subgroup.
+    pub fn sets_per_workgroup(&self) -> u32 {
+        if self.fold { 1 } else { self.subgroups }
+    }
+
     /// Workgroup memory of one workgroup for `net`, in bytes.
     pub fn bytes(&self, net: &Network) -> usize {
         let acts: Vec<Activation> = shape(net)
@@ -649,8 +658,19 @@ void main() {{
     }
     // the next chunk's sampling overwrites the tiles and X_0
     k.push_str("    subgroupMemoryBarrierShared(); subgroupBarrier();\n    }\n");
-    // this subgroup's partial sums: dWᵀ tiles stored column-major are W's layout; the
-    // bias sums are row 0 of the bias tiles, through the subgroup's target tile
+    if launch.fold {
+        folded_partials(&mut k, &pad, &bias_tiles, nsg, sn);
+    } else {
+        subgroup_partials(&mut k, &pad, &bias_tiles);
+    }
+    Some(k)
+}
+
+/// Each subgroup's own partial sums (set `gset`): dWᵀ tiles stored column-major are W's
+/// layout; the bias sums are rows of the bias accumulators (packed: row r; else row 0),
+/// through the subgroup's target tile; the loss sum in a fixed order (lane 0 adds the 32
+/// in turn) and the overflow flag.
+fn subgroup_partials(k: &mut String, pad: &Pad, bias_tiles: &[Vec<(String, usize)>]) {
     k.push_str("    uint pbase = gset * P;\n");
     for (i, l) in pad.layers.iter().enumerate() {
         for ib in 0..l.in_p / 16 {
@@ -664,10 +684,8 @@ void main() {{
             }
         }
     }
-    // the bias sums: each accumulator through the subgroup's target tile once, then its
-    // tiles' rows (packed: row r; else row 0) into the partials
     let mut stored = None;
-    for (l, tiles) in pad.layers.iter().zip(&bias_tiles) {
+    for (l, tiles) in pad.layers.iter().zip(bias_tiles) {
         for (ob, (acc, r)) in tiles.iter().enumerate() {
             if stored.as_ref() != Some(acc) {
                 if stored.is_some() {
@@ -690,7 +708,81 @@ void main() {{
         }
     }
     k.push_str("    subgroupMemoryBarrierShared(); subgroupBarrier();\n");
-    // the loss sum in a fixed order (lane 0 adds the 32 in turn), the overflow flags
+    k.push_str(
+        "    lsf |= lsm > 0x477fe000u ? 1u : 0u;
+    uint bad = subgroupOr(lsf);
+    lsum[sgid * 32u + lane] = loss_acc;
+    subgroupMemoryBarrierShared(); subgroupBarrier();
+    if (lane == 0u) {
+        float t = lsum[sgid * 32u];
+        for (uint j = 1u; j < 32u; j++) { t += lsum[sgid * 32u + j]; }
+        loss_partial[gset] = t;
+        lsflags[gset] = bad != 0u ? 1u : 0u;
+    }
+}
+",
+    );
+}
+
+/// The workgroup's partial sums (set `wid`): tile by tile, every subgroup stores its
+/// accumulator into its own target tile (dWᵀ column-major: element (r, c) at c·16 + r,
+/// W's order), and after a workgroup barrier the invocations add the `nsg` copies in
+/// subgroup order into the partials; the loss sums and flags likewise (subgroup order).
+fn folded_partials(
+    k: &mut String,
+    pad: &Pad,
+    bias_tiles: &[Vec<(String, usize)>],
+    nsg: usize,
+    sn: usize,
+) {
+    let wg = 32 * nsg;
+    // the nsg copies of element `x` of the subgroups' target tiles, in subgroup order
+    let sum = |x: &str| {
+        (0..nsg)
+            .map(|s| format!("tg[{}u + {x}]", s * 16 * sn))
+            .collect::<Vec<_>>()
+            .join(" + ")
+    };
+    k.push_str("    uint pbase = wid * P;\n");
+    for (i, l) in pad.layers.iter().enumerate() {
+        for ib in 0..l.in_p / 16 {
+            for ob in 0..l.out_p / 16 {
+                let _ = writeln!(
+                    k,
+                    "    coopMatStore(dw{i}_{ib}_{ob}, tg, tb, 16u, {COL}); memoryBarrierShared(); barrier();
+    for (uint e = lid; e < 256u; e += {wg}u) {{ partial[pbase + {o}u + (e / 16u) * {ip}u + e % 16u] = {s}; }}
+    memoryBarrierShared(); barrier();",
+                    o = l.padded + ob * 16 * l.in_p + ib * 16,
+                    ip = l.in_p,
+                    s = sum("e"),
+                );
+            }
+        }
+    }
+    let mut stored = None;
+    for (l, tiles) in pad.layers.iter().zip(bias_tiles) {
+        for (ob, (acc, r)) in tiles.iter().enumerate() {
+            if stored.as_ref() != Some(acc) {
+                if stored.is_some() {
+                    k.push_str("    memoryBarrierShared(); barrier();\n");
+                }
+                let _ = writeln!(
+                    k,
+                    "    coopMatStore({acc}, tg, tb, 16u, {ROW}); memoryBarrierShared(); barrier();"
+                );
+                stored = Some(acc.clone());
+            }
+            let _ = writeln!(
+                k,
+                "    if (lid < 16u && {ob16}u + lid < {od}u) {{ float v = {s}; partial[pbase + {bp}u + {ob16}u + lid] = v; lsf |= nsh_ls_bits(v); }}",
+                ob16 = ob * 16,
+                od = l.out_dims,
+                bp = l.bias_p,
+                s = sum(&format!("{}u + lid", r * 16)),
+            );
+        }
+    }
+    k.push_str("    memoryBarrierShared(); barrier();\n");
     let _ = writeln!(
         k,
         "    lsf |= lsm > 0x477fe000u ? 1u : 0u;
@@ -700,10 +792,17 @@ void main() {{
     if (lane == 0u) {{
         float t = lsum[sgid * 32u];
         for (uint j = 1u; j < 32u; j++) {{ t += lsum[sgid * 32u + j]; }}
-        loss_partial[gset] = t;
-        lsflags[gset] = bad != 0u ? 1u : 0u;
+        lsum[sgid * 32u] = t;
+        lsum[sgid * 32u + 1u] = bad != 0u ? 1.0 : 0.0;
+    }}
+    memoryBarrierShared(); barrier();
+    if (lid == 0u) {{
+        float t = lsum[0];
+        bool b = lsum[1] != 0.0;
+        for (uint s = 1u; s < {nsg}u; s++) {{ t += lsum[s * 32u]; b = b || lsum[s * 32u + 1u] != 0.0; }}
+        loss_partial[wid] = t;
+        lsflags[wid] = b ? 1u : 0u;
     }}
 }}"
     );
-    Some(k)
 }
