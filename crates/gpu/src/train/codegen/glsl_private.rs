@@ -684,30 +684,14 @@ fn subgroup_partials(k: &mut String, pad: &Pad, bias_tiles: &[Vec<(String, usize
             }
         }
     }
-    let mut stored = None;
-    for (l, tiles) in pad.layers.iter().zip(bias_tiles) {
-        for (ob, (acc, r)) in tiles.iter().enumerate() {
-            if stored.as_ref() != Some(acc) {
-                if stored.is_some() {
-                    k.push_str("    subgroupMemoryBarrierShared(); subgroupBarrier();\n");
-                }
-                let _ = writeln!(
-                    k,
-                    "    coopMatStore({acc}, tg, tb, 16u, {ROW}); subgroupMemoryBarrierShared(); subgroupBarrier();"
-                );
-                stored = Some(acc.clone());
-            }
-            let _ = writeln!(
-                k,
-                "    if (lane < 16u && {ob16}u + lane < {od}u) {{ float v = tg[tb + {r16}u + lane]; partial[pbase + {bp}u + {ob16}u + lane] = v; lsf |= nsh_ls_bits(v); }}",
-                ob16 = ob * 16,
-                od = l.out_dims,
-                bp = l.bias_p,
-                r16 = r * 16
-            );
-        }
-    }
-    k.push_str("    subgroupMemoryBarrierShared(); subgroupBarrier();\n");
+    bias_partials(
+        k,
+        pad,
+        bias_tiles,
+        "subgroupMemoryBarrierShared(); subgroupBarrier();",
+        "lane",
+        &|r| format!("tg[tb + {}u + lane]", r * 16),
+    );
     k.push_str(
         "    lsf |= lsm > 0x477fe000u ? 1u : 0u;
     uint bad = subgroupOr(lsf);
@@ -759,30 +743,14 @@ fn folded_partials(
             }
         }
     }
-    let mut stored = None;
-    for (l, tiles) in pad.layers.iter().zip(bias_tiles) {
-        for (ob, (acc, r)) in tiles.iter().enumerate() {
-            if stored.as_ref() != Some(acc) {
-                if stored.is_some() {
-                    k.push_str("    memoryBarrierShared(); barrier();\n");
-                }
-                let _ = writeln!(
-                    k,
-                    "    coopMatStore({acc}, tg, tb, 16u, {ROW}); memoryBarrierShared(); barrier();"
-                );
-                stored = Some(acc.clone());
-            }
-            let _ = writeln!(
-                k,
-                "    if (lid < 16u && {ob16}u + lid < {od}u) {{ float v = {s}; partial[pbase + {bp}u + {ob16}u + lid] = v; lsf |= nsh_ls_bits(v); }}",
-                ob16 = ob * 16,
-                od = l.out_dims,
-                bp = l.bias_p,
-                s = sum(&format!("{}u + lid", r * 16)),
-            );
-        }
-    }
-    k.push_str("    memoryBarrierShared(); barrier();\n");
+    bias_partials(
+        k,
+        pad,
+        bias_tiles,
+        "memoryBarrierShared(); barrier();",
+        "lid",
+        &|r| sum(&format!("{}u + lid", r * 16)),
+    );
     let _ = writeln!(
         k,
         "    lsf |= lsm > 0x477fe000u ? 1u : 0u;
@@ -805,4 +773,39 @@ fn folded_partials(
     }}
 }}"
     );
+}
+
+/// The bias sums into the partials at `pbase`: each bias accumulator stored once into the
+/// subgroup's target tile (then `bar`), and for each of its tiles (row r) the invocations
+/// `who` < 16 write `value(r)`, element `who` of that row (summed over the subgroups where
+/// folded), with its range check; `bar` again at the end.
+fn bias_partials(
+    k: &mut String,
+    pad: &Pad,
+    bias_tiles: &[Vec<(String, usize)>],
+    bar: &str,
+    who: &str,
+    value: &dyn Fn(usize) -> String,
+) {
+    let mut stored = None;
+    for (l, tiles) in pad.layers.iter().zip(bias_tiles) {
+        for (ob, (acc, r)) in tiles.iter().enumerate() {
+            if stored.as_ref() != Some(acc) {
+                if stored.is_some() {
+                    let _ = writeln!(k, "    {bar}");
+                }
+                let _ = writeln!(k, "    coopMatStore({acc}, tg, tb, 16u, {ROW}); {bar}");
+                stored = Some(acc.clone());
+            }
+            let _ = writeln!(
+                k,
+                "    if ({who} < 16u && {ob16}u + {who} < {od}u) {{ float v = {v}; partial[pbase + {bp}u + {ob16}u + {who}] = v; lsf |= nsh_ls_bits(v); }}",
+                ob16 = ob * 16,
+                od = l.out_dims,
+                bp = l.bias_p,
+                v = value(*r),
+            );
+        }
+    }
+    let _ = writeln!(k, "    {bar}");
 }
