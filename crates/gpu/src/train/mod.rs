@@ -558,8 +558,9 @@ fn glsl_launch(
 /// The launch of the subgroup-private kernel (`NSHADE_GPU_PRIVATE=1`; with NVIDIA's
 /// conversions where the device has them): `NSHADE_GPU_SG`
 /// subgroups a workgroup (4 by default), as many workgroups per multiprocessor as their
-/// workgroup memory fits into `max` (at most 4), each subgroup its own partial sums
-/// (`launch.groups` counts the subgroups; the dispatch, workgroups).
+/// workgroup memory fits into `max` (at most 4; `None` where none fits), the partial sums
+/// folded per workgroup or one set per subgroup (`launch.groups` counts the sets; the
+/// dispatch, workgroups).
 fn private_launch(
     ctx: &GpuContext,
     net: &Network,
@@ -579,17 +580,16 @@ fn private_launch(
     let samples = codegen::PRIVATE_SAMPLES * blocks;
     // NVIDIA's conversions where the device was opened with them
     // (`NSHADE_GPU_PRIVATE_CONVERT=0`: through workgroup memory, for measurements)
-    let convert = ctx.summary.cooperative_matrix_conversions
-        && std::env::var("NSHADE_GPU_PRIVATE_CONVERT").map_or(true, |v| v != "0");
+    let convert = ctx.summary.cooperative_matrix_conversions && codegen::knob("PRIVATE_CONVERT");
     let probe = codegen::PrivateLaunch {
         subgroups: nsg,
         chunks: 1,
         partial_len,
         staged,
         convert,
-        pack_bias: std::env::var("NSHADE_GPU_PRIVATE_DBPACK").map_or(true, |v| v != "0"),
+        pack_bias: codegen::knob("PRIVATE_DBPACK"),
         blocks,
-        fold: std::env::var("NSHADE_GPU_PRIVATE_FOLD").map_or(true, |v| v != "0"),
+        fold: codegen::knob("PRIVATE_FOLD"),
     };
     let per_mp = (max / probe.bytes(net).max(1)).min(4) as u32;
     if per_mp == 0 {

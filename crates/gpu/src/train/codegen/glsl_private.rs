@@ -25,7 +25,7 @@ use super::glsl::{
     ACC, ACC16, COL, Enc, FUNCS, HEAD, MA, MB, ROW, STEP_BINDINGS, STEP_PROLOGUE, act, bias_copy,
     freq_sin_cos, input_gradient, loss_branch, needs_mask, shape, texel_corners,
 };
-use super::{DataKind, Pad};
+use super::{DataKind, Pad, PadLayer};
 use nshade_core::Activation;
 use nshade_core::loss::Loss;
 use nshade_core::network::Network;
@@ -33,6 +33,12 @@ use std::fmt::Write;
 
 /// Samples of a row block (a subgroup's chunk has `PrivateLaunch::blocks` of them).
 pub const PRIVATE_SAMPLES: u32 = 16;
+
+/// Offset of W's tile (output block `ob`, input block `ib`) of layer `l` in the padded
+/// weights (and in a partial set).
+fn w_tile(l: &PadLayer, ob: usize, ib: usize) -> usize {
+    l.padded + ob * 16 * l.in_p + ib * 16
+}
 
 /// Suffix of block `r`'s matrices (block 0's names are those of one block).
 fn blk(r: usize) -> String {
@@ -341,30 +347,23 @@ void main() {{
             })
             .collect()
     };
-    let packed_accs = bias_tiles.iter().flatten().filter(|(_, r)| *r == 0).count();
     // gradient accumulators, persistent across the chunks: dWᵀ tiles (input block, output
-    // block) and bias tiles (output block; every row the same sums)
+    // block), then the bias accumulators (each named at its row-0 tile)
     for (i, l) in pad.layers.iter().enumerate() {
         for ib in 0..l.in_p / 16 {
             for ob in 0..l.out_p / 16 {
                 let _ = writeln!(k, "    {ACC} dw{i}_{ib}_{ob} = {ACC}(0.0);");
             }
         }
-        if !launch.pack_bias {
-            for ob in 0..l.out_p / 16 {
-                let _ = writeln!(k, "    {ACC} db{i}_{ob} = {ACC}(0.0);");
-            }
-        }
     }
-    if launch.pack_bias {
-        for q in 0..packed_accs {
-            let _ = writeln!(k, "    {ACC} dbp{q} = {ACC}(0.0);");
-        }
-    } else {
+    for (acc, _) in bias_tiles.iter().flatten().filter(|(_, r)| *r == 0) {
+        let _ = writeln!(k, "    {ACC} {acc} = {ACC}(0.0);");
+    }
+    if !launch.pack_bias {
         let _ = writeln!(k, "    {MA} ones = {MA}(float16_t(1.0));");
     }
     k.push_str("    for (uint c = 0u; c < CHUNKS; c++) {\n");
-    // sampling: lanes 0-15 one sample each (bilinear texels, as the GLSL step kernel);
+    // sampling: lanes 0..16·blocks one sample each (bilinear texels, as the GLSL step kernel);
     // targets and the loss mask (real outputs of valid samples) into the subgroup's tiles
     let _ = writeln!(
         k,
@@ -460,7 +459,7 @@ void main() {{
                     k,
                     "    {{ {MB} b; coopMatLoad(b, {wsrc}, {o}u, {ip}u, {COL}); {} }}",
                     products.join(" "),
-                    o = l.padded + ob * 16 * l.in_p + kk * 16,
+                    o = w_tile(l, ob, kk),
                     ip = l.in_p
                 );
             }
@@ -637,7 +636,7 @@ void main() {{
                         k,
                         "    {{ {MB} b; coopMatLoad(b, {wsrc}, {o}u, {ip}u, {ROW}); {} }}",
                         products.join(" "),
-                        o = l.padded + ob * 16 * l.in_p + ib * 16,
+                        o = w_tile(&l, ob, ib),
                         ip = l.in_p
                     );
                 }
@@ -666,6 +665,17 @@ void main() {{
     Some(k)
 }
 
+/// The range checks' flag `bad` and the subgroup's loss sum `t` in a fixed order (lane 0
+/// adds the 32 in turn), left open inside `if (lane == 0u) {` for the caller's writes.
+const SUBGROUP_LOSS: &str = "    lsf |= lsm > 0x477fe000u ? 1u : 0u;
+    uint bad = subgroupOr(lsf);
+    lsum[sgid * 32u + lane] = loss_acc;
+    subgroupMemoryBarrierShared(); subgroupBarrier();
+    if (lane == 0u) {
+        float t = lsum[sgid * 32u];
+        for (uint j = 1u; j < 32u; j++) { t += lsum[sgid * 32u + j]; }
+";
+
 /// Each subgroup's own partial sums (set `gset`): dWᵀ tiles stored column-major are W's
 /// layout; the bias sums are rows of the bias accumulators (packed: row r; else row 0),
 /// through the subgroup's target tile; the loss sum in a fixed order (lane 0 adds the 32
@@ -678,7 +688,7 @@ fn subgroup_partials(k: &mut String, pad: &Pad, bias_tiles: &[Vec<(String, usize
                 let _ = writeln!(
                     k,
                     "    coopMatStore(dw{i}_{ib}_{ob}, partial, pbase + {o}u, {ip}u, {COL});",
-                    o = l.padded + ob * 16 * l.in_p + ib * 16,
+                    o = w_tile(l, ob, ib),
                     ip = l.in_p
                 );
             }
@@ -692,15 +702,9 @@ fn subgroup_partials(k: &mut String, pad: &Pad, bias_tiles: &[Vec<(String, usize
         "lane",
         &|r| format!("tg[tb + {}u + lane]", r * 16),
     );
+    k.push_str(SUBGROUP_LOSS);
     k.push_str(
-        "    lsf |= lsm > 0x477fe000u ? 1u : 0u;
-    uint bad = subgroupOr(lsf);
-    lsum[sgid * 32u + lane] = loss_acc;
-    subgroupMemoryBarrierShared(); subgroupBarrier();
-    if (lane == 0u) {
-        float t = lsum[sgid * 32u];
-        for (uint j = 1u; j < 32u; j++) { t += lsum[sgid * 32u + j]; }
-        loss_partial[gset] = t;
+        "        loss_partial[gset] = t;
         lsflags[gset] = bad != 0u ? 1u : 0u;
     }
 }
@@ -736,7 +740,7 @@ fn folded_partials(
                     "    coopMatStore(dw{i}_{ib}_{ob}, tg, tb, 16u, {COL}); memoryBarrierShared(); barrier();
     for (uint e = lid; e < 256u; e += {wg}u) {{ partial[pbase + {o}u + (e / 16u) * {ip}u + e % 16u] = {s}; }}
     memoryBarrierShared(); barrier();",
-                    o = l.padded + ob * 16 * l.in_p + ib * 16,
+                    o = w_tile(l, ob, ib),
                     ip = l.in_p,
                     s = sum("e"),
                 );
@@ -751,16 +755,10 @@ fn folded_partials(
         "lid",
         &|r| sum(&format!("{}u + lid", r * 16)),
     );
+    k.push_str(SUBGROUP_LOSS);
     let _ = writeln!(
         k,
-        "    lsf |= lsm > 0x477fe000u ? 1u : 0u;
-    uint bad = subgroupOr(lsf);
-    lsum[sgid * 32u + lane] = loss_acc;
-    subgroupMemoryBarrierShared(); subgroupBarrier();
-    if (lane == 0u) {{
-        float t = lsum[sgid * 32u];
-        for (uint j = 1u; j < 32u; j++) {{ t += lsum[sgid * 32u + j]; }}
-        lsum[sgid * 32u] = t;
+        "        lsum[sgid * 32u] = t;
         lsum[sgid * 32u + 1u] = bad != 0u ? 1.0 : 0.0;
     }}
     memoryBarrierShared(); barrier();
