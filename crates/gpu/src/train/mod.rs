@@ -4,7 +4,9 @@
 //! Per step two dispatches: the fused step kernel (sample draw, forward, loss, backward,
 //! per-workgroup weight-gradient partial sums) and the reduction + Adam kernel. Both read
 //! the step's constants (step index, learning rate, bias corrections) from a uniform
-//! buffer at a dynamic offset, so a whole `run` is one submission.
+//! buffer at a dynamic offset, written once per `run`; the steps go to the queue in
+//! submissions of [`SUBMIT_STEPS`] (recording one overlaps the GPU running the one
+//! before), and the losses are read back once per `run`.
 
 pub mod codegen;
 pub mod grid;
@@ -17,8 +19,25 @@ use nshade_core::network::Network;
 use nshade_core::train::{Backend, Checkpoint, TrainConfig, TrainError, Trainer, check_compatible};
 use std::sync::Arc;
 
-/// Most steps recorded into one submission (and losses read back per submission).
+/// Most steps per `submit` call (its records written at once, its losses read back once).
 const MAX_STEPS_PER_SUBMIT: u32 = 1024;
+/// Steps per submission within one `run` (see [`submit_steps`]).
+const SUBMIT_STEPS: u32 = 64;
+
+/// Steps recorded per submission: [`SUBMIT_STEPS`], or `NSHADE_GPU_SUBMIT` (`0`: every
+/// step of a call in one submission, as before the twenty-second session; for
+/// measurements). `None` for one submission.
+fn submit_steps() -> Option<u32> {
+    match std::env::var("NSHADE_GPU_SUBMIT")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+    {
+        Some(0) => None,
+        Some(n) => Some(n),
+        None => Some(SUBMIT_STEPS),
+    }
+}
+
 /// Bytes of one step's record in the uniform buffer (≥ every adapter's offset alignment).
 const RECORD: u64 = 256;
 
@@ -1470,27 +1489,31 @@ impl GpuTrainer {
             .collect();
         let (device, queue) = (&self.ctx.device, &self.ctx.queue);
         queue.write_buffer(&self.records, 0, &recs);
-        let mut enc = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-            label: Some("nshade steps"),
-        });
-        {
+        // timing only (`NSHADE_GPU_ONLY=step|adam|fused|dw`): record the step kernel
+        // (and the dW kernel where layers split) alone, or the Adam kernels alone, or
+        // only the step kernel, or only the dW kernel (the weights then do not train;
+        // for splitting a step's time on a GPU)
+        let only = std::env::var("NSHADE_GPU_ONLY").unwrap_or_default();
+        let (step, dw, adam) = match only.as_str() {
+            "step" => (true, true, false),
+            "adam" => (false, false, true),
+            "fused" => (true, false, false),
+            "dw" => (false, true, false),
+            _ => (true, true, true),
+        };
+        // the steps go in submissions of `submit_steps()` each, so that recording the
+        // next one (the CPU's part of a step) overlaps the GPU running this one; the
+        // queue keeps them in order and the losses are read once, after the last
+        let per = submit_steps().unwrap_or(n).max(1);
+        for first in (0..n).step_by(per as usize) {
+            let mut enc = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("nshade steps"),
+            });
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: Some("nshade steps"),
                 timestamp_writes: None,
             });
-            // timing only (`NSHADE_GPU_ONLY=step|adam|fused|dw`): record the step kernel
-            // (and the dW kernel where layers split) alone, or the Adam kernels alone, or
-            // only the step kernel, or only the dW kernel (the weights then do not train;
-            // for splitting a step's time on a GPU)
-            let only = std::env::var("NSHADE_GPU_ONLY").unwrap_or_default();
-            let (step, dw, adam) = match only.as_str() {
-                "step" => (true, true, false),
-                "adam" => (false, false, true),
-                "fused" => (true, false, false),
-                "dw" => (false, true, false),
-                _ => (true, true, true),
-            };
-            for k in 0..n {
+            for k in first..(first + per).min(n) {
                 let off = [(k as u64 * RECORD) as u32];
                 if step {
                     pass.set_pipeline(&self.step_pipe);
@@ -1515,8 +1538,9 @@ impl GpuTrainer {
                     g.record(&mut pass, &off);
                 }
             }
+            drop(pass);
+            queue.submit([enc.finish()]);
         }
-        queue.submit([enc.finish()]);
         self.read(&self.losses, n as usize)
     }
 
