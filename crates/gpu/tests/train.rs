@@ -443,6 +443,36 @@ fn short_run_reaches_the_cpu_loss_and_is_deterministic() {
     }
 }
 
+/// A call of 150 steps goes to the queue in three submissions (64, 64, 22 steps; the
+/// records, loss slots and the loss read back once per call): the weights are those of
+/// 150 calls of one step each, bit for bit, and the mean loss the mean of their losses.
+#[test]
+fn steps_in_several_submissions_match_single_steps() {
+    let Some(ctx) = common::context() else { return };
+    let backend = GpuBackend::with_context(Arc::new(ctx));
+    let tex = Arc::new(TrainingData::Texture(common::small_texture()));
+    let net = Network::build(&Arch::parse("freq(2) | mlp(8x2, relu)").unwrap(), 2, 3).unwrap();
+    let c = cfg(256, Loss::RelativeL2);
+    let p0 = net.init_params(7);
+    let mut whole = backend.trainer(&net, p0.clone(), tex.clone(), &c).unwrap();
+    let mean = whole.run(150).unwrap();
+    let mut single = backend.trainer(&net, p0.clone(), tex, &c).unwrap();
+    let losses: Vec<f32> = (0..150).map(|_| single.run(1).unwrap()).collect();
+    assert_eq!((whole.steps_done(), single.steps_done()), (150, 150));
+    let (pw, ps) = (whole.params().unwrap(), single.params().unwrap());
+    assert_eq!(pw.len(), ps.len());
+    assert!(!common::same_bits(&pw, &p0), "nothing trained");
+    assert!(
+        common::same_bits(&pw, &ps),
+        "150 steps in one call differ from 150 calls of one"
+    );
+    let expect = (losses.iter().map(|&l| l as f64).sum::<f64>() / 150.0) as f32;
+    assert!(
+        mean.is_finite() && (mean - expect).abs() <= 1e-6 * expect.abs(),
+        "mean loss {mean} against {expect}"
+    );
+}
+
 fn short_run(backend: &GpuBackend, arch: &str) {
     let tex = Arc::new(TrainingData::Texture(common::small_texture()));
     let c = TrainConfig {
