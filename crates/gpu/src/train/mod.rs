@@ -24,17 +24,14 @@ const MAX_STEPS_PER_SUBMIT: u32 = 1024;
 /// Steps per submission within one `run` (see [`submit_steps`]).
 const SUBMIT_STEPS: u32 = 64;
 
-/// Steps recorded per submission: [`SUBMIT_STEPS`], or `NSHADE_GPU_SUBMIT` (`0`: every
-/// step of a call in one submission, as before the twenty-second session; for
-/// measurements). `None` for one submission.
-fn submit_steps() -> Option<u32> {
-    match std::env::var("NSHADE_GPU_SUBMIT")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-    {
-        Some(0) => None,
-        Some(n) => Some(n),
-        None => Some(SUBMIT_STEPS),
+/// Steps recorded per submission of a call of `n`: [`SUBMIT_STEPS`], or
+/// `NSHADE_GPU_SUBMIT` (`0`: all `n` in one submission, as before the twenty-second
+/// session; for measurements).
+fn submit_steps(n: u32) -> u32 {
+    match std::env::var("NSHADE_GPU_SUBMIT").map_or(Ok(SUBMIT_STEPS), |v| v.parse::<u32>()) {
+        Ok(0) => n.max(1),
+        Ok(per) => per,
+        Err(_) => SUBMIT_STEPS,
     }
 }
 
@@ -1504,7 +1501,7 @@ impl GpuTrainer {
         // the steps go in submissions of `submit_steps()` each, so that recording the
         // next one (the CPU's part of a step) overlaps the GPU running this one; the
         // queue keeps them in order and the losses are read once, after the last
-        let per = submit_steps().unwrap_or(n).max(1);
+        let per = submit_steps(n);
         for first in (0..n).step_by(per as usize) {
             let mut enc = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
                 label: Some("nshade steps"),

@@ -334,7 +334,10 @@ fn nsh_adam(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wi
         half = ADAM_THREADS / 2,
         // timing only (`NSHADE_GPU_EXP=adamempty`): the kernel returns at once, so a
         // step's time splits into the dispatch and its barriers and the kernel's work
-        empty = if std::env::var("NSHADE_GPU_EXP").is_ok_and(|v| v == "adamempty") {
+        empty = if glsl::exp_has(
+            &std::env::var("NSHADE_GPU_EXP").unwrap_or_default(),
+            "adamempty",
+        ) {
             "    if (st.mode != 7u) { return; }\n"
         } else {
             ""
