@@ -671,7 +671,17 @@ fn glsl_dw_split_kernels_compile() {
             acc16: codegen::acc16_fits(&net),
         };
         let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch).expect(arch);
-        let dw = codegen::glsl_dw_kernel(&net, &split, 256, shape.samples, 3, partial_len);
+        let dw_form = |stage, parts| codegen::DwForm { stage, parts };
+        let dw = codegen::glsl_dw_kernel(
+            &net,
+            &split,
+            256,
+            shape.samples,
+            3,
+            partial_len,
+            dw_form(0, 1),
+            48 * 1024,
+        );
         // every layer's X and dz are stored; no dW accumulator is left in the step kernel
         let layers = Pad::of(&net).layers.len();
         // (X_0 copied from workgroup memory, the others from the epilogues' registers)
@@ -690,7 +700,52 @@ fn glsl_dw_split_kernels_compile() {
             .map(|l| ((l.out_p / 16) * (l.in_p / 16)).div_ceil(8))
             .sum();
         assert_eq!(dw.matches("coopMatStore(d").count(), slots, "{arch}");
-        for (what, s) in [("step", &src), ("dW", &dw)] {
+        // staged through workgroup memory (the default form), whole or in two parts of
+        // the output rows: every layer's tiles stored once, in as many stores
+        let staged = |parts| {
+            codegen::glsl_dw_kernel(
+                &net,
+                &split,
+                256,
+                shape.samples,
+                3,
+                partial_len,
+                dw_form(32, parts),
+                48 * 1024,
+            )
+        };
+        let (staged1, staged2) = (staged(1), staged(2));
+        assert!(staged1.contains("shared uvec4 dsm["), "{arch}");
+        assert_eq!(staged1.matches("coopMatStore(d").count(), slots, "{arch}");
+        let slots2: usize = Pad::of(&net)
+            .layers
+            .iter()
+            .map(|l| 2 * ((l.out_p / 32) * (l.in_p / 16)).div_ceil(8))
+            .sum();
+        // (a layer of 16 outputs cannot split: its one part reads in place)
+        let narrow: usize = Pad::of(&net)
+            .layers
+            .iter()
+            .filter(|l| l.out_p % 32 != 0)
+            .map(|l| ((l.out_p / 16) * (l.in_p / 16)).div_ceil(8))
+            .sum();
+        let split_rows: usize = Pad::of(&net)
+            .layers
+            .iter()
+            .filter(|l| l.out_p % 32 != 0)
+            .map(|l| 2 * ((l.out_p / 32) * (l.in_p / 16)).div_ceil(8))
+            .sum();
+        assert_eq!(
+            staged2.matches("coopMatStore(d").count(),
+            slots2 - split_rows + narrow,
+            "{arch}"
+        );
+        for (what, s) in [
+            ("step", &src),
+            ("dW", &dw),
+            ("dW staged", &staged1),
+            ("dW staged in two parts", &staged2),
+        ] {
             if let Err(e) = nshade_gpu::capture::glslang::compile_compute(s) {
                 panic!("{arch} ({what}): line {:?}: {}\n{s}", e.line, e.message);
             }

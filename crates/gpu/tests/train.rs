@@ -315,6 +315,74 @@ fn glsl_step_kernel_matches_cpu() {
     report(&format!("{language} step kernel"), worst);
 }
 
+/// The dW kernel's forms (`DwForm`): its tiles staged through workgroup memory (whole,
+/// in two parts of the output rows, in stages of 16 samples) or read in place add the
+/// same products in the same order, so the gradient and the weights after three steps
+/// are the same bits. `freq(8) | mlp(128x4, relu)` (its three 128×128 layers go through
+/// the dW kernel), a batch of 20 000 (not a multiple of the chunk). Needs cooperative
+/// matrices, as `glsl_step_kernel_matches_cpu`.
+#[test]
+fn dw_kernel_forms_give_the_same_bits() {
+    use nshade_gpu::train::codegen::DwForm;
+    let Some(ctx) = glsl_context("dw_kernel_forms_give_the_same_bits") else {
+        return;
+    };
+    let tex = Arc::new(TrainingData::Texture(common::small_texture()));
+    let net = Network::build(&Arch::parse("freq(8) | mlp(128x4, relu)").unwrap(), 2, 3).unwrap();
+    let p0 = net.init_params(5);
+    let run = |stage, parts| {
+        let backend = GpuBackend::with_context(ctx.clone())
+            .precision(Precision::Coop)
+            .dw_form(DwForm { stage, parts });
+        let mut t = backend
+            .trainer(
+                &net,
+                p0.clone(),
+                tex.clone(),
+                &cfg(20_000, Loss::RelativeL2),
+            )
+            .unwrap();
+        assert_eq!(t.kernel_language(), "glsl");
+        let (loss, g) = t.gradient().unwrap();
+        t.run(3).unwrap();
+        (loss, g, t.params().unwrap())
+    };
+    let base = run(0, 1);
+    assert!(base.1.iter().any(|v| *v != 0.0), "a gradient of zeros");
+    assert!(base.1.iter().all(|v| v.is_finite()));
+    assert_ne!(base.2, p0, "the steps changed nothing");
+    for (stage, parts) in [(32, 1), (32, 2), (16, 1)] {
+        let got = run(stage, parts);
+        assert_eq!(
+            got.0.to_bits(),
+            base.0.to_bits(),
+            "loss, stage {stage}, parts {parts}"
+        );
+        assert_eq!(got.1.len(), base.1.len());
+        let diff = got
+            .1
+            .iter()
+            .zip(&base.1)
+            .filter(|(a, b)| a.to_bits() != b.to_bits())
+            .count();
+        assert_eq!(
+            diff, 0,
+            "gradient entries differing, stage {stage}, parts {parts}"
+        );
+        assert_eq!(got.2.len(), base.2.len());
+        let diff = got
+            .2
+            .iter()
+            .zip(&base.2)
+            .filter(|(a, b)| a.to_bits() != b.to_bits())
+            .count();
+        assert_eq!(
+            diff, 0,
+            "weights differing after 3 steps, stage {stage}, parts {parts}"
+        );
+    }
+}
+
 /// The GLSL step kernel's f16 range flags: a loss scale far too large for f16 (2^40)
 /// overflows the first step by magnitude, an injected overflow (a non-finite scale) a
 /// later one; both steps are skipped (weights unchanged, the scale halved) and the steps

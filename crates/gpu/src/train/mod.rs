@@ -61,6 +61,7 @@ pub struct GpuBackend {
     scalar: bool,
     scaling: Option<LossScale>,
     want: Option<Precision>,
+    dw_form: Option<codegen::DwForm>,
 }
 
 impl GpuBackend {
@@ -84,7 +85,15 @@ impl GpuBackend {
             scalar: false,
             scaling: None,
             want: None,
+            dw_form: None,
         }
+    }
+
+    /// Reads the dW kernel's tiles in this form instead of `NSHADE_GPU_DWSTAGE` /
+    /// `NSHADE_GPU_DWPARTS`' (tests compare the forms on one device).
+    pub fn dw_form(mut self, form: codegen::DwForm) -> GpuBackend {
+        self.dw_form = Some(form);
+        self
     }
 
     /// Keeps hidden-layer gradients in two separate buffers instead of in place (when
@@ -165,6 +174,7 @@ impl GpuBackend {
             self.scalar,
             self.precision_for(net),
             self.scaling,
+            self.dw_form,
         )
     }
 }
@@ -946,14 +956,15 @@ impl GpuTrainer {
         } else {
             Precision::F32
         };
-        GpuTrainer::with_options(ctx, net, params, data, cfg, pingpong, scalar, p, None)
+        GpuTrainer::with_options(ctx, net, params, data, cfg, pingpong, scalar, p, None, None)
     }
 
     /// [`GpuTrainer::new`] on the `precision` path (checked against
     /// [`precision_supported`] by the caller; networks without an mlp, or whose f16
     /// layout does not fit workgroup memory, run f32) and dynamic loss scaling forced on
     /// with `scaling` (the f16 and cooperative-matrix paths always scale, by default
-    /// with [`LossScale::for_batch`]).
+    /// with [`LossScale::for_batch`]); the dW kernel's form `dw_form` or, without one,
+    /// [`codegen::DwForm::from_env`].
     #[allow(clippy::too_many_arguments)]
     pub fn with_options(
         ctx: Arc<GpuContext>,
@@ -965,6 +976,7 @@ impl GpuTrainer {
         scalar: bool,
         precision: Precision,
         scaling: Option<LossScale>,
+        dw_form: Option<codegen::DwForm>,
     ) -> Result<GpuTrainer, TrainError> {
         check_compatible(net, data, cfg)?;
         if params.len() != net.param_count {
@@ -1054,6 +1066,7 @@ impl GpuTrainer {
             pack.as_ref(),
         );
         let partial_len = pad.partial_len(net.dense_count) + pack.as_ref().map_or(0, |p| p.lf);
+        let dw_form = dw_form.unwrap_or_else(codegen::DwForm::from_env);
         let dw_src = split.as_ref().map(|sp| {
             codegen::glsl_dw_kernel(
                 net,
@@ -1062,6 +1075,8 @@ impl GpuTrainer {
                 launch.samples,
                 launch.chunks,
                 partial_len,
+                dw_form,
+                ctx.device.limits().max_compute_workgroup_storage_size as usize,
             )
         });
         match std::env::var("NSHADE_GPU_DUMP") {
@@ -1257,7 +1272,7 @@ impl GpuTrainer {
                 ];
                 let (pipe, bgl) = glsl_pipeline(&ctx, src, DW_THREADS, &types)?;
                 let bg = bind(&ctx, "dw", &bgl, &records, &[&partial, gx, gz]);
-                Some((pipe, bg, sp.count()))
+                Some((pipe, bg, sp.count() * dw_form.parts))
             }
             _ => None,
         };

@@ -122,12 +122,48 @@ impl DwSplit {
     }
 }
 
+/// How the dW kernel reads its tiles: `NSHADE_GPU_DWSTAGE` samples a stage staged through
+/// workgroup memory (0, the default: every tile straight from the X and dz buffers, as
+/// before the twenty-third session; 32: the staged form, not yet measured on a GPU) and
+/// `NSHADE_GPU_DWPARTS` workgroups a layer and step workgroup (1 or 2, each with its
+/// share of the output rows; staged layers only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DwForm {
+    /// Samples per stage staged through workgroup memory (0: read in place).
+    pub stage: u32,
+    /// Workgroups per (step workgroup, split layer), each with out_p / parts rows.
+    pub parts: u32,
+}
+
+impl DwForm {
+    /// The default form, or the one the environment asks for (for measurements).
+    pub fn from_env() -> DwForm {
+        let var = |n: &str| std::env::var(n).ok().and_then(|v| v.parse::<u32>().ok());
+        DwForm {
+            stage: var("NSHADE_GPU_DWSTAGE").unwrap_or(0),
+            parts: var("NSHADE_GPU_DWPARTS")
+                .filter(|p| matches!(p, 1 | 2))
+                .unwrap_or(1),
+        }
+    }
+}
+
 /// The weight-gradient kernel of `split` for `net`: `threads` invocations (subgroups of
-/// 32) per workgroup, dispatched as groups × [`DwSplit::count`] workgroups: workgroup
-/// (`wid`, n) reads chunks `wid·chunks …` of `samples` of the n-th split layer and writes
-/// its dW tiles into `partial[wid·P + …]` (row-major in the padded layout, as the step
-/// kernel writes the others). Bindings: 0 the step record (unused), 1
-/// `partial`, 2 the X buffer, 3 the dz buffer.
+/// 32) per workgroup, dispatched as groups × ([`DwSplit::count`] · `form.parts`)
+/// workgroups: workgroup (`wid`, n·parts + h) reads chunks `wid·chunks …` of `samples` of
+/// the n-th split layer and writes its share h of that layer's dW tiles (output rows
+/// h·out_p/parts …) into `partial[wid·P + …]` (row-major in the padded layout, as the
+/// step kernel writes the others). Bindings: 0 the step record (unused), 1 `partial`,
+/// 2 the X buffer, 3 the dz buffer (read as uvec4, 8 f16 each, where a layer is staged).
+///
+/// Staged (`form.stage` > 0, where a stage fits `max_shared` bytes): the workgroup copies
+/// a stage of whole chunks of X and dz (contiguous in the buffers) into workgroup memory
+/// with 16-byte loads, rows padded by 16 bytes so a tile's rows fall into distinct banks,
+/// and loads the next stage into registers while the subgroups multiply this one (two
+/// buffers, one barrier a stage). Otherwise every tile is loaded from the buffers. Both
+/// add each accumulator's chunks and k steps in the same order: the same sums, the same
+/// bits.
+#[allow(clippy::too_many_arguments)]
 pub fn glsl_dw_kernel(
     net: &Network,
     split: &DwSplit,
@@ -135,28 +171,57 @@ pub fn glsl_dw_kernel(
     samples: u32,
     chunks: u32,
     partial_len: usize,
+    form: DwForm,
+    max_shared: usize,
 ) -> String {
     let pad = Pad::of(net);
     let nsg = threads as usize / 32;
+    let t = threads as usize;
     let s = samples as usize;
     let st_n = s / 16;
+    let parts = form.parts.max(1) as usize;
+    // chunks a stage for each split layer (None: read in place), and the largest buffer
+    let stage_of = |ip: usize, op: usize| -> Option<(usize, usize)> {
+        if form.stage == 0 || !op.is_multiple_of(16 * parts) {
+            return None;
+        }
+        let rows = ip + op / parts;
+        (1..=chunks as usize)
+            .rev()
+            .filter(|g| (chunks as usize).is_multiple_of(*g) && g * s <= form.stage as usize)
+            .map(|g| (g, rows * (g * s / 8 + 1)))
+            .find(|&(_, buf)| 2 * buf * 16 <= max_shared)
+    };
+    let shared_len = pad
+        .layers
+        .iter()
+        .zip(&split.layers)
+        .filter(|(_, on)| **on)
+        .filter_map(|(l, _)| stage_of(l.in_p, l.out_p))
+        .map(|(_, buf)| 2 * buf)
+        .max();
+    // the buffers' element: uvec4 (8 f16) where a layer is staged, else f16
+    let u = if shared_len.is_some() { 8 } else { 1 };
     let mut k = String::from(HEAD);
     let _ = write!(
         k,
         "layout(local_size_x = {threads}) in;
 layout(set = 0, binding = 0) uniform Step {{ uint step; uint slot; float step_lr; float inv_c2; uint mode; float poison; uint seed_h; }} st;
 layout(set = 0, binding = 1) buffer Partial {{ float partial[]; }};
-layout(set = 0, binding = 2) readonly buffer GX {{ float16_t gx[]; }};
-layout(set = 0, binding = 3) readonly buffer GZ {{ float16_t gz[]; }};
+layout(set = 0, binding = 2) readonly buffer GX {{ {ty} gx[]; }};
+layout(set = 0, binding = 3) readonly buffer GZ {{ {ty} gz[]; }};
 const uint S = {s}u;
 const uint NSG = {nsg}u;
 const uint CHUNKS = {chunks}u;
 const uint P = {partial_len}u;
-void main() {{
+{sh}void main() {{
     uint wid = gl_WorkGroupID.x;
-    uint sgid = gl_LocalInvocationIndex / 32u;
+    uint tid = gl_LocalInvocationIndex;
+    uint sgid = tid / 32u;
     uint pbase = wid * P;
-"
+",
+        sh = shared_len.map_or(String::new(), |n| format!("shared uvec4 dsm[{n}];\n")),
+        ty = if u == 8 { "uvec4" } else { "float16_t" },
     );
     for (n, (i, l)) in pad
         .layers
@@ -166,58 +231,192 @@ void main() {{
         .enumerate()
     {
         let (ip, op) = (l.in_p, l.out_p);
-        let it_n = ip / 16;
-        let nt = (op / 16) * it_n;
-        let slots = nt.div_ceil(nsg);
-        let _ = writeln!(k, "    if (gl_WorkGroupID.y == {n}u) {{");
-        for j in 0..slots {
-            let _ = writeln!(k, "    {ACC} d{j} = {ACC}(0.0);");
-        }
-        // every slot of a subgroup has the same column block when NSG is a multiple of
-        // the column blocks: X's tile is loaded once per k step for all of them
-        let reuse = nsg.is_multiple_of(it_n);
-        let _ = writeln!(
-            k,
-            "    for (uint c = 0u; c < CHUNKS; c++) {{
+        let staged = stage_of(ip, op);
+        let lparts = if staged.is_some() { parts } else { 1 };
+        for h in 0..parts {
+            let opp = op / lparts;
+            let r0 = h * opp;
+            let it_n = ip / 16;
+            let nt = (opp / 16) * it_n;
+            let slots = nt.div_ceil(nsg);
+            let _ = writeln!(k, "    if (gl_WorkGroupID.y == {}u) {{", n * parts + h);
+            if h >= lparts {
+                // this layer is read in place by its first part alone
+                k.push_str("    }\n");
+                continue;
+            }
+            for j in 0..slots {
+                let _ = writeln!(k, "    {ACC} d{j} = {ACC}(0.0);");
+            }
+            // every slot of a subgroup has the same column block when NSG is a multiple of
+            // the column blocks: X's tile is loaded once per k step for all of them
+            let reuse = nsg.is_multiple_of(it_n);
+            // one k step's products from `xsrc`/`zsrc`: tile offsets of row block `rb`
+            let products = |k: &mut String,
+                            xt: &dyn Fn(&str) -> String,
+                            zt: &dyn Fn(&str) -> String,
+                            ind: &str| {
+                if reuse {
+                    let _ = writeln!(
+                        k,
+                        "{ind}{{ uint it = sgid % {it_n}u; {MB} b; coopMatLoad(b, {}, {COL});",
+                        xt("it")
+                    );
+                    for j in 0..slots {
+                        let _ = writeln!(
+                            k,
+                            "{ind}{{ uint t = {j}u * NSG + sgid; if (t < {nt}u) {{ uint ot = t / {it_n}u; {MA} a; coopMatLoad(a, {}, {ROW}); d{j} = coopMatMulAdd(a, b, d{j}); }} }}",
+                            zt("ot")
+                        );
+                    }
+                    let _ = writeln!(k, "{ind}}}");
+                } else {
+                    for j in 0..slots {
+                        let _ = writeln!(
+                            k,
+                            "{ind}{{ uint t = {j}u * NSG + sgid; if (t < {nt}u) {{ uint ot = t / {it_n}u; uint it = t % {it_n}u; {MA} a; coopMatLoad(a, {}, {ROW}); {MB} b; coopMatLoad(b, {}, {COL}); d{j} = coopMatMulAdd(a, b, d{j}); }} }}",
+                            zt("ot"),
+                            xt("it")
+                        );
+                    }
+                }
+            };
+            match staged {
+                None => {
+                    // in place: a tile is 16 rows of stride S halves (S / u elements)
+                    let su = s / u;
+                    let _ = writeln!(
+                        k,
+                        "    for (uint c = 0u; c < CHUNKS; c++) {{
         uint ch = wid * CHUNKS + c;
         uint xb = {xo}u + ch * {xs}u; uint zb = {zo}u + ch * {zs}u;",
-            xo = split.x_off[i],
-            zo = split.z_off[i],
-            xs = ip * s,
-            zs = op * s,
-        );
-        for kk in 0..st_n {
-            let k16 = kk * 16;
-            if reuse {
-                let _ = writeln!(
-                    k,
-                    "        {{ uint it = sgid % {it_n}u; {MB} b; coopMatLoad(b, gx, xb + it * 16u * S + {k16}u, S, {COL});"
-                );
-                for j in 0..slots {
-                    let _ = writeln!(
-                        k,
-                        "        {{ uint t = {j}u * NSG + sgid; if (t < {nt}u) {{ uint ot = t / {it_n}u; {MA} a; coopMatLoad(a, gz, zb + ot * 16u * S + {k16}u, S, {ROW}); d{j} = coopMatMulAdd(a, b, d{j}); }} }}"
+                        xo = split.x_off[i] / u as u64,
+                        zo = split.z_off[i] / u as u64,
+                        xs = ip * s / u,
+                        zs = op * s / u,
                     );
+                    for kk in 0..st_n {
+                        let col = kk * 16 / u;
+                        products(
+                            &mut k,
+                            &|rb| format!("gx, xb + {rb} * {}u + {col}u, {su}u", 16 * su),
+                            &|rb| format!("gz, zb + {rb} * {}u + {col}u, {su}u", 16 * su),
+                            "        ",
+                        );
+                    }
+                    k.push_str("    }\n");
                 }
-                k.push_str("        }\n");
-            } else {
-                for j in 0..slots {
+                Some((g, buf)) => {
+                    // a stage: g chunks; row r of X (then of dz's rows r0 …) holds the
+                    // stage's g·S samples in `rs` uvec4 (one of padding)
+                    let cu = s / 8; // uvec4 per chunk row
+                    let rs = g * cu + 1;
+                    let xq = g * ip * cu; // uvec4 of X a stage
+                    let zq = g * opp * cu;
+                    let items = (xq + zq).div_ceil(t);
+                    let nst = chunks as usize / g;
                     let _ = writeln!(
                         k,
-                        "        {{ uint t = {j}u * NSG + sgid; if (t < {nt}u) {{ uint ot = t / {it_n}u; uint it = t % {it_n}u; {MA} a; coopMatLoad(a, gz, zb + ot * 16u * S + {k16}u, S, {ROW}); {MB} b; coopMatLoad(b, gx, xb + it * 16u * S + {k16}u, S, {COL}); d{j} = coopMatMulAdd(a, b, d{j}); }} }}"
+                        "    uint xq = {}u + wid * {}u;
+    uint zq = {}u + wid * {}u + {}u;",
+                        split.x_off[i] / 8,
+                        chunks as usize * ip * cu,
+                        split.z_off[i] / 8,
+                        chunks as usize * op * cu,
+                        r0 * cu
                     );
+                    // item m of this invocation: its global offset in the stage (`go`) and
+                    // its place in a buffer (`so`); X's items first, then dz's
+                    for m in 0..items {
+                        let q = format!("(tid + {}u)", m * t);
+                        let _ = writeln!(
+                            k,
+                            "    uint go{m}, so{m}; bool ok{m};
+    {{ uint q = {q}; if (q < {xq}u) {{ uint g = q / {a}u, rem = q % {a}u; go{m} = xq + q; so{m} = (rem / {cu}u) * {rs}u + g * {cu}u + rem % {cu}u; ok{m} = true; }}
+      else {{ q -= {xq}u; uint g = q / {b}u, rem = q % {b}u; go{m} = zq + g * {zc}u + rem; so{m} = {xrows}u + (rem / {cu}u) * {rs}u + g * {cu}u + rem % {cu}u; ok{m} = q < {zq}u; }} }}",
+                            a = ip * cu,
+                            b = opp * cu,
+                            zc = op * cu,
+                            xrows = ip * rs,
+                        );
+                    }
+                    // X's items read gx, dz's gz: which one is known here where the
+                    // item's range lies wholly on one side
+                    let fetch = |k: &mut String, m: usize, stage: &str| {
+                        let (lo, hi) = (m * t, (m + 1) * t);
+                        let zs = g * op * cu; // dz's uvec4 a stage (every row)
+                        let expr_x = format!("gx[go{m} + {stage} * {xq}u]");
+                        let expr_z = format!("gz[go{m} + {stage} * {zs}u]");
+                        let e = if hi <= xq {
+                            expr_x
+                        } else if lo >= xq {
+                            format!("(ok{m} ? {expr_z} : uvec4(0u))")
+                        } else {
+                            format!(
+                                "(tid + {lo}u < {xq}u ? {expr_x} : (ok{m} ? {expr_z} : uvec4(0u)))"
+                            )
+                        };
+                        let _ = writeln!(k, "        p{m} = {e};");
+                    };
+                    let store = |k: &mut String, m: usize, base: &str| {
+                        let _ = writeln!(k, "        if (ok{m}) dsm[{base} + so{m}] = p{m};");
+                    };
+                    let regs: Vec<String> = (0..items).map(|m| format!("p{m}")).collect();
+                    let _ = writeln!(k, "    uvec4 {};\n    {{", regs.join(", "));
+                    for m in 0..items {
+                        fetch(&mut k, m, "0u");
+                    }
+                    for m in 0..items {
+                        store(&mut k, m, "0u");
+                    }
+                    let _ = writeln!(
+                        k,
+                        "    }}
+    memoryBarrierShared(); barrier();
+    for (uint s = 0u; s < {nst}u; s++) {{
+        uint cur = (s & 1u) * {buf}u;
+        if (s + 1u < {nst}u) {{"
+                    );
+                    for m in 0..items {
+                        fetch(&mut k, m, "(s + 1u)");
+                    }
+                    k.push_str("        }\n");
+                    for gg in 0..g {
+                        for kk in 0..st_n {
+                            let col = gg * cu + kk * 2;
+                            products(
+                                &mut k,
+                                &|rb| format!("dsm, cur + {rb} * {}u + {col}u, {rs}u", 16 * rs),
+                                &|rb| {
+                                    format!(
+                                        "dsm, cur + {}u + {rb} * {}u + {col}u, {rs}u",
+                                        ip * rs,
+                                        16 * rs
+                                    )
+                                },
+                                "        ",
+                            );
+                        }
+                    }
+                    let _ = writeln!(
+                        k,
+                        "        if (s + 1u < {nst}u) {{\n        uint nxt = {buf}u - cur;"
+                    );
+                    for m in 0..items {
+                        store(&mut k, m, "nxt");
+                    }
+                    k.push_str("        }\n        memoryBarrierShared(); barrier();\n    }\n");
                 }
             }
+            for j in 0..slots {
+                let _ = writeln!(
+                    k,
+                    "    {{ uint t = {j}u * NSG + sgid; if (t < {nt}u) {{ uint ot = t / {it_n}u; uint it = t % {it_n}u; coopMatStore(d{j}, partial, pbase + {p}u + ot * 16u * {ip}u + it * 16u, {ip}u, {ROW}); }} }}",
+                    p = l.padded + r0 * ip
+                );
+            }
+            k.push_str("    }\n");
         }
-        k.push_str("    }\n");
-        for j in 0..slots {
-            let _ = writeln!(
-                k,
-                "    {{ uint t = {j}u * NSG + sgid; if (t < {nt}u) {{ uint ot = t / {it_n}u; uint it = t % {it_n}u; coopMatStore(d{j}, partial, pbase + {p}u + ot * 16u * {ip}u + it * 16u, {ip}u, {ROW}); }} }}",
-                p = l.padded
-            );
-        }
-        k.push_str("    }\n");
     }
     k.push_str("}\n");
     k

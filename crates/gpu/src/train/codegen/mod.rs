@@ -53,7 +53,7 @@ pub use fused::{fused_enabled, net_fusable};
 pub use glsl::{
     GlslLaunch, GlslShape, acc16_fits, acc16_for, glsl_fits, glsl_samples, glsl_step_kernel,
 };
-pub use glsl_dw::{DwSplit, glsl_dw_kernel, split_mode};
+pub use glsl_dw::{DwForm, DwSplit, glsl_dw_kernel, split_mode};
 pub use glsl_private::{
     PRIVATE_SAMPLES, PrivateLaunch, private_enabled, private_fits, private_step_kernel,
 };
