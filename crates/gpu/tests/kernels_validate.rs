@@ -671,7 +671,11 @@ fn glsl_dw_split_kernels_compile() {
             acc16: codegen::acc16_fits(&net),
         };
         let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch).expect(arch);
-        let dw_form = |stage, parts| codegen::DwForm { stage, parts };
+        let dw_form = |stage, parts, depth| codegen::DwForm {
+            stage,
+            parts,
+            depth,
+        };
         let dw = codegen::glsl_dw_kernel(
             &net,
             &split,
@@ -679,7 +683,7 @@ fn glsl_dw_split_kernels_compile() {
             shape.samples,
             3,
             partial_len,
-            dw_form(0, 1),
+            dw_form(0, 1, 1),
             48 * 1024,
         );
         // every layer's X and dz are stored; no dW accumulator is left in the step kernel
@@ -702,7 +706,7 @@ fn glsl_dw_split_kernels_compile() {
         assert_eq!(dw.matches("coopMatStore(d").count(), slots, "{arch}");
         // staged through workgroup memory (the default form), whole or in two parts of
         // the output rows: every layer's tiles stored once, in as many stores
-        let staged = |parts| {
+        let staged = |parts, depth| {
             codegen::glsl_dw_kernel(
                 &net,
                 &split,
@@ -710,11 +714,14 @@ fn glsl_dw_split_kernels_compile() {
                 shape.samples,
                 3,
                 partial_len,
-                dw_form(32, parts),
+                dw_form(32, parts, depth),
                 48 * 1024,
             )
         };
-        let (staged1, staged2) = (staged(1), staged(2));
+        let (staged1, staged2, deep) = (staged(1, 1), staged(2, 1), staged(1, 2));
+        // two stages in flight: two sets of registers, the same stores
+        assert!(deep.contains("uvec4 pb0"), "{arch}");
+        assert_eq!(deep.matches("coopMatStore(d").count(), slots, "{arch}");
         assert!(staged1.contains("shared uvec4 dsm["), "{arch}");
         assert_eq!(staged1.matches("coopMatStore(d").count(), slots, "{arch}");
         let slots2: usize = Pad::of(&net)
@@ -745,6 +752,7 @@ fn glsl_dw_split_kernels_compile() {
             ("dW", &dw),
             ("dW staged", &staged1),
             ("dW staged in two parts", &staged2),
+            ("dW staged, two stages ahead", &deep),
         ] {
             if let Err(e) = nshade_gpu::capture::glslang::compile_compute(s) {
                 panic!("{arch} ({what}): line {:?}: {}\n{s}", e.line, e.message);
