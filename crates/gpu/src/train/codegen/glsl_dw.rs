@@ -124,11 +124,13 @@ impl DwSplit {
 
 /// How the dW kernel reads its tiles: `NSHADE_GPU_DWSTAGE` samples a stage staged through
 /// workgroup memory (32 by default; 0: every tile straight from the X and dz buffers, the
-/// form before the twenty-third session) and `NSHADE_GPU_DWPARTS` workgroups a layer and
-/// step workgroup (1 or 2, each with its share of the output rows; staged layers only).
-/// On an H100, D (`freq(8) | mlp(128x4, relu)`) trains 1.07 / 1.04 / 1.03× faster at
-/// 2^16 / 2^18 / 2^20 staged than in place (the dW kernel alone 1.21 / 1.14 / 1.15×);
-/// stages of 16 samples 1.04 / 1.04 / 1.03×, two parts 0.98×.
+/// form before the twenty-third session), `NSHADE_GPU_DWPARTS` workgroups a layer and
+/// step workgroup (1 or 2, each with its share of the output rows; staged layers only)
+/// and `NSHADE_GPU_DWDEPTH` stages in flight in registers (2 by default, or 1). On an
+/// H100, D (`freq(8) | mlp(128x4, relu)`) trains 1.10 / 1.04 / 1.04× faster at 2^16 /
+/// 2^18 / 2^20 with the default than in place (the dW kernel alone 1.32 / 1.19 / 1.18×);
+/// one stage in flight 1.06 / 1.03 / 1.03×, stages of 16 samples 1.04 / 1.04 / 1.04×,
+/// two parts 0.98× (docs/PERFORMANCE.md, twenty-third session).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DwForm {
     /// Samples per stage staged through workgroup memory (0: read in place).
@@ -150,7 +152,7 @@ impl DwForm {
                 .unwrap_or(1),
             depth: var("NSHADE_GPU_DWDEPTH")
                 .filter(|d| matches!(d, 1 | 2))
-                .unwrap_or(1),
+                .unwrap_or(2),
         }
     }
 }
