@@ -671,19 +671,19 @@ fn glsl_dw_split_kernels_compile() {
             acc16: codegen::acc16_fits(&net),
         };
         let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch).expect(arch);
-        let dw_form = |stage, parts, depth| codegen::DwForm {
+        let dw_form = |stage, parts, depth, threads| codegen::DwForm {
             stage,
             parts,
             depth,
+            threads,
         };
         let dw = codegen::glsl_dw_kernel(
             &net,
             &split,
-            256,
             shape.samples,
             3,
             partial_len,
-            dw_form(0, 1, 1),
+            dw_form(0, 1, 1, 256),
             48 * 1024,
         );
         // every layer's X and dz are stored; no dW accumulator is left in the step kernel
@@ -706,19 +706,27 @@ fn glsl_dw_split_kernels_compile() {
         assert_eq!(dw.matches("coopMatStore(d").count(), slots, "{arch}");
         // staged through workgroup memory (the default form), whole or in two parts of
         // the output rows: every layer's tiles stored once, in as many stores
-        let staged = |parts, depth| {
+        let staged = |parts, depth, threads| {
             codegen::glsl_dw_kernel(
                 &net,
                 &split,
-                256,
                 shape.samples,
                 3,
                 partial_len,
-                dw_form(32, parts, depth),
+                dw_form(32, parts, depth, threads),
                 48 * 1024,
             )
         };
-        let (staged1, staged2, deep) = (staged(1, 1), staged(2, 1), staged(1, 2));
+        let (staged1, staged2, deep) = (staged(1, 1, 256), staged(2, 1, 256), staged(1, 2, 256));
+        // 512 invocations: half the accumulators a subgroup, the same stores
+        let wide = staged(1, 2, 512);
+        assert!(wide.contains("local_size_x = 512"), "{arch}");
+        let slots512: usize = Pad::of(&net)
+            .layers
+            .iter()
+            .map(|l| ((l.out_p / 16) * (l.in_p / 16)).div_ceil(16))
+            .sum();
+        assert_eq!(wide.matches("coopMatStore(d").count(), slots512, "{arch}");
         // two stages in flight: two sets of registers, the same stores
         assert!(deep.contains("uvec4 pb0"), "{arch}");
         assert_eq!(deep.matches("coopMatStore(d").count(), slots, "{arch}");
@@ -753,6 +761,7 @@ fn glsl_dw_split_kernels_compile() {
             ("dW staged", &staged1),
             ("dW staged in two parts", &staged2),
             ("dW staged, two stages ahead", &deep),
+            ("dW staged, 512 invocations", &wide),
         ] {
             if let Err(e) = nshade_gpu::capture::glslang::compile_compute(s) {
                 panic!("{arch} ({what}): line {:?}: {}\n{s}", e.line, e.message);

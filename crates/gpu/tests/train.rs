@@ -317,7 +317,7 @@ fn glsl_step_kernel_matches_cpu() {
 
 /// The dW kernel's forms (`DwForm`): its tiles staged through workgroup memory (whole,
 /// in two parts of the output rows, in stages of 16 samples, one or two stages loaded
-/// ahead) or read in place add the
+/// ahead, 256 or 512 invocations) or read in place add the
 /// same products in the same order, so the gradient and the weights after three steps
 /// are the same bits. `freq(8) | mlp(128x4, relu)` (its three 128×128 layers go through
 /// the dW kernel), a batch of 20 000 (not a multiple of the chunk). Needs cooperative
@@ -331,13 +331,14 @@ fn dw_kernel_forms_give_the_same_bits() {
     let tex = Arc::new(TrainingData::Texture(common::small_texture()));
     let net = Network::build(&Arch::parse("freq(8) | mlp(128x4, relu)").unwrap(), 2, 3).unwrap();
     let p0 = net.init_params(5);
-    let run = |stage, parts, depth| {
+    let run = |stage, parts, depth, threads| {
         let backend = GpuBackend::with_context(ctx.clone())
             .precision(Precision::Coop)
             .dw_form(DwForm {
                 stage,
                 parts,
                 depth,
+                threads,
             });
         let mut t = backend
             .trainer(
@@ -352,12 +353,20 @@ fn dw_kernel_forms_give_the_same_bits() {
         t.run(3).unwrap();
         (loss, g, t.params().unwrap())
     };
-    let base = run(0, 1, 1);
+    let base = run(0, 1, 1, 256);
     assert!(base.1.iter().any(|v| *v != 0.0), "a gradient of zeros");
     assert!(base.1.iter().all(|v| v.is_finite()));
     assert_ne!(base.2, p0, "the steps changed nothing");
-    for (stage, parts, depth) in [(32, 1, 1), (32, 2, 1), (16, 1, 1), (32, 1, 2), (16, 1, 2)] {
-        let got = run(stage, parts, depth);
+    for (stage, parts, depth, threads) in [
+        (32, 1, 1, 256),
+        (32, 2, 1, 256),
+        (16, 1, 1, 256),
+        (32, 1, 2, 256),
+        (16, 1, 2, 256),
+        (32, 1, 2, 512),
+        (0, 1, 1, 512),
+    ] {
+        let got = run(stage, parts, depth, threads);
         assert_eq!(
             got.0.to_bits(),
             base.0.to_bits(),

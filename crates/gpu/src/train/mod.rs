@@ -770,9 +770,6 @@ pub struct GpuTrainer {
     dw_pass: Option<(wgpu::ComputePipeline, wgpu::BindGroup, u32)>,
 }
 
-/// Invocations per workgroup of the weight-gradient kernel.
-const DW_THREADS: u32 = 256;
-
 /// The dynamic loss-scale state before the next step (see [`codegen::adam_kernel_scaled`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LossScaleState {
@@ -1071,7 +1068,6 @@ impl GpuTrainer {
             codegen::glsl_dw_kernel(
                 net,
                 sp,
-                DW_THREADS,
                 launch.samples,
                 launch.chunks,
                 partial_len,
@@ -1270,7 +1266,7 @@ impl GpuTrainer {
                     storage_ty(true),
                     storage_ty(true),
                 ];
-                let (pipe, bgl) = glsl_pipeline(&ctx, src, DW_THREADS, &types)?;
+                let (pipe, bgl) = glsl_pipeline(&ctx, src, dw_form.threads, &types)?;
                 let bg = bind(&ctx, "dw", &bgl, &records, &[&partial, gx, gz]);
                 Some((pipe, bg, sp.count() * dw_form.parts))
             }

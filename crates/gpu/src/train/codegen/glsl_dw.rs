@@ -130,7 +130,8 @@ impl DwSplit {
 /// H100, D (`freq(8) | mlp(128x4, relu)`) trains 1.10 / 1.04 / 1.04× faster at 2^16 /
 /// 2^18 / 2^20 with the default than in place (the dW kernel alone 1.32 / 1.19 / 1.18×);
 /// one stage in flight 1.06 / 1.03 / 1.03×, stages of 16 samples 1.04 / 1.04 / 1.04×,
-/// two parts 0.98× (docs/PERFORMANCE.md, twenty-third session).
+/// two parts 0.98×, `NSHADE_GPU_DWTHREADS=512` invocations (256 by default) 0.98–1.01×
+/// (docs/PERFORMANCE.md, twenty-third session).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DwForm {
     /// Samples per stage staged through workgroup memory (0: read in place).
@@ -139,6 +140,8 @@ pub struct DwForm {
     pub parts: u32,
     /// Stages loaded ahead into registers while one is multiplied (1 or 2).
     pub depth: u32,
+    /// Invocations per workgroup (128, 256 or 512; subgroups of 32).
+    pub threads: u32,
 }
 
 impl DwForm {
@@ -153,12 +156,15 @@ impl DwForm {
             depth: var("NSHADE_GPU_DWDEPTH")
                 .filter(|d| matches!(d, 1 | 2))
                 .unwrap_or(2),
+            threads: var("NSHADE_GPU_DWTHREADS")
+                .filter(|t| matches!(t, 128 | 256 | 512))
+                .unwrap_or(256),
         }
     }
 }
 
-/// The weight-gradient kernel of `split` for `net`: `threads` invocations (subgroups of
-/// 32) per workgroup, dispatched as groups × ([`DwSplit::count`] · `form.parts`)
+/// The weight-gradient kernel of `split` for `net`: `form.threads` invocations (subgroups
+/// of 32) per workgroup, dispatched as groups × ([`DwSplit::count`] · `form.parts`)
 /// workgroups: workgroup (`wid`, n·parts + h) reads chunks `wid·chunks …` of `samples` of
 /// the n-th split layer and writes its share h of that layer's dW tiles (output rows
 /// h·out_p/parts …) into `partial[wid·P + …]` (row-major in the padded layout, as the
@@ -172,11 +178,9 @@ impl DwForm {
 /// buffers, one barrier a stage). Otherwise every tile is loaded from the buffers. Both
 /// add each accumulator's chunks and k steps in the same order: the same sums, the same
 /// bits.
-#[allow(clippy::too_many_arguments)]
 pub fn glsl_dw_kernel(
     net: &Network,
     split: &DwSplit,
-    threads: u32,
     samples: u32,
     chunks: u32,
     partial_len: usize,
@@ -184,6 +188,7 @@ pub fn glsl_dw_kernel(
     max_shared: usize,
 ) -> String {
     let pad = Pad::of(net);
+    let threads = form.threads;
     let nsg = threads as usize / 32;
     let t = threads as usize;
     let s = samples as usize;
