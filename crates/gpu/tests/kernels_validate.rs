@@ -698,11 +698,15 @@ fn glsl_dw_split_kernels_compile() {
         assert_eq!(src.matches("coopMatStore(h, gx,").count(), 1, "{arch}");
         assert!(!src.contains(" dw0_0 "), "{arch}");
         // one accumulator store per slot of every layer in the dW kernel
-        let slots: usize = Pad::of(&net)
-            .layers
-            .iter()
-            .map(|l| ((l.out_p / 16) * (l.in_p / 16)).div_ceil(8))
-            .sum();
+        // (tiles a layer over `sgs` subgroups, summed over the layers)
+        let slots_over = |sgs: usize| -> usize {
+            Pad::of(&net)
+                .layers
+                .iter()
+                .map(|l| ((l.out_p / 16) * (l.in_p / 16)).div_ceil(sgs))
+                .sum()
+        };
+        let slots = slots_over(8);
         assert_eq!(dw.matches("coopMatStore(d").count(), slots, "{arch}");
         // staged through workgroup memory (the default form), whole or in two parts of
         // the output rows: every layer's tiles stored once, in as many stores
@@ -721,12 +725,11 @@ fn glsl_dw_split_kernels_compile() {
         // 512 invocations: half the accumulators a subgroup, the same stores
         let wide = staged(1, 2, 512);
         assert!(wide.contains("local_size_x = 512"), "{arch}");
-        let slots512: usize = Pad::of(&net)
-            .layers
-            .iter()
-            .map(|l| ((l.out_p / 16) * (l.in_p / 16)).div_ceil(16))
-            .sum();
-        assert_eq!(wide.matches("coopMatStore(d").count(), slots512, "{arch}");
+        assert_eq!(
+            wide.matches("coopMatStore(d").count(),
+            slots_over(16),
+            "{arch}"
+        );
         // two stages in flight: two sets of registers, the same stores
         assert!(deep.contains("uvec4 pb0"), "{arch}");
         assert_eq!(deep.matches("coopMatStore(d").count(), slots, "{arch}");

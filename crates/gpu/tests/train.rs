@@ -370,29 +370,22 @@ fn dw_kernel_forms_give_the_same_bits() {
         assert_eq!(
             got.0.to_bits(),
             base.0.to_bits(),
-            "loss, stage {stage}, parts {parts}"
+            "loss, stage {stage}, parts {parts}, depth {depth}, {threads} invocations"
         );
-        assert_eq!(got.1.len(), base.1.len());
-        let diff = got
-            .1
-            .iter()
-            .zip(&base.1)
-            .filter(|(a, b)| a.to_bits() != b.to_bits())
-            .count();
+        // entries whose bits differ (after checking the lengths)
+        let differing = |a: &[f32], b: &[f32]| {
+            assert_eq!(a.len(), b.len());
+            a.iter()
+                .zip(b)
+                .filter(|(x, y)| x.to_bits() != y.to_bits())
+                .count()
+        };
+        let form = format!("stage {stage}, parts {parts}, depth {depth}, {threads} invocations");
+        assert_eq!(differing(&got.1, &base.1), 0, "gradient entries, {form}");
         assert_eq!(
-            diff, 0,
-            "gradient entries differing, stage {stage}, parts {parts}"
-        );
-        assert_eq!(got.2.len(), base.2.len());
-        let diff = got
-            .2
-            .iter()
-            .zip(&base.2)
-            .filter(|(a, b)| a.to_bits() != b.to_bits())
-            .count();
-        assert_eq!(
-            diff, 0,
-            "weights differing after 3 steps, stage {stage}, parts {parts}"
+            differing(&got.2, &base.2),
+            0,
+            "weights after 3 steps, {form}"
         );
     }
 }
