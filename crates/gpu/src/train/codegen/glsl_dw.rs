@@ -174,8 +174,9 @@ impl DwForm {
 /// Staged (`form.stage` > 0, where a stage fits `max_shared` bytes): the workgroup copies
 /// a stage of whole chunks of X and dz (contiguous in the buffers) into workgroup memory
 /// with 16-byte loads, rows padded by 16 bytes so a tile's rows fall into distinct banks,
-/// and loads the next stage into registers while the subgroups multiply this one (two
-/// buffers, one barrier a stage). Otherwise every tile is loaded from the buffers. Both
+/// and loads the next `form.depth` stages into registers while the subgroups multiply
+/// this one (two buffers, one barrier a stage). Otherwise every tile is loaded from the
+/// buffers. Both
 /// add each accumulator's chunks and k steps in the same order: the same sums, the same
 /// bits.
 pub fn glsl_dw_kernel(
