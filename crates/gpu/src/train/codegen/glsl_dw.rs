@@ -248,18 +248,14 @@ const uint P = {partial_len}u;
         let (ip, op) = (l.in_p, l.out_p);
         let staged = stage_of(ip, op);
         let lparts = if staged.is_some() { parts } else { 1 };
-        for h in 0..parts {
+        // (a layer read in place has one part: the other parts' workgroups do nothing)
+        for h in 0..lparts {
             let opp = op / lparts;
             let r0 = h * opp;
             let it_n = ip / 16;
             let nt = (opp / 16) * it_n;
             let slots = nt.div_ceil(nsg);
             let _ = writeln!(k, "    if (gl_WorkGroupID.y == {}u) {{", n * parts + h);
-            if h >= lparts {
-                // this layer is read in place by its first part alone
-                k.push_str("    }\n");
-                continue;
-            }
             for j in 0..slots {
                 let _ = writeln!(k, "    {ACC} d{j} = {ACC}(0.0);");
             }
