@@ -226,6 +226,7 @@ fn glsl_step_kernels_compile() {
                 samples,
                 skew: 8,
                 per_mp,
+                compact: false,
             };
             assert_eq!(
                 shapes.iter().map(|s| s.0).collect::<Vec<_>>(),
@@ -254,6 +255,7 @@ fn glsl_step_kernels_compile() {
                     packed,
                     split: None,
                     acc16: false,
+                    ahead: false,
                 };
                 let src = codegen::glsl_step_kernel(&net, loss, texture, 5000, launch).expect(arch);
                 if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
@@ -612,6 +614,7 @@ fn launch_48k(net: &Network, acc16: bool) -> codegen::GlslLaunch {
         packed: false,
         split: None,
         acc16,
+        ahead: false,
     }
 }
 
@@ -667,8 +670,11 @@ fn glsl_dw_split_kernels_compile() {
             atomic64: true,
             packed: false,
             split: Some(split.clone()),
-            // (with f16 accumulators where they fit: `NSHADE_GPU_ACC16=1` reaches that)
+            // (with f16 accumulators where they fit: `NSHADE_GPU_ACC16=1` reaches that;
+            // X_0 in two buffers where the next chunk is sampled ahead: its copy for the
+            // dW kernel from the current one)
             acc16: codegen::acc16_fits(&net),
+            ahead: codegen::ahead_fits(&net),
         };
         let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch).expect(arch);
         let dw_form = |stage, parts, depth, threads| codegen::DwForm {
@@ -773,4 +779,173 @@ fn glsl_dw_split_kernels_compile() {
         compiled += 1;
     }
     assert_eq!(compiled, common::glsl_family().len());
+}
+
+/// The next chunk sampled in this one's backward (`GlslLaunch::ahead`): taken by the
+/// GLSL family's networks of at least three layers without a grid, refused by the rest;
+/// each compiles with glslang in its 48 KiB shape (with f16 accumulators where they fit)
+/// for every loss it is tested with on a GPU, and its chunk loop has two workgroup
+/// barriers fewer than without (the sampling's and the encoding's, or for a bare mlp the
+/// sampling's and the one after the last layer); the default takes it where X_0's second
+/// buffer still fits the shape's workgroup memory.
+#[test]
+fn glsl_ahead_kernels_compile() {
+    let texture = small_texture();
+    // the workgroup barriers between the chunk loop's start and its end
+    let loop_bars = |src: &str| {
+        let start = src
+            .find("for (uint c = 0u; c < CHUNKS; c++)")
+            .expect("chunk loop");
+        let end = src.find("uint pbase = wid * P;").expect("loop end");
+        src[start..end].matches("barrier();").count()
+    };
+    let mut compiled = 0;
+    for (arch, losses) in common::glsl_family() {
+        let net = build(arch);
+        // (three layers: two hidden)
+        let takes = !arch.contains("grid") && !arch.contains("x1,");
+        assert_eq!(codegen::ahead_fits(&net), takes, "{arch}");
+        let base = launch_48k(&net, codegen::acc16_fits(&net));
+        let on = codegen::GlslLaunch {
+            ahead: true,
+            ..base.clone()
+        };
+        if !takes {
+            assert!(
+                codegen::glsl_step_kernel(&net, losses[0], texture, 5000, on).is_none(),
+                "{arch}"
+            );
+            continue;
+        }
+        for loss in losses {
+            let without =
+                codegen::glsl_step_kernel(&net, loss, texture, 5000, base.clone()).expect(arch);
+            let src = codegen::glsl_step_kernel(&net, loss, texture, 5000, on.clone()).expect(arch);
+            if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
+                panic!("{arch} ({loss:?}): line {:?}: {}\n{src}", e.line, e.message);
+            }
+            assert_eq!(loop_bars(&src) + 2, loop_bars(&without), "{arch}");
+            compiled += 1;
+        }
+        // at 48 KiB every one of them keeps its shape with the second buffer; asked not
+        // to, none
+        let shape = base.shape;
+        assert!(codegen::ahead_for(
+            &net,
+            &shape,
+            base.acc16,
+            48 * 1024,
+            Some(true)
+        ));
+        assert!(!codegen::ahead_for(
+            &net,
+            &shape,
+            base.acc16,
+            48 * 1024,
+            Some(false)
+        ));
+        // by default only where one workgroup fills a multiprocessor (B and D here)
+        if std::env::var_os("NSHADE_GPU_AHEAD").is_none() {
+            assert_eq!(
+                codegen::ahead_for(&net, &shape, base.acc16, 48 * 1024, None),
+                shape.per_mp == 1,
+                "{arch}"
+            );
+        }
+    }
+    // seed #3 with every loss, B, D, the bare mlp, the 20-wide sigmoid/exp network
+    assert_eq!(compiled, Loss::ALL.len() + 4);
+}
+
+/// The compact layout (`GlslShape::compact`): D's tensors placed by lifetime (X_0 first;
+/// X_1 and X_3, then dz_3 and dz_1 share one region of 128 rows, X_2 and X_4, then dz_2
+/// and dz_0 another, the output gradient its own 16 rows: 304 rows against 800), which
+/// doubles its chunk to 32 samples in 48 KiB; networks none of whose hidden layers split
+/// keep their shape; each network of the GLSL family with every layer split (and D with
+/// its default split) compiles in it, with the split layers' inputs kept in registers
+/// for the backward instead of read back from workgroup memory, no `gh` array, and the
+/// tiles of a phase dealt by row block.
+#[test]
+fn glsl_compact_kernels_compile() {
+    use nshade_gpu::train::codegen::{DwSplit, Pad};
+    let (texture, d) = (small_texture(), build("freq(8) | mlp(128x4, relu)"));
+    let pad = Pad::of(&d);
+    let inner = [false, true, true, true, false];
+    let (xo, go, rows) = codegen::compact_regions(&pad, &inner);
+    assert_eq!(xo, [0, 32, 160, 32, 160]);
+    assert_eq!(go, [160, 32, 160, 32, 288]);
+    assert_eq!(rows, 304);
+    // with every layer split X_4 leaves after the forward too: the same regions
+    assert_eq!(codegen::compact_regions(&pad, &[true; 5]).2, 304);
+    let base = codegen::glsl_samples(&d, 48 * 1024).unwrap();
+    assert_eq!((base.samples, base.compact), (16, false));
+    let shape = codegen::compact_shape(&d, &inner, &base, 48 * 1024).expect("D's compact shape");
+    assert_eq!(
+        (shape.threads, shape.samples, shape.compact),
+        (256, 32, true)
+    );
+    // nothing split among the hidden layers (the first and last alone): no compact shape
+    assert!(
+        codegen::compact_shape(&d, &[true, false, false, false, true], &base, 48 * 1024).is_none()
+    );
+    let mut compiled = 0;
+    for (arch, losses) in common::glsl_family() {
+        let net = build(arch);
+        let base = codegen::glsl_samples(&net, 48 * 1024).expect(arch);
+        let mut splits = vec!["all"];
+        if arch.contains("128x4") {
+            splits.push("");
+        }
+        for mode in splits {
+            let layers = DwSplit::of(&net, 7, 3, 16, mode, u64::MAX)
+                .expect(arch)
+                .layers;
+            let Some(shape) = codegen::compact_shape(&net, &layers, &base, 48 * 1024) else {
+                // grids
+                assert!(arch.contains("grid"), "{arch}");
+                continue;
+            };
+            let split = DwSplit::of(&net, 7, 3, shape.samples, mode, u64::MAX).expect(arch);
+            for acc16 in [false, codegen::acc16_fits(&net)] {
+                let launch = codegen::GlslLaunch {
+                    shape,
+                    chunks: 3,
+                    partial_len: Pad::of(&net).partial_len(net.dense_count),
+                    atomic64: true,
+                    packed: false,
+                    split: Some(split.clone()),
+                    acc16,
+                    ahead: false,
+                };
+                let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch.clone())
+                    .expect(arch);
+                if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
+                    panic!("{arch} ({mode}): line {:?}: {}\n{src}", e.line, e.message);
+                }
+                assert!(!src.contains("gh["), "{arch}: a gh array");
+                // the hidden split layers' inputs kept for the backward
+                let n = Pad::of(&net).layers.len();
+                for i in (1..n).filter(|&i| split.layers[i]) {
+                    assert!(
+                        src.contains(&format!("yh = xm{i}_0;")),
+                        "{arch} ({mode}): X_{i}"
+                    );
+                }
+                let st_n = shape.samples / 16;
+                assert!(src.contains("uint sb = q / "), "{arch}");
+                assert!(!src.contains(&format!("uint sb = q % {st_n}u;")), "{arch}");
+                // and not with the next chunk sampled ahead (no room for its second X_0)
+                let ahead = codegen::GlslLaunch {
+                    ahead: true,
+                    ..launch
+                };
+                assert!(codegen::glsl_step_kernel(&net, losses[0], texture, 5000, ahead).is_none());
+                compiled += 1;
+            }
+        }
+    }
+    // D (its default split and every layer), seed #3, B, the bare mlp, the 20-wide and the
+    // 40-wide network (64 samples; D 32), each twice (with and without f16 accumulators
+    // where they fit)
+    assert_eq!(compiled, 14);
 }

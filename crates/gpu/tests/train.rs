@@ -372,20 +372,79 @@ fn dw_kernel_forms_give_the_same_bits() {
             base.0.to_bits(),
             "loss, stage {stage}, parts {parts}, depth {depth}, {threads} invocations"
         );
-        // entries whose bits differ (after checking the lengths)
-        let differing = |a: &[f32], b: &[f32]| {
-            assert_eq!(a.len(), b.len());
-            a.iter()
-                .zip(b)
-                .filter(|(x, y)| x.to_bits() != y.to_bits())
-                .count()
-        };
         let form = format!("stage {stage}, parts {parts}, depth {depth}, {threads} invocations");
         assert_eq!(differing(&got.1, &base.1), 0, "gradient entries, {form}");
         assert_eq!(
             differing(&got.2, &base.2),
             0,
             "weights after 3 steps, {form}"
+        );
+    }
+}
+
+/// Entries of `a` and `b` whose bits differ (after checking the lengths).
+fn differing(a: &[f32], b: &[f32]) -> usize {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .filter(|(x, y)| x.to_bits() != y.to_bits())
+        .count()
+}
+
+/// The next chunk sampled and encoded in this one's backward (`sample_ahead`, a second
+/// X_0 buffer) draws the same samples and computes the same values as the two phases at
+/// the start of each chunk: the loss, the gradient and the weights after three steps are
+/// the same bits. Seed #3 (four workgroups of 64, the output epilogue through scratch
+/// tiles), B, D (its 128x128 layers through the dW kernel) and a bare mlp (the sampling
+/// writes X_0), a batch of 20 000 (not a multiple of any chunk: the last chunk's samples
+/// partly invalid). Needs cooperative matrices, as `glsl_step_kernel_matches_cpu`.
+#[test]
+fn sampling_ahead_gives_the_same_bits() {
+    let Some(ctx) = glsl_context("sampling_ahead_gives_the_same_bits") else {
+        return;
+    };
+    let tex = Arc::new(TrainingData::Texture(common::small_texture()));
+    for arch in [
+        "freq(3) | mlp(32x3, leaky_relu, sigmoid)",
+        "freq(8) | mlp(64x4, relu)",
+        "freq(8) | mlp(128x4, relu)",
+        "mlp(32x3, relu)",
+    ] {
+        let net = Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
+        let p0 = net.init_params(5);
+        let run = |ahead: bool| {
+            let backend = GpuBackend::with_context(ctx.clone())
+                .precision(Precision::Coop)
+                .sample_ahead(ahead);
+            let mut t = backend
+                .trainer(
+                    &net,
+                    p0.clone(),
+                    tex.clone(),
+                    &cfg(20_000, Loss::RelativeL2),
+                )
+                .unwrap();
+            assert_eq!(t.kernel_language(), "glsl", "{arch}");
+            // (D's compact layout, where its split lets it double its chunk, has no room
+            // for the second X_0: with `NSHADE_GPU_COMPACT=0` it samples ahead too)
+            assert_eq!(t.samples_ahead(), ahead && !t.compact_layout(), "{arch}");
+            let (loss, g) = t.gradient().unwrap();
+            t.run(3).unwrap();
+            (loss, g, t.params().unwrap())
+        };
+        let (base, got) = (run(false), run(true));
+        assert!(
+            base.1.iter().any(|v| *v != 0.0),
+            "{arch}: a gradient of zeros"
+        );
+        assert!(base.1.iter().all(|v| v.is_finite()), "{arch}");
+        assert_ne!(base.2, p0, "{arch}: the steps changed nothing");
+        assert_eq!(got.0.to_bits(), base.0.to_bits(), "{arch}: loss");
+        assert_eq!(differing(&got.1, &base.1), 0, "{arch}: gradient entries");
+        assert_eq!(
+            differing(&got.2, &base.2),
+            0,
+            "{arch}: weights after 3 steps"
         );
     }
 }

@@ -61,7 +61,17 @@ pub struct GpuBackend {
     scalar: bool,
     scaling: Option<LossScale>,
     want: Option<Precision>,
-    dw_form: Option<codegen::DwForm>,
+    forms: KernelForms,
+}
+
+/// Forms of the GLSL kernels chosen in code instead of by their environment knobs
+/// (tests compare the forms on one device; `None`: the knob's or the default).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KernelForms {
+    /// The dW kernel's form (else [`codegen::DwForm::from_env`]).
+    pub dw: Option<codegen::DwForm>,
+    /// The next chunk sampled ahead, where it fits (else [`codegen::ahead_for`]'s knob).
+    pub ahead: Option<bool>,
 }
 
 impl GpuBackend {
@@ -85,14 +95,21 @@ impl GpuBackend {
             scalar: false,
             scaling: None,
             want: None,
-            dw_form: None,
+            forms: KernelForms::default(),
         }
     }
 
     /// Reads the dW kernel's tiles in this form instead of `NSHADE_GPU_DWSTAGE` /
     /// `NSHADE_GPU_DWPARTS`' (tests compare the forms on one device).
     pub fn dw_form(mut self, form: codegen::DwForm) -> GpuBackend {
-        self.dw_form = Some(form);
+        self.forms.dw = Some(form);
+        self
+    }
+
+    /// Samples the next chunk in the step kernel's backward where it fits, or never,
+    /// instead of as `NSHADE_GPU_AHEAD` says (tests compare both on one device).
+    pub fn sample_ahead(mut self, ahead: bool) -> GpuBackend {
+        self.forms.ahead = Some(ahead);
         self
     }
 
@@ -174,7 +191,7 @@ impl GpuBackend {
             self.scalar,
             self.precision_for(net),
             self.scaling,
-            self.dw_form,
+            self.forms,
         )
     }
 }
@@ -547,6 +564,7 @@ fn glsl_launch(
     batch: u32,
     fused: Launch,
     max_binding: u64,
+    ahead: Option<bool>,
 ) -> Option<GlslPlan> {
     if !cfg!(feature = "glslang")
         || !glsl_enabled()
@@ -566,17 +584,31 @@ fn glsl_launch(
         return Some(plan);
     }
     let mode = codegen::split_mode();
-    let shape = codegen::glsl_samples(net, max)?;
+    let mut shape = codegen::glsl_samples(net, max)?;
     // as many workgroups as are resident: one (or the shape's count) per multiprocessor
     // where the driver reports them (132 on the H200: 2-3% over 128 at 2^20), else 128
     let mps = ctx.summary.multiprocessors.unwrap_or(128);
-    let (groups, chunks) = split_batch(batch, shape.samples, mps * shape.per_mp);
-    let split = codegen::DwSplit::of(net, groups, chunks, shape.samples, &mode, max_binding);
+    let (mut groups, mut chunks) = split_batch(batch, shape.samples, mps * shape.per_mp);
+    let mut split = codegen::DwSplit::of(net, groups, chunks, shape.samples, &mode, max_binding);
+    // more samples a chunk in the compact layout where layers split (with the same split
+    // at its launch)
+    if let Some(sp) = &split
+        && let Some(cs) = codegen::compact_shape(net, &sp.layers, &shape, max)
+    {
+        let (g, c) = split_batch(batch, cs.samples, mps * cs.per_mp);
+        if let Some(csp) = codegen::DwSplit::of(net, g, c, cs.samples, &mode, max_binding)
+            && csp.layers == sp.layers
+        {
+            (shape, groups, chunks, split) = (cs, g, c, Some(csp));
+        }
+    }
+    let acc16 = codegen::acc16_for(net, &shape, max);
     Some(GlslPlan {
         launch: shape_launch(&shape, groups, chunks, fused),
         shape,
         split,
-        acc16: codegen::acc16_for(net, &shape, max),
+        acc16,
+        ahead: codegen::ahead_for(net, &shape, acc16, max, ahead),
         private: None,
     })
 }
@@ -630,12 +662,14 @@ fn private_launch(
         samples,
         skew: 0,
         per_mp,
+        compact: false,
     };
     Some(GlslPlan {
         launch: shape_launch(&shape, groups * probe.sets_per_workgroup(), chunks, fused),
         shape,
         split: None,
         acc16: false,
+        ahead: false,
         private: Some(codegen::PrivateLaunch { chunks, ..probe }),
     })
 }
@@ -665,6 +699,8 @@ struct GlslPlan {
     shape: codegen::GlslShape,
     split: Option<codegen::DwSplit>,
     acc16: bool,
+    /// The next chunk sampled in this one's backward ([`codegen::ahead_for`]).
+    ahead: bool,
     /// The subgroup-private kernel instead (`launch.groups` then counts its partial sets).
     private: Option<codegen::PrivateLaunch>,
 }
@@ -764,6 +800,11 @@ pub struct GpuTrainer {
     poison: Vec<u32>,
     /// The step kernel is the GLSL one ([`codegen::glsl_step_kernel`]).
     glsl: bool,
+    /// The GLSL step kernel samples the next chunk in this one's backward
+    /// ([`codegen::GlslLaunch::ahead`]).
+    ahead: bool,
+    /// The GLSL step kernel runs in the compact layout ([`codegen::GlslShape::compact`]).
+    compact: bool,
     /// The weight-gradient kernel of the split layers ([`codegen::glsl_dw_kernel`]),
     /// recorded after the step kernel, and its workgroups' second dimension (groups ×
     /// split layers).
@@ -953,15 +994,25 @@ impl GpuTrainer {
         } else {
             Precision::F32
         };
-        GpuTrainer::with_options(ctx, net, params, data, cfg, pingpong, scalar, p, None, None)
+        GpuTrainer::with_options(
+            ctx,
+            net,
+            params,
+            data,
+            cfg,
+            pingpong,
+            scalar,
+            p,
+            None,
+            KernelForms::default(),
+        )
     }
 
     /// [`GpuTrainer::new`] on the `precision` path (checked against
     /// [`precision_supported`] by the caller; networks without an mlp, or whose f16
     /// layout does not fit workgroup memory, run f32) and dynamic loss scaling forced on
     /// with `scaling` (the f16 and cooperative-matrix paths always scale, by default
-    /// with [`LossScale::for_batch`]); the dW kernel's form `dw_form` or, without one,
-    /// [`codegen::DwForm::from_env`].
+    /// with [`LossScale::for_batch`]); the GLSL kernels' `forms` where given.
     #[allow(clippy::too_many_arguments)]
     pub fn with_options(
         ctx: Arc<GpuContext>,
@@ -973,7 +1024,7 @@ impl GpuTrainer {
         scalar: bool,
         precision: Precision,
         scaling: Option<LossScale>,
-        dw_form: Option<codegen::DwForm>,
+        forms: KernelForms,
     ) -> Result<GpuTrainer, TrainError> {
         check_compatible(net, data, cfg)?;
         if params.len() != net.param_count {
@@ -997,7 +1048,15 @@ impl GpuTrainer {
             .max_storage_buffer_binding_size
             .min(ctx.device.limits().max_buffer_size);
         let glsl = match precision {
-            Precision::Coop => glsl_launch(&ctx, net, kind, cfg.batch as u32, launch, max_binding),
+            Precision::Coop => glsl_launch(
+                &ctx,
+                net,
+                kind,
+                cfg.batch as u32,
+                launch,
+                max_binding,
+                forms.ahead,
+            ),
             _ => None,
         };
         // the layers whose weight gradients leave the GLSL step kernel for the dW kernel
@@ -1036,6 +1095,7 @@ impl GpuTrainer {
                     packed: pack.is_some(),
                     split: split.clone(),
                     acc16: plan.acc16,
+                    ahead: plan.ahead,
                 },
             )
             .ok_or_else(|| backend_err("the GLSL step kernel does not apply to this network"))?,
@@ -1063,7 +1123,7 @@ impl GpuTrainer {
             pack.as_ref(),
         );
         let partial_len = pad.partial_len(net.dense_count) + pack.as_ref().map_or(0, |p| p.lf);
-        let dw_form = dw_form.unwrap_or_else(codegen::DwForm::from_env);
+        let dw_form = forms.dw.unwrap_or_else(codegen::DwForm::from_env);
         let dw_src = split.as_ref().map(|sp| {
             codegen::glsl_dw_kernel(
                 net,
@@ -1329,6 +1389,12 @@ impl GpuTrainer {
             moments,
             weight_copy: coop || launch.vec,
             glsl: glsl.is_some(),
+            ahead: glsl
+                .as_ref()
+                .is_some_and(|g| g.ahead && g.private.is_none()),
+            compact: glsl
+                .as_ref()
+                .is_some_and(|g| g.shape.compact && g.private.is_none()),
             dw_pass,
             scaling: scaling.zip(ls.map(|l| l.0)),
             pack,
@@ -1407,6 +1473,18 @@ impl GpuTrainer {
     /// or `wgsl`.
     pub fn kernel_language(&self) -> &'static str {
         if self.glsl { "glsl" } else { "wgsl" }
+    }
+
+    /// Whether the GLSL step kernel samples the next chunk during this one's backward
+    /// ([`codegen::GlslLaunch::ahead`]).
+    pub fn samples_ahead(&self) -> bool {
+        self.ahead
+    }
+
+    /// Whether the GLSL step kernel runs in the compact layout
+    /// ([`codegen::GlslShape::compact`]).
+    pub fn compact_layout(&self) -> bool {
+        self.compact
     }
 
     /// Whether the step kernel is the subgroup-private one ([`codegen::private_step_kernel`],

@@ -16,7 +16,7 @@
 //! inputs and output gradients instead of accumulating dW. Pure: network in, source text
 //! out.
 
-use super::glsl_dw::DwSplit;
+use super::glsl_dw::{DwSplit, split_layers};
 use super::glsl_grid::{gacc_decls, gacc_packed_decls, grid_forward, grid_tables};
 use super::wgsl::lit;
 use super::{DataKind, Pad, PadLayer};
@@ -57,6 +57,12 @@ pub struct GlslShape {
     /// Workgroups resident on one multiprocessor (their workgroup memory fits the limit
     /// that many times): the launch takes that many per multiprocessor.
     pub per_mp: u32,
+    /// The compact layout ([`compact_shape`]): the inputs of the layers whose weight
+    /// gradients go through the dW kernel stay in workgroup memory only from the forward
+    /// phase that writes them to the one that reads them (their relu masks for the
+    /// backward kept in registers), every tensor of the chunk placed by its lifetime, and
+    /// the tiles of a phase dealt to the subgroups by row block.
+    pub compact: bool,
 }
 
 /// The encoding in front of the MLP.
@@ -133,8 +139,15 @@ struct Layout {
     sx: usize,
     /// Offset of every layer's input X_i in `xh`.
     xo: Vec<usize>,
+    /// Offset of X_0's second buffer in `xh` (the next chunk's, [`GlslLaunch::ahead`];
+    /// `xh` without one).
+    x0alt: usize,
     xh: usize,
     gh: usize,
+    /// Offset of every layer's output gradient dz_i in `ga`.
+    gofs: Vec<usize>,
+    /// The array of the output gradients: `gh`, or `xh` in the compact layout.
+    ga: &'static str,
     maxp: usize,
     /// f32 elements of `sh`: u, v, then the targets (see [`layout`]).
     sh: usize,
@@ -161,7 +174,11 @@ pub(super) fn needs_mask(l: &PadLayer, act: Activation) -> bool {
 /// `sh`: u and v, then the targets — with the output epilogue in registers padded to the
 /// output layer's rows and followed by the samples' validity (1 or 0), S + 4 floats long
 /// (matrix loads of the targets need 16-byte-aligned rows); else followed by the
-/// outputs, S + 1 floats long; `wg` invocations.
+/// outputs, S + 1 floats long; `wg` invocations; with X_0 in two buffers where `ahead`.
+/// `compact`: the split layers of the compact layout ([`GlslShape::compact`],
+/// [`compact_regions`]); else every X_i has its own region of `xh` and the output
+/// gradients alternate between two of `gh`.
+#[allow(clippy::too_many_arguments)]
 fn layout(
     pad: &Pad,
     s: usize,
@@ -170,6 +187,8 @@ fn layout(
     outreg: bool,
     wg: usize,
     acc16: bool,
+    ahead: bool,
+    compact: Option<&[bool]>,
 ) -> Layout {
     let out_p = pad.layers.last().map_or(16, |l| l.out_p);
     let od = pad.layers.last().map_or(1, |l| l.out_dims);
@@ -180,7 +199,30 @@ fn layout(
         xo.push(off);
         off += l.in_p * sx;
     }
+    let x0alt = off;
+    if ahead {
+        off += pad.layers.first().map_or(0, |l| l.in_p) * sx;
+    }
     let maxp = pad.layers.iter().map(|l| l.out_p).max().unwrap_or(16);
+    let n = pad.layers.len();
+    // dz_i of the last layer at 0, then alternating (phase i reads dz_i and writes dz_{i-1})
+    let mut gofs: Vec<usize> = (0..n)
+        .map(|i| {
+            if (n - 1 - i).is_multiple_of(2) {
+                0
+            } else {
+                maxp * sx
+            }
+        })
+        .collect();
+    let (mut gh, mut ga) = (2 * maxp * sx, "gh");
+    if let Some(split) = compact {
+        let (xr, gr, rows) = compact_regions(pad, split);
+        xo = xr.iter().map(|r| r * sx).collect();
+        gofs = gr.iter().map(|r| r * sx).collect();
+        off = rows * sx;
+        (gh, ga) = (0, "xh");
+    }
     let accs: Vec<(usize, usize)> = pad
         .layers
         .iter()
@@ -197,8 +239,11 @@ fn layout(
     Layout {
         sx,
         xo,
+        x0alt,
         xh: off,
-        gh: 2 * maxp * sx,
+        gh,
+        gofs,
+        ga,
         maxp,
         sh: if outreg {
             (2 + out_p + 1) * r
@@ -219,6 +264,63 @@ fn layout(
         masked,
         accs,
     }
+}
+
+/// The rows of the compact layout ([`GlslShape::compact`]) for the MLP `pad` whose
+/// layers `split` go through the dW kernel: the first row of each X_i and of each dz_i
+/// in one array, and its rows. X_0 comes first and lives through the chunk; every other
+/// tensor lives from the phase that writes it to the last that reads it (the forward's
+/// phase i writes X_{i+1}, the output layer's dz; the backward's phase i, at time
+/// 2n − 1 − i, reads dz_i and writes dz_{i−1}; a split layer's input is last read by the
+/// forward, its relu mask kept in registers, any other's by its backward phase), and
+/// tensors whose lifetimes do not meet share a region: the widest first, each into the
+/// first region at least as wide that is free for its whole lifetime, else a new one.
+pub fn compact_regions(pad: &Pad, split: &[bool]) -> (Vec<usize>, Vec<usize>, usize) {
+    let n = pad.layers.len();
+    // (rows, first phase, last phase, X (else dz), layer)
+    let mut items = Vec::new();
+    for (i, (l, &sp)) in pad.layers.iter().zip(split).enumerate().skip(1) {
+        let last = if sp { i } else { 2 * n - 1 - i };
+        items.push((l.in_p, i - 1, last, true, i));
+    }
+    items.push((pad.layers[n - 1].out_p, n - 1, n, false, n - 1));
+    for i in 0..n - 1 {
+        items.push((pad.layers[i].out_p, 2 * n - 2 - i, 2 * n - 1 - i, false, i));
+    }
+    items.sort_by_key(|it| (std::cmp::Reverse(it.0), it.1));
+    // regions: (rows, lifetimes)
+    let mut regions: Vec<(usize, Vec<(usize, usize)>)> = Vec::new();
+    let mut at = Vec::new();
+    for &(rows, w, r, _, _) in &items {
+        let free = |life: &[(usize, usize)]| life.iter().all(|&(a, b)| r < a || b < w);
+        let k = match regions
+            .iter()
+            .position(|(rr, life)| *rr >= rows && free(life))
+        {
+            Some(k) => k,
+            None => {
+                regions.push((rows, Vec::new()));
+                regions.len() - 1
+            }
+        };
+        regions[k].1.push((w, r));
+        at.push(k);
+    }
+    let mut start = vec![0; regions.len()];
+    let mut row = pad.layers[0].in_p;
+    for (k, (rows, _)) in regions.iter().enumerate() {
+        start[k] = row;
+        row += rows;
+    }
+    let (mut xo, mut go) = (vec![0; n], vec![0; n]);
+    for (&(_, _, _, x, i), &k) in items.iter().zip(&at) {
+        if x {
+            xo[i] = start[k];
+        } else {
+            go[i] = start[k];
+        }
+    }
+    (xo, go, row)
 }
 
 /// Invocations per bias row (a power of two ≤ 16 dividing S, B·rows ≤ WG), as the WGSL
@@ -283,10 +385,67 @@ impl Layout {
 }
 
 /// Workgroup memory of the layout of `s` samples, `skew`, `wg` invocations, with or
-/// without the f16 bias copy.
-fn layout_bytes(net: &Network, pad: &Pad, s: usize, skew: usize, wg: usize, acc16: bool) -> usize {
+/// without the f16 bias copy and X_0's second buffer.
+#[allow(clippy::too_many_arguments)]
+fn layout_bytes(
+    net: &Network,
+    pad: &Pad,
+    s: usize,
+    skew: usize,
+    wg: usize,
+    acc16: bool,
+    ahead: bool,
+    compact: Option<&[bool]>,
+) -> usize {
     let outreg = out_registers(wg);
-    layout(pad, s, skew, any_mask(net, pad, outreg), outreg, wg, acc16).bytes()
+    let masked = any_mask(net, pad, outreg);
+    layout(pad, s, skew, masked, outreg, wg, acc16, ahead, compact).bytes()
+}
+
+/// The split layers of `shape`'s compact layout (`None` where it is not compact).
+fn compact_layers(net: &Network, shape: &GlslShape) -> Option<Vec<bool>> {
+    shape
+        .compact
+        .then(|| split_layers(&Pad::of(net), &super::glsl_dw::split_mode()))
+}
+
+/// The compact layout ([`GlslShape::compact`]) for `net` whose layers `split` go through
+/// the dW kernel, where it gives more samples per chunk than [`glsl_samples`]' `shape`
+/// in `max` bytes of workgroup memory: 256 invocations (or `NSHADE_GPU_THREADS`), 64 or
+/// 32 samples, rows padded by 8 where that fits. Only for networks without a grid some of
+/// whose hidden layers split (their inputs then leave workgroup memory after the
+/// forward), with the split tensors stored from the epilogues' registers
+/// (`NSHADE_GPU_DWSTORE` not `copy`) and `NSHADE_GPU_COMPACT` not 0.
+pub fn compact_shape(
+    net: &Network,
+    split: &[bool],
+    shape: &GlslShape,
+    max: usize,
+) -> Option<GlslShape> {
+    let shp = self::shape(net)?;
+    let pad = Pad::of(net);
+    let n = pad.layers.len();
+    if matches!(shp.enc, Enc::Grid(_))
+        || !direct_stores()
+        || std::env::var("NSHADE_GPU_COMPACT").is_ok_and(|v| v == "0")
+        || split.len() != n
+        || !(1..n).any(|i| split[i])
+    {
+        return None;
+    }
+    let wg = threads_override().unwrap_or(DEFAULT_THREADS);
+    [64, 32]
+        .into_iter()
+        .filter(|&s| s > shape.samples as usize && s <= wg)
+        .flat_map(|s| [(s, 8), (s, 0)])
+        .find(|&(s, skew)| layout_bytes(net, &pad, s, skew, wg, false, false, Some(split)) <= max)
+        .map(|(s, skew)| GlslShape {
+            threads: wg as u32,
+            samples: s as u32,
+            skew: skew as u32,
+            per_mp: 1,
+            compact: true,
+        })
 }
 
 /// The split layers' X and dz are stored from the epilogues' registers where they can be
@@ -305,7 +464,8 @@ fn direct_stores() -> bool {
 pub fn glsl_samples(net: &Network, max: usize) -> Option<GlslShape> {
     let pad = Pad::of(net);
     // (without the f16 bias copy: `acc16_for` takes it where it still fits)
-    let bytes = |s: usize, skew: usize, wg: usize| layout_bytes(net, &pad, s, skew, wg, false);
+    let bytes =
+        |s: usize, skew: usize, wg: usize| layout_bytes(net, &pad, s, skew, wg, false, false, None);
     let asked = std::env::var("NSHADE_GPU_SAMPLES")
         .ok()
         .and_then(|v| v.parse::<usize>().ok())
@@ -331,6 +491,7 @@ pub fn glsl_samples(net: &Network, max: usize) -> Option<GlslShape> {
                     samples,
                     skew: 8,
                     per_mp,
+                    compact: false,
                 });
             }
         }
@@ -346,6 +507,7 @@ pub fn glsl_samples(net: &Network, max: usize) -> Option<GlslShape> {
                     samples: s as u32,
                     skew: skew as u32,
                     per_mp: 1,
+                    compact: false,
                 });
             }
         }
@@ -427,9 +589,51 @@ pub fn acc16_for(net: &Network, shape: &GlslShape, max: usize) -> bool {
         shape.skew as usize,
         shape.threads as usize,
         true,
+        false,
+        compact_layers(net, shape).as_deref(),
     );
     std::env::var("NSHADE_GPU_ACC16").map_or(true, |v| v != "0")
         && acc16_fits(net)
+        && shape.per_mp as usize * bytes <= max
+}
+
+/// The step kernel can sample the next chunk during this one's backward
+/// ([`GlslLaunch::ahead`]): networks without a grid (whose forward keeps per-chunk items
+/// in registers) of at least three layers (the sampling goes into the output layer's
+/// backward phase, the frequency encoding into layer 1's, a barrier apart).
+pub fn ahead_fits(net: &Network) -> bool {
+    shape(net).is_some_and(|shp| !matches!(shp.enc, Enc::Grid(_)) && shp.layers.len() >= 3)
+}
+
+/// The next chunk sampled ahead where it fits: as `asked`, else as `NSHADE_GPU_AHEAD`
+/// says (0 or 1, for measurements), else by default for shapes of one workgroup per
+/// multiprocessor (where no other workgroup's products fill its barriers: B 1.00-1.03x
+/// on an H100; seed #3's four workgroups of 64 0.98-1.01x, D before its compact layout
+/// 0.95x) — where [`ahead_fits`] holds, the layout is not compact and X_0's second
+/// buffer still fits `shape`'s workgroups (with the f16 bias copy where `acc16`) into
+/// `max` bytes.
+pub fn ahead_for(
+    net: &Network,
+    shape: &GlslShape,
+    acc16: bool,
+    max: usize,
+    asked: Option<bool>,
+) -> bool {
+    let bytes = layout_bytes(
+        net,
+        &Pad::of(net),
+        shape.samples as usize,
+        shape.skew as usize,
+        shape.threads as usize,
+        acc16,
+        true,
+        None,
+    );
+    !shape.compact
+        && asked.unwrap_or_else(|| {
+            std::env::var("NSHADE_GPU_AHEAD").map_or(shape.per_mp == 1, |v| v != "0")
+        })
+        && ahead_fits(net)
         && shape.per_mp as usize * bytes <= max
 }
 
@@ -656,6 +860,11 @@ pub struct GlslLaunch {
     /// ([`glsl_dw_kernel`](super::glsl_dw_kernel)): it stores their X and dz tiles into
     /// bindings 9 and 10 instead ([`DwSplit`]).
     pub split: Option<DwSplit>,
+    /// The next chunk's samples are drawn in the output layer's backward phase and
+    /// encoded in layer 1's, into a second X_0 buffer, instead of in two phases of their
+    /// own at the start of each chunk: two workgroup barriers fewer a chunk, the same
+    /// values. Refused where [`ahead_fits`] does not hold.
+    pub ahead: bool,
 }
 
 /// The GLSL step kernel for `net` (see [`glsl_fits`]) trained with `loss` on a texture,
@@ -675,6 +884,7 @@ pub fn glsl_step_kernel(
                 threads,
                 samples,
                 skew,
+                compact,
                 ..
             },
         chunks,
@@ -683,6 +893,7 @@ pub fn glsl_step_kernel(
         packed,
         split,
         acc16,
+        ahead,
     } = launch;
     let shp = shape(net)?;
     // the sampling takes one invocation per sample, the bias sums one per row
@@ -699,9 +910,16 @@ pub fn glsl_step_kernel(
     let od = net.out_dims;
     let s = samples as usize;
     let outreg = out_registers(threads as usize);
-    if acc16 && !acc16_fits(net) {
+    if (acc16 && !acc16_fits(net)) || (ahead && !ahead_fits(net)) {
         return None;
     }
+    // the compact layout: its split layers (it needs a split, and leaves no room for a
+    // second X_0)
+    let compact = match (compact, &split) {
+        (false, _) => None,
+        (true, Some(sp)) if !ahead && !matches!(shp.enc, Enc::Grid(_)) => Some(&sp.layers[..]),
+        _ => return None,
+    };
     let lay = layout(
         &pad,
         s,
@@ -710,6 +928,8 @@ pub fn glsl_step_kernel(
         outreg,
         threads as usize,
         acc16,
+        ahead,
+        compact,
     );
     let wg = threads as usize;
     let nsg = wg / 32;
@@ -719,6 +939,8 @@ pub fn glsl_step_kernel(
     let n_l = shp.layers.len();
     let level = hoist_level();
     let exp = std::env::var("NSHADE_GPU_EXP").unwrap_or_default();
+    // (timing only: a kernel without the backward has no phase to sample in)
+    let ahead = ahead && !exp_has(&exp, "fwd");
     // forms of the epilogues turned off, for measurements (comma-separated: `lsmax`,
     // `lossbr`, `leaky`, `fswitch`, the same values either way; `dbmma`, the bias sums)
     let off = std::env::var("NSHADE_GPU_OFF").unwrap_or_default();
@@ -758,8 +980,7 @@ const uint BATCH = {batch}u;
 const uint P = {partial_len}u;
 shared float sh[{sh}];
 shared float16_t xh[{xh}];
-shared float16_t gh[{gh}];
-shared float zc[{zc}];
+{gh}shared float zc[{zc}];
 shared float bs[{bs}];
 {bh}shared uint lsbad;
 {FUNCS}
@@ -769,7 +990,11 @@ void main() {{
 ",
         sh = lay.sh,
         xh = lay.xh.max(1),
-        gh = lay.gh,
+        gh = if lay.gh > 0 {
+            format!("shared float16_t gh[{}];\n", lay.gh)
+        } else {
+            String::new()
+        },
         zc = lay.zc,
         bs = lay.bs,
         bh = if acc16 {
@@ -829,12 +1054,17 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     // biases (f32, zero in padding rows) for the accumulators' start
     let p0 = pad.layers[0];
     let x0_rows = shp.x0_rows();
-    let _ = writeln!(
-        k,
-        "    for (uint e = lid; e < {n}u; e += WG) {{ xh[{o}u + e] = float16_t(0.0); }}",
-        n = (p0.in_p - x0_rows) * sx,
-        o = lay.xo[0] + x0_rows * sx
-    );
+    for x0 in [lay.xo[0], lay.x0alt]
+        .into_iter()
+        .take(1 + usize::from(ahead))
+    {
+        let _ = writeln!(
+            k,
+            "    for (uint e = lid; e < {n}u; e += WG) {{ xh[{o}u + e] = float16_t(0.0); }}",
+            n = (p0.in_p - x0_rows) * sx,
+            o = x0 + x0_rows * sx
+        );
+    }
     let mut boffs = Vec::new();
     let mut boff = 0;
     let masks = lay.masks;
@@ -976,11 +1206,17 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     let mut held = 0usize;
     let mut hoist =
         |k: &mut String, name: &str, nt: usize, kn: usize, at: &dyn Fn(usize, &str) -> String| {
-            if nt > nsg || held + kn > hold {
+            let rb = nt / st_n;
+            let by_rows = compact.is_some();
+            if (nt > nsg && !(by_rows && nsg.is_multiple_of(rb))) || held + kn > hold {
                 return None;
             }
             held += kn;
-            let blk = format!("(min(sgid, {}u) / {st_n}u)", nt - 1);
+            let blk = if by_rows {
+                format!("(min(sgid, {}u) % {rb}u)", nt - 1)
+            } else {
+                format!("(min(sgid, {}u) / {st_n}u)", nt - 1)
+            };
             Some(
                 (0..kn)
                     .map(|kk| {
@@ -1026,6 +1262,16 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             None
         });
     }
+    // the compact layout: the split layers' inputs X_i (i ≥ 1) as their forward tiles,
+    // kept in registers for the relu masks of their backward (a tile's subgroup and slot
+    // j are the same in both phases), `xm{i}_{j}`
+    let kept = |i: usize| i > 0 && compact.is_some_and(|sp| sp[i]);
+    let kept_slots = |i: usize| ((pad.layers[i].in_p / 16) * st_n).div_ceil(nsg);
+    for i in (0..n_l).filter(|&i| kept(i)) {
+        for j in 0..kept_slots(i) {
+            let _ = writeln!(k, "    {ACC16} xm{i}_{j} = {ACC16}(0.0);");
+        }
+    }
     for a in 0..n_l {
         let _ = writeln!(k, "    float acc{a} = 0.0;");
     }
@@ -1033,54 +1279,54 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     k.push_str("    float acca = 0.0;\n");
     // rows of `sh`: u, v at 0 and 1, targets at 2.., outputs after them
     let (tgt, outr) = (2, 2 + od);
-    k.push_str(
-        "    for (uint c = 0u; c < CHUNKS; c++) {\n    uint first = (wid * CHUNKS + c) * S;\n",
-    );
-    // sampling: interpolate the prefetched texels
-    let _ = writeln!(
-        k,
-        "    if (lid < S) {{
+    // the sampling of the chunk from sample `first`: the prefetched texels interpolated
+    // (raw inputs into X_0 at `x0`)
+    let sample = |first: &str, x0: &str| -> String {
+        let mut b = format!(
+            "    if (lid < S) {{
         uint e = lid;
-        bool valid = first + e < BATCH;
+        bool valid = {first} + e < BATCH;
         float u = pu; float v = pv;
         float fx = u * {w}.0 - 0.5; float fy = v * {h}.0 - 0.5;
-        float tx = fx - floor(fx); float ty = fy - floor(fy);"
-    );
-    for c in 0..od {
-        let _ = writeln!(
-            k,
-            "        {{ float top = pt[{a}] + (pt[{b}] - pt[{a}]) * tx; float bottom = pt[{cc}] + (pt[{d}] - pt[{cc}]) * tx;
+        float tx = fx - floor(fx); float ty = fy - floor(fy);
+"
+        );
+        for c in 0..od {
+            let _ = writeln!(
+                b,
+                "        {{ float top = pt[{a}] + (pt[{bb}] - pt[{a}]) * tx; float bottom = pt[{cc}] + (pt[{d}] - pt[{cc}]) * tx;
           sh[({row}u) * R + e] = top + (bottom - top) * ty; }}",
-            a = 4 * c,
-            b = 4 * c + 1,
-            cc = 4 * c + 2,
-            d = 4 * c + 3,
-            row = tgt + c
-        );
-    }
-    k.push_str("        float uu = valid ? u : 0.0; float vv = valid ? v : 0.0;\n");
-    if outreg {
-        let _ = writeln!(k, "        sh[{}u * R + e] = valid ? 1.0 : 0.0;", 2 + out_p);
-    }
-    if !matches!(shp.enc, Enc::Raw) {
-        k.push_str("        sh[e] = uu; sh[R + e] = vv;\n");
-    } else {
-        let _ = writeln!(
-            k,
-            "        xh[{x}u + e] = float16_t(uu); xh[{x}u + SX + e] = float16_t(vv);",
-            x = lay.xo[0]
-        );
-    }
-    k.push_str("    }\n    if (c + 1u < CHUNKS) {\n");
-    fetch(&mut k, "first + S + lid");
-    k.push_str("    }\n");
-    k.push_str(BAR);
-    if let Enc::Freq(ko) = shp.enc {
-        // freq: one item per (input, octave, sample); sin at i·K + k, cos at D·K + i·K + k.
-        // The octave's factor 2^o·π is computed, not picked by a switch (which diverges
-        // where a subgroup's items span two octaves, as with 16-sample chunks): π·2^o is
-        // exact, the shared emitter's literal (`syntax::frequency_scale`), so the same
-        // values (`NSHADE_GPU_OFF=fswitch`: the switch, for measurements)
+                a = 4 * c,
+                bb = 4 * c + 1,
+                cc = 4 * c + 2,
+                d = 4 * c + 3,
+                row = tgt + c
+            );
+        }
+        b.push_str("        float uu = valid ? u : 0.0; float vv = valid ? v : 0.0;\n");
+        if outreg {
+            let _ = writeln!(b, "        sh[{}u * R + e] = valid ? 1.0 : 0.0;", 2 + out_p);
+        }
+        if !matches!(shp.enc, Enc::Raw) {
+            b.push_str("        sh[e] = uu; sh[R + e] = vv;\n");
+        } else {
+            let _ = writeln!(
+                b,
+                "        xh[{x0} + e] = float16_t(uu); xh[{x0} + SX + e] = float16_t(vv);"
+            );
+        }
+        b.push_str("    }\n");
+        b
+    };
+    // freq: one item per (input, octave, sample); sin at i·K + k, cos at D·K + i·K + k, into
+    // X_0 at `x0`. The octave's factor 2^o·π is computed, not picked by a switch (which
+    // diverges where a subgroup's items span two octaves, as with 16-sample chunks): π·2^o
+    // is exact, the shared emitter's literal (`syntax::frequency_scale`), so the same
+    // values (`NSHADE_GPU_OFF=fswitch`: the switch, for measurements)
+    let freq = |x0: &str| -> Option<String> {
+        let Enc::Freq(ko) = shp.enc else {
+            return None;
+        };
         let mut cases = String::new();
         // timing only: no sin / cos
         let nofreq = exp_has(&exp, "nofreq");
@@ -1107,28 +1353,81 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         }}"
             )
         };
-        let _ = writeln!(
-            k,
+        Some(format!(
             "    for (uint e = lid; e < {n}u; e += WG) {{
         uint s = e % S; uint io = e / S; uint i = io / {ko}u; uint o = io % {ko}u;
         float xv = sh[i * R + s];
         {body}
-        xh[{x}u + (i * {ko}u + o) * SX + s] = float16_t(vs); xh[{x}u + ({dk}u + i * {ko}u + o) * SX + s] = float16_t(vc);
-    }}",
+        xh[{x0} + (i * {ko}u + o) * SX + s] = float16_t(vs); xh[{x0} + ({dk}u + i * {ko}u + o) * SX + s] = float16_t(vc);
+    }}
+",
             n = 2 * ko * s,
-            x = lay.xo[0],
             dk = 2 * ko
-        );
+        ))
+    };
+    let x0_first = format!("{}u", lay.xo[0]);
+    if ahead {
+        // chunk 0's samples and encoding before the loop, chunk c + 1's in chunk c's
+        // backward (below), X_0 alternating between two buffers: `x0c` this chunk's,
+        // `x0n` the next one's
+        k.push_str("    {\n    uint first = wid * CHUNKS * S;\n");
+        k.push_str(&sample("first", &x0_first));
+        k.push_str("    if (1u < CHUNKS) {\n");
+        fetch(&mut k, "first + S + lid");
+        k.push_str("    }\n    }\n");
         k.push_str(BAR);
+        if let Some(f) = freq(&x0_first) {
+            k.push_str(&f);
+            k.push_str(BAR);
+        }
+    }
+    k.push_str(
+        "    for (uint c = 0u; c < CHUNKS; c++) {\n    uint first = (wid * CHUNKS + c) * S;\n",
+    );
+    if ahead {
+        let _ = writeln!(
+            k,
+            "    uint x0c = (c & 1u) == 0u ? {a}u : {b}u; uint x0n = {ab}u - x0c;",
+            a = lay.xo[0],
+            b = lay.x0alt,
+            ab = lay.xo[0] + lay.x0alt
+        );
+    } else {
+        k.push_str(&sample("first", &x0_first));
+        k.push_str("    if (c + 1u < CHUNKS) {\n");
+        fetch(&mut k, "first + S + lid");
+        k.push_str("    }\n");
+        k.push_str(BAR);
+        if let Some(f) = freq(&x0_first) {
+            k.push_str(&f);
+            k.push_str(BAR);
+        }
     }
     if let Some(g) = grid {
         k.push_str(&grid_forward(g, lay.xo[0], s, wg));
         k.push_str(BAR);
     }
+    // X_i's offset in `xh` plus `extra`, as an expression (X_0's alternates with `ahead`)
+    let xoff = |i: usize, extra: usize| -> String {
+        if ahead && i == 0 {
+            format!("x0c + {extra}u")
+        } else {
+            format!("{}u", lay.xo[i] + extra)
+        }
+    };
     // forward
     // tile t of a phase: row block and sample block, sample blocks fastest
+    // (the compact layout deals the tiles by row block: a subgroup's tiles of a phase then
+    // share their weight tiles, held in registers where the row blocks divide NSG)
     let tile_head = |k: &mut String, nt: usize, blk: &str| {
-        let map = format!("uint {blk} = q / {st_n}u; uint sb = q % {st_n}u;");
+        let map = if compact.is_some() {
+            format!(
+                "uint {blk} = q % {rb}u; uint sb = q / {rb}u;",
+                rb = nt / st_n
+            )
+        } else {
+            format!("uint {blk} = q / {st_n}u; uint sb = q % {st_n}u;")
+        };
         let _ = writeln!(
             k,
             "    for (uint j = 0u; j < {nj}u; j++) {{
@@ -1163,7 +1462,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                     ip = l.in_p,
                     k16 = kk * 16
                 ),
-                &format!("xh, {}u + sb * 16u, SX, {ROW}", lay.xo[i] + kk * 16 * sx),
+                &format!("xh, {} + sb * 16u, SX, {ROW}", xoff(i, kk * 16 * sx)),
             );
         }
         if i + 1 < n_l {
@@ -1195,14 +1494,21 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             }
             let _ = writeln!(
                 k,
-                "        if (t < {nt}u) {{ {ACC16} hh = {conv}; coopMatStore(hh, xh, {x}u + ot * 16u * SX + sb * 16u, SX, {ROW});{tx} }}\n    }}",
+                "        if (t < {nt}u) {{ {ACC16} hh = {conv}; coopMatStore(hh, xh, {x}u + ot * 16u * SX + sb * 16u, SX, {ROW});{tx}{keep} }}\n    }}",
                 conv = if h16 {
                     "c".to_string()
                 } else {
                     format!("{ACC16}(c)")
                 },
                 x = lay.xo[i + 1],
-                tx = tee(i + 1, true, "ot")
+                tx = tee(i + 1, true, "ot"),
+                keep = if kept(i + 1) {
+                    (0..kept_slots(i + 1))
+                        .map(|j| format!(" if (j == {j}u) {{ xm{}_{j} = hh; }}", i + 1))
+                        .collect::<String>()
+                } else {
+                    String::new()
+                },
             );
             k.push_str(BAR);
         } else {
@@ -1249,13 +1555,15 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             {chk}
             c[e] = dyv;
         }}
-        {ACC16} hh = {ACC16}(c); coopMatStore(hh, gh, ot * 16u * SX + sb * 16u, SX, {ROW});{tz}
+        {ACC16} hh = {ACC16}(c); coopMatStore(hh, {ga}, {gt}u + ot * 16u * SX + sb * 16u, SX, {ROW});{tz}
         }}
     }}",
                     mo = masks + boffs[i],
                     vr = 2 + out_p,
                     tz = tee(i, false, "ot"),
                     chk = f16_check("dyv", &off),
+                    ga = lay.ga,
+                    gt = lay.gofs[i],
                 );
                 k.push_str(BAR);
                 continue;
@@ -1276,9 +1584,9 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                 loss_acc += valid ? {lv} : 0.0;
                 float dyv = valid ? ({lg}) * {sc} * lsc{deriv} : 0.0;
                 {chk}
-                gh[o * SX + s] = float16_t(dyv);
+                {ga}[{gt}u + o * SX + s] = float16_t(dyv);
             }} else {{
-                gh[o * SX + s] = float16_t(0.0);
+                {ga}[{gt}u + o * SX + s] = float16_t(0.0);
             }}
         }}
         }}
@@ -1286,6 +1594,8 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     }}",
                 scr = nt.min(nsg) - 1,
                 chk = f16_check("dyv", &off),
+                ga = lay.ga,
+                gt = lay.gofs[i],
             );
             k.push_str(BAR);
         }
@@ -1296,12 +1606,30 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     if !exp_has(&exp, "fwd") {
         for i in (0..n_l).rev() {
             let l = pad.layers[i];
-            let cur = if (n_l - 1 - i).is_multiple_of(2) {
-                0
+            // dz_i at `cur` of `ga`, dz_{i-1} to `nxt` (under a grid's layer 0, the grid
+            // output's gradient: the other region of `gh`)
+            let (ga, cur) = (lay.ga, lay.gofs[i]);
+            let nxt = if i > 0 {
+                lay.gofs[i - 1]
             } else {
-                lay.maxp * sx
+                lay.maxp * sx - cur
             };
-            let nxt = lay.maxp * sx - cur;
+            if ahead && i == n_l - 1 {
+                // the next chunk's samples (this chunk's targets were read by the output
+                // layer's forward, before the last barrier), its texels fetched after them
+                k.push_str("    if (c + 1u < CHUNKS) {\n");
+                k.push_str(&sample("first + S", "x0n"));
+                k.push_str("    if (c + 2u < CHUNKS) {\n");
+                fetch(&mut k, "first + 2u * S + lid");
+                k.push_str("    }\n    }\n");
+            }
+            if ahead && i == 1 {
+                // the next chunk's encoding (its u and v sampled a barrier ago) into the X_0
+                // buffer this chunk does not read
+                if let Some(f) = freq("x0n") {
+                    let _ = write!(k, "    if (c + 1u < CHUNKS) {{\n{f}    }}\n");
+                }
+            }
             // dW += dz·Xᵀ
             let it_n = l.in_p / 16;
             let nt = (l.out_p / 16) * it_n;
@@ -1323,7 +1651,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                             "if (t < {nx}u) {{ {} }}",
                             copy(
                                 0,
-                                &format!("xh, {}", lay.xo[i]),
+                                &format!("xh, {}", xoff(i, 0).trim_end_matches('u')),
                                 &sp.tile(&pad, i, true, "rb")
                             )
                         ));
@@ -1331,7 +1659,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                     if nz > 0 {
                         arms.push(format!(
                             "if (t >= {nx}u && t < {ntot}u) {{ {} }}",
-                            copy(nx, &format!("gh, {cur}"), &sp.tile(&pad, i, false, "rb")),
+                            copy(nx, &format!("{ga}, {cur}"), &sp.tile(&pad, i, false, "rb")),
                             ntot = nx + nz,
                         ));
                     }
@@ -1354,14 +1682,14 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                 for kk in 0..st_n {
                     let _ = writeln!(
                         k,
-                        "        {{ {MB} b; coopMatLoad(b, xh, {x}u + it * 16u * SX + {k16}u, SX, {COL});",
-                        x = lay.xo[i],
+                        "        {{ {MB} b; coopMatLoad(b, xh, {x} + it * 16u * SX + {k16}u, SX, {COL});",
+                        x = xoff(i, 0),
                         k16 = kk * 16
                     );
                     for (j, slot) in slots[i].iter().enumerate() {
                         let _ = writeln!(
                             k,
-                            "        {{ uint t = {j}u * NSG + sgid; if (t < {nt}u) {{ uint ot = t / {it_n}u; {MA} a; coopMatLoad(a, gh, {cur}u + ot * 16u * SX + {k16}u, SX, {ROW}); {slot} = coopMatMulAdd(a, b, {slot});{db} }} }}",
+                            "        {{ uint t = {j}u * NSG + sgid; if (t < {nt}u) {{ uint ot = t / {it_n}u; {MA} a; coopMatLoad(a, {ga}, {cur}u + ot * 16u * SX + {k16}u, SX, {ROW}); {slot} = coopMatMulAdd(a, b, {slot});{db} }} }}",
                             k16 = kk * 16,
                             db = db_mul(i),
                         );
@@ -1378,9 +1706,9 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                     for kk in 0..st_n {
                         let _ = writeln!(
                             k,
-                            "        {{ {MA} a; coopMatLoad(a, gh, {cur}u + ot * 16u * SX + {k16}u, SX, {ROW}); {MB} b; coopMatLoad(b, xh, {x}u + it * 16u * SX + {k16}u, SX, {COL}); {slot} = coopMatMulAdd(a, b, {slot});{db} }}",
+                            "        {{ {MA} a; coopMatLoad(a, {ga}, {cur}u + ot * 16u * SX + {k16}u, SX, {ROW}); {MB} b; coopMatLoad(b, xh, {x} + it * 16u * SX + {k16}u, SX, {COL}); {slot} = coopMatMulAdd(a, b, {slot});{db} }}",
                             k16 = kk * 16,
-                            x = lay.xo[i],
+                            x = xoff(i, 0),
                             db = db_mul(i),
                         );
                     }
@@ -1393,11 +1721,11 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             let (rows, nb) = lay.accs[a];
             if !dbmma[i] {
                 k.push_str(&row_sums(&format!("acc{a}"), rows, nb, s, &|e| {
-                    format!("float(gh[{cur}u + {e}])")
+                    format!("float({ga}[{cur}u + {e}])")
                 }));
             }
             if i == 0 && grid.is_none() {
-                if matches!(shp.enc, Enc::Raw) {
+                if matches!(shp.enc, Enc::Raw) && !ahead {
                     // the next chunk's sampling writes X_0
                     k.push_str(BAR);
                 }
@@ -1422,7 +1750,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                         ko = kk * 16 * l.in_p,
                         ip = l.in_p
                     ),
-                    &format!("gh, {}u + sb * 16u, SX, {ROW}", cur + kk * 16 * sx),
+                    &format!("{ga}, {}u + sb * 16u, SX, {ROW}", cur + kk * 16 * sx),
                 );
             }
             let below = match i {
@@ -1430,6 +1758,19 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                 _ => Some(shp.layers[i - 1].act),
             };
             let d = input_gradient(below, &off);
+            // y = X_i's tile: from workgroup memory, or kept in registers by the forward
+            let yh = if kept(i) {
+                let mut y = format!("{ACC16} yh = xm{i}_0;");
+                for j in 1..kept_slots(i) {
+                    let _ = write!(y, " if (j == {j}u) {{ yh = xm{i}_{j}; }}");
+                }
+                y
+            } else {
+                format!(
+                    "{ACC16} yh; coopMatLoad(yh, xh, {x}u + it * 16u * SX + sb * 16u, SX, {ROW});",
+                    x = lay.xo[i]
+                )
+            };
             if below.is_none() {
                 // the table accumulators' range bounds every contribution w·dy (w ≤ 1);
                 // packed lanes check their sums after the step, so only f16's here
@@ -1454,24 +1795,22 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                 };
                 let _ = writeln!(
                     k,
-                    "        {ACC16} yh; coopMatLoad(yh, xh, {x}u + it * 16u * SX + sb * 16u, SX, {ROW});
+                    "        {yh}
         for (int e = 0; e < c.length(); e++) {{ float16_t v = c[e]; float16_t y = yh[e]; c[e] = {d}; }}
         for (int e = 0; e + 1 < c.length(); e += 2) {{ lsh |= (packFloat2x16(f16vec2(c[e], c[e + 1])) & 0x7fff7fffu) + 0x04000400u; }}
         if ((c.length() & 1) == 1) {{ lsh |= (packFloat2x16(f16vec2(c[c.length() - 1], float16_t(0.0))) & 0x7fff7fffu) + 0x04000400u; }}",
-                    x = lay.xo[i],
                 );
             } else if !exp_has(&exp, "noepi") {
                 let _ = writeln!(
                     k,
-                    "        {ACC16} yh; coopMatLoad(yh, xh, {x}u + it * 16u * SX + sb * 16u, SX, {ROW}); {ACC} yf = {ACC}(yh);
+                    "        {yh} {ACC} yf = {ACC}(yh);
         for (int e = 0; e < c.length(); e++) {{ float v = c[e]; float y = yf[e]; float d = {d}; {chk} c[e] = d; }}",
-                    x = lay.xo[i],
                     chk = f16_check("d", &off),
                 );
             }
             let _ = writeln!(
                 k,
-                "        if (t < {ntx}u) {{ {ACC16} hh = {conv}; coopMatStore(hh, gh, {nxt}u + it * 16u * SX + sb * 16u, SX, {ROW});{tz} }}\n    }}",
+                "        if (t < {ntx}u) {{ {ACC16} hh = {conv}; coopMatStore(hh, {ga}, {nxt}u + it * 16u * SX + sb * 16u, SX, {ROW});{tz} }}\n    }}",
                 conv = if d16 {
                     "c".to_string()
                 } else {

@@ -47,7 +47,7 @@ pub fn split_mode() -> String {
 
 /// Per layer of `pad`: its weight gradients go through the dW kernel in `mode`
 /// ([`split_mode`]), whatever the buffers' sizes.
-fn split_layers(pad: &Pad, mode: &str) -> Vec<bool> {
+pub(super) fn split_layers(pad: &Pad, mode: &str) -> Vec<bool> {
     pad.layers
         .iter()
         .map(|l| match mode {
