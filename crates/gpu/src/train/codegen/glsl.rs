@@ -433,7 +433,10 @@ pub fn compact_shape(
     {
         return None;
     }
-    let wg = threads_override().unwrap_or(DEFAULT_THREADS);
+    // (an override narrower than a layer is ignored, as in `glsl_samples`)
+    let wg = threads_override()
+        .filter(|&t| pad.layers.iter().all(|l| l.out_dims <= t))
+        .unwrap_or(DEFAULT_THREADS);
     [64, 32]
         .into_iter()
         .filter(|&s| s > shape.samples as usize && s <= wg)
@@ -1204,10 +1207,14 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         .and_then(|v| v.parse().ok())
         .unwrap_or(if split.is_some() { 64 } else { 40usize });
     let mut held = 0usize;
+    // the tiles of a phase dealt by row block in the compact layout (in the other shapes,
+    // where a phase has at most one tile per subgroup, that was slower on an H100: seed #3
+    // in two workgroups of 64 invocations and 32 samples 0.79-0.95x the default, B
+    // 0.97-0.98x, B in workgroups of 128 0.54-0.65x)
+    let by_rows = compact.is_some();
     let mut hoist =
         |k: &mut String, name: &str, nt: usize, kn: usize, at: &dyn Fn(usize, &str) -> String| {
             let rb = nt / st_n;
-            let by_rows = compact.is_some();
             if (nt > nsg && !(by_rows && nsg.is_multiple_of(rb))) || held + kn > hold {
                 return None;
             }
@@ -1420,7 +1427,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     // (the compact layout deals the tiles by row block: a subgroup's tiles of a phase then
     // share their weight tiles, held in registers where the row blocks divide NSG)
     let tile_head = |k: &mut String, nt: usize, blk: &str| {
-        let map = if compact.is_some() {
+        let map = if by_rows {
             format!(
                 "uint {blk} = q % {rb}u; uint sb = q / {rb}u;",
                 rb = nt / st_n
