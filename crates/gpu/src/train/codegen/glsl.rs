@@ -159,10 +159,9 @@ struct Layout {
     bh: usize,
     /// Bias-gradient accumulators: (rows, blocks) per layer, last layer first.
     accs: Vec<(usize, usize)>,
-    /// Offset of the row masks in `bs`.
-    masks: usize,
-    /// `bs` holds the row masks ([`any_mask`]).
-    masked: bool,
+    /// Per layer: the offset of its rows' 0/1 mask in `bs`, where it has one
+    /// ([`mask_layers`]).
+    mask_off: Vec<Option<usize>>,
 }
 
 /// A hidden layer whose padding rows need masking: its activation is not 0 at 0.
@@ -183,13 +182,14 @@ fn layout(
     pad: &Pad,
     s: usize,
     skew: usize,
-    masked: bool,
+    masked: &[bool],
     outreg: bool,
     wg: usize,
     acc16: bool,
     ahead: bool,
     compact: Option<&[bool]>,
 ) -> Layout {
+    debug_assert_eq!(masked.len(), pad.layers.len());
     let out_p = pad.layers.last().map_or(16, |l| l.out_p);
     let od = pad.layers.last().map_or(1, |l| l.out_dims);
     let sx = s + skew;
@@ -236,6 +236,15 @@ fn layout(
     let folds = wg + wg / 16;
     let r = if outreg { s + 4 } else { s + 1 };
     let sum_out: usize = pad.layers.iter().map(|l| l.out_p).sum();
+    // the masks after the biases, for the layers that have one
+    let mut mask_off = Vec::new();
+    let mut bs = sum_out;
+    for (l, &m) in pad.layers.iter().zip(masked) {
+        mask_off.push(m.then_some(bs));
+        if m {
+            bs += l.out_p;
+        }
+    }
     Layout {
         sx,
         xo,
@@ -257,11 +266,10 @@ fn layout(
         } else {
             (scr * 256).max(folds)
         },
-        // biases, then (where a layer needs them) the 0/1 row masks of the same rows
-        bs: (1 + usize::from(masked)) * sum_out,
+        // biases, then the 0/1 row masks of the layers that need them
+        bs,
         bh: if acc16 { sum_out } else { 0 },
-        masks: sum_out,
-        masked,
+        mask_off,
         accs,
     }
 }
@@ -398,8 +406,8 @@ fn layout_bytes(
     compact: Option<&[bool]>,
 ) -> usize {
     let outreg = out_registers(wg);
-    let masked = any_mask(net, pad, outreg);
-    layout(pad, s, skew, masked, outreg, wg, acc16, ahead, compact).bytes()
+    let masked = mask_layers(net, pad, outreg);
+    layout(pad, s, skew, &masked, outreg, wg, acc16, ahead, compact).bytes()
 }
 
 /// The split layers of `shape`'s compact layout (`None` where it is not compact).
@@ -412,7 +420,7 @@ fn compact_layers(net: &Network, shape: &GlslShape) -> Option<Vec<bool>> {
 /// The compact layout ([`GlslShape::compact`]) for `net` whose layers `split` go through
 /// the dW kernel, where it gives more samples per chunk than [`glsl_samples`]' `shape`
 /// in `max` bytes of workgroup memory: 256 invocations (or `NSHADE_GPU_THREADS`), 64 or
-/// 32 samples, rows padded by 8 where that fits. Only for networks without a grid some of
+/// 32 samples with rows padded by 8, else 64 or 32 without. Only for networks without a grid some of
 /// whose hidden layers split (their inputs then leave workgroup memory after the
 /// forward), with the split tensors stored from the epilogues' registers
 /// (`NSHADE_GPU_DWSTORE` not `copy`) and `NSHADE_GPU_COMPACT` not 0.
@@ -437,10 +445,14 @@ pub fn compact_shape(
     let wg = threads_override()
         .filter(|&t| pad.layers.iter().all(|l| l.out_dims <= t))
         .unwrap_or(DEFAULT_THREADS);
-    [64, 32]
+    // rows padded first (unpadded rows put a tile's 16 rows into the same banks), then
+    // the most samples; `NSHADE_GPU_SAMPLES` asks for a count, for measurements
+    let asked = std::env::var("NSHADE_GPU_SAMPLES")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok());
+    [(64, 8), (32, 8), (64, 0), (32, 0)]
         .into_iter()
-        .filter(|&s| s > shape.samples as usize && s <= wg)
-        .flat_map(|s| [(s, 8), (s, 0)])
+        .filter(|&(s, _)| s > shape.samples as usize && s <= wg && asked.is_none_or(|a| a == s))
         .find(|&(s, skew)| layout_bytes(net, &pad, s, skew, wg, false, false, Some(split)) <= max)
         .map(|(s, skew)| GlslShape {
             threads: wg as u32,
@@ -533,15 +545,23 @@ fn hoist_level() -> u32 {
         .unwrap_or(2)
 }
 
-/// Some layer of `net` needs its padding rows masked (a hidden layer's activation, or
-/// the output layer's loss with its epilogue in registers).
-fn any_mask(net: &Network, pad: &Pad, outreg: bool) -> bool {
-    shape(net).is_some_and(|shp| {
-        let n = shp.layers.len();
-        let last = &pad.layers[n - 1];
-        (0..n - 1).any(|i| needs_mask(&pad.layers[i], shp.layers[i].act))
-            || (outreg && last.out_dims < last.out_p)
-    })
+/// Per layer of `net`: its padding rows need a mask (a hidden layer's activation not 0
+/// at 0, or the output layer's loss with its epilogue in registers).
+fn mask_layers(net: &Network, pad: &Pad, outreg: bool) -> Vec<bool> {
+    let Some(shp) = shape(net) else {
+        return vec![false; pad.layers.len()];
+    };
+    let n = shp.layers.len();
+    (0..n)
+        .map(|i| {
+            let l = &pad.layers[i];
+            if i + 1 < n {
+                needs_mask(l, shp.layers[i].act)
+            } else {
+                outreg && l.out_dims < l.out_p
+            }
+        })
+        .collect()
 }
 
 /// The output layer's epilogue (loss, dy) runs on the accumulator's elements, with the
@@ -927,7 +947,7 @@ pub fn glsl_step_kernel(
         &pad,
         s,
         skew as usize,
-        any_mask(net, &pad, outreg),
+        &mask_layers(net, &pad, outreg),
         outreg,
         threads as usize,
         acc16,
@@ -1070,17 +1090,11 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     }
     let mut boffs = Vec::new();
     let mut boff = 0;
-    let masks = lay.masks;
-    for l in &pad.layers {
+    for (l, mo) in pad.layers.iter().zip(&lay.mask_off) {
         boffs.push(boff);
-        let mask = if lay.masked {
-            format!(
-                " bs[{}u + e] = e < {}u ? 1.0 : 0.0;",
-                masks + boff,
-                l.out_dims
-            )
-        } else {
-            String::new()
+        let mask = match mo {
+            Some(mo) => format!(" bs[{mo}u + e] = e < {}u ? 1.0 : 0.0;", l.out_dims),
+            None => String::new(),
         };
         let _ = writeln!(
             k,
@@ -1496,7 +1510,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                 let _ = writeln!(
                     k,
                     "        {{ {ACC} m; coopMatLoad(m, bs, {mo}u + ot * 16u, 0u, {COL}); for (int e = 0; e < c.length(); e++) {{ c[e] = c[e] * m[e]; }} }}",
-                    mo = masks + boffs[i]
+                    mo = lay.mask_off[i].expect("a masked layer's mask")
                 );
             }
             let _ = writeln!(
@@ -1554,7 +1568,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                 let _ = writeln!(
                     k,
                     "        {ACC} tm; coopMatLoad(tm, sh, {tgt}u * R + sb * 16u, R, {ROW});
-        {ACC} rm; coopMatLoad(rm, bs, {mo}u + ot * 16u, 0u, {COL});
+        {rm}
         {ACC} vm; coopMatLoad(vm, sh, {vr}u * R + sb * 16u, 0u, {ROW});
         if (t < {nt}u) {{
         for (int e = 0; e < c.length(); e++) {{
@@ -1565,7 +1579,13 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         {ACC16} hh = {ACC16}(c); coopMatStore(hh, {ga}, {gt}u + ot * 16u * SX + sb * 16u, SX, {ROW});{tz}
         }}
     }}",
-                    mo = masks + boffs[i],
+                    // (an output of 16k rows has no padding rows: every row real)
+                    rm = match lay.mask_off[i] {
+                        Some(mo) => format!(
+                            "{ACC} rm; coopMatLoad(rm, bs, {mo}u + ot * 16u, 0u, {COL});"
+                        ),
+                        None => format!("{ACC} rm = {ACC}(1.0);"),
+                    },
                     vr = 2 + out_p,
                     tz = tee(i, false, "ot"),
                     chk = f16_check("dyv", &off),
