@@ -860,11 +860,11 @@ fn glsl_ahead_kernels_compile() {
 /// The compact layout (`GlslShape::compact`): D's tensors placed by lifetime (X_0 first;
 /// X_1 and X_3, then dz_3 and dz_1 share one region of 128 rows, X_2 and X_4, then dz_2
 /// and dz_0 another, the output gradient its own 16 rows: 304 rows against 800), which
-/// doubles its chunk to 32 samples in 48 KiB; networks none of whose hidden layers split
-/// keep their shape; each network of the GLSL family with every layer split (and D with
-/// its default split) compiles in it, with the split layers' inputs kept in registers
-/// for the backward instead of read back from workgroup memory, no `gh` array, and the
-/// tiles of a phase dealt by row block.
+/// doubles its chunk to 32 samples in 48 KiB; the networks of the GLSL family that take
+/// it with every layer split, with none, and D with its default split, each compiles in
+/// it, with the split layers' inputs (and no other) kept in registers for the backward
+/// instead of read back from workgroup memory, no `gh` array, the tiles of a phase dealt
+/// by row block, and refuses the next chunk sampled ahead.
 #[test]
 fn glsl_compact_kernels_compile() {
     use nshade_gpu::train::codegen::{DwSplit, Pad};
@@ -888,24 +888,25 @@ fn glsl_compact_kernels_compile() {
     assert!(
         codegen::compact_shape(&d, &[true, false, false, false, false], &base, 48 * 1024).is_none()
     );
-    let mut compiled = 0;
+    // every network of the family with every layer split and with none, D also with its
+    // default split: (network, mode, samples) of those that take the compact layout
+    let mut taken = Vec::new();
     for (arch, losses) in common::glsl_family() {
         let net = build(arch);
+        let n = Pad::of(&net).layers.len();
         let base = codegen::glsl_samples(&net, 48 * 1024).expect(arch);
-        let mut splits = vec!["all"];
+        let mut modes = vec!["all", "0"];
         if arch.contains("128x4") {
-            splits.push("");
+            modes.push("");
         }
-        for mode in splits {
-            let layers = DwSplit::of(&net, 7, 3, 16, mode, u64::MAX)
-                .expect(arch)
-                .layers;
+        for mode in modes {
+            let layers =
+                DwSplit::of(&net, 7, 3, 16, mode, u64::MAX).map_or(vec![false; n], |sp| sp.layers);
             let Some(shape) = codegen::compact_shape(&net, &layers, &base, 48 * 1024) else {
-                // grids
-                assert!(arch.contains("grid"), "{arch}");
                 continue;
             };
-            let split = DwSplit::of(&net, 7, 3, shape.samples, mode, u64::MAX).expect(arch);
+            taken.push((arch, mode, shape.samples));
+            let split = DwSplit::of(&net, 7, 3, shape.samples, mode, u64::MAX);
             for acc16 in [false, codegen::acc16_fits(&net)] {
                 let launch = codegen::GlslLaunch {
                     shape,
@@ -913,7 +914,7 @@ fn glsl_compact_kernels_compile() {
                     partial_len: Pad::of(&net).partial_len(net.dense_count),
                     atomic64: true,
                     packed: false,
-                    split: Some(split.clone()),
+                    split: split.clone(),
                     acc16,
                     ahead: false,
                 };
@@ -923,11 +924,11 @@ fn glsl_compact_kernels_compile() {
                     panic!("{arch} ({mode}): line {:?}: {}\n{src}", e.line, e.message);
                 }
                 assert!(!src.contains("gh["), "{arch}: a gh array");
-                // the hidden split layers' inputs kept for the backward
-                let n = Pad::of(&net).layers.len();
-                for i in (1..n).filter(|&i| split.layers[i]) {
-                    assert!(
+                // the hidden split layers' inputs kept for the backward, no other
+                for (i, &split_i) in layers.iter().enumerate().skip(1) {
+                    assert_eq!(
                         src.contains(&format!("yh = xm{i}_0;")),
+                        split_i,
                         "{arch} ({mode}): X_{i}"
                     );
                 }
@@ -940,12 +941,21 @@ fn glsl_compact_kernels_compile() {
                     ..launch
                 };
                 assert!(codegen::glsl_step_kernel(&net, losses[0], texture, 5000, ahead).is_none());
-                compiled += 1;
             }
         }
     }
-    // D (its default split and every layer), seed #3, B, the bare mlp, the 20-wide and the
-    // 40-wide network (64 samples; D 32), each twice (with and without f16 accumulators
-    // where they fit)
-    assert_eq!(compiled, 14);
+    // B: 64 samples with every layer split, 48 without (its inputs then all stay); D: 32
+    // either way it splits (none split: no gain); the 40-wide network 64; seed #3, the bare
+    // mlp and the 20-wide network have no more tiles than subgroups in any; grids none
+    assert_eq!(
+        taken,
+        [
+            ("freq(8) | mlp(64x4, relu)", "all", 64),
+            ("freq(8) | mlp(64x4, relu)", "0", 48),
+            ("freq(8) | mlp(128x4, relu)", "all", 32),
+            ("freq(8) | mlp(128x4, relu)", "", 32),
+            ("mlp(40x1, exp, tanh)", "all", 64),
+            ("mlp(40x1, exp, tanh)", "0", 64),
+        ]
+    );
 }

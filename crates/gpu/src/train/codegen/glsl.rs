@@ -418,12 +418,15 @@ fn compact_layers(net: &Network, shape: &GlslShape) -> Option<Vec<bool>> {
 }
 
 /// The compact layout ([`GlslShape::compact`]) for `net` whose layers `split` go through
-/// the dW kernel, where it gives more samples per chunk than [`glsl_samples`]' `shape`
-/// in `max` bytes of workgroup memory: 256 invocations (or `NSHADE_GPU_THREADS`), 64 or
-/// 32 samples with rows padded by 8, else 64 or 32 without. Only for networks without a grid some of
-/// whose hidden layers split (their inputs then leave workgroup memory after the
-/// forward), with the split tensors stored from the epilogues' registers
-/// (`NSHADE_GPU_DWSTORE` not `copy`) and `NSHADE_GPU_COMPACT` not 0.
+/// the dW kernel (none, or some), where it gives more samples per chunk than
+/// [`glsl_samples`]' `shape` in `max` bytes of workgroup memory and the widest layer's
+/// phase more tiles than subgroups (a subgroup's tiles then share their row block's
+/// weight tiles): 256 invocations (or `NSHADE_GPU_THREADS`), 64, 32 or 48 samples with
+/// rows padded by 8, else the same without (`NSHADE_GPU_SAMPLES` asks for a count, for
+/// measurements). Not for grids, nor where the split tensors are copied from workgroup
+/// memory (`NSHADE_GPU_DWSTORE=copy`). The trainer takes it where layers split
+/// (`NSHADE_GPU_COMPACT=0`: never; `all`: for networks without a split layer too, whose
+/// inputs then all stay for their weight gradients).
 pub fn compact_shape(
     net: &Network,
     split: &[bool],
@@ -433,12 +436,7 @@ pub fn compact_shape(
     let shp = self::shape(net)?;
     let pad = Pad::of(net);
     let n = pad.layers.len();
-    if matches!(shp.enc, Enc::Grid(_))
-        || !direct_stores()
-        || std::env::var("NSHADE_GPU_COMPACT").is_ok_and(|v| v == "0")
-        || split.len() != n
-        || !(1..n).any(|i| split[i])
-    {
+    if matches!(shp.enc, Enc::Grid(_)) || !direct_stores() || split.len() != n {
         return None;
     }
     // (an override narrower than a layer is ignored, as in `glsl_samples`)
@@ -450,9 +448,15 @@ pub fn compact_shape(
     let asked = std::env::var("NSHADE_GPU_SAMPLES")
         .ok()
         .and_then(|v| v.parse::<usize>().ok());
-    [(64, 8), (32, 8), (64, 0), (32, 0)]
+    // and only where the widest layer's phase has more tiles than subgroups (a subgroup's
+    // tiles then share their row block's weight tiles)
+    let rows = pad.layers.iter().map(|l| l.out_p / 16).max().unwrap_or(1);
+    let more = |s: usize| rows * (s / 16) > wg / 32;
+    [(64, 8), (32, 8), (48, 8), (64, 0), (32, 0), (48, 0)]
         .into_iter()
-        .filter(|&(s, _)| s > shape.samples as usize && s <= wg && asked.is_none_or(|a| a == s))
+        .filter(|&(s, _)| {
+            s > shape.samples as usize && s <= wg && more(s) && asked.is_none_or(|a| a == s)
+        })
         .find(|&(s, skew)| layout_bytes(net, &pad, s, skew, wg, false, false, Some(split)) <= max)
         .map(|(s, skew)| GlslShape {
             threads: wg as u32,
@@ -938,10 +942,12 @@ pub fn glsl_step_kernel(
     }
     // the compact layout: its split layers (it needs a split, and leaves no room for a
     // second X_0)
+    let no_split = vec![false; shp.layers.len()];
     let compact = match (compact, &split) {
         (false, _) => None,
-        (true, Some(sp)) if !ahead && !matches!(shp.enc, Enc::Grid(_)) => Some(&sp.layers[..]),
-        _ => return None,
+        _ if ahead || matches!(shp.enc, Enc::Grid(_)) => return None,
+        (true, Some(sp)) => Some(&sp.layers[..]),
+        (true, None) => Some(&no_split[..]),
     };
     let lay = layout(
         &pad,

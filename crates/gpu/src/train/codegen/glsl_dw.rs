@@ -45,6 +45,12 @@ pub fn split_mode() -> String {
     std::env::var("NSHADE_GPU_DWSPLIT").unwrap_or_default()
 }
 
+/// Per layer of `net`'s MLP: its weight gradients go through the dW kernel in `mode`
+/// ([`split_mode`]), whatever the buffers' sizes ([`DwSplit::of`] may still refuse).
+pub fn split_layers_for(net: &Network, mode: &str) -> Vec<bool> {
+    split_layers(&Pad::of(net), mode)
+}
+
 /// Per layer of `pad`: its weight gradients go through the dW kernel in `mode`
 /// ([`split_mode`]), whatever the buffers' sizes.
 pub(super) fn split_layers(pad: &Pad, mode: &str) -> Vec<bool> {

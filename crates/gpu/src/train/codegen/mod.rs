@@ -54,7 +54,7 @@ pub use glsl::{
     GlslLaunch, GlslShape, acc16_fits, acc16_for, ahead_fits, ahead_for, compact_regions,
     compact_shape, glsl_fits, glsl_samples, glsl_step_kernel,
 };
-pub use glsl_dw::{DwForm, DwSplit, glsl_dw_kernel, split_mode};
+pub use glsl_dw::{DwForm, DwSplit, glsl_dw_kernel, split_layers_for, split_mode};
 pub use glsl_private::{
     PRIVATE_SAMPLES, PrivateLaunch, private_enabled, private_fits, private_step_kernel,
 };
