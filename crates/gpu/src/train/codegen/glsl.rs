@@ -421,7 +421,8 @@ fn compact_layers(net: &Network, shape: &GlslShape) -> Option<Vec<bool>> {
 /// the dW kernel (none, or some), where it gives more samples per chunk than
 /// [`glsl_samples`]' `shape` in `max` bytes of workgroup memory and the widest layer's
 /// phase more tiles than subgroups (a subgroup's tiles then share their row block's
-/// weight tiles): 256 invocations (or `NSHADE_GPU_THREADS`), 64, 32 or 48 samples with
+/// weight tiles, held in registers where every layer's row blocks divide the subgroups
+/// or fit them at once, which it requires): 256 invocations (or `NSHADE_GPU_THREADS`), 64, 32 or 48 samples with
 /// rows padded by 8, else the same without (`NSHADE_GPU_SAMPLES` asks for a count, for
 /// measurements). Not for grids, nor where the split tensors are copied from workgroup
 /// memory (`NSHADE_GPU_DWSTORE=copy`). The trainer takes it where layers split
@@ -451,11 +452,25 @@ pub fn compact_shape(
     // and only where the widest layer's phase has more tiles than subgroups (a subgroup's
     // tiles then share their row block's weight tiles)
     let rows = pad.layers.iter().map(|l| l.out_p / 16).max().unwrap_or(1);
-    let more = |s: usize| rows * (s / 16) > wg / 32;
+    let nsg = wg / 32;
+    let more = |s: usize| rows * (s / 16) > nsg;
+    // every phase's weight tiles held as in the other shapes: a phase of more tiles than
+    // subgroups needs row blocks that divide the subgroups (a 96-wide layer's six do not)
+    let held = |s: usize| {
+        pad.layers.iter().all(|l| {
+            [l.out_p / 16, l.in_p / 16]
+                .iter()
+                .all(|&rb| rb * (s / 16) <= nsg || nsg.is_multiple_of(rb))
+        })
+    };
     [(64, 8), (32, 8), (48, 8), (64, 0), (32, 0), (48, 0)]
         .into_iter()
         .filter(|&(s, _)| {
-            s > shape.samples as usize && s <= wg && more(s) && asked.is_none_or(|a| a == s)
+            s > shape.samples as usize
+                && s <= wg
+                && more(s)
+                && held(s)
+                && asked.is_none_or(|a| a == s)
         })
         .find(|&(s, skew)| layout_bytes(net, &pad, s, skew, wg, false, false, Some(split)) <= max)
         .map(|(s, skew)| GlslShape {
