@@ -340,18 +340,7 @@ fn dw_kernel_forms_give_the_same_bits() {
                 depth,
                 threads,
             });
-        let mut t = backend
-            .trainer(
-                &net,
-                p0.clone(),
-                tex.clone(),
-                &cfg(20_000, Loss::RelativeL2),
-            )
-            .unwrap();
-        assert_eq!(t.kernel_language(), "glsl");
-        let (loss, g) = t.gradient().unwrap();
-        t.run(3).unwrap();
-        (loss, g, t.params().unwrap())
+        three_steps(&backend, &net, &p0, &tex, |_| {})
     };
     let base = run(0, 1, 1, 256);
     assert!(base.1.iter().any(|v| *v != 0.0), "a gradient of zeros");
@@ -380,6 +369,31 @@ fn dw_kernel_forms_give_the_same_bits() {
             "weights after 3 steps, {form}"
         );
     }
+}
+
+/// The loss and gradient of `net` from `p0` on `tex` (batch 20 000, relative L2) through
+/// `backend`'s GLSL step kernel (`check` looks at the trainer first), and the weights
+/// after three steps.
+fn three_steps(
+    backend: &GpuBackend,
+    net: &Network,
+    p0: &[f32],
+    tex: &Arc<TrainingData>,
+    check: impl Fn(&nshade_gpu::train::GpuTrainer),
+) -> (f32, Vec<f32>, Vec<f32>) {
+    let mut t = backend
+        .trainer(
+            net,
+            p0.to_vec(),
+            tex.clone(),
+            &cfg(20_000, Loss::RelativeL2),
+        )
+        .unwrap();
+    assert_eq!(t.kernel_language(), "glsl");
+    check(&t);
+    let (loss, g) = t.gradient().unwrap();
+    t.run(3).unwrap();
+    (loss, g, t.params().unwrap())
 }
 
 /// Entries of `a` and `b` whose bits differ (after checking the lengths).
@@ -416,21 +430,11 @@ fn sampling_ahead_gives_the_same_bits() {
             let backend = GpuBackend::with_context(ctx.clone())
                 .precision(Precision::Coop)
                 .sample_ahead(ahead);
-            let mut t = backend
-                .trainer(
-                    &net,
-                    p0.clone(),
-                    tex.clone(),
-                    &cfg(20_000, Loss::RelativeL2),
-                )
-                .unwrap();
-            assert_eq!(t.kernel_language(), "glsl", "{arch}");
-            // (D's compact layout, where its split lets it double its chunk, has no room
-            // for the second X_0: with `NSHADE_GPU_COMPACT=0` it samples ahead too)
-            assert_eq!(t.samples_ahead(), ahead && !t.compact_layout(), "{arch}");
-            let (loss, g) = t.gradient().unwrap();
-            t.run(3).unwrap();
-            (loss, g, t.params().unwrap())
+            three_steps(&backend, &net, &p0, &tex, |t| {
+                // (D's compact layout, where its split lets it double its chunk, has no
+                // room for the second X_0: with `NSHADE_GPU_COMPACT=0` it samples ahead too)
+                assert_eq!(t.samples_ahead(), ahead && !t.compact_layout(), "{arch}");
+            })
         };
         let (base, got) = (run(false), run(true));
         assert!(

@@ -616,27 +616,34 @@ pub fn acc16_fits(net: &Network) -> bool {
     })
 }
 
-/// f16 accumulators by default where they fit (`NSHADE_GPU_ACC16=0`: never, for
-/// measurements). On an H100: B 1.05-1.06x, seed #3 1.00-1.04x, `freq(8) |
-/// mlp(128x4, relu)` with its 128x128 layers split 1.02-1.05x (with every layer split
-/// 0.98-1.00x); PSNR after 1000 steps within 0.2 dB of f32 in the mean over six seeds
-/// for every seed network, B and that network (docs/PERFORMANCE.md). Only where the
-/// f16 bias copy still fits `shape`'s workgroups into `max` bytes (shapes are chosen
-/// without it: `freq(8) | mlp(128x4)` at 32 KiB keeps f32 rather than losing the kernel).
-pub fn acc16_for(net: &Network, shape: &GlslShape, max: usize) -> bool {
+/// `shape`'s workgroups, with or without the f16 bias copy and X_0's second buffer,
+/// fit into `max` bytes of workgroup memory.
+fn shape_fits(net: &Network, shape: &GlslShape, acc16: bool, ahead: bool, max: usize) -> bool {
     let bytes = layout_bytes(
         net,
         &Pad::of(net),
         shape.samples as usize,
         shape.skew as usize,
         shape.threads as usize,
-        true,
-        false,
+        acc16,
+        ahead,
         compact_layers(net, shape).as_deref(),
     );
+    shape.per_mp as usize * bytes <= max
+}
+
+/// f16 accumulators by default where they fit (`NSHADE_GPU_ACC16=0`: never, for
+/// measurements). On an H100: B 1.05-1.06x, seed #3 1.00-1.04x, `freq(8) |
+/// mlp(128x4, relu)` with its 128x128 layers split 1.02-1.05x (with every layer split
+/// 0.98-1.00x); PSNR after 1000 steps within 0.2 dB of f32 in the mean over six seeds
+/// for every seed network, B and that network (docs/PERFORMANCE.md). Only where the
+/// f16 bias copy still fits `shape`'s workgroups into `max` bytes (shapes are chosen
+/// without it, so a network whose layout fills the memory keeps f32 rather than losing
+/// the kernel).
+pub fn acc16_for(net: &Network, shape: &GlslShape, max: usize) -> bool {
     std::env::var("NSHADE_GPU_ACC16").map_or(true, |v| v != "0")
         && acc16_fits(net)
-        && shape.per_mp as usize * bytes <= max
+        && shape_fits(net, shape, true, false, max)
 }
 
 /// The step kernel can sample the next chunk during this one's backward
@@ -661,22 +668,12 @@ pub fn ahead_for(
     max: usize,
     asked: Option<bool>,
 ) -> bool {
-    let bytes = layout_bytes(
-        net,
-        &Pad::of(net),
-        shape.samples as usize,
-        shape.skew as usize,
-        shape.threads as usize,
-        acc16,
-        true,
-        None,
-    );
     !shape.compact
         && asked.unwrap_or_else(|| {
             std::env::var("NSHADE_GPU_AHEAD").map_or(shape.per_mp == 1, |v| v != "0")
         })
         && ahead_fits(net)
-        && shape.per_mp as usize * bytes <= max
+        && shape_fits(net, shape, acc16, true, max)
 }
 
 /// `act` on an f16 value `z` (relu, leaky_relu, none: [`acc16_for`]).
@@ -1408,20 +1405,26 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         ))
     };
     let x0_first = format!("{}u", lay.xo[0]);
-    if ahead {
-        // chunk 0's samples and encoding before the loop, chunk c + 1's in chunk c's
-        // backward (below), X_0 alternating between two buffers: `x0c` this chunk's,
-        // `x0n` the next one's
-        k.push_str("    {\n    uint first = wid * CHUNKS * S;\n");
+    // the chunk from `first`: its samples, the next chunk's texels fetched where `more`,
+    // its encoding into X_0, each followed by a barrier
+    let head = |k: &mut String, more: &str| {
         k.push_str(&sample("first", &x0_first));
-        k.push_str("    if (1u < CHUNKS) {\n");
-        fetch(&mut k, "first + S + lid");
-        k.push_str("    }\n    }\n");
+        let _ = writeln!(k, "    if ({more}) {{");
+        fetch(k, "first + S + lid");
+        k.push_str("    }\n");
         k.push_str(BAR);
         if let Some(f) = freq(&x0_first) {
             k.push_str(&f);
             k.push_str(BAR);
         }
+    };
+    if ahead {
+        // chunk 0's samples and encoding before the loop, chunk c + 1's in chunk c's
+        // backward (below), X_0 alternating between two buffers: `x0c` this chunk's,
+        // `x0n` the next one's
+        k.push_str("    {\n    uint first = wid * CHUNKS * S;\n");
+        head(&mut k, "1u < CHUNKS");
+        k.push_str("    }\n");
     }
     k.push_str(
         "    for (uint c = 0u; c < CHUNKS; c++) {\n    uint first = (wid * CHUNKS + c) * S;\n",
@@ -1435,15 +1438,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             ab = lay.xo[0] + lay.x0alt
         );
     } else {
-        k.push_str(&sample("first", &x0_first));
-        k.push_str("    if (c + 1u < CHUNKS) {\n");
-        fetch(&mut k, "first + S + lid");
-        k.push_str("    }\n");
-        k.push_str(BAR);
-        if let Some(f) = freq(&x0_first) {
-            k.push_str(&f);
-            k.push_str(BAR);
-        }
+        head(&mut k, "c + 1u < CHUNKS");
     }
     if let Some(g) = grid {
         k.push_str(&grid_forward(g, lay.xo[0], s, wg));
