@@ -1649,13 +1649,14 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     if !exp_has(&exp, "fwd") {
         for i in (0..n_l).rev() {
             let l = pad.layers[i];
-            // dz_i at `cur` of `ga`, dz_{i-1} to `nxt` (under a grid's layer 0, the grid
-            // output's gradient: the other region of `gh`)
+            // dz_i at `cur` of `ga`, dz_{i-1} to `nxt`; under layer 0 only a grid has an
+            // input gradient, its output's, into the other region of `gh` (grids never
+            // take the compact layout, whose regions differ; nothing is written there)
             let (ga, cur) = (lay.ga, lay.gofs[i]);
-            let nxt = if i > 0 {
-                lay.gofs[i - 1]
-            } else {
-                lay.maxp * sx - cur
+            let nxt = match (i, compact) {
+                (0, None) => lay.maxp * sx - cur,
+                (0, Some(_)) => 0,
+                _ => lay.gofs[i - 1],
             };
             if ahead && i == n_l - 1 {
                 // the next chunk's samples (this chunk's targets were read by the output
