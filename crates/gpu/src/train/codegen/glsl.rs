@@ -422,9 +422,9 @@ fn compact_layers(net: &Network, shape: &GlslShape) -> Option<Vec<bool>> {
 /// [`glsl_samples`]' `shape` in `max` bytes of workgroup memory and the widest layer's
 /// phase more tiles than subgroups (a subgroup's tiles then share their row block's
 /// weight tiles, held in registers where every layer's row blocks divide the subgroups
-/// or fit them at once, which it requires): 256 invocations (or `NSHADE_GPU_THREADS`), 64, 32 or 48 samples with
-/// rows padded by 8, else the same without (`NSHADE_GPU_SAMPLES` asks for a count, for
-/// measurements). Not for grids, nor where the split tensors are copied from workgroup
+/// or fit them at once, which it requires): 256 invocations (or `NSHADE_GPU_THREADS`), 64
+/// or 32 samples with rows padded by 8, else the same without (`NSHADE_GPU_SAMPLES` asks
+/// for a count, 48 among them, for measurements). Not for grids, nor where the split tensors are copied from workgroup
 /// memory (`NSHADE_GPU_DWSTORE=copy`). The trainer takes it where layers split
 /// (`NSHADE_GPU_COMPACT=0`: never; `all`: for networks without a split layer too, whose
 /// inputs then all stay for their weight gradients).
@@ -470,7 +470,9 @@ pub fn compact_shape(
                 && s <= wg
                 && more(s)
                 && held(s)
-                && asked.is_none_or(|a| a == s)
+                // 48 only where asked: three sample blocks were slower than two (D 0.87x,
+                // B 0.86-0.90x on the H200)
+                && asked.map_or(s != 48, |a| a == s)
         })
         .find(|&(s, skew)| layout_bytes(net, &pad, s, skew, wg, false, false, Some(split)) <= max)
         .map(|(s, skew)| GlslShape {
