@@ -320,8 +320,9 @@ fn glsl_step_kernel_matches_cpu() {
 /// ahead, 256 or 512 invocations) or read in place add the
 /// same products in the same order, so the gradient and the weights after three steps
 /// are the same bits. `freq(8) | mlp(128x4, relu)` (its three 128×128 layers go through
-/// the dW kernel), a batch of 20 000 (not a multiple of the chunk). Needs cooperative
-/// matrices, as `glsl_step_kernel_matches_cpu`.
+/// the dW kernel; by default in the compact layout, which this checks too), a batch of
+/// 20 000 (not a multiple of the chunk). Needs cooperative matrices, as
+/// `glsl_step_kernel_matches_cpu`.
 #[test]
 fn dw_kernel_forms_give_the_same_bits() {
     use nshade_gpu::train::codegen::DwForm;
@@ -340,7 +341,12 @@ fn dw_kernel_forms_give_the_same_bits() {
                 depth,
                 threads,
             });
-        three_steps(&backend, &net, &p0, &tex, |_| {})
+        three_steps(&backend, &net, &p0, &tex, |t| {
+            // its split lets D's chunks double in the compact layout, by default
+            if std::env::var_os("NSHADE_GPU_COMPACT").is_none() {
+                assert!(t.compact_layout(), "D in the compact layout");
+            }
+        })
     };
     let base = run(0, 1, 1, 256);
     assert!(base.1.iter().any(|v| *v != 0.0), "a gradient of zeros");

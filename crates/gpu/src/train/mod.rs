@@ -590,30 +590,21 @@ fn glsl_launch(
     let mps = ctx.summary.multiprocessors.unwrap_or(128);
     let (mut groups, mut chunks) = split_batch(batch, shape.samples, mps * shape.per_mp);
     let mut split = codegen::DwSplit::of(net, groups, chunks, shape.samples, &mode, max_binding);
-    // more samples a chunk in the compact layout where layers split (with the same split
-    // at its launch)
-    // (the layers the compact layout's workgroup memory was sized for are those the mode
-    // splits, which `acc16_for` counts again: where the binding limit refused the split,
-    // no compact layout)
+    // the compact layout where it gives more samples a chunk: where layers split (its
+    // memory is sized for the layers the mode splits, which `acc16_for` counts again, so
+    // a split the binding limit refused gets none) with the same split at its own launch;
     // `NSHADE_GPU_COMPACT`: 0 never, `all` also for networks without a split layer
     let knob = std::env::var("NSHADE_GPU_COMPACT").unwrap_or_default();
     let layers = codegen::split_layers_for(net, &mode);
     let split_now = split.as_ref().map(|sp| sp.layers.clone());
-    if knob != "0"
-        && (split_now.is_some() || knob == "all")
-        && split_now.as_ref().is_none_or(|l| *l == layers)
-        && let Some(cs) = codegen::compact_shape(
-            net,
-            split_now.as_deref().unwrap_or(&vec![false; layers.len()]),
-            &shape,
-            max,
-        )
-    {
+    let allowed = match &split_now {
+        Some(l) => knob != "0" && *l == layers,
+        None => knob == "all" && !layers.contains(&true),
+    };
+    if allowed && let Some(cs) = codegen::compact_shape(net, &layers, &shape, max) {
         let (g, c) = split_batch(batch, cs.samples, mps * cs.per_mp);
         let csp = codegen::DwSplit::of(net, g, c, cs.samples, &mode, max_binding);
-        if csp.as_ref().map(|sp| sp.layers.clone()) == split_now
-            && (split_now.is_some() || layers.iter().all(|&b| !b))
-        {
+        if csp.as_ref().map(|sp| &sp.layers) == split_now.as_ref() {
             (shape, groups, chunks, split) = (cs, g, c, csp);
         }
     }
