@@ -962,3 +962,47 @@ fn glsl_compact_kernels_compile() {
         ]
     );
 }
+
+/// The frequency encoding by double angles (`NSHADE_GPU_FREQ=double`, off by default):
+/// for 3 and 8 octaves over 16 and 32 samples, in the step kernel's names, it compiles
+/// with glslang, takes one sine and one cosine an item, and writes every octave's sine
+/// and cosine row once.
+#[test]
+fn freq_double_angles_compile() {
+    for (octaves, s) in [(3usize, 16usize), (8, 32)] {
+        let frag = codegen::freq_double_angles(octaves, s, "x0c");
+        let rows = 4 * octaves;
+        let src = format!(
+            "#version 450
+#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
+layout(local_size_x = 64) in;
+const uint S = {s}u;
+const uint R = {r}u;
+const uint SX = {sx}u;
+const uint WG = 64u;
+shared float sh[{shn}];
+shared float16_t xh[{xhn}];
+void main() {{
+    uint lid = gl_LocalInvocationIndex;
+    uint x0c = 0u;
+{frag}}}
+",
+            r = s + 4,
+            sx = s + 8,
+            shn = 2 * (s + 4),
+            xhn = rows * (s + 8)
+        );
+        if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
+            panic!("{octaves} octaves: line {:?}: {}\n{src}", e.line, e.message);
+        }
+        assert_eq!(frag.matches("sin(").count(), 1);
+        assert_eq!(frag.matches("cos(").count(), 1);
+        for o in 0..octaves {
+            assert_eq!(
+                frag.matches(&format!("+ {o}u) * SX + s]")).count(),
+                2,
+                "octave {o}"
+            );
+        }
+    }
+}
