@@ -193,36 +193,42 @@ fn layout(
     let out_p = pad.layers.last().map_or(16, |l| l.out_p);
     let od = pad.layers.last().map_or(1, |l| l.out_dims);
     let sx = s + skew;
-    let mut xo = Vec::new();
-    let mut off = 0;
-    for l in &pad.layers {
-        xo.push(off);
-        off += l.in_p * sx;
-    }
-    let x0alt = off;
-    if ahead {
-        off += pad.layers.first().map_or(0, |l| l.in_p) * sx;
-    }
     let maxp = pad.layers.iter().map(|l| l.out_p).max().unwrap_or(16);
     let n = pad.layers.len();
-    // dz_i of the last layer at 0, then alternating (phase i reads dz_i and writes dz_{i-1})
-    let mut gofs: Vec<usize> = (0..n)
-        .map(|i| {
-            if (n - 1 - i).is_multiple_of(2) {
-                0
-            } else {
-                maxp * sx
+    // (X_i offsets, dz_i offsets, X_0's second buffer, `xh`'s and `gh`'s lengths, the
+    // array of the output gradients)
+    let (xo, gofs, x0alt, off, gh, ga) = match compact {
+        Some(split) => {
+            let (xr, gr, rows) = compact_regions(pad, split);
+            let scale = |v: Vec<usize>| v.iter().map(|r| r * sx).collect::<Vec<_>>();
+            (scale(xr), scale(gr), rows * sx, rows * sx, 0, "xh")
+        }
+        None => {
+            // every X_i in turn, X_0's second buffer after them where `ahead`; dz_i of
+            // the last layer at 0 of `gh`, then alternating (phase i reads dz_i and
+            // writes dz_{i-1})
+            let mut xo = Vec::new();
+            let mut off = 0;
+            for l in &pad.layers {
+                xo.push(off);
+                off += l.in_p * sx;
             }
-        })
-        .collect();
-    let (mut gh, mut ga) = (2 * maxp * sx, "gh");
-    if let Some(split) = compact {
-        let (xr, gr, rows) = compact_regions(pad, split);
-        xo = xr.iter().map(|r| r * sx).collect();
-        gofs = gr.iter().map(|r| r * sx).collect();
-        off = rows * sx;
-        (gh, ga) = (0, "xh");
-    }
+            let x0alt = off;
+            if ahead {
+                off += pad.layers.first().map_or(0, |l| l.in_p) * sx;
+            }
+            let gofs = (0..n)
+                .map(|i| {
+                    if (n - 1 - i).is_multiple_of(2) {
+                        0
+                    } else {
+                        maxp * sx
+                    }
+                })
+                .collect();
+            (xo, gofs, x0alt, off, 2 * maxp * sx, "gh")
+        }
+    };
     let accs: Vec<(usize, usize)> = pad
         .layers
         .iter()
@@ -1211,7 +1217,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     let copy = |base: usize, src: &str, dst: &str| {
         format!(
             "uint u = t - {base}u; uint rb = u / {st_n}u; uint sb = u % {st_n}u; {ACC16} h;
-            coopMatLoad(h, {src}u + rb * 16u * SX + sb * 16u, SX, {ROW});
+            coopMatLoad(h, {src} + rb * 16u * SX + sb * 16u, SX, {ROW});
             coopMatStore(h, {dst}, {ROW});"
         )
     };
@@ -1550,7 +1556,6 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         if i + 1 < n_l {
             // hidden layer: activation in registers, padding rows to zero, f16 into X_{i+1}
             // (relu, leaky relu, tanh and none give 0 there already)
-            let pad_rows = needs_mask(l, lin.act);
             if !exp_has(&exp, "noepi") {
                 let _ = if h16 {
                     writeln!(
@@ -1566,12 +1571,12 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                     )
                 };
             }
-            if pad_rows {
-                // the rows past out_dims: a column-major stride-0 load of a 0/1 row mask
+            if let Some(mo) = lay.mask_off[i] {
+                // the rows past out_dims (`needs_mask`): a column-major stride-0 load of a
+                // 0/1 row mask
                 let _ = writeln!(
                     k,
-                    "        {{ {ACC} m; coopMatLoad(m, bs, {mo}u + ot * 16u, 0u, {COL}); for (int e = 0; e < c.length(); e++) {{ c[e] = c[e] * m[e]; }} }}",
-                    mo = lay.mask_off[i].expect("a masked layer's mask")
+                    "        {{ {ACC} m; coopMatLoad(m, bs, {mo}u + ot * 16u, 0u, {COL}); for (int e = 0; e < c.length(); e++) {{ c[e] = c[e] * m[e]; }} }}"
                 );
             }
             let _ = writeln!(
@@ -1740,7 +1745,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                             "if (t < {nx}u) {{ {} }}",
                             copy(
                                 0,
-                                &format!("xh, {}", xoff(i, 0).trim_end_matches('u')),
+                                &format!("xh, {}", xoff(i, 0)),
                                 &sp.tile(&pad, i, true, "rb")
                             )
                         ));
@@ -1748,7 +1753,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                     if nz > 0 {
                         arms.push(format!(
                             "if (t >= {nx}u && t < {ntot}u) {{ {} }}",
-                            copy(nx, &format!("{ga}, {cur}"), &sp.tile(&pad, i, false, "rb")),
+                            copy(nx, &format!("{ga}, {cur}u"), &sp.tile(&pad, i, false, "rb")),
                             ntot = nx + nz,
                         ));
                     }
