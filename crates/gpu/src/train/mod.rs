@@ -1395,12 +1395,9 @@ impl GpuTrainer {
             moments,
             weight_copy: coop || launch.vec,
             glsl: glsl.is_some(),
-            ahead: glsl
-                .as_ref()
-                .is_some_and(|g| g.ahead && g.private.is_none()),
-            compact: glsl
-                .as_ref()
-                .is_some_and(|g| g.shape.compact && g.private.is_none()),
+            // (the subgroup-private kernel's plan has neither)
+            ahead: glsl.as_ref().is_some_and(|g| g.ahead),
+            compact: glsl.as_ref().is_some_and(|g| g.shape.compact),
             dw_pass,
             scaling: scaling.zip(ls.map(|l| l.0)),
             pack,
