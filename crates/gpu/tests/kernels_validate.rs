@@ -227,13 +227,15 @@ fn glsl_step_kernels_compile() {
                 skew: 8,
                 per_mp,
                 compact: false,
+                inplace: 0,
             };
+            // (at 32 KiB two workgroups of 128 since the targets lie sample by sample)
             assert_eq!(
                 shapes.iter().map(|s| s.0).collect::<Vec<_>>(),
-                [two(64, 16, 4), two(256, 64, 1)]
+                [two(64, 16, 4), two(128, 32, 2)]
             );
-            // and the shape of two workgroups of 128, which the knobs still reach
-            shapes.push((two(128, 32, 2), 48 * 1024));
+            // and the shape of one workgroup of 256, which the knobs still reach
+            shapes.push((two(256, 64, 1), 48 * 1024));
         }
         if arch.contains("128x4") {
             assert_eq!((shapes[0].0.threads, shapes[0].0.samples), (256, 16));
@@ -276,10 +278,10 @@ fn glsl_step_kernels_compile() {
     // for each of the other five) in both forms of the atomics, which they do not use;
     // the hashgrid of two features in three forms (packed lanes), the dense grid in two
     assert_eq!(compiled, 2 * (2 * Loss::ALL.len() + 5) + 3 + 2);
-    // the other shapes at 32 KiB: 256 invocations for the 32- and 40-wide networks,
-    // two workgroups of 128 for freq(2) | mlp(20x2) (four at 48 KiB), rows without skew
-    // for B and D
-    assert_eq!(compiled_32, 2 * (Loss::ALL.len() + 5));
+    // the other shapes at 32 KiB: two workgroups of 128 for the 32-wide networks and
+    // freq(2) | mlp(20x2) (four of 64 at 48 KiB), rows without skew for B and D; the
+    // 40-wide network's is its shape at 48 KiB
+    assert_eq!(compiled_32, 2 * (Loss::ALL.len() + 4));
     let rows = DataKind::Rows {
         rows: 100,
         in_dims: 2,
@@ -871,15 +873,16 @@ fn glsl_compact_kernels_compile() {
     let (texture, d) = (small_texture(), build("freq(8) | mlp(128x4, relu)"));
     let pad = Pad::of(&d);
     let inner = [false, true, true, true, false];
-    let (xo, go, rows) = codegen::compact_regions(&pad, &inner);
+    let (xo, go, rows) = codegen::compact_regions(&pad, &inner, 0);
     assert_eq!(xo, [0, 32, 160, 32, 160]);
     assert_eq!(go, [160, 32, 160, 32, 288]);
     assert_eq!(rows, 304);
     // with every layer split X_4 leaves after the forward too: the same regions
-    assert_eq!(codegen::compact_regions(&pad, &[true; 5]).2, 304);
+    assert_eq!(codegen::compact_regions(&pad, &[true; 5], 0).2, 304);
     let base = codegen::glsl_samples(&d, 48 * 1024).unwrap();
     assert_eq!((base.samples, base.compact), (16, false));
-    let shape = codegen::compact_shape(&d, &inner, &base, 48 * 1024).expect("D's compact shape");
+    let shape =
+        codegen::compact_shape(&d, &inner, &base, 48 * 1024, None).expect("D's compact shape");
     assert_eq!(
         (shape.threads, shape.samples, shape.compact),
         (256, 32, true)
@@ -887,11 +890,20 @@ fn glsl_compact_kernels_compile() {
     // 96-wide layers (six row blocks: their tiles would not share held weight tiles): none
     let w96 = build("freq(4) | mlp(96x3, relu)");
     let b96 = codegen::glsl_samples(&w96, 48 * 1024).unwrap();
-    assert!(codegen::compact_shape(&w96, &[false, true, true, false], &b96, 48 * 1024).is_none());
-    // only the first layer split (its input X_0 stays for the whole chunk): no compact shape
     assert!(
-        codegen::compact_shape(&d, &[true, false, false, false, false], &base, 48 * 1024).is_none()
+        codegen::compact_shape(&w96, &[false, true, true, false], &b96, 48 * 1024, None).is_none()
     );
+    // only the first layer split (every X_i stays for its weight gradients): 32 samples,
+    // rows unpadded, no input gradient in place (a layer splits)
+    let first = codegen::compact_shape(
+        &d,
+        &[true, false, false, false, false],
+        &base,
+        48 * 1024,
+        None,
+    )
+    .expect("D with its first layer split");
+    assert_eq!((first.samples, first.skew, first.inplace), (32, 0, 0));
     // every network of the family with every layer split and with none, D also with its
     // default split: (network, mode, samples) of those that take the compact layout
     let mut taken = Vec::new();
@@ -906,10 +918,10 @@ fn glsl_compact_kernels_compile() {
         for mode in modes {
             let layers =
                 DwSplit::of(&net, 7, 3, 16, mode, u64::MAX).map_or(vec![false; n], |sp| sp.layers);
-            let Some(shape) = codegen::compact_shape(&net, &layers, &base, 48 * 1024) else {
+            let Some(shape) = codegen::compact_shape(&net, &layers, &base, 48 * 1024, None) else {
                 continue;
             };
-            taken.push((arch, mode, shape.samples));
+            taken.push((arch, mode, shape.samples, shape.inplace));
             let split = DwSplit::of(&net, 7, 3, shape.samples, mode, u64::MAX);
             for acc16 in [false, codegen::acc16_fits(&net)] {
                 let launch = codegen::GlslLaunch {
@@ -948,61 +960,91 @@ fn glsl_compact_kernels_compile() {
             }
         }
     }
-    // B: 64 samples with every layer split, none without (its inputs then all stay: 64
-    // samples do not fit, and 48, which do, only where asked); D: 32 either way it splits
-    // (none split: no gain); seed #3, the bare mlp and the 20-wide
-    // network have no more tiles than subgroups in any, the 40-wide network's three row
-    // blocks do not divide the subgroups; grids none
+    // B: 64 samples with every layer split, and without a split with its top two layers'
+    // input gradients in place (its inputs then all stay for their weight gradients); D:
+    // 32 either way it splits, and with none split its top two layers in place (64
+    // would give a subgroup four tiles a phase); seed #3, the bare mlp and the
+    // 20-wide network have no more tiles than subgroups in any, the 40-wide network's
+    // three row blocks do not divide the subgroups; grids none
     assert_eq!(
         taken,
         [
-            ("freq(8) | mlp(64x4, relu)", "all", 64),
-            ("freq(8) | mlp(128x4, relu)", "all", 32),
-            ("freq(8) | mlp(128x4, relu)", "", 32),
+            ("freq(8) | mlp(64x4, relu)", "all", 64, 0),
+            ("freq(8) | mlp(64x4, relu)", "0", 64, 2),
+            ("freq(8) | mlp(128x4, relu)", "all", 32, 0),
+            ("freq(8) | mlp(128x4, relu)", "0", 32, 2),
+            ("freq(8) | mlp(128x4, relu)", "", 32, 0),
         ]
     );
 }
 
-/// The frequency encoding by double angles (`NSHADE_GPU_FREQ=double`, off by default):
-/// for 3 and 8 octaves over 16 and 32 samples, in the step kernel's names, it compiles
-/// with glslang, takes one sine and one cosine an item, and writes every octave's sine
-/// and cosine row once.
+/// Input gradients stored in place (`GlslShape::inplace`): B's regions with none, its
+/// top two and all four layers above the first in place (dz_{i−1} at X_i's rows, the
+/// other gradients where X_i's have ended), which take it from 368 rows to 304, so that
+/// 64-sample chunks fit 48 KiB; each kernel compiles, keeps the tiles of exactly its
+/// in-place layers until a barrier, and has one barrier more for each.
 #[test]
-fn freq_double_angles_compile() {
-    for (octaves, s) in [(3usize, 16usize), (8, 32)] {
-        let frag = codegen::freq_double_angles(octaves, s, "x0c");
-        let rows = 4 * octaves;
-        let src = format!(
-            "#version 450
-#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
-layout(local_size_x = 64) in;
-const uint S = {s}u;
-const uint R = {r}u;
-const uint SX = {sx}u;
-const uint WG = 64u;
-shared float sh[{shn}];
-shared float16_t xh[{xhn}];
-void main() {{
-    uint lid = gl_LocalInvocationIndex;
-    uint x0c = 0u;
-{frag}}}
-",
-            r = s + 4,
-            sx = s + 8,
-            shn = 2 * (s + 4),
-            xhn = rows * (s + 8)
-        );
+fn glsl_inplace_kernels_compile() {
+    use nshade_gpu::train::codegen::Pad;
+    let (texture, b) = (small_texture(), build("freq(8) | mlp(64x4, relu)"));
+    let pad = Pad::of(&b);
+    let none = [false; 5];
+    assert_eq!(
+        codegen::inplace_layers(&none, 2),
+        [false, false, false, true, true]
+    );
+    assert_eq!(
+        codegen::inplace_layers(&[false, true, false, true, false], 2),
+        [false, false, true, false, true]
+    );
+    // (X_i offsets, dz_i offsets, rows): X_0 at 0, X_1..X_4 at 32, 96, 160, 224
+    assert_eq!(
+        codegen::compact_regions(&pad, &none, 0),
+        (vec![0, 32, 96, 160, 224], vec![96, 160, 224, 288, 352], 368)
+    );
+    assert_eq!(
+        codegen::compact_regions(&pad, &none, 2),
+        (vec![0, 32, 96, 160, 224], vec![96, 224, 160, 224, 288], 304)
+    );
+    let all = codegen::compact_regions(&pad, &none, 4);
+    assert_eq!((&all.1[..4], all.2), (&[32, 96, 160, 224][..], 304));
+    let base = codegen::glsl_samples(&b, 48 * 1024).unwrap();
+    assert_eq!((base.samples, base.compact), (32, false));
+    let shape = codegen::compact_shape(&b, &none, &base, 48 * 1024, None).expect("B compact");
+    assert_eq!((shape.samples, shape.skew, shape.inplace), (64, 8, 2));
+    let every = codegen::compact_shape(&b, &none, &base, 48 * 1024, Some(true)).unwrap();
+    assert_eq!((every.samples, every.inplace), (64, 4));
+    // none in place: 64 samples do not fit, and 48 only where asked
+    assert!(codegen::compact_shape(&b, &none, &base, 48 * 1024, Some(false)).is_none());
+    let barriers = |src: &str| src.matches("barrier();").count();
+    let mut counts = Vec::new();
+    for ip in [0u32, 2, 4] {
+        let launch = codegen::GlslLaunch {
+            shape: codegen::GlslShape {
+                inplace: ip,
+                ..shape
+            },
+            chunks: 3,
+            partial_len: pad.partial_len(b.dense_count),
+            atomic64: true,
+            packed: false,
+            split: None,
+            acc16: true,
+            ahead: false,
+        };
+        let src = codegen::glsl_step_kernel(&b, Loss::L2, texture, 5000, launch).unwrap();
         if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
-            panic!("{octaves} octaves: line {:?}: {}\n{src}", e.line, e.message);
+            panic!("{ip} in place: line {:?}: {}\n{src}", e.line, e.message);
         }
-        assert_eq!(frag.matches("sin(").count(), 1);
-        assert_eq!(frag.matches("cos(").count(), 1);
-        for o in 0..octaves {
+        for i in 1..5 {
             assert_eq!(
-                frag.matches(&format!("+ {o}u) * SX + s]")).count(),
-                2,
-                "octave {o}"
+                src.contains(&format!("dq{i}_1 = hh;")),
+                i as u32 >= 5 - ip,
+                "{ip} in place: layer {i}"
             );
         }
+        counts.push(barriers(&src));
     }
+    assert_eq!(counts[1], counts[0] + 2);
+    assert_eq!(counts[2], counts[0] + 4);
 }

@@ -433,9 +433,12 @@ fn sampling_ahead_gives_the_same_bits() {
         let net = Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
         let p0 = net.init_params(5);
         let run = |ahead: bool| {
+            // (B without input gradients in place: not in the compact layout, which has
+            // no room for the second X_0)
             let backend = GpuBackend::with_context(ctx.clone())
                 .precision(Precision::Coop)
-                .sample_ahead(ahead);
+                .sample_ahead(ahead)
+                .inplace(false);
             three_steps(&backend, &net, &p0, &tex, |t| {
                 // (D's compact layout, where its split lets it double its chunk, has no
                 // room for the second X_0: with `NSHADE_GPU_COMPACT=0` it samples ahead too)
@@ -457,6 +460,39 @@ fn sampling_ahead_gives_the_same_bits() {
             "{arch}: weights after 3 steps"
         );
     }
+}
+
+/// Input gradients stored into their layer's input region (`GpuBackend::inplace`, a
+/// barrier after the phase's last read of X_i) change where tiles lie, not what is
+/// added in which order: B in the compact layout of 64-sample chunks with as few layers
+/// in place as fit (two, by default) and with all four that can give the same bits
+/// (loss, gradient, weights after three steps). Needs cooperative matrices, as
+/// `glsl_step_kernel_matches_cpu`.
+#[test]
+fn inplace_gradients_give_the_same_bits() {
+    let Some(ctx) = glsl_context("inplace_gradients_give_the_same_bits") else {
+        return;
+    };
+    let tex = Arc::new(TrainingData::Texture(common::small_texture()));
+    let net = Network::build(&Arch::parse("freq(8) | mlp(64x4, relu)").unwrap(), 2, 3).unwrap();
+    let p0 = net.init_params(5);
+    let run = |every: Option<bool>, want: u32| {
+        let mut backend = GpuBackend::with_context(ctx.clone()).precision(Precision::Coop);
+        if let Some(e) = every {
+            backend = backend.inplace(e);
+        }
+        three_steps(&backend, &net, &p0, &tex, |t| {
+            assert!(t.compact_layout());
+            assert_eq!(t.inplace_layers(), want);
+        })
+    };
+    let (base, got) = (run(None, 2), run(Some(true), 4));
+    assert!(base.1.iter().any(|v| *v != 0.0), "a gradient of zeros");
+    assert!(base.1.iter().all(|v| v.is_finite()));
+    assert_ne!(base.2, p0, "the steps changed nothing");
+    assert_eq!(got.0.to_bits(), base.0.to_bits(), "loss");
+    assert_eq!(differing(&got.1, &base.1), 0, "gradient entries");
+    assert_eq!(differing(&got.2, &base.2), 0, "weights after 3 steps");
 }
 
 /// The GLSL step kernel's f16 range flags: a loss scale far too large for f16 (2^40)

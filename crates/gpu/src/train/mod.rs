@@ -72,6 +72,10 @@ pub struct KernelForms {
     pub dw: Option<codegen::DwForm>,
     /// The next chunk sampled ahead, where it fits (else [`codegen::ahead_for`]'s knob).
     pub ahead: Option<bool>,
+    /// In the compact layout, every layer that can stores its input gradient in place
+    /// (`Some(true)`), or none (`Some(false)`), instead of as few as fit
+    /// ([`codegen::compact_shape`]'s knob).
+    pub inplace: Option<bool>,
 }
 
 impl GpuBackend {
@@ -110,6 +114,13 @@ impl GpuBackend {
     /// instead of as `NSHADE_GPU_AHEAD` says (tests compare both on one device).
     pub fn sample_ahead(mut self, ahead: bool) -> GpuBackend {
         self.forms.ahead = Some(ahead);
+        self
+    }
+
+    /// Stores the input gradients of every layer that can in place in the compact layout
+    /// (`true`), or of none (`false`), instead of as few as fit (tests compare them).
+    pub fn inplace(mut self, every: bool) -> GpuBackend {
+        self.forms.inplace = Some(every);
         self
     }
 
@@ -564,7 +575,7 @@ fn glsl_launch(
     batch: u32,
     fused: Launch,
     max_binding: u64,
-    ahead: Option<bool>,
+    forms: KernelForms,
 ) -> Option<GlslPlan> {
     if !cfg!(feature = "glslang")
         || !glsl_enabled()
@@ -593,15 +604,16 @@ fn glsl_launch(
     // the compact layout where it gives more samples a chunk: where layers split (its
     // memory is sized for the layers the mode splits, which `acc16_for` counts again, so
     // a split the binding limit refused gets none) with the same split at its own launch;
-    // `NSHADE_GPU_COMPACT`: 0 never, `all` also for networks without a split layer
+    // and for networks without a split layer in shapes of one workgroup per
+    // multiprocessor; `NSHADE_GPU_COMPACT`: 0 never, `all` also in the others
     let knob = std::env::var("NSHADE_GPU_COMPACT").unwrap_or_default();
     let layers = codegen::split_layers_for(net, &mode);
     let split_now = split.as_ref().map(|sp| sp.layers.clone());
     let allowed = match &split_now {
         Some(l) => knob != "0" && *l == layers,
-        None => knob == "all" && !layers.contains(&true),
+        None => !layers.contains(&true) && (knob == "all" || (knob != "0" && shape.per_mp == 1)),
     };
-    if allowed && let Some(cs) = codegen::compact_shape(net, &layers, &shape, max) {
+    if allowed && let Some(cs) = codegen::compact_shape(net, &layers, &shape, max, forms.inplace) {
         let (g, c) = split_batch(batch, cs.samples, mps * cs.per_mp);
         let csp = codegen::DwSplit::of(net, g, c, cs.samples, &mode, max_binding);
         if csp.as_ref().map(|sp| &sp.layers) == split_now.as_ref() {
@@ -614,7 +626,7 @@ fn glsl_launch(
         shape,
         split,
         acc16,
-        ahead: codegen::ahead_for(net, &shape, acc16, max, ahead),
+        ahead: codegen::ahead_for(net, &shape, acc16, max, forms.ahead),
         private: None,
     })
 }
@@ -669,6 +681,7 @@ fn private_launch(
         skew: 0,
         per_mp,
         compact: false,
+        inplace: 0,
     };
     Some(GlslPlan {
         launch: shape_launch(&shape, groups * probe.sets_per_workgroup(), chunks, fused),
@@ -811,6 +824,8 @@ pub struct GpuTrainer {
     ahead: bool,
     /// The GLSL step kernel runs in the compact layout ([`codegen::GlslShape::compact`]).
     compact: bool,
+    /// Its layers storing their input gradient in place ([`codegen::GlslShape::inplace`]).
+    inplace: u32,
     /// The weight-gradient kernel of the split layers ([`codegen::glsl_dw_kernel`]),
     /// recorded after the step kernel, and its workgroups' second dimension (groups ×
     /// split layers).
@@ -1061,7 +1076,7 @@ impl GpuTrainer {
                 cfg.batch as u32,
                 launch,
                 max_binding,
-                forms.ahead,
+                forms,
             ),
             _ => None,
         };
@@ -1398,6 +1413,7 @@ impl GpuTrainer {
             // (the subgroup-private kernel's plan has neither)
             ahead: glsl.as_ref().is_some_and(|g| g.ahead),
             compact: glsl.as_ref().is_some_and(|g| g.shape.compact),
+            inplace: glsl.as_ref().map_or(0, |g| g.shape.inplace),
             dw_pass,
             scaling: scaling.zip(ls.map(|l| l.0)),
             pack,
@@ -1488,6 +1504,12 @@ impl GpuTrainer {
     /// ([`codegen::GlslShape::compact`]).
     pub fn compact_layout(&self) -> bool {
         self.compact
+    }
+
+    /// How many layers of the compact layout store their input gradient in place
+    /// ([`codegen::GlslShape::inplace`]; 0 elsewhere).
+    pub fn inplace_layers(&self) -> u32 {
+        self.inplace
     }
 
     /// Whether the step kernel is the subgroup-private one ([`codegen::private_step_kernel`],

@@ -63,6 +63,11 @@ pub struct GlslShape {
     /// backward kept in registers), every tensor of the chunk placed by its lifetime, and
     /// the tiles of a phase dealt to the subgroups by row block.
     pub compact: bool,
+    /// In the compact layout: this many of the layers (from the output layer down,
+    /// layers ≥ 1 whose weight gradients stay in the kernel) store their input gradient
+    /// dz_{i−1} into their input X_i's region, a workgroup barrier after the phase's last
+    /// read of X_i ([`inplace_layers`]); 0 elsewhere.
+    pub inplace: u32,
 }
 
 /// The encoding in front of the MLP.
@@ -153,6 +158,10 @@ struct Layout {
     sh: usize,
     /// The row stride of `sh`.
     r: usize,
+    /// With the output epilogue in registers: the offset of the targets in `sh` and
+    /// their stride (floats a sample).
+    tg: usize,
+    ts: usize,
     zc: usize,
     bs: usize,
     /// f16 biases for the f16 accumulators ([`acc16_for`]; 0 without them).
@@ -170,10 +179,13 @@ pub(super) fn needs_mask(l: &PadLayer, act: Activation) -> bool {
 }
 
 /// The layout for `s` samples per chunk, rows of `xh`/`gh` padded by `skew`. Rows of
-/// `sh`: u and v, then the targets — with the output epilogue in registers padded to the
-/// output layer's rows and followed by the samples' validity (1 or 0), S + 4 floats long
-/// (matrix loads of the targets need 16-byte-aligned rows); else followed by the
-/// outputs, S + 1 floats long; `wg` invocations; with X_0 in two buffers where `ahead`.
+/// `sh`: u and v, then — with the output epilogue in registers — the samples' validity
+/// (1 or 0), S + 4 floats long (matrix loads need 16-byte-aligned rows), and the targets
+/// sample by sample (`ts`, the outputs rounded up to 4, floats a sample), read as
+/// column-major tiles of stride `ts` whose rows past the outputs reach into the next
+/// samples' (rows the loss masks; the last sample's tile ends out_p floats after its
+/// start); else the targets and then the outputs, a row each, S + 1 floats long; `wg`
+/// invocations; with X_0 in two buffers where `ahead`.
 /// `compact`: the split layers of the compact layout ([`GlslShape::compact`],
 /// [`compact_regions`]); else every X_i has its own region of `xh` and the output
 /// gradients alternate between two of `gh`.
@@ -187,7 +199,7 @@ fn layout(
     wg: usize,
     acc16: bool,
     ahead: bool,
-    compact: Option<&[bool]>,
+    compact: Option<(&[bool], usize)>,
 ) -> Layout {
     debug_assert_eq!(masked.len(), pad.layers.len());
     let out_p = pad.layers.last().map_or(16, |l| l.out_p);
@@ -198,8 +210,8 @@ fn layout(
     // (X_i offsets, dz_i offsets, X_0's second buffer, `xh`'s and `gh`'s lengths, the
     // array of the output gradients)
     let (xo, gofs, x0alt, off, gh, ga) = match compact {
-        Some(split) => {
-            let (xr, gr, rows) = compact_regions(pad, split);
+        Some((split, inplace)) => {
+            let (xr, gr, rows) = compact_regions(pad, split, inplace);
             let scale = |v: Vec<usize>| v.iter().map(|r| r * sx).collect::<Vec<_>>();
             (scale(xr), scale(gr), rows * sx, rows * sx, 0, "xh")
         }
@@ -241,6 +253,7 @@ fn layout(
     // the folds at the end: one accumulator at a time, then the loss's blocks
     let folds = wg + wg / 16;
     let r = if outreg { s + 4 } else { s + 1 };
+    let ts = od.next_multiple_of(4);
     let sum_out: usize = pad.layers.iter().map(|l| l.out_p).sum();
     // the masks after the biases, for the layers that have one
     let mut mask_off = Vec::new();
@@ -261,11 +274,13 @@ fn layout(
         ga,
         maxp,
         sh: if outreg {
-            (2 + out_p + 1) * r
+            3 * r + (s - 1) * ts + out_p
         } else {
             (2 + 2 * od) * r
         },
         r,
+        tg: 3 * r,
+        ts,
         // the scratch tiles only where the output epilogue goes through them
         zc: if outreg {
             folds
@@ -289,16 +304,27 @@ fn layout(
 /// forward, its relu mask kept in registers, any other's by its backward phase), and
 /// tensors whose lifetimes do not meet share a region: the widest first, each into the
 /// first region at least as wide that is free for its whole lifetime, else a new one.
-pub fn compact_regions(pad: &Pad, split: &[bool]) -> (Vec<usize>, Vec<usize>, usize) {
+/// The `inplace` layers of [`inplace_layers`] write dz_{i−1} into X_i's region (which
+/// then lives until dz_{i−1}'s reader).
+pub fn compact_regions(
+    pad: &Pad,
+    split: &[bool],
+    inplace: usize,
+) -> (Vec<usize>, Vec<usize>, usize) {
     let n = pad.layers.len();
+    let inpl = inplace_layers(split, inplace);
     // (rows, first phase, last phase, X (else dz), layer)
     let mut items = Vec::new();
     for (i, (l, &sp)) in pad.layers.iter().zip(split).enumerate().skip(1) {
-        let last = if sp { i } else { 2 * n - 1 - i };
+        let last = match (sp, inpl[i]) {
+            (true, _) => i,
+            (false, false) => 2 * n - 1 - i,
+            (false, true) => 2 * n - i,
+        };
         items.push((l.in_p, i - 1, last, true, i));
     }
     items.push((pad.layers[n - 1].out_p, n - 1, n, false, n - 1));
-    for i in 0..n - 1 {
+    for i in (0..n - 1).filter(|&i| !inpl[i + 1]) {
         items.push((pad.layers[i].out_p, 2 * n - 2 - i, 2 * n - 1 - i, false, i));
     }
     items.sort_by_key(|it| (std::cmp::Reverse(it.0), it.1));
@@ -334,7 +360,22 @@ pub fn compact_regions(pad: &Pad, split: &[bool]) -> (Vec<usize>, Vec<usize>, us
             go[i] = start[k];
         }
     }
+    for i in (1..n).filter(|&i| inpl[i]) {
+        go[i - 1] = xo[i];
+    }
     (xo, go, row)
+}
+
+/// Per layer: whether its backward stores its input gradient dz_{i−1} into its input
+/// X_i's region ([`GlslShape::inplace`]): the first `count` layers i ≥ 1 from the output
+/// layer down whose weight gradients stay in the kernel (a split layer's X_i leaves
+/// workgroup memory after the forward already).
+pub fn inplace_layers(split: &[bool], count: usize) -> Vec<bool> {
+    let mut inpl = vec![false; split.len()];
+    for i in (1..split.len()).rev().filter(|&i| !split[i]).take(count) {
+        inpl[i] = true;
+    }
+    inpl
 }
 
 /// Invocations per bias row (a power of two ≤ 16 dividing S, B·rows ≤ WG), as the WGSL
@@ -409,7 +450,7 @@ fn layout_bytes(
     wg: usize,
     acc16: bool,
     ahead: bool,
-    compact: Option<&[bool]>,
+    compact: Option<(&[bool], usize)>,
 ) -> usize {
     let outreg = out_registers(wg);
     let masked = mask_layers(net, pad, outreg);
@@ -439,6 +480,7 @@ pub fn compact_shape(
     split: &[bool],
     shape: &GlslShape,
     max: usize,
+    every: Option<bool>,
 ) -> Option<GlslShape> {
     let shp = self::shape(net)?;
     let pad = Pad::of(net);
@@ -456,10 +498,25 @@ pub fn compact_shape(
         .ok()
         .and_then(|v| v.parse::<usize>().ok());
     // and only where the widest layer's phase has more tiles than subgroups (a subgroup's
-    // tiles then share their row block's weight tiles)
+    // tiles then share their row block's weight tiles), at most twice as many (D in
+    // 64-sample chunks, four tiles a subgroup, trained 0.59-0.67x as fast as in 32 on an
+    // H100; B in 64, two tiles, 1.09-1.15x its 32-sample shape)
     let rows = pad.layers.iter().map(|l| l.out_p / 16).max().unwrap_or(1);
     let nsg = wg / 32;
-    let more = |s: usize| rows * (s / 16) > nsg;
+    let more = |s: usize| rows * (s / 16) > nsg && rows * (s / 16) <= 2 * nsg;
+    // input gradients stored in place ([`GlslShape::inplace`]), each a barrier more: as
+    // few as fit, by default only where no layer splits; `every` (or
+    // `NSHADE_GPU_INPLACE=all`): every layer that can, `Some(false)` (or `=0`): none;
+    // `NSHADE_GPU_INPLACE=1`: as few as fit where layers split too
+    let knob = std::env::var("NSHADE_GPU_INPLACE").unwrap_or_default();
+    let eligible = inplace_layers(split, n).iter().filter(|&&b| b).count();
+    let (min_inplace, max_inplace) = match (every, knob.as_str()) {
+        (Some(false), _) | (None, "0") => (0, 0),
+        (Some(true), _) | (None, "all") => (eligible, eligible),
+        (None, "1") => (0, eligible),
+        _ if split.contains(&true) => (0, 0),
+        _ => (0, eligible),
+    };
     // every phase's weight tiles held as in the other shapes: a phase of more tiles than
     // subgroups needs row blocks that divide the subgroups (a 96-wide layer's six do not)
     let held = |s: usize| {
@@ -480,13 +537,21 @@ pub fn compact_shape(
                 // B 0.86-0.90x on the H200)
                 && asked.map_or(s != 48, |a| a == s)
         })
-        .find(|&(s, skew)| layout_bytes(net, &pad, s, skew, wg, false, false, Some(split)) <= max)
-        .map(|(s, skew)| GlslShape {
+        .find_map(|(s, skew)| {
+            // the fewest layers storing their input gradient in place that fit
+            (min_inplace..=max_inplace)
+                .find(|&ip| {
+                    layout_bytes(net, &pad, s, skew, wg, false, false, Some((split, ip))) <= max
+                })
+                .map(|ip| (s, skew, ip))
+        })
+        .map(|(s, skew, ip)| GlslShape {
             threads: wg as u32,
             samples: s as u32,
             skew: skew as u32,
             per_mp: 1,
             compact: true,
+            inplace: ip as u32,
         })
 }
 
@@ -534,6 +599,7 @@ pub fn glsl_samples(net: &Network, max: usize) -> Option<GlslShape> {
                     skew: 8,
                     per_mp,
                     compact: false,
+                    inplace: 0,
                 });
             }
         }
@@ -550,6 +616,7 @@ pub fn glsl_samples(net: &Network, max: usize) -> Option<GlslShape> {
                     skew: skew as u32,
                     per_mp: 1,
                     compact: false,
+                    inplace: 0,
                 });
             }
         }
@@ -635,7 +702,9 @@ fn shape_fits(net: &Network, shape: &GlslShape, acc16: bool, ahead: bool, max: u
         shape.threads as usize,
         acc16,
         ahead,
-        compact_layers(net, shape).as_deref(),
+        compact_layers(net, shape)
+            .as_deref()
+            .map(|sp| (sp, shape.inplace as usize)),
     );
     shape.per_mp as usize * bytes <= max
 }
@@ -720,46 +789,6 @@ pub(super) fn texel_corners(u: &str, v: &str, w: u32, h: u32) -> String {
 ",
         wm = w - 1,
         hm = h - 1
-    )
-}
-
-/// `NSHADE_GPU_FREQ=double`: the frequency encoding by double angles
-/// ([`freq_double_angles`]); not measured on a GPU yet, so off by default.
-fn freq_by_double_angles() -> bool {
-    std::env::var("NSHADE_GPU_FREQ").is_ok_and(|v| v == "double")
-}
-
-/// The frequency encoding of a chunk of `s` samples into X_0 at `x0` (an expression), one
-/// item per (input, sample): octave 0's sine and cosine (the same values as the direct
-/// form's), each further octave's from the one below by sin 2a = 2 sin a cos a,
-/// cos 2a = (cos a − sin a)(cos a + sin a), instead of a sine and cosine per octave. Its
-/// error against the exact sin(2^o·π·x) is 1.0–1.2× the direct form's, whose argument
-/// 2^o·π·x is rounded to f32 (numpy f32 over 200 001 x in [0, 1]: 3.0e-5 against 2.6e-5
-/// at octave 7); after rounding to f16, 0.05% / 1.2% of the features differ by one ulp
-/// at octaves 2 / 7.
-pub fn freq_double_angles(octaves: usize, s: usize, x0: &str) -> String {
-    let dk = 2 * octaves;
-    let mut body = String::new();
-    for o in 0..octaves {
-        if o > 0 {
-            body.push_str(
-                "        { float t = 2.0 * vs * vc; vc = (vc - vs) * (vc + vs); vs = t; }\n",
-            );
-        }
-        let _ = writeln!(
-            body,
-            "        xh[{x0} + (i * {octaves}u + {o}u) * SX + s] = float16_t(vs); xh[{x0} + ({dk}u + i * {octaves}u + {o}u) * SX + s] = float16_t(vc);"
-        );
-    }
-    format!(
-        "    for (uint e = lid; e < {n}u; e += WG) {{
-        uint s = e % S; uint i = e / S;
-        float xv = sh[i * R + s];
-        float vs = sin(xv * {pi}); float vc = cos(xv * {pi});
-{body}    }}
-",
-        n = 2 * s,
-        pi = lit(std::f32::consts::PI),
     )
 }
 
@@ -972,6 +1001,7 @@ pub fn glsl_step_kernel(
                 samples,
                 skew,
                 compact,
+                inplace,
                 ..
             },
         chunks,
@@ -1009,6 +1039,13 @@ pub fn glsl_step_kernel(
         (true, Some(sp)) => Some(&sp.layers[..]),
         (true, None) => Some(&no_split[..]),
     };
+    // the layers whose backward stores dz_{i−1} in place, a barrier after its last read
+    // of X_i (the compact layout's `inplace`)
+    let inpl = match compact {
+        Some(sp) => inplace_layers(sp, inplace as usize),
+        None if inplace == 0 => no_split.clone(),
+        None => return None,
+    };
     let lay = layout(
         &pad,
         s,
@@ -1018,7 +1055,7 @@ pub fn glsl_step_kernel(
         threads as usize,
         acc16,
         ahead,
-        compact,
+        compact.map(|sp| (sp, inplace as usize)),
     );
     let wg = threads as usize;
     let nsg = wg / 32;
@@ -1175,14 +1212,13 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         );
         boff += l.out_p;
     }
-    let out_p = pad.layers[n_l - 1].out_p;
-    if outreg && od < out_p {
-        // the targets' padding rows (masked, but never uninitialised)
+    if outreg {
+        // the targets' padding (masked, but never uninitialised)
         let _ = writeln!(
             k,
-            "    for (uint e = lid; e < {n}u; e += WG) {{ sh[{o}u * R + e] = 0.0; }}",
-            n = (out_p - od) * r,
-            o = 2 + od
+            "    for (uint e = lid; e < {n}u; e += WG) {{ sh[{o}u + e] = 0.0; }}",
+            n = lay.sh - lay.tg,
+            o = lay.tg
         );
     }
     k.push_str(BAR);
@@ -1364,8 +1400,16 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     }
     // packed lanes: this invocation's part of the grid outputs' Σ|dy|
     k.push_str("    float acca = 0.0;\n");
-    // rows of `sh`: u, v at 0 and 1, targets at 2.., outputs after them
+    // rows of `sh`: u, v at 0 and 1, then targets at 2.., outputs after them, or with the
+    // output epilogue in registers the validity at 2 and the targets sample by sample
     let (tgt, outr) = (2, 2 + od);
+    let target_at = |c: usize| {
+        if outreg {
+            format!("{}u + e * {}u + {c}u", lay.tg, lay.ts)
+        } else {
+            format!("{}u * R + e", tgt + c)
+        }
+    };
     // the sampling of the chunk from sample `first`: the prefetched texels interpolated
     // (raw inputs into X_0 at `x0`)
     let sample = |first: &str, x0: &str| -> String {
@@ -1382,17 +1426,17 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             let _ = writeln!(
                 b,
                 "        {{ float top = pt[{a}] + (pt[{bb}] - pt[{a}]) * tx; float bottom = pt[{cc}] + (pt[{d}] - pt[{cc}]) * tx;
-          sh[({row}u) * R + e] = top + (bottom - top) * ty; }}",
+          sh[{at}] = top + (bottom - top) * ty; }}",
                 a = 4 * c,
                 bb = 4 * c + 1,
                 cc = 4 * c + 2,
                 d = 4 * c + 3,
-                row = tgt + c
+                at = target_at(c)
             );
         }
         b.push_str("        float uu = valid ? u : 0.0; float vv = valid ? v : 0.0;\n");
         if outreg {
-            let _ = writeln!(b, "        sh[{}u * R + e] = valid ? 1.0 : 0.0;", 2 + out_p);
+            b.push_str("        sh[2u * R + e] = valid ? 1.0 : 0.0;\n");
         }
         if !matches!(shp.enc, Enc::Raw) {
             b.push_str("        sh[e] = uu; sh[R + e] = vv;\n");
@@ -1417,9 +1461,6 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         let mut cases = String::new();
         // timing only: no sin / cos
         let nofreq = exp_has(&exp, "nofreq");
-        if !nofreq && freq_by_double_angles() {
-            return Some(freq_double_angles(ko, s, x0));
-        }
         let body = if !nofreq && !exp_has(&off, "fswitch") {
             freq_sin_cos(ko)
         } else {
@@ -1633,7 +1674,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                 };
                 let _ = writeln!(
                     k,
-                    "        {ACC} tm; coopMatLoad(tm, sh, {tgt}u * R + sb * 16u, R, {ROW});
+                    "        {ACC} tm; coopMatLoad(tm, sh, {tg}u + ot * 16u + sb * {tsb}u, {ts}u, {COL});
         {rm}
         {ACC} vm; coopMatLoad(vm, sh, {vr}u * R + sb * 16u, 0u, {ROW});
         if (t < {nt}u) {{
@@ -1652,7 +1693,10 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                         ),
                         None => format!("{ACC} rm = {ACC}(1.0);"),
                     },
-                    vr = 2 + out_p,
+                    vr = 2,
+                    tg = lay.tg,
+                    ts = lay.ts,
+                    tsb = 16 * lay.ts,
                     tz = tee(i, false, "ot"),
                     chk = f16_check("dyv", &off),
                     ga = lay.ga,
@@ -1828,6 +1872,14 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             // dx = Wᵀ·dz, times the derivative of the layer below (from its f16 output);
             // under layer 0 the grid's output gradient
             let ntx = it_n * st_n;
+            // stored in place (into X_i's region, `inpl`): the tiles kept in registers
+            // until every subgroup has read X_i, a barrier later
+            let slots_x = ntx.div_ceil(nsg);
+            if inpl[i] {
+                for j in 0..slots_x {
+                    let _ = writeln!(k, "    {ACC16} dq{i}_{j};");
+                }
+            }
             tile_head(&mut k, ntx, "it");
             // f16 accumulators under a hidden layer (`acc16_for`)
             let d16 = acc16 && i > 0;
@@ -1902,20 +1954,40 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                     chk = f16_check("d", &off),
                 );
             }
-            let _ = writeln!(
-                k,
-                "        if (t < {ntx}u) {{ {ACC16} hh = {conv}; coopMatStore(hh, {ga}, {nxt}u + it * 16u * SX + sb * 16u, SX, {ROW});{tz} }}\n    }}",
-                conv = if d16 {
-                    "c".to_string()
-                } else {
-                    format!("{ACC16}(c)")
-                },
+            let conv = if d16 {
+                "c".to_string()
+            } else {
+                format!("{ACC16}(c)")
+            };
+            let store = format!(
+                "coopMatStore(hh, {ga}, {nxt}u + it * 16u * SX + sb * 16u, SX, {ROW});{tz}",
                 tz = if i > 0 {
                     tee(i - 1, false, "it")
                 } else {
                     String::new()
                 }
             );
+            if inpl[i] {
+                let keep: String = (0..slots_x)
+                    .map(|j| format!(" if (j == {j}u) {{ dq{i}_{j} = hh; }}"))
+                    .collect();
+                let _ = writeln!(
+                    k,
+                    "        if (t < {ntx}u) {{ {ACC16} hh = {conv};{keep} }}\n    }}"
+                );
+                k.push_str(BAR);
+                tile_head(&mut k, ntx, "it");
+                let mut pick = format!("{ACC16} hh = dq{i}_0;");
+                for j in 1..slots_x {
+                    let _ = write!(pick, " if (j == {j}u) {{ hh = dq{i}_{j}; }}");
+                }
+                let _ = writeln!(k, "        if (t < {ntx}u) {{ {pick} {store} }}\n    }}");
+            } else {
+                let _ = writeln!(
+                    k,
+                    "        if (t < {ntx}u) {{ {ACC16} hh = {conv}; {store} }}\n    }}"
+                );
+            }
             k.push_str(BAR);
             if let (0, Some(g)) = (i, grid) {
                 k.push_str(&grid_tables(g, nxt, s, pack.as_ref(), wg));
