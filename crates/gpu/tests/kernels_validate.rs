@@ -893,17 +893,16 @@ fn glsl_compact_kernels_compile() {
     assert!(
         codegen::compact_shape(&w96, &[false, true, true, false], &b96, 48 * 1024, None).is_none()
     );
-    // only the first layer split (every X_i stays for its weight gradients): 32 samples,
-    // rows unpadded, no input gradient in place (a layer splits)
+    // only the first layer split (every X_i stays for its weight gradients, and a layer
+    // splits, so none in place): no compact shape
     let first = codegen::compact_shape(
         &d,
         &[true, false, false, false, false],
         &base,
         48 * 1024,
         None,
-    )
-    .expect("D with its first layer split");
-    assert_eq!((first.samples, first.skew, first.inplace), (32, 0, 0));
+    );
+    assert!(first.is_none(), "{first:?}");
     // every network of the family with every layer split and with none, D also with its
     // default split: (network, mode, samples) of those that take the compact layout
     let mut taken = Vec::new();
@@ -921,7 +920,14 @@ fn glsl_compact_kernels_compile() {
             let Some(shape) = codegen::compact_shape(&net, &layers, &base, 48 * 1024, None) else {
                 continue;
             };
-            taken.push((arch, mode, shape.samples, shape.inplace));
+            taken.push((
+                arch,
+                mode,
+                shape.threads,
+                shape.per_mp,
+                shape.samples,
+                shape.inplace,
+            ));
             let split = DwSplit::of(&net, 7, 3, shape.samples, mode, u64::MAX);
             for acc16 in [false, codegen::acc16_fits(&net)] {
                 let launch = codegen::GlslLaunch {
@@ -960,20 +966,33 @@ fn glsl_compact_kernels_compile() {
             }
         }
     }
-    // B: 64 samples with every layer split, and without a split with its top two layers'
-    // input gradients in place (its inputs then all stay for their weight gradients); D:
-    // 32 either way it splits, and with none split its top two layers in place (64
-    // would give a subgroup four tiles a phase); seed #3, the bare mlp and the
-    // 20-wide network have no more tiles than subgroups in any, the 40-wide network's
-    // three row blocks do not divide the subgroups; grids none
+    // (network, mode, invocations, workgroups a multiprocessor, samples, layers in
+    // place): B 64 samples with every layer split, and without a split with its top two
+    // layers' input gradients in place (its inputs then all stay for their weight
+    // gradients); D 32 either way it splits, and with none split its top layer in place
+    // (64 would give a subgroup four tiles a phase); seed #3, the bare mlp and the
+    // 20-wide network two workgroups of 128 invocations and 64 samples (two tiles a
+    // subgroup) instead of four of 64 and 16, the 32-wide ones with their top two layers
+    // in place, the 20-wide one (f32 accumulators, no f16 bias copy) with none; the
+    // 40-wide network's three row blocks do not divide the subgroups; grids none
+    let a = "freq(3) | mlp(32x3, leaky_relu, sigmoid)";
+    let b = "freq(8) | mlp(64x4, relu)";
+    let d = "freq(8) | mlp(128x4, relu)";
+    let (m, f) = ("mlp(32x3, relu)", "freq(2) | mlp(20x2, sigmoid, exp)");
     assert_eq!(
         taken,
         [
-            ("freq(8) | mlp(64x4, relu)", "all", 64, 0),
-            ("freq(8) | mlp(64x4, relu)", "0", 64, 2),
-            ("freq(8) | mlp(128x4, relu)", "all", 32, 0),
-            ("freq(8) | mlp(128x4, relu)", "0", 32, 2),
-            ("freq(8) | mlp(128x4, relu)", "", 32, 0),
+            (a, "all", 128, 2, 64, 0),
+            (a, "0", 128, 2, 64, 2),
+            (b, "all", 256, 1, 64, 0),
+            (b, "0", 256, 1, 64, 2),
+            (d, "all", 256, 1, 32, 0),
+            (d, "0", 256, 1, 32, 1),
+            (d, "", 256, 1, 32, 0),
+            (m, "all", 128, 2, 64, 0),
+            (m, "0", 128, 2, 64, 2),
+            (f, "all", 128, 2, 64, 0),
+            (f, "0", 128, 2, 64, 0),
         ]
     );
 }

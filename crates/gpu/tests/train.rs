@@ -464,8 +464,9 @@ fn sampling_ahead_gives_the_same_bits() {
 
 /// Input gradients stored into their layer's input region (`GpuBackend::inplace`, a
 /// barrier after the phase's last read of X_i) change where tiles lie, not what is
-/// added in which order: B in the compact layout of 64-sample chunks with as few layers
-/// in place as fit (two, by default) and with all four that can give the same bits
+/// added in which order: B (one workgroup of 256 invocations a multiprocessor) and seed
+/// #3 (two of 128) in the compact layout of 64-sample chunks with as few layers in place
+/// as fit (two, by default) and with every one that can (four, three) give the same bits
 /// (loss, gradient, weights after three steps). Needs cooperative matrices, as
 /// `glsl_step_kernel_matches_cpu`.
 #[test]
@@ -474,25 +475,37 @@ fn inplace_gradients_give_the_same_bits() {
         return;
     };
     let tex = Arc::new(TrainingData::Texture(common::small_texture()));
-    let net = Network::build(&Arch::parse("freq(8) | mlp(64x4, relu)").unwrap(), 2, 3).unwrap();
-    let p0 = net.init_params(5);
-    let run = |every: Option<bool>, want: u32| {
-        let mut backend = GpuBackend::with_context(ctx.clone()).precision(Precision::Coop);
-        if let Some(e) = every {
-            backend = backend.inplace(e);
-        }
-        three_steps(&backend, &net, &p0, &tex, |t| {
-            assert!(t.compact_layout());
-            assert_eq!(t.inplace_layers(), want);
-        })
-    };
-    let (base, got) = (run(None, 2), run(Some(true), 4));
-    assert!(base.1.iter().any(|v| *v != 0.0), "a gradient of zeros");
-    assert!(base.1.iter().all(|v| v.is_finite()));
-    assert_ne!(base.2, p0, "the steps changed nothing");
-    assert_eq!(got.0.to_bits(), base.0.to_bits(), "loss");
-    assert_eq!(differing(&got.1, &base.1), 0, "gradient entries");
-    assert_eq!(differing(&got.2, &base.2), 0, "weights after 3 steps");
+    for (arch, every_layer) in [
+        ("freq(8) | mlp(64x4, relu)", 4),
+        ("freq(3) | mlp(32x3, leaky_relu, sigmoid)", 3),
+    ] {
+        let net = Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
+        let p0 = net.init_params(5);
+        let run = |every: Option<bool>, want: u32| {
+            let mut backend = GpuBackend::with_context(ctx.clone()).precision(Precision::Coop);
+            if let Some(e) = every {
+                backend = backend.inplace(e);
+            }
+            three_steps(&backend, &net, &p0, &tex, |t| {
+                assert!(t.compact_layout(), "{arch}");
+                assert_eq!(t.inplace_layers(), want, "{arch}");
+            })
+        };
+        let (base, got) = (run(None, 2), run(Some(true), every_layer));
+        assert!(
+            base.1.iter().any(|v| *v != 0.0),
+            "{arch}: a gradient of zeros"
+        );
+        assert!(base.1.iter().all(|v| v.is_finite()), "{arch}");
+        assert_ne!(base.2, p0, "{arch}: the steps changed nothing");
+        assert_eq!(got.0.to_bits(), base.0.to_bits(), "{arch}: loss");
+        assert_eq!(differing(&got.1, &base.1), 0, "{arch}: gradient entries");
+        assert_eq!(
+            differing(&got.2, &base.2),
+            0,
+            "{arch}: weights after 3 steps"
+        );
+    }
 }
 
 /// The GLSL step kernel's f16 range flags: a loss scale far too large for f16 (2^40)

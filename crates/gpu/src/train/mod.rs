@@ -604,14 +604,14 @@ fn glsl_launch(
     // the compact layout where it gives more samples a chunk: where layers split (its
     // memory is sized for the layers the mode splits, which `acc16_for` counts again, so
     // a split the binding limit refused gets none) with the same split at its own launch;
-    // and for networks without a split layer in shapes of one workgroup per
-    // multiprocessor; `NSHADE_GPU_COMPACT`: 0 never, `all` also in the others
+    // and for networks without a split layer, where it gives more samples a
+    // multiprocessor (`NSHADE_GPU_COMPACT=0`: never)
     let knob = std::env::var("NSHADE_GPU_COMPACT").unwrap_or_default();
     let layers = codegen::split_layers_for(net, &mode);
     let split_now = split.as_ref().map(|sp| sp.layers.clone());
     let allowed = match &split_now {
         Some(l) => knob != "0" && *l == layers,
-        None => !layers.contains(&true) && (knob == "all" || (knob != "0" && shape.per_mp == 1)),
+        None => knob != "0" && !layers.contains(&true),
     };
     if allowed && let Some(cs) = codegen::compact_shape(net, &layers, &shape, max, forms.inplace) {
         let (g, c) = split_batch(batch, cs.samples, mps * cs.per_mp);

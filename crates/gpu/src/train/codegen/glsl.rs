@@ -488,22 +488,17 @@ pub fn compact_shape(
     if matches!(shp.enc, Enc::Grid(_)) || !direct_stores() || split.len() != n {
         return None;
     }
-    // (an override narrower than a layer is ignored, as in `glsl_samples`)
-    let wg = threads_override()
-        .filter(|&t| pad.layers.iter().all(|l| l.out_dims <= t))
-        .unwrap_or(DEFAULT_THREADS);
+    // workgroups of 256 invocations, else of 128 (two a multiprocessor where they fit);
+    // an override narrower than a layer is ignored, as in `glsl_samples`
+    let wgs = match threads_override().filter(|&t| pad.layers.iter().all(|l| l.out_dims <= t)) {
+        Some(t) => vec![t],
+        None => vec![DEFAULT_THREADS, DEFAULT_THREADS / 2],
+    };
     // rows padded first (unpadded rows put a tile's 16 rows into the same banks), then
     // the most samples; `NSHADE_GPU_SAMPLES` asks for a count, for measurements
     let asked = std::env::var("NSHADE_GPU_SAMPLES")
         .ok()
         .and_then(|v| v.parse::<usize>().ok());
-    // and only where the widest layer's phase has more tiles than subgroups (a subgroup's
-    // tiles then share their row block's weight tiles), at most twice as many (D in
-    // 64-sample chunks, four tiles a subgroup, trained 0.59-0.67x as fast as in 32 on an
-    // H100; B in 64, two tiles, 1.09-1.15x its 32-sample shape)
-    let rows = pad.layers.iter().map(|l| l.out_p / 16).max().unwrap_or(1);
-    let nsg = wg / 32;
-    let more = |s: usize| rows * (s / 16) > nsg && rows * (s / 16) <= 2 * nsg;
     // input gradients stored in place ([`GlslShape::inplace`]), each a barrier more: as
     // few as fit, by default only where no layer splits; `every` (or
     // `NSHADE_GPU_INPLACE=all`): every layer that can, `Some(false)` (or `=0`): none;
@@ -517,42 +512,68 @@ pub fn compact_shape(
         _ if split.contains(&true) => (0, 0),
         _ => (0, eligible),
     };
-    // every phase's weight tiles held as in the other shapes: a phase of more tiles than
-    // subgroups needs row blocks that divide the subgroups (a 96-wide layer's six do not)
-    let held = |s: usize| {
-        pad.layers.iter().all(|l| {
-            [l.out_p / 16, l.in_p / 16]
-                .iter()
-                .all(|&rb| rb * (s / 16) <= nsg || nsg.is_multiple_of(rb))
-        })
-    };
-    [(64, 8), (32, 8), (48, 8), (64, 0), (32, 0), (48, 0)]
-        .into_iter()
-        .filter(|&(s, _)| {
-            s > shape.samples as usize
-                && s <= wg
-                && more(s)
-                && held(s)
-                // 48 only where asked: three sample blocks were slower than two (D 0.87x,
-                // B 0.86-0.90x on the H200)
-                && asked.map_or(s != 48, |a| a == s)
-        })
-        .find_map(|(s, skew)| {
-            // the fewest layers storing their input gradient in place that fit
-            (min_inplace..=max_inplace)
-                .find(|&ip| {
-                    layout_bytes(net, &pad, s, skew, wg, false, false, Some((split, ip))) <= max
+    let rows = pad.layers.iter().map(|l| l.out_p / 16).max().unwrap_or(1);
+    for wg in wgs {
+        // only where the widest layer's phase has more tiles than subgroups (a subgroup's
+        // tiles then share their row block's weight tiles), at most twice as many (D in
+        // 64-sample chunks, four tiles a subgroup, trained 0.59-0.67x as fast as in 32 on
+        // an H100; B in 64, two tiles, 1.09-1.15x its 32-sample shape)
+        let nsg = wg / 32;
+        let more = |s: usize| rows * (s / 16) > nsg && rows * (s / 16) <= 2 * nsg;
+        // every phase's weight tiles held as in the other shapes: a phase of more tiles
+        // than subgroups needs row blocks that divide the subgroups (a 96-wide layer's six
+        // do not)
+        let held = |s: usize| {
+            pad.layers.iter().all(|l| {
+                [l.out_p / 16, l.in_p / 16]
+                    .iter()
+                    .all(|&rb| rb * (s / 16) <= nsg || nsg.is_multiple_of(rb))
+            })
+        };
+        // (64 samples in unpadded rows put a tile's rows into the same banks: D 0.31x, seed
+        // #3 0.28-0.46x on an H100)
+        let candidates = [(64, 8), (32, 8), (48, 8), (32, 0), (48, 0)]
+            .into_iter()
+            .filter(|&(s, _)| {
+                s <= wg
+                    && more(s)
+                    && held(s)
+                    // 48 only where asked: three sample blocks were slower than two (D
+                    // 0.87x, B 0.86-0.90x on the H200)
+                    && asked.map_or(s != 48, |a| a == s)
+            });
+        // as many resident workgroups as fit `max` with their f16 bias copies (where
+        // `acc16_fits`) and 1 KiB each to spare (NVIDIA keeps 1 KiB of shared memory per
+        // resident block), at most 256 invocations a multiprocessor (their registers)
+        let acc16 = acc16_fits(net);
+        let per_mp = |bytes: usize| match max / (bytes + 1024) {
+            _ if bytes > max => 0,
+            0 => 1,
+            k => k.min(DEFAULT_THREADS / wg),
+        };
+        for (s, skew) in candidates {
+            // the fewest layers storing their input gradient in place that give more
+            // samples a multiprocessor than `shape`
+            let Some((ip, per_mp)) = (min_inplace..=max_inplace)
+                .map(|ip| {
+                    let b = layout_bytes(net, &pad, s, skew, wg, acc16, false, Some((split, ip)));
+                    (ip, per_mp(b))
                 })
-                .map(|ip| (s, skew, ip))
-        })
-        .map(|(s, skew, ip)| GlslShape {
-            threads: wg as u32,
-            samples: s as u32,
-            skew: skew as u32,
-            per_mp: 1,
-            compact: true,
-            inplace: ip as u32,
-        })
+                .find(|&(_, k)| s * k > (shape.samples * shape.per_mp) as usize)
+            else {
+                continue;
+            };
+            return Some(GlslShape {
+                threads: wg as u32,
+                samples: s as u32,
+                skew: skew as u32,
+                per_mp: per_mp as u32,
+                compact: true,
+                inplace: ip as u32,
+            });
+        }
+    }
+    None
 }
 
 /// The split layers' X and dz are stored from the epilogues' registers where they can be
