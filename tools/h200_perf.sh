@@ -19,7 +19,8 @@
 # both modes run D with its dW kernel's tiles read in place (NSHADE_GPU_DWSTAGE=0), the dW
 # kernel alone (NSHADE_GPU_ONLY=dw) staged and in place, and the test of its forms where
 # $D holds the release `train` binary; D in 16-sample chunks (NSHADE_GPU_COMPACT=0), B
-# without the next chunk sampled ahead (NSHADE_GPU_AHEAD=0) and that test of the two forms;
+# and A before the compact layout took them (NSHADE_GPU_COMPACT=0) and the tests of the
+# sampling and in-place forms;
 # TABLE_ONLY=1 runs only the table (nshade, D with every dW in the step kernel,
 # A, B, D with the epilogues as before the nineteenth session, the GLSL kernel's tests
 # with the default, with every layer split and with f16 accumulators wherever they fit,
@@ -69,10 +70,10 @@ for l in sys.stdin:
   NSHADE_GPU_ONLY=dw timeout 100 "$N" bench --backend gpu --json --seconds 0.3 --arch "$DD" $BATCHES | tee >(tag d-dw-alone)
   NSHADE_GPU_ONLY=dw NSHADE_GPU_DWSTAGE=0 timeout 100 "$N" bench --backend gpu --json --seconds 0.3 --arch "$DD" $BATCHES | tee >(tag d-dw-alone-inplace)
   [ -x "$D/train" ] && timeout 100 "$D/train" dw_kernel_forms --nocapture 2>&1 | grep -E "^test |panicked"
-  echo "== D in 16-sample chunks (the layout before the compact one), B without the next chunk sampled ahead, and the test of the two sampling forms"
+  echo "== D in 16-sample chunks (the layout before the compact one), A and B as before the twenty-fifth session (NSHADE_GPU_COMPACT=0: B 32-sample chunks sampled ahead, A four workgroups of 64), the tests of the sampling and in-place forms"
   NSHADE_GPU_COMPACT=0 timeout 150 "$N" bench --backend gpu --json --seconds 1 --arch "$DD" $BATCHES | tee >(tag d-nocompact)
-  NSHADE_GPU_AHEAD=0 timeout 150 "$N" bench --backend gpu --json --seconds 1 --arch "$B" $BATCHES | tee >(tag b-noahead)
-  [ -x "$D/train" ] && timeout 100 "$D/train" sampling_ahead --nocapture 2>&1 | grep -E "^test |panicked"
+  NSHADE_GPU_COMPACT=0 timeout 150 "$N" bench --backend gpu --json --seconds 1 --arch "$A" --arch "$B" $BATCHES | tee >(tag ab-nocompact)
+  [ -x "$D/train" ] && timeout 100 "$D/train" sampling_ahead inplace --nocapture 2>&1 | grep -E "^test |panicked"
   if [ -n "${TABLE_ONLY:-}" ]; then
     echo "== A, B, D with the step kernel's epilogues as before the nineteenth session (f32 accumulators, per-value range checks, the freq switch, the loss in registers for every shape)"
     NSHADE_GPU_OFF=lsmax,lossbr,leaky,fswitch NSHADE_GPU_ACC16=0 NSHADE_GPU_OUTREG=1 timeout 150 "$N" bench --backend gpu --json --seconds 1 --arch "$A" --arch "$B" --arch "$DD" $BATCHES | tee >(tag before-s19)
