@@ -349,9 +349,7 @@ fn dw_kernel_forms_give_the_same_bits() {
         })
     };
     let base = run(0, 1, 1, 256);
-    assert!(base.1.iter().any(|v| *v != 0.0), "a gradient of zeros");
-    assert!(base.1.iter().all(|v| v.is_finite()));
-    assert_ne!(base.2, p0, "the steps changed nothing");
+    assert_trained(&base, &p0, "in place");
     for (stage, parts, depth, threads) in [
         (32, 1, 1, 256),
         (32, 2, 1, 256),
@@ -362,18 +360,8 @@ fn dw_kernel_forms_give_the_same_bits() {
         (0, 1, 1, 512),
     ] {
         let got = run(stage, parts, depth, threads);
-        assert_eq!(
-            got.0.to_bits(),
-            base.0.to_bits(),
-            "loss, stage {stage}, parts {parts}, depth {depth}, {threads} invocations"
-        );
         let form = format!("stage {stage}, parts {parts}, depth {depth}, {threads} invocations");
-        assert_eq!(differing(&got.1, &base.1), 0, "gradient entries, {form}");
-        assert_eq!(
-            differing(&got.2, &base.2),
-            0,
-            "weights after 3 steps, {form}"
-        );
+        assert_same_steps(&got, &base, &form);
     }
 }
 
@@ -386,7 +374,7 @@ fn three_steps(
     p0: &[f32],
     tex: &Arc<TrainingData>,
     check: impl Fn(&nshade_gpu::train::GpuTrainer),
-) -> (f32, Vec<f32>, Vec<f32>) {
+) -> Steps {
     let mut t = backend
         .trainer(
             net,
@@ -409,6 +397,30 @@ fn differing(a: &[f32], b: &[f32]) -> usize {
         .zip(b)
         .filter(|(x, y)| x.to_bits() != y.to_bits())
         .count()
+}
+
+/// [`three_steps`]' loss, gradient and weights.
+type Steps = (f32, Vec<f32>, Vec<f32>);
+
+/// `base` (from `p0`) trained: a finite gradient not all zeros, weights that moved.
+fn assert_trained(base: &Steps, p0: &[f32], what: &str) {
+    assert!(
+        base.1.iter().any(|v| *v != 0.0),
+        "{what}: a gradient of zeros"
+    );
+    assert!(base.1.iter().all(|v| v.is_finite()), "{what}");
+    assert_ne!(base.2, p0, "{what}: the steps changed nothing");
+}
+
+/// `got` has `base`'s bits: the loss, every gradient entry, the weights after 3 steps.
+fn assert_same_steps(got: &Steps, base: &Steps, what: &str) {
+    assert_eq!(got.0.to_bits(), base.0.to_bits(), "{what}: loss");
+    assert_eq!(differing(&got.1, &base.1), 0, "{what}: gradient entries");
+    assert_eq!(
+        differing(&got.2, &base.2),
+        0,
+        "{what}: weights after 3 steps"
+    );
 }
 
 /// The next chunk sampled and encoded in this one's backward (`sample_ahead`, a second
@@ -446,19 +458,8 @@ fn sampling_ahead_gives_the_same_bits() {
             })
         };
         let (base, got) = (run(false), run(true));
-        assert!(
-            base.1.iter().any(|v| *v != 0.0),
-            "{arch}: a gradient of zeros"
-        );
-        assert!(base.1.iter().all(|v| v.is_finite()), "{arch}");
-        assert_ne!(base.2, p0, "{arch}: the steps changed nothing");
-        assert_eq!(got.0.to_bits(), base.0.to_bits(), "{arch}: loss");
-        assert_eq!(differing(&got.1, &base.1), 0, "{arch}: gradient entries");
-        assert_eq!(
-            differing(&got.2, &base.2),
-            0,
-            "{arch}: weights after 3 steps"
-        );
+        assert_trained(&base, &p0, arch);
+        assert_same_steps(&got, &base, arch);
     }
 }
 
@@ -492,19 +493,8 @@ fn inplace_gradients_give_the_same_bits() {
             })
         };
         let (base, got) = (run(None, 2), run(Some(true), every_layer));
-        assert!(
-            base.1.iter().any(|v| *v != 0.0),
-            "{arch}: a gradient of zeros"
-        );
-        assert!(base.1.iter().all(|v| v.is_finite()), "{arch}");
-        assert_ne!(base.2, p0, "{arch}: the steps changed nothing");
-        assert_eq!(got.0.to_bits(), base.0.to_bits(), "{arch}: loss");
-        assert_eq!(differing(&got.1, &base.1), 0, "{arch}: gradient entries");
-        assert_eq!(
-            differing(&got.2, &base.2),
-            0,
-            "{arch}: weights after 3 steps"
-        );
+        assert_trained(&base, &p0, arch);
+        assert_same_steps(&got, &base, arch);
     }
 }
 
