@@ -465,16 +465,20 @@ fn compact_layers(net: &Network, shape: &GlslShape) -> Option<Vec<bool>> {
 }
 
 /// The compact layout ([`GlslShape::compact`]) for `net` whose layers `split` go through
-/// the dW kernel (none, or some), where it gives more samples per chunk than
+/// the dW kernel (none, or some), where it gives more samples a multiprocessor than
 /// [`glsl_samples`]' `shape` in `max` bytes of workgroup memory and the widest layer's
-/// phase more tiles than subgroups (a subgroup's tiles then share their row block's
-/// weight tiles, held in registers where every layer's row blocks divide the subgroups
-/// or fit them at once, which it requires): 256 invocations (or `NSHADE_GPU_THREADS`), 64
-/// or 32 samples with rows padded by 8, else the same without (`NSHADE_GPU_SAMPLES` asks
-/// for a count, 48 among them, for measurements). Not for grids, nor where the split tensors are copied from workgroup
-/// memory (`NSHADE_GPU_DWSTORE=copy`). The trainer takes it where layers split
-/// (`NSHADE_GPU_COMPACT=0`: never; `all`: for networks without a split layer too, whose
-/// inputs then all stay for their weight gradients).
+/// phase gives each subgroup one or two tiles more than one (a subgroup's tiles then
+/// share their row block's weight tiles, held in registers where every layer's row
+/// blocks divide the subgroups or fit them at once, which it requires): 256 invocations,
+/// else 128 (or `NSHADE_GPU_THREADS`); 64 or 32 samples with rows padded by 8, else 32
+/// without (`NSHADE_GPU_SAMPLES` asks for a count, 48 among them, for measurements); as
+/// many workgroups a multiprocessor as fit with their f16 bias copies and 1 KiB each to
+/// spare, at most 256 invocations; the fewest layers storing their input gradient in
+/// place ([`GlslShape::inplace`]) that reach it — by default only where no layer splits,
+/// `every`: `Some(true)` every layer that can, `Some(false)` none. Not for grids, nor
+/// where the split tensors are copied from workgroup memory (`NSHADE_GPU_DWSTORE=copy`).
+/// The trainer takes it (`NSHADE_GPU_COMPACT=0`: never) for networks without a split
+/// layer and for those whose split it keeps.
 pub fn compact_shape(
     net: &Network,
     split: &[bool],
