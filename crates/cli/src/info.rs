@@ -61,6 +61,12 @@ pub fn run(args: Args) -> Result<()> {
                     ""
                 }
             );
+            if !a.cooperative_matrix2.is_empty() {
+                println!("     VK_NV_cooperative_matrix2:");
+                for line in &a.cooperative_matrix2 {
+                    println!("       {line}");
+                }
+            }
         } else {
             println!("     cooperative matrix: no");
         }

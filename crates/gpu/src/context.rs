@@ -32,6 +32,11 @@ pub struct AdapterSummary {
     /// A matrices (the GLSL inference kernel's `rows_convert`); in a
     /// [`GpuContext`]'s summary: its device was opened with them.
     pub cooperative_matrix_conversions: bool,
+    /// What the adapter offers of `VK_NV_cooperative_matrix2`, in words (empty where it
+    /// does not list it): its features, its limits and its flexible-dimension
+    /// configurations ([`coopmat2::describe`]); [`list_adapters`] fills it, an open
+    /// [`GpuContext`]'s summary leaves it empty.
+    pub cooperative_matrix2: Vec<String>,
     pub max_workgroup_storage: u32,
     pub max_invocations_per_workgroup: u32,
     /// The multiprocessors (NVIDIA's SMs) where the driver reports them
@@ -107,6 +112,8 @@ fn summarize(adapter: &wgpu::Adapter) -> AdapterSummary {
         cooperative_matrix: coop,
         cooperative_matrix_shapes: shapes,
         cooperative_matrix_conversions: coop && coopmat2::conversions(adapter),
+        // (filled by `list_adapters`, for `nshade info`, not for every device opened)
+        cooperative_matrix2: Vec::new(),
         max_workgroup_storage: l.max_compute_workgroup_storage_size,
         max_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
         multiprocessors: sm_builtins::multiprocessors(adapter),
@@ -125,7 +132,13 @@ impl AdapterSummary {
 pub fn list_adapters() -> Vec<AdapterSummary> {
     pollster::block_on(instance().enumerate_adapters(wgpu::Backends::all()))
         .iter()
-        .map(summarize)
+        .map(|a| {
+            let mut s = summarize(a);
+            if s.cooperative_matrix {
+                s.cooperative_matrix2 = coopmat2::describe(a);
+            }
+            s
+        })
         .collect()
 }
 
@@ -352,6 +365,145 @@ pub mod coopmat2 {
         }
     }
 
+    /// `VkPhysicalDeviceCooperativeMatrix2PropertiesNV`.
+    #[repr(C)]
+    struct Properties {
+        s_type: vk::StructureType,
+        p_next: *mut c_void,
+        workgroup_scope_max_workgroup_size: u32,
+        flexible_dimensions_max_dimension: u32,
+        workgroup_scope_reserved_shared_memory: u32,
+    }
+
+    /// `VkCooperativeMatrixFlexibleDimensionsPropertiesNV`.
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Flexible {
+        s_type: vk::StructureType,
+        p_next: *mut c_void,
+        m_granularity: u32,
+        n_granularity: u32,
+        k_granularity: u32,
+        a_type: vk::ComponentTypeKHR,
+        b_type: vk::ComponentTypeKHR,
+        c_type: vk::ComponentTypeKHR,
+        result_type: vk::ComponentTypeKHR,
+        saturating_accumulation: vk::Bool32,
+        scope: vk::ScopeKHR,
+        workgroup_invocations: u32,
+    }
+
+    /// `vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV`.
+    type GetFlexible =
+        unsafe extern "system" fn(vk::PhysicalDevice, *mut u32, *mut Flexible) -> vk::Result;
+
+    /// Most flexible-dimension configurations listed.
+    const MAX_FLEXIBLE: u32 = 64;
+
+    /// What the adapter offers of the extension, in words: a line of the features it sets
+    /// (`workgroup_scope`, `flexible_dimensions`, `reductions`, `conversions`,
+    /// `per_element_operations`, `tensor_addressing`, `block_loads`), its limits
+    /// (workgroup-scope invocations and reserved shared memory, the largest flexible
+    /// dimension) and each flexible-dimension configuration (`MgxNgxKg A->R scope,
+    /// invocations`); empty where the adapter is not a Vulkan one listing it.
+    pub fn describe(adapter: &wgpu::Adapter) -> Vec<String> {
+        // SAFETY: read-only queries of the adapter's physical device, the structures
+        // chained only where it lists the extension; the entry point is the instance's
+        // own, called with a count no larger than the array it fills.
+        unsafe {
+            let Some((instance, physical)) = super::listing(adapter, EXTENSION) else {
+                return Vec::new();
+            };
+            let mut f = Features::new(false);
+            let mut f2 = vk::PhysicalDeviceFeatures2 {
+                p_next: (&mut f as *mut Features).cast(),
+                ..Default::default()
+            };
+            instance.get_physical_device_features2(physical, &mut f2);
+            let features: Vec<&str> = [
+                ("workgroup_scope", f.workgroup_scope),
+                ("flexible_dimensions", f.flexible_dimensions),
+                ("reductions", f.reductions),
+                ("conversions", f.conversions),
+                ("per_element_operations", f.per_element_operations),
+                ("tensor_addressing", f.tensor_addressing),
+                ("block_loads", f.block_loads),
+            ]
+            .iter()
+            .filter(|(_, on)| *on == vk::TRUE)
+            .map(|(name, _)| *name)
+            .collect();
+            let mut out = vec![format!("features: {}", features.join(", "))];
+            let mut p = Properties {
+                s_type: vk::StructureType::from_raw(1_000_593_002),
+                p_next: std::ptr::null_mut(),
+                workgroup_scope_max_workgroup_size: 0,
+                flexible_dimensions_max_dimension: 0,
+                workgroup_scope_reserved_shared_memory: 0,
+            };
+            let mut p2 = vk::PhysicalDeviceProperties2 {
+                p_next: (&mut p as *mut Properties).cast(),
+                ..Default::default()
+            };
+            instance.get_physical_device_properties2(physical, &mut p2);
+            out.push(format!(
+                "workgroup scope up to {} invocations ({} bytes of workgroup memory reserved), flexible dimensions up to {}",
+                p.workgroup_scope_max_workgroup_size,
+                p.workgroup_scope_reserved_shared_memory,
+                p.flexible_dimensions_max_dimension
+            ));
+            let Some(hal) = adapter.as_hal::<Vulkan>() else {
+                return out;
+            };
+            let name = c"vkGetPhysicalDeviceCooperativeMatrixFlexibleDimensionsPropertiesNV";
+            let Some(fp) = hal
+                .shared_instance()
+                .entry()
+                .get_instance_proc_addr(instance.handle(), name.as_ptr())
+            else {
+                return out;
+            };
+            let get: GetFlexible = std::mem::transmute(fp);
+            let mut count = 0u32;
+            if get(physical, &mut count, std::ptr::null_mut()) != vk::Result::SUCCESS {
+                return out;
+            }
+            let empty = Flexible {
+                s_type: vk::StructureType::from_raw(1_000_593_001),
+                p_next: std::ptr::null_mut(),
+                m_granularity: 0,
+                n_granularity: 0,
+                k_granularity: 0,
+                a_type: vk::ComponentTypeKHR::default(),
+                b_type: vk::ComponentTypeKHR::default(),
+                c_type: vk::ComponentTypeKHR::default(),
+                result_type: vk::ComponentTypeKHR::default(),
+                saturating_accumulation: vk::FALSE,
+                scope: vk::ScopeKHR::default(),
+                workgroup_invocations: 0,
+            };
+            let mut all = vec![empty; count.min(MAX_FLEXIBLE) as usize];
+            let mut n = all.len() as u32;
+            let r = get(physical, &mut n, all.as_mut_ptr());
+            if r != vk::Result::SUCCESS && r != vk::Result::INCOMPLETE {
+                return out;
+            }
+            for c in &all[..(n as usize).min(all.len())] {
+                out.push(format!(
+                    "flexible {}x{}x{} {:?}->{:?} {:?} {} invocations",
+                    c.m_granularity,
+                    c.n_granularity,
+                    c.k_granularity,
+                    c.a_type,
+                    c.result_type,
+                    c.scope,
+                    c.workgroup_invocations
+                ));
+            }
+            out
+        }
+    }
+
     /// The adapter is a Vulkan one whose device lists the extension with
     /// `cooperativeMatrixConversions`.
     pub fn conversions(adapter: &wgpu::Adapter) -> bool {
@@ -456,6 +608,10 @@ pub mod coopmat2 {
     /// Always false here.
     pub fn conversions(_: &wgpu::Adapter) -> bool {
         false
+    }
+    /// Always empty here.
+    pub fn describe(_: &wgpu::Adapter) -> Vec<String> {
+        Vec::new()
     }
     /// Always an error here.
     ///
