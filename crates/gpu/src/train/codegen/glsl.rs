@@ -494,9 +494,14 @@ pub fn compact_shape(
     }
     // workgroups of 256 invocations, else of 128 (two a multiprocessor where they fit);
     // an override narrower than a layer is ignored, as in `glsl_samples`
-    let wgs = match threads_override().filter(|&t| pad.layers.iter().all(|l| l.out_dims <= t)) {
+    // (and never narrower than a layer: bias rows take one invocation each)
+    let narrow_enough = |t: &usize| pad.layers.iter().all(|l| l.out_dims <= *t);
+    let wgs: Vec<usize> = match threads_override().filter(narrow_enough) {
         Some(t) => vec![t],
-        None => vec![DEFAULT_THREADS, DEFAULT_THREADS / 2],
+        None => [DEFAULT_THREADS, DEFAULT_THREADS / 2]
+            .into_iter()
+            .filter(narrow_enough)
+            .collect(),
     };
     // rows padded first (unpadded rows put a tile's 16 rows into the same banks), then
     // the most samples; `NSHADE_GPU_SAMPLES` asks for a count, for measurements
