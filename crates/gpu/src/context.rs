@@ -335,6 +335,7 @@ pub mod coopmat2 {
 
     /// `VkPhysicalDeviceCooperativeMatrix2FeaturesNV`.
     #[repr(C)]
+    #[derive(Clone, Copy, Debug)]
     pub struct Features {
         pub s_type: vk::StructureType,
         pub p_next: *mut c_void,
@@ -507,18 +508,23 @@ pub mod coopmat2 {
     /// The adapter is a Vulkan one whose device lists the extension with
     /// `cooperativeMatrixConversions`.
     pub fn conversions(adapter: &wgpu::Adapter) -> bool {
+        offered(adapter).is_some_and(|f| f.conversions == vk::TRUE)
+    }
+
+    /// The extension's features the adapter offers, where it is a Vulkan one whose
+    /// device lists the extension.
+    pub fn offered(adapter: &wgpu::Adapter) -> Option<Features> {
         // SAFETY: read-only queries of the adapter's physical device.
         unsafe {
-            let Some((instance, physical)) = super::listing(adapter, EXTENSION) else {
-                return false;
-            };
+            let (instance, physical) = super::listing(adapter, EXTENSION)?;
             let mut f = Features::new(false);
             let mut f2 = vk::PhysicalDeviceFeatures2 {
                 p_next: (&mut f as *mut Features).cast(),
                 ..Default::default()
             };
             instance.get_physical_device_features2(physical, &mut f2);
-            f.conversions == vk::TRUE
+            f.p_next = std::ptr::null_mut();
+            Some(f)
         }
     }
 
@@ -531,7 +537,24 @@ pub mod coopmat2 {
         adapter: &wgpu::Adapter,
         desc: &wgpu::DeviceDescriptor,
     ) -> Result<(wgpu::Device, wgpu::Queue), String> {
-        let mut features = Features::new(true);
+        unsafe { open_with(adapter, desc, Features::new(true)) }
+    }
+
+    /// The device wgpu would open on `adapter` for `desc`, with the extension and
+    /// `features` (its `s_type` and `p_next` are set here).
+    ///
+    /// # Safety
+    /// [`offered`] must have returned every feature `features` sets for `adapter`.
+    pub unsafe fn open_with(
+        adapter: &wgpu::Adapter,
+        desc: &wgpu::DeviceDescriptor,
+        features: Features,
+    ) -> Result<(wgpu::Device, wgpu::Queue), String> {
+        let mut features = Features {
+            s_type: vk::StructureType::from_raw(1_000_593_000),
+            p_next: std::ptr::null_mut(),
+            ..features
+        };
         let open = {
             let hal = unsafe { adapter.as_hal::<Vulkan>() }.ok_or("not a Vulkan adapter")?;
             let feat: *mut Features = &mut features;
