@@ -412,15 +412,11 @@ pub mod coopmat2 {
         // chained only where it lists the extension; the entry point is the instance's
         // own, called with a count no larger than the array it fills.
         unsafe {
-            let Some((instance, physical)) = super::listing(adapter, EXTENSION) else {
+            let (Some(f), Some((instance, physical))) =
+                (offered(adapter), super::listing(adapter, EXTENSION))
+            else {
                 return Vec::new();
             };
-            let mut f = Features::new(false);
-            let mut f2 = vk::PhysicalDeviceFeatures2 {
-                p_next: (&mut f as *mut Features).cast(),
-                ..Default::default()
-            };
-            instance.get_physical_device_features2(physical, &mut f2);
             let features: Vec<&str> = [
                 ("workgroup_scope", f.workgroup_scope),
                 ("flexible_dimensions", f.flexible_dimensions),

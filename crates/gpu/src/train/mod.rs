@@ -609,10 +609,11 @@ fn glsl_launch(
     let knob = std::env::var("NSHADE_GPU_COMPACT").unwrap_or_default();
     let layers = codegen::split_layers_for(net, &mode);
     let split_now = split.as_ref().map(|sp| sp.layers.clone());
-    let allowed = match &split_now {
-        Some(l) => knob != "0" && *l == layers,
-        None => knob != "0" && !layers.contains(&true),
-    };
+    let allowed = knob != "0"
+        && match &split_now {
+            Some(l) => *l == layers,
+            None => !layers.contains(&true),
+        };
     if allowed && let Some(cs) = codegen::compact_shape(net, &layers, &shape, max, forms.inplace) {
         let (g, c) = split_batch(batch, cs.samples, mps * cs.per_mp);
         let csp = codegen::DwSplit::of(net, g, c, cs.samples, &mode, max_binding);

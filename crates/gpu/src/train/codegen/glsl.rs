@@ -522,6 +522,7 @@ pub fn compact_shape(
         _ => (0, eligible),
     };
     let rows = pad.layers.iter().map(|l| l.out_p / 16).max().unwrap_or(1);
+    let acc16 = acc16_fits(net);
     for wg in wgs {
         // only where the widest layer's phase has more tiles than subgroups (a subgroup's
         // tiles then share their row block's weight tiles), at most twice as many (D in
@@ -554,8 +555,7 @@ pub fn compact_shape(
         // as many resident workgroups as fit `max` with their f16 bias copies (where
         // `acc16_fits`) and 1 KiB each to spare (NVIDIA keeps 1 KiB of shared memory per
         // resident block), at most 256 invocations a multiprocessor (their registers)
-        let acc16 = acc16_fits(net);
-        let per_mp = |bytes: usize| match max / (bytes + 1024) {
+        let resident = |bytes: usize| match max / (bytes + 1024) {
             _ if bytes > max => 0,
             0 => 1,
             k => k.min(DEFAULT_THREADS / wg),
@@ -566,7 +566,7 @@ pub fn compact_shape(
             let Some((ip, per_mp)) = (min_inplace..=max_inplace)
                 .map(|ip| {
                     let b = layout_bytes(net, &pad, s, skew, wg, acc16, false, Some((split, ip)));
-                    (ip, per_mp(b))
+                    (ip, resident(b))
                 })
                 .find(|&(_, k)| s * k > (shape.samples * shape.per_mp) as usize)
             else {
@@ -978,6 +978,24 @@ fn f16_check(v: &str, off: &str) -> String {
     } else {
         format!("lsm = max(lsm, floatBitsToUint({v}) & 0x7fffffffu);")
     }
+}
+
+/// The tile `hh` of the tile loop's slot `j` kept in registers `{name}_{j}` (one of
+/// `slots`), as statements.
+fn keep_slot(name: &str, slots: usize) -> String {
+    (0..slots)
+        .map(|j| format!(" if (j == {j}u) {{ {name}_{j} = hh; }}"))
+        .collect()
+}
+
+/// An f16 accumulator `var` declared as the register of slot `j` that [`keep_slot`] kept
+/// under `name`.
+fn pick_slot(var: &str, name: &str, slots: usize) -> String {
+    let mut y = format!("{ACC16} {var} = {name}_0;");
+    for j in 1..slots {
+        let _ = write!(y, " if (j == {j}u) {{ {var} = {name}_{j}; }}");
+    }
+    y
 }
 
 /// How a GLSL step kernel runs.
@@ -1661,9 +1679,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                 x = lay.xo[i + 1],
                 tx = tee(i + 1, true, "ot"),
                 keep = if kept(i + 1) {
-                    (0..kept_slots(i + 1))
-                        .map(|j| format!(" if (j == {j}u) {{ xm{}_{j} = hh; }}", i + 1))
-                        .collect::<String>()
+                    keep_slot(&format!("xm{}", i + 1), kept_slots(i + 1))
                 } else {
                     String::new()
                 },
@@ -1936,11 +1952,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             let d = input_gradient(below, &off);
             // y = X_i's tile: from workgroup memory, or kept in registers by the forward
             let yh = if kept(i) {
-                let mut y = format!("{ACC16} yh = xm{i}_0;");
-                for j in 1..kept_slots(i) {
-                    let _ = write!(y, " if (j == {j}u) {{ yh = xm{i}_{j}; }}");
-                }
-                y
+                pick_slot("yh", &format!("xm{i}"), kept_slots(i))
             } else {
                 format!(
                     "{ACC16} yh; coopMatLoad(yh, xh, {x}u + it * 16u * SX + sb * 16u, SX, {ROW});",
@@ -1998,19 +2010,14 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                 }
             );
             if inpl[i] {
-                let keep: String = (0..slots_x)
-                    .map(|j| format!(" if (j == {j}u) {{ dq{i}_{j} = hh; }}"))
-                    .collect();
+                let keep = keep_slot(&format!("dq{i}"), slots_x);
                 let _ = writeln!(
                     k,
                     "        if (t < {ntx}u) {{ {ACC16} hh = {conv};{keep} }}\n    }}"
                 );
                 k.push_str(BAR);
                 tile_head(&mut k, ntx, "it");
-                let mut pick = format!("{ACC16} hh = dq{i}_0;");
-                for j in 1..slots_x {
-                    let _ = write!(pick, " if (j == {j}u) {{ hh = dq{i}_{j}; }}");
-                }
+                let pick = pick_slot("hh", &format!("dq{i}"), slots_x);
                 let _ = writeln!(k, "        if (t < {ntx}u) {{ {pick} {store} }}\n    }}");
             } else {
                 let _ = writeln!(
