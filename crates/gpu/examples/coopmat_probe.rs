@@ -35,21 +35,33 @@ pub struct Form {
 }
 
 /// The forms probed for `iters` products per workgroup: subgroup scope in workgroups of
-/// 128 and 256 invocations (f16 and f32 accumulators), workgroup scope in both (f32
-/// accumulators converted to f16 for the store), each over 64 and 128 samples.
+/// 128 and 256 invocations (f16 and f32 accumulators, each tile's chain of products in
+/// turn; and f16 with the subgroup's tiles interleaved, k step by k step), workgroup
+/// scope in both (f32 accumulators converted to f16 for the store), each over 64 and 128
+/// samples.
 pub fn forms(iters: u32) -> Vec<Form> {
     let mut out = Vec::new();
     for samples in [64usize, 128] {
         for threads in [128u32, 256] {
-            for acc16 in [true, false] {
+            for (acc16, tiles) in [
+                (true, Tiles::Loop),
+                (false, Tiles::Loop),
+                (true, Tiles::Unrolled),
+                (true, Tiles::Interleaved),
+            ] {
                 out.push(Form {
                     name: format!(
-                        "subgroup 16x16, {} accumulators, {threads} invocations, {samples} samples",
-                        if acc16 { "f16" } else { "f32" }
+                        "subgroup 16x16, {} accumulators{}, {threads} invocations, {samples} samples",
+                        if acc16 { "f16" } else { "f32" },
+                        match tiles {
+                            Tiles::Loop => "",
+                            Tiles::Unrolled => ", [[unroll]] tile loop",
+                            Tiles::Interleaved => ", tiles interleaved",
+                        }
                     ),
                     threads,
                     samples,
-                    glsl: subgroup_glsl(threads, samples, iters, acc16),
+                    glsl: subgroup_glsl(threads, samples, iters, acc16, tiles),
                 });
             }
             out.push(Form {
@@ -101,13 +113,30 @@ const TAIL: &str = "    for (uint e = lid; e < F * S; e += WG) { x[wid * F * S +
 }
 ";
 
+/// How a subgroup's tiles of a phase are written: a loop over them (the step kernels'
+/// form), the same loop with `[[unroll]]` (`GL_EXT_control_flow_attributes`), or side by
+/// side, each k step's X tiles loaded and multiplied for all of them before the next.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Tiles {
+    Loop,
+    Unrolled,
+    Interleaved,
+}
+
 /// Subgroup scope: tile t = j·NSG + sgid of row block t mod 4 and sample block t div 4
-/// (the subgroup's tiles share its row block's four held weight tiles).
-fn subgroup_glsl(threads: u32, samples: usize, iters: u32, acc16: bool) -> String {
+/// (the subgroup's tiles share its row block's four held weight tiles), as `tiles` says.
+fn subgroup_glsl(threads: u32, samples: usize, iters: u32, acc16: bool, tiles: Tiles) -> String {
     let nsg = threads as usize / 32;
-    let tiles = (F / 16) * (samples / 16);
+    let nj = (F / 16) * (samples / 16) / nsg;
     let acc = if acc16 { "float16_t" } else { "float" };
-    let mut k = head("", threads, samples);
+    let cm = format!("coopmat<{acc}, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>");
+    let mb = "coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB>";
+    let hm = "coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>";
+    let mut k = head(
+        "#extension GL_EXT_control_flow_attributes : require\n",
+        threads,
+        samples,
+    );
     k.push_str("    uint rb = sgid % 4u;\n");
     for kk in 0..F / 16 {
         k.push_str(&format!(
@@ -116,25 +145,59 @@ fn subgroup_glsl(threads: u32, samples: usize, iters: u32, acc16: bool) -> Strin
         ));
     }
     k.push_str(&format!(
-        "    for (uint it = 0u; it < {iters}u; it++) {{
-        uint nxt = F * SX - cur;
-        for (uint j = 0u; j < {nj}u; j++) {{
-            uint t = j * {nsg}u + sgid; uint sb = t / 4u;
-            coopmat<{acc}, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> c = coopmat<{acc}, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(0.0);
-",
-        nj = tiles / nsg
+        "    for (uint it = 0u; it < {iters}u; it++) {{\n        uint nxt = F * SX - cur;\n"
     ));
-    for kk in 0..F / 16 {
+    if tiles == Tiles::Interleaved {
+        for j in 0..nj {
+            k.push_str(&format!(
+                "        uint sb{j} = ({j}u * {nsg}u + sgid) / 4u; {cm} c{j} = {cm}(0.0);\n"
+            ));
+        }
+        for kk in 0..F / 16 {
+            for j in 0..nj {
+                k.push_str(&format!(
+                    "        {mb} b{j}_{kk}; coopMatLoad(b{j}_{kk}, xs, cur + {o}u * SX + sb{j} * 16u, SX, gl_CooperativeMatrixLayoutRowMajor);\n",
+                    o = kk * 16
+                ));
+            }
+            for j in 0..nj {
+                k.push_str(&format!(
+                    "        c{j} = coopMatMulAdd(w{kk}, b{j}_{kk}, c{j});\n"
+                ));
+            }
+        }
+        for j in 0..nj {
+            k.push_str(&format!(
+                "        {{ {hm} h = {hm}(c{j}); coopMatStore(h, xs, nxt + rb * 16u * SX + sb{j} * 16u, SX, gl_CooperativeMatrixLayoutRowMajor); }}\n"
+            ));
+        }
+    } else {
         k.push_str(&format!(
-            "            {{ coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseB> b; coopMatLoad(b, xs, cur + {o}u * SX + sb * 16u, SX, gl_CooperativeMatrixLayoutRowMajor); c = coopMatMulAdd(w{kk}, b, c); }}\n",
-            o = kk * 16
+            "        {}for (uint j = 0u; j < {nj}u; j++) {{
+            uint t = j * {nsg}u + sgid; uint sb = t / 4u;
+            {cm} c = {cm}(0.0);
+",
+            if tiles == Tiles::Unrolled {
+                "[[unroll]] "
+            } else {
+                ""
+            }
+        ));
+        for kk in 0..F / 16 {
+            k.push_str(&format!(
+                "            {{ {mb} b; coopMatLoad(b, xs, cur + {o}u * SX + sb * 16u, SX, gl_CooperativeMatrixLayoutRowMajor); c = coopMatMulAdd(w{kk}, b, c); }}\n",
+                o = kk * 16
+            ));
+        }
+        k.push_str(&format!(
+            "            {hm} h = {hm}(c);
+            coopMatStore(h, xs, nxt + rb * 16u * SX + sb * 16u, SX, gl_CooperativeMatrixLayoutRowMajor);
+        }}
+"
         ));
     }
     k.push_str(
-        "            coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator> h = coopmat<float16_t, gl_ScopeSubgroup, 16, 16, gl_MatrixUseAccumulator>(c);
-            coopMatStore(h, xs, nxt + rb * 16u * SX + sb * 16u, SX, gl_CooperativeMatrixLayoutRowMajor);
-        }
-        memoryBarrierShared(); barrier();
+        "        memoryBarrierShared(); barrier();
         cur = nxt;
     }
 ",

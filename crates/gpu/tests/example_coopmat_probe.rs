@@ -12,9 +12,10 @@ mod example;
 #[test]
 fn probe_forms_compile_and_keep_their_input() {
     let forms = example::forms(4);
-    // subgroup scope (two accumulator types) and workgroup scope, in workgroups of 128
-    // and 256, over 64 and 128 samples
-    assert_eq!(forms.len(), 12);
+    // subgroup scope (two accumulator types, and f16 with the tile loop unrolled and with
+    // the tiles interleaved) and workgroup scope, in workgroups of 128 and 256, over 64
+    // and 128 samples
+    assert_eq!(forms.len(), 20);
     for f in &forms {
         if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&f.glsl) {
             panic!("{}: line {:?}: {}\n{}", f.name, e.line, e.message, f.glsl);
@@ -22,6 +23,13 @@ fn probe_forms_compile_and_keep_their_input() {
         assert_eq!(
             f.glsl.contains("gl_ScopeWorkgroup"),
             f.name.starts_with("workgroup"),
+            "{}",
+            f.name
+        );
+        // interleaved: no tile loop, every tile's accumulator declared
+        assert_eq!(
+            f.glsl.contains("for (uint j = 0u;"),
+            f.name.starts_with("subgroup") && !f.name.contains("interleaved"),
             "{}",
             f.name
         );

@@ -258,6 +258,7 @@ fn glsl_step_kernels_compile() {
                     split: None,
                     acc16: false,
                     ahead: false,
+                    interleave: codegen::Interleave::default(),
                 };
                 let src = codegen::glsl_step_kernel(&net, loss, texture, 5000, launch).expect(arch);
                 if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
@@ -617,6 +618,7 @@ fn launch_48k(net: &Network, acc16: bool) -> codegen::GlslLaunch {
         split: None,
         acc16,
         ahead: false,
+        interleave: codegen::Interleave::default(),
     }
 }
 
@@ -677,6 +679,7 @@ fn glsl_dw_split_kernels_compile() {
             // dW kernel from the current one)
             acc16: codegen::acc16_fits(&net),
             ahead: codegen::ahead_fits(&net),
+            interleave: codegen::Interleave::default(),
         };
         let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch).expect(arch);
         let dw_form = |stage, parts, depth, threads| codegen::DwForm {
@@ -939,6 +942,7 @@ fn glsl_compact_kernels_compile() {
                     split: split.clone(),
                     acc16,
                     ahead: false,
+                    interleave: codegen::Interleave::default(),
                 };
                 let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch.clone())
                     .expect(arch);
@@ -1050,6 +1054,7 @@ fn glsl_inplace_kernels_compile() {
             split: None,
             acc16: true,
             ahead: false,
+            interleave: codegen::Interleave::default(),
         };
         let src = codegen::glsl_step_kernel(&b, Loss::L2, texture, 5000, launch).unwrap();
         if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
@@ -1066,4 +1071,82 @@ fn glsl_inplace_kernels_compile() {
     }
     assert_eq!(counts[1], counts[0] + 2);
     assert_eq!(counts[2], counts[0] + 4);
+}
+
+/// A subgroup's tiles of a phase side by side (`GlslLaunch::interleave`): for every
+/// network of the GLSL family in the shape the trainer takes (compact where it is), with
+/// none, the default (the forward's phases) and all (the input gradients' too), each
+/// kernel compiles with glslang and has the same workgroup barriers; each interleaved
+/// phase of a subgroup's `nj` tiles puts its products before its `nj` epilogue blocks,
+/// and a form without interleaving has none of them.
+#[test]
+fn glsl_interleaved_kernels_compile() {
+    use nshade_gpu::train::codegen::{DwSplit, Interleave, Pad};
+    let texture = small_texture();
+    let barriers = |src: &str| src.matches("barrier();").count();
+    let blocks = |src: &str| src.matches("    { uint j = ").count();
+    let mut interleaved = 0;
+    for (arch, losses) in common::glsl_family() {
+        let net = build(arch);
+        let pad = Pad::of(&net);
+        let layers = DwSplit::of(&net, 7, 3, 16, "", u64::MAX)
+            .map_or(vec![false; pad.layers.len()], |sp| sp.layers);
+        let base = codegen::glsl_samples(&net, 48 * 1024).expect(arch);
+        let shape = codegen::compact_shape(&net, &layers, &base, 48 * 1024, None).unwrap_or(base);
+        let split = DwSplit::of(&net, 7, 3, shape.samples, "", u64::MAX)
+            .filter(|_| shape.compact || layers.contains(&true));
+        let nsg = shape.threads as usize / 32;
+        let st_n = shape.samples as usize / 16;
+        // the epilogue blocks each form should have: a hidden layer's forward, a layer
+        // above the first's input gradients, where a subgroup has more than one tile
+        let tiles = |rows: usize| (rows / 16 * st_n).div_ceil(nsg);
+        let n = pad.layers.len();
+        let fwd: usize = pad.layers[..n - 1]
+            .iter()
+            .map(|l| tiles(l.out_p))
+            .filter(|&t| t > 1)
+            .sum();
+        let dx: usize = pad.layers[1..]
+            .iter()
+            .map(|l| tiles(l.in_p))
+            .filter(|&t| t > 1)
+            .sum();
+        let mut bars = Vec::new();
+        for (form, want) in [
+            (Interleave::NONE, 0),
+            (Interleave::default(), fwd),
+            (Interleave::ALL, fwd + dx),
+        ] {
+            let launch = codegen::GlslLaunch {
+                shape,
+                chunks: 3,
+                partial_len: pad.partial_len(net.dense_count),
+                atomic64: true,
+                packed: false,
+                split: split.clone(),
+                acc16: codegen::acc16_fits(&net),
+                ahead: false,
+                interleave: form,
+            };
+            let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch)
+                .unwrap_or_else(|| panic!("{arch}: no kernel"));
+            if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
+                panic!("{arch} ({form:?}): line {:?}: {}\n{src}", e.line, e.message);
+            }
+            assert_eq!(blocks(&src), want, "{arch} ({form:?})");
+            assert_eq!(
+                src.contains("    c1 = coopMatMulAdd("),
+                want > 0,
+                "{arch} ({form:?})"
+            );
+            bars.push(barriers(&src));
+            interleaved += usize::from(want > 0);
+        }
+        assert!(
+            bars.iter().all(|&b| b == bars[0]),
+            "{arch}: barriers {bars:?}"
+        );
+    }
+    // seed #3, B and D (at least) have phases of two tiles a subgroup
+    assert!(interleaved >= 6, "{interleaved} interleaved forms");
 }

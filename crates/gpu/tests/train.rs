@@ -498,6 +498,41 @@ fn inplace_gradients_give_the_same_bits() {
     }
 }
 
+/// A subgroup's tiles of a phase side by side (`GpuBackend::interleave`) reorder the
+/// kernel's text, not its sums: seed #3, B and D (two tiles a subgroup in their forward
+/// and input-gradient phases) with none, the default (the forward's phases) and every
+/// phase interleaved give the same bits (loss, gradient, weights after three steps).
+/// Needs cooperative matrices, as `glsl_step_kernel_matches_cpu`.
+#[test]
+fn interleaved_tiles_give_the_same_bits() {
+    use nshade_gpu::train::codegen::Interleave;
+    let Some(ctx) = glsl_context("interleaved_tiles_give_the_same_bits") else {
+        return;
+    };
+    let tex = Arc::new(TrainingData::Texture(common::small_texture()));
+    for arch in [
+        "freq(3) | mlp(32x3, leaky_relu, sigmoid)",
+        "freq(8) | mlp(64x4, relu)",
+        "freq(8) | mlp(128x4, relu)",
+    ] {
+        let net = Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
+        let p0 = net.init_params(5);
+        let run = |form: Interleave| {
+            let backend = GpuBackend::with_context(ctx.clone())
+                .precision(Precision::Coop)
+                .interleave(form);
+            three_steps(&backend, &net, &p0, &tex, |t| {
+                assert!(t.compact_layout(), "{arch}");
+            })
+        };
+        let base = run(Interleave::NONE);
+        assert_trained(&base, &p0, arch);
+        for form in [Interleave::default(), Interleave::ALL] {
+            assert_same_steps(&run(form), &base, &format!("{arch} ({form:?})"));
+        }
+    }
+}
+
 /// Two runs of the networks on the GLSL step kernel from the same weights give
 /// the same weights bit for bit after 120 steps of 65 536 samples: every region that
 /// the compact layout shares between tensors (and the input gradients stored in place)

@@ -76,6 +76,9 @@ pub struct KernelForms {
     /// (`Some(true)`), or none (`Some(false)`), instead of as few as fit
     /// ([`codegen::compact_shape`]'s knob).
     pub inplace: Option<bool>,
+    /// Which phases write a subgroup's tiles side by side (else
+    /// [`codegen::Interleave::from_env`]).
+    pub interleave: Option<codegen::Interleave>,
 }
 
 impl GpuBackend {
@@ -121,6 +124,13 @@ impl GpuBackend {
     /// (`true`), or of none (`false`), instead of as few as fit (tests compare them).
     pub fn inplace(mut self, every: bool) -> GpuBackend {
         self.forms.inplace = Some(every);
+        self
+    }
+
+    /// Writes the step kernel's phases' tiles side by side as `interleave` says instead
+    /// of as `NSHADE_GPU_INTERLEAVE` does (tests compare the forms on one device).
+    pub fn interleave(mut self, interleave: codegen::Interleave) -> GpuBackend {
+        self.forms.interleave = Some(interleave);
         self
     }
 
@@ -1118,6 +1128,9 @@ impl GpuTrainer {
                     split: split.clone(),
                     acc16: plan.acc16,
                     ahead: plan.ahead,
+                    interleave: forms
+                        .interleave
+                        .unwrap_or_else(codegen::Interleave::from_env),
                 },
             )
             .ok_or_else(|| backend_err("the GLSL step kernel does not apply to this network"))?,

@@ -792,6 +792,45 @@ fn act16(a: Activation, z: &str) -> String {
     }
 }
 
+/// The products of a subgroup's `nj` tiles side by side into accumulators `c0` …: k
+/// step by k step (`kn`), each step's B tiles (`b_at(j, kk)`'s `coopMatLoad` arguments)
+/// and A tiles (the held `held[kk]`, else loaded with `a_at(j, kk)`, once for every tile
+/// where they `share` their row block) loaded before the step's products.
+fn interleaved_products(
+    k: &mut String,
+    nj: usize,
+    kn: usize,
+    share: bool,
+    held: Option<&[String]>,
+    a_at: &dyn Fn(usize, usize) -> String,
+    b_at: &dyn Fn(usize, usize) -> String,
+) {
+    for kk in 0..kn {
+        let held = held.map(|w| w[kk].clone());
+        for j in 0..nj {
+            let _ = write!(
+                k,
+                "    {MB} b{j}_{kk}; coopMatLoad(b{j}_{kk}, {});",
+                b_at(j, kk)
+            );
+            if held.is_none() && (j == 0 || !share) {
+                let _ = write!(
+                    k,
+                    " {MA} a{j}_{kk}; coopMatLoad(a{j}_{kk}, {});",
+                    a_at(j, kk)
+                );
+            }
+            k.push('\n');
+        }
+        for j in 0..nj {
+            let a = held
+                .clone()
+                .unwrap_or_else(|| format!("a{}_{kk}", if share { 0 } else { j }));
+            let _ = writeln!(k, "    c{j} = coopMatMulAdd({a}, b{j}_{kk}, c{j});");
+        }
+    }
+}
+
 /// One k step of a tile product, `c = coopMatMulAdd(A, B, c)`: A the held tile `held`,
 /// else loaded with the `coopMatLoad` arguments `a_load`; B loaded with `b_load`.
 fn mul_add(k: &mut String, held: Option<&str>, a_load: &str, b_load: &str) {
@@ -1029,6 +1068,59 @@ pub struct GlslLaunch {
     /// own at the start of each chunk: two workgroup barriers fewer a chunk, the same
     /// values. Refused where [`ahead_fits`] does not hold.
     pub ahead: bool,
+    /// Which phases write a subgroup's tiles side by side ([`Interleave`]).
+    pub interleave: Interleave,
+}
+
+/// Phases whose tiles (when a subgroup has more than one) are written side by side:
+/// every tile's products first, k step by k step with each step's tiles loaded before
+/// its products, then each tile's epilogue, instead of a loop over the tiles. The loop
+/// stores a tile into workgroup memory before the next tile's loads, which the compiler
+/// cannot move across it (the same array), so the subgroup's product chains ran one
+/// after the other. The products and their order are the same either way: the same
+/// bits. On an H100 the forward's side by side trained seed #3 1.02–1.03x, B 1.03–1.05x
+/// and D 1.00x as fast; the input gradients' as well, B 0.99x, D 1.01x (the default
+/// leaves them in the loop). In `examples/coopmat_probe.rs` four tiles a subgroup side
+/// by side ran 1.25–1.6x the loop's rate, two 1.02–1.19x (docs/PERFORMANCE.md,
+/// twenty-sixth session).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Interleave {
+    /// The hidden layers' forward phases.
+    pub forward: bool,
+    /// The input gradients' phases.
+    pub input_gradients: bool,
+}
+
+impl Interleave {
+    /// Every phase in a loop over its tiles.
+    pub const NONE: Interleave = Interleave {
+        forward: false,
+        input_gradients: false,
+    };
+    /// Every phase of both kinds side by side.
+    pub const ALL: Interleave = Interleave {
+        forward: true,
+        input_gradients: true,
+    };
+
+    /// The default (the forward's phases side by side), or as `NSHADE_GPU_INTERLEAVE`
+    /// asks: `0` none, `1` all (for measurements).
+    pub fn from_env() -> Interleave {
+        match std::env::var("NSHADE_GPU_INTERLEAVE").as_deref() {
+            Ok("0") => Interleave::NONE,
+            Ok("1") => Interleave::ALL,
+            _ => Interleave::default(),
+        }
+    }
+}
+
+impl Default for Interleave {
+    fn default() -> Interleave {
+        Interleave {
+            forward: true,
+            input_gradients: false,
+        }
+    }
 }
 
 /// The GLSL step kernel for `net` (see [`glsl_fits`]) trained with `loss` on a texture,
@@ -1059,6 +1151,7 @@ pub fn glsl_step_kernel(
         split,
         acc16,
         ahead,
+        interleave,
     } = launch;
     let shp = shape(net)?;
     // the sampling takes one invocation per sample, the bias sums one per row
@@ -1119,6 +1212,10 @@ pub fn glsl_step_kernel(
     // `lossbr`, `leaky`, `fswitch`, the same values either way; `dbmma`, the bias sums)
     let off = std::env::var("NSHADE_GPU_OFF").unwrap_or_default();
     let mut k = String::from(HEAD);
+    let Interleave {
+        forward: interleave,
+        input_gradients: interleave_x,
+    } = interleave;
     let grid = match shp.enc {
         Enc::Grid(g) => Some(g),
         _ => None,
@@ -1596,129 +1693,184 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     // tile t of a phase: row block and sample block, sample blocks fastest
     // (the compact layout deals the tiles by row block: a subgroup's tiles of a phase then
     // share their weight tiles, held in registers where the row blocks divide NSG)
-    let tile_head = |k: &mut String, nt: usize, blk: &str| {
-        let map = if by_rows {
+    // (names suffixed with `sfx`)
+    let tile_map = |nt: usize, blk: &str, sfx: &str| {
+        if by_rows {
             format!(
-                "uint {blk} = q % {rb}u; uint sb = q / {rb}u;",
+                "uint {blk}{sfx} = q{sfx} % {rb}u; uint sb{sfx} = q{sfx} / {rb}u;",
                 rb = nt / st_n
             )
         } else {
-            format!("uint {blk} = q / {st_n}u; uint sb = q % {st_n}u;")
+            format!("uint {blk}{sfx} = q{sfx} / {st_n}u; uint sb{sfx} = q{sfx} % {st_n}u;")
+        }
+    };
+    // the loop over a subgroup's tiles, or (`one`) the block of its tile j
+    let tile_head_of = |k: &mut String, nt: usize, blk: &str, one: Option<usize>| {
+        let open = match one {
+            Some(j) => format!("{{ uint j = {j}u;"),
+            None => format!("for (uint j = 0u; j < {}u; j++) {{", nt.div_ceil(nsg)),
         };
         let _ = writeln!(
             k,
-            "    for (uint j = 0u; j < {nj}u; j++) {{
+            "    {open}
         uint t = j * NSG + sgid; uint q = min(t, {lt}u);
         {map}",
-            nj = nt.div_ceil(nsg),
-            lt = nt - 1
+            lt = nt - 1,
+            map = tile_map(nt, blk, "")
         );
     };
+    let tile_head = |k: &mut String, nt: usize, blk: &str| tile_head_of(k, nt, blk, None);
+    // a phase of `nt` tiles: the subgroup's tiles share their row block (the compact
+    // layout's deal, row blocks dividing the subgroups; a tile past the last, clamped to
+    // it, is never stored)
+    let shared_rows = |nt: usize| by_rows && nsg.is_multiple_of(nt / st_n);
     let scale = 1.0 / (batch as usize * od) as f32;
-    for (i, l) in pad.layers.iter().enumerate() {
+    'layers: for (i, l) in pad.layers.iter().enumerate() {
         let lin = &shp.layers[i];
         let nt = (l.out_p / 16) * st_n;
-        tile_head(&mut k, nt, "ot");
         // (f16 accumulators: hidden layers only; the output layer's loss stays f32)
         let h16 = acc16 && i + 1 < n_l;
-        let _ = writeln!(
-            k,
-            "        {ty} c; coopMatLoad(c, {arr}, {b}u + ot * 16u, 0u, {COL});",
-            ty = if h16 { ACC16 } else { ACC },
-            arr = if h16 { "bh" } else { "bs" },
-            b = boffs[i]
-        );
+        let (ty, arr) = if h16 { (ACC16, "bh") } else { (ACC, "bs") };
         let kn = l.in_p / 16;
-        for kk in 0..kn {
-            mul_add(
-                &mut k,
-                fwd_w[i].as_ref().map(|w| w[kk].as_str()),
-                &format!(
-                    "w16, {p}u + ot * 16u * {ip}u + {k16}u, {ip}u, {ROW}",
-                    p = l.padded,
-                    ip = l.in_p,
-                    k16 = kk * 16
-                ),
-                &format!("xh, {} + sb * 16u, SX, {ROW}", xoff(i, kk * 16 * sx)),
-            );
-        }
-        if i + 1 < n_l {
-            // hidden layer: activation in registers, padding rows to zero, f16 into X_{i+1}
-            // (relu, leaky relu, tanh and none give 0 there already)
-            if !exp_has(&exp, "noepi") {
-                let _ = if h16 {
-                    writeln!(
-                        k,
-                        "        for (int e = 0; e < c.length(); e++) {{ float16_t zz = c[e]; c[e] = {}; }}",
-                        act16(lin.act, "zz")
-                    )
-                } else {
-                    writeln!(
-                        k,
-                        "        for (int e = 0; e < c.length(); e++) {{ float zz = c[e]; c[e] = {}; }}",
-                        act(lin.act, "zz")
-                    )
-                };
-            }
-            if let Some(mo) = lay.mask_off[i] {
-                // the rows past out_dims (`needs_mask`): a column-major stride-0 load of a
-                // 0/1 row mask
+        let a_at = |ot: &str, kk: usize| {
+            format!(
+                "w16, {p}u + {ot} * 16u * {ip}u + {k16}u, {ip}u, {ROW}",
+                p = l.padded,
+                ip = l.in_p,
+                k16 = kk * 16
+            )
+        };
+        let b_at =
+            |sb: &str, kk: usize| format!("xh, {} + {sb} * 16u, SX, {ROW}", xoff(i, kk * 16 * sx));
+        let nj = nt.div_ceil(nsg);
+        let inter = interleave && nj > 1 && i + 1 < n_l;
+        if inter {
+            // every tile's bias, then its products k step by k step (each step's tiles
+            // loaded before its products), then each tile's epilogue in a block of its own,
+            // all in the layer's block
+            k.push_str("    {\n");
+            for j in 0..nj {
                 let _ = writeln!(
                     k,
-                    "        {{ {ACC} m; coopMatLoad(m, bs, {mo}u + ot * 16u, 0u, {COL}); for (int e = 0; e < c.length(); e++) {{ c[e] = c[e] * m[e]; }} }}"
+                    "    uint t{j} = {j}u * NSG + sgid; uint q{j} = min(t{j}, {lt}u); {map}
+    {ty} c{j}; coopMatLoad(c{j}, {arr}, {b}u + ot{j} * 16u, 0u, {COL});",
+                    lt = nt - 1,
+                    map = tile_map(nt, "ot", &j.to_string()),
+                    b = boffs[i]
                 );
             }
-            let _ = writeln!(
-                k,
-                "        if (t < {nt}u) {{ {ACC16} hh = {conv}; coopMatStore(hh, xh, {x}u + ot * 16u * SX + sb * 16u, SX, {ROW});{tx}{keep} }}\n    }}",
-                conv = if h16 {
-                    "c".to_string()
-                } else {
-                    format!("{ACC16}(c)")
-                },
-                x = lay.xo[i + 1],
-                tx = tee(i + 1, true, "ot"),
-                keep = if kept(i + 1) {
-                    keep_slot(&format!("xm{}", i + 1), kept_slots(i + 1))
-                } else {
-                    String::new()
-                },
+            interleaved_products(
+                &mut k,
+                nj,
+                kn,
+                shared_rows(nt),
+                fwd_w[i].as_deref(),
+                &|j, kk| a_at(&format!("ot{j}"), kk),
+                &|j, kk| b_at(&format!("sb{j}"), kk),
             );
-            k.push_str(BAR);
-        } else {
-            // output layer: through the subgroup's scratch tile, as the WGSL kernel; the
-            // loss, dy (times the output activation's derivative, the scale) and dy's f16
-            // copy into gh (zero in padding rows)
-            let deriv = output_derivative(lin.act);
-            let (a, lv, lg, sc) = (
-                act(lin.act, "zz"),
-                super::wgsl::loss_value(loss, "p", "tt"),
-                super::wgsl::loss_gradient(loss, "p", "tt"),
-                lit(scale),
-            );
-            if outreg {
-                // targets (rows padded), row mask × validity, as matrices of the tile; the
-                // loss and dy only for elements of real rows and samples, in a branch: a
-                // subgroup none of whose invocations has one (padding rows 8-15 of the
-                // tile, on NVIDIA's layout) skips it (`NSHADE_GPU_OFF=lossbr`: every
-                // element, selected)
-                let body = if exp_has(&off, "lossbr") {
-                    format!(
-                        "float zz = c[e]; float p = {a}; float tt = tm[e];
+        }
+        for j in 0..if inter { nj } else { 1 } {
+            if inter {
+                tile_head_of(&mut k, nt, "ot", Some(j));
+                let _ = writeln!(k, "        {ty} c = c{j};");
+            } else {
+                tile_head(&mut k, nt, "ot");
+                let _ = writeln!(
+                    k,
+                    "        {ty} c; coopMatLoad(c, {arr}, {b}u + ot * 16u, 0u, {COL});",
+                    b = boffs[i]
+                );
+                for kk in 0..kn {
+                    mul_add(
+                        &mut k,
+                        fwd_w[i].as_ref().map(|w| w[kk].as_str()),
+                        &a_at("ot", kk),
+                        &b_at("sb", kk),
+                    );
+                }
+            }
+            if i + 1 < n_l {
+                // hidden layer: activation in registers, padding rows to zero, f16 into X_{i+1}
+                // (relu, leaky relu, tanh and none give 0 there already)
+                if !exp_has(&exp, "noepi") {
+                    let _ = if h16 {
+                        writeln!(
+                            k,
+                            "        for (int e = 0; e < c.length(); e++) {{ float16_t zz = c[e]; c[e] = {}; }}",
+                            act16(lin.act, "zz")
+                        )
+                    } else {
+                        writeln!(
+                            k,
+                            "        for (int e = 0; e < c.length(); e++) {{ float zz = c[e]; c[e] = {}; }}",
+                            act(lin.act, "zz")
+                        )
+                    };
+                }
+                if let Some(mo) = lay.mask_off[i] {
+                    // the rows past out_dims (`needs_mask`): a column-major stride-0 load of a
+                    // 0/1 row mask
+                    let _ = writeln!(
+                        k,
+                        "        {{ {ACC} m; coopMatLoad(m, bs, {mo}u + ot * 16u, 0u, {COL}); for (int e = 0; e < c.length(); e++) {{ c[e] = c[e] * m[e]; }} }}"
+                    );
+                }
+                let _ = writeln!(
+                    k,
+                    "        if (t < {nt}u) {{ {ACC16} hh = {conv}; coopMatStore(hh, xh, {x}u + ot * 16u * SX + sb * 16u, SX, {ROW});{tx}{keep} }}\n    }}",
+                    conv = if h16 {
+                        "c".to_string()
+                    } else {
+                        format!("{ACC16}(c)")
+                    },
+                    x = lay.xo[i + 1],
+                    tx = tee(i + 1, true, "ot"),
+                    keep = if kept(i + 1) {
+                        keep_slot(&format!("xm{}", i + 1), kept_slots(i + 1))
+                    } else {
+                        String::new()
+                    },
+                );
+                if inter && j + 1 == nj {
+                    k.push_str("    }\n");
+                }
+                if j + 1 == if inter { nj } else { 1 } {
+                    k.push_str(BAR);
+                }
+            } else {
+                // output layer: through the subgroup's scratch tile, as the WGSL kernel; the
+                // loss, dy (times the output activation's derivative, the scale) and dy's f16
+                // copy into gh (zero in padding rows)
+                let deriv = output_derivative(lin.act);
+                let (a, lv, lg, sc) = (
+                    act(lin.act, "zz"),
+                    super::wgsl::loss_value(loss, "p", "tt"),
+                    super::wgsl::loss_gradient(loss, "p", "tt"),
+                    lit(scale),
+                );
+                if outreg {
+                    // targets (rows padded), row mask × validity, as matrices of the tile; the
+                    // loss and dy only for elements of real rows and samples, in a branch: a
+                    // subgroup none of whose invocations has one (padding rows 8-15 of the
+                    // tile, on NVIDIA's layout) skips it (`NSHADE_GPU_OFF=lossbr`: every
+                    // element, selected)
+                    let body = if exp_has(&off, "lossbr") {
+                        format!(
+                            "float zz = c[e]; float p = {a}; float tt = tm[e];
             bool valid = rm[e] * vm[e] != 0.0;
             loss_acc += valid ? {lv} : 0.0;
             float dyv = valid ? ({lg}) * {sc} * lsc{deriv} : 0.0;"
-                    )
-                } else {
-                    loss_branch(
-                        lin.act,
-                        loss,
-                        scale,
-                        ("rm[e] * vm[e] != 0.0", "c[e]", "tm[e]"),
-                        "            ",
-                    )
-                };
-                let _ = writeln!(
+                        )
+                    } else {
+                        loss_branch(
+                            lin.act,
+                            loss,
+                            scale,
+                            ("rm[e] * vm[e] != 0.0", "c[e]", "tm[e]"),
+                            "            ",
+                        )
+                    };
+                    let _ = writeln!(
                     k,
                     "        {ACC} tm; coopMatLoad(tm, sh, {tg}u + ot * 16u + sb * {tsb}u, {ts}u, {COL});
         {rm}
@@ -1748,12 +1900,12 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                     ga = lay.ga,
                     gt = lay.gofs[i],
                 );
-                k.push_str(BAR);
-                continue;
-            }
-            let _ = writeln!(
-                k,
-                "        uint zs = min(sgid, {scr}u) * 256u;
+                    k.push_str(BAR);
+                    continue 'layers;
+                }
+                let _ = writeln!(
+                    k,
+                    "        uint zs = min(sgid, {scr}u) * 256u;
         coopMatStore(c, zc, zs, 16u, {ROW});
         subgroupMemoryBarrierShared(); subgroupBarrier();
         if (t < {nt}u) {{
@@ -1775,12 +1927,13 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         }}
         subgroupMemoryBarrierShared(); subgroupBarrier();
     }}",
-                scr = nt.min(nsg) - 1,
-                chk = f16_check("dyv", &off),
-                ga = lay.ga,
-                gt = lay.gofs[i],
-            );
-            k.push_str(BAR);
+                    scr = nt.min(nsg) - 1,
+                    chk = f16_check("dyv", &off),
+                    ga = lay.ga,
+                    gt = lay.gofs[i],
+                );
+                k.push_str(BAR);
+            }
         }
     }
     // backward, from the last layer; `NSHADE_GPU_DWREUSE=0`: every dW slot loads its own
@@ -1926,76 +2079,21 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                     let _ = writeln!(k, "    {ACC16} dq{i}_{j};");
                 }
             }
-            tile_head(&mut k, ntx, "it");
             // f16 accumulators under a hidden layer (`acc16_for`)
             let d16 = acc16 && i > 0;
             let cty = if d16 { ACC16 } else { ACC };
-            let _ = writeln!(k, "        {cty} c = {cty}(0.0);");
             let kn = l.out_p / 16;
-            for kk in 0..kn {
-                mul_add(
-                    &mut k,
-                    bwd_w[i].as_ref().map(|w| w[kk].as_str()),
-                    &format!(
-                        "w16, {p}u + {ko}u + it * 16u, {ip}u, {COL}",
-                        p = l.padded,
-                        ko = kk * 16 * l.in_p,
-                        ip = l.in_p
-                    ),
-                    &format!("{ga}, {}u + sb * 16u, SX, {ROW}", cur + kk * 16 * sx),
-                );
-            }
-            let below = match i {
-                0 => None,
-                _ => Some(shp.layers[i - 1].act),
-            };
-            let d = input_gradient(below, &off);
-            // y = X_i's tile: from workgroup memory, or kept in registers by the forward
-            let yh = if kept(i) {
-                pick_slot("yh", &format!("xm{i}"), kept_slots(i))
-            } else {
+            let a_at = |it: &str, kk: usize| {
                 format!(
-                    "{ACC16} yh; coopMatLoad(yh, xh, {x}u + it * 16u * SX + sb * 16u, SX, {ROW});",
-                    x = lay.xo[i]
+                    "w16, {p}u + {ko}u + {it} * 16u, {ip}u, {COL}",
+                    p = l.padded,
+                    ko = kk * 16 * l.in_p,
+                    ip = l.in_p
                 )
             };
-            if below.is_none() {
-                // the table accumulators' range bounds every contribution w·dy (w ≤ 1);
-                // packed lanes check their sums after the step, so only f16's here
-                let _ = writeln!(
-                    k,
-                    "        for (int e = 0; e < c.length(); e++) {{ lsf |= nsh_ls_over(c[e], {}); }}",
-                    lit(if pack.is_some() { 65504.0 } else { FIXED_RANGE })
-                );
-            } else if d16 && !exp_has(&exp, "noepi") {
-                // on f16 elements: y (the layer below's f16 output, the same matrix type,
-                // so the same element order) picks v or v·slope; the range check on
-                // pairs of f16 bits (|h| ≥ 0x7c00, ∞ or NaN, carries into the pair's top
-                // bit: `lsh`)
-                let d = match below {
-                    Some(Activation::Relu) => {
-                        "(y > float16_t(0.0) ? v : v * float16_t(0.0))".into()
-                    }
-                    Some(Activation::LeakyRelu { slope }) => {
-                        format!("(y > float16_t(0.0) ? v : v * float16_t({}))", lit(slope))
-                    }
-                    _ => "v".to_string(),
-                };
-                let _ = writeln!(
-                    k,
-                    "        {yh}
-        for (int e = 0; e < c.length(); e++) {{ float16_t v = c[e]; float16_t y = yh[e]; c[e] = {d}; }}
-        for (int e = 0; e + 1 < c.length(); e += 2) {{ lsh |= (packFloat2x16(f16vec2(c[e], c[e + 1])) & 0x7fff7fffu) + 0x04000400u; }}
-        if ((c.length() & 1) == 1) {{ lsh |= (packFloat2x16(f16vec2(c[c.length() - 1], float16_t(0.0))) & 0x7fff7fffu) + 0x04000400u; }}",
-                );
-            } else if !exp_has(&exp, "noepi") {
-                let _ = writeln!(
-                    k,
-                    "        {yh} {ACC} yf = {ACC}(yh);
-        for (int e = 0; e < c.length(); e++) {{ float v = c[e]; float y = yf[e]; float d = {d}; {chk} c[e] = d; }}",
-                    chk = f16_check("d", &off),
-                );
-            }
+            let b_at = |sb: &str, kk: usize| {
+                format!("{ga}, {}u + {sb} * 16u, SX, {ROW}", cur + kk * 16 * sx)
+            };
             let conv = if d16 {
                 "c".to_string()
             } else {
@@ -2009,21 +2107,117 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                     String::new()
                 }
             );
-            if inpl[i] {
-                let keep = keep_slot(&format!("dq{i}"), slots_x);
-                let _ = writeln!(
-                    k,
-                    "        if (t < {ntx}u) {{ {ACC16} hh = {conv};{keep} }}\n    }}"
+            // the subgroup's tiles side by side, as the forward's
+            let inter = interleave_x && slots_x > 1;
+            if inter {
+                k.push_str("    {\n");
+                for j in 0..slots_x {
+                    let _ = writeln!(
+                        k,
+                        "    uint t{j} = {j}u * NSG + sgid; uint q{j} = min(t{j}, {lt}u); {map}
+    {cty} c{j} = {cty}(0.0);",
+                        lt = ntx - 1,
+                        map = tile_map(ntx, "it", &j.to_string()),
+                    );
+                }
+                interleaved_products(
+                    &mut k,
+                    slots_x,
+                    kn,
+                    shared_rows(ntx),
+                    bwd_w[i].as_deref(),
+                    &|j, kk| a_at(&format!("it{j}"), kk),
+                    &|j, kk| b_at(&format!("sb{j}"), kk),
                 );
+            }
+            for j in 0..if inter { slots_x } else { 1 } {
+                if inter {
+                    tile_head_of(&mut k, ntx, "it", Some(j));
+                    let _ = writeln!(k, "        {cty} c = c{j};");
+                } else {
+                    tile_head(&mut k, ntx, "it");
+                    let _ = writeln!(k, "        {cty} c = {cty}(0.0);");
+                    for kk in 0..kn {
+                        mul_add(
+                            &mut k,
+                            bwd_w[i].as_ref().map(|w| w[kk].as_str()),
+                            &a_at("it", kk),
+                            &b_at("sb", kk),
+                        );
+                    }
+                }
+                let below = match i {
+                    0 => None,
+                    _ => Some(shp.layers[i - 1].act),
+                };
+                let d = input_gradient(below, &off);
+                // y = X_i's tile: from workgroup memory, or kept in registers by the forward
+                let yh = if kept(i) {
+                    pick_slot("yh", &format!("xm{i}"), kept_slots(i))
+                } else {
+                    format!(
+                        "{ACC16} yh; coopMatLoad(yh, xh, {x}u + it * 16u * SX + sb * 16u, SX, {ROW});",
+                        x = lay.xo[i]
+                    )
+                };
+                if below.is_none() {
+                    // the table accumulators' range bounds every contribution w·dy (w ≤ 1);
+                    // packed lanes check their sums after the step, so only f16's here
+                    let _ = writeln!(
+                        k,
+                        "        for (int e = 0; e < c.length(); e++) {{ lsf |= nsh_ls_over(c[e], {}); }}",
+                        lit(if pack.is_some() { 65504.0 } else { FIXED_RANGE })
+                    );
+                } else if d16 && !exp_has(&exp, "noepi") {
+                    // on f16 elements: y (the layer below's f16 output, the same matrix type,
+                    // so the same element order) picks v or v·slope; the range check on
+                    // pairs of f16 bits (|h| ≥ 0x7c00, ∞ or NaN, carries into the pair's top
+                    // bit: `lsh`)
+                    let d = match below {
+                        Some(Activation::Relu) => {
+                            "(y > float16_t(0.0) ? v : v * float16_t(0.0))".into()
+                        }
+                        Some(Activation::LeakyRelu { slope }) => {
+                            format!("(y > float16_t(0.0) ? v : v * float16_t({}))", lit(slope))
+                        }
+                        _ => "v".to_string(),
+                    };
+                    let _ = writeln!(
+                    k,
+                    "        {yh}
+        for (int e = 0; e < c.length(); e++) {{ float16_t v = c[e]; float16_t y = yh[e]; c[e] = {d}; }}
+        for (int e = 0; e + 1 < c.length(); e += 2) {{ lsh |= (packFloat2x16(f16vec2(c[e], c[e + 1])) & 0x7fff7fffu) + 0x04000400u; }}
+        if ((c.length() & 1) == 1) {{ lsh |= (packFloat2x16(f16vec2(c[c.length() - 1], float16_t(0.0))) & 0x7fff7fffu) + 0x04000400u; }}",
+                );
+                } else if !exp_has(&exp, "noepi") {
+                    let _ = writeln!(
+                    k,
+                    "        {yh} {ACC} yf = {ACC}(yh);
+        for (int e = 0; e < c.length(); e++) {{ float v = c[e]; float y = yf[e]; float d = {d}; {chk} c[e] = d; }}",
+                    chk = f16_check("d", &off),
+                );
+                }
+                if inpl[i] {
+                    let keep = keep_slot(&format!("dq{i}"), slots_x);
+                    let _ = writeln!(
+                        k,
+                        "        if (t < {ntx}u) {{ {ACC16} hh = {conv};{keep} }}\n    }}"
+                    );
+                } else {
+                    let _ = writeln!(
+                        k,
+                        "        if (t < {ntx}u) {{ {ACC16} hh = {conv}; {store} }}\n    }}"
+                    );
+                }
+            }
+            if inter {
+                k.push_str("    }\n");
+            }
+            if inpl[i] {
                 k.push_str(BAR);
                 tile_head(&mut k, ntx, "it");
                 let pick = pick_slot("hh", &format!("dq{i}"), slots_x);
                 let _ = writeln!(k, "        if (t < {ntx}u) {{ {pick} {store} }}\n    }}");
-            } else {
-                let _ = writeln!(
-                    k,
-                    "        if (t < {ntx}u) {{ {ACC16} hh = {conv}; {store} }}\n    }}"
-                );
             }
             k.push_str(BAR);
             if let (0, Some(g)) = (i, grid) {
