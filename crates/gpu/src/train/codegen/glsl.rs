@@ -1078,11 +1078,11 @@ pub struct GlslLaunch {
 /// stores a tile into workgroup memory before the next tile's loads, which the compiler
 /// cannot move across it (the same array), so the subgroup's product chains ran one
 /// after the other. The products and their order are the same either way: the same
-/// bits. On an H100 the forward's side by side trained seed #3 1.02–1.03x, B 1.03–1.05x
-/// and D 1.00x as fast; the input gradients' as well, B 0.99x, D 1.01x (the default
-/// leaves them in the loop). In `examples/coopmat_probe.rs` four tiles a subgroup side
-/// by side ran 1.25–1.6x the loop's rate, two 1.02–1.19x (docs/PERFORMANCE.md,
-/// twenty-sixth session).
+/// bits. On an H100 the forward's side by side trained seed #3 1.02–1.06x, B 1.02–1.04x,
+/// C and D 1.00x as fast; the input gradients' as well, B 0.99x, D 1.01x (the default
+/// leaves them in the loop). In `examples/coopmat_probe.rs` two tiles a subgroup side
+/// by side ran 1.02–1.03x the loop's rate, four 1.17–1.26x, eight 1.6x
+/// (docs/PERFORMANCE.md, twenty-sixth session).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Interleave {
     /// The hidden layers' forward phases.
