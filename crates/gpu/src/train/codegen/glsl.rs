@@ -1724,6 +1724,39 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     // layout's deal, row blocks dividing the subgroups; a tile past the last, clamped to
     // it, is never stored)
     let shared_rows = |nt: usize| by_rows && nsg.is_multiple_of(nt / st_n);
+    // a phase of `nt` tiles side by side ([`Interleave`]): the phase's block opened, each
+    // of the subgroup's tiles' indices (`t{j}`, `q{j}`, `{blk}{j}`, `sb{j}`) and its
+    // accumulator (`init(j)`, declaring `c{j}`), then every tile's products; each tile's
+    // epilogue follows in a block of its own ([`tile_head_of`]), then the phase's close
+    let interleaved_phase = |k: &mut String,
+                             nt: usize,
+                             blk: &str,
+                             kn: usize,
+                             held: Option<&[String]>,
+                             init: &dyn Fn(usize) -> String,
+                             a_at: &dyn Fn(&str, usize) -> String,
+                             b_at: &dyn Fn(&str, usize) -> String| {
+        let nj = nt.div_ceil(nsg);
+        k.push_str("    {\n");
+        for j in 0..nj {
+            let _ = writeln!(
+                k,
+                "    uint t{j} = {j}u * NSG + sgid; uint q{j} = min(t{j}, {lt}u); {map}\n    {init}",
+                lt = nt - 1,
+                map = tile_map(nt, blk, &j.to_string()),
+                init = init(j)
+            );
+        }
+        interleaved_products(
+            k,
+            nj,
+            kn,
+            shared_rows(nt),
+            held,
+            &|j, kk| a_at(&format!("{blk}{j}"), kk),
+            &|j, kk| b_at(&format!("sb{j}"), kk),
+        );
+    };
     let scale = 1.0 / (batch as usize * od) as f32;
     'layers: for (i, l) in pad.layers.iter().enumerate() {
         let lin = &shp.layers[i];
@@ -1745,28 +1778,21 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         let nj = nt.div_ceil(nsg);
         let inter = interleave && nj > 1 && i + 1 < n_l;
         if inter {
-            // every tile's bias, then its products k step by k step (each step's tiles
-            // loaded before its products), then each tile's epilogue in a block of its own,
-            // all in the layer's block
-            k.push_str("    {\n");
-            for j in 0..nj {
-                let _ = writeln!(
-                    k,
-                    "    uint t{j} = {j}u * NSG + sgid; uint q{j} = min(t{j}, {lt}u); {map}
-    {ty} c{j}; coopMatLoad(c{j}, {arr}, {b}u + ot{j} * 16u, 0u, {COL});",
-                    lt = nt - 1,
-                    map = tile_map(nt, "ot", &j.to_string()),
-                    b = boffs[i]
-                );
-            }
-            interleaved_products(
+            // every tile's bias and products first
+            interleaved_phase(
                 &mut k,
-                nj,
+                nt,
+                "ot",
                 kn,
-                shared_rows(nt),
                 fwd_w[i].as_deref(),
-                &|j, kk| a_at(&format!("ot{j}"), kk),
-                &|j, kk| b_at(&format!("sb{j}"), kk),
+                &|j| {
+                    format!(
+                        "{ty} c{j}; coopMatLoad(c{j}, {arr}, {b}u + ot{j} * 16u, 0u, {COL});",
+                        b = boffs[i]
+                    )
+                },
+                &a_at,
+                &b_at,
             );
         }
         for j in 0..if inter { nj } else { 1 } {
@@ -2110,24 +2136,15 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             // the subgroup's tiles side by side, as the forward's
             let inter = interleave_x && slots_x > 1;
             if inter {
-                k.push_str("    {\n");
-                for j in 0..slots_x {
-                    let _ = writeln!(
-                        k,
-                        "    uint t{j} = {j}u * NSG + sgid; uint q{j} = min(t{j}, {lt}u); {map}
-    {cty} c{j} = {cty}(0.0);",
-                        lt = ntx - 1,
-                        map = tile_map(ntx, "it", &j.to_string()),
-                    );
-                }
-                interleaved_products(
+                interleaved_phase(
                     &mut k,
-                    slots_x,
+                    ntx,
+                    "it",
                     kn,
-                    shared_rows(ntx),
                     bwd_w[i].as_deref(),
-                    &|j, kk| a_at(&format!("it{j}"), kk),
-                    &|j, kk| b_at(&format!("sb{j}"), kk),
+                    &|j| format!("{cty} c{j} = {cty}(0.0);"),
+                    &a_at,
+                    &b_at,
                 );
             }
             for j in 0..if inter { slots_x } else { 1 } {
