@@ -679,7 +679,9 @@ fn glsl_dw_split_kernels_compile() {
             // dW kernel from the current one)
             acc16: codegen::acc16_fits(&net),
             ahead: codegen::ahead_fits(&net),
-            interleave: codegen::Interleave::default(),
+            // (each phase's tiles in a loop: a tile's stores written once; side by side
+            // they are written once a tile, `glsl_interleaved_kernels_compile`)
+            interleave: codegen::Interleave::NONE,
         };
         let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch).expect(arch);
         let dw_form = |stage, parts, depth, threads| codegen::DwForm {
