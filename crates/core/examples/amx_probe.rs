@@ -1,0 +1,296 @@
+//! What Intel AMX would give the CPU's linear layers: one layer's forward product
+//! Z = W·X (W `out × in`, X `in × samples`, both bfloat16, Z f32) with `TDPBF16PS` on
+//! 16 × 32 × 16 tiles, alone and followed by a relu pass over Z (reading what the tile
+//! stores wrote, which the second session found to cost more than the f32 product),
+//! against the f32 kernel of `--cpu-path f32` with its relu epilogue (`dense::
+//! broadcast_product_then`) on the same shapes, one core each. The operands are laid out as
+//! the bf16 path already packs them (`bf16.rs`): W row-major with its reduction index in
+//! pairs (an A tile's rows), X as pairs of feature rows per sample (a B tile's rows, 16
+//! samples of 4 bytes), so a tile loads straight from them.
+//!
+//! The inputs are small multiples of 1/4, so every product and sum is exact in f32 and
+//! the tile products must equal the scalar reference bit for bit; the probe checks that,
+//! then prints GFLOP/s per shape. Needs Linux (the kernel grants the tile state through
+//! `arch_prctl(ARCH_REQ_XCOMP_PERM)`) and a CPU with AMX-TILE and AMX-BF16; elsewhere it
+//! says why and runs nothing. Measures before any kernel of the trainer is written for
+//! it (docs/PERFORMANCE.md, twenty-sixth session).
+//!
+//! ```text
+//! cargo run --release -p nshade-core --example amx_probe
+//! ```
+
+use std::time::Instant;
+
+/// Layer shapes probed: (outputs, inputs), the seed networks' and `freq(8) | mlp(64x4)`'s.
+pub const SHAPES: [(usize, usize); 4] = [(32, 12), (32, 32), (64, 32), (64, 64)];
+
+/// One probed shape's result.
+pub struct Measured {
+    pub out: usize,
+    pub inp: usize,
+    pub samples: usize,
+    /// Tile products alone, then with a relu pass over their stored outputs (what a
+    /// layer's activation must do with them), and the f32 kernel with its relu epilogue
+    /// on the same shape: GFLOP/s of the products, one core.
+    pub amx_gflops: f64,
+    pub amx_relu_gflops: f64,
+    pub f32_gflops: f64,
+    /// The tile products' Z equals the scalar reference bit for bit.
+    pub exact: bool,
+}
+
+/// Why AMX cannot run here, or `None` when it can (this thread then holds the tile
+/// state's permission).
+pub fn unavailable() -> Option<String> {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        // CPUID leaf 7: EDX bit 22 AMX-BF16, bit 24 AMX-TILE
+        let edx = std::arch::x86_64::__cpuid_count(7, 0).edx;
+        if edx & (1 << 22) == 0 || edx & (1 << 24) == 0 {
+            return Some("the CPU has no AMX-TILE / AMX-BF16".into());
+        }
+        // SAFETY: arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA): asks the kernel
+        // to enable the tile data state for this process; it writes no memory
+        let r = unsafe { syscall2(158, 0x1023, 18) };
+        if r != 0 {
+            return Some(format!(
+                "the kernel refused the tile state (arch_prctl: {r})"
+            ));
+        }
+        None
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    {
+        Some("AMX needs x86-64 Linux".into())
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+unsafe fn syscall2(n: i64, a: i64, b: i64) -> i64 {
+    let ret: i64;
+    // SAFETY: the caller's system call takes two integer arguments
+    unsafe {
+        std::arch::asm!("syscall", inlateout("rax") n => ret, in("rdi") a, in("rsi") b,
+            lateout("rcx") _, lateout("r11") _, options(nostack));
+    }
+    ret
+}
+
+/// The 64-byte tile configuration: palette 1, tiles 0-1 C (16 rows of 16 f32), 2-3 and
+/// 5-6 A (16 rows of 32 bf16), 4 B (16 rows of 16 pairs).
+#[repr(C, align(64))]
+struct TileConfig {
+    palette: u8,
+    start_row: u8,
+    reserved: [u8; 14],
+    colsb: [u16; 16],
+    rows: [u8; 16],
+}
+
+/// Z (`out × np` f32, row-major) = W·X: `a` W as bf16 row-major with `kp` = ⌈in/32⌉·32
+/// columns (zero padded), `b` X as `kp/2` rows of `np` pairs (u32). `out` a multiple of
+/// 32, `np` of 16.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn tile_product(out: usize, kp: usize, np: usize, a: &[u16], b: &[u32], z: &mut [f32]) {
+    use std::arch::asm;
+    assert!(out.is_multiple_of(32) && kp.is_multiple_of(32) && np.is_multiple_of(16));
+    assert!(a.len() >= out * kp && b.len() >= kp / 2 * np && z.len() >= out * np);
+    let mut cfg = TileConfig {
+        palette: 1,
+        start_row: 0,
+        reserved: [0; 14],
+        colsb: [0; 16],
+        rows: [0; 16],
+    };
+    for t in 0..7 {
+        cfg.colsb[t] = 64;
+        cfg.rows[t] = 16;
+    }
+    let (sa, sb, sz) = (kp * 2, np * 4, np * 4);
+    // SAFETY: the tile state was granted (`unavailable`); every tile load and store
+    // stays inside a, b and z (16 rows of 64 bytes at the strides above, checked by the
+    // asserts), and the tiles are released before returning
+    unsafe {
+        asm!("ldtilecfg [{0}]", in(reg) &cfg as *const TileConfig, options(nostack));
+        for o in (0..out).step_by(32) {
+            // with one or two k steps, W's A tiles stay loaded across the samples
+            // (tmm2-tmm3 for k 0, tmm5-tmm6 for k 32)
+            let held = kp <= 64;
+            if held {
+                asm!(
+                    "tileloadd tmm2, [{a0} + {sa}*1]",
+                    "tileloadd tmm3, [{a1} + {sa}*1]",
+                    a0 = in(reg) a.as_ptr().add(o * kp),
+                    a1 = in(reg) a.as_ptr().add((o + 16) * kp),
+                    sa = in(reg) sa,
+                    options(nostack),
+                );
+                if kp == 64 {
+                    asm!(
+                        "tileloadd tmm5, [{a0} + {sa}*1]",
+                        "tileloadd tmm6, [{a1} + {sa}*1]",
+                        a0 = in(reg) a.as_ptr().add(o * kp + 32),
+                        a1 = in(reg) a.as_ptr().add((o + 16) * kp + 32),
+                        sa = in(reg) sa,
+                        options(nostack),
+                    );
+                }
+            }
+            for s in (0..np).step_by(16) {
+                asm!("tilezero tmm0", "tilezero tmm1", options(nostack));
+                for k in (0..kp).step_by(32) {
+                    if held && k == 0 {
+                        asm!(
+                            "tileloadd tmm4, [{b} + {sb}*1]",
+                            "tdpbf16ps tmm0, tmm2, tmm4",
+                            "tdpbf16ps tmm1, tmm3, tmm4",
+                            b = in(reg) b.as_ptr().add(s),
+                            sb = in(reg) sb,
+                            options(nostack),
+                        );
+                    } else if held {
+                        asm!(
+                            "tileloadd tmm4, [{b} + {sb}*1]",
+                            "tdpbf16ps tmm0, tmm5, tmm4",
+                            "tdpbf16ps tmm1, tmm6, tmm4",
+                            b = in(reg) b.as_ptr().add(k / 2 * np + s),
+                            sb = in(reg) sb,
+                            options(nostack),
+                        );
+                    } else {
+                        asm!(
+                            "tileloadd tmm2, [{a0} + {sa}*1]",
+                            "tileloadd tmm3, [{a1} + {sa}*1]",
+                            "tileloadd tmm4, [{b} + {sb}*1]",
+                            "tdpbf16ps tmm0, tmm2, tmm4",
+                            "tdpbf16ps tmm1, tmm3, tmm4",
+                            a0 = in(reg) a.as_ptr().add(o * kp + k),
+                            a1 = in(reg) a.as_ptr().add((o + 16) * kp + k),
+                            b = in(reg) b.as_ptr().add(k / 2 * np + s),
+                            sa = in(reg) sa,
+                            sb = in(reg) sb,
+                            options(nostack),
+                        );
+                    }
+                }
+                asm!(
+                    "tilestored [{z0} + {sz}*1], tmm0",
+                    "tilestored [{z1} + {sz}*1], tmm1",
+                    z0 = in(reg) z.as_mut_ptr().add(o * np + s),
+                    z1 = in(reg) z.as_mut_ptr().add((o + 16) * np + s),
+                    sz = in(reg) sz,
+                    options(nostack),
+                );
+            }
+        }
+        asm!("tilerelease", options(nostack));
+    }
+}
+
+fn bf16(x: f32) -> u16 {
+    (x.to_bits() >> 16) as u16
+}
+
+/// Probes every shape of [`SHAPES`] over `np` samples, each timed over about `flops`
+/// multiply-adds; `Err` with the reason where AMX cannot run.
+pub fn run(np: usize, flops: f64) -> Result<Vec<Measured>, String> {
+    if let Some(why) = unavailable() {
+        return Err(why);
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    unreachable!();
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        let mut out = Vec::new();
+        for (o, i) in SHAPES {
+            let kp = i.div_ceil(32) * 32;
+            // multiples of 1/4 below 2: exact in bf16, their products and sums of 64
+            // exact in f32
+            let w: Vec<f32> = (0..o * i).map(|k| (k % 7) as f32 * 0.25).collect();
+            let x: Vec<f32> = (0..i * np).map(|k| (k % 5) as f32 * 0.25).collect();
+            let mut a = vec![0u16; o * kp];
+            for r in 0..o {
+                for c in 0..i {
+                    a[r * kp + c] = bf16(w[r * i + c]);
+                }
+            }
+            let mut b = vec![0u32; kp / 2 * np];
+            for p in 0..i.div_ceil(2) {
+                for s in 0..np {
+                    let lo = bf16(x[2 * p * np + s]) as u32;
+                    let hi = if 2 * p + 1 < i {
+                        bf16(x[(2 * p + 1) * np + s]) as u32
+                    } else {
+                        0
+                    };
+                    b[p * np + s] = lo | (hi << 16);
+                }
+            }
+            let mut z = vec![0f32; o * np];
+            tile_product(o, kp, np, &a, &b, &mut z);
+            let mut exact = true;
+            for r in 0..o {
+                for s in 0..np {
+                    let want: f32 = (0..i).map(|c| w[r * i + c] * x[c * np + s]).sum();
+                    exact &= want.to_bits() == z[r * np + s].to_bits();
+                }
+            }
+            let reps = ((flops / (o * i * np) as f64) as usize).max(1);
+            let t = Instant::now();
+            for _ in 0..reps {
+                tile_product(o, kp, np, &a, &b, &mut z);
+            }
+            let amx = (2 * o * i * np * reps) as f64 / t.elapsed().as_secs_f64() / 1e9;
+            let t = Instant::now();
+            for _ in 0..reps {
+                tile_product(o, kp, np, &a, &b, &mut z);
+                for v in z.iter_mut() {
+                    *v = v.max(0.0);
+                }
+            }
+            let amx_relu = (2 * o * i * np * reps) as f64 / t.elapsed().as_secs_f64() / 1e9;
+            let mut zf = vec![0f32; o * np];
+            let relu = nshade_core::dense::Epilogue::Activate(nshade_core::Activation::Relu);
+            let t = Instant::now();
+            for _ in 0..reps {
+                nshade_core::dense::broadcast_product_then(
+                    o, i, &w, i, 1, &x, np, None, relu, &mut zf,
+                );
+            }
+            let f32_rate = (2 * o * i * np * reps) as f64 / t.elapsed().as_secs_f64() / 1e9;
+            out.push(Measured {
+                out: o,
+                inp: i,
+                samples: np,
+                amx_gflops: amx,
+                amx_relu_gflops: amx_relu,
+                f32_gflops: f32_rate,
+                exact,
+            });
+        }
+        Ok(out)
+    }
+}
+
+#[allow(dead_code)]
+fn main() {
+    match run(256, 4e9) {
+        Ok(rows) => {
+            for m in rows {
+                println!(
+                    "{:>3} x {:>3}, {} samples: AMX bf16 {:7.1} GFLOP/s, with a relu pass {:6.1}; f32 kernel with relu {:6.1} ({:.1}x / {:.1}x)  {}",
+                    m.out,
+                    m.inp,
+                    m.samples,
+                    m.amx_gflops,
+                    m.amx_relu_gflops,
+                    m.f32_gflops,
+                    m.amx_gflops / m.f32_gflops,
+                    m.amx_relu_gflops / m.f32_gflops,
+                    if m.exact { "exact" } else { "WRONG" }
+                );
+            }
+        }
+        Err(why) => println!("no AMX here: {why}"),
+    }
+}
