@@ -37,6 +37,9 @@ pub struct Measured {
     pub f32_gflops: f64,
     /// The tile products' Z equals the scalar reference bit for bit.
     pub exact: bool,
+    /// The weight gradient (`o` and `i` multiples of 16 only): tiles alone, with their
+    /// packing, the f32 kernel (GFLOP/s), and whether the tiles' dW was exact.
+    pub gradient: Option<(f64, f64, f64, bool)>,
 }
 
 /// Why AMX cannot run here, or `None` when it can (this thread then holds the tile
@@ -187,6 +190,109 @@ fn tile_product(out: usize, kp: usize, np: usize, a: &[u16], b: &[u32], z: &mut 
     }
 }
 
+/// dW (`o × i` f32, row-major) = Σ over `np` samples of dz·xᵀ: `a` dz as bf16 rows of
+/// `np` samples (an A tile: 16 outputs × 32 samples), `b` x as `np/2` rows of `i` pairs
+/// (a B tile: 16 sample pairs × 16 inputs). `o` and `i` multiples of 16, `np` of 32.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn tile_gradient(o: usize, i: usize, np: usize, a: &[u16], b: &[u32], dw: &mut [f32]) {
+    use std::arch::asm;
+    assert!(o.is_multiple_of(16) && i.is_multiple_of(16) && np.is_multiple_of(32));
+    assert!(a.len() >= o * np && b.len() >= np / 2 * i && dw.len() >= o * i);
+    let mut cfg = TileConfig {
+        palette: 1,
+        start_row: 0,
+        reserved: [0; 14],
+        colsb: [0; 16],
+        rows: [0; 16],
+    };
+    for t in 0..3 {
+        cfg.colsb[t] = 64;
+        cfg.rows[t] = 16;
+    }
+    let (sa, sb, sc) = (np * 2, i * 4, i * 4);
+    // SAFETY: as `tile_product`'s: the tile state granted, every access inside a, b and
+    // dw (checked above), the tiles released before returning
+    unsafe {
+        asm!("ldtilecfg [{0}]", in(reg) &cfg as *const TileConfig, options(nostack));
+        for ob in (0..o).step_by(16) {
+            for ib in (0..i).step_by(16) {
+                asm!("tilezero tmm0", options(nostack));
+                for k in (0..np).step_by(32) {
+                    asm!(
+                        "tileloadd tmm1, [{a} + {sa}*1]",
+                        "tileloadd tmm2, [{b} + {sb}*1]",
+                        "tdpbf16ps tmm0, tmm1, tmm2",
+                        a = in(reg) a.as_ptr().add(ob * np + k),
+                        b = in(reg) b.as_ptr().add(k / 2 * i + ib),
+                        sa = in(reg) sa,
+                        sb = in(reg) sb,
+                        options(nostack),
+                    );
+                }
+                asm!(
+                    "tilestored [{c} + {sc}*1], tmm0",
+                    c = in(reg) dw.as_mut_ptr().add(ob * i + ib),
+                    sc = in(reg) sc,
+                    options(nostack),
+                );
+            }
+        }
+        asm!("tilerelease", options(nostack));
+    }
+}
+
+/// The weight gradient of an `o × i` layer over `np` samples through the tiles, its
+/// operands packed from f32 first (dz's rows to bf16, x to sample pairs of every input),
+/// against the f32 kernel (`dense::weight_gradient`, which also sums db): (exact, tile
+/// GFLOP/s alone, with the packing (scalar loops here), f32 GFLOP/s), timed over about
+/// `flops` multiply-adds.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn gradient_probe(o: usize, i: usize, np: usize, flops: f64) -> (bool, f64, f64, f64) {
+    let g: Vec<f32> = (0..o * np).map(|k| (k % 7) as f32 * 0.25).collect();
+    let x: Vec<f32> = (0..i * np).map(|k| (k % 5) as f32 * 0.25).collect();
+    let (mut a, mut b) = (vec![0u16; o * np], vec![0u32; np / 2 * i]);
+    let pack = |a: &mut [u16], b: &mut [u32]| {
+        for (d, v) in a.iter_mut().zip(&g) {
+            *d = bf16(*v);
+        }
+        for p in 0..np / 2 {
+            for f in 0..i {
+                b[p * i + f] =
+                    bf16(x[f * np + 2 * p]) as u32 | (bf16(x[f * np + 2 * p + 1]) as u32) << 16;
+            }
+        }
+    };
+    let mut dw = vec![0f32; o * i];
+    pack(&mut a, &mut b);
+    tile_gradient(o, i, np, &a, &b, &mut dw);
+    let mut exact = true;
+    for r in 0..o {
+        for c in 0..i {
+            let want: f32 = (0..np).map(|s| g[r * np + s] * x[c * np + s]).sum();
+            exact &= want.to_bits() == dw[r * i + c].to_bits();
+        }
+    }
+    let reps = ((flops / (o * i * np) as f64) as usize).max(1);
+    let rate = |t: Instant| (2 * o * i * np * reps) as f64 / t.elapsed().as_secs_f64() / 1e9;
+    let t = Instant::now();
+    for _ in 0..reps {
+        tile_gradient(o, i, np, &a, &b, &mut dw);
+    }
+    let alone = rate(t);
+    let t = Instant::now();
+    for _ in 0..reps {
+        pack(&mut a, &mut b);
+        tile_gradient(o, i, np, &a, &b, &mut dw);
+    }
+    let tiles = rate(t);
+    let (mut dwf, mut db) = (vec![0f32; o * i], vec![0f32; o]);
+    let t = Instant::now();
+    for _ in 0..reps {
+        nshade_core::dense::weight_gradient(o, i, &g, &x, np, &mut dwf, i, &mut db);
+    }
+    (exact, alone, tiles, rate(t))
+}
+
 fn bf16(x: f32) -> u16 {
     (x.to_bits() >> 16) as u16
 }
@@ -266,6 +372,10 @@ pub fn run(np: usize, flops: f64) -> Result<Vec<Measured>, String> {
                 amx_relu_gflops: amx_relu,
                 f32_gflops: f32_rate,
                 exact,
+                gradient: (o.is_multiple_of(16) && i.is_multiple_of(16)).then(|| {
+                    let (ok, alone, tiles, f) = gradient_probe(o, i, np, flops);
+                    (alone, tiles, f, ok)
+                }),
             });
         }
         Ok(out)
@@ -289,6 +399,14 @@ fn main() {
                     m.amx_relu_gflops / m.f32_gflops,
                     if m.exact { "exact" } else { "WRONG" }
                 );
+                if let Some((alone, tiles, f, ok)) = m.gradient {
+                    println!(
+                        "           dW: AMX {alone:6.1} GFLOP/s, with scalar packing {tiles:6.1}; f32 kernel {f:6.1} ({:.1}x / {:.1}x)  {}",
+                        alone / f,
+                        tiles / f,
+                        if ok { "exact" } else { "WRONG" }
+                    );
+                }
             }
         }
         Err(why) => println!("no AMX here: {why}"),

@@ -25,6 +25,10 @@ fn amx_tile_products_are_exact_where_amx_runs() {
                 assert!(m.amx_gflops.is_finite() && m.amx_gflops > 0.0);
                 assert!(m.amx_relu_gflops.is_finite() && m.amx_relu_gflops > 0.0);
                 assert!(m.f32_gflops.is_finite() && m.f32_gflops > 0.0);
+                if let Some((alone, tiles, f, ok)) = m.gradient {
+                    assert!(ok, "{} x {}: the tiles' dW differs", m.out, m.inp);
+                    assert!(alone > 0.0 && tiles > 0.0 && f > 0.0);
+                }
             }
         }
         Err(why) => {
