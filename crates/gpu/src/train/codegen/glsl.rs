@@ -1721,9 +1721,10 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     };
     let tile_head = |k: &mut String, nt: usize, blk: &str| tile_head_of(k, nt, blk, None);
     // a phase of `nt` tiles: the subgroup's tiles share their row block (the compact
-    // layout's deal, row blocks dividing the subgroups; a tile past the last, clamped to
-    // it, is never stored)
-    let shared_rows = |nt: usize| by_rows && nsg.is_multiple_of(nt / st_n);
+    // layout's deal, row blocks dividing the subgroups, and every subgroup's tiles real:
+    // none clamped to the last)
+    let shared_rows =
+        |nt: usize| by_rows && nsg.is_multiple_of(nt / st_n) && nt.is_multiple_of(nsg);
     // a phase of `nt` tiles side by side ([`Interleave`]): the phase's block opened, each
     // of the subgroup's tiles' indices (`t{j}`, `q{j}`, `{blk}{j}`, `sb{j}`) and its
     // accumulator (`init(j)`, declaring `c{j}`), then every tile's products; each tile's
