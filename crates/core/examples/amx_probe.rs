@@ -90,6 +90,24 @@ struct TileConfig {
     rows: [u8; 16],
 }
 
+impl TileConfig {
+    /// Palette 1 with tiles 0 … `tiles − 1` of 16 rows of 64 bytes.
+    fn full(tiles: usize) -> TileConfig {
+        let mut cfg = TileConfig {
+            palette: 1,
+            start_row: 0,
+            reserved: [0; 14],
+            colsb: [0; 16],
+            rows: [0; 16],
+        };
+        for t in 0..tiles {
+            cfg.colsb[t] = 64;
+            cfg.rows[t] = 16;
+        }
+        cfg
+    }
+}
+
 /// Z (`out × np` f32, row-major) = W·X: `a` W as bf16 row-major with `kp` = ⌈in/32⌉·32
 /// columns (zero padded), `b` X as `kp/2` rows of `np` pairs (u32). `out` a multiple of
 /// 32, `np` of 16.
@@ -98,17 +116,7 @@ fn tile_product(out: usize, kp: usize, np: usize, a: &[u16], b: &[u32], z: &mut 
     use std::arch::asm;
     assert!(out.is_multiple_of(32) && kp.is_multiple_of(32) && np.is_multiple_of(16));
     assert!(a.len() >= out * kp && b.len() >= kp / 2 * np && z.len() >= out * np);
-    let mut cfg = TileConfig {
-        palette: 1,
-        start_row: 0,
-        reserved: [0; 14],
-        colsb: [0; 16],
-        rows: [0; 16],
-    };
-    for t in 0..7 {
-        cfg.colsb[t] = 64;
-        cfg.rows[t] = 16;
-    }
+    let cfg = TileConfig::full(7);
     let (sa, sb, sz) = (kp * 2, np * 4, np * 4);
     // SAFETY: the tile state was granted (`unavailable`); every tile load and store
     // stays inside a, b and z (16 rows of 64 bytes at the strides above, checked by the
@@ -198,17 +206,7 @@ fn tile_gradient(o: usize, i: usize, np: usize, a: &[u16], b: &[u32], dw: &mut [
     use std::arch::asm;
     assert!(o.is_multiple_of(16) && i.is_multiple_of(16) && np.is_multiple_of(32));
     assert!(a.len() >= o * np && b.len() >= np / 2 * i && dw.len() >= o * i);
-    let mut cfg = TileConfig {
-        palette: 1,
-        start_row: 0,
-        reserved: [0; 14],
-        colsb: [0; 16],
-        rows: [0; 16],
-    };
-    for t in 0..3 {
-        cfg.colsb[t] = 64;
-        cfg.rows[t] = 16;
-    }
+    let cfg = TileConfig::full(3);
     let (sa, sb, sc) = (np * 2, i * 4, i * 4);
     // SAFETY: as `tile_product`'s: the tile state granted, every access inside a, b and
     // dw (checked above), the tiles released before returning
