@@ -330,17 +330,14 @@ fn dw_kernel_forms_give_the_same_bits() {
         return;
     };
     let tex = Arc::new(TrainingData::Texture(common::small_texture()));
-    let net = Network::build(&Arch::parse("freq(8) | mlp(128x4, relu)").unwrap(), 2, 3).unwrap();
-    let p0 = net.init_params(5);
+    let (net, p0) = seeded("freq(8) | mlp(128x4, relu)");
     let run = |stage, parts, depth, threads| {
-        let backend = GpuBackend::with_context(ctx.clone())
-            .precision(Precision::Coop)
-            .dw_form(DwForm {
-                stage,
-                parts,
-                depth,
-                threads,
-            });
+        let backend = coop(&ctx).dw_form(DwForm {
+            stage,
+            parts,
+            depth,
+            threads,
+        });
         three_steps(&backend, &net, &p0, &tex, |t| {
             // its split lets D's chunks double in the compact layout, by default
             if std::env::var_os("NSHADE_GPU_COMPACT").is_none() {
@@ -399,6 +396,19 @@ fn differing(a: &[f32], b: &[f32]) -> usize {
         .count()
 }
 
+/// `arch` on 2 inputs and 3 outputs and its weights from seed 5: the same-bits tests'
+/// start.
+fn seeded(arch: &str) -> (Network, Vec<f32>) {
+    let net = Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
+    let p0 = net.init_params(5);
+    (net, p0)
+}
+
+/// A backend on `ctx`'s cooperative-matrix path (the GLSL step kernel's).
+fn coop(ctx: &Arc<nshade_gpu::context::GpuContext>) -> GpuBackend {
+    GpuBackend::with_context(ctx.clone()).precision(Precision::Coop)
+}
+
 /// [`three_steps`]' loss, gradient and weights.
 type Steps = (f32, Vec<f32>, Vec<f32>);
 
@@ -442,15 +452,11 @@ fn sampling_ahead_gives_the_same_bits() {
         "freq(8) | mlp(128x4, relu)",
         "mlp(32x3, relu)",
     ] {
-        let net = Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
-        let p0 = net.init_params(5);
+        let (net, p0) = seeded(arch);
         let run = |ahead: bool| {
             // (B without input gradients in place: not in the compact layout, which has
             // no room for the second X_0)
-            let backend = GpuBackend::with_context(ctx.clone())
-                .precision(Precision::Coop)
-                .sample_ahead(ahead)
-                .inplace(false);
+            let backend = coop(&ctx).sample_ahead(ahead).inplace(false);
             three_steps(&backend, &net, &p0, &tex, |t| {
                 // (D's compact layout, where its split lets it double its chunk, has no
                 // room for the second X_0: with `NSHADE_GPU_COMPACT=0` it samples ahead too)
@@ -480,10 +486,9 @@ fn inplace_gradients_give_the_same_bits() {
         ("freq(8) | mlp(64x4, relu)", 4),
         ("freq(3) | mlp(32x3, leaky_relu, sigmoid)", 3),
     ] {
-        let net = Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
-        let p0 = net.init_params(5);
+        let (net, p0) = seeded(arch);
         let run = |every: Option<bool>, want: u32| {
-            let mut backend = GpuBackend::with_context(ctx.clone()).precision(Precision::Coop);
+            let mut backend = coop(&ctx);
             if let Some(e) = every {
                 backend = backend.inplace(e);
             }
@@ -515,12 +520,9 @@ fn interleaved_tiles_give_the_same_bits() {
         "freq(8) | mlp(64x4, relu)",
         "freq(8) | mlp(128x4, relu)",
     ] {
-        let net = Network::build(&Arch::parse(arch).unwrap(), 2, 3).unwrap();
-        let p0 = net.init_params(5);
+        let (net, p0) = seeded(arch);
         let run = |form: Interleave| {
-            let backend = GpuBackend::with_context(ctx.clone())
-                .precision(Precision::Coop)
-                .interleave(form);
+            let backend = coop(&ctx).interleave(form);
             three_steps(&backend, &net, &p0, &tex, |t| {
                 assert!(t.compact_layout(), "{arch}");
             })

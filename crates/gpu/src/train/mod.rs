@@ -828,15 +828,12 @@ pub struct GpuTrainer {
     pack: Option<grid::Packing>,
     /// Steps whose loss scale is made infinite ([`GpuTrainer::inject_overflow`]).
     poison: Vec<u32>,
-    /// The step kernel is the GLSL one ([`codegen::glsl_step_kernel`]).
-    glsl: bool,
     /// The GLSL step kernel samples the next chunk in this one's backward
     /// ([`codegen::GlslLaunch::ahead`]).
     ahead: bool,
-    /// The GLSL step kernel runs in the compact layout ([`codegen::GlslShape::compact`]).
-    compact: bool,
-    /// Its layers storing their input gradient in place ([`codegen::GlslShape::inplace`]).
-    inplace: u32,
+    /// The GLSL step kernel's shape (its compact layout, its layers in place); `None`
+    /// where the step kernel is the WGSL one.
+    shape: Option<codegen::GlslShape>,
     /// The weight-gradient kernel of the split layers ([`codegen::glsl_dw_kernel`]),
     /// recorded after the step kernel, and its workgroups' second dimension (groups ×
     /// split layers).
@@ -1423,11 +1420,9 @@ impl GpuTrainer {
             dense_count: net.dense_count,
             moments,
             weight_copy: coop || launch.vec,
-            glsl: glsl.is_some(),
             // (the subgroup-private kernel's plan has neither)
             ahead: glsl.as_ref().is_some_and(|g| g.ahead),
-            compact: glsl.as_ref().is_some_and(|g| g.shape.compact),
-            inplace: glsl.as_ref().map_or(0, |g| g.shape.inplace),
+            shape: glsl.as_ref().map(|g| g.shape),
             dw_pass,
             scaling: scaling.zip(ls.map(|l| l.0)),
             pack,
@@ -1505,7 +1500,7 @@ impl GpuTrainer {
     /// The language of the step kernel that runs: `glsl` ([`codegen::glsl_step_kernel`])
     /// or `wgsl`.
     pub fn kernel_language(&self) -> &'static str {
-        if self.glsl { "glsl" } else { "wgsl" }
+        if self.shape.is_some() { "glsl" } else { "wgsl" }
     }
 
     /// Whether the GLSL step kernel samples the next chunk during this one's backward
@@ -1517,13 +1512,13 @@ impl GpuTrainer {
     /// Whether the GLSL step kernel runs in the compact layout
     /// ([`codegen::GlslShape::compact`]).
     pub fn compact_layout(&self) -> bool {
-        self.compact
+        self.shape.is_some_and(|s| s.compact)
     }
 
     /// How many layers of the compact layout store their input gradient in place
     /// ([`codegen::GlslShape::inplace`]; 0 elsewhere).
     pub fn inplace_layers(&self) -> u32 {
-        self.inplace
+        self.shape.map_or(0, |s| s.inplace)
     }
 
     /// Whether the step kernel is the subgroup-private one ([`codegen::private_step_kernel`],
