@@ -166,6 +166,9 @@ pub enum CpuPathChoice {
     /// bf16 operands with f32 accumulation: about twice the products a cycle where the
     /// CPU has AVX512-BF16, the same bits (slower) elsewhere.
     Bf16,
+    /// bf16 operands multiplied by Intel AMX tiles with f32 accumulation (CPUs with
+    /// AMX-BF16 on Linux only).
+    Amx,
 }
 
 /// The CPU backend for `--cpu-path` (`None`: the `NSHADE_CPU_PATH` environment variable,
@@ -177,13 +180,15 @@ pub fn cpu_backend(path: Option<CpuPathChoice>) -> Result<CpuBackend> {
         None => match std::env::var("NSHADE_CPU_PATH").as_deref() {
             Err(_) | Ok("") | Ok("f32") => CpuPathChoice::F32,
             Ok("bf16") => CpuPathChoice::Bf16,
-            Ok(other) => bail!("NSHADE_CPU_PATH={other:?}: expected f32 or bf16"),
+            Ok("amx") => CpuPathChoice::Amx,
+            Ok(other) => bail!("NSHADE_CPU_PATH={other:?}: expected f32, bf16 or amx"),
         },
     };
     Ok(CpuBackend {
         path: match path {
             CpuPathChoice::F32 => CpuPath::F32,
             CpuPathChoice::Bf16 => CpuPath::Bf16,
+            CpuPathChoice::Amx => CpuPath::Amx,
         },
     })
 }

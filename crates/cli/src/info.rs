@@ -14,11 +14,13 @@ pub fn run(args: Args) -> Result<()> {
     // whether `--cpu-path bf16` runs on the instructions (else on the slower exact
     // emulation)
     let bf16 = nshade_core::bf16::hardware();
+    // whether `--cpu-path amx` can run (else why not)
+    let amx = nshade_core::amx::available();
     let adapters = nshade_gpu::context::list_adapters();
     if args.json {
         println!(
             "{}",
-            serde_json::json!({"version": env!("CARGO_PKG_VERSION"), "cpu": {"threads": threads, "bf16_dot": bf16}, "adapters": adapters})
+            serde_json::json!({"version": env!("CARGO_PKG_VERSION"), "cpu": {"threads": threads, "bf16_dot": bf16, "amx": amx.is_ok()}, "adapters": adapters})
         );
         return Ok(());
     }
@@ -32,6 +34,10 @@ pub fn run(args: Args) -> Result<()> {
             "no (bf16 runs emulated: the same results, slower than f32)"
         }
     );
+    match amx {
+        Ok(()) => println!("     AMX tiles (--cpu-path amx): yes"),
+        Err(why) => println!("     AMX tiles (--cpu-path amx): no ({why})"),
+    }
     if adapters.is_empty() {
         println!(
             "gpu: no adapter found (on Linux without a GPU, install mesa-vulkan-drivers for lavapipe)"

@@ -341,6 +341,15 @@ fn info_lists_the_same_adapters_as_text_and_json() {
         text.contains(&format!("bf16 dot products (--cpu-path bf16): {bf16}")),
         "{text}"
     );
+    let amx = if j["cpu"]["amx"].as_bool().expect("cpu.amx") {
+        "yes"
+    } else {
+        "no ("
+    };
+    assert!(
+        text.contains(&format!("AMX tiles (--cpu-path amx): {amx}")),
+        "{text}"
+    );
     let adapters = j["adapters"].as_array().expect("adapters is a list");
     let yes = |v: &Value| if v == &Value::Bool(true) { "yes" } else { "no" };
     for a in adapters {
@@ -566,36 +575,103 @@ fn fit_gives_the_same_bytes_for_any_thread_count() {
     assert_eq!(summary(&one), summary(&two));
 }
 
+/// `nshade fit` of a small seed-#3-like network (its 32 × 32 layer takes AMX tiles on
+/// `--cpu-path amx`) into `dir/out` with `extra` arguments: its weights file's bytes and
+/// its PSNR.
+fn fit_with(dir: &Path, out: &str, extra: &[&str]) -> (Vec<u8>, f64) {
+    let mut args = vec![
+        "fit",
+        "--arch",
+        "a=freq(3) | mlp(32x2, leaky_relu, sigmoid)",
+        "--steps",
+        "60",
+        "--batch",
+        "4096",
+        "--seed",
+        "5",
+        "--backend",
+        "cpu",
+        "--out",
+        out,
+    ];
+    args.extend(extra);
+    ok(&nshade(&args, dir), out);
+    let dir = dir.join(out);
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let psnr = summary["architectures"][0]["psnr"].as_f64().unwrap();
+    (std::fs::read(dir.join("a/weights.json")).unwrap(), psnr)
+}
+
+/// `--cpu-path amx` where `nshade info` says AMX runs: a different computation from f32,
+/// close to it in quality, the same bytes for any thread count, named by `bench`;
+/// elsewhere one error line that says why.
+#[test]
+fn cpu_path_amx_trains_reproducibly_and_close_to_f32_where_amx_runs() {
+    let d = tempfile::tempdir().unwrap();
+    let info = ok(&nshade(&["info", "--json"], d.path()), "info");
+    let info: Value = serde_json::from_str(&info).unwrap();
+    let amx = info["cpu"]["amx"]
+        .as_bool()
+        .expect("info --json has cpu.amx");
+    if !amx {
+        eprintln!("AMX NOT AVAILABLE HERE: checking the refusal only");
+        let out = nshade(
+            &[
+                "fit",
+                "--steps",
+                "1",
+                "--cpu-path",
+                "amx",
+                "--backend",
+                "cpu",
+            ],
+            d.path(),
+        );
+        fails(&out, 1, "--cpu-path amx cannot run here");
+        return;
+    }
+    let run = |out: &str, extra: &[&str]| fit_with(d.path(), out, extra);
+    let (f32_w, f32_psnr) = run("f32", &[]);
+    let (one, psnr) = run("amx-1", &["--cpu-path", "amx", "--threads", "1"]);
+    let (two, _) = run("amx-2", &["--cpu-path", "amx", "--threads", "2"]);
+    assert!(one == two, "amx weights differ between --threads 1 and 2");
+    assert!(one != f32_w, "--cpu-path amx trained the f32 weights");
+    assert!(
+        psnr.is_finite() && (psnr - f32_psnr).abs() < 0.5,
+        "PSNR f32 {f32_psnr} dB, amx {psnr} dB"
+    );
+    let out = ok(
+        &nshade(
+            &[
+                "bench",
+                "--json",
+                "--seconds",
+                "0.1",
+                "--batch",
+                "1024",
+                "--arch",
+                "mlp(32x2, relu)",
+                "--cpu-path",
+                "amx",
+            ],
+            d.path(),
+        ),
+        "bench",
+    );
+    let lines = json_lines(&out);
+    assert_eq!(lines.len(), 1, "{out}");
+    assert_eq!(lines[0]["path"], "amx", "{out}");
+    positive(&lines[0], "samples_per_s");
+}
+
 /// `--cpu-path bf16`: a different computation from f32 (other weights), close to it in
 /// quality, the same bytes for any thread count; `bench` names the path; a bad
 /// `NSHADE_CPU_PATH` is one error line.
 #[test]
 fn cpu_path_bf16_trains_reproducibly_and_close_to_f32() {
     let d = tempfile::tempdir().unwrap();
-    let run = |out: &str, extra: &[&str]| {
-        let mut args = vec![
-            "fit",
-            "--arch",
-            "a=freq(3) | mlp(32x2, leaky_relu, sigmoid)",
-            "--steps",
-            "60",
-            "--batch",
-            "4096",
-            "--seed",
-            "5",
-            "--backend",
-            "cpu",
-            "--out",
-            out,
-        ];
-        args.extend(extra);
-        ok(&nshade(&args, d.path()), out);
-        let dir = d.path().join(out);
-        let summary: Value =
-            serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
-        let psnr = summary["architectures"][0]["psnr"].as_f64().unwrap();
-        (std::fs::read(dir.join("a/weights.json")).unwrap(), psnr)
-    };
+    let run = |out: &str, extra: &[&str]| fit_with(d.path(), out, extra);
     let (f32_w, f32_psnr) = run("f32", &[]);
     let (one, psnr) = run("bf16-1", &["--cpu-path", "bf16", "--threads", "1"]);
     let (two, _) = run("bf16-2", &["--cpu-path", "bf16", "--threads", "2"]);

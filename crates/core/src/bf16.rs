@@ -145,7 +145,7 @@ pub fn pack_weights_transposed(o: usize, i: usize, w: &[f32], dst: &mut Vec<u32>
 }
 
 /// `dst[p·n + s]` = `src[2p·n + s]`, `src[(2p + 1)·n + s]` (zero past `rows`) for s < n.
-fn pairs_of_rows(rows: usize, src: &[f32], n: usize, dst: &mut [u32]) {
+pub(crate) fn pairs_of_rows(rows: usize, src: &[f32], n: usize, dst: &mut [u32]) {
     assert!(src.len() >= rows * n && dst.len() >= rows.div_ceil(2) * n);
     #[cfg(target_arch = "x86_64")]
     if hardware() {
@@ -175,7 +175,7 @@ fn pairs_of_rows(rows: usize, src: &[f32], n: usize, dst: &mut [u32]) {
 }
 
 /// `dst[r·w + j]` = `src[r·n + 2j]`, `src[r·n + 2j + 1]` (zero past n) for j < w, w ≥ n/2.
-fn pairs_along_rows(rows: usize, src: &[f32], n: usize, w: usize, dst: &mut [u32]) {
+pub(crate) fn pairs_along_rows(rows: usize, src: &[f32], n: usize, w: usize, dst: &mut [u32]) {
     assert!(src.len() >= rows * n && dst.len() >= rows * w && 2 * w >= n);
     #[cfg(target_arch = "x86_64")]
     if hardware() {

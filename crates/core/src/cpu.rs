@@ -47,6 +47,9 @@ pub enum CpuPath {
     /// bf16 operands with f32 accumulation ([`crate::bf16`]): about twice the products a
     /// cycle on CPUs with AVX512-BF16, the same bits (slower) on every other CPU.
     Bf16,
+    /// bf16 operands multiplied by Intel AMX tiles with f32 accumulation ([`crate::amx`]):
+    /// only where [`crate::amx::available`].
+    Amx,
 }
 
 impl CpuPath {
@@ -54,6 +57,18 @@ impl CpuPath {
         match self {
             CpuPath::F32 => "f32",
             CpuPath::Bf16 => "bf16",
+            CpuPath::Amx => "amx",
+        }
+    }
+
+    /// `Err` with the reason where this path cannot run on this machine.
+    pub fn check(self) -> Result<(), TrainError> {
+        match self {
+            CpuPath::Amx => crate::amx::available().map_err(|why| TrainError::Backend {
+                backend: "cpu".into(),
+                message: format!("--cpu-path amx cannot run here: {why}"),
+            }),
+            _ => Ok(()),
         }
     }
 }
@@ -78,6 +93,7 @@ impl Backend for CpuBackend {
         data: Arc<TrainingData>,
         cfg: &TrainConfig,
     ) -> Result<Box<dyn Trainer>, TrainError> {
+        self.path.check()?;
         Ok(Box::new(
             CpuTrainer::new(net.clone(), params, data, cfg.clone())?.path(self.path),
         ))
@@ -89,6 +105,7 @@ impl Backend for CpuBackend {
         data: Arc<TrainingData>,
         cfg: &TrainConfig,
     ) -> Result<Box<dyn Trainer>, TrainError> {
+        self.path.check()?;
         let n = net.param_count;
         if [
             checkpoint.params.len(),
@@ -175,7 +192,7 @@ impl CpuTrainer {
         let (ind, outd) = (self.net.in_dims, self.net.out_dims);
         let scale = 1.0 / (batch * outd) as f32;
         let (net, data, params, cfg) = (&self.net, &*self.data, &self.params, &self.cfg);
-        let bf16 = self.path == CpuPath::Bf16;
+        let path = self.path;
         let seed = cfg.sample_seed();
         let per_group = chunks_per_group(batch);
         let losses: Vec<f64> = self
@@ -185,7 +202,7 @@ impl CpuTrainer {
             .enumerate()
             .map_init(
                 || ChunkScratch {
-                    ws: net.training_workspace().with_bf16_products(bf16),
+                    ws: net.training_workspace().with_products(path),
                     x: Vec::new(),
                     t: Vec::new(),
                     y: Vec::new(),
@@ -433,12 +450,11 @@ mod tests {
         assert_eq!(run(1), run(3));
     }
 
-    /// bf16 products give the f32 gradient within their rounding, and train as well.
-    #[test]
-    fn bf16_products_track_the_f32_gradient_and_loss() {
-        let arch = "freq(3) | mlp(32x3, leaky_relu, sigmoid)";
+    /// `path`'s products give the f32 gradient of `arch` within their rounding, and train
+    /// as well.
+    fn tracks_f32(arch: &str, path: CpuPath) {
         let mut f = trainer(arch, 4096);
-        let mut b = trainer(arch, 4096).path(CpuPath::Bf16);
+        let mut b = trainer(arch, 4096).path(path);
         f.gradient(0);
         b.gradient(0);
         let (gf, gb) = (f.last_gradient(), b.last_gradient());
@@ -448,17 +464,58 @@ mod tests {
         let diff = norm(&mut gf.iter().zip(gb).map(|(a, b)| a - b));
         let size = norm(&mut gf.iter().copied());
         assert!(gb.iter().all(|g| g.is_finite()));
-        assert!(diff > 0.0, "the bf16 path was not taken");
+        assert!(diff > 0.0, "{arch}: the {} path was not taken", path.name());
         assert!(
             diff < 0.03 * size,
-            "|g_bf16 - g_f32| = {diff}, |g_f32| = {size}"
+            "{arch}: |g_{} - g_f32| = {diff}, |g_f32| = {size}",
+            path.name()
         );
         f.run(200).unwrap();
         b.run(200).unwrap();
         let (lf, lb) = (f.run(10).unwrap(), b.run(10).unwrap());
         assert!(
             lb < 1.05 * lf && lf < 1.05 * lb,
-            "loss after 210 steps: f32 {lf}, bf16 {lb}"
+            "{arch}: loss after 210 steps: f32 {lf}, {} {lb}",
+            path.name()
         );
+    }
+
+    /// bf16 products give the f32 gradient within their rounding, and train as well.
+    #[test]
+    fn bf16_products_track_the_f32_gradient_and_loss() {
+        tracks_f32("freq(3) | mlp(32x3, leaky_relu, sigmoid)", CpuPath::Bf16);
+    }
+
+    /// So do AMX tiles, where the CPU has them (seed #3, whose 32 × 32 layers take the
+    /// tiles and whose narrow first and last layers keep f32, and a 64-wide relu MLP);
+    /// they are deterministic for any thread count; where AMX cannot run, training on
+    /// this path is refused with the reason.
+    #[test]
+    fn amx_products_track_the_f32_gradient_and_loss() {
+        if let Err(why) = crate::amx::available() {
+            eprintln!("AMX NOT TESTED HERE: {why}");
+            let net = Network::build(&Arch::parse("mlp(16x1, relu)").unwrap(), 2, 3).unwrap();
+            let data = Arc::new(TrainingData::Texture(Texture::builtin()));
+            let err = CpuBackend { path: CpuPath::Amx }
+                .start(&net, net.init_params(5), data, &TrainConfig::default())
+                .err()
+                .expect("the AMX path started without AMX");
+            assert!(err.to_string().contains(why), "{err}");
+            return;
+        }
+        tracks_f32("freq(3) | mlp(32x3, leaky_relu, sigmoid)", CpuPath::Amx);
+        tracks_f32("freq(4) | mlp(64x2, relu)", CpuPath::Amx);
+        let run = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| {
+                let mut t = trainer("freq(4) | mlp(48x2, relu, sigmoid)", 1000).path(CpuPath::Amx);
+                t.run(3).unwrap();
+                t.params().unwrap()
+            })
+        };
+        assert_eq!(run(1), run(3));
     }
 }

@@ -4,6 +4,7 @@
 //! Architecture invariants: this crate never touches a GPU API and never prints.
 
 pub mod activation;
+pub mod amx;
 pub mod arch;
 pub mod arrays;
 pub mod bf16;

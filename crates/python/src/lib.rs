@@ -259,7 +259,8 @@ fn backend(name: &str, cpu_path: &str) -> PyResult<Box<dyn Backend>> {
         path: match cpu_path {
             "f32" => CpuPath::F32,
             "bf16" => CpuPath::Bf16,
-            other => return Err(value_err(format!("cpu_path {other:?}: f32 or bf16"))),
+            "amx" => CpuPath::Amx,
+            other => return Err(value_err(format!("cpu_path {other:?}: f32, bf16 or amx"))),
         },
     };
     match name {

@@ -93,7 +93,7 @@ def test_bf16_products_train_as_the_cli_says():
     assert b.eval(x[:50]).tolist() == c.eval(x[:50]).tolist()
     assert b.eval(x[:50]).tolist() != a.eval(x[:50]).tolist()
     assert abs(b.metrics["psnr"] - a.metrics["psnr"]) < 1.0, (a.metrics, b.metrics)
-    with pytest.raises(ValueError, match="f32 or bf16"):
+    with pytest.raises(ValueError, match="f32, bf16 or amx"):
         nshade.fit(x, y, arch=arch, steps=1, backend="cpu", cpu_path="fp8")
 
 

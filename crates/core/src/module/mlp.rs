@@ -7,9 +7,10 @@
 
 use super::{Allocator, Grads, Layer, TensorInfo, Workspace};
 use crate::activation::Activation;
-use crate::bf16;
+use crate::cpu::CpuPath;
 use crate::dense::{self, Epilogue};
 use crate::rng::Pcg32;
+use crate::{amx, bf16};
 
 /// One fully connected layer inside an MLP.
 #[derive(Clone, Debug, PartialEq)]
@@ -304,6 +305,59 @@ impl Mlp {
 }
 
 impl Mlp {
+    /// Layer l's forward product in the workspace's arithmetic ([`Workspace::products`]).
+    #[allow(clippy::too_many_arguments)]
+    fn forward_product(
+        &self,
+        l: usize,
+        params: &[f32],
+        xt: &[f32],
+        np: usize,
+        epilogue: Epilogue<'_>,
+        zt: &mut [f32],
+        ws: &mut Workspace,
+    ) {
+        let layer = &self.layers[l];
+        match ws.products() {
+            CpuPath::F32 => linear_forward(layer, params, xt, np, epilogue, zt),
+            CpuPath::Bf16 => self.forward_bf16(l, params, xt, np, epilogue, zt, ws),
+            CpuPath::Amx if !amx::pays(layer.in_dims, layer.out_dims) => {
+                linear_forward(layer, params, xt, np, epilogue, zt)
+            }
+            CpuPath::Amx => {
+                let (i, o) = (layer.in_dims, layer.out_dims);
+                let w = &params[layer.weight..layer.weight + o * i];
+                let b = Some(&params[layer.bias..layer.bias + o]);
+                amx::product(o, i, (w, i, 1), xt, np, b, epilogue, zt, &mut ws.amx);
+            }
+        }
+    }
+
+    /// [`linear_backward`] with the products through AMX tiles ([`amx`]).
+    #[allow(clippy::too_many_arguments)]
+    fn backward_amx(
+        &self,
+        l: usize,
+        params: &[f32],
+        xt: &[f32],
+        np: usize,
+        dzt: &[f32],
+        dxt: Option<&mut [f32]>,
+        epilogue: Epilogue<'_>,
+        grads: &mut [f32],
+        ws: &mut Workspace,
+    ) {
+        let layer = &self.layers[l];
+        let (i, o) = (layer.in_dims, layer.out_dims);
+        let scratch = &mut ws.amx;
+        let (dw, db) = grads[layer.weight..].split_at_mut(layer.bias - layer.weight);
+        amx::weight_gradient(o, i, dzt, xt, np, dw, i, db, scratch);
+        if let Some(dxt) = dxt {
+            let w = &params[layer.weight..layer.weight + o * i];
+            amx::product(i, o, (w, 1, i), dzt, np, None, epilogue, dxt, scratch);
+        }
+    }
+
     /// [`Layer::forward`] with the input written by `fill` straight into the first
     /// layer's feature-major input (`in_dims` rows of `np` floats, the padding columns
     /// zero), for a stage in front that can write it that way
@@ -322,24 +376,15 @@ impl Mlp {
         fill(&mut prev, np);
         let mut prev_slot = self.xt_slot();
 
-        let bf16 = ws.bf16_products();
         for (l, layer) in self.layers.iter().enumerate() {
             let mut a = ws.take(self.a_slot(l), layer.out_dims * np);
             if layer.act.from_output() {
                 // the activation in the product's epilogue; z is not kept
                 let epilogue = Epilogue::Activate(layer.act);
-                if bf16 {
-                    self.forward_bf16(l, params, &prev, np, epilogue, &mut a, ws);
-                } else {
-                    linear_forward(layer, params, &prev, np, epilogue, &mut a);
-                }
+                self.forward_product(l, params, &prev, np, epilogue, &mut a, ws);
             } else {
                 let mut z = ws.take(self.z_slot(l), layer.out_dims * np);
-                if bf16 {
-                    self.forward_bf16(l, params, &prev, np, Epilogue::Store, &mut z, ws);
-                } else {
-                    linear_forward(layer, params, &prev, np, Epilogue::Store, &mut z);
-                }
+                self.forward_product(l, params, &prev, np, Epilogue::Store, &mut z, ws);
                 layer.act.forward_slice(&z, &mut a);
                 ws.put(self.z_slot(l), z);
             }
@@ -404,7 +449,6 @@ impl Layer for Mlp {
         // whether `cur` already holds ∂L/∂z of layer l (the derivative was applied in the
         // epilogue of the layer above's input gradient)
         let mut is_dz = false;
-        let bf16 = ws.bf16_products();
         for l in (0..=last).rev() {
             let layer = &self.layers[l];
             let dz = &mut cur[..layer.out_dims * np];
@@ -439,11 +483,20 @@ impl Layer for Mlp {
             };
             is_dz = !matches!(epilogue, Epilogue::Store);
             let dxt = want_dx.then_some(&mut next[..layer.in_dims * np]);
-            if bf16 {
-                let shape = (&input[..], n, np);
-                self.backward_bf16(l, params, shape, dz, dxt, epilogue, grads.dense, ws);
-            } else {
-                linear_backward(layer, params, &input, np, dz, dxt, epilogue, grads.dense);
+            match ws.products() {
+                CpuPath::F32 => {
+                    linear_backward(layer, params, &input, np, dz, dxt, epilogue, grads.dense)
+                }
+                CpuPath::Bf16 => {
+                    let shape = (&input[..], n, np);
+                    self.backward_bf16(l, params, shape, dz, dxt, epilogue, grads.dense, ws);
+                }
+                CpuPath::Amx if !amx::pays(layer.in_dims, layer.out_dims) => {
+                    linear_backward(layer, params, &input, np, dz, dxt, epilogue, grads.dense)
+                }
+                CpuPath::Amx => {
+                    self.backward_amx(l, params, &input, np, dz, dxt, epilogue, grads.dense, ws)
+                }
             }
             ws.put(input_slot, input);
             std::mem::swap(&mut cur, &mut next);

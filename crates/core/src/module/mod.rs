@@ -28,6 +28,7 @@ pub use pick::Pick;
 pub use sh::{SH_TERMS, ShTerm, SphericalHarmonics, sh_derivative_terms};
 pub use triangle::Triangle;
 
+use crate::cpu::CpuPath;
 use crate::rng::Pcg32;
 
 /// Per-thread scratch memory: one growable buffer per slot that modules reserved at build
@@ -41,11 +42,13 @@ pub struct Workspace {
     corners: Vec<Vec<(u32, f32)>>,
     /// Whether forward passes keep such records (training; inference has no use for them).
     record: bool,
-    /// Whether the linear layers multiply in bf16 ([`crate::bf16`]; training with
-    /// `--cpu-path bf16`).
-    bf16: bool,
+    /// How the linear layers multiply (`--cpu-path`: f32, bf16 ([`crate::bf16`]) or AMX
+    /// tiles ([`crate::amx`])).
+    products: CpuPath,
     /// The word companions of the slots ([`Workspace::take_words`]).
     words: Vec<Vec<u32>>,
+    /// The AMX products' packing scratch ([`crate::amx::Scratch`]).
+    pub(crate) amx: crate::amx::Scratch,
 }
 
 impl Workspace {
@@ -54,20 +57,24 @@ impl Workspace {
             slots: (0..slot_count).map(|_| Vec::new()).collect(),
             corners: Vec::new(),
             record: false,
-            bf16: false,
+            products: CpuPath::F32,
             words: Vec::new(),
+            amx: Default::default(),
         }
     }
 
-    /// This workspace with the linear layers' products in bf16 (`true`) or f32.
-    pub fn with_bf16_products(self, on: bool) -> Workspace {
-        Workspace { bf16: on, ..self }
+    /// This workspace with the linear layers' products in `path`'s arithmetic.
+    pub fn with_products(self, path: CpuPath) -> Workspace {
+        Workspace {
+            products: path,
+            ..self
+        }
     }
 
-    /// Whether the linear layers multiply in bf16.
+    /// How the linear layers multiply.
     #[inline]
-    pub(crate) fn bf16_products(&self) -> bool {
-        self.bf16
+    pub(crate) fn products(&self) -> CpuPath {
+        self.products
     }
 
     /// Takes the words kept beside slot `i` (packed bf16 operands), as last put back.

@@ -1,0 +1,898 @@
+//! Intel AMX tile products for the CPU's linear layers (`--cpu-path amx`): the operands of
+//! every product are rounded to bfloat16 and multiplied by `TDPBF16PS` on 16 × 32 × 16
+//! tiles with f32 accumulation. Everything else — activations, the loss, bias sums, Adam,
+//! the parameters — stays f32, and the tensors between the products stay f32 and
+//! feature-major as on the other paths: each product packs its operands itself.
+//!
+//! The arithmetic is the instruction's own (how it adds the 32 products of a tile row
+//! into the accumulator is not specified bit for bit), so this path has no exact
+//! written-out twin as the bf16 path has: it runs only where the CPU has AMX-TILE and
+//! AMX-BF16 (and the AVX512-BF16 its packing uses) and Linux grants the tile state
+//! ([`available`]). Like every CPU path it is deterministic: the same inputs give the
+//! same bits on every run and any thread count.
+//!
+//! A tile product `C += A·B` takes A as 16 rows of 32 bf16 (row-major, the reduction
+//! index along the row) and B as 16 rows of 16 words, word (p, n) holding the reduction
+//! indices 2p and 2p + 1 of column n (low half first). So:
+//!
+//! - **forward and input gradients** ([`product`]): `out = A·x (+ bias)` with A the small
+//!   matrix (W, or Wᵀ for dx) packed to bf16 rows padded to 32 columns, x's rows taken in
+//!   pairs (the bf16 path's [`bf16::pack_pairs`] layout) and C tiles of 16 outputs × 16
+//!   samples stored straight into the feature-major output;
+//! - **weight gradients** ([`weight_gradient`]): `dW += dz·xᵀ` with dz's rows as A (its
+//!   samples in pairs) and x transposed into rows of sample pairs as B ([`pack_transposed`]),
+//!   C tiles of 16 outputs × 16 inputs added into dW.
+//!
+//! Tiles of the padding (rows past the outputs, columns past the inputs, samples past the
+//! batch) multiply zeros and are never stored.
+
+use crate::bf16;
+use crate::dense::{self, Epilogue};
+use std::sync::OnceLock;
+
+/// Whether this CPU and OS run the AMX path; `Err` says why not.
+pub fn available() -> Result<(), &'static str> {
+    static STATE: OnceLock<Result<(), &'static str>> = OnceLock::new();
+    *STATE.get_or_init(probe)
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+fn probe() -> Result<(), &'static str> {
+    // CPUID leaf 7: EDX bit 22 AMX-BF16, bit 24 AMX-TILE
+    let edx = std::arch::x86_64::__cpuid_count(7, 0).edx;
+    if edx & (1 << 22) == 0 || edx & (1 << 24) == 0 {
+        return Err("this CPU has no AMX-TILE / AMX-BF16");
+    }
+    if !(dense::has_avx512() && std::arch::is_x86_feature_detected!("avx512bf16")) {
+        return Err("this CPU has AMX but no AVX512-BF16");
+    }
+    // SAFETY: arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) asks the kernel to
+    // enable the tile data state for this process (all its threads); it writes no memory
+    let r = unsafe { syscall2(158, 0x1023, 18) };
+    if r != 0 {
+        return Err("the Linux kernel refused the AMX tile state (arch_prctl)");
+    }
+    Ok(())
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+fn probe() -> Result<(), &'static str> {
+    Err("AMX runs on x86-64 Linux only")
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+unsafe fn syscall2(n: i64, a: i64, b: i64) -> i64 {
+    let ret: i64;
+    // SAFETY: the caller's system call takes two integer arguments
+    unsafe {
+        std::arch::asm!("syscall", inlateout("rax") n => ret, in("rdi") a, in("rsi") b,
+            lateout("rcx") _, lateout("r11") _, options(nostack));
+    }
+    ret
+}
+
+/// Rows of a tile, and its columns in words (bf16 pairs or f32).
+const T: usize = 16;
+
+/// Whether a linear layer of `inputs` → `outputs` goes through the tiles on the AMX path:
+/// when both are at least 16. A narrower layer (an MLP's first layer on a few encoded
+/// inputs, its output layer) would multiply mostly the tiles' zero padding, and its
+/// operands' packing costs more than the f32 kernel's whole product, so it keeps f32.
+pub fn pays(inputs: usize, outputs: usize) -> bool {
+    inputs >= T && outputs >= T
+}
+
+/// Words of packed A, packed B and (for [`weight_gradient`]) packed dz that a product
+/// reuses between calls: the caller's scratch.
+#[derive(Default)]
+pub struct Scratch {
+    pub a: Vec<u32>,
+    pub b: Vec<u32>,
+    /// Words in transit while A is packed.
+    pub t: Vec<u32>,
+    /// A partial row block's outputs.
+    pub tail: Vec<f32>,
+}
+
+/// The first `len` words of `v`, grown (never shrunk) to hold them.
+fn grow(v: &mut Vec<u32>, len: usize) -> &mut [u32] {
+    if v.len() < len {
+        v.resize(len, 0);
+    }
+    &mut v[..len]
+}
+
+/// `dst[r·kw + p]` = A(r, 2p), A(r, 2p + 1) as bf16 (A(r, c) = `a[r·ars + c·acs]`), zero
+/// past `rows` × `cols`, for r < `rows16`, p < `kw`.
+fn pack_rows(
+    rows: usize,
+    cols: usize,
+    (a, ars, acs): (&[f32], usize, usize),
+    rows16: usize,
+    kw: usize,
+    dst: &mut [u32],
+) {
+    let at = |r: usize, c: usize| {
+        if r < rows && c < cols {
+            bf16::to_bf16(a[r * ars + c * acs]) as u32
+        } else {
+            0
+        }
+    };
+    for (r, row) in dst.chunks_exact_mut(kw).take(rows16).enumerate() {
+        for (p, w) in row.iter_mut().enumerate() {
+            *w = at(r, 2 * p) | (at(r, 2 * p + 1) << 16);
+        }
+    }
+}
+
+/// `out[r·np + s] = init(r) + Σ_c A(r, c) · b[c·np + s]` for r < `rows`, s < `np`, with
+/// `A(r, c) = a[r·ars + c·acs]`, `init(r)` = `bias[r]` or 0, A and b rounded to bf16 and
+/// the sum taken by the tiles; then `epilogue` as in [`dense::broadcast_product_then`].
+/// `b` is feature-major (`cols × np`), `np` a multiple of 16.
+#[allow(clippy::too_many_arguments)]
+pub fn product(
+    rows: usize,
+    cols: usize,
+    (a, ars, acs): (&[f32], usize, usize),
+    b: &[f32],
+    np: usize,
+    bias: Option<&[f32]>,
+    epilogue: Epilogue<'_>,
+    out: &mut [f32],
+    scratch: &mut Scratch,
+) {
+    available().expect("the AMX path runs only where amx::available()");
+    assert!(np.is_multiple_of(T) && b.len() >= cols * np && out.len() >= rows * np);
+    if rows > 0 && cols > 0 {
+        assert!(a.len() > (rows - 1) * ars + (cols - 1) * acs);
+    }
+    if let Some(bias) = bias {
+        assert!(bias.len() >= rows);
+    }
+    let (rows16, k32) = (
+        rows.next_multiple_of(T),
+        cols.next_multiple_of(2 * T).max(2 * T),
+    );
+    let kw = k32 / 2;
+    pack_a(rows, cols, (a, ars, acs), rows16, kw, scratch);
+    let bp = grow(&mut scratch.b, kw * np);
+    let filled = cols.div_ceil(2) * np;
+    bf16::pairs_of_rows(cols, b, np, &mut bp[..filled]);
+    bp[filled..].fill(0);
+    let ap = &scratch.a[..rows16 * kw];
+    let mut init = [[0f32; T * T]; 2];
+    // the last row block's tiles where it is partial
+    let tail = {
+        if scratch.tail.len() < T * np {
+            scratch.tail.resize(T * np, 0.0);
+        }
+        &mut scratch.tail[..T * np]
+    };
+    for rb in (0..rows16).step_by(2 * T) {
+        let nrb = ((rows16 - rb) / T).min(2);
+        for (j, tile) in init.iter_mut().enumerate().take(nrb) {
+            for (r, row) in tile.chunks_exact_mut(T).enumerate() {
+                let r = rb + j * T + r;
+                row.fill(match bias {
+                    Some(b) if r < rows => b[r],
+                    _ => 0.0,
+                });
+            }
+        }
+        let full = [0, 1].map(|j| rb + (j + 1) * T <= rows);
+        let mut c = [std::ptr::null_mut(); 2];
+        for (j, c) in c.iter_mut().enumerate().take(nrb) {
+            *c = if full[j] {
+                out[(rb + j * T) * np..].as_mut_ptr()
+            } else {
+                tail.as_mut_ptr()
+            };
+        }
+        let rows_of = RowGroup {
+            a: [0, 1].map(|j| ap[(rb + j * T).min(rows16 - T) * kw..].as_ptr()),
+            a_stride: kw * 4,
+            steps: kw / T,
+            b: bp.as_ptr(),
+            np,
+            init: [init[0].as_ptr(), init[1].as_ptr()],
+            c,
+        };
+        // SAFETY: `available` granted the tile state; tile reads stay in ap (rows rb +
+        // 16j < rows16, words < kw), bp (pair rows < kw, samples < np) and init; writes
+        // in out (rows r + 16 ≤ rows, samples < np) or tail (16 rows of np)
+        unsafe { with_tiles(|| rows_of.run(nrb)) };
+        let last = rb + T * (nrb - 1);
+        if !full[nrb - 1] {
+            let n = (rows - last) * np;
+            out[last * np..last * np + n].copy_from_slice(&tail[..n]);
+        }
+    }
+    epilogue.apply(&mut out[..rows * np]);
+}
+
+/// One or two row blocks of a [`product`] over all its samples: C tile j of samples s
+/// = `init[j]` + Σ over the steps of A tile (j, step) · B tile (step, s), stored at
+/// `c[j]` + 4s bytes with rows `np`·4 bytes apart. A tile (j, step) from `a[j]` + 64·step
+/// bytes, rows `a_stride` bytes apart; B tile (step, s) from `b` + 16 rows of `np` words a
+/// step + s words, rows `np` words apart.
+struct RowGroup {
+    a: [*const u32; 2],
+    a_stride: usize,
+    steps: usize,
+    b: *const u32,
+    np: usize,
+    init: [*const f32; 2],
+    c: [*mut f32; 2],
+}
+
+impl RowGroup {
+    /// Runs the first `nrb` row blocks: with at most two steps, the A tiles held in tmm2-5
+    /// across the samples; else loaded each step. C in tmm0-1, B in tmm6-7.
+    ///
+    /// # Safety
+    /// Inside [`with_tiles`]; every tile the group reads or writes must lie in live memory.
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    unsafe fn run(&self, nrb: usize) {
+        use std::arch::asm;
+        debug_assert!((1..=2).contains(&nrb));
+        let two = nrb == 2;
+        let (sa, sb, sc, si) = (self.a_stride, self.np * 4, self.np * 4, T * 4);
+        let step_bytes = |k: usize| k * T * self.np * 4;
+        // SAFETY: the caller's promise
+        unsafe {
+            let held = self.steps <= 2;
+            if held {
+                let (a0, a1) = (self.a[0].cast::<u8>(), self.a[1].cast::<u8>());
+                asm!("tileloadd tmm2, [{a0} + {sa}*1]", "tileloadd tmm3, [{a1} + {sa}*1]",
+                    a0 = in(reg) a0, a1 = in(reg) a1, sa = in(reg) sa, options(nostack));
+                if self.steps == 2 {
+                    asm!("tileloadd tmm4, [{a0} + {sa}*1]", "tileloadd tmm5, [{a1} + {sa}*1]",
+                        a0 = in(reg) a0.add(64), a1 = in(reg) a1.add(64), sa = in(reg) sa,
+                        options(nostack));
+                }
+            }
+            for s in (0..self.np).step_by(T) {
+                let b = self.b.add(s).cast::<u8>();
+                asm!("tileloadd tmm0, [{i0} + {si}*1]", "tileloadd tmm1, [{i1} + {si}*1]",
+                    i0 = in(reg) self.init[0], i1 = in(reg) self.init[1], si = in(reg) si,
+                    options(nostack));
+                if held {
+                    asm!("tileloadd tmm6, [{b} + {sb}*1]", "tdpbf16ps tmm0, tmm2, tmm6",
+                        b = in(reg) b, sb = in(reg) sb, options(nostack));
+                    if two {
+                        asm!("tdpbf16ps tmm1, tmm3, tmm6", options(nostack));
+                    }
+                    if self.steps == 2 {
+                        asm!("tileloadd tmm7, [{b} + {sb}*1]", "tdpbf16ps tmm0, tmm4, tmm7",
+                            b = in(reg) b.add(step_bytes(1)), sb = in(reg) sb, options(nostack));
+                        if two {
+                            asm!("tdpbf16ps tmm1, tmm5, tmm7", options(nostack));
+                        }
+                    }
+                } else {
+                    for k in 0..self.steps {
+                        let (a0, a1) = (self.a[0].cast::<u8>(), self.a[1].cast::<u8>());
+                        asm!("tileloadd tmm6, [{b} + {sb}*1]", "tileloadd tmm2, [{a0} + {sa}*1]",
+                            "tdpbf16ps tmm0, tmm2, tmm6",
+                            b = in(reg) b.add(step_bytes(k)), a0 = in(reg) a0.add(64 * k),
+                            sb = in(reg) sb, sa = in(reg) sa, options(nostack));
+                        if two {
+                            asm!("tileloadd tmm3, [{a1} + {sa}*1]", "tdpbf16ps tmm1, tmm3, tmm6",
+                                a1 = in(reg) a1.add(64 * k), sa = in(reg) sa, options(nostack));
+                        }
+                    }
+                }
+                asm!("tilestored [{c} + {sc}*1], tmm0", c = in(reg) self.c[0].add(s),
+                    sc = in(reg) sc, options(nostack));
+                if two {
+                    asm!("tilestored [{c} + {sc}*1], tmm1", c = in(reg) self.c[1].add(s),
+                        sc = in(reg) sc, options(nostack));
+                }
+            }
+        }
+    }
+
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    unsafe fn run(&self, _nrb: usize) {
+        unreachable!("AMX runs on x86-64 Linux only")
+    }
+}
+
+/// Packs A (`rows × cols`, A(r, c) = `a[r·ars + c·acs]`) into `scratch.a` as `rows16` rows
+/// of `kw` words, word (r, p) = A(r, 2p), A(r, 2p + 1) as bf16, zero past rows × cols:
+/// row-major A (W) and column-major A (Wᵀ) vectorised, other strides element by element.
+fn pack_a(
+    rows: usize,
+    cols: usize,
+    (a, ars, acs): (&[f32], usize, usize),
+    rows16: usize,
+    kw: usize,
+    scratch: &mut Scratch,
+) {
+    let dst = grow(&mut scratch.a, rows16 * kw);
+    if acs == 1 && ars == cols {
+        bf16::pairs_along_rows(rows, a, cols, kw, &mut dst[..rows * kw]);
+        dst[rows * kw..].fill(0);
+    } else if ars == 1 && acs == rows {
+        // A's columns are the rows of a: pair them, then transpose the words
+        let pairs = cols.div_ceil(2);
+        let t = grow(&mut scratch.t, pairs * rows);
+        bf16::pairs_of_rows(cols, a, rows, t);
+        transpose_words(t, pairs, rows, dst, rows16, kw);
+    } else {
+        pack_rows(rows, cols, (a, ars, acs), rows16, kw, dst);
+    }
+}
+
+/// `dst[r·dc + c]` = `src[c·sc + r]` for r < `dr`, c < `dc` (zero past `sr` × `sc`): the
+/// transpose of the `sr × sc` words `src`, padded; `dr` and `dc` multiples of 16.
+fn transpose_words(src: &[u32], sr: usize, sc: usize, dst: &mut [u32], dr: usize, dc: usize) {
+    assert!(dr.is_multiple_of(T) && dc.is_multiple_of(T) && dr >= sc && dc >= sr);
+    assert!(src.len() >= sr * sc && dst.len() >= dr * dc);
+    #[cfg(target_arch = "x86_64")]
+    if available().is_ok() {
+        // SAFETY: the CPU has AVX-512 (`available`); reads stay in sr × sc (masked),
+        // writes in dr × dc
+        unsafe { transpose_words_hw(src.as_ptr(), sr, sc, dst.as_mut_ptr(), dr, dc) };
+        return;
+    }
+    for r in 0..dr {
+        for c in 0..dc {
+            dst[r * dc + c] = if c < sr && r < sc { src[c * sc + r] } else { 0 };
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn transpose_words_hw(
+    src: *const u32,
+    sr: usize,
+    sc: usize,
+    dst: *mut u32,
+    dr: usize,
+    dc: usize,
+) {
+    use std::arch::x86_64::*;
+    for r0 in (0..dr).step_by(T) {
+        let m = if sc >= r0 + T {
+            u16::MAX
+        } else if sc > r0 {
+            (1u16 << (sc - r0)) - 1
+        } else {
+            0
+        };
+        for c0 in (0..dc).step_by(T) {
+            let mut v = [_mm512_setzero_si512(); T];
+            for (i, v) in v.iter_mut().enumerate() {
+                if c0 + i < sr {
+                    // SAFETY: row c0 + i < sr of src, columns below sc (masked)
+                    *v = unsafe { _mm512_maskz_loadu_epi32(m, src.add((c0 + i) * sc + r0).cast()) };
+                }
+            }
+            for (j, v) in transpose16(v).iter().enumerate() {
+                // SAFETY: row r0 + j < dr, words c0..c0 + 16 ≤ dc
+                unsafe { _mm512_storeu_si512(dst.add((r0 + j) * dc + c0).cast(), *v) };
+            }
+        }
+    }
+}
+
+/// `dst[p·iw + c]` = x(c, 2p), x(c, 2p + 1) as bf16 for p < `pw`, c < `iw`, from `x`
+/// (`cols × np` f32, feature-major), zero past `cols` and `np`: x transposed into rows of
+/// sample pairs, the B operand of a weight gradient. `iw` a multiple of 16, `pw` of 16
+/// with `2·pw ≥ np`.
+pub fn pack_transposed(cols: usize, x: &[f32], np: usize, iw: usize, pw: usize, dst: &mut [u32]) {
+    assert!(iw.is_multiple_of(T) && pw.is_multiple_of(T) && 2 * pw >= np && iw >= cols);
+    assert!(x.len() >= cols * np && dst.len() >= pw * iw);
+    #[cfg(target_arch = "x86_64")]
+    if available().is_ok() {
+        // SAFETY: the CPU has AVX-512 with BF16 (`available`); reads stay in cols × np
+        // (masked past np), writes in pw × iw
+        unsafe { pack_transposed_hw(cols, x.as_ptr(), np, iw, pw, dst.as_mut_ptr()) };
+        return;
+    }
+    for p in 0..pw {
+        for c in 0..iw {
+            let at = |s: usize| {
+                if c < cols && s < np {
+                    bf16::to_bf16(x[c * np + s]) as u32
+                } else {
+                    0
+                }
+            };
+            dst[p * iw + c] = at(2 * p) | (at(2 * p + 1) << 16);
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+unsafe fn pack_transposed_hw(
+    cols: usize,
+    x: *const f32,
+    np: usize,
+    iw: usize,
+    pw: usize,
+    dst: *mut u32,
+) {
+    use std::arch::x86_64::*;
+    let first = |k: usize| -> u16 { if k >= T { u16::MAX } else { (1u16 << k) - 1 } };
+    for c0 in (0..iw).step_by(T) {
+        for p0 in (0..pw).step_by(T) {
+            let s = 2 * p0;
+            let (m0, m1) = (first(np.saturating_sub(s)), first(np.saturating_sub(s + T)));
+            let mut r = [_mm512_setzero_si512(); T];
+            for (i, v) in r.iter_mut().enumerate() {
+                let c = c0 + i;
+                if c < cols {
+                    // SAFETY: row c < cols of x, samples below np (masked)
+                    unsafe {
+                        let lo = _mm512_maskz_loadu_ps(m0, x.add(c * np + s));
+                        let hi = _mm512_maskz_loadu_ps(m1, x.add(c * np + s + T));
+                        *v = std::mem::transmute::<__m512bh, __m512i>(_mm512_cvtne2ps_pbh(hi, lo));
+                    }
+                }
+            }
+            let t = transpose16(r);
+            for (j, v) in t.iter().enumerate() {
+                // SAFETY: row p0 + j < pw, words c0..c0 + 16 ≤ iw
+                unsafe { _mm512_storeu_si512(dst.add((p0 + j) * iw + c0).cast(), *v) };
+            }
+        }
+    }
+}
+
+/// The 16 × 16 transpose of 32-bit lanes: `out[j]` lane i = `r[i]` lane j.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+fn transpose16(r: [std::arch::x86_64::__m512i; T]) -> [std::arch::x86_64::__m512i; T] {
+    use std::arch::x86_64::*;
+    let mut t = [_mm512_setzero_si512(); T];
+    for k in 0..8 {
+        t[2 * k] = _mm512_unpacklo_epi32(r[2 * k], r[2 * k + 1]);
+        t[2 * k + 1] = _mm512_unpackhi_epi32(r[2 * k], r[2 * k + 1]);
+    }
+    // u[4k + m], 128-bit lane L: rows 4k … 4k + 3 of column 4L + m
+    let mut u = [_mm512_setzero_si512(); T];
+    for k in 0..4 {
+        u[4 * k] = _mm512_unpacklo_epi64(t[4 * k], t[4 * k + 2]);
+        u[4 * k + 1] = _mm512_unpackhi_epi64(t[4 * k], t[4 * k + 2]);
+        u[4 * k + 2] = _mm512_unpacklo_epi64(t[4 * k + 1], t[4 * k + 3]);
+        u[4 * k + 3] = _mm512_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);
+    }
+    let mut out = [_mm512_setzero_si512(); T];
+    for m in 0..4 {
+        let v = _mm512_shuffle_i32x4::<0x44>(u[m], u[4 + m]);
+        let w = _mm512_shuffle_i32x4::<0x44>(u[8 + m], u[12 + m]);
+        out[m] = _mm512_shuffle_i32x4::<0x88>(v, w);
+        out[4 + m] = _mm512_shuffle_i32x4::<0xdd>(v, w);
+        let v = _mm512_shuffle_i32x4::<0xee>(u[m], u[4 + m]);
+        let w = _mm512_shuffle_i32x4::<0xee>(u[8 + m], u[12 + m]);
+        out[8 + m] = _mm512_shuffle_i32x4::<0x88>(v, w);
+        out[12 + m] = _mm512_shuffle_i32x4::<0xdd>(v, w);
+    }
+    out
+}
+
+/// `dw[r·dws + c] += Σ_s g(r, s) · x(c, s)` and `db[r] += Σ_s g(r, s)` for r < `rows`,
+/// c < `cols`, s < `np` (`g` `rows × np` and `x` `cols × np`, feature-major): the sums
+/// over the samples by the tiles from bf16 operands, db in f32 as
+/// [`dense::weight_gradient`] adds it.
+#[allow(clippy::too_many_arguments)]
+pub fn weight_gradient(
+    rows: usize,
+    cols: usize,
+    g: &[f32],
+    x: &[f32],
+    np: usize,
+    dw: &mut [f32],
+    dws: usize,
+    db: &mut [f32],
+    scratch: &mut Scratch,
+) {
+    available().expect("the AMX path runs only where amx::available()");
+    assert!(np.is_multiple_of(T));
+    assert!(g.len() >= rows * np && x.len() >= cols * np && db.len() >= rows);
+    if rows > 0 && cols > 0 {
+        assert!(dw.len() > (rows - 1) * dws + cols - 1);
+    }
+    dense::weight_gradient(rows, 0, g, x, np, dw, dws, db);
+    if rows == 0 || cols == 0 {
+        return;
+    }
+    let (rows16, iw) = (rows.next_multiple_of(T), cols.next_multiple_of(T));
+    let pw = np.next_multiple_of(2 * T) / 2;
+    // g's rows with their samples in pairs (bf16::sample_words(np) = pw), zero rows to 16
+    let gp = grow(&mut scratch.a, rows16 * pw);
+    bf16::pairs_along_rows(rows, g, np, pw, &mut gp[..rows * pw]);
+    gp[rows * pw..].fill(0);
+    let xp = grow(&mut scratch.b, pw * iw);
+    pack_transposed(cols, x, np, iw, pw, xp);
+    let mut tiles = [[0f32; T * T]; 4];
+    // SAFETY: `available` granted the tile state; tile reads stay in gp (rows16 × pw
+    // words) and xp (pw × iw), writes in the four 16 × 16 tiles
+    unsafe {
+        with_tiles(|| {
+            for ob in (0..rows16).step_by(2 * T) {
+                let nob = ((rows16 - ob) / T).min(2);
+                for ib in (0..iw).step_by(2 * T) {
+                    let nib = ((iw - ib) / T).min(2);
+                    let [t0, t1, t2, t3] = &mut tiles;
+                    let shape = Block {
+                        a: [0, 1].map(|j| gp[(ob + j * T).min(rows16 - T) * pw..].as_ptr()),
+                        a_stride: pw * 4,
+                        a_step: T * 4,
+                        b: [0, 1].map(|j| xp[(ib + j * T).min(iw - T)..].as_ptr()),
+                        b_stride: iw * 4,
+                        b_step: T * iw * 4,
+                        steps: pw / T,
+                        init: None,
+                        c: [
+                            [t0.as_mut_ptr(), t1.as_mut_ptr()],
+                            [t2.as_mut_ptr(), t3.as_mut_ptr()],
+                        ],
+                        c_stride: [[T * 4; 2]; 2],
+                    };
+                    shape.run(nob, nib);
+                    for (j, k) in (0..nob).flat_map(|j| (0..nib).map(move |k| (j, k))) {
+                        let tile = &tiles[2 * j + k];
+                        let (r0, c0) = (ob + j * T, ib + k * T);
+                        for r in r0..(r0 + T).min(rows) {
+                            let n = (c0 + T).min(cols) - c0;
+                            let d = &mut dw[r * dws + c0..r * dws + c0 + n];
+                            for (d, v) in d.iter_mut().zip(&tile[(r - r0) * T..]) {
+                                *d += v;
+                            }
+                        }
+                    }
+                }
+            }
+        })
+    };
+}
+
+/// Up to 2 × 2 C tiles `C[j][k] = init[j] + Σ_steps A_j · B_k`: A tile j from `a[j]` (16
+/// rows `a_stride` bytes apart, advancing `a_step` bytes a step), B tile k from `b[k]`
+/// (likewise), C tile (j, k) stored to `c[j][k]` with rows `c_stride[j][k]` bytes apart;
+/// `init[j]` a 16 × 16 f32 tile (rows 64 bytes apart) or zero.
+#[derive(Clone, Copy)]
+struct Block {
+    a: [*const u32; 2],
+    a_stride: usize,
+    a_step: usize,
+    b: [*const u32; 2],
+    b_stride: usize,
+    b_step: usize,
+    steps: usize,
+    init: Option<[*const f32; 2]>,
+    c: [[*mut f32; 2]; 2],
+    c_stride: [[usize; 2]; 2],
+}
+
+/// The 64-byte tile configuration: palette 1, all eight tiles 16 rows of 64 bytes.
+#[repr(C, align(64))]
+struct TileConfig {
+    palette: u8,
+    start_row: u8,
+    reserved: [u8; 14],
+    colsb: [u16; 16],
+    rows: [u8; 16],
+}
+
+const CONFIG: TileConfig = {
+    let mut colsb = [0u16; 16];
+    let mut rows = [0u8; 16];
+    let mut t = 0;
+    while t < 8 {
+        colsb[t] = 64;
+        rows[t] = 16;
+        t += 1;
+    }
+    TileConfig {
+        palette: 1,
+        start_row: 0,
+        reserved: [0; 14],
+        colsb,
+        rows,
+    }
+};
+
+/// Runs `f` with the tiles configured ([`CONFIG`]), then releases them.
+///
+/// # Safety
+/// The tile state must be granted ([`available`]).
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+unsafe fn with_tiles<R>(f: impl FnOnce() -> R) -> R {
+    use std::arch::asm;
+    // SAFETY: the caller's promise; the configuration is valid (palette 1, eight tiles
+    // of 16 × 64 bytes)
+    unsafe { asm!("ldtilecfg [{0}]", in(reg) &CONFIG as *const TileConfig, options(nostack)) };
+    let r = f();
+    // SAFETY: as above
+    unsafe { asm!("tilerelease", options(nostack)) };
+    r
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+unsafe fn with_tiles<R>(_f: impl FnOnce() -> R) -> R {
+    unreachable!("AMX runs on x86-64 Linux only")
+}
+
+/// One tile instruction sequence per C tile (tmm0 = C[0][0], tmm1 = C[0][1], tmm2 =
+/// C[1][0], tmm3 = C[1][1]); A tiles in tmm4 / tmm5, B tiles in tmm6 / tmm7.
+macro_rules! per_c {
+    ($jk:expr, $pre:literal, $post:literal $(, $($operand:tt)*)?) => {
+        match $jk {
+            (0, 0) => std::arch::asm!(concat!($pre, "tmm0", $post) $(, $($operand)*)?, options(nostack)),
+            (0, 1) => std::arch::asm!(concat!($pre, "tmm1", $post) $(, $($operand)*)?, options(nostack)),
+            (1, 0) => std::arch::asm!(concat!($pre, "tmm2", $post) $(, $($operand)*)?, options(nostack)),
+            _ => std::arch::asm!(concat!($pre, "tmm3", $post) $(, $($operand)*)?, options(nostack)),
+        }
+    };
+}
+
+impl Block {
+    /// Runs the first `na` × `nb` C tiles.
+    ///
+    /// # Safety
+    /// Inside [`with_tiles`]; every tile the block reads or
+    /// writes (16 rows of 64 bytes at the given strides) must lie in live memory.
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    unsafe fn run(&self, na: usize, nb: usize) {
+        use std::arch::asm;
+        debug_assert!((1..=2).contains(&na) && (1..=2).contains(&nb));
+        let cells = || (0..na).flat_map(move |j| (0..nb).map(move |k| (j, k)));
+        // SAFETY: the caller's promise
+        unsafe {
+            for jk in cells() {
+                match self.init {
+                    Some(init) => per_c!(jk, "tileloadd ", ", [{p} + {s}*1]",
+                        p = in(reg) init[jk.0], s = in(reg) T * 4),
+                    None => per_c!(jk, "tilezero ", ""),
+                }
+            }
+            let (sa, sb) = (self.a_stride, self.b_stride);
+            for step in 0..self.steps {
+                let a0 = self.a[0].cast::<u8>().add(step * self.a_step);
+                let b0 = self.b[0].cast::<u8>().add(step * self.b_step);
+                asm!("tileloadd tmm4, [{a} + {sa}*1]", "tileloadd tmm6, [{b} + {sb}*1]",
+                    "tdpbf16ps tmm0, tmm4, tmm6",
+                    a = in(reg) a0, b = in(reg) b0, sa = in(reg) sa, sb = in(reg) sb,
+                    options(nostack));
+                if nb == 2 {
+                    let b1 = self.b[1].cast::<u8>().add(step * self.b_step);
+                    asm!("tileloadd tmm7, [{b} + {sb}*1]", "tdpbf16ps tmm1, tmm4, tmm7",
+                        b = in(reg) b1, sb = in(reg) sb, options(nostack));
+                }
+                if na == 2 {
+                    let a1 = self.a[1].cast::<u8>().add(step * self.a_step);
+                    asm!("tileloadd tmm5, [{a} + {sa}*1]", "tdpbf16ps tmm2, tmm5, tmm6",
+                        a = in(reg) a1, sa = in(reg) sa, options(nostack));
+                    if nb == 2 {
+                        asm!("tdpbf16ps tmm3, tmm5, tmm7", options(nostack));
+                    }
+                }
+            }
+            for jk in cells() {
+                per_c!(jk, "tilestored [{p} + {s}*1], ", "",
+                    p = in(reg) self.c[jk.0][jk.1], s = in(reg) self.c_stride[jk.0][jk.1]);
+            }
+        }
+    }
+
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    unsafe fn run(&self, _na: usize, _nb: usize) {
+        unreachable!("AMX runs on x86-64 Linux only")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::activation::Activation;
+
+    /// Whether the kernels can run here; where CPUID lists AMX on x86-64 Linux they must
+    /// (only the kernel's refusal of the tile state may stop them).
+    fn here() -> bool {
+        #[cfg(target_arch = "x86_64")]
+        let listed = {
+            let edx = std::arch::x86_64::__cpuid_count(7, 0).edx;
+            edx & (1 << 22) != 0 && edx & (1 << 24) != 0 && cfg!(target_os = "linux")
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        let listed = false;
+        match available() {
+            Ok(()) => {
+                assert!(listed, "available without AMX listed");
+                true
+            }
+            Err(why) => {
+                assert!(!listed || why.contains("refused"), "AMX listed but: {why}");
+                eprintln!("AMX TESTS NOT RUN: {why}");
+                false
+            }
+        }
+    }
+
+    /// Small multiples of 1/4 (exact in bf16; their products and sums of a few hundred
+    /// exact in f32), negative ones too.
+    fn quarters(n: usize, k: usize) -> Vec<f32> {
+        (0..n)
+            .map(|i| ((i * 7 + k) % 11) as f32 * 0.25 - 1.25)
+            .collect()
+    }
+
+    #[test]
+    fn transposed_packing_matches_its_definition() {
+        if !here() {
+            return;
+        }
+        for (cols, np) in [(12usize, 256usize), (32, 48), (33, 16), (1, 32), (64, 272)] {
+            let x: Vec<f32> = (0..cols * np).map(|i| i as f32 * 0.37 - 5.0).collect();
+            let (iw, pw) = (cols.next_multiple_of(16), np.next_multiple_of(32) / 2);
+            let mut got = vec![7u32; pw * iw];
+            pack_transposed(cols, &x, np, iw, pw, &mut got);
+            for p in 0..pw {
+                for c in 0..iw {
+                    let at = |s: usize| {
+                        if c < cols && s < np {
+                            bf16::to_bf16(x[c * np + s]) as u32
+                        } else {
+                            0
+                        }
+                    };
+                    let want = at(2 * p) | (at(2 * p + 1) << 16);
+                    assert_eq!(got[p * iw + c], want, "{cols} x {np}: word ({p}, {c})");
+                }
+            }
+        }
+    }
+
+    /// With exact inputs the tiles' sums equal the f32 kernel's bit for bit, for every
+    /// shape (partial row blocks, odd and padded reductions, one or many sample blocks),
+    /// both strides of A (W and Wᵀ), with and without bias, through each epilogue.
+    #[test]
+    fn products_are_exact_on_exact_inputs() {
+        if !here() {
+            return;
+        }
+        let mut scratch = Scratch::default();
+        let shapes = [
+            (3, 32, 16),
+            (32, 12, 256),
+            (32, 32, 48),
+            (48, 33, 64),
+            (64, 64, 256),
+            (128, 70, 32),
+            (17, 5, 16),
+            (1, 1, 16),
+        ];
+        for (rows, cols, np) in shapes {
+            let w = quarters(rows * cols, 1);
+            let x = quarters(cols * np, 2);
+            let bias = quarters(rows, 3);
+            let y = quarters(rows * np, 4);
+            for transposed in [false, true] {
+                let a = if transposed {
+                    (&w[..], 1, rows)
+                } else {
+                    (&w[..], cols, 1)
+                };
+                for (k, epilogue) in [
+                    Epilogue::Store,
+                    Epilogue::Activate(Activation::Relu),
+                    Epilogue::Derivative(Activation::LeakyRelu { slope: 0.25 }, &y),
+                ]
+                .into_iter()
+                .enumerate()
+                {
+                    let b = (k != 1).then_some(&bias[..]);
+                    let mut want = vec![0f32; rows * np];
+                    dense::broadcast_product_then(
+                        rows, cols, a.0, a.1, a.2, &x, np, b, epilogue, &mut want,
+                    );
+                    let mut got = vec![f32::NAN; rows * np + 5];
+                    product(rows, cols, a, &x, np, b, epilogue, &mut got, &mut scratch);
+                    assert_eq!(got.len(), want.len() + 5);
+                    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                        assert_eq!(
+                            g.to_bits(),
+                            w.to_bits(),
+                            "{rows} x {cols} x {np} (transposed {transposed}, {k}): \
+                             output {i}: {g} vs {w}"
+                        );
+                    }
+                    assert!(got[rows * np..].iter().all(|v| v.is_nan()), "wrote past");
+                }
+            }
+        }
+    }
+
+    /// The tiles' products round their operands to bf16 and add in f32: within that
+    /// rounding of the f64 sums of the f32 operands, on random inputs.
+    #[test]
+    fn products_are_within_bf16_rounding() {
+        if !here() {
+            return;
+        }
+        let mut rng = crate::rng::Pcg32::new(9);
+        let mut scratch = Scratch::default();
+        for (rows, cols, np) in [(32, 32, 256), (64, 12, 64), (3, 64, 32)] {
+            let mut draw =
+                |n: usize| -> Vec<f32> { (0..n).map(|_| rng.next_f32() * 2.0 - 1.0).collect() };
+            let (w, x) = (draw(rows * cols), draw(cols * np));
+            let mut got = vec![0f32; rows * np];
+            let store = Epilogue::Store;
+            product(
+                rows,
+                cols,
+                (&w, cols, 1),
+                &x,
+                np,
+                None,
+                store,
+                &mut got,
+                &mut scratch,
+            );
+            for r in 0..rows {
+                for s in 0..np {
+                    let terms = (0..cols).map(|c| w[r * cols + c] as f64 * x[c * np + s] as f64);
+                    let (want, size) = terms.fold((0.0, 0.0), |(a, m), t| (a + t, m + t.abs()));
+                    let g = got[r * np + s] as f64;
+                    // two bf16 roundings (2⁻⁸ each, relative) per product, and f32 sums
+                    assert!(
+                        (g - want).abs() <= size * (2.0 * 2f64.powi(-8) + 1e-5),
+                        "{rows} x {cols}: ({r}, {s}) = {g}, want {want} (Σ|t| {size})"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The weight gradient on exact inputs equals the f32 kernel's bit for bit (dW added
+    /// to what it held, rows `dws` apart; db as the f32 path adds it).
+    #[test]
+    fn weight_gradients_are_exact_on_exact_inputs() {
+        if !here() {
+            return;
+        }
+        let mut scratch = Scratch::default();
+        for (rows, cols, np) in [
+            (32, 12, 256),
+            (3, 32, 48),
+            (32, 32, 16),
+            (64, 64, 272),
+            (17, 33, 32),
+        ] {
+            let g = quarters(rows * np, 5);
+            let x = quarters(cols * np, 6);
+            let dws = cols + 3;
+            let start = quarters(rows * dws, 7);
+            let (mut want, mut want_db) = (start.clone(), quarters(rows, 8));
+            dense::weight_gradient(rows, cols, &g, &x, np, &mut want, dws, &mut want_db);
+            let (mut got, mut got_db) = (start.clone(), quarters(rows, 8));
+            weight_gradient(
+                rows,
+                cols,
+                &g,
+                &x,
+                np,
+                &mut got,
+                dws,
+                &mut got_db,
+                &mut scratch,
+            );
+            assert_eq!(got.len(), want.len());
+            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(
+                    a.to_bits(),
+                    b.to_bits(),
+                    "{rows} x {cols} x {np}: dW[{i}] {a} vs {b}"
+                );
+            }
+            assert_eq!(got_db, want_db);
+        }
+    }
+}
