@@ -134,7 +134,7 @@ fn pack_rows(
 pub fn product(
     rows: usize,
     cols: usize,
-    (a, ars, acs): (&[f32], usize, usize),
+    a: (&[f32], usize, usize),
     b: &[f32],
     np: usize,
     bias: Option<&[f32]>,
@@ -142,24 +142,58 @@ pub fn product(
     out: &mut [f32],
     scratch: &mut Scratch,
 ) {
+    let mut bp = std::mem::take(&mut scratch.b);
+    pack_b(cols, b, np, &mut bp);
+    product_packed(rows, cols, a, &bp, np, bias, out, scratch);
+    scratch.b = bp;
+    epilogue.apply(&mut out[..rows * np]);
+}
+
+/// Words of the B operand of a [`product_packed`] with `cols` reduction rows over `np`
+/// samples: the rows in pairs, padded with zero pairs to whole tiles of 32 rows.
+pub fn b_words(cols: usize, np: usize) -> usize {
+    reduction_words(cols) * np
+}
+
+/// Words a row of A (or rows of B) a product with `cols` reduction rows takes: whole
+/// tiles of 32 bf16.
+fn reduction_words(cols: usize) -> usize {
+    cols.next_multiple_of(2 * T).max(2 * T) / 2
+}
+
+/// The B operand of [`product_packed`] from `b` (`cols × np`, feature-major): its rows in
+/// pairs as bf16 ([`bf16::pack_pairs`]' layout), zero pairs up to [`b_words`].
+pub fn pack_b(cols: usize, b: &[f32], np: usize, dst: &mut Vec<u32>) {
+    let bp = grow(dst, b_words(cols, np));
+    let filled = cols.div_ceil(2) * np;
+    bf16::pairs_of_rows(cols, b, np, &mut bp[..filled]);
+    bp[filled..].fill(0);
+}
+
+/// [`product`] without its epilogue, with b already packed by [`pack_b`] (or
+/// [`activate_and_pair`], [`derive_and_pack`]): `bp` holds at least [`b_words`]`(cols,
+/// np)` words.
+#[allow(clippy::too_many_arguments)]
+pub fn product_packed(
+    rows: usize,
+    cols: usize,
+    (a, ars, acs): (&[f32], usize, usize),
+    bp: &[u32],
+    np: usize,
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+    scratch: &mut Scratch,
+) {
     available().expect("the AMX path runs only where amx::available()");
-    assert!(np.is_multiple_of(T) && b.len() >= cols * np && out.len() >= rows * np);
+    assert!(np.is_multiple_of(T) && bp.len() >= b_words(cols, np) && out.len() >= rows * np);
     if rows > 0 && cols > 0 {
         assert!(a.len() > (rows - 1) * ars + (cols - 1) * acs);
     }
     if let Some(bias) = bias {
         assert!(bias.len() >= rows);
     }
-    let (rows16, k32) = (
-        rows.next_multiple_of(T),
-        cols.next_multiple_of(2 * T).max(2 * T),
-    );
-    let kw = k32 / 2;
+    let (rows16, kw) = (rows.next_multiple_of(T), reduction_words(cols));
     pack_a(rows, cols, (a, ars, acs), rows16, kw, scratch);
-    let bp = grow(&mut scratch.b, kw * np);
-    let filled = cols.div_ceil(2) * np;
-    bf16::pairs_of_rows(cols, b, np, &mut bp[..filled]);
-    bp[filled..].fill(0);
     let ap = &scratch.a[..rows16 * kw];
     let mut init = [[0f32; T * T]; 2];
     // the last row block's tiles where it is partial
@@ -169,8 +203,11 @@ pub fn product(
         }
         &mut scratch.tail[..T * np]
     };
-    for rb in (0..rows16).step_by(2 * T) {
-        let nrb = ((rows16 - rb) / T).min(2);
+    // two row blocks a group where one step covers the reduction (their A tiles held in
+    // two tile registers), else one
+    let group = if kw == T { 2 } else { 1 };
+    for rb in (0..rows16).step_by(group * T) {
+        let nrb = ((rows16 - rb) / T).min(group);
         for (j, tile) in init.iter_mut().enumerate().take(nrb) {
             for (r, row) in tile.chunks_exact_mut(T).enumerate() {
                 let r = rb + j * T + r;
@@ -195,7 +232,7 @@ pub fn product(
             steps: kw / T,
             b: bp.as_ptr(),
             np,
-            init: [init[0].as_ptr(), init[1].as_ptr()],
+            init: bias.map(|_| [init[0].as_ptr(), init[1].as_ptr()]),
             c,
         };
         // SAFETY: `available` granted the tile state; tile reads stay in ap (rows rb +
@@ -208,7 +245,208 @@ pub fn product(
             out[last * np..last * np + n].copy_from_slice(&tail[..n]);
         }
     }
-    epilogue.apply(&mut out[..rows * np]);
+}
+
+/// A product's activation applied to its outputs `out` (`rows × np`, in place), which
+/// are also written in pairs as the B operand of the next layer's [`product_packed`]
+/// (`pairs`, [`b_words`]`(rows, np)` words): one pass instead of an epilogue's and
+/// [`pack_b`]'s. The activation's formulas are [`Fused`]'s.
+pub fn activate_and_pair(
+    rows: usize,
+    out: &mut [f32],
+    np: usize,
+    act: Fused,
+    pairs: &mut Vec<u32>,
+) {
+    available().expect("the AMX path runs only where amx::available()");
+    assert!(np.is_multiple_of(T) && out.len() >= rows * np);
+    let dst = grow(pairs, b_words(rows, np));
+    let filled = rows.div_ceil(2) * np;
+    dst[filled..].fill(0);
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the CPU has AVX-512 with BF16 (`available`); reads and writes stay in rows ×
+    // np of out and ⌈rows/2⌉ × np of dst
+    unsafe {
+        fused_hw(
+            rows,
+            out.as_mut_ptr(),
+            None,
+            np,
+            np,
+            act,
+            dst.as_mut_ptr(),
+            None,
+        )
+    };
+}
+
+/// An input gradient's epilogue: `d` (`rows × np`, the sums of dx = Wᵀ·dz) times the
+/// derivative of the layer below from its outputs `y`, in place, zero for the padding
+/// samples `n..np` — that layer's ∂L/∂z — packed as both operands its products read: in
+/// pairs (`pairs`, [`b_words`]`(rows, np)`, for its dx) and each row's samples in pairs
+/// (`samples`, [`g_words`]`(rows, np)`, for its dW); each row's sum is added to `db` (its
+/// bias gradient). One pass instead of an epilogue's, [`pack_b`]'s, [`pack_g`]'s and
+/// the bias sums'.
+#[allow(clippy::too_many_arguments)]
+pub fn derive_and_pack(
+    rows: usize,
+    d: &mut [f32],
+    y: &[f32],
+    n: usize,
+    np: usize,
+    act: Fused,
+    pairs: &mut Vec<u32>,
+    samples: &mut Vec<u32>,
+    db: &mut [f32],
+) {
+    available().expect("the AMX path runs only where amx::available()");
+    assert!(np.is_multiple_of(T) && n <= np && d.len() >= rows * np && y.len() >= rows * np);
+    assert!(db.len() >= rows);
+    let dst = grow(pairs, b_words(rows, np));
+    dst[rows.div_ceil(2) * np..].fill(0);
+    let pw = sample_words(np);
+    let sp = grow(samples, g_words(rows, np));
+    sp[rows * pw..].fill(0);
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: the CPU has AVX-512 with BF16 (`available`); reads and writes stay in rows ×
+    // np of d and y, ⌈rows/2⌉ × np of dst, rows × pw of sp and rows of db
+    unsafe {
+        fused_hw(
+            rows,
+            d.as_mut_ptr(),
+            Some((y.as_ptr(), db.as_mut_ptr(), sp.as_mut_ptr())),
+            n,
+            np,
+            act,
+            dst.as_mut_ptr(),
+            Some(pw),
+        )
+    };
+}
+
+pub use crate::bf16::Fused;
+
+/// 32 bf16 as 16 words.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn words(v: std::arch::x86_64::__m512bh) -> std::arch::x86_64::__m512i {
+    // SAFETY: both are 64 bytes of plain bits
+    unsafe { std::mem::transmute(v) }
+}
+
+/// [`activate_and_pair`] (`grad` None) and [`derive_and_pack`] (`grad` = y, db, the sample
+/// pairs with rows of `pw` words): row pairs of 32 samples at a time.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn fused_hw(
+    rows: usize,
+    v: *mut f32,
+    grad: Option<(*const f32, *mut f32, *mut u32)>,
+    n: usize,
+    np: usize,
+    act: Fused,
+    pairs: *mut u32,
+    pw: Option<usize>,
+) {
+    use std::arch::x86_64::*;
+    let first = |k: usize| -> u16 { if k >= T { u16::MAX } else { (1u16 << k) - 1 } };
+    let mut order = [0i16; 32];
+    for (j, o) in order.iter_mut().enumerate() {
+        *o = (j / 2 + (j % 2) * T) as i16;
+    }
+    // SAFETY: 32 lanes of 16 bits from a local array
+    let order = unsafe { _mm512_loadu_si512(order.as_ptr().cast()) };
+    let zero = _mm512_setzero_ps();
+    let slope = _mm512_set1_ps(match act {
+        Fused::LeakyRelu(s) => s,
+        _ => 1.0,
+    });
+    // the activation of z, or d times the derivative from y
+    let apply = |x: __m512, y: __m512| -> __m512 {
+        match (act, grad.is_some()) {
+            (Fused::None, _) => x,
+            (Fused::Relu, false) => {
+                _mm512_maskz_mov_ps(_mm512_cmp_ps_mask::<_CMP_GT_OQ>(x, zero), x)
+            }
+            (Fused::LeakyRelu(_), false) => {
+                let pos = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(x, zero);
+                _mm512_mask_mov_ps(_mm512_mul_ps(x, slope), pos, x)
+            }
+            (Fused::Relu, true) => {
+                _mm512_maskz_mov_ps(_mm512_cmp_ps_mask::<_CMP_GT_OQ>(y, zero), x)
+            }
+            (Fused::LeakyRelu(_), true) => {
+                let pos = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(y, zero);
+                _mm512_mul_ps(x, _mm512_mask_mov_ps(slope, pos, _mm512_set1_ps(1.0)))
+            }
+        }
+    };
+    for p in 0..rows.div_ceil(2) {
+        let (r0, r1) = (2 * p, 2 * p + 1);
+        let has1 = r1 < rows;
+        let mut sums = [zero; 2];
+        for s in (0..np).step_by(2 * T) {
+            // samples s..s + 16 and s + 16..s + 32: present below np, counted below n
+            let m = [first(np - s), first(np.saturating_sub(s + T))];
+            let live = [first(n.saturating_sub(s)), first(n.saturating_sub(s + T))];
+            let mut rows_out = [[zero; 2]; 2];
+            for (i, r) in [r0, r1].into_iter().enumerate() {
+                if i == 1 && !has1 {
+                    break;
+                }
+                for h in 0..2 {
+                    if m[h] == 0 {
+                        continue;
+                    }
+                    let at = r * np + s + h * T;
+                    // SAFETY: row r < rows, samples below np (masked)
+                    unsafe {
+                        let x = _mm512_maskz_loadu_ps(m[h], v.add(at));
+                        let x = match grad {
+                            Some((y, ..)) => {
+                                let y = _mm512_maskz_loadu_ps(m[h], y.add(at));
+                                _mm512_maskz_mov_ps(live[h], apply(x, y))
+                            }
+                            None => apply(x, zero),
+                        };
+                        _mm512_mask_storeu_ps(v.add(at), m[h], x);
+                        rows_out[i][h] = x;
+                    }
+                }
+                if grad.is_some() {
+                    sums[i] = _mm512_add_ps(sums[i], _mm512_add_ps(rows_out[i][0], rows_out[i][1]));
+                }
+            }
+            for h in 0..2 {
+                if m[h] == 0 {
+                    continue;
+                }
+                let both = words(_mm512_cvtne2ps_pbh(rows_out[1][h], rows_out[0][h]));
+                // SAFETY: pair row p < ⌈rows/2⌉, samples below np (masked)
+                unsafe {
+                    _mm512_mask_storeu_epi32(
+                        pairs.add(p * np + s + h * T).cast(),
+                        m[h],
+                        _mm512_permutexvar_epi16(order, both),
+                    )
+                };
+            }
+            if let (Some((_, _, sp)), Some(pw)) = (grad, pw) {
+                for (i, r) in [r0, r1].into_iter().enumerate().take(1 + has1 as usize) {
+                    let w = words(_mm512_cvtne2ps_pbh(rows_out[i][1], rows_out[i][0]));
+                    // SAFETY: row r < rows, words s/2..s/2 + 16 ≤ pw
+                    unsafe { _mm512_storeu_si512(sp.add(r * pw + s / 2).cast(), w) };
+                }
+            }
+        }
+        if let Some((_, db, _)) = grad {
+            for (i, r) in [r0, r1].into_iter().enumerate().take(1 + has1 as usize) {
+                // SAFETY: r < rows
+                unsafe { *db.add(r) += _mm512_reduce_add_ps(sums[i]) };
+            }
+        }
+    }
 }
 
 /// One or two row blocks of a [`product`] over all its samples: C tile j of samples s
@@ -222,72 +460,130 @@ struct RowGroup {
     steps: usize,
     b: *const u32,
     np: usize,
-    init: [*const f32; 2],
+    init: Option<[*const f32; 2]>,
     c: [*mut f32; 2],
 }
 
 impl RowGroup {
-    /// Runs the first `nrb` row blocks: with at most two steps, the A tiles held in tmm2-5
-    /// across the samples; else loaded each step. C in tmm0-1, B in tmm6-7.
+    /// Runs the first `nrb` row blocks (two only with one step). Consecutive sample
+    /// blocks alternate between two sets of tile registers, so that one block's stores
+    /// overlap the next one's loads and products (a tile register is not renamed: a load
+    /// into it waits for the store reading it): C in tmm0-1 / tmm2-3, B in tmm6 / tmm7
+    /// (and tmm1 / tmm3 with two steps), A held in tmm4-5 for one or two steps, else loaded
+    /// each step into them.
     ///
     /// # Safety
     /// Inside [`with_tiles`]; every tile the group reads or writes must lie in live memory.
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     unsafe fn run(&self, nrb: usize) {
         use std::arch::asm;
-        debug_assert!((1..=2).contains(&nrb));
+        debug_assert!(nrb == 1 || (nrb == 2 && self.steps == 1));
         let two = nrb == 2;
         let (sa, sb, sc, si) = (self.a_stride, self.np * 4, self.np * 4, T * 4);
-        let step_bytes = |k: usize| k * T * self.np * 4;
+        let step = T * self.np * 4;
+        let (a0, a1) = (self.a[0].cast::<u8>(), self.a[1].cast::<u8>());
+        let [i0, i1] = self.init.unwrap_or([std::ptr::null(); 2]);
         // SAFETY: the caller's promise
         unsafe {
-            let held = self.steps <= 2;
-            if held {
-                let (a0, a1) = (self.a[0].cast::<u8>(), self.a[1].cast::<u8>());
-                asm!("tileloadd tmm2, [{a0} + {sa}*1]", "tileloadd tmm3, [{a1} + {sa}*1]",
-                    a0 = in(reg) a0, a1 = in(reg) a1, sa = in(reg) sa, options(nostack));
-                if self.steps == 2 {
-                    asm!("tileloadd tmm4, [{a0} + {sa}*1]", "tileloadd tmm5, [{a1} + {sa}*1]",
-                        a0 = in(reg) a0.add(64), a1 = in(reg) a1.add(64), sa = in(reg) sa,
-                        options(nostack));
-                }
+            match self.steps {
+                1 => asm!("tileloadd tmm4, [{a0} + {sa}*1]", "tileloadd tmm5, [{a1} + {sa}*1]",
+                    a0 = in(reg) a0, a1 = in(reg) a1, sa = in(reg) sa, options(nostack)),
+                2 => asm!("tileloadd tmm4, [{a0} + {sa}*1]", "tileloadd tmm5, [{a1} + {sa}*1]",
+                    a0 = in(reg) a0, a1 = in(reg) a0.add(64), sa = in(reg) sa, options(nostack)),
+                _ => {}
             }
-            for s in (0..self.np).step_by(T) {
+            for (n, s) in (0..self.np).step_by(T).enumerate() {
                 let b = self.b.add(s).cast::<u8>();
-                asm!("tileloadd tmm0, [{i0} + {si}*1]", "tileloadd tmm1, [{i1} + {si}*1]",
-                    i0 = in(reg) self.init[0], i1 = in(reg) self.init[1], si = in(reg) si,
-                    options(nostack));
-                if held {
-                    asm!("tileloadd tmm6, [{b} + {sb}*1]", "tdpbf16ps tmm0, tmm2, tmm6",
-                        b = in(reg) b, sb = in(reg) sb, options(nostack));
-                    if two {
-                        asm!("tdpbf16ps tmm1, tmm3, tmm6", options(nostack));
-                    }
-                    if self.steps == 2 {
-                        asm!("tileloadd tmm7, [{b} + {sb}*1]", "tdpbf16ps tmm0, tmm4, tmm7",
-                            b = in(reg) b.add(step_bytes(1)), sb = in(reg) sb, options(nostack));
-                        if two {
-                            asm!("tdpbf16ps tmm1, tmm5, tmm7", options(nostack));
-                        }
-                    }
-                } else {
-                    for k in 0..self.steps {
-                        let (a0, a1) = (self.a[0].cast::<u8>(), self.a[1].cast::<u8>());
-                        asm!("tileloadd tmm6, [{b} + {sb}*1]", "tileloadd tmm2, [{a0} + {sa}*1]",
-                            "tdpbf16ps tmm0, tmm2, tmm6",
-                            b = in(reg) b.add(step_bytes(k)), a0 = in(reg) a0.add(64 * k),
-                            sb = in(reg) sb, sa = in(reg) sa, options(nostack));
-                        if two {
-                            asm!("tileloadd tmm3, [{a1} + {sa}*1]", "tdpbf16ps tmm1, tmm3, tmm6",
-                                a1 = in(reg) a1.add(64 * k), sa = in(reg) sa, options(nostack));
-                        }
+                let (c0, c1) = (self.c[0].add(s), self.c[1].add(s));
+                let odd = n % 2 == 1;
+                // C from the bias tiles, or zero
+                match (self.init, odd) {
+                    (Some(_), false) => asm!("tileloadd tmm0, [{i} + {si}*1]", i = in(reg) i0,
+                        si = in(reg) si, options(nostack)),
+                    (Some(_), true) => asm!("tileloadd tmm2, [{i} + {si}*1]", i = in(reg) i0,
+                        si = in(reg) si, options(nostack)),
+                    (None, false) => asm!("tilezero tmm0", options(nostack)),
+                    (None, true) => asm!("tilezero tmm2", options(nostack)),
+                }
+                if two {
+                    match (self.init, odd) {
+                        (Some(_), false) => asm!("tileloadd tmm1, [{i} + {si}*1]",
+                            i = in(reg) i1, si = in(reg) si, options(nostack)),
+                        (Some(_), true) => asm!("tileloadd tmm3, [{i} + {si}*1]",
+                            i = in(reg) i1, si = in(reg) si, options(nostack)),
+                        (None, false) => asm!("tilezero tmm1", options(nostack)),
+                        (None, true) => asm!("tilezero tmm3", options(nostack)),
                     }
                 }
-                asm!("tilestored [{c} + {sc}*1], tmm0", c = in(reg) self.c[0].add(s),
-                    sc = in(reg) sc, options(nostack));
-                if two {
-                    asm!("tilestored [{c} + {sc}*1], tmm1", c = in(reg) self.c[1].add(s),
-                        sc = in(reg) sc, options(nostack));
+                match (self.steps, two, odd) {
+                    (1, true, false) => asm!(
+                        "tileloadd tmm6, [{b} + {sb}*1]",
+                        "tdpbf16ps tmm0, tmm4, tmm6", "tdpbf16ps tmm1, tmm5, tmm6",
+                        "tilestored [{c0} + {sc}*1], tmm0", "tilestored [{c1} + {sc}*1], tmm1",
+                        b = in(reg) b,
+                        sb = in(reg) sb, c0 = in(reg) c0, c1 = in(reg) c1, sc = in(reg) sc,
+                        options(nostack)),
+                    (1, true, true) => asm!(
+                        "tileloadd tmm7, [{b} + {sb}*1]",
+                        "tdpbf16ps tmm2, tmm4, tmm7", "tdpbf16ps tmm3, tmm5, tmm7",
+                        "tilestored [{c0} + {sc}*1], tmm2", "tilestored [{c1} + {sc}*1], tmm3",
+                        b = in(reg) b,
+                        sb = in(reg) sb, c0 = in(reg) c0, c1 = in(reg) c1, sc = in(reg) sc,
+                        options(nostack)),
+                    (1, false, false) => asm!(
+                        "tileloadd tmm6, [{b} + {sb}*1]",
+                        "tdpbf16ps tmm0, tmm4, tmm6", "tilestored [{c0} + {sc}*1], tmm0",
+                        b = in(reg) b, sb = in(reg) sb,
+                        c0 = in(reg) c0, sc = in(reg) sc, options(nostack)),
+                    (1, false, true) => asm!(
+                        "tileloadd tmm7, [{b} + {sb}*1]",
+                        "tdpbf16ps tmm2, tmm4, tmm7", "tilestored [{c0} + {sc}*1], tmm2",
+                        b = in(reg) b, sb = in(reg) sb,
+                        c0 = in(reg) c0, sc = in(reg) sc, options(nostack)),
+                    (2, _, false) => asm!(
+                        "tileloadd tmm6, [{b} + {sb}*1]",
+                        "tileloadd tmm7, [{b1} + {sb}*1]",
+                        "tdpbf16ps tmm0, tmm4, tmm6", "tdpbf16ps tmm0, tmm5, tmm7",
+                        "tilestored [{c0} + {sc}*1], tmm0",
+                        b = in(reg) b, b1 = in(reg) b.add(step),
+                        sb = in(reg) sb, c0 = in(reg) c0, sc = in(reg) sc, options(nostack)),
+                    (2, _, true) => asm!(
+                        "tileloadd tmm1, [{b} + {sb}*1]",
+                        "tileloadd tmm3, [{b1} + {sb}*1]",
+                        "tdpbf16ps tmm2, tmm4, tmm1", "tdpbf16ps tmm2, tmm5, tmm3",
+                        "tilestored [{c0} + {sc}*1], tmm2",
+                        b = in(reg) b, b1 = in(reg) b.add(step),
+                        sb = in(reg) sb, c0 = in(reg) c0, sc = in(reg) sc, options(nostack)),
+                    _ => {
+                        for k in 0..self.steps {
+                            let (a, b) = (a0.add(64 * k), b.add(k * step));
+                            match (k % 2 == 1, odd) {
+                                (false, false) => asm!("tileloadd tmm4, [{a} + {sa}*1]",
+                                    "tileloadd tmm6, [{b} + {sb}*1]", "tdpbf16ps tmm0, tmm4, tmm6",
+                                    a = in(reg) a, b = in(reg) b, sa = in(reg) sa, sb = in(reg) sb,
+                                    options(nostack)),
+                                (true, false) => asm!("tileloadd tmm5, [{a} + {sa}*1]",
+                                    "tileloadd tmm7, [{b} + {sb}*1]", "tdpbf16ps tmm0, tmm5, tmm7",
+                                    a = in(reg) a, b = in(reg) b, sa = in(reg) sa, sb = in(reg) sb,
+                                    options(nostack)),
+                                (false, true) => asm!("tileloadd tmm4, [{a} + {sa}*1]",
+                                    "tileloadd tmm6, [{b} + {sb}*1]", "tdpbf16ps tmm2, tmm4, tmm6",
+                                    a = in(reg) a, b = in(reg) b, sa = in(reg) sa, sb = in(reg) sb,
+                                    options(nostack)),
+                                (true, true) => asm!("tileloadd tmm5, [{a} + {sa}*1]",
+                                    "tileloadd tmm7, [{b} + {sb}*1]", "tdpbf16ps tmm2, tmm5, tmm7",
+                                    a = in(reg) a, b = in(reg) b, sa = in(reg) sa, sb = in(reg) sb,
+                                    options(nostack)),
+                            }
+                        }
+                        if odd {
+                            asm!("tilestored [{c0} + {sc}*1], tmm2", c0 = in(reg) c0,
+                                sc = in(reg) sc, options(nostack));
+                        } else {
+                            asm!("tilestored [{c0} + {sc}*1], tmm0", c0 = in(reg) c0,
+                                sc = in(reg) sc, options(nostack));
+                        }
+                    }
                 }
             }
         }
@@ -492,22 +788,60 @@ pub fn weight_gradient(
     db: &mut [f32],
     scratch: &mut Scratch,
 ) {
+    assert!(np.is_multiple_of(T) && g.len() >= rows * np && db.len() >= rows);
+    dense::weight_gradient(rows, 0, g, x, np, dw, dws, db);
+    let mut gp = std::mem::take(&mut scratch.t);
+    pack_g(rows, g, np, &mut gp);
+    weight_gradient_packed(rows, cols, &gp, x, np, dw, dws, scratch);
+    scratch.t = gp;
+}
+
+/// Words of the A operand of a [`weight_gradient_packed`] of `rows` outputs over `np`
+/// samples: rows to whole tiles of 16, each of the samples in pairs to whole tiles of 32.
+pub fn g_words(rows: usize, np: usize) -> usize {
+    rows.next_multiple_of(T) * sample_words(np)
+}
+
+/// Words a row of samples in pairs takes: whole tiles of 32 samples.
+fn sample_words(np: usize) -> usize {
+    np.next_multiple_of(2 * T) / 2
+}
+
+/// The A operand of [`weight_gradient_packed`] from g (`rows × np`): each row's samples in
+/// pairs as bf16 ([`bf16::pack_samples`]' layout), zero rows up to [`g_words`].
+pub fn pack_g(rows: usize, g: &[f32], np: usize, dst: &mut Vec<u32>) {
+    let pw = sample_words(np);
+    let gp = grow(dst, g_words(rows, np));
+    bf16::pairs_along_rows(rows, g, np, pw, &mut gp[..rows * pw]);
+    gp[rows * pw..].fill(0);
+}
+
+/// [`weight_gradient`]'s dW alone (no db), with g already packed by [`pack_g`] (or
+/// [`derive_and_pack`]): `gp` holds at least [`g_words`]`(rows, np)` words.
+#[allow(clippy::too_many_arguments)]
+pub fn weight_gradient_packed(
+    rows: usize,
+    cols: usize,
+    gp: &[u32],
+    x: &[f32],
+    np: usize,
+    dw: &mut [f32],
+    dws: usize,
+    scratch: &mut Scratch,
+) {
     available().expect("the AMX path runs only where amx::available()");
-    assert!(np.is_multiple_of(T));
-    assert!(g.len() >= rows * np && x.len() >= cols * np && db.len() >= rows);
+    assert!(np.is_multiple_of(T) && gp.len() >= g_words(rows, np) && x.len() >= cols * np);
     if rows > 0 && cols > 0 {
         assert!(dw.len() > (rows - 1) * dws + cols - 1);
     }
-    dense::weight_gradient(rows, 0, g, x, np, dw, dws, db);
     if rows == 0 || cols == 0 {
         return;
     }
-    let (rows16, iw) = (rows.next_multiple_of(T), cols.next_multiple_of(T));
-    let pw = np.next_multiple_of(2 * T) / 2;
-    // g's rows with their samples in pairs (bf16::sample_words(np) = pw), zero rows to 16
-    let gp = grow(&mut scratch.a, rows16 * pw);
-    bf16::pairs_along_rows(rows, g, np, pw, &mut gp[..rows * pw]);
-    gp[rows * pw..].fill(0);
+    let (rows16, iw, pw) = (
+        rows.next_multiple_of(T),
+        cols.next_multiple_of(T),
+        sample_words(np),
+    );
     let xp = grow(&mut scratch.b, pw * iw);
     pack_transposed(cols, x, np, iw, pw, xp);
     let mut tiles = [[0f32; T * T]; 4];
@@ -893,6 +1227,121 @@ mod tests {
                 );
             }
             assert_eq!(got_db, want_db);
+        }
+    }
+
+    /// The fused epilogues write what the separate passes would: the activation or
+    /// derivative by [`Fused`]'s formulas, the packed operands exactly as [`pack_b`] and
+    /// [`pack_g`] pack that result, zero gradients on the padding, and the row sums.
+    #[test]
+    fn fused_epilogues_match_the_separate_passes() {
+        if !here() {
+            return;
+        }
+        let mut rng = crate::rng::Pcg32::new(3);
+        for (rows, n) in [(32, 256), (33, 40), (1, 16), (64, 100), (17, 250)] {
+            let np = dense::padded(n);
+            for act in [Fused::None, Fused::Relu, Fused::LeakyRelu(0.125)] {
+                let mut draw =
+                    |k: usize| -> Vec<f32> { (0..k).map(|_| rng.next_f32() * 2.0 - 1.0).collect() };
+                let z = draw(rows * np);
+                let y = draw(rows * np);
+                let mut a = z.clone();
+                let mut pairs = vec![9u32; 3];
+                activate_and_pair(rows, &mut a, np, act, &mut pairs);
+                let value = |z: f32| match act {
+                    Fused::None => z,
+                    Fused::Relu => {
+                        if z > 0.0 {
+                            z
+                        } else {
+                            0.0
+                        }
+                    }
+                    Fused::LeakyRelu(k) => {
+                        if z > 0.0 {
+                            z
+                        } else {
+                            k * z
+                        }
+                    }
+                };
+                for (i, (got, z)) in a.iter().zip(&z).enumerate() {
+                    assert_eq!(
+                        got.to_bits(),
+                        value(*z).to_bits(),
+                        "{rows}x{n} {act:?}: {i}"
+                    );
+                }
+                let mut want = Vec::new();
+                pack_b(rows, &a, np, &mut want);
+                assert_eq!(pairs[..want.len()], want[..], "{rows}x{n} {act:?}: pairs");
+
+                let mut d = z.clone();
+                let (mut pairs, mut samples) = (Vec::new(), vec![5u32; 7]);
+                let mut db = vec![0.5f32; rows];
+                derive_and_pack(
+                    rows,
+                    &mut d,
+                    &y,
+                    n,
+                    np,
+                    act,
+                    &mut pairs,
+                    &mut samples,
+                    &mut db,
+                );
+                let slope = |y: f32| match act {
+                    Fused::None => 1.0,
+                    Fused::Relu => {
+                        if y > 0.0 {
+                            1.0
+                        } else {
+                            0.0
+                        }
+                    }
+                    Fused::LeakyRelu(k) => {
+                        if y > 0.0 {
+                            1.0
+                        } else {
+                            k
+                        }
+                    }
+                };
+                assert_eq!(db.len(), rows);
+                for (r, got) in db.iter().enumerate() {
+                    let mut sum = 0.5f64;
+                    for s in 0..np {
+                        let i = r * np + s;
+                        let want = if s < n {
+                            match act {
+                                Fused::Relu => {
+                                    if y[i] > 0.0 {
+                                        z[i]
+                                    } else {
+                                        0.0
+                                    }
+                                }
+                                _ => z[i] * slope(y[i]),
+                            }
+                        } else {
+                            0.0
+                        };
+                        assert_eq!(d[i].to_bits(), want.to_bits(), "{rows}x{n} {act:?}: dz {i}");
+                        sum += want as f64;
+                    }
+                    assert!((*got as f64 - sum).abs() < 1e-4, "db[{r}] {got} vs {sum}");
+                }
+                let (mut wp, mut wg) = (Vec::new(), Vec::new());
+                pack_b(rows, &d, np, &mut wp);
+                pack_g(rows, &d, np, &mut wg);
+                assert_eq!(pairs[..wp.len()], wp[..], "{rows}x{n} {act:?}: dz pairs");
+                assert_eq!(
+                    samples[..wg.len()],
+                    wg[..],
+                    "{rows}x{n} {act:?}: dz samples"
+                );
+            }
         }
     }
 }

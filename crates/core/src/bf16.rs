@@ -216,8 +216,14 @@ fn first(k: usize) -> u16 {
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
 unsafe fn pairs_of_rows_hw(rows: usize, src: *const f32, n: usize, dst: *mut u32) {
     use std::arch::x86_64::*;
-    let widen =
-        |v: __m256bh| _mm512_cvtepu16_epi32(unsafe { std::mem::transmute::<__m256bh, __m256i>(v) });
+    // `_mm512_cvtne2ps_pbh(hi, lo)` holds lo's 16 bf16 then hi's; this permutation of
+    // 16-bit lanes interleaves them: lane 2j = lo[j], lane 2j + 1 = hi[j]
+    let mut order = [0i16; 32];
+    for (j, o) in order.iter_mut().enumerate() {
+        *o = (j / 2 + (j % 2) * LANES) as i16;
+    }
+    // SAFETY: 32 lanes of 16 bits read from a local array
+    let order = unsafe { _mm512_loadu_si512(order.as_ptr().cast()) };
     for p in 0..rows.div_ceil(2) {
         let mut s = 0;
         while s < n {
@@ -225,16 +231,14 @@ unsafe fn pairs_of_rows_hw(rows: usize, src: *const f32, n: usize, dst: *mut u32
             // SAFETY: the masked lanes of rows 2p (and 2p + 1 when it exists) of src, and
             // of row p of dst.
             unsafe {
-                let lo = widen(_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(
-                    m,
-                    src.add(2 * p * n + s),
-                )));
-                let word = if 2 * p + 1 < rows {
-                    let hi = _mm512_maskz_loadu_ps(m, src.add((2 * p + 1) * n + s));
-                    _mm512_or_si512(lo, _mm512_slli_epi32::<16>(widen(_mm512_cvtneps_pbh(hi))))
+                let lo = _mm512_maskz_loadu_ps(m, src.add(2 * p * n + s));
+                let hi = if 2 * p + 1 < rows {
+                    _mm512_maskz_loadu_ps(m, src.add((2 * p + 1) * n + s))
                 } else {
-                    lo
+                    _mm512_setzero_ps()
                 };
+                let both = std::mem::transmute::<__m512bh, __m512i>(_mm512_cvtne2ps_pbh(hi, lo));
+                let word = _mm512_permutexvar_epi16(order, both);
                 _mm512_mask_storeu_epi32(dst.add(p * n + s).cast(), m, word);
             }
             s += LANES;

@@ -324,37 +324,109 @@ impl Mlp {
             CpuPath::Amx if !amx::pays(layer.in_dims, layer.out_dims) => {
                 linear_forward(layer, params, xt, np, epilogue, zt)
             }
-            CpuPath::Amx => {
-                let (i, o) = (layer.in_dims, layer.out_dims);
-                let w = &params[layer.weight..layer.weight + o * i];
-                let b = Some(&params[layer.bias..layer.bias + o]);
-                amx::product(o, i, (w, i, 1), xt, np, b, epilogue, zt, &mut ws.amx);
-            }
+            CpuPath::Amx => self.forward_amx(l, params, xt, np, epilogue, zt, ws),
         }
     }
 
-    /// [`linear_backward`] with the products through AMX tiles ([`amx`]).
+    /// Whether layer l's AMX products hand layer l + 1 its operands packed: both layers
+    /// take the tiles ([`amx::pays`]) and layer l's activation has a fused form. Then
+    /// layer l's forward epilogue writes the row pairs of its outputs for layer l + 1's
+    /// product ([`amx::activate_and_pair`]), and layer l + 1's input gradient epilogue
+    /// writes layer l's ∂L/∂z in both packed forms with its bias sums
+    /// ([`amx::derive_and_pack`]).
+    fn amx_fuses(&self, l: usize) -> bool {
+        let (layer, next) = (&self.layers[l], self.layers.get(l + 1));
+        next.is_some_and(|n| amx::pays(n.in_dims, n.out_dims))
+            && amx::pays(layer.in_dims, layer.out_dims)
+            && layer.act.from_output()
+            && amx::Fused::of(layer.act).is_some()
+    }
+
+    /// Layer l's forward product through AMX tiles ([`amx`]): its input's row pairs from
+    /// [`Mlp::pairs_slot`] when layer l − 1 [`Mlp::amx_fuses`], else packed here.
     #[allow(clippy::too_many_arguments)]
-    fn backward_amx(
+    fn forward_amx(
         &self,
         l: usize,
         params: &[f32],
         xt: &[f32],
         np: usize,
+        epilogue: Epilogue<'_>,
+        zt: &mut [f32],
+        ws: &mut Workspace,
+    ) {
+        let layer = &self.layers[l];
+        let (i, o) = (layer.in_dims, layer.out_dims);
+        let w = &params[layer.weight..layer.weight + o * i];
+        let b = Some(&params[layer.bias..layer.bias + o]);
+        let mut xp = ws.take_words(self.pairs_slot(l));
+        if !(l > 0 && self.amx_fuses(l - 1)) {
+            amx::pack_b(i, xt, np, &mut xp);
+        }
+        amx::product_packed(o, i, (w, i, 1), &xp, np, b, zt, &mut ws.amx);
+        ws.put_words(self.pairs_slot(l), xp);
+        match amx::Fused::of(layer.act).filter(|_| self.amx_fuses(l)) {
+            Some(act) => {
+                debug_assert!(matches!(epilogue, Epilogue::Activate(_)));
+                let mut pairs = ws.take_words(self.pairs_slot(l + 1));
+                amx::activate_and_pair(o, zt, np, act, &mut pairs);
+                ws.put_words(self.pairs_slot(l + 1), pairs);
+            }
+            None => epilogue.apply(&mut zt[..o * np]),
+        }
+    }
+
+    /// [`linear_backward`] with the products through AMX tiles ([`amx`]): ∂L/∂z packed
+    /// (in [`Mlp::dz_samples_slot`] and [`Mlp::pairs_slot`], its bias sums added) when
+    /// layer l [`Mlp::amx_fuses`], else packed here; and the derivative of layer l − 1
+    /// applied with its ∂L/∂z packed the same way when that layer fuses.
+    #[allow(clippy::too_many_arguments)]
+    fn backward_amx(
+        &self,
+        l: usize,
+        params: &[f32],
+        (xt, n, np): (&[f32], usize, usize),
         dzt: &[f32],
         dxt: Option<&mut [f32]>,
         epilogue: Epilogue<'_>,
         grads: &mut [f32],
         ws: &mut Workspace,
     ) {
+        let (packed_dz, below_fuses) = (self.amx_fuses(l), l > 0 && self.amx_fuses(l - 1));
         let layer = &self.layers[l];
         let (i, o) = (layer.in_dims, layer.out_dims);
-        let scratch = &mut ws.amx;
         let (dw, db) = grads[layer.weight..].split_at_mut(layer.bias - layer.weight);
-        amx::weight_gradient(o, i, dzt, xt, np, dw, i, db, scratch);
-        if let Some(dxt) = dxt {
-            let w = &params[layer.weight..layer.weight + o * i];
-            amx::product(i, o, (w, 1, i), dzt, np, None, epilogue, dxt, scratch);
+        let mut gs = ws.take_words(self.dz_samples_slot(l));
+        if !packed_dz {
+            dense::weight_gradient(o, 0, dzt, xt, np, dw, i, db);
+            amx::pack_g(o, dzt, np, &mut gs);
+        }
+        amx::weight_gradient_packed(o, i, &gs, xt, np, dw, i, &mut ws.amx);
+        ws.put_words(self.dz_samples_slot(l), gs);
+        let Some(dxt) = dxt else {
+            return;
+        };
+        let mut dzp = ws.take_words(self.pairs_slot(l));
+        if !packed_dz {
+            amx::pack_b(o, dzt, np, &mut dzp);
+        }
+        let w = &params[layer.weight..layer.weight + o * i];
+        amx::product_packed(i, o, (w, 1, i), &dzp, np, None, dxt, &mut ws.amx);
+        ws.put_words(self.pairs_slot(l), dzp);
+        match (below_fuses, epilogue) {
+            (true, Epilogue::Derivative(act, y)) => {
+                let below = &self.layers[l - 1];
+                let act = amx::Fused::of(act).expect("the layer fuses");
+                let (mut pairs, mut samples) = (
+                    ws.take_words(self.pairs_slot(l - 1)),
+                    ws.take_words(self.dz_samples_slot(l - 1)),
+                );
+                let db = &mut grads[below.bias..below.bias + i];
+                amx::derive_and_pack(i, dxt, y, n, np, act, &mut pairs, &mut samples, db);
+                ws.put_words(self.pairs_slot(l - 1), pairs);
+                ws.put_words(self.dz_samples_slot(l - 1), samples);
+            }
+            _ => epilogue.apply(&mut dxt[..i * np]),
         }
     }
 
@@ -495,7 +567,8 @@ impl Layer for Mlp {
                     linear_backward(layer, params, &input, np, dz, dxt, epilogue, grads.dense)
                 }
                 CpuPath::Amx => {
-                    self.backward_amx(l, params, &input, np, dz, dxt, epilogue, grads.dense, ws)
+                    let shape = (&input[..], n, np);
+                    self.backward_amx(l, params, shape, dz, dxt, epilogue, grads.dense, ws);
                 }
             }
             ws.put(input_slot, input);
