@@ -55,7 +55,7 @@ def fit(
 ) -> Model:
     """Trains `arch` (default DEFAULT_ARCH) on rows x -> y; Ctrl-C raises KeyboardInterrupt.
 
-    cpu_path: the CPU backend's products, "f32" or "bf16" (as the CLI's --cpu-path).
+    cpu_path: the CPU backend's products, "f32", "bf16" or "amx" (as the CLI's --cpu-path).
     validation: a fraction of the rows held out (default 0.1), or (x, y) validation rows.
     stop_at_psnr: stop once the validation PSNR reaches it (checked every 1024 steps).
     checkpoint_every/checkpoint_dir/resume: the CLI's checkpoints; resume=True continues
