@@ -42,41 +42,10 @@ pub struct Measured {
     pub gradient: Option<(f64, f64, f64, bool)>,
 }
 
-/// Why AMX cannot run here, or `None` when it can (this thread then holds the tile
-/// state's permission).
+/// Why AMX cannot run here ([`nshade_core::amx::available`], which also grants this
+/// process the tile state), or `None` when it can.
 pub fn unavailable() -> Option<String> {
-    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-    {
-        // CPUID leaf 7: EDX bit 22 AMX-BF16, bit 24 AMX-TILE
-        let edx = std::arch::x86_64::__cpuid_count(7, 0).edx;
-        if edx & (1 << 22) == 0 || edx & (1 << 24) == 0 {
-            return Some("the CPU has no AMX-TILE / AMX-BF16".into());
-        }
-        // SAFETY: arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA): asks the kernel
-        // to enable the tile data state for this process; it writes no memory
-        let r = unsafe { syscall2(158, 0x1023, 18) };
-        if r != 0 {
-            return Some(format!(
-                "the kernel refused the tile state (arch_prctl: {r})"
-            ));
-        }
-        None
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-    {
-        Some("AMX needs x86-64 Linux".into())
-    }
-}
-
-#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-unsafe fn syscall2(n: i64, a: i64, b: i64) -> i64 {
-    let ret: i64;
-    // SAFETY: the caller's system call takes two integer arguments
-    unsafe {
-        std::arch::asm!("syscall", inlateout("rax") n => ret, in("rdi") a, in("rsi") b,
-            lateout("rcx") _, lateout("r11") _, options(nostack));
-    }
-    ret
+    nshade_core::amx::available().err().map(str::to_string)
 }
 
 /// The 64-byte tile configuration: palette 1, tiles 0-1 C (16 rows of 16 f32), 2-3 and
