@@ -631,15 +631,30 @@ fn cpu_path_amx_trains_reproducibly_and_close_to_f32_where_amx_runs() {
         fails(&out, 1, "--cpu-path amx cannot run here");
         return;
     }
-    let run = |out: &str, extra: &[&str]| fit_with(d.path(), out, extra);
+    trains_reproducibly_and_close_to_f32(d.path(), "amx", "mlp(32x2, relu)");
+}
+
+/// `--cpu-path path` trains other weights than f32, of a PSNR within 0.5 dB of f32's,
+/// the same bytes with 1 and 2 threads; `bench` on `bench_arch` names the path.
+fn trains_reproducibly_and_close_to_f32(dir: &Path, path: &str, bench_arch: &str) {
+    let run = |out: &str, extra: &[&str]| fit_with(dir, out, extra);
     let (f32_w, f32_psnr) = run("f32", &[]);
-    let (one, psnr) = run("amx-1", &["--cpu-path", "amx", "--threads", "1"]);
-    let (two, _) = run("amx-2", &["--cpu-path", "amx", "--threads", "2"]);
-    assert!(one == two, "amx weights differ between --threads 1 and 2");
-    assert!(one != f32_w, "--cpu-path amx trained the f32 weights");
+    let (one, psnr) = run(
+        &format!("{path}-1"),
+        &["--cpu-path", path, "--threads", "1"],
+    );
+    let (two, _) = run(
+        &format!("{path}-2"),
+        &["--cpu-path", path, "--threads", "2"],
+    );
+    assert!(
+        one == two,
+        "{path} weights differ between --threads 1 and 2"
+    );
+    assert!(one != f32_w, "--cpu-path {path} trained the f32 weights");
     assert!(
         psnr.is_finite() && (psnr - f32_psnr).abs() < 0.5,
-        "PSNR f32 {f32_psnr} dB, amx {psnr} dB"
+        "PSNR f32 {f32_psnr} dB, {path} {psnr} dB"
     );
     let out = ok(
         &nshade(
@@ -651,17 +666,17 @@ fn cpu_path_amx_trains_reproducibly_and_close_to_f32_where_amx_runs() {
                 "--batch",
                 "1024",
                 "--arch",
-                "mlp(32x2, relu)",
+                bench_arch,
                 "--cpu-path",
-                "amx",
+                path,
             ],
-            d.path(),
+            dir,
         ),
         "bench",
     );
     let lines = json_lines(&out);
     assert_eq!(lines.len(), 1, "{out}");
-    assert_eq!(lines[0]["path"], "amx", "{out}");
+    assert_eq!(lines[0]["path"], path, "{out}");
     positive(&lines[0], "samples_per_s");
 }
 
@@ -671,39 +686,7 @@ fn cpu_path_amx_trains_reproducibly_and_close_to_f32_where_amx_runs() {
 #[test]
 fn cpu_path_bf16_trains_reproducibly_and_close_to_f32() {
     let d = tempfile::tempdir().unwrap();
-    let run = |out: &str, extra: &[&str]| fit_with(d.path(), out, extra);
-    let (f32_w, f32_psnr) = run("f32", &[]);
-    let (one, psnr) = run("bf16-1", &["--cpu-path", "bf16", "--threads", "1"]);
-    let (two, _) = run("bf16-2", &["--cpu-path", "bf16", "--threads", "2"]);
-    assert!(one == two, "bf16 weights differ between --threads 1 and 2");
-    assert!(one != f32_w, "--cpu-path bf16 trained the f32 weights");
-    assert!(
-        psnr.is_finite() && (psnr - f32_psnr).abs() < 0.5,
-        "PSNR f32 {f32_psnr} dB, bf16 {psnr} dB"
-    );
-
-    let out = ok(
-        &nshade(
-            &[
-                "bench",
-                "--json",
-                "--seconds",
-                "0.1",
-                "--batch",
-                "1024",
-                "--arch",
-                "mlp(16x2, relu)",
-                "--cpu-path",
-                "bf16",
-            ],
-            d.path(),
-        ),
-        "bench",
-    );
-    let lines = json_lines(&out);
-    assert_eq!(lines.len(), 1, "{out}");
-    assert_eq!(lines[0]["path"], "bf16", "{out}");
-    positive(&lines[0], "samples_per_s");
+    trains_reproducibly_and_close_to_f32(d.path(), "bf16", "mlp(16x2, relu)");
 
     let bad = Command::new(env!("CARGO_BIN_EXE_nshade"))
         .args(["bench", "--seconds", "0.1", "--arch", "mlp(4x1, relu)"])

@@ -36,11 +36,23 @@ pub fn available() -> Result<(), &'static str> {
     *STATE.get_or_init(probe)
 }
 
+/// Whether CPUID lists AMX-TILE and AMX-BF16, on x86-64 Linux (the only platform the
+/// path runs on): then [`available`] can fail only for want of AVX512-BF16 or the
+/// kernel's grant.
+pub fn listed() -> bool {
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    {
+        // CPUID leaf 7: EDX bit 22 AMX-BF16, bit 24 AMX-TILE
+        let edx = std::arch::x86_64::__cpuid_count(7, 0).edx;
+        edx & (1 << 22) != 0 && edx & (1 << 24) != 0
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+    false
+}
+
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 fn probe() -> Result<(), &'static str> {
-    // CPUID leaf 7: EDX bit 22 AMX-BF16, bit 24 AMX-TILE
-    let edx = std::arch::x86_64::__cpuid_count(7, 0).edx;
-    if edx & (1 << 22) == 0 || edx & (1 << 24) == 0 {
+    if !listed() {
         return Err("this CPU has no AMX-TILE / AMX-BF16");
     }
     if !(dense::has_avx512() && std::arch::is_x86_feature_detected!("avx512bf16")) {
@@ -1030,13 +1042,7 @@ mod tests {
     /// Whether the kernels can run here; where CPUID lists AMX on x86-64 Linux they must
     /// (only the kernel's refusal of the tile state may stop them).
     fn here() -> bool {
-        #[cfg(target_arch = "x86_64")]
-        let listed = {
-            let edx = std::arch::x86_64::__cpuid_count(7, 0).edx;
-            edx & (1 << 22) != 0 && edx & (1 << 24) != 0 && cfg!(target_os = "linux")
-        };
-        #[cfg(not(target_arch = "x86_64"))]
-        let listed = false;
+        let listed = listed();
         match available() {
             Ok(()) => {
                 assert!(listed, "available without AMX listed");

@@ -427,14 +427,19 @@ mod tests {
         assert_eq!(t.params().unwrap(), before);
     }
 
+    /// `f` run on a pool of `threads` threads.
+    fn on_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(f)
+    }
+
     #[test]
     fn deterministic_for_any_thread_count() {
         let run = |threads: usize| {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
-            pool.install(|| {
+            on_threads(threads, || {
                 let mut t = trainer("cat(identity, freq(2)) | mlp(16x2, relu)", 1000);
                 t.run(3).unwrap();
                 let mut b = trainer("freq(2) | mlp(16x2, relu, sigmoid)", 1000).path(CpuPath::Bf16);
@@ -444,7 +449,11 @@ mod tests {
                     1000,
                 );
                 g.run(3).unwrap();
-                (t.params().unwrap(), g.params().unwrap(), b.params().unwrap())
+                (
+                    t.params().unwrap(),
+                    g.params().unwrap(),
+                    b.params().unwrap(),
+                )
             })
         };
         assert_eq!(run(1), run(3));
@@ -506,11 +515,7 @@ mod tests {
         tracks_f32("freq(3) | mlp(32x3, leaky_relu, sigmoid)", CpuPath::Amx);
         tracks_f32("freq(4) | mlp(64x2, relu)", CpuPath::Amx);
         let run = |threads: usize| {
-            let pool = rayon::ThreadPoolBuilder::new()
-                .num_threads(threads)
-                .build()
-                .unwrap();
-            pool.install(|| {
+            on_threads(threads, || {
                 let mut t = trainer("freq(4) | mlp(48x2, relu, sigmoid)", 1000).path(CpuPath::Amx);
                 t.run(3).unwrap();
                 t.params().unwrap()

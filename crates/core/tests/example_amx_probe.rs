@@ -9,13 +9,7 @@ mod example;
 
 #[test]
 fn amx_tile_products_are_exact_where_amx_runs() {
-    #[cfg(target_arch = "x86_64")]
-    let listed = {
-        let edx = std::arch::x86_64::__cpuid_count(7, 0).edx;
-        edx & (1 << 22) != 0 && edx & (1 << 24) != 0 && cfg!(target_os = "linux")
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let listed = false;
+    let listed = nshade_core::amx::listed();
     match example::run(64, 1e6) {
         Ok(rows) => {
             assert!(listed, "ran without AMX listed");
