@@ -48,34 +48,9 @@ pub fn unavailable() -> Option<String> {
     nshade_core::amx::available().err().map(str::to_string)
 }
 
-/// The 64-byte tile configuration: palette 1, tiles 0-1 C (16 rows of 16 f32), 2-3 and
-/// 5-6 A (16 rows of 32 bf16), 4 B (16 rows of 16 pairs).
-#[repr(C, align(64))]
-struct TileConfig {
-    palette: u8,
-    start_row: u8,
-    reserved: [u8; 14],
-    colsb: [u16; 16],
-    rows: [u8; 16],
-}
-
-impl TileConfig {
-    /// Palette 1 with tiles 0 … `tiles − 1` of 16 rows of 64 bytes.
-    fn full(tiles: usize) -> TileConfig {
-        let mut cfg = TileConfig {
-            palette: 1,
-            start_row: 0,
-            reserved: [0; 14],
-            colsb: [0; 16],
-            rows: [0; 16],
-        };
-        for t in 0..tiles {
-            cfg.colsb[t] = 64;
-            cfg.rows[t] = 16;
-        }
-        cfg
-    }
-}
+// the tile configuration: the trainer's (palette 1, all eight tiles 16 rows of 64 bytes;
+// the kernels below use tmm0-6)
+use nshade_core::amx::{CONFIG, TileConfig};
 
 /// Z (`out × np` f32, row-major) = W·X: `a` W as bf16 row-major with `kp` = ⌈in/32⌉·32
 /// columns (zero padded), `b` X as `kp/2` rows of `np` pairs (u32). `out` a multiple of
@@ -85,13 +60,13 @@ fn tile_product(out: usize, kp: usize, np: usize, a: &[u16], b: &[u32], z: &mut 
     use std::arch::asm;
     assert!(out.is_multiple_of(32) && kp.is_multiple_of(32) && np.is_multiple_of(16));
     assert!(a.len() >= out * kp && b.len() >= kp / 2 * np && z.len() >= out * np);
-    let cfg = TileConfig::full(7);
+    let cfg = &CONFIG;
     let (sa, sb, sz) = (kp * 2, np * 4, np * 4);
     // SAFETY: the tile state was granted (`unavailable`); every tile load and store
     // stays inside a, b and z (16 rows of 64 bytes at the strides above, checked by the
     // asserts), and the tiles are released before returning
     unsafe {
-        asm!("ldtilecfg [{0}]", in(reg) &cfg as *const TileConfig, options(nostack));
+        asm!("ldtilecfg [{0}]", in(reg) cfg as *const TileConfig, options(nostack));
         for o in (0..out).step_by(32) {
             // with one or two k steps, W's A tiles stay loaded across the samples
             // (tmm2-tmm3 for k 0, tmm5-tmm6 for k 32)
@@ -175,12 +150,12 @@ fn tile_gradient(o: usize, i: usize, np: usize, a: &[u16], b: &[u32], dw: &mut [
     use std::arch::asm;
     assert!(o.is_multiple_of(16) && i.is_multiple_of(16) && np.is_multiple_of(32));
     assert!(a.len() >= o * np && b.len() >= np / 2 * i && dw.len() >= o * i);
-    let cfg = TileConfig::full(3);
+    let cfg = &CONFIG;
     let (sa, sb, sc) = (np * 2, i * 4, i * 4);
     // SAFETY: as `tile_product`'s: the tile state granted, every access inside a, b and
     // dw (checked above), the tiles released before returning
     unsafe {
-        asm!("ldtilecfg [{0}]", in(reg) &cfg as *const TileConfig, options(nostack));
+        asm!("ldtilecfg [{0}]", in(reg) cfg as *const TileConfig, options(nostack));
         for ob in (0..o).step_by(16) {
             for ib in (0..i).step_by(16) {
                 asm!("tilezero tmm0", options(nostack));

@@ -919,7 +919,7 @@ struct Block {
 
 /// The 64-byte tile configuration: palette 1, all eight tiles 16 rows of 64 bytes.
 #[repr(C, align(64))]
-struct TileConfig {
+pub struct TileConfig {
     palette: u8,
     start_row: u8,
     reserved: [u8; 14],
@@ -927,7 +927,7 @@ struct TileConfig {
     rows: [u8; 16],
 }
 
-const CONFIG: TileConfig = {
+pub const CONFIG: TileConfig = {
     let mut colsb = [0u16; 16];
     let mut rows = [0u8; 16];
     let mut t = 0;
