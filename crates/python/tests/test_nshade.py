@@ -97,6 +97,25 @@ def test_bf16_products_train_as_the_cli_says():
         nshade.fit(x, y, arch=arch, steps=1, backend="cpu", cpu_path="fp8")
 
 
+def test_amx_products_train_where_the_cpu_has_amx():
+    x, y = sdf(3000, 4)
+    arch = "freq(3) | mlp(32x2, relu)"
+    flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
+    listed = " amx_bf16" in flags and " amx_tile" in flags
+    try:
+        b = nshade.fit(x, y, arch=arch, steps=150, batch=1024, backend="cpu", cpu_path="amx")
+    except Exception as e:  # the refusal where the CPU has no AMX
+        assert not listed, f"AMX listed but refused: {e}"
+        assert "cpu-path amx cannot run here" in str(e), e
+        return
+    assert listed, "trained on AMX without AMX listed"
+    a = nshade.fit(x, y, arch=arch, steps=150, batch=1024, backend="cpu")
+    c = nshade.fit(x, y, arch=arch, steps=150, batch=1024, backend="cpu", cpu_path="amx")
+    assert b.eval(x[:50]).tolist() == c.eval(x[:50]).tolist()
+    assert b.eval(x[:50]).tolist() != a.eval(x[:50]).tolist()
+    assert abs(b.metrics["psnr"] - a.metrics["psnr"]) < 1.0, (a.metrics, b.metrics)
+
+
 def test_fine_tuning_continues_from_a_model():
     x, y = sdf(3000, 4)
     a = nshade.fit(x, y, arch="mlp(16x2, relu)", steps=100, batch=512, backend="cpu")
