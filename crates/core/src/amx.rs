@@ -87,13 +87,15 @@ unsafe fn syscall2(n: i64, a: i64, b: i64) -> i64 {
 const T: usize = 16;
 
 /// Whether a linear layer of `inputs` → `outputs` goes through the tiles on the AMX path:
-/// when both are at least 32. A narrower layer (an MLP's first layer on a few encoded
-/// inputs, its output layer, a 16- or 24-wide MLP) multiplies much of the tiles' zero
-/// padding, and its operands' packing and tile stores cost more than the f32 kernel's
-/// product: measured on 2 threads, `mlp(16x3)` ran at 0.81× f32 and `mlp(24x3)` at 0.90×
-/// through the tiles, 32-wide layers at 1.3×, 48-wide 1.55×, 128-wide 2.4×.
+/// with at least 16 inputs and 32 outputs. A narrower layer (an MLP's first layer on a
+/// few encoded inputs, its output layer, the layers of a 16- or 24-wide MLP) multiplies
+/// much of the tiles' zero padding, and its operands' packing and tile stores cost more
+/// than the f32 kernel's product: measured on 2 threads with 16 of each as the threshold,
+/// `mlp(16x3)` ran at 0.81× f32 and `mlp(24x3)` at 0.90× through the tiles, 32-wide
+/// layers at 1.3×, 48-wide 1.55×, 128-wide 2.4×, and a 24-input first layer of 32
+/// outputs (behind a hash grid) at 1.04×.
 pub fn pays(inputs: usize, outputs: usize) -> bool {
-    inputs >= 2 * T && outputs >= 2 * T
+    inputs >= T && outputs >= 2 * T
 }
 
 /// Words of packed A, packed B and (for [`weight_gradient`]) packed dz that a product
