@@ -25,6 +25,10 @@
 //!
 //! Tiles of the padding (rows past the outputs, columns past the inputs, samples past the
 //! batch) multiply zeros and are never stored.
+//!
+//! Between two layers that both take the tiles, the epilogues can write the next
+//! product's packed operands in the pass that applies the activation or derivative
+//! ([`activate_and_pair`], [`derive_and_pack`]), so those products pack nothing.
 
 use crate::bf16;
 use crate::dense::{self, Epilogue};
@@ -98,8 +102,8 @@ pub fn pays(inputs: usize, outputs: usize) -> bool {
     inputs >= T && outputs >= 2 * T
 }
 
-/// Words of packed A, packed B and (for [`weight_gradient`]) packed dz that a product
-/// reuses between calls: the caller's scratch.
+/// The packed operands and partial tiles a product reuses between calls: the caller's
+/// scratch.
 #[derive(Default)]
 pub struct Scratch {
     pub a: Vec<u32>,
@@ -878,7 +882,6 @@ pub fn weight_gradient_packed(
                         b_stride: iw * 4,
                         b_step: T * iw * 4,
                         steps: pw / T,
-                        init: None,
                         c: [
                             [t0.as_mut_ptr(), t1.as_mut_ptr()],
                             [t2.as_mut_ptr(), t3.as_mut_ptr()],
@@ -903,10 +906,10 @@ pub fn weight_gradient_packed(
     };
 }
 
-/// Up to 2 × 2 C tiles `C[j][k] = init[j] + Σ_steps A_j · B_k`: A tile j from `a[j]` (16
-/// rows `a_stride` bytes apart, advancing `a_step` bytes a step), B tile k from `b[k]`
-/// (likewise), C tile (j, k) stored to `c[j][k]` with rows `c_stride[j][k]` bytes apart;
-/// `init[j]` a 16 × 16 f32 tile (rows 64 bytes apart) or zero.
+/// Up to 2 × 2 C tiles `C[j][k] = Σ_steps A_j · B_k` (a weight gradient's block): A tile j
+/// from `a[j]` (16 rows `a_stride` bytes apart, advancing `a_step` bytes a step), B tile k
+/// from `b[k]` (likewise), C tile (j, k) stored to `c[j][k]` with rows `c_stride[j][k]`
+/// bytes apart.
 #[derive(Clone, Copy)]
 struct Block {
     a: [*const u32; 2],
@@ -916,7 +919,6 @@ struct Block {
     b_stride: usize,
     b_step: usize,
     steps: usize,
-    init: Option<[*const f32; 2]>,
     c: [[*mut f32; 2]; 2],
     c_stride: [[usize; 2]; 2],
 }
@@ -997,11 +999,7 @@ impl Block {
         // SAFETY: the caller's promise
         unsafe {
             for jk in cells() {
-                match self.init {
-                    Some(init) => per_c!(jk, "tileloadd ", ", [{p} + {s}*1]",
-                        p = in(reg) init[jk.0], s = in(reg) T * 4),
-                    None => per_c!(jk, "tilezero ", ""),
-                }
+                per_c!(jk, "tilezero ", "");
             }
             let (sa, sb) = (self.a_stride, self.b_stride);
             for step in 0..self.steps {
@@ -1096,7 +1094,7 @@ mod tests {
 
     /// With exact inputs the tiles' sums equal the f32 kernel's bit for bit, for every
     /// shape (partial row blocks, odd and padded reductions, one or many sample blocks),
-    /// both strides of A (W and Wᵀ), with and without bias, through each epilogue.
+    /// three strides of A (W, Wᵀ, rows apart), with and without bias, through each epilogue.
     #[test]
     fn products_are_exact_on_exact_inputs() {
         if !here() {
@@ -1118,12 +1116,14 @@ mod tests {
             let x = quarters(cols * np, 2);
             let bias = quarters(rows, 3);
             let y = quarters(rows * np, 4);
-            for transposed in [false, true] {
-                let a = if transposed {
-                    (&w[..], 1, rows)
-                } else {
-                    (&w[..], cols, 1)
-                };
+            // A row-major (W), column-major (Wᵀ), and with rows 3 apart beyond their
+            // columns (packed element by element)
+            let wide = quarters(rows * (cols + 3), 1);
+            for (form, a) in [
+                (0, (&w[..], cols, 1)),
+                (1, (&w[..], 1, rows)),
+                (2, (&wide[..], cols + 3, 1)),
+            ] {
                 for (k, epilogue) in [
                     Epilogue::Store,
                     Epilogue::Activate(Activation::Relu),
@@ -1144,7 +1144,7 @@ mod tests {
                         assert_eq!(
                             g.to_bits(),
                             w.to_bits(),
-                            "{rows} x {cols} x {np} (transposed {transposed}, {k}): \
+                            "{rows} x {cols} x {np} (A form {form}, {k}): \
                              output {i}: {g} vs {w}"
                         );
                     }
