@@ -179,7 +179,9 @@ impl CpuTrainer {
         })
     }
 
-    /// This trainer with its products in `path`'s precision (f32 unless set).
+    /// This trainer with its products in `path`'s precision (f32 unless set). `Amx` only
+    /// where [`CpuPath::check`] passes (as [`CpuBackend`] checks before it starts a
+    /// trainer): elsewhere its first product panics.
     pub fn path(self, path: CpuPath) -> CpuTrainer {
         CpuTrainer { path, ..self }
     }
