@@ -114,13 +114,9 @@ pub struct Scratch {
     pub tail: Vec<f32>,
 }
 
-/// The first `len` words of `v`, grown (never shrunk) to hold them.
-fn grow(v: &mut Vec<u32>, len: usize) -> &mut [u32] {
-    if v.len() < len {
-        v.resize(len, 0);
-    }
-    &mut v[..len]
-}
+#[cfg(target_arch = "x86_64")]
+use crate::bf16::first;
+use crate::bf16::grow;
 
 /// `dst[r·kw + p]` = A(r, 2p), A(r, 2p + 1) as bf16 (A(r, c) = `a[r·ars + c·acs]`), zero
 /// past `rows` × `cols`, for r < `rows16`, p < `kw`.
@@ -370,13 +366,7 @@ unsafe fn fused_hw(
     pw: Option<usize>,
 ) {
     use std::arch::x86_64::*;
-    let first = |k: usize| -> u16 { if k >= T { u16::MAX } else { (1u16 << k) - 1 } };
-    let mut order = [0i16; 32];
-    for (j, o) in order.iter_mut().enumerate() {
-        *o = (j / 2 + (j % 2) * T) as i16;
-    }
-    // SAFETY: 32 lanes of 16 bits from a local array
-    let order = unsafe { _mm512_loadu_si512(order.as_ptr().cast()) };
+    let order = crate::bf16::pair_order();
     let zero = _mm512_setzero_ps();
     let slope = _mm512_set1_ps(match act {
         Fused::LeakyRelu(s) => s,
@@ -672,13 +662,7 @@ unsafe fn transpose_words_hw(
 ) {
     use std::arch::x86_64::*;
     for r0 in (0..dr).step_by(T) {
-        let m = if sc >= r0 + T {
-            u16::MAX
-        } else if sc > r0 {
-            (1u16 << (sc - r0)) - 1
-        } else {
-            0
-        };
+        let m = first(sc.saturating_sub(r0));
         for c0 in (0..dc).step_by(T) {
             let mut v = [_mm512_setzero_si512(); T];
             for (i, v) in v.iter_mut().enumerate() {
@@ -734,7 +718,6 @@ unsafe fn pack_transposed_hw(
     dst: *mut u32,
 ) {
     use std::arch::x86_64::*;
-    let first = |k: usize| -> u16 { if k >= T { u16::MAX } else { (1u16 << k) - 1 } };
     for c0 in (0..iw).step_by(T) {
         for p0 in (0..pw).step_by(T) {
             let s = 2 * p0;

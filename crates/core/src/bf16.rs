@@ -116,7 +116,7 @@ pub fn pack_pairs(rows: usize, src: &[f32], np: usize, dst: &mut Vec<u32>) {
 
 /// The first `len` words of `dst`, grown (never shrunk, so a scratch vector shared by
 /// layers of different widths is not zero-filled again and again) to hold them.
-fn grow(dst: &mut Vec<u32>, len: usize) -> &mut [u32] {
+pub(crate) fn grow(dst: &mut Vec<u32>, len: usize) -> &mut [u32] {
     if dst.len() < len {
         dst.resize(len, 0);
     }
@@ -204,7 +204,7 @@ pub(crate) fn pairs_along_rows(rows: usize, src: &[f32], n: usize, w: usize, dst
 /// A mask of the first `k` of 16 lanes (all for k ≥ 16).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
-fn first(k: usize) -> u16 {
+pub(crate) fn first(k: usize) -> u16 {
     if k >= LANES {
         u16::MAX
     } else {
@@ -212,18 +212,25 @@ fn first(k: usize) -> u16 {
     }
 }
 
+/// `_mm512_cvtne2ps_pbh(hi, lo)` holds lo's 16 bf16 then hi's; this permutation of
+/// 16-bit lanes (for `_mm512_permutexvar_epi16`) interleaves them into pairs: lane 2j =
+/// lo[j], lane 2j + 1 = hi[j].
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
-unsafe fn pairs_of_rows_hw(rows: usize, src: *const f32, n: usize, dst: *mut u32) {
-    use std::arch::x86_64::*;
-    // `_mm512_cvtne2ps_pbh(hi, lo)` holds lo's 16 bf16 then hi's; this permutation of
-    // 16-bit lanes interleaves them: lane 2j = lo[j], lane 2j + 1 = hi[j]
+#[target_feature(enable = "avx512f")]
+pub(crate) fn pair_order() -> std::arch::x86_64::__m512i {
     let mut order = [0i16; 32];
     for (j, o) in order.iter_mut().enumerate() {
         *o = (j / 2 + (j % 2) * LANES) as i16;
     }
     // SAFETY: 32 lanes of 16 bits read from a local array
-    let order = unsafe { _mm512_loadu_si512(order.as_ptr().cast()) };
+    unsafe { std::arch::x86_64::_mm512_loadu_si512(order.as_ptr().cast()) }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+unsafe fn pairs_of_rows_hw(rows: usize, src: *const f32, n: usize, dst: *mut u32) {
+    use std::arch::x86_64::*;
+    let order = pair_order();
     for p in 0..rows.div_ceil(2) {
         let mut s = 0;
         while s < n {
