@@ -259,6 +259,7 @@ fn glsl_step_kernels_compile() {
                     acc16: false,
                     ahead: false,
                     interleave: codegen::Interleave::default(),
+                    early: false,
                 };
                 let src = codegen::glsl_step_kernel(&net, loss, texture, 5000, launch).expect(arch);
                 if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
@@ -619,7 +620,66 @@ fn launch_48k(net: &Network, acc16: bool) -> codegen::GlslLaunch {
         acc16,
         ahead: false,
         interleave: codegen::Interleave::default(),
+        early: false,
     }
+}
+
+/// The dW partials stored in the last chunk (`GlslLaunch::early`): each network of the
+/// GLSL family compiles both ways in its 48 KiB shape, with the same partial stores; in
+/// the early form every one lies inside the chunk loop under the last chunk's branch,
+/// otherwise none does; the rule takes the early form for at most 8 chunks.
+#[test]
+fn glsl_early_stores_compile() {
+    let texture = small_texture();
+    let mut compiled = 0;
+    for (arch, losses) in common::glsl_family() {
+        let net = build(arch);
+        let mut stores = Vec::new();
+        for early in [false, true] {
+            let launch = codegen::GlslLaunch {
+                early,
+                ..launch_48k(&net, codegen::acc16_fits(&net))
+            };
+            let src =
+                codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch).expect(arch);
+            if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
+                panic!(
+                    "{arch} (early {early}): line {:?}: {}\n{src}",
+                    e.line, e.message
+                );
+            }
+            let start = src
+                .find("for (uint c = 0u; c < CHUNKS; c++)")
+                .expect("chunk loop");
+            let end = start + src[start..].find("} // the chunk loop").expect("loop end");
+            let count = |part: &str| part.matches(", partial, off,").count();
+            let (inside, after) = (count(&src[start..end]), count(&src[end..]));
+            assert!(inside + after > 0, "{arch}: no partial stores");
+            if early {
+                assert_eq!(after, 0, "{arch}: stores after the loop");
+                assert_eq!(
+                    src[start..end].matches("if (c + 1u == CHUNKS) {").count(),
+                    net_layers(&net),
+                    "{arch}: one branch a layer"
+                );
+            } else {
+                assert_eq!(inside, 0, "{arch}: stores inside the loop");
+            }
+            stores.push(inside + after);
+        }
+        assert_eq!(stores[0], stores[1], "{arch}: the same stores");
+        compiled += 1;
+    }
+    assert_eq!(compiled, common::glsl_family().len());
+    if std::env::var_os("NSHADE_GPU_EARLY").is_none() {
+        assert!(codegen::early_stores(1) && codegen::early_stores(8));
+        assert!(!codegen::early_stores(9) && !codegen::early_stores(124));
+    }
+}
+
+/// The linear layers of `net` (the dW slots the step kernel stores).
+fn net_layers(net: &Network) -> usize {
+    codegen::Pad::of(net).layers.len()
 }
 
 /// Weight gradients outside the GLSL step kernel (`DwSplit`): `wide`, the layers with
@@ -682,6 +742,7 @@ fn glsl_dw_split_kernels_compile() {
             // (each phase's tiles in a loop: a tile's stores written once; side by side
             // they are written once a tile, `glsl_interleaved_kernels_compile`)
             interleave: codegen::Interleave::NONE,
+            early: false,
         };
         let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch).expect(arch);
         let dw_form = |stage, parts, depth, threads| codegen::DwForm {
@@ -803,7 +864,7 @@ fn glsl_ahead_kernels_compile() {
         let start = src
             .find("for (uint c = 0u; c < CHUNKS; c++)")
             .expect("chunk loop");
-        let end = src.find("uint pbase = wid * P;").expect("loop end");
+        let end = start + src[start..].find("} // the chunk loop").expect("loop end");
         src[start..end].matches("barrier();").count()
     };
     let mut compiled = 0;
@@ -945,6 +1006,7 @@ fn glsl_compact_kernels_compile() {
                     acc16,
                     ahead: false,
                     interleave: codegen::Interleave::default(),
+                    early: false,
                 };
                 let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch.clone())
                     .expect(arch);
@@ -1057,6 +1119,7 @@ fn glsl_inplace_kernels_compile() {
             acc16: true,
             ahead: false,
             interleave: codegen::Interleave::default(),
+            early: false,
         };
         let src = codegen::glsl_step_kernel(&b, Loss::L2, texture, 5000, launch).unwrap();
         if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
@@ -1129,6 +1192,7 @@ fn glsl_interleaved_kernels_compile() {
                 acc16: codegen::acc16_fits(&net),
                 ahead: false,
                 interleave: form,
+                early: false,
             };
             let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch)
                 .unwrap_or_else(|| panic!("{arch}: no kernel"));

@@ -535,6 +535,32 @@ fn interleaved_tiles_give_the_same_bits() {
     }
 }
 
+/// The dW partials stored in the last chunk, each layer's after its last dW products
+/// (`early_stores`), are the values the stores after the chunk loop write: seed #3, B
+/// and D (its 128x128 layers through the dW kernel, the rest stored early) give the same
+/// bits either way (loss, gradient, weights after three steps; batch 20 000, one to
+/// three chunks a workgroup). Needs cooperative matrices, as
+/// `glsl_step_kernel_matches_cpu`.
+#[test]
+fn early_dw_stores_give_the_same_bits() {
+    let Some(ctx) = glsl_context("early_dw_stores_give_the_same_bits") else {
+        return;
+    };
+    let tex = Arc::new(TrainingData::Texture(common::small_texture()));
+    for arch in [
+        "freq(3) | mlp(32x3, leaky_relu, sigmoid)",
+        "freq(8) | mlp(64x4, relu)",
+        "freq(8) | mlp(128x4, relu)",
+    ] {
+        let (net, p0) = seeded(arch);
+        let run =
+            |early: bool| three_steps(&coop(&ctx).early_stores(early), &net, &p0, &tex, |_| {});
+        let base = run(false);
+        assert_trained(&base, &p0, arch);
+        assert_same_steps(&run(true), &base, &format!("{arch} (early stores)"));
+    }
+}
+
 /// Two runs of the networks on the GLSL step kernel from the same weights give
 /// the same weights bit for bit after 120 steps of 65 536 samples: every region that
 /// the compact layout shares between tensors (and the input gradients stored in place)

@@ -79,6 +79,9 @@ pub struct KernelForms {
     /// Which phases write a subgroup's tiles side by side (else
     /// [`codegen::Interleave::from_env`]).
     pub interleave: Option<codegen::Interleave>,
+    /// The step kernel's dW partials stored in the last chunk (`Some(true)`) or after the
+    /// chunk loop (`Some(false)`), instead of by [`codegen::early_stores`]' rule.
+    pub early: Option<bool>,
 }
 
 impl GpuBackend {
@@ -131,6 +134,13 @@ impl GpuBackend {
     /// of as `NSHADE_GPU_INTERLEAVE` does (tests compare the forms on one device).
     pub fn interleave(mut self, interleave: codegen::Interleave) -> GpuBackend {
         self.forms.interleave = Some(interleave);
+        self
+    }
+
+    /// Stores the step kernel's dW partials in the last chunk (`true`) or after the chunk
+    /// loop (`false`) instead of by the chunk count (tests compare both on one device).
+    pub fn early_stores(mut self, early: bool) -> GpuBackend {
+        self.forms.early = Some(early);
         self
     }
 
@@ -1128,6 +1138,9 @@ impl GpuTrainer {
                     interleave: forms
                         .interleave
                         .unwrap_or_else(codegen::Interleave::from_env),
+                    early: forms
+                        .early
+                        .unwrap_or_else(|| codegen::early_stores(launch.chunks)),
                 },
             )
             .ok_or_else(|| backend_err("the GLSL step kernel does not apply to this network"))?,

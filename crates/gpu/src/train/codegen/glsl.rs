@@ -432,6 +432,26 @@ fn fold_rows(k: &mut String, acc: &str, rows: usize, nb: usize, off: usize, chec
     );
 }
 
+/// Chunks a workgroup has at most for [`early_stores`].
+const EARLY_CHUNKS: u32 = 8;
+
+/// The step kernel stores its dW partials in the last chunk, each layer's right after
+/// its last dW products, so that the stores drain while the layers below run their
+/// backward, where a workgroup has at most [`EARLY_CHUNKS`] chunks; else after the chunk
+/// loop. The same values either way. On an H100 the stores after the loop took B's
+/// kernel about 7 µs a step whatever the batch (`NSHADE_GPU_EXP=noend`); in the last
+/// chunk B trained 1.09x as fast at 8 448 samples and 1.03x at 2^16 (8 chunks), but
+/// 0.98x at 2^18 and 0.97x at 2^20 (the branch in every chunk costs more than the stores
+/// there), seed #3 1.02x / 0.97x / 0.96x at 2^16 / 2^18 / 2^20. `NSHADE_GPU_EARLY=0|1`:
+/// never or always, for measurements.
+pub fn early_stores(chunks: u32) -> bool {
+    match std::env::var("NSHADE_GPU_EARLY").as_deref() {
+        Ok("0") => false,
+        Ok("1") => true,
+        _ => chunks <= EARLY_CHUNKS,
+    }
+}
+
 impl Layout {
     fn bytes(&self) -> usize {
         // `lsbad` and 12 bytes to spare
@@ -938,7 +958,8 @@ pub(super) fn input_gradient(below: Option<Activation>, off: &str) -> String {
 /// `NSHADE_GPU_EXP` (timing only, wrong results) holds `name` among its comma-separated
 /// parts: `fwd` (no backward), `nodw` (no dW products), `noepi` (no tile epilogues),
 /// `noatom` (no table atomics), `half` (feature 0's table atomics alone), `nosample` (no
-/// texel loads), `nofreq` (no sin / cos).
+/// texel loads), `nofreq` (no sin / cos), `empty` (returns at once), `noend` (returns
+/// after the chunk loop).
 pub(super) fn exp_has(exp: &str, name: &str) -> bool {
     exp.split(',').any(|p| p == name)
 }
@@ -1070,6 +1091,9 @@ pub struct GlslLaunch {
     pub ahead: bool,
     /// Which phases write a subgroup's tiles side by side ([`Interleave`]).
     pub interleave: Interleave,
+    /// The dW partials are stored in the last chunk, each layer's right after its last
+    /// dW products, instead of after the chunk loop ([`early_stores`]).
+    pub early: bool,
 }
 
 /// Phases whose tiles (when a subgroup has more than one) are written side by side:
@@ -1152,6 +1176,7 @@ pub fn glsl_step_kernel(
         acc16,
         ahead,
         interleave,
+        early,
     } = launch;
     let shp = shape(net)?;
     // the sampling takes one invocation per sample, the bias sums one per row
@@ -1281,6 +1306,10 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             None => "",
         },
     );
+    if exp_has(&exp, "empty") {
+        // timing only: the kernel's launch with its resources and nothing done
+        k.push_str("    if (st.step != 0xffffffffu) { return; }\n");
+    }
     // texels of chunk 0, loaded one chunk ahead from then on
     let (w, h) = (width, height);
     let fetch = |k: &mut String, idx: &str| {
@@ -1664,7 +1693,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         k.push_str("    }\n");
     }
     k.push_str(
-        "    for (uint c = 0u; c < CHUNKS; c++) {\n    uint first = (wid * CHUNKS + c) * S;\n",
+        "    uint pbase = wid * P;\n    for (uint c = 0u; c < CHUNKS; c++) {\n    uint first = (wid * CHUNKS + c) * S;\n",
     );
     if ahead {
         let _ = writeln!(
@@ -1963,6 +1992,35 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             }
         }
     }
+    // dW tiles into the partials (f16 tiles converted, checked against f16's largest):
+    // after the chunk loop, or (`early`) in the last chunk right after the layer's last
+    // dW products, so the stores drain while the backward of the layers below runs
+    let store_dw = |i: usize| -> String {
+        let mut k = String::new();
+        let l = pad.layers[i];
+        let it_n = l.in_p / 16;
+        let nt = (l.out_p / 16) * it_n;
+        for (j, slot) in slots[i].iter().enumerate() {
+            let store = if half[i] {
+                format!(
+                    "{ACC} f = {ACC}({slot}); for (int e = 0; e < f.length(); e++) {{ lsf |= nsh_ls_over(f[e], 65503.0); }} coopMatStore(f, partial, off, {ip}u, {ROW});",
+                    ip = l.in_p
+                )
+            } else {
+                format!(
+                    "coopMatStore({slot}, partial, off, {ip}u, {ROW});",
+                    ip = l.in_p
+                )
+            };
+            let _ = writeln!(
+                k,
+                "    {{ uint t = {j}u * NSG + sgid; if (t < {nt}u) {{ uint ot = t / {it_n}u; uint it = t % {it_n}u; uint off = pbase + {p}u + ot * 16u * {ip}u + it * 16u; {store} }} }}",
+                p = l.padded,
+                ip = l.in_p
+            );
+        }
+        k
+    };
     // backward, from the last layer; `NSHADE_GPU_DWREUSE=0`: every dW slot loads its own
     // X tiles (for measurements)
     let dw_reuse = std::env::var("NSHADE_GPU_DWREUSE").map_or(true, |v| v != "0");
@@ -2078,6 +2136,9 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                     }
                     k.push_str("    } }\n");
                 }
+            }
+            if early && !nodw && !slots[i].is_empty() {
+                let _ = write!(k, "    if (c + 1u == CHUNKS) {{\n{}    }}\n", store_dw(i));
             }
             // db: rows split over `nb` invocations (samples lid % nb, + nb, ...), or on
             // the tensor cores with dW (`dbmma`)
@@ -2243,29 +2304,13 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             }
         }
     }
-    k.push_str("    }\n    uint pbase = wid * P;\n");
-    // dW tiles into the partials (f16 tiles converted, checked against f16's largest)
-    for (i, l) in pad.layers.iter().enumerate() {
-        let it_n = l.in_p / 16;
-        let nt = (l.out_p / 16) * it_n;
-        for (j, slot) in slots[i].iter().enumerate() {
-            let store = if half[i] {
-                format!(
-                    "{ACC} f = {ACC}({slot}); for (int e = 0; e < f.length(); e++) {{ lsf |= nsh_ls_over(f[e], 65503.0); }} coopMatStore(f, partial, off, {ip}u, {ROW});",
-                    ip = l.in_p
-                )
-            } else {
-                format!(
-                    "coopMatStore({slot}, partial, off, {ip}u, {ROW});",
-                    ip = l.in_p
-                )
-            };
-            let _ = writeln!(
-                k,
-                "    {{ uint t = {j}u * NSG + sgid; if (t < {nt}u) {{ uint ot = t / {it_n}u; uint it = t % {it_n}u; uint off = pbase + {p}u + ot * 16u * {ip}u + it * 16u; {store} }} }}",
-                p = l.padded,
-                ip = l.in_p
-            );
+    k.push_str("    } // the chunk loop\n");
+    if exp_has(&exp, "noend") {
+        k.push_str("    if (st.step != 0xffffffffu) { return; }\n");
+    }
+    if !early {
+        for i in 0..pad.layers.len() {
+            k.push_str(&store_dw(i));
         }
     }
     // flags, then the bias folds and the loss in fixed orders
