@@ -402,6 +402,39 @@ fn stale_claims_are_taken_over() {
     assert_eq!(results(&out2).len(), 2);
 }
 
+/// A worker killed after putting a job's result in place and before releasing its claim
+/// leaves the claim of a finished job; the next run removes it (saying whose it was) and
+/// leaves a live holder's claim of a finished job alone.
+#[test]
+fn stale_claims_of_finished_jobs_are_removed() {
+    let d = tempfile::tempdir().unwrap();
+    let jobs = fit_jobs(d.path(), 2);
+    let out = d.path().join("out");
+    run_ok(&mut batch(&jobs, &out, &[]));
+    let hashes: Vec<String> = results(&out).into_keys().collect();
+    assert_eq!(hashes.len(), 2);
+    let dead = dead_pid();
+    let stale =
+        serde_json::json!({"pid": dead, "pid_start": null, "host": hostname(), "started": 0});
+    let p0 = out.join("claims").join(&hashes[0]);
+    std::fs::write(&p0, stale.to_string()).unwrap();
+    let live = serde_json::json!({"pid": std::process::id(), "pid_start": null, "host": hostname(), "started": 0});
+    let p1 = out.join("claims").join(&hashes[1]);
+    std::fs::write(&p1, live.to_string()).unwrap();
+    let o = run_ok(&mut batch(&jobs, &out, &[]));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("removed the claim of finished job {}", hashes[0]))
+            && err.contains(&format!("pid {dead}")),
+        "{err}"
+    );
+    assert!(err.contains("2 already finished"), "{err}");
+    assert!(!p0.exists(), "the stale claim stayed");
+    assert!(p1.is_file(), "a live holder's claim was removed");
+    std::fs::remove_file(&p1).unwrap();
+    assert_eq!(results(&out).len(), 2);
+}
+
 #[test]
 fn merge_combines_directories() {
     let d = tempfile::tempdir().unwrap();

@@ -514,6 +514,22 @@ fn interleaved_tiles_give_the_same_bits() {
     let Some(ctx) = glsl_context("interleaved_tiles_give_the_same_bits") else {
         return;
     };
+    same_bits_for_forms(
+        &[Interleave::NONE, Interleave::default(), Interleave::ALL],
+        |form| coop(&ctx).interleave(*form),
+        |t, arch| assert!(t.compact_layout(), "{arch}"),
+    );
+}
+
+/// Seed #3, B and D (the networks of the GLSL step kernel) trained three steps
+/// from the same weights through `backend(form)` for each of `forms`: the first trains,
+/// every other gives its bits (loss, gradient, weights). `check` looks at each trainer
+/// first.
+fn same_bits_for_forms<F: std::fmt::Debug>(
+    forms: &[F],
+    backend: impl Fn(&F) -> GpuBackend,
+    check: impl Fn(&nshade_gpu::train::GpuTrainer, &str),
+) {
     let tex = Arc::new(TrainingData::Texture(common::small_texture()));
     for arch in [
         "freq(3) | mlp(32x3, leaky_relu, sigmoid)",
@@ -521,15 +537,10 @@ fn interleaved_tiles_give_the_same_bits() {
         "freq(8) | mlp(128x4, relu)",
     ] {
         let (net, p0) = seeded(arch);
-        let run = |form: Interleave| {
-            let backend = coop(&ctx).interleave(form);
-            three_steps(&backend, &net, &p0, &tex, |t| {
-                assert!(t.compact_layout(), "{arch}");
-            })
-        };
-        let base = run(Interleave::NONE);
+        let run = |form: &F| three_steps(&backend(form), &net, &p0, &tex, |t| check(t, arch));
+        let base = run(&forms[0]);
         assert_trained(&base, &p0, arch);
-        for form in [Interleave::default(), Interleave::ALL] {
+        for form in &forms[1..] {
             assert_same_steps(&run(form), &base, &format!("{arch} ({form:?})"));
         }
     }
@@ -546,19 +557,11 @@ fn early_dw_stores_give_the_same_bits() {
     let Some(ctx) = glsl_context("early_dw_stores_give_the_same_bits") else {
         return;
     };
-    let tex = Arc::new(TrainingData::Texture(common::small_texture()));
-    for arch in [
-        "freq(3) | mlp(32x3, leaky_relu, sigmoid)",
-        "freq(8) | mlp(64x4, relu)",
-        "freq(8) | mlp(128x4, relu)",
-    ] {
-        let (net, p0) = seeded(arch);
-        let run =
-            |early: bool| three_steps(&coop(&ctx).early_stores(early), &net, &p0, &tex, |_| {});
-        let base = run(false);
-        assert_trained(&base, &p0, arch);
-        assert_same_steps(&run(true), &base, &format!("{arch} (early stores)"));
-    }
+    same_bits_for_forms(
+        &[false, true],
+        |early| coop(&ctx).early_stores(*early),
+        |_, _| {},
+    );
 }
 
 /// Two runs of the networks on the GLSL step kernel from the same weights give

@@ -177,6 +177,27 @@ pub fn try_claim(dir: &Path, hash: &str, stale_after: Duration) -> Result<Outcom
     Ok(Outcome::Busy)
 }
 
+/// Removes the claim of a finished job `hash` where it is stale: a worker killed after
+/// putting the job's result in place and before releasing its claim leaves one, which
+/// no later worker would otherwise take (they skip finished jobs). Taken away as in
+/// [`try_claim`] (renamed to a private name, checked, removed), so a live holder's claim,
+/// or one that changed meanwhile, stays. Returns whose claim was removed.
+pub fn clear_stale(dir: &Path, hash: &str, stale_after: Duration) -> Option<String> {
+    let host = hostname();
+    let path = dir.join(hash);
+    let (content, age) = read_claim(&path).ok()?;
+    let why = stale_reason(&content, age, stale_after, &host).ok()?;
+    let private = dir.join(private_name(hash, "stale"));
+    std::fs::rename(&path, &private).ok()?;
+    if std::fs::read_to_string(&private).unwrap_or_default() != content {
+        let _ = std::fs::hard_link(&private, &path);
+        let _ = std::fs::remove_file(&private);
+        return None;
+    }
+    let _ = std::fs::remove_file(&private);
+    Some(why)
+}
+
 /// The claim's text and the age of its heartbeat.
 fn read_claim(path: &Path) -> std::io::Result<(String, Duration)> {
     let meta = std::fs::metadata(path)?;

@@ -482,6 +482,13 @@ fn run_batch(args: Args) -> Result<()> {
     for (k, j) in mine.iter().enumerate() {
         if w.finished(&j.hash) {
             done += 1;
+            if let Some(why) = claims::clear_stale(&w.claims_dir, &j.hash, w.stale_after) {
+                eprintln!(
+                    "notice: removed the claim of finished job {} ({}): {why}",
+                    j.hash,
+                    j.label()
+                );
+            }
         } else {
             pending.push_back(k);
         }
