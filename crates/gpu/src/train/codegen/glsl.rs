@@ -1233,6 +1233,8 @@ pub fn glsl_step_kernel(
     let exp = std::env::var("NSHADE_GPU_EXP").unwrap_or_default();
     // (timing only: a kernel without the backward has no phase to sample in)
     let ahead = ahead && !exp_has(&exp, "fwd");
+    // (a kernel without the backward stores its dW tiles, zeros, after the loop)
+    let early = early && !exp_has(&exp, "fwd");
     // forms of the epilogues turned off, for measurements (comma-separated: `lsmax`,
     // `lossbr`, `leaky`, `fswitch`, the same values either way; `dbmma`, the bias sums)
     let off = std::env::var("NSHADE_GPU_OFF").unwrap_or_default();
@@ -2137,7 +2139,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                     k.push_str("    } }\n");
                 }
             }
-            if early && !nodw && !slots[i].is_empty() {
+            if early && !slots[i].is_empty() {
                 let _ = write!(k, "    if (c + 1u == CHUNKS) {{\n{}    }}\n", store_dw(i));
             }
             // db: rows split over `nb` invocations (samples lid % nb, + nb, ...), or on
