@@ -363,15 +363,13 @@ fn stale_claims_are_taken_over() {
     std::fs::create_dir_all(out.join("jobs")).unwrap();
     // Job 0: claimed by a process of this host that is gone, its temporary output left.
     let dead = dead_pid();
-    let claim =
-        serde_json::json!({"pid": dead, "pid_start": null, "host": hostname(), "started": 0});
-    std::fs::write(out.join("claims").join(&hashes[0]), claim.to_string()).unwrap();
+    std::fs::write(out.join("claims").join(&hashes[0]), claim_of(dead)).unwrap();
     let leftover = out.join("jobs").join(format!(".{}.tmp-{dead}", hashes[0]));
     std::fs::create_dir_all(leftover.join("out")).unwrap();
     // Job 1: claimed by a live process (this test) that stopped refreshing the claim.
-    let live = serde_json::json!({"pid": std::process::id(), "pid_start": null, "host": hostname(), "started": 0});
+    let live = claim_of(std::process::id());
     let p1 = out.join("claims").join(&hashes[1]);
-    std::fs::write(&p1, live.to_string()).unwrap();
+    std::fs::write(&p1, &live).unwrap();
     std::fs::File::options()
         .write(true)
         .open(&p1)
@@ -389,7 +387,7 @@ fn stale_claims_are_taken_over() {
     // it is stale.
     let out2 = d.path().join("out2");
     std::fs::create_dir_all(out2.join("claims")).unwrap();
-    std::fs::write(out2.join("claims").join(&hashes[0]), live.to_string()).unwrap();
+    std::fs::write(out2.join("claims").join(&hashes[0]), &live).unwrap();
     let t0 = Instant::now();
     let o = run_ok(&mut batch(&jobs, &out2, &["--stale-after", "3"]));
     let waited = t0.elapsed();
@@ -400,6 +398,11 @@ fn stale_claims_are_taken_over() {
         "took over a live claim after {waited:?}"
     );
     assert_eq!(results(&out2).len(), 2);
+}
+
+/// A claim file of process `pid` on this host, started at the epoch.
+fn claim_of(pid: u32) -> String {
+    serde_json::json!({"pid": pid, "pid_start": null, "host": hostname(), "started": 0}).to_string()
 }
 
 /// A worker killed after putting a job's result in place and before releasing its claim
@@ -414,13 +417,10 @@ fn stale_claims_of_finished_jobs_are_removed() {
     let hashes: Vec<String> = results(&out).into_keys().collect();
     assert_eq!(hashes.len(), 2);
     let dead = dead_pid();
-    let stale =
-        serde_json::json!({"pid": dead, "pid_start": null, "host": hostname(), "started": 0});
     let p0 = out.join("claims").join(&hashes[0]);
-    std::fs::write(&p0, stale.to_string()).unwrap();
-    let live = serde_json::json!({"pid": std::process::id(), "pid_start": null, "host": hostname(), "started": 0});
+    std::fs::write(&p0, claim_of(dead)).unwrap();
     let p1 = out.join("claims").join(&hashes[1]);
-    std::fs::write(&p1, live.to_string()).unwrap();
+    std::fs::write(&p1, claim_of(std::process::id())).unwrap();
     let o = run_ok(&mut batch(&jobs, &out, &[]));
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(

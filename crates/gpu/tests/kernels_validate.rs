@@ -648,18 +648,15 @@ fn glsl_early_stores_compile() {
                     e.line, e.message
                 );
             }
-            let start = src
-                .find("for (uint c = 0u; c < CHUNKS; c++)")
-                .expect("chunk loop");
-            let end = start + src[start..].find("} // the chunk loop").expect("loop end");
+            let (body, rest) = chunk_loop(&src);
             let count = |part: &str| part.matches(", partial, off,").count();
-            let (inside, after) = (count(&src[start..end]), count(&src[end..]));
+            let (inside, after) = (count(body), count(rest));
             assert!(inside + after > 0, "{arch}: no partial stores");
             if early {
                 assert_eq!(after, 0, "{arch}: stores after the loop");
                 assert_eq!(
-                    src[start..end].matches("if (c + 1u == CHUNKS) {").count(),
-                    net_layers(&net),
+                    body.matches("if (c + 1u == CHUNKS) {").count(),
+                    codegen::Pad::of(&net).layers.len(),
                     "{arch}: one branch a layer"
                 );
             } else {
@@ -677,9 +674,13 @@ fn glsl_early_stores_compile() {
     }
 }
 
-/// The linear layers of `net` (the dW slots the step kernel stores).
-fn net_layers(net: &Network) -> usize {
-    codegen::Pad::of(net).layers.len()
+/// A step kernel's chunk loop (from its `for` to its closing brace) and what follows it.
+fn chunk_loop(src: &str) -> (&str, &str) {
+    let start = src
+        .find("for (uint c = 0u; c < CHUNKS; c++)")
+        .expect("chunk loop");
+    let end = start + src[start..].find("} // the chunk loop").expect("loop end");
+    (&src[start..end], &src[end..])
 }
 
 /// Weight gradients outside the GLSL step kernel (`DwSplit`): `wide`, the layers with
@@ -860,13 +861,7 @@ fn glsl_dw_split_kernels_compile() {
 fn glsl_ahead_kernels_compile() {
     let texture = small_texture();
     // the workgroup barriers between the chunk loop's start and its end
-    let loop_bars = |src: &str| {
-        let start = src
-            .find("for (uint c = 0u; c < CHUNKS; c++)")
-            .expect("chunk loop");
-        let end = start + src[start..].find("} // the chunk loop").expect("loop end");
-        src[start..end].matches("barrier();").count()
-    };
+    let loop_bars = |src: &str| chunk_loop(src).0.matches("barrier();").count();
     let mut compiled = 0;
     for (arch, losses) in common::glsl_family() {
         let net = build(arch);

@@ -156,46 +156,43 @@ pub fn try_claim(dir: &Path, hash: &str, stale_after: Duration) -> Result<Outcom
             Ok(why) => why,
             Err(_holder) => return Ok(Outcome::Busy),
         };
-        // Take it over: rename it away (one worker wins), check it is the claim judged
-        // stale, remove it, then claim afresh.
-        let private = dir.join(private_name(hash, "stale"));
-        match std::fs::rename(&path, &private) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+        // Take it over: remove it (unless it changed meanwhile), then claim afresh.
+        match take_away(dir, hash, &content) {
+            Ok(true) => took_over = Some(why),
+            Ok(false) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(anyhow::anyhow!("taking over {}: {e}", path.display())),
         }
-        let moved = std::fs::read_to_string(&private).unwrap_or_default();
-        if moved != content {
-            // Someone replaced the stale claim in between: put theirs back.
-            let _ = std::fs::hard_link(&private, &path);
-            let _ = std::fs::remove_file(&private);
-            continue;
-        }
-        let _ = std::fs::remove_file(&private);
-        took_over = Some(why);
     }
     Ok(Outcome::Busy)
+}
+
+/// Removes claim `hash`, judged stale with text `content`: renames it away (of two
+/// workers trying, one wins), checks that what was renamed is that claim (else puts it
+/// back: someone replaced it in between; `Ok(false)`), removes it.
+fn take_away(dir: &Path, hash: &str, content: &str) -> std::io::Result<bool> {
+    let path = dir.join(hash);
+    let private = dir.join(private_name(hash, "stale"));
+    std::fs::rename(&path, &private)?;
+    let moved = std::fs::read_to_string(&private).unwrap_or_default();
+    if moved != content {
+        let _ = std::fs::hard_link(&private, &path);
+        let _ = std::fs::remove_file(&private);
+        return Ok(false);
+    }
+    let _ = std::fs::remove_file(&private);
+    Ok(true)
 }
 
 /// Removes the claim of a finished job `hash` where it is stale: a worker killed after
 /// putting the job's result in place and before releasing its claim leaves one, which
 /// no later worker would otherwise take (they skip finished jobs). Taken away as in
-/// [`try_claim`] (renamed to a private name, checked, removed), so a live holder's claim,
-/// or one that changed meanwhile, stays. Returns whose claim was removed.
+/// [`try_claim`] ([`take_away`]), so a live holder's claim, or one that changed
+/// meanwhile, stays. Returns whose claim was removed.
 pub fn clear_stale(dir: &Path, hash: &str, stale_after: Duration) -> Option<String> {
-    let host = hostname();
-    let path = dir.join(hash);
-    let (content, age) = read_claim(&path).ok()?;
-    let why = stale_reason(&content, age, stale_after, &host).ok()?;
-    let private = dir.join(private_name(hash, "stale"));
-    std::fs::rename(&path, &private).ok()?;
-    if std::fs::read_to_string(&private).unwrap_or_default() != content {
-        let _ = std::fs::hard_link(&private, &path);
-        let _ = std::fs::remove_file(&private);
-        return None;
-    }
-    let _ = std::fs::remove_file(&private);
-    Some(why)
+    let (content, age) = read_claim(&dir.join(hash)).ok()?;
+    let why = stale_reason(&content, age, stale_after, &hostname()).ok()?;
+    take_away(dir, hash, &content).ok()?.then_some(why)
 }
 
 /// The claim's text and the age of its heartbeat.

@@ -479,9 +479,20 @@ fn run_batch(args: Args) -> Result<()> {
     let total = mine.len();
     let mut done = 0usize;
     let mut pending: VecDeque<usize> = VecDeque::new();
+    // claims left on finished jobs (listed once, not looked up job by job)
+    let claimed: HashSet<String> = std::fs::read_dir(&w.claims_dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
     for (k, j) in mine.iter().enumerate() {
         if w.finished(&j.hash) {
             done += 1;
+            if !claimed.contains(&j.hash) {
+                continue;
+            }
             if let Some(why) = claims::clear_stale(&w.claims_dir, &j.hash, w.stale_after) {
                 eprintln!(
                     "notice: removed the claim of finished job {} ({}): {why}",
