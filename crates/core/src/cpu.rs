@@ -377,6 +377,39 @@ mod tests {
         assert!(last < 0.6 * first, "loss {first} → {last}");
     }
 
+    /// The AMX products pack each weight matrix once per step (a step's workspaces keep
+    /// it): after three steps the trainer's gradient equals a fresh trainer's at the same
+    /// parameters, which it would not if packed weights outlived their step.
+    #[test]
+    fn amx_steps_multiply_the_current_weights() {
+        if let Err(why) = crate::amx::available() {
+            eprintln!(
+                "AMX NOT AVAILABLE HERE, amx_steps_multiply_the_current_weights not run: {why}"
+            );
+            return;
+        }
+        let arch = "freq(3) | mlp(32x3, leaky_relu, sigmoid)";
+        let mut t = trainer(arch, 1024).path(CpuPath::Amx);
+        t.gradient(0);
+        let first = t.last_gradient().to_vec();
+        t.run(3).unwrap();
+        t.gradient(3);
+        let mut fresh = trainer(arch, 1024).path(CpuPath::Amx);
+        fresh.params.clone_from(&t.params);
+        fresh.gradient(3);
+        let (got, want) = (t.last_gradient(), fresh.last_gradient().to_vec());
+        assert_eq!(got.len(), want.len());
+        assert!(
+            got.iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits())
+        );
+        assert!(
+            got.iter().zip(&first).any(|(a, b)| a != b),
+            "the weights did not move"
+        );
+    }
+
     #[test]
     fn grid_gradient_matches_a_single_chunk_sum() {
         // The chunked, bucketed gradient equals one backward pass over the whole batch.

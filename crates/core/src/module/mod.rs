@@ -92,10 +92,14 @@ impl Workspace {
     }
 
     /// A workspace for training: forward passes also keep what the backward pass can
-    /// reuse instead of computing again (the grids' corners).
+    /// reuse instead of computing again (the grids' corners), and the AMX products pack
+    /// each weight matrix once ([`crate::amx::Scratch::keeping_weights`]). So the
+    /// parameters must not change while it lives: the CPU trainer makes one per step and
+    /// thread.
     pub fn for_training(slot_count: usize) -> Workspace {
         Workspace {
             record: true,
+            amx: crate::amx::Scratch::keeping_weights(),
             ..Workspace::new(slot_count)
         }
     }
