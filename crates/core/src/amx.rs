@@ -235,15 +235,29 @@ pub fn product_packed(
         let i = match scratch.kept.iter().position(|(k, _)| *k == key) {
             Some(i) => i,
             None => {
-                pack_a(rows, cols, (a, ars, acs), rows16, kw, scratch);
-                let words = scratch.a[..rows16 * kw].to_vec();
+                let mut words = Vec::new();
+                pack_a(
+                    rows,
+                    cols,
+                    (a, ars, acs),
+                    (rows16, kw),
+                    &mut words,
+                    &mut scratch.t,
+                );
                 scratch.kept.push((key, words));
                 scratch.kept.len() - 1
             }
         };
         &scratch.kept[i].1[..]
     } else {
-        pack_a(rows, cols, (a, ars, acs), rows16, kw, scratch);
+        pack_a(
+            rows,
+            cols,
+            (a, ars, acs),
+            (rows16, kw),
+            &mut scratch.a,
+            &mut scratch.t,
+        );
         &scratch.a[..rows16 * kw]
     };
     let mut init = [[0f32; T * T]; 2];
@@ -640,25 +654,26 @@ impl RowGroup {
     }
 }
 
-/// Packs A (`rows × cols`, A(r, c) = `a[r·ars + c·acs]`) into `scratch.a` as `rows16` rows
+/// Packs A (`rows × cols`, A(r, c) = `a[r·ars + c·acs]`) into `dst` (grown) as `rows16` rows
 /// of `kw` words, word (r, p) = A(r, 2p), A(r, 2p + 1) as bf16, zero past rows × cols:
 /// row-major A (W) and column-major A (Wᵀ) vectorised, other strides element by element.
+/// Words in transit go through `t`.
 fn pack_a(
     rows: usize,
     cols: usize,
     (a, ars, acs): (&[f32], usize, usize),
-    rows16: usize,
-    kw: usize,
-    scratch: &mut Scratch,
+    (rows16, kw): (usize, usize),
+    dst: &mut Vec<u32>,
+    t: &mut Vec<u32>,
 ) {
-    let dst = grow(&mut scratch.a, rows16 * kw);
+    let dst = grow(dst, rows16 * kw);
     if acs == 1 && ars == cols {
         bf16::pairs_along_rows(rows, a, cols, kw, &mut dst[..rows * kw]);
         dst[rows * kw..].fill(0);
     } else if ars == 1 && acs == rows {
         // A's columns are the rows of a: pair them, then transpose the words
         let pairs = cols.div_ceil(2);
-        let t = grow(&mut scratch.t, pairs * rows);
+        let t = grow(t, pairs * rows);
         bf16::pairs_of_rows(cols, a, rows, t);
         transpose_words(t, pairs, rows, dst, rows16, kw);
     } else {
@@ -1117,6 +1132,11 @@ mod tests {
         }
     }
 
+    /// Whether two equally long outputs hold the same bits.
+    fn same_bits(a: &[f32], b: &[f32]) -> bool {
+        a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+    }
+
     /// Every thread configures its own tiles: products on fresh threads (a tile
     /// instruction of a thread that has not loaded a configuration faults) equal the
     /// f32 kernel's bits on exact inputs.
@@ -1170,11 +1190,7 @@ mod tests {
             for run in runs {
                 let got = run.join().expect("a thread's product");
                 assert_eq!(got.len(), want.len());
-                assert!(
-                    got.iter()
-                        .zip(&want)
-                        .all(|(g, w)| g.to_bits() == w.to_bits())
-                );
+                assert!(same_bits(&got, &want));
             }
         });
     }
@@ -1216,12 +1232,7 @@ mod tests {
             let mut got = vec![0f32; 32 * np];
             product(32, 32, a, &x, np, None, store, &mut got, &mut keeping);
             assert_eq!(got.len(), want.len());
-            assert!(
-                got.iter()
-                    .zip(&want)
-                    .all(|(g, w)| g.to_bits() == w.to_bits()),
-                "product {k} read other weights"
-            );
+            assert!(same_bits(&got, &want), "product {k} read other weights");
         }
         assert_eq!(keeping.kept.len(), 3, "W read twice was packed twice");
     }
