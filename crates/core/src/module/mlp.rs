@@ -322,7 +322,16 @@ impl Mlp {
             CpuPath::F32 => linear_forward(layer, params, xt, np, epilogue, zt),
             CpuPath::Bf16 => self.forward_bf16(l, params, xt, np, epilogue, zt, ws),
             CpuPath::Amx if !amx::pays(layer.in_dims, layer.out_dims) => {
-                linear_forward(layer, params, xt, np, epilogue, zt)
+                match amx::Fused::of(layer.act).filter(|_| self.amx_pairs_out(l)) {
+                    // the activation and layer l + 1's operand in one pass
+                    Some(act) => {
+                        linear_forward(layer, params, xt, np, Epilogue::Store, zt);
+                        let mut pairs = ws.take_words(self.pairs_slot(l + 1));
+                        amx::activate_and_pair(layer.out_dims, zt, np, act, &mut pairs);
+                        ws.put_words(self.pairs_slot(l + 1), pairs);
+                    }
+                    None => linear_forward(layer, params, xt, np, epilogue, zt),
+                }
             }
             CpuPath::Amx => self.forward_amx(l, params, xt, np, epilogue, zt, ws),
         }
@@ -335,15 +344,36 @@ impl Mlp {
     /// writes layer l's ∂L/∂z in both packed forms with its bias sums
     /// ([`amx::derive_and_pack`]).
     fn amx_fuses(&self, l: usize) -> bool {
+        let layer = &self.layers[l];
+        amx::pays(layer.in_dims, layer.out_dims) && self.amx_pairs_out(l)
+    }
+
+    /// Whether layer l's forward epilogue writes the row pairs of its outputs for layer
+    /// l + 1's AMX product ([`amx::activate_and_pair`]): layer l + 1 takes the tiles and
+    /// layer l's activation has a fused form, whether or not layer l takes them too
+    /// (where it does, [`Mlp::amx_fuses`]).
+    fn amx_pairs_out(&self, l: usize) -> bool {
         let (layer, next) = (&self.layers[l], self.layers.get(l + 1));
         next.is_some_and(|n| amx::pays(n.in_dims, n.out_dims))
+            && layer.act.from_output()
+            && amx::Fused::of(layer.act).is_some()
+    }
+
+    /// Whether layer l's AMX backward derives and packs its own ∂L/∂z
+    /// ([`amx::derive_and_pack`]) from the plain input gradient of the layer above, which
+    /// runs f32 (it does not [`amx::pays`]): one pass instead of the derivative in that
+    /// layer's epilogue and the bias sums and both packings here.
+    fn amx_derives(&self, l: usize) -> bool {
+        let (layer, next) = (&self.layers[l], self.layers.get(l + 1));
+        next.is_some_and(|n| !amx::pays(n.in_dims, n.out_dims))
             && amx::pays(layer.in_dims, layer.out_dims)
             && layer.act.from_output()
             && amx::Fused::of(layer.act).is_some()
     }
 
     /// Layer l's forward product through AMX tiles ([`amx`]): its input's row pairs from
-    /// [`Mlp::pairs_slot`] when layer l − 1 [`Mlp::amx_fuses`], else packed here.
+    /// [`Mlp::pairs_slot`] when layer l − 1 wrote them ([`Mlp::amx_pairs_out`]), else
+    /// packed here.
     #[allow(clippy::too_many_arguments)]
     fn forward_amx(
         &self,
@@ -360,7 +390,7 @@ impl Mlp {
         let w = &params[layer.weight..layer.weight + o * i];
         let b = Some(&params[layer.bias..layer.bias + o]);
         let mut xp = ws.take_words(self.pairs_slot(l));
-        if !(l > 0 && self.amx_fuses(l - 1)) {
+        if !(l > 0 && self.amx_pairs_out(l - 1)) {
             amx::pack_b(i, xt, np, &mut xp);
         }
         amx::product_packed(o, i, (w, i, 1), &xp, np, b, zt, &mut ws.amx);
@@ -386,17 +416,27 @@ impl Mlp {
         l: usize,
         params: &[f32],
         (xt, n, np): (&[f32], usize, usize),
-        dzt: &[f32],
+        dzt: &mut [f32],
         dxt: Option<&mut [f32]>,
         epilogue: Epilogue<'_>,
         grads: &mut [f32],
         ws: &mut Workspace,
     ) {
-        let (packed_dz, below_fuses) = (self.amx_fuses(l), l > 0 && self.amx_fuses(l - 1));
+        let derives = self.amx_derives(l);
+        let (packed_dz, below_fuses) =
+            (derives || self.amx_fuses(l), l > 0 && self.amx_fuses(l - 1));
         let layer = &self.layers[l];
         let (i, o) = (layer.in_dims, layer.out_dims);
         let (dw, db) = grads[layer.weight..].split_at_mut(layer.bias - layer.weight);
         let mut gs = ws.take_words(self.dz_samples_slot(l));
+        if derives {
+            let act = amx::Fused::of(layer.act).expect("the layer derives");
+            let y = ws.take_kept(self.a_slot(l));
+            let mut pairs = ws.take_words(self.pairs_slot(l));
+            amx::derive_and_pack(o, dzt, &y, n, np, act, &mut pairs, &mut gs, db);
+            ws.put_words(self.pairs_slot(l), pairs);
+            ws.put(self.a_slot(l), y);
+        }
         if !packed_dz {
             dense::weight_gradient(o, 0, dzt, xt, np, dw, i, db);
             amx::pack_g(o, dzt, np, &mut gs);
@@ -549,11 +589,15 @@ impl Layer for Mlp {
             // the layer below's derivative from its outputs (this layer's input) in the
             // epilogue of dx = Wᵀ·dz, where its activation allows
             let below = l.checked_sub(1).map(|b| self.layers[b].act);
+            // (or in the layer below's own AMX backward, [`Mlp::amx_derives`])
+            let derives_below = ws.products() == CpuPath::Amx && l > 0 && self.amx_derives(l - 1);
             let epilogue = match below {
-                Some(act) if act.from_output() => Epilogue::Derivative(act, &input),
+                Some(act) if act.from_output() && !derives_below => {
+                    Epilogue::Derivative(act, &input)
+                }
                 _ => Epilogue::Store,
             };
-            is_dz = !matches!(epilogue, Epilogue::Store);
+            is_dz = derives_below || !matches!(epilogue, Epilogue::Store);
             let dxt = want_dx.then_some(&mut next[..layer.in_dims * np]);
             match ws.products() {
                 CpuPath::F32 => {
