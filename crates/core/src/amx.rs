@@ -346,16 +346,17 @@ pub fn activate_and_pair(
 }
 
 /// An input gradient's epilogue: `d` (`rows × np`, the sums of dx = Wᵀ·dz) times the
-/// derivative of the layer below from its outputs `y`, in place, zero for the padding
-/// samples `n..np` — that layer's ∂L/∂z — packed as both operands its products read: in
-/// pairs (`pairs`, [`b_words`]`(rows, np)`, for its dx) and each row's samples in pairs
+/// derivative of the layer below from its outputs `y`, zero for the padding samples
+/// `n..np` — that layer's ∂L/∂z — packed as both operands its products read: in pairs
+/// (`pairs`, [`b_words`]`(rows, np)`, for its dx) and each row's samples in pairs
 /// (`samples`, [`g_words`]`(rows, np)`, for its dW); each row's sum is added to `db` (its
 /// bias gradient). One pass instead of an epilogue's, [`pack_b`]'s, [`pack_g`]'s and
-/// the bias sums'.
+/// the bias sums'; ∂L/∂z is not stored in f32 (no product reads it so), `d` is only
+/// read.
 #[allow(clippy::too_many_arguments)]
 pub fn derive_and_pack(
     rows: usize,
-    d: &mut [f32],
+    d: &[f32],
     y: &[f32],
     n: usize,
     np: usize,
@@ -373,12 +374,13 @@ pub fn derive_and_pack(
     let sp = grow(samples, g_words(rows, np));
     sp[rows * pw..].fill(0);
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: the CPU has AVX-512 with BF16 (`available`); reads and writes stay in rows ×
-    // np of d and y, ⌈rows/2⌉ × np of dst, rows × pw of sp and rows of db
+    // SAFETY: the CPU has AVX-512 with BF16 (`available`); reads stay in rows × np of d
+    // and y (d is not written where `grad` is given), writes in ⌈rows/2⌉ × np of dst,
+    // rows × pw of sp and rows of db
     unsafe {
         fused_hw(
             rows,
-            d.as_mut_ptr(),
+            d.as_ptr().cast_mut(),
             Some((y.as_ptr(), db.as_mut_ptr(), sp.as_mut_ptr())),
             n,
             np,
@@ -399,8 +401,9 @@ fn words(v: std::arch::x86_64::__m512bh) -> std::arch::x86_64::__m512i {
     unsafe { std::mem::transmute(v) }
 }
 
-/// [`activate_and_pair`] (`grad` None) and [`derive_and_pack`] (`grad` = y, db, the sample
-/// pairs with rows of `pw` words): row pairs of 32 samples at a time.
+/// [`activate_and_pair`] (`grad` None: `v` activated in place) and [`derive_and_pack`]
+/// (`grad` = y, db, the sample pairs with rows of `pw` words: `v` only read): row pairs
+/// of 32 samples at a time.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
 #[allow(clippy::too_many_arguments)]
@@ -469,7 +472,9 @@ unsafe fn fused_hw(
                             }
                             None => apply(x, zero),
                         };
-                        _mm512_mask_storeu_ps(v.add(at), m[h], x);
+                        if grad.is_none() {
+                            _mm512_mask_storeu_ps(v.add(at), m[h], x);
+                        }
                         rows_out[i][h] = x;
                     }
                 }
@@ -1432,20 +1437,10 @@ mod tests {
                 pack_b(rows, &a, np, &mut want);
                 assert_eq!(pairs[..want.len()], want[..], "{rows}x{n} {act:?}: pairs");
 
-                let mut d = z.clone();
+                let d = z.clone();
                 let (mut pairs, mut samples) = (Vec::new(), vec![5u32; 7]);
                 let mut db = vec![0.5f32; rows];
-                derive_and_pack(
-                    rows,
-                    &mut d,
-                    &y,
-                    n,
-                    np,
-                    act,
-                    &mut pairs,
-                    &mut samples,
-                    &mut db,
-                );
+                derive_and_pack(rows, &d, &y, n, np, act, &mut pairs, &mut samples, &mut db);
                 let slope = |y: f32| match act {
                     Fused::None => 1.0,
                     Fused::Relu => {
@@ -1463,6 +1458,8 @@ mod tests {
                         }
                     }
                 };
+                assert!(same_bits(&d, &z), "{rows}x{n} {act:?}: d was written");
+                let mut dz = vec![f32::NAN; d.len()];
                 assert_eq!(db.len(), rows);
                 for (r, got) in db.iter().enumerate() {
                     let mut sum = 0.5f64;
@@ -1482,14 +1479,14 @@ mod tests {
                         } else {
                             0.0
                         };
-                        assert_eq!(d[i].to_bits(), want.to_bits(), "{rows}x{n} {act:?}: dz {i}");
+                        dz[i] = want;
                         sum += want as f64;
                     }
                     assert!((*got as f64 - sum).abs() < 1e-4, "db[{r}] {got} vs {sum}");
                 }
                 let (mut wp, mut wg) = (Vec::new(), Vec::new());
-                pack_b(rows, &d, np, &mut wp);
-                pack_g(rows, &d, np, &mut wg);
+                pack_b(rows, &dz, np, &mut wp);
+                pack_g(rows, &dz, np, &mut wg);
                 assert_eq!(pairs[..wp.len()], wp[..], "{rows}x{n} {act:?}: dz pairs");
                 assert_eq!(
                     samples[..wg.len()],
