@@ -42,6 +42,25 @@ fn threads_override() -> Option<usize> {
         .filter(|&t| threads_ok(t))
 }
 
+/// Workgroup memory a multiprocessor shares among its resident workgroups, for the
+/// launch's residency: `max` (the per-workgroup limit) unless `NSHADE_GPU_SMEM` says
+/// otherwise (measurements).
+fn sm_budget(max: usize) -> usize {
+    std::env::var("NSHADE_GPU_SMEM")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(max)
+}
+
+/// Invocations a multiprocessor holds at once, for the launch's residency (their
+/// registers): `default` unless `NSHADE_GPU_SMTHREADS` says otherwise (measurements).
+fn sm_threads(default: usize) -> usize {
+    std::env::var("NSHADE_GPU_SMTHREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(default)
+}
+
 /// Invocations per workgroup by default; no layer of the kernel's family is wider (bias
 /// rows are summed by at most one invocation each).
 const DEFAULT_THREADS: usize = 256;
@@ -575,10 +594,10 @@ pub fn compact_shape(
         // as many resident workgroups as fit `max` with their f16 bias copies (where
         // `acc16_fits`) and 1 KiB each to spare (NVIDIA keeps 1 KiB of shared memory per
         // resident block), at most 256 invocations a multiprocessor (their registers)
-        let resident = |bytes: usize| match max / (bytes + 1024) {
+        let resident = |bytes: usize| match sm_budget(max) / (bytes + 1024) {
             _ if bytes > max => 0,
             0 => 1,
-            k => k.min(DEFAULT_THREADS / wg),
+            k => k.min((sm_threads(DEFAULT_THREADS) / wg).max(1)),
         };
         for (s, skew) in candidates {
             // the fewest layers storing their input gradient in place that give more
@@ -642,7 +661,9 @@ pub fn glsl_samples(net: &Network, max: usize) -> Option<GlslShape> {
     if threads.is_none() && asked.is_none() && !grid && bytes(s, 8, DEFAULT_THREADS) <= max {
         let widest = pad.layers.iter().map(|l| l.out_dims).max().unwrap_or(0);
         for (limit, wg, samples, per_mp) in SMALL {
-            if widest <= limit && per_mp as usize * bytes(samples as usize, 8, wg as usize) <= max {
+            if widest <= limit
+                && per_mp as usize * bytes(samples as usize, 8, wg as usize) <= sm_budget(max)
+            {
                 return Some(GlslShape {
                     threads: wg,
                     samples,
@@ -660,11 +681,14 @@ pub fn glsl_samples(net: &Network, max: usize) -> Option<GlslShape> {
     loop {
         for skew in [8, 0] {
             if bytes(s, skew, wg) <= max {
+                // one a multiprocessor unless the knobs say more fit
+                let b = bytes(s, skew, wg) + 1024;
+                let per_mp = (sm_budget(max) / b).clamp(1, (sm_threads(wg) / wg).max(1));
                 return Some(GlslShape {
                     threads: wg as u32,
                     samples: s as u32,
                     skew: skew as u32,
-                    per_mp: 1,
+                    per_mp: per_mp as u32,
                     compact: false,
                     inplace: 0,
                 });
@@ -756,7 +780,7 @@ fn shape_fits(net: &Network, shape: &GlslShape, acc16: bool, ahead: bool, max: u
             .as_deref()
             .map(|sp| (sp, shape.inplace as usize)),
     );
-    shape.per_mp as usize * bytes <= max
+    bytes <= max && shape.per_mp as usize * bytes <= sm_budget(max)
 }
 
 /// f16 accumulators by default where they fit (`NSHADE_GPU_ACC16=0`: never, for
