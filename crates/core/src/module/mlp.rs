@@ -353,10 +353,15 @@ impl Mlp {
     /// layer l's activation has a fused form, whether or not layer l takes them too
     /// (where it does, [`Mlp::amx_fuses`]).
     fn amx_pairs_out(&self, l: usize) -> bool {
-        let (layer, next) = (&self.layers[l], self.layers.get(l + 1));
-        next.is_some_and(|n| amx::pays(n.in_dims, n.out_dims))
-            && layer.act.from_output()
-            && amx::Fused::of(layer.act).is_some()
+        let next = self.layers.get(l + 1);
+        next.is_some_and(|n| amx::pays(n.in_dims, n.out_dims)) && self.amx_epilogues(l)
+    }
+
+    /// Whether layer l's activation has the AMX epilogues' form ([`amx::Fused`]) and its
+    /// derivative follows from its outputs.
+    fn amx_epilogues(&self, l: usize) -> bool {
+        let act = self.layers[l].act;
+        act.from_output() && amx::Fused::of(act).is_some()
     }
 
     /// Whether layer l's AMX backward derives and packs its own ∂L/∂z
@@ -367,8 +372,7 @@ impl Mlp {
         let (layer, next) = (&self.layers[l], self.layers.get(l + 1));
         next.is_some_and(|n| !amx::pays(n.in_dims, n.out_dims))
             && amx::pays(layer.in_dims, layer.out_dims)
-            && layer.act.from_output()
-            && amx::Fused::of(layer.act).is_some()
+            && self.amx_epilogues(l)
     }
 
     /// Layer l's forward product through AMX tiles ([`amx`]): its input's row pairs from
@@ -416,7 +420,7 @@ impl Mlp {
         l: usize,
         params: &[f32],
         (xt, n, np): (&[f32], usize, usize),
-        dzt: &mut [f32],
+        dzt: &[f32],
         dxt: Option<&mut [f32]>,
         epilogue: Epilogue<'_>,
         grads: &mut [f32],
