@@ -332,9 +332,10 @@ pub fn activate_and_pair(
     // SAFETY: the CPU has AVX-512 with BF16 (`available`); reads and writes stay in rows ×
     // np of out and ⌈rows/2⌉ × np of dst
     unsafe {
+        let v = out.as_mut_ptr();
         fused_hw(
             rows,
-            out.as_mut_ptr(),
+            (v, Some(v)),
             None,
             np,
             np,
@@ -375,12 +376,12 @@ pub fn derive_and_pack(
     sp[rows * pw..].fill(0);
     #[cfg(target_arch = "x86_64")]
     // SAFETY: the CPU has AVX-512 with BF16 (`available`); reads stay in rows × np of d
-    // and y (d is not written where `grad` is given), writes in ⌈rows/2⌉ × np of dst,
+    // and y, writes in ⌈rows/2⌉ × np of dst,
     // rows × pw of sp and rows of db
     unsafe {
         fused_hw(
             rows,
-            d.as_ptr().cast_mut(),
+            (d.as_ptr(), None),
             Some((y.as_ptr(), db.as_mut_ptr(), sp.as_mut_ptr())),
             n,
             np,
@@ -401,15 +402,15 @@ fn words(v: std::arch::x86_64::__m512bh) -> std::arch::x86_64::__m512i {
     unsafe { std::mem::transmute(v) }
 }
 
-/// [`activate_and_pair`] (`grad` None: `v` activated in place) and [`derive_and_pack`]
-/// (`grad` = y, db, the sample pairs with rows of `pw` words: `v` only read): row pairs
-/// of 32 samples at a time.
+/// [`activate_and_pair`] (`grad` None, the activated values written back to `out`) and
+/// [`derive_and_pack`] (`grad` = y, db, the sample pairs with rows of `pw` words; no
+/// `out`): row pairs of 32 samples at a time from `v`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn fused_hw(
     rows: usize,
-    v: *mut f32,
+    (v, out): (*const f32, Option<*mut f32>),
     grad: Option<(*const f32, *mut f32, *mut u32)>,
     n: usize,
     np: usize,
@@ -472,8 +473,8 @@ unsafe fn fused_hw(
                             }
                             None => apply(x, zero),
                         };
-                        if grad.is_none() {
-                            _mm512_mask_storeu_ps(v.add(at), m[h], x);
+                        if let Some(out) = out {
+                            _mm512_mask_storeu_ps(out.add(at), m[h], x);
                         }
                         rows_out[i][h] = x;
                     }

@@ -321,19 +321,28 @@ impl Mlp {
         match ws.products() {
             CpuPath::F32 => linear_forward(layer, params, xt, np, epilogue, zt),
             CpuPath::Bf16 => self.forward_bf16(l, params, xt, np, epilogue, zt, ws),
-            CpuPath::Amx if !amx::pays(layer.in_dims, layer.out_dims) => {
-                match amx::Fused::of(layer.act).filter(|_| self.amx_pairs_out(l)) {
-                    // the activation and layer l + 1's operand in one pass
-                    Some(act) => {
-                        linear_forward(layer, params, xt, np, Epilogue::Store, zt);
-                        let mut pairs = ws.take_words(self.pairs_slot(l + 1));
-                        amx::activate_and_pair(layer.out_dims, zt, np, act, &mut pairs);
-                        ws.put_words(self.pairs_slot(l + 1), pairs);
+            CpuPath::Amx => {
+                // where layer l + 1 takes the tiles, the activation and its operand in one
+                // pass after the product, whether this layer's product is f32 or AMX
+                let pairs_out = amx::Fused::of(layer.act).filter(|_| self.amx_pairs_out(l));
+                let epilogue = match pairs_out {
+                    Some(_) => {
+                        debug_assert!(matches!(epilogue, Epilogue::Activate(_)));
+                        Epilogue::Store
                     }
-                    None => linear_forward(layer, params, xt, np, epilogue, zt),
+                    None => epilogue,
+                };
+                if amx::pays(layer.in_dims, layer.out_dims) {
+                    self.forward_amx(l, params, xt, np, epilogue, zt, ws);
+                } else {
+                    linear_forward(layer, params, xt, np, epilogue, zt);
+                }
+                if let Some(act) = pairs_out {
+                    let mut pairs = ws.take_words(self.pairs_slot(l + 1));
+                    amx::activate_and_pair(layer.out_dims, zt, np, act, &mut pairs);
+                    ws.put_words(self.pairs_slot(l + 1), pairs);
                 }
             }
-            CpuPath::Amx => self.forward_amx(l, params, xt, np, epilogue, zt, ws),
         }
     }
 
@@ -399,15 +408,7 @@ impl Mlp {
         }
         amx::product_packed(o, i, (w, i, 1), &xp, np, b, zt, &mut ws.amx);
         ws.put_words(self.pairs_slot(l), xp);
-        match amx::Fused::of(layer.act).filter(|_| self.amx_fuses(l)) {
-            Some(act) => {
-                debug_assert!(matches!(epilogue, Epilogue::Activate(_)));
-                let mut pairs = ws.take_words(self.pairs_slot(l + 1));
-                amx::activate_and_pair(o, zt, np, act, &mut pairs);
-                ws.put_words(self.pairs_slot(l + 1), pairs);
-            }
-            None => epilogue.apply(&mut zt[..o * np]),
-        }
+        epilogue.apply(&mut zt[..o * np]);
     }
 
     /// [`linear_backward`] with the products through AMX tiles ([`amx`]): ∂L/∂z packed

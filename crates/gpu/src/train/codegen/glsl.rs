@@ -683,10 +683,10 @@ pub fn glsl_samples(net: &Network, max: usize) -> Option<GlslShape> {
     s = s.min(wg);
     loop {
         for skew in [8, 0] {
-            if bytes(s, skew, wg) <= max {
+            let b = bytes(s, skew, wg);
+            if b <= max {
                 // one a multiprocessor unless the knobs say more fit
-                let b = bytes(s, skew, wg) + 1024;
-                let per_mp = (sm_budget(max) / b).clamp(1, (sm_threads(wg) / wg).max(1));
+                let per_mp = (sm_budget(max) / (b + 1024)).clamp(1, (sm_threads(wg) / wg).max(1));
                 return Some(GlslShape {
                     threads: wg as u32,
                     samples: s as u32,
