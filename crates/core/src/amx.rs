@@ -133,6 +133,11 @@ impl Scratch {
             ..Scratch::default()
         }
     }
+
+    /// Drops the kept A operands (their floats are about to change).
+    pub fn forget_weights(&mut self) {
+        self.kept.clear();
+    }
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -7,6 +7,12 @@
 //! added in group order. Because the chunking and the grouping depend on the batch size
 //! only, not on the number of threads, the result is bit-identical for any `--threads`.
 //!
+//! A run of several steps on several threads ([`CpuTrainer::run_spinning`]) keeps every
+//! thread of the pool in the run: the threads claim chunk groups, then reduction
+//! blocks, then Adam blocks from shared counters and wait for each other between these
+//! phases at a spinning barrier, instead of a fork and a join a phase (threads put to
+//! sleep and woken between phases). The same work in the same order, so the same bits.
+//!
 //! Grid tables are too large for a copy per chunk: their contributions are listed per
 //! chunk and per bucket (grid level), then added bucket by bucket (in parallel, buckets
 //! cover disjoint ranges), chunk after chunk — again a fixed order.
@@ -17,7 +23,9 @@ use crate::network::Network;
 use crate::optim::AdamState;
 use crate::train::{Backend, Checkpoint, TrainConfig, TrainError, Trainer, check_compatible};
 use rayon::prelude::*;
+use std::ops::Range;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// Samples per chunk: big enough for efficient GEMMs, small enough to stay in L2.
 pub const CHUNK: usize = 256;
@@ -139,6 +147,114 @@ struct ChunkScratch {
     dy: Vec<f32>,
 }
 
+impl ChunkScratch {
+    fn new(net: &Network, path: CpuPath) -> ChunkScratch {
+        ChunkScratch {
+            ws: net.training_workspace().with_products(path),
+            x: Vec::new(),
+            t: Vec::new(),
+            y: Vec::new(),
+            dy: Vec::new(),
+        }
+    }
+}
+
+/// What the chunk groups of one step read.
+struct StepInputs<'a> {
+    net: &'a Network,
+    data: &'a TrainingData,
+    params: &'a [f32],
+    cfg: &'a TrainConfig,
+    step: u32,
+}
+
+impl StepInputs<'_> {
+    /// Chunk group `group` of the step: each chunk draws its samples, runs forward and
+    /// backward, and adds its weight gradients into `g` (zeroed first) and its sparse
+    /// contributions into its entry of `sparse_of`. Returns the group's loss sum (what
+    /// it has so far where the step is cancelled: the caller then applies nothing).
+    fn group(
+        &self,
+        group: usize,
+        g: &mut [f32],
+        sparse_of: &mut [Vec<crate::module::Sparse>],
+        s: &mut ChunkScratch,
+    ) -> f64 {
+        let (net, cfg) = (self.net, self.cfg);
+        let batch = cfg.batch;
+        let (ind, outd) = (net.in_dims, net.out_dims);
+        let scale = 1.0 / (batch * outd) as f32;
+        let per_group = chunks_per_group(batch);
+        g.fill(0.0);
+        let mut loss = 0.0;
+        for (k, sparse) in sparse_of.iter_mut().enumerate() {
+            // A cancelled step is abandoned chunk by chunk (the caller sees
+            // `Cancelled` and applies nothing).
+            if cfg.cancel.is_cancelled() {
+                return loss;
+            }
+            let first = (group * per_group + k) * CHUNK;
+            let n = CHUNK.min(batch - first);
+            s.x.resize(n * ind, 0.0);
+            s.t.resize(n * outd, 0.0);
+            s.y.resize(n * outd, 0.0);
+            s.dy.resize(n * outd, 0.0);
+            self.data
+                .fill(cfg.sample_seed(), self.step, first, n, &mut s.x, &mut s.t);
+            net.root.forward(self.params, &s.x, n, &mut s.y, &mut s.ws);
+            loss += cfg.loss.chunk(&s.y, &s.t, scale, &mut s.dy);
+            sparse.iter_mut().for_each(crate::module::Sparse::clear);
+            let mut grads = Grads {
+                dense: &mut *g,
+                sparse,
+            };
+            net.root.backward(
+                self.params,
+                &s.x,
+                &s.y,
+                n,
+                &mut s.dy,
+                None,
+                &mut grads,
+                &mut s.ws,
+            );
+        }
+        loss
+    }
+}
+
+/// `net`'s sparse buckets with their parameter ranges, in the order of the ranges.
+fn bucket_ranges(net: &Network) -> Vec<(usize, Range<usize>)> {
+    let mut order: Vec<(usize, Range<usize>)> = net.buckets.iter().cloned().enumerate().collect();
+    order.sort_by_key(|(_, r)| r.start);
+    order
+}
+
+/// `out` = block `b` (of [`PARAM_BLOCK`] parameters) of the sum of the groups' dense
+/// gradients (`group_grads`, one vector of `p` a group), added in group order.
+fn reduce_block(group_grads: &[f32], p: usize, b: usize, out: &mut [f32]) {
+    let start = b * PARAM_BLOCK;
+    out.copy_from_slice(&group_grads[start..start + out.len()]);
+    for c in 1..group_grads.len() / p {
+        let src = &group_grads[c * p + start..c * p + start + out.len()];
+        out.iter_mut().zip(src).for_each(|(a, b)| *a += b);
+    }
+}
+
+/// `out` = bucket `b`'s table gradients (from parameter `start` on): the chunks'
+/// contributions added chunk after chunk.
+fn reduce_bucket(
+    chunk_sparse: &[Vec<crate::module::Sparse>],
+    b: usize,
+    start: usize,
+    out: &mut [f32],
+) {
+    out.fill(0.0);
+    for chunk in chunk_sparse {
+        chunk[b].add_into(start, out);
+    }
+}
+
 pub struct CpuTrainer {
     net: Network,
     data: Arc<TrainingData>,
@@ -190,12 +306,15 @@ impl CpuTrainer {
     /// current parameters into `self.grads`; returns the mean loss.
     pub fn gradient(&mut self, step: u32) -> f32 {
         let p = self.net.dense_count.max(1);
-        let batch = self.cfg.batch;
-        let (ind, outd) = (self.net.in_dims, self.net.out_dims);
-        let scale = 1.0 / (batch * outd) as f32;
-        let (net, data, params, cfg) = (&self.net, &*self.data, &self.params, &self.cfg);
+        let (batch, outd) = (self.cfg.batch, self.net.out_dims);
+        let inputs = StepInputs {
+            net: &self.net,
+            data: &self.data,
+            params: &self.params,
+            cfg: &self.cfg,
+            step,
+        };
         let path = self.path;
-        let seed = cfg.sample_seed();
         let per_group = chunks_per_group(batch);
         let losses: Vec<f64> = self
             .group_grads
@@ -203,70 +322,24 @@ impl CpuTrainer {
             .zip(self.chunk_sparse.par_chunks_mut(per_group))
             .enumerate()
             .map_init(
-                || ChunkScratch {
-                    ws: net.training_workspace().with_products(path),
-                    x: Vec::new(),
-                    t: Vec::new(),
-                    y: Vec::new(),
-                    dy: Vec::new(),
-                },
-                |s, (group, (g, sparse_of))| {
-                    g.fill(0.0);
-                    let mut loss = 0.0;
-                    for (k, sparse) in sparse_of.iter_mut().enumerate() {
-                        // A cancelled step is abandoned chunk by chunk (the caller sees
-                        // `Cancelled` and applies nothing).
-                        if cfg.cancel.is_cancelled() {
-                            return 0.0;
-                        }
-                        let first = (group * per_group + k) * CHUNK;
-                        let n = CHUNK.min(batch - first);
-                        s.x.resize(n * ind, 0.0);
-                        s.t.resize(n * outd, 0.0);
-                        s.y.resize(n * outd, 0.0);
-                        s.dy.resize(n * outd, 0.0);
-                        data.fill(seed, step, first, n, &mut s.x, &mut s.t);
-                        net.root.forward(params, &s.x, n, &mut s.y, &mut s.ws);
-                        loss += cfg.loss.chunk(&s.y, &s.t, scale, &mut s.dy);
-                        sparse.iter_mut().for_each(crate::module::Sparse::clear);
-                        let mut grads = Grads {
-                            dense: &mut *g,
-                            sparse,
-                        };
-                        net.root.backward(
-                            params, &s.x, &s.y, n, &mut s.dy, None, &mut grads, &mut s.ws,
-                        );
-                    }
-                    loss
-                },
+                || ChunkScratch::new(inputs.net, path),
+                |s, (group, (g, sparse_of))| inputs.group(group, g, sparse_of, s),
             )
             .collect();
-        if cfg.cancel.is_cancelled() {
+        if self.cfg.cancel.is_cancelled() {
             return f32::NAN; // the caller reports `Cancelled`; skip the reduction
         }
         // Fixed-order reduction of the groups' partial sums.
         let group_grads = &self.group_grads;
-        let groups = group_grads.len() / p;
-        let dense = self.net.dense_count;
-        let (dense_grads, table_grads) = self.grads.split_at_mut(dense);
+        let (dense_grads, mut rest) = self.grads.split_at_mut(self.net.dense_count);
         dense_grads
             .par_chunks_mut(PARAM_BLOCK)
             .enumerate()
-            .for_each(|(b, out)| {
-                let start = b * PARAM_BLOCK;
-                out.copy_from_slice(&group_grads[start..start + out.len()]);
-                for c in 1..groups {
-                    let src = &group_grads[c * p + start..c * p + start + out.len()];
-                    out.iter_mut().zip(src).for_each(|(a, b)| *a += b);
-                }
-            });
+            .for_each(|(b, out)| reduce_block(group_grads, p, b, out));
         // Sparse buckets: each owns a disjoint range of the table gradients.
-        let mut order: Vec<usize> = (0..self.net.buckets.len()).collect();
-        order.sort_by_key(|&b| self.net.buckets[b].start);
-        let mut jobs = Vec::with_capacity(order.len());
-        let (mut rest, mut pos) = (table_grads, dense);
-        for b in order {
-            let r = self.net.buckets[b].clone();
+        let mut jobs = Vec::new();
+        let mut pos = self.net.dense_count;
+        for (b, r) in bucket_ranges(&self.net) {
             let tail = std::mem::take(&mut rest);
             let (_, tail) = tail.split_at_mut(r.start - pos);
             let (mine, tail) = tail.split_at_mut(r.len());
@@ -275,12 +348,8 @@ impl CpuTrainer {
             pos = r.end;
         }
         let chunk_sparse = &self.chunk_sparse;
-        jobs.into_par_iter().for_each(|(b, start, out)| {
-            out.fill(0.0);
-            for chunk in chunk_sparse {
-                chunk[b].add_into(start, out);
-            }
-        });
+        jobs.into_par_iter()
+            .for_each(|(b, start, out)| reduce_bucket(chunk_sparse, b, start, out));
         (losses.iter().sum::<f64>() / (batch * outd) as f64) as f32
     }
 
@@ -307,11 +376,247 @@ impl CpuTrainer {
     }
 }
 
+impl CpuTrainer {
+    /// [`Trainer::run`] on every thread of the pool at once, for all `steps`: the
+    /// threads claim a step's chunk groups, then the reduction's blocks, then Adam's,
+    /// from shared counters, and wait for each other between these phases at a
+    /// [`SpinBarrier`] instead of a fork and a join a phase. The same work in the same
+    /// order as [`CpuTrainer::gradient`] and `apply_adam`, so the same bits.
+    fn run_spinning(&mut self, steps: u32, threads: usize) -> Result<f32, TrainError> {
+        if self.cfg.cancel.is_cancelled() {
+            return Err(TrainError::Cancelled);
+        }
+        let p = self.net.dense_count.max(1);
+        let dense = self.net.dense_count;
+        let (batch, outd) = (self.cfg.batch, self.net.out_dims);
+        let groups = self.group_grads.len() / p;
+        let per_group = chunks_per_group(batch);
+        let chunks = self.chunk_sparse.len();
+        let dense_blocks = dense.div_ceil(PARAM_BLOCK);
+        let buckets = bucket_ranges(&self.net);
+        let adam_blocks = self.params.len().div_ceil(PARAM_BLOCK);
+        let mut losses = vec![0.0f64; groups];
+        let t0 = self.adam.t;
+        let (net, data, cfg, path) = (&self.net, &*self.data, &self.cfg, self.path);
+        let group_grads = Disjoint::new(&mut self.group_grads);
+        let chunk_sparse = Disjoint::new(&mut self.chunk_sparse);
+        let grads = Disjoint::new(&mut self.grads);
+        let params = Disjoint::new(&mut self.params);
+        let m = Disjoint::new(&mut self.adam.m);
+        let v = Disjoint::new(&mut self.adam.v);
+        let loss_of = Disjoint::new(&mut losses);
+        let barrier = SpinBarrier::new(threads);
+        // the next chunk group, reduction block and Adam block to claim; each is reset
+        // by the barrier before its phase
+        let next = [0; 3].map(AtomicUsize::new);
+        let claim = |phase: usize| next[phase].fetch_add(1, Ordering::Relaxed);
+        let stop = AtomicBool::new(false);
+        let outcomes = rayon::broadcast(|_| -> (Result<f64, TrainError>, u32) {
+            let mut s = ChunkScratch::new(net, path);
+            let mut total = 0.0f64;
+            for k in 0..steps {
+                let step = t0 + k;
+                s.ws.forget_weights();
+                {
+                    // SAFETY: nothing writes the parameters before the Adam phase
+                    let params = unsafe { params.all() };
+                    let inputs = StepInputs {
+                        net,
+                        data,
+                        params,
+                        cfg,
+                        step,
+                    };
+                    loop {
+                        let g = claim(0);
+                        if g >= groups {
+                            break;
+                        }
+                        let mine = g * per_group..((g + 1) * per_group).min(chunks);
+                        // SAFETY: group g's gradient vector, sparse lists and loss are
+                        // this thread's alone (it claimed g) until the barrier
+                        unsafe {
+                            loss_of.part(g..g + 1)[0] = inputs.group(
+                                g,
+                                group_grads.part(g * p..(g + 1) * p),
+                                chunk_sparse.part(mine),
+                                &mut s,
+                            );
+                        }
+                    }
+                }
+                barrier.wait(|| {
+                    stop.store(cfg.cancel.is_cancelled(), Ordering::Relaxed);
+                    next[1].store(0, Ordering::Relaxed);
+                });
+                if stop.load(Ordering::Relaxed) {
+                    return (Err(TrainError::Cancelled), k);
+                }
+                {
+                    // SAFETY: the groups' results are written no more this step
+                    let (gg, cs) = unsafe { (group_grads.all(), chunk_sparse.all()) };
+                    loop {
+                        let i = claim(1);
+                        // SAFETY: block i of the gradient is this thread's alone
+                        if i < dense_blocks {
+                            let r = i * PARAM_BLOCK..((i + 1) * PARAM_BLOCK).min(dense);
+                            reduce_block(gg, p, i, unsafe { grads.part(r) });
+                        } else if let Some((b, r)) = buckets.get(i - dense_blocks) {
+                            reduce_bucket(cs, *b, r.start, unsafe { grads.part(r.clone()) });
+                        } else {
+                            break;
+                        }
+                    }
+                }
+                barrier.wait(|| next[2].store(0, Ordering::Relaxed));
+                // SAFETY: the losses and the gradient are written no more this step
+                let (lost, g) = unsafe { (loss_of.all(), grads.all()) };
+                let loss = (lost.iter().sum::<f64>() / (batch * outd) as f64) as f32;
+                if !loss.is_finite() {
+                    return (Err(TrainError::Diverged { step, loss }), k);
+                }
+                total += loss as f64;
+                let (step_lr, inv_c2) = cfg.adam.corrections(cfg.lr.at(step), step + 1);
+                loop {
+                    let b = claim(2);
+                    if b >= adam_blocks {
+                        break;
+                    }
+                    let r = b * PARAM_BLOCK..((b + 1) * PARAM_BLOCK).min(g.len());
+                    // SAFETY: block b of the parameters and moments is this thread's alone
+                    unsafe {
+                        cfg.adam.update(
+                            step_lr,
+                            inv_c2,
+                            params.part(r.clone()),
+                            &g[r.clone()],
+                            m.part(r.clone()),
+                            v.part(r),
+                        )
+                    };
+                }
+                barrier.wait(|| {
+                    stop.store(cfg.cancel.is_cancelled(), Ordering::Relaxed);
+                    next[0].store(0, Ordering::Relaxed);
+                });
+                if stop.load(Ordering::Relaxed) && k + 1 < steps {
+                    return (Err(TrainError::Cancelled), k + 1);
+                }
+            }
+            (Ok(total), steps)
+        });
+        // every thread saw the same losses and flags: the same outcome
+        let (outcome, done) = outcomes.into_iter().next().expect("a pool has threads");
+        self.adam.t = t0 + done;
+        outcome.map(|total| (total / steps.max(1) as f64) as f32)
+    }
+}
+
+/// Whether a [`CpuTrainer::run_spinning`] runs in this process.
+static SPINNING: AtomicBool = AtomicBool::new(false);
+
+/// Pause instructions a [`SpinBarrier`] waiter spins through before it yields its core
+/// at each further check.
+const SPINS: u32 = 1 << 8;
+
+/// A barrier whose waiters spin (then yield), so that a thread passes it within
+/// nanoseconds of the last arrival: a phase of a small network's step takes tens of
+/// microseconds, and a thread put to sleep and woken between phases cost seed #3 about
+/// 5% of its step on 2 threads.
+struct SpinBarrier {
+    arrived: AtomicUsize,
+    generation: AtomicUsize,
+    threads: usize,
+}
+
+impl SpinBarrier {
+    fn new(threads: usize) -> SpinBarrier {
+        SpinBarrier {
+            arrived: AtomicUsize::new(0),
+            generation: AtomicUsize::new(0),
+            threads,
+        }
+    }
+
+    /// Waits until all `threads` have arrived; the last to arrive runs `last` first.
+    fn wait(&self, last: impl FnOnce()) {
+        let generation = self.generation.load(Ordering::Acquire);
+        if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.threads {
+            last();
+            self.arrived.store(0, Ordering::Relaxed);
+            self.generation
+                .store(generation.wrapping_add(1), Ordering::Release);
+            return;
+        }
+        let mut spins = 0;
+        while self.generation.load(Ordering::Acquire) == generation {
+            if spins < SPINS {
+                std::hint::spin_loop();
+                spins += 1;
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// A slice the threads of [`CpuTrainer::run_spinning`] share: each part is written by
+/// the one thread that claimed it, and read by all only after a barrier.
+struct Disjoint<T> {
+    ptr: *mut T,
+    len: usize,
+}
+
+// SAFETY: access goes through `part` and `all`, whose callers keep writes disjoint and
+// apart from reads (see there)
+unsafe impl<T: Send> Sync for Disjoint<T> {}
+
+impl<T> Disjoint<T> {
+    fn new(v: &mut [T]) -> Disjoint<T> {
+        Disjoint {
+            ptr: v.as_mut_ptr(),
+            len: v.len(),
+        }
+    }
+
+    /// Elements `r`, to write.
+    ///
+    /// # Safety
+    /// No other thread may touch `r` while the slice lives.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn part(&self, r: Range<usize>) -> &mut [T] {
+        assert!(r.start <= r.end && r.end <= self.len);
+        // SAFETY: in bounds (asserted); exclusive by the caller's promise
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(r.start), r.len()) }
+    }
+
+    /// Every element, to read.
+    ///
+    /// # Safety
+    /// No thread may write any element while the slice lives.
+    unsafe fn all(&self) -> &[T] {
+        // SAFETY: the whole allocation; no writer by the caller's promise
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
 impl Trainer for CpuTrainer {
     fn path(&self) -> String {
         self.path.name().into()
     }
     fn run(&mut self, steps: u32) -> Result<f32, TrainError> {
+        let threads = rayon::current_num_threads();
+        if threads > 1 && steps > 1 {
+            // one spinning run at a time (two on one pool would wait for each other)
+            if SPINNING
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                let r = self.run_spinning(steps, threads);
+                SPINNING.store(false, Ordering::Release);
+                return r;
+            }
+        }
         let mut total = 0.0f64;
         for _ in 0..steps {
             let step = self.adam.t;
@@ -492,6 +797,75 @@ mod tests {
             })
         };
         assert_eq!(run(1), run(3));
+    }
+
+    /// The whole state of a trainer after its steps, as bits.
+    fn state_bits(t: &CpuTrainer) -> (Vec<u32>, Vec<u32>, Vec<u32>, u32) {
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        (bits(&t.params), bits(&t.adam.m), bits(&t.adam.v), t.adam.t)
+    }
+
+    /// Several steps a call (every pool thread spinning through them together) give the
+    /// bits of one step a call (a fork and a join a phase): dense and sparse gradients,
+    /// f32 and bf16 products, a batch whose last chunk is partial.
+    /// And with AMX products where the CPU has them: the packed weights of a thread's
+    /// workspace, kept through the steps of the run, are packed again each step.
+    #[test]
+    fn spinning_runs_match_single_steps() {
+        let seed3 = "freq(3) | mlp(32x3, leaky_relu, sigmoid)";
+        let mut cases = vec![
+            (seed3, CpuPath::F32),
+            ("freq(2) | mlp(16x2, relu, sigmoid)", CpuPath::Bf16),
+            (
+                "cat(hashgrid(levels=4, features=2, log2_size=8, base=4, scale=2), identity) | mlp(8x1, relu)",
+                CpuPath::F32,
+            ),
+        ];
+        match crate::amx::available() {
+            Ok(()) => cases.push((seed3, CpuPath::Amx)),
+            Err(why) => eprintln!("AMX NOT AVAILABLE HERE, its spinning run not compared: {why}"),
+        }
+        for (arch, path) in cases {
+            let (spun, single) = on_threads(3, || {
+                // (directly: `run` takes this path only while no other run in the
+                // process does, and the tests run side by side)
+                let mut a = trainer(arch, 1100).path(path);
+                let loss = a.run_spinning(4, 3).unwrap();
+                let mut b = trainer(arch, 1100).path(path);
+                let losses: Vec<f32> = (0..4).map(|_| b.run(1).unwrap()).collect();
+                let mean = (losses.iter().map(|&l| l as f64).sum::<f64>() / 4.0) as f32;
+                (
+                    (state_bits(&a), loss.to_bits()),
+                    (state_bits(&b), mean.to_bits()),
+                )
+            });
+            assert_eq!(spun.0.3, 4, "{arch}");
+            assert!(spun == single, "{arch}: the spinning run differs");
+        }
+    }
+
+    /// A run that diverges stops at the same step, with the same state, spinning or not.
+    #[test]
+    fn spinning_runs_stop_where_single_steps_diverge() {
+        let arch = "freq(2) | mlp(16x2, relu)";
+        let diverging = || {
+            let mut t = trainer(arch, 1000);
+            t.cfg.lr = crate::optim::LrSchedule::constant(1e30);
+            t
+        };
+        let (spun, single) = on_threads(2, || {
+            let mut a = diverging();
+            let ra = a.run_spinning(50, 2);
+            let mut b = diverging();
+            let rb = (0..50).map(|_| b.run(1)).find(|r| r.is_err()).unwrap();
+            (
+                (format!("{ra:?}"), state_bits(&a)),
+                (format!("{rb:?}"), state_bits(&b)),
+            )
+        });
+        assert!(spun.0.contains("Diverged"), "{}", spun.0);
+        assert_eq!(spun.0, single.0);
+        assert!(spun.1 == single.1, "the states differ");
     }
 
     /// `path`'s products give the f32 gradient of `arch` within their rounding, and train

@@ -94,14 +94,20 @@ impl Workspace {
     /// A workspace for training: forward passes also keep what the backward pass can
     /// reuse instead of computing again (the grids' corners), and the AMX products pack
     /// each weight matrix once ([`crate::amx::Scratch::keeping_weights`]). So the
-    /// parameters must not change while it lives: the CPU trainer makes one per step and
-    /// thread.
+    /// parameters must not change while it keeps them: the CPU trainer makes one per
+    /// thread and step, or one per thread and run that forgets them each step
+    /// ([`Workspace::forget_weights`]).
     pub fn for_training(slot_count: usize) -> Workspace {
         Workspace {
             record: true,
             amx: crate::amx::Scratch::keeping_weights(),
             ..Workspace::new(slot_count)
         }
+    }
+
+    /// Forgets what was kept of the parameters (they are about to change).
+    pub fn forget_weights(&mut self) {
+        self.amx.forget_weights();
     }
 
     /// Whether forward passes keep records for the backward pass.
