@@ -7,11 +7,12 @@
 //! added in group order. Because the chunking and the grouping depend on the batch size
 //! only, not on the number of threads, the result is bit-identical for any `--threads`.
 //!
-//! A run of several steps on several threads ([`CpuTrainer::run_spinning`]) keeps every
-//! thread of the pool in the run: the threads claim chunk groups, then reduction
-//! blocks, then Adam blocks from shared counters and wait for each other between these
-//! phases at a spinning barrier, instead of a fork and a join a phase (threads put to
-//! sleep and woken between phases). The same work in the same order, so the same bits.
+//! A run of several steps ([`CpuTrainer::run_spinning`]) keeps every thread of the pool
+//! in the run, each with its scratch memory for all the steps: the threads claim chunk
+//! groups, then reduction blocks, then Adam blocks from shared counters and wait for
+//! each other between these phases at a spinning barrier, instead of a fork and a join a
+//! phase (threads put to sleep and woken between phases). The same work in the same
+//! order, so the same bits.
 //!
 //! Grid tables are too large for a copy per chunk: their contributions are listed per
 //! chunk and per bucket (grid level), then added bucket by bucket (in parallel, buckets
@@ -606,15 +607,21 @@ impl Trainer for CpuTrainer {
     }
     fn run(&mut self, steps: u32) -> Result<f32, TrainError> {
         let threads = rayon::current_num_threads();
-        if threads > 1 && steps > 1 {
+        if steps > 1 {
             // one spinning run at a time (two on one pool would wait for each other)
             if SPINNING
                 .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
             {
-                let r = self.run_spinning(steps, threads);
-                SPINNING.store(false, Ordering::Release);
-                return r;
+                /// Clears [`SPINNING`] however the run ends.
+                struct Done;
+                impl Drop for Done {
+                    fn drop(&mut self) {
+                        SPINNING.store(false, Ordering::Release);
+                    }
+                }
+                let _done = Done;
+                return self.run_spinning(steps, threads);
             }
         }
         let mut total = 0.0f64;
