@@ -875,6 +875,33 @@ mod tests {
         assert!(spun.1 == single.1, "the states differ");
     }
 
+    /// A spinning run cancelled from another thread while it runs stops with whole steps
+    /// applied: its state is that of as many single steps.
+    #[test]
+    fn a_spinning_run_cancelled_midway_keeps_whole_steps() {
+        let arch = "freq(2) | mlp(16x2, relu)";
+        let (done, spun, single) = on_threads(2, || {
+            let mut a = trainer(arch, 1000);
+            let cancel = a.cfg.cancel.clone();
+            let stopper = std::thread::spawn(move || {
+                std::thread::sleep(std::time::Duration::from_millis(300));
+                cancel.cancel();
+            });
+            let r = a.run_spinning(10_000_000, 2);
+            stopper.join().unwrap();
+            assert!(matches!(r, Err(TrainError::Cancelled)), "{r:?}");
+            let done = a.steps_done();
+            let mut b = trainer(arch, 1000);
+            for _ in 0..done {
+                b.run(1).unwrap();
+            }
+            (done, state_bits(&a), state_bits(&b))
+        });
+        assert!(done > 0, "no step ran before the cancellation");
+        assert_eq!(spun.3, done);
+        assert!(spun == single, "the state after {done} steps differs");
+    }
+
     /// `path`'s products give the f32 gradient of `arch` within their rounding, and train
     /// as well.
     fn tracks_f32(arch: &str, path: CpuPath) {
