@@ -412,7 +412,8 @@ impl CpuTrainer {
         let next = [0; 3].map(AtomicUsize::new);
         let claim = |phase: usize| next[phase].fetch_add(1, Ordering::Relaxed);
         let stop = AtomicBool::new(false);
-        let outcomes = rayon::broadcast(|_| -> (Result<f64, TrainError>, u32) {
+        // one thread's part of the run
+        let each = || -> (Result<f64, TrainError>, u32) {
             let mut s = ChunkScratch::new(net, path);
             let mut total = 0.0f64;
             for k in 0..steps {
@@ -446,11 +447,11 @@ impl CpuTrainer {
                         }
                     }
                 }
-                barrier.wait(|| {
+                let passed = barrier.wait(|| {
                     stop.store(cfg.cancel.is_cancelled(), Ordering::Relaxed);
                     next[1].store(0, Ordering::Relaxed);
                 });
-                if stop.load(Ordering::Relaxed) {
+                if !passed || stop.load(Ordering::Relaxed) {
                     return (Err(TrainError::Cancelled), k);
                 }
                 {
@@ -469,45 +470,67 @@ impl CpuTrainer {
                         }
                     }
                 }
-                barrier.wait(|| next[2].store(0, Ordering::Relaxed));
-                // SAFETY: the losses and the gradient are written no more this step
-                let (lost, g) = unsafe { (loss_of.all(), grads.all()) };
-                let loss = (lost.iter().sum::<f64>() / (batch * outd) as f64) as f32;
-                if !loss.is_finite() {
-                    return (Err(TrainError::Diverged { step, loss }), k);
+                if !barrier.wait(|| next[2].store(0, Ordering::Relaxed)) {
+                    return (Err(TrainError::Cancelled), k);
                 }
-                total += loss as f64;
-                let (step_lr, inv_c2) = cfg.adam.corrections(cfg.lr.at(step), step + 1);
-                loop {
-                    let b = claim(2);
-                    if b >= adam_blocks {
-                        break;
+                {
+                    // SAFETY: the losses and the gradient are written no more this step
+                    let (lost, g) = unsafe { (loss_of.all(), grads.all()) };
+                    let loss = (lost.iter().sum::<f64>() / (batch * outd) as f64) as f32;
+                    if !loss.is_finite() {
+                        return (Err(TrainError::Diverged { step, loss }), k);
                     }
-                    let r = b * PARAM_BLOCK..((b + 1) * PARAM_BLOCK).min(g.len());
-                    // SAFETY: block b of the parameters and moments is this thread's alone
-                    unsafe {
-                        cfg.adam.update(
-                            step_lr,
-                            inv_c2,
-                            params.part(r.clone()),
-                            &g[r.clone()],
-                            m.part(r.clone()),
-                            v.part(r),
-                        )
-                    };
+                    total += loss as f64;
+                    let (step_lr, inv_c2) = cfg.adam.corrections(cfg.lr.at(step), step + 1);
+                    loop {
+                        let b = claim(2);
+                        if b >= adam_blocks {
+                            break;
+                        }
+                        let r = b * PARAM_BLOCK..((b + 1) * PARAM_BLOCK).min(g.len());
+                        // SAFETY: block b of the parameters and moments is this thread's alone
+                        unsafe {
+                            cfg.adam.update(
+                                step_lr,
+                                inv_c2,
+                                params.part(r.clone()),
+                                &g[r.clone()],
+                                m.part(r.clone()),
+                                v.part(r),
+                            )
+                        };
+                    }
                 }
-                barrier.wait(|| {
+                let passed = barrier.wait(|| {
                     stop.store(cfg.cancel.is_cancelled(), Ordering::Relaxed);
                     next[0].store(0, Ordering::Relaxed);
                 });
-                if stop.load(Ordering::Relaxed) && k + 1 < steps {
+                if !passed || (stop.load(Ordering::Relaxed) && k + 1 < steps) {
                     return (Err(TrainError::Cancelled), k + 1);
                 }
             }
             (Ok(total), steps)
+        };
+        let outcomes = rayon::broadcast(|_| {
+            // a thread that panics breaks the barrier, so the others stop waiting for it;
+            // its panic is raised again once every thread has returned
+            let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(&each));
+            if run.is_err() {
+                barrier.break_all();
+            }
+            run
         });
+        let mut first = None;
+        for outcome in outcomes {
+            match outcome {
+                Err(panic) => std::panic::resume_unwind(panic),
+                Ok(o) => {
+                    first.get_or_insert(o);
+                }
+            }
+        }
         // every thread saw the same losses and flags: the same outcome
-        let (outcome, done) = outcomes.into_iter().next().expect("a pool has threads");
+        let (outcome, done) = first.expect("a pool has threads");
         self.adam.t = t0 + done;
         outcome.map(|total| (total / steps.max(1) as f64) as f32)
     }
@@ -528,6 +551,8 @@ struct SpinBarrier {
     arrived: AtomicUsize,
     generation: AtomicUsize,
     threads: usize,
+    /// Set by a thread that will not arrive (it panicked): waits return at once.
+    broken: AtomicBool,
 }
 
 impl SpinBarrier {
@@ -536,21 +561,27 @@ impl SpinBarrier {
             arrived: AtomicUsize::new(0),
             generation: AtomicUsize::new(0),
             threads,
+            broken: AtomicBool::new(false),
         }
     }
 
     /// Waits until all `threads` have arrived; the last to arrive runs `last` first.
-    fn wait(&self, last: impl FnOnce()) {
+    /// `false` where the barrier is broken ([`SpinBarrier::break_all`]): the caller
+    /// must stop.
+    fn wait(&self, last: impl FnOnce()) -> bool {
         let generation = self.generation.load(Ordering::Acquire);
         if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.threads {
             last();
             self.arrived.store(0, Ordering::Relaxed);
             self.generation
                 .store(generation.wrapping_add(1), Ordering::Release);
-            return;
+            return !self.broken.load(Ordering::Acquire);
         }
         let mut spins = 0;
         while self.generation.load(Ordering::Acquire) == generation {
+            if self.broken.load(Ordering::Acquire) {
+                return false;
+            }
             if spins < SPINS {
                 std::hint::spin_loop();
                 spins += 1;
@@ -558,6 +589,12 @@ impl SpinBarrier {
                 std::thread::yield_now();
             }
         }
+        !self.broken.load(Ordering::Acquire)
+    }
+
+    /// Releases every waiter, now and later, with `false`.
+    fn break_all(&self) {
+        self.broken.store(true, Ordering::Release);
     }
 }
 
@@ -873,6 +910,55 @@ mod tests {
         assert!(spun.0.contains("Diverged"), "{}", spun.0);
         assert_eq!(spun.0, single.0);
         assert!(spun.1 == single.1, "the states differ");
+    }
+
+    /// The barrier lets its threads through together, the last one's action run once; a
+    /// broken one (a thread panicked) releases its waiters with `false` instead of
+    /// holding them for a thread that will not come.
+    #[test]
+    fn spin_barriers_pass_together_or_release_when_broken() {
+        let b = SpinBarrier::new(3);
+        let actions = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            let waiters: Vec<_> = (0..3)
+                .map(|_| {
+                    s.spawn(|| {
+                        (0..100).all(|_| {
+                            b.wait(|| {
+                                actions.fetch_add(1, Ordering::Relaxed);
+                            })
+                        })
+                    })
+                })
+                .collect();
+            assert!(waiters.into_iter().all(|w| w.join().unwrap()));
+        });
+        assert_eq!(actions.load(Ordering::Relaxed), 100);
+        let b = SpinBarrier::new(2);
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| b.wait(|| {}));
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            b.break_all();
+            assert!(
+                !waiter.join().unwrap(),
+                "a broken barrier let its waiter pass"
+            );
+        });
+    }
+
+    /// A thread that panics in a spinning run (here: parameters too short for the network,
+    /// in the one chunk group of a batch of 200, so the other thread waits at the barrier)
+    /// raises its panic from `run` instead of leaving the other waiting for it.
+    #[test]
+    fn a_panic_in_a_spinning_run_is_raised_not_waited_for() {
+        let caught = on_threads(2, || {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let mut t = trainer("freq(2) | mlp(16x2, relu)", 200);
+                t.params.truncate(10);
+                t.run_spinning(3, 2)
+            }))
+        });
+        assert!(caught.is_err(), "the run did not panic: {caught:?}");
     }
 
     /// A spinning run cancelled from another thread while it runs stops with whole steps
