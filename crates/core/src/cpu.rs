@@ -224,6 +224,16 @@ impl StepInputs<'_> {
     }
 }
 
+/// The mean loss of a step from its groups' loss sums over `elements` outputs.
+fn mean_loss(sums: &[f64], elements: usize) -> f32 {
+    (sums.iter().sum::<f64>() / elements as f64) as f32
+}
+
+/// Adam's step size and second-moment correction for step `step` (counted from 0).
+fn adam_rates(cfg: &TrainConfig, step: u32) -> (f32, f32) {
+    cfg.adam.corrections(cfg.lr.at(step), step + 1)
+}
+
 /// `net`'s sparse buckets with their parameter ranges, in the order of the ranges.
 fn bucket_ranges(net: &Network) -> Vec<(usize, Range<usize>)> {
     let mut order: Vec<(usize, Range<usize>)> = net.buckets.iter().cloned().enumerate().collect();
@@ -351,7 +361,7 @@ impl CpuTrainer {
         let chunk_sparse = &self.chunk_sparse;
         jobs.into_par_iter()
             .for_each(|(b, start, out)| reduce_bucket(chunk_sparse, b, start, out));
-        (losses.iter().sum::<f64>() / (batch * outd) as f64) as f32
+        mean_loss(&losses, batch * outd)
     }
 
     /// The gradient computed by the last [`CpuTrainer::gradient`] call.
@@ -360,9 +370,8 @@ impl CpuTrainer {
     }
 
     fn apply_adam(&mut self) {
+        let (step_lr, inv_c2) = adam_rates(&self.cfg, self.adam.t);
         self.adam.t += 1;
-        let lr = self.cfg.lr.at(self.adam.t - 1);
-        let (step_lr, inv_c2) = self.cfg.adam.corrections(lr, self.adam.t);
         let adam = self.cfg.adam;
         let grads = &self.grads;
         self.params
@@ -383,7 +392,7 @@ impl CpuTrainer {
     /// from shared counters, and wait for each other between these phases at a
     /// [`SpinBarrier`] instead of a fork and a join a phase. The same work in the same
     /// order as [`CpuTrainer::gradient`] and `apply_adam`, so the same bits.
-    fn run_spinning(&mut self, steps: u32, threads: usize) -> Result<f32, TrainError> {
+    fn run_spinning(&mut self, steps: u32) -> Result<f32, TrainError> {
         if self.cfg.cancel.is_cancelled() {
             return Err(TrainError::Cancelled);
         }
@@ -406,12 +415,21 @@ impl CpuTrainer {
         let m = Disjoint::new(&mut self.adam.m);
         let v = Disjoint::new(&mut self.adam.v);
         let loss_of = Disjoint::new(&mut losses);
-        let barrier = SpinBarrier::new(threads);
+        // (as many as `rayon::broadcast` below runs)
+        let barrier = SpinBarrier::new(rayon::current_num_threads());
         // the next chunk group, reduction block and Adam block to claim; each is reset
         // by the barrier before its phase
         let next = [0; 3].map(AtomicUsize::new);
         let claim = |phase: usize| next[phase].fetch_add(1, Ordering::Relaxed);
         let stop = AtomicBool::new(false);
+        // all threads meet; the last reads the cancellation flag and resets the counter
+        // of the next phase; `false` where a thread panicked
+        let meet = |phase: usize| {
+            barrier.wait(|| {
+                stop.store(cfg.cancel.is_cancelled(), Ordering::Relaxed);
+                next[phase].store(0, Ordering::Relaxed);
+            })
+        };
         // one thread's part of the run
         let each = || -> (Result<f64, TrainError>, u32) {
             let mut s = ChunkScratch::new(net, path);
@@ -447,11 +465,7 @@ impl CpuTrainer {
                         }
                     }
                 }
-                let passed = barrier.wait(|| {
-                    stop.store(cfg.cancel.is_cancelled(), Ordering::Relaxed);
-                    next[1].store(0, Ordering::Relaxed);
-                });
-                if !passed || stop.load(Ordering::Relaxed) {
+                if !meet(1) || stop.load(Ordering::Relaxed) {
                     return (Err(TrainError::Cancelled), k);
                 }
                 {
@@ -470,18 +484,20 @@ impl CpuTrainer {
                         }
                     }
                 }
-                if !barrier.wait(|| next[2].store(0, Ordering::Relaxed)) {
+                // (a cancellation now still completes the step, as between `gradient`
+                // and `apply_adam`: the flag is read again at the next meeting)
+                if !meet(2) {
                     return (Err(TrainError::Cancelled), k);
                 }
                 {
                     // SAFETY: the losses and the gradient are written no more this step
                     let (lost, g) = unsafe { (loss_of.all(), grads.all()) };
-                    let loss = (lost.iter().sum::<f64>() / (batch * outd) as f64) as f32;
+                    let loss = mean_loss(lost, batch * outd);
                     if !loss.is_finite() {
                         return (Err(TrainError::Diverged { step, loss }), k);
                     }
                     total += loss as f64;
-                    let (step_lr, inv_c2) = cfg.adam.corrections(cfg.lr.at(step), step + 1);
+                    let (step_lr, inv_c2) = adam_rates(cfg, step);
                     loop {
                         let b = claim(2);
                         if b >= adam_blocks {
@@ -501,11 +517,7 @@ impl CpuTrainer {
                         };
                     }
                 }
-                let passed = barrier.wait(|| {
-                    stop.store(cfg.cancel.is_cancelled(), Ordering::Relaxed);
-                    next[0].store(0, Ordering::Relaxed);
-                });
-                if !passed || (stop.load(Ordering::Relaxed) && k + 1 < steps) {
+                if !meet(0) || (stop.load(Ordering::Relaxed) && k + 1 < steps) {
                     return (Err(TrainError::Cancelled), k + 1);
                 }
             }
@@ -643,7 +655,6 @@ impl Trainer for CpuTrainer {
         self.path.name().into()
     }
     fn run(&mut self, steps: u32) -> Result<f32, TrainError> {
-        let threads = rayon::current_num_threads();
         if steps > 1 {
             // one spinning run at a time (two on one pool would wait for each other)
             if SPINNING
@@ -658,7 +669,7 @@ impl Trainer for CpuTrainer {
                     }
                 }
                 let _done = Done;
-                return self.run_spinning(steps, threads);
+                return self.run_spinning(steps);
             }
         }
         let mut total = 0.0f64;
@@ -874,7 +885,7 @@ mod tests {
                 // (directly: `run` takes this path only while no other run in the
                 // process does, and the tests run side by side)
                 let mut a = trainer(arch, 1100).path(path);
-                let loss = a.run_spinning(4, 3).unwrap();
+                let loss = a.run_spinning(4).unwrap();
                 let mut b = trainer(arch, 1100).path(path);
                 let losses: Vec<f32> = (0..4).map(|_| b.run(1).unwrap()).collect();
                 let mean = (losses.iter().map(|&l| l as f64).sum::<f64>() / 4.0) as f32;
@@ -899,7 +910,7 @@ mod tests {
         };
         let (spun, single) = on_threads(2, || {
             let mut a = diverging();
-            let ra = a.run_spinning(50, 2);
+            let ra = a.run_spinning(50);
             let mut b = diverging();
             let rb = (0..50).map(|_| b.run(1)).find(|r| r.is_err()).unwrap();
             (
@@ -955,7 +966,7 @@ mod tests {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 let mut t = trainer("freq(2) | mlp(16x2, relu)", 200);
                 t.params.truncate(10);
-                t.run_spinning(3, 2)
+                t.run_spinning(3)
             }))
         });
         assert!(caught.is_err(), "the run did not panic: {caught:?}");
@@ -973,7 +984,7 @@ mod tests {
                 std::thread::sleep(std::time::Duration::from_millis(300));
                 cancel.cancel();
             });
-            let r = a.run_spinning(10_000_000, 2);
+            let r = a.run_spinning(10_000_000);
             stopper.join().unwrap();
             assert!(matches!(r, Err(TrainError::Cancelled)), "{r:?}");
             let done = a.steps_done();
