@@ -102,6 +102,16 @@ pub fn pays(inputs: usize, outputs: usize) -> bool {
     inputs >= T && outputs >= 2 * T
 }
 
+/// Whether a layer of `inputs` → `outputs` too narrow in its inputs to [`pays`] still
+/// takes the tiles for its weight gradient alone, where it forms no input gradient and
+/// the layer above hands it ∂L/∂z packed ([`derive_and_pack`]): with at least 8 inputs
+/// and 32 outputs — an MLP's first layer on a few encoded inputs. Its forward product
+/// stays f32 (through the tiles it cost more than it saved: 0.95× for seed #3's 12-input
+/// first layer).
+pub fn pays_gradient(inputs: usize, outputs: usize) -> bool {
+    inputs >= T / 2 && outputs >= 2 * T
+}
+
 /// The packed operands and partial tiles a product reuses between calls: the caller's
 /// scratch.
 #[derive(Default)]
@@ -353,12 +363,12 @@ pub fn activate_and_pair(
 
 /// An input gradient's epilogue: `d` (`rows × np`, the sums of dx = Wᵀ·dz) times the
 /// derivative of the layer below from its outputs `y`, zero for the padding samples
-/// `n..np` — that layer's ∂L/∂z — packed as both operands its products read: in pairs
-/// (`pairs`, [`b_words`]`(rows, np)`, for its dx) and each row's samples in pairs
-/// (`samples`, [`g_words`]`(rows, np)`, for its dW); each row's sum is added to `db` (its
-/// bias gradient). One pass instead of an epilogue's, [`pack_b`]'s, [`pack_g`]'s and
-/// the bias sums'; ∂L/∂z is not stored in f32 (no product reads it so), `d` is only
-/// read.
+/// `n..np` — that layer's ∂L/∂z — packed as the operands its products read: in pairs
+/// (`pairs`, [`b_words`]`(rows, np)`, for its dx; None when it forms none) and each
+/// row's samples in pairs (`samples`, [`g_words`]`(rows, np)`, for its dW); each row's
+/// sum is added to `db` (its bias gradient). One pass instead of an epilogue's,
+/// [`pack_b`]'s, [`pack_g`]'s and the bias sums'; ∂L/∂z is not stored in f32 (no product
+/// reads it so), `d` is only read.
 #[allow(clippy::too_many_arguments)]
 pub fn derive_and_pack(
     rows: usize,
@@ -367,22 +377,24 @@ pub fn derive_and_pack(
     n: usize,
     np: usize,
     act: Fused,
-    pairs: &mut Vec<u32>,
+    pairs: Option<&mut Vec<u32>>,
     samples: &mut Vec<u32>,
     db: &mut [f32],
 ) {
     available().expect("the AMX path runs only where amx::available()");
     assert!(np.is_multiple_of(T) && n <= np && d.len() >= rows * np && y.len() >= rows * np);
     assert!(db.len() >= rows);
-    let dst = grow(pairs, b_words(rows, np));
-    dst[rows.div_ceil(2) * np..].fill(0);
+    let dst = pairs.map(|pairs| {
+        let dst = grow(pairs, b_words(rows, np));
+        dst[rows.div_ceil(2) * np..].fill(0);
+        dst.as_mut_ptr()
+    });
     let pw = sample_words(np);
     let sp = grow(samples, g_words(rows, np));
     sp[rows * pw..].fill(0);
     #[cfg(target_arch = "x86_64")]
     // SAFETY: the CPU has AVX-512 with BF16 (`available`); reads stay in rows × np of d
-    // and y, writes in ⌈rows/2⌉ × np of dst,
-    // rows × pw of sp and rows of db
+    // and y, writes in ⌈rows/2⌉ × np of dst (when given), rows × pw of sp and rows of db
     unsafe {
         fused_hw(
             rows,
@@ -391,7 +403,7 @@ pub fn derive_and_pack(
             n,
             np,
             act,
-            dst.as_mut_ptr(),
+            dst.unwrap_or(std::ptr::null_mut()),
             Some(pw),
         )
     };
@@ -409,7 +421,9 @@ fn words(v: std::arch::x86_64::__m512bh) -> std::arch::x86_64::__m512i {
 
 /// [`activate_and_pair`] (`grad` None, the activated values written back to `out`) and
 /// [`derive_and_pack`] (`grad` = y, db, the sample pairs with rows of `pw` words; no
-/// `out`): row pairs of 32 samples at a time from `v`.
+/// `out`; `pairs` null when not wanted): row pairs of 32 samples at a time from `v`.
+/// Dispatches to a kernel compiled for the activation and the direction, so the loop
+/// carries no choice.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
 #[allow(clippy::too_many_arguments)]
@@ -423,60 +437,124 @@ unsafe fn fused_hw(
     pairs: *mut u32,
     pw: Option<usize>,
 ) {
+    let (slope, kind) = match act {
+        Fused::None => (1.0, ACT_NONE),
+        Fused::Relu => (1.0, ACT_RELU),
+        Fused::LeakyRelu(s) => (s, ACT_LEAKY),
+    };
+    let f = Fixed {
+        rows,
+        v,
+        n,
+        np,
+        slope,
+        pairs,
+    };
+    // SAFETY: the caller's bounds, passed through unchanged
+    unsafe {
+        match (grad, pw) {
+            (Some(g), Some(pw)) => match kind {
+                ACT_NONE => fused_kernel::<ACT_NONE, true>(f, None, Some((g, pw))),
+                ACT_RELU => fused_kernel::<ACT_RELU, true>(f, None, Some((g, pw))),
+                _ => fused_kernel::<ACT_LEAKY, true>(f, None, Some((g, pw))),
+            },
+            _ => match kind {
+                ACT_NONE => fused_kernel::<ACT_NONE, false>(f, out, None),
+                ACT_RELU => fused_kernel::<ACT_RELU, false>(f, out, None),
+                _ => fused_kernel::<ACT_LEAKY, false>(f, out, None),
+            },
+        }
+    }
+}
+
+const ACT_NONE: u8 = 0;
+const ACT_RELU: u8 = 1;
+const ACT_LEAKY: u8 = 2;
+
+/// [`fused_hw`]'s arguments every kernel takes.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+struct Fixed {
+    rows: usize,
+    v: *const f32,
+    n: usize,
+    np: usize,
+    slope: f32,
+    pairs: *mut u32,
+}
+
+/// [`fused_hw`] for one activation (`ACT`) and direction (`GRAD`): whole blocks of 32
+/// live samples without masks, then the rest masked.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+#[allow(clippy::type_complexity)]
+unsafe fn fused_kernel<const ACT: u8, const GRAD: bool>(
+    f: Fixed,
+    out: Option<*mut f32>,
+    grad: Option<((*const f32, *mut f32, *mut u32), usize)>,
+) {
     use std::arch::x86_64::*;
+    let Fixed {
+        rows,
+        v,
+        n,
+        np,
+        slope,
+        pairs,
+    } = f;
     let order = crate::bf16::pair_order();
     let zero = _mm512_setzero_ps();
-    let slope = _mm512_set1_ps(match act {
-        Fused::LeakyRelu(s) => s,
-        _ => 1.0,
-    });
+    let one = _mm512_set1_ps(1.0);
+    let slope = _mm512_set1_ps(slope);
     // the activation of z, or d times the derivative from y
     let apply = |x: __m512, y: __m512| -> __m512 {
-        match (act, grad.is_some()) {
-            (Fused::None, _) => x,
-            (Fused::Relu, false) => {
-                _mm512_maskz_mov_ps(_mm512_cmp_ps_mask::<_CMP_GT_OQ>(x, zero), x)
-            }
-            (Fused::LeakyRelu(_), false) => {
+        match (ACT, GRAD) {
+            (ACT_NONE, _) => x,
+            (ACT_RELU, false) => _mm512_maskz_mov_ps(_mm512_cmp_ps_mask::<_CMP_GT_OQ>(x, zero), x),
+            (_, false) => {
                 let pos = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(x, zero);
                 _mm512_mask_mov_ps(_mm512_mul_ps(x, slope), pos, x)
             }
-            (Fused::Relu, true) => {
-                _mm512_maskz_mov_ps(_mm512_cmp_ps_mask::<_CMP_GT_OQ>(y, zero), x)
-            }
-            (Fused::LeakyRelu(_), true) => {
+            (ACT_RELU, true) => _mm512_maskz_mov_ps(_mm512_cmp_ps_mask::<_CMP_GT_OQ>(y, zero), x),
+            (_, true) => {
                 let pos = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(y, zero);
-                _mm512_mul_ps(x, _mm512_mask_mov_ps(slope, pos, _mm512_set1_ps(1.0)))
+                _mm512_mul_ps(x, _mm512_mask_mov_ps(slope, pos, one))
             }
         }
     };
+    let (y, db, sp, pw) = match grad {
+        Some(((y, db, sp), pw)) => (y, db, sp, pw),
+        None => (
+            std::ptr::null(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            0,
+        ),
+    };
+    // samples below `whole` come in blocks of 32 that are all present and live
+    let whole = if GRAD { n } else { np } / (2 * T) * (2 * T);
     for p in 0..rows.div_ceil(2) {
         let (r0, r1) = (2 * p, 2 * p + 1);
         let has1 = r1 < rows;
         let mut sums = [zero; 2];
-        for s in (0..np).step_by(2 * T) {
-            // samples s..s + 16 and s + 16..s + 32: present below np, counted below n
-            let m = [first(np - s), first(np.saturating_sub(s + T))];
-            let live = [first(n.saturating_sub(s)), first(n.saturating_sub(s + T))];
+        // the two rows' values of samples s..s + 32 (row 1 zero when absent), loaded
+        // with the masks `m` (present) and `live` (counted)
+        let block = |s: usize, m: [u16; 2], live: [u16; 2]| -> [[__m512; 2]; 2] {
             let mut rows_out = [[zero; 2]; 2];
             for (i, r) in [r0, r1].into_iter().enumerate() {
                 if i == 1 && !has1 {
                     break;
                 }
                 for h in 0..2 {
-                    if m[h] == 0 {
-                        continue;
-                    }
                     let at = r * np + s + h * T;
                     // SAFETY: row r < rows, samples below np (masked)
                     unsafe {
                         let x = _mm512_maskz_loadu_ps(m[h], v.add(at));
-                        let x = match grad {
-                            Some((y, ..)) => {
-                                let y = _mm512_maskz_loadu_ps(m[h], y.add(at));
-                                _mm512_maskz_mov_ps(live[h], apply(x, y))
-                            }
-                            None => apply(x, zero),
+                        let x = if GRAD {
+                            let y = _mm512_maskz_loadu_ps(m[h], y.add(at));
+                            _mm512_maskz_mov_ps(live[h], apply(x, y))
+                        } else {
+                            apply(x, zero)
                         };
                         if let Some(out) = out {
                             _mm512_mask_storeu_ps(out.add(at), m[h], x);
@@ -484,12 +562,28 @@ unsafe fn fused_hw(
                         rows_out[i][h] = x;
                     }
                 }
-                if grad.is_some() {
-                    sums[i] = _mm512_add_ps(sums[i], _mm512_add_ps(rows_out[i][0], rows_out[i][1]));
+            }
+            rows_out
+        };
+        let mut s = 0;
+        while s < np {
+            // samples s..s + 16 and s + 16..s + 32: present below np, counted below n
+            let (m, live) = if s < whole {
+                ([u16::MAX; 2], [u16::MAX; 2])
+            } else {
+                (
+                    [first(np - s), first(np.saturating_sub(s + T))],
+                    [first(n.saturating_sub(s)), first(n.saturating_sub(s + T))],
+                )
+            };
+            let rows_out = block(s, m, live);
+            if GRAD {
+                for (i, sum) in sums.iter_mut().enumerate() {
+                    *sum = _mm512_add_ps(*sum, _mm512_add_ps(rows_out[i][0], rows_out[i][1]));
                 }
             }
             for h in 0..2 {
-                if m[h] == 0 {
+                if m[h] == 0 || pairs.is_null() {
                     continue;
                 }
                 let both = words(_mm512_cvtne2ps_pbh(rows_out[1][h], rows_out[0][h]));
@@ -502,15 +596,16 @@ unsafe fn fused_hw(
                     )
                 };
             }
-            if let (Some((_, _, sp)), Some(pw)) = (grad, pw) {
+            if GRAD {
                 for (i, r) in [r0, r1].into_iter().enumerate().take(1 + has1 as usize) {
                     let w = words(_mm512_cvtne2ps_pbh(rows_out[i][1], rows_out[i][0]));
                     // SAFETY: row r < rows, words s/2..s/2 + 16 ≤ pw
                     unsafe { _mm512_storeu_si512(sp.add(r * pw + s / 2).cast(), w) };
                 }
             }
+            s += 2 * T;
         }
-        if let Some((_, db, _)) = grad {
+        if GRAD {
             for (i, r) in [r0, r1].into_iter().enumerate().take(1 + has1 as usize) {
                 // SAFETY: r < rows
                 unsafe { *db.add(r) += _mm512_reduce_add_ps(sums[i]) };
@@ -1446,7 +1541,17 @@ mod tests {
                 let d = z.clone();
                 let (mut pairs, mut samples) = (Vec::new(), vec![5u32; 7]);
                 let mut db = vec![0.5f32; rows];
-                derive_and_pack(rows, &d, &y, n, np, act, &mut pairs, &mut samples, &mut db);
+                derive_and_pack(
+                    rows,
+                    &d,
+                    &y,
+                    n,
+                    np,
+                    act,
+                    Some(&mut pairs),
+                    &mut samples,
+                    &mut db,
+                );
                 let slope = |y: f32| match act {
                     Fused::None => 1.0,
                     Fused::Relu => {
@@ -1499,6 +1604,11 @@ mod tests {
                     wg[..],
                     "{rows}x{n} {act:?}: dz samples"
                 );
+                // without the pairs (a layer that forms no dx): the same samples and sums
+                let (mut alone, mut alone_db) = (vec![5u32; 3], vec![0.5f32; rows]);
+                derive_and_pack(rows, &d, &y, n, np, act, None, &mut alone, &mut alone_db);
+                assert_eq!(alone[..wg.len()], wg[..], "{rows}x{n} {act:?}: alone");
+                assert!(same_bits(&alone_db, &db), "{rows}x{n} {act:?}: alone's db");
             }
         }
     }

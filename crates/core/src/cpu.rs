@@ -999,8 +999,8 @@ mod tests {
         assert!(spun == single, "the state after {done} steps differs");
     }
 
-    /// `path`'s products give the f32 gradient of `arch` within their rounding, and train
-    /// as well.
+    /// `path`'s products give the f32 gradient of `arch` within their rounding, tensor by
+    /// tensor, and train as well.
     fn tracks_f32(arch: &str, path: CpuPath) {
         let mut f = trainer(arch, 4096);
         let mut b = trainer(arch, 4096).path(path);
@@ -1008,17 +1008,26 @@ mod tests {
         b.gradient(0);
         let (gf, gb) = (f.last_gradient(), b.last_gradient());
         assert_eq!(gf.len(), gb.len());
+        assert!(gb.iter().all(|g| g.is_finite()));
         let norm =
             |v: &mut dyn Iterator<Item = f32>| v.map(|x| x as f64 * x as f64).sum::<f64>().sqrt();
         let diff = norm(&mut gf.iter().zip(gb).map(|(a, b)| a - b));
-        let size = norm(&mut gf.iter().copied());
-        assert!(gb.iter().all(|g| g.is_finite()));
         assert!(diff > 0.0, "{arch}: the {} path was not taken", path.name());
-        assert!(
-            diff < 0.03 * size,
-            "{arch}: |g_{} - g_f32| = {diff}, |g_f32| = {size}",
-            path.name()
-        );
+        let tensors = f.net.tensors();
+        assert!(!tensors.is_empty());
+        for t in &tensors {
+            let range = t.offset..t.offset + t.shape.iter().product::<usize>();
+            let (tf, tb) = (&gf[range.clone()], &gb[range]);
+            let diff = norm(&mut tf.iter().zip(tb).map(|(a, b)| a - b));
+            let size = norm(&mut tf.iter().copied());
+            assert!(size > 0.0, "{arch}: {} has no f32 gradient", t.name);
+            assert!(
+                diff < 0.03 * size,
+                "{arch}: {}: |g_{} - g_f32| = {diff}, |g_f32| = {size}",
+                t.name,
+                path.name()
+            );
+        }
         f.run(200).unwrap();
         b.run(200).unwrap();
         let (lf, lb) = (f.run(10).unwrap(), b.run(10).unwrap());

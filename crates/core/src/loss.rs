@@ -133,8 +133,15 @@ fn chunk_of(loss: Loss, y: &[f32], t: &[f32], scale: f32, dy: &mut [f32]) -> f64
             *v = loss.value(p, t);
             *d = loss.gradient(p, t) * scale;
         }
-        for (i, &v) in v[..y.len()].iter().enumerate() {
-            acc[i % 8] += v as f64;
+        // element i to sum i mod 8 (blocks start at multiples of 8): eight lanes at once
+        let mut eights = v[..y.len()].chunks_exact(8);
+        for c in &mut eights {
+            for (a, &v) in acc.iter_mut().zip(c) {
+                *a += v as f64;
+            }
+        }
+        for (a, &v) in acc.iter_mut().zip(eights.remainder()) {
+            *a += v as f64;
         }
     }
     ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))

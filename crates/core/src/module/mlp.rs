@@ -373,6 +373,37 @@ impl Mlp {
         act.from_output() && amx::Fused::of(act).is_some()
     }
 
+    /// Whether layer l, whose products stay f32 ([`amx::pays`] fails), takes the tiles
+    /// for its weight gradient alone ([`amx::pays_gradient`]): it forms no input gradient
+    /// (`wants_dx` false) and layer l + 1's input gradient epilogue packs its ∂L/∂z and
+    /// sums its bias gradient ([`amx::derive_and_pack`], as where layer l
+    /// [`Mlp::amx_fuses`]).
+    fn amx_gradient_only(&self, l: usize, wants_dx: bool) -> bool {
+        let layer = &self.layers[l];
+        !wants_dx
+            && !amx::pays(layer.in_dims, layer.out_dims)
+            && amx::pays_gradient(layer.in_dims, layer.out_dims)
+            && self.amx_pairs_out(l)
+    }
+
+    /// Layer l's backward where it [`Mlp::amx_gradient_only`]: dW from its ∂L/∂z's sample
+    /// pairs, which layer l + 1 wrote with its bias sums.
+    fn backward_amx_gradient(
+        &self,
+        l: usize,
+        xt: &[f32],
+        np: usize,
+        grads: &mut [f32],
+        ws: &mut Workspace,
+    ) {
+        let layer = &self.layers[l];
+        let (i, o) = (layer.in_dims, layer.out_dims);
+        let gs = ws.take_words(self.dz_samples_slot(l));
+        let dw = &mut grads[layer.weight..layer.weight + o * i];
+        amx::weight_gradient_packed(o, i, &gs, xt, np, dw, i, &mut ws.amx);
+        ws.put_words(self.dz_samples_slot(l), gs);
+    }
+
     /// Whether layer l's AMX backward derives and packs its own ∂L/∂z
     /// ([`amx::derive_and_pack`]) from the plain input gradient of the layer above, which
     /// runs f32 (it does not [`amx::pays`]): one pass instead of the derivative in that
@@ -414,7 +445,9 @@ impl Mlp {
     /// [`linear_backward`] with the products through AMX tiles ([`amx`]): ∂L/∂z packed
     /// (in [`Mlp::dz_samples_slot`] and [`Mlp::pairs_slot`], its bias sums added) when
     /// layer l [`Mlp::amx_fuses`], else packed here; and the derivative of layer l − 1
-    /// applied with its ∂L/∂z packed the same way when that layer fuses.
+    /// applied with its ∂L/∂z packed the same way when `below` says so: `Some(true)` where
+    /// that layer fuses, `Some(false)` (the sample pairs alone) where it
+    /// [`Mlp::amx_gradient_only`].
     #[allow(clippy::too_many_arguments)]
     fn backward_amx(
         &self,
@@ -423,13 +456,12 @@ impl Mlp {
         (xt, n, np): (&[f32], usize, usize),
         dzt: &[f32],
         dxt: Option<&mut [f32]>,
-        epilogue: Epilogue<'_>,
+        (epilogue, below): (Epilogue<'_>, Option<bool>),
         grads: &mut [f32],
         ws: &mut Workspace,
     ) {
         let derives = self.amx_derives(l);
-        let (packed_dz, below_fuses) =
-            (derives || self.amx_fuses(l), l > 0 && self.amx_fuses(l - 1));
+        let packed_dz = derives || self.amx_fuses(l);
         let layer = &self.layers[l];
         let (i, o) = (layer.in_dims, layer.out_dims);
         let (dw, db) = grads[layer.weight..].split_at_mut(layer.bias - layer.weight);
@@ -438,7 +470,7 @@ impl Mlp {
             let act = amx::Fused::of(layer.act).expect("the layer derives");
             let y = ws.take_kept(self.a_slot(l));
             let mut pairs = ws.take_words(self.pairs_slot(l));
-            amx::derive_and_pack(o, dzt, &y, n, np, act, &mut pairs, &mut gs, db);
+            amx::derive_and_pack(o, dzt, &y, n, np, act, Some(&mut pairs), &mut gs, db);
             ws.put_words(self.pairs_slot(l), pairs);
             ws.put(self.a_slot(l), y);
         }
@@ -458,8 +490,8 @@ impl Mlp {
         let w = &params[layer.weight..layer.weight + o * i];
         amx::product_packed(i, o, (w, 1, i), &dzp, np, None, dxt, &mut ws.amx);
         ws.put_words(self.pairs_slot(l), dzp);
-        match (below_fuses, epilogue) {
-            (true, Epilogue::Derivative(act, y)) => {
+        match (below, epilogue) {
+            (Some(with_pairs), Epilogue::Derivative(act, y)) => {
                 let below = &self.layers[l - 1];
                 let act = amx::Fused::of(act).expect("the layer fuses");
                 let (mut pairs, mut samples) = (
@@ -467,7 +499,8 @@ impl Mlp {
                     ws.take_words(self.dz_samples_slot(l - 1)),
                 );
                 let db = &mut grads[below.bias..below.bias + i];
-                amx::derive_and_pack(i, dxt, y, n, np, act, &mut pairs, &mut samples, db);
+                let p = with_pairs.then_some(&mut pairs);
+                amx::derive_and_pack(i, dxt, y, n, np, act, p, &mut samples, db);
                 ws.put_words(self.pairs_slot(l - 1), pairs);
                 ws.put_words(self.dz_samples_slot(l - 1), samples);
             }
@@ -604,6 +637,12 @@ impl Layer for Mlp {
             };
             is_dz = derives_below || !matches!(epilogue, Epilogue::Store);
             let dxt = want_dx.then_some(&mut next[..layer.in_dims * np]);
+            // how this layer's AMX input gradient hands the layer below its ∂L/∂z
+            let below_packs = match l.checked_sub(1) {
+                Some(b) if self.amx_fuses(b) => Some(true),
+                Some(b) if self.amx_gradient_only(b, b > 0 || dx.is_some()) => Some(false),
+                _ => None,
+            };
             match ws.products() {
                 CpuPath::F32 => {
                     linear_backward(layer, params, &input, np, dz, dxt, epilogue, grads.dense)
@@ -612,12 +651,15 @@ impl Layer for Mlp {
                     let shape = (&input[..], n, np);
                     self.backward_bf16(l, params, shape, dz, dxt, epilogue, grads.dense, ws);
                 }
+                CpuPath::Amx if self.amx_gradient_only(l, want_dx) => {
+                    self.backward_amx_gradient(l, &input, np, grads.dense, ws)
+                }
                 CpuPath::Amx if !amx::pays(layer.in_dims, layer.out_dims) => {
                     linear_backward(layer, params, &input, np, dz, dxt, epilogue, grads.dense)
                 }
                 CpuPath::Amx => {
-                    let shape = (&input[..], n, np);
-                    self.backward_amx(l, params, shape, dz, dxt, epilogue, grads.dense, ws);
+                    let (shape, ends) = ((&input[..], n, np), (epilogue, below_packs));
+                    self.backward_amx(l, params, shape, dz, dxt, ends, grads.dense, ws);
                 }
             }
             ws.put(input_slot, input);
