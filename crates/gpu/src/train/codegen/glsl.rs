@@ -45,9 +45,11 @@ fn threads_override() -> Option<usize> {
 /// Workgroup memory a multiprocessor shares among its resident workgroups, for the
 /// launch's residency: `max` (the per-workgroup limit) unless `NSHADE_GPU_SMEM` says
 /// otherwise (measurements). A conservative figure: on an H100 (driver 580.159.04) a
-/// multiprocessor held three workgroups of 16 KiB and two of 24 KiB, so its budget lies
-/// between 51 and 63 KiB (`examples/residency_probe.rs`, docs/PERFORMANCE.md); whether
-/// the step kernels gain from the difference is not measured yet.
+/// multiprocessor held three workgroups of 16 KiB but not three of 17 KiB nor two of
+/// 26 KiB, so its budget lies between 52 224 and 55 295 bytes with NVIDIA's 1 KiB a
+/// resident block (`examples/residency_probe.rs`, docs/PERFORMANCE.md); B's 128-invocation
+/// layout (27 568 bytes) does not fit twice, C and D gained nothing worth taking from
+/// the difference (thirty-second session).
 fn sm_budget(max: usize) -> usize {
     std::env::var("NSHADE_GPU_SMEM")
         .ok()
