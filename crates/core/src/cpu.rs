@@ -1063,6 +1063,12 @@ mod tests {
         }
         tracks_f32("freq(3) | mlp(32x3, leaky_relu, sigmoid)", CpuPath::Amx);
         tracks_f32("freq(4) | mlp(64x2, relu)", CpuPath::Amx);
+        // an 8-input first layer that must form its input gradient (the grid below
+        // trains): its weight gradient stays f32, the tables' gradients follow
+        tracks_f32(
+            "hashgrid(levels=4, features=2, log2_size=12, base=8, scale=1.5) | mlp(32x2, relu)",
+            CpuPath::Amx,
+        );
         let run = |threads: usize| {
             on_threads(threads, || {
                 let mut t = trainer("freq(4) | mlp(48x2, relu, sigmoid)", 1000).path(CpuPath::Amx);
