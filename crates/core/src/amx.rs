@@ -349,16 +349,7 @@ pub fn activate_and_pair(
     // np of out and ⌈rows/2⌉ × np of dst
     unsafe {
         let v = out.as_mut_ptr();
-        fused_hw(
-            rows,
-            (v, Some(v)),
-            None,
-            np,
-            np,
-            act,
-            dst.as_mut_ptr(),
-            None,
-        )
+        fused_hw(rows, (v, Some(v)), None, np, np, act, dst.as_mut_ptr())
     };
 }
 
@@ -405,7 +396,6 @@ pub fn derive_and_pack(
             np,
             act,
             dst.unwrap_or(std::ptr::null_mut()),
-            Some(pw),
         )
     };
 }
@@ -421,49 +411,38 @@ fn words(v: std::arch::x86_64::__m512bh) -> std::arch::x86_64::__m512i {
 }
 
 /// [`activate_and_pair`] (`grad` None, the activated values written back to `out`) and
-/// [`derive_and_pack`] (`grad` = y, db, the sample pairs with rows of `pw` words; no
-/// `out`; `pairs` null when not wanted): row pairs of 32 samples at a time from `v`.
-/// Dispatches to a kernel compiled for the activation and the direction, so the loop
-/// carries no choice.
+/// [`derive_and_pack`] (`grad` = y, db, the sample pairs with rows of
+/// [`sample_words`]`(np)` words; no `out`; `pairs` null when not wanted): row pairs of 32
+/// samples at a time from `v`, in a kernel compiled for the activation and the direction,
+/// whole blocks of 32 live samples without masks, then the rest masked.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
 #[allow(clippy::too_many_arguments)]
 unsafe fn fused_hw(
     rows: usize,
-    (v, out): (*const f32, Option<*mut f32>),
+    v: (*const f32, Option<*mut f32>),
     grad: Option<(*const f32, *mut f32, *mut u32)>,
     n: usize,
     np: usize,
     act: Fused,
     pairs: *mut u32,
-    pw: Option<usize>,
 ) {
-    let (slope, kind) = match act {
-        Fused::None => (1.0, ACT_NONE),
-        Fused::Relu => (1.0, ACT_RELU),
-        Fused::LeakyRelu(s) => (s, ACT_LEAKY),
-    };
-    let f = Fixed {
-        rows,
-        v,
-        n,
-        np,
-        slope,
-        pairs,
-    };
     // SAFETY: the caller's bounds, passed through unchanged
     unsafe {
-        match (grad, pw) {
-            (Some(g), Some(pw)) => match kind {
-                ACT_NONE => fused_kernel::<ACT_NONE, true>(f, None, Some((g, pw))),
-                ACT_RELU => fused_kernel::<ACT_RELU, true>(f, None, Some((g, pw))),
-                _ => fused_kernel::<ACT_LEAKY, true>(f, None, Some((g, pw))),
-            },
-            _ => match kind {
-                ACT_NONE => fused_kernel::<ACT_NONE, false>(f, out, None),
-                ACT_RELU => fused_kernel::<ACT_RELU, false>(f, out, None),
-                _ => fused_kernel::<ACT_LEAKY, false>(f, out, None),
-            },
+        match (grad.is_some(), act) {
+            (true, Fused::None) => fused_kernel::<ACT_NONE, true>(rows, v, grad, n, np, 1.0, pairs),
+            (true, Fused::Relu) => fused_kernel::<ACT_RELU, true>(rows, v, grad, n, np, 1.0, pairs),
+            (true, Fused::LeakyRelu(k)) => {
+                fused_kernel::<ACT_LEAKY, true>(rows, v, grad, n, np, k, pairs)
+            }
+            (false, Fused::None) => {
+                fused_kernel::<ACT_NONE, false>(rows, v, None, n, np, 1.0, pairs)
+            }
+            (false, Fused::Relu) => {
+                fused_kernel::<ACT_RELU, false>(rows, v, None, n, np, 1.0, pairs)
+            }
+            (false, Fused::LeakyRelu(k)) => {
+                fused_kernel::<ACT_LEAKY, false>(rows, v, None, n, np, k, pairs)
+            }
         }
     }
 }
@@ -472,37 +451,21 @@ const ACT_NONE: u8 = 0;
 const ACT_RELU: u8 = 1;
 const ACT_LEAKY: u8 = 2;
 
-/// [`fused_hw`]'s arguments every kernel takes.
+/// [`fused_hw`] for one activation (`ACT`, its `slope` for leaky relu) and direction
+/// (`GRAD`).
 #[cfg(target_arch = "x86_64")]
-#[derive(Clone, Copy)]
-struct Fixed {
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
+#[allow(clippy::too_many_arguments)]
+unsafe fn fused_kernel<const ACT: u8, const GRAD: bool>(
     rows: usize,
-    v: *const f32,
+    (v, out): (*const f32, Option<*mut f32>),
+    grad: Option<(*const f32, *mut f32, *mut u32)>,
     n: usize,
     np: usize,
     slope: f32,
     pairs: *mut u32,
-}
-
-/// [`fused_hw`] for one activation (`ACT`) and direction (`GRAD`): whole blocks of 32
-/// live samples without masks, then the rest masked.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512bf16")]
-#[allow(clippy::type_complexity)]
-unsafe fn fused_kernel<const ACT: u8, const GRAD: bool>(
-    f: Fixed,
-    out: Option<*mut f32>,
-    grad: Option<((*const f32, *mut f32, *mut u32), usize)>,
 ) {
     use std::arch::x86_64::*;
-    let Fixed {
-        rows,
-        v,
-        n,
-        np,
-        slope,
-        pairs,
-    } = f;
     let order = crate::bf16::pair_order();
     let zero = _mm512_setzero_ps();
     let one = _mm512_set1_ps(1.0);
@@ -523,15 +486,9 @@ unsafe fn fused_kernel<const ACT: u8, const GRAD: bool>(
             }
         }
     };
-    let (y, db, sp, pw) = match grad {
-        Some(((y, db, sp), pw)) => (y, db, sp, pw),
-        None => (
-            std::ptr::null(),
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
-            0,
-        ),
-    };
+    let (y, db, sp) =
+        grad.unwrap_or((std::ptr::null(), std::ptr::null_mut(), std::ptr::null_mut()));
+    let pw = sample_words(np);
     // samples below `whole` come in blocks of 32 that are all present and live
     let whole = if GRAD { n } else { np } / (2 * T) * (2 * T);
     for p in 0..rows.div_ceil(2) {

@@ -637,12 +637,6 @@ impl Layer for Mlp {
             };
             is_dz = derives_below || !matches!(epilogue, Epilogue::Store);
             let dxt = want_dx.then_some(&mut next[..layer.in_dims * np]);
-            // how this layer's AMX input gradient hands the layer below its ∂L/∂z
-            let below_packs = match l.checked_sub(1) {
-                Some(b) if self.amx_fuses(b) => Some(true),
-                Some(b) if self.amx_gradient_only(b, b > 0 || dx.is_some()) => Some(false),
-                _ => None,
-            };
             match ws.products() {
                 CpuPath::F32 => {
                     linear_backward(layer, params, &input, np, dz, dxt, epilogue, grads.dense)
@@ -658,6 +652,12 @@ impl Layer for Mlp {
                     linear_backward(layer, params, &input, np, dz, dxt, epilogue, grads.dense)
                 }
                 CpuPath::Amx => {
+                    // how this layer's input gradient hands the layer below its ∂L/∂z
+                    let below_packs = match l.checked_sub(1) {
+                        Some(b) if self.amx_fuses(b) => Some(true),
+                        Some(b) if self.amx_gradient_only(b, b > 0 || dx.is_some()) => Some(false),
+                        _ => None,
+                    };
                     let (shape, ends) = ((&input[..], n, np), (epilogue, below_packs));
                     self.backward_amx(l, params, shape, dz, dxt, ends, grads.dense, ws);
                 }
