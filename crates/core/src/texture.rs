@@ -282,6 +282,13 @@ impl Texture {
             done = n - n % 16;
             // SAFETY: the CPU has AVX-512F; indices are bounded inside (clamped texels).
             unsafe { self.sample_uniform_avx512(key, first, done, x, t) };
+        } else if crate::dense::has_avx2_fma()
+            && self.width * self.height < i32::MAX as usize
+            && first + n < u32::MAX as usize
+        {
+            done = n - n % 8;
+            // SAFETY: the CPU has AVX2 and FMA; indices are bounded inside (clamped texels).
+            unsafe { self.sample_uniform_avx2(key, first, done, x, t) };
         }
         for j in done..n {
             let h = pcg_hash((first + j) as u32 ^ key);
@@ -440,6 +447,137 @@ impl Texture {
                 let out = _mm512_permutex2var_ps(rg, b_idx[k], rgb[2]);
                 // SAFETY: 48 floats of t (3n) for samples j0..j0 + 16.
                 unsafe { _mm512_storeu_ps(t.add(3 * j0 + 16 * k), out) };
+            }
+        }
+    }
+
+    /// [`Texture::sample_uniform`] for `n` (a multiple of 8) samples, 8 lanes at a time
+    /// with AVX2: [`Texture::sample_uniform_avx512`]'s arithmetic (the same bits), the
+    /// samples' (u, v) and (r, g, b) interleaved through the stack.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn sample_uniform_avx2(
+        &self,
+        key: u32,
+        first: usize,
+        n: usize,
+        x: &mut [f32],
+        t: &mut [f32],
+    ) {
+        use std::arch::x86_64::*;
+        let pcg = |v: __m256i| {
+            let state = _mm256_add_epi32(
+                _mm256_mullo_epi32(v, _mm256_set1_epi32(747796405)),
+                _mm256_set1_epi32(2891336453u32 as i32),
+            );
+            let shift = _mm256_add_epi32(_mm256_srli_epi32(state, 28), _mm256_set1_epi32(4));
+            let word = _mm256_mullo_epi32(
+                _mm256_xor_si256(_mm256_srlv_epi32(state, shift), state),
+                _mm256_set1_epi32(277803737),
+            );
+            _mm256_xor_si256(_mm256_srli_epi32(word, 22), word)
+        };
+        let unit = |h: __m256i| {
+            _mm256_mul_ps(
+                _mm256_cvtepi32_ps(_mm256_srli_epi32(h, 8)),
+                _mm256_set1_ps(1.0 / 16_777_216.0),
+            )
+        };
+        // floor_i32: the truncation, minus one where it lies above (the mask is −1)
+        let floor = |f: __m256| {
+            let i = _mm256_cvttps_epi32(f);
+            let above = _mm256_castps_si256(_mm256_cmp_ps::<_CMP_LT_OQ>(f, _mm256_cvtepi32_ps(i)));
+            _mm256_add_epi32(i, above)
+        };
+        let (w, h) = (self.width as i32, self.height as i32);
+        let clamp = |i: __m256i, n: i32| {
+            _mm256_min_epi32(
+                _mm256_max_epi32(i, _mm256_setzero_si256()),
+                _mm256_set1_epi32(n - 1),
+            )
+        };
+        let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        let lerp = |a: __m256, b: __m256, f: __m256| {
+            _mm256_add_ps(a, _mm256_mul_ps(_mm256_sub_ps(b, a), f))
+        };
+        for j0 in (0..n).step_by(8) {
+            let idx = _mm256_add_epi32(_mm256_set1_epi32((first + j0) as u32 as i32), lanes);
+            let hh = pcg(_mm256_xor_si256(idx, _mm256_set1_epi32(key as i32)));
+            let (u, v) = (unit(hh), unit(pcg(hh)));
+            let fx = _mm256_sub_ps(
+                _mm256_mul_ps(u, _mm256_set1_ps(w as f32)),
+                _mm256_set1_ps(0.5),
+            );
+            let fy = _mm256_sub_ps(
+                _mm256_mul_ps(v, _mm256_set1_ps(h as f32)),
+                _mm256_set1_ps(0.5),
+            );
+            let (x0, y0) = (floor(fx), floor(fy));
+            let tx = _mm256_sub_ps(fx, _mm256_cvtepi32_ps(x0));
+            let ty = _mm256_sub_ps(fy, _mm256_cvtepi32_ps(y0));
+            let one = _mm256_set1_epi32(1);
+            let (x1, y1) = (
+                clamp(_mm256_add_epi32(x0, one), w),
+                clamp(_mm256_add_epi32(y0, one), h),
+            );
+            let (x0, y0) = (clamp(x0, w), clamp(y0, h));
+            let wv = _mm256_set1_epi32(w);
+            let (r0, r1) = (_mm256_mullo_epi32(y0, wv), _mm256_mullo_epi32(y1, wv));
+            let corners = [
+                _mm256_add_epi32(r0, x0),
+                _mm256_add_epi32(r0, x1),
+                _mm256_add_epi32(r1, x0),
+                _mm256_add_epi32(r1, x1),
+            ];
+            // SAFETY: every corner index is clamped into 0..width·height.
+            let packed = self.packed.as_ref().map(|p| {
+                corners.map(|c| unsafe { _mm256_i32gather_epi32::<4>(p.as_ptr().cast(), c) })
+            });
+            // texel k (r, g, b) of corner i
+            // SAFETY: as above.
+            let texel = |i: usize, k: usize| unsafe {
+                match &packed {
+                    Some(t) => {
+                        let shifted = match k {
+                            0 => t[i],
+                            1 => _mm256_srli_epi32(t[i], 8),
+                            _ => _mm256_srli_epi32(t[i], 16),
+                        };
+                        let level = _mm256_and_si256(shifted, _mm256_set1_epi32(0xff));
+                        // level / 255 without a division: [`unorm8`]'s steps
+                        let l = _mm256_cvtepi32_ps(level);
+                        let inv = _mm256_set1_ps(UNORM8_INV);
+                        let q = _mm256_mul_ps(l, inv);
+                        let r = _mm256_fnmadd_ps(q, _mm256_set1_ps(255.0), l);
+                        _mm256_fmadd_ps(r, inv, q)
+                    }
+                    None => {
+                        let i = _mm256_add_epi32(
+                            _mm256_mullo_epi32(corners[i], _mm256_set1_epi32(3)),
+                            _mm256_set1_epi32(k as i32),
+                        );
+                        _mm256_i32gather_ps::<4>(self.data.as_ptr(), i)
+                    }
+                }
+            };
+            let rgb: [__m256; 3] = std::array::from_fn(|k| {
+                let [a, b, c, d] = [0, 1, 2, 3].map(|i| texel(i, k));
+                let (top, bottom) = (lerp(a, b, tx), lerp(c, d, tx));
+                lerp(top, bottom, ty)
+            });
+            let mut lanes = [[0.0f32; 8]; 5];
+            for (l, v) in lanes.iter_mut().zip([u, v, rgb[0], rgb[1], rgb[2]]) {
+                // SAFETY: a 32-byte write into an 8-float array.
+                unsafe { _mm256_storeu_ps(l.as_mut_ptr(), v) };
+            }
+            let (xs, ts) = (&mut x[2 * j0..2 * j0 + 16], &mut t[3 * j0..3 * j0 + 24]);
+            for (m, (uv, rgb)) in xs
+                .chunks_exact_mut(2)
+                .zip(ts.chunks_exact_mut(3))
+                .enumerate()
+            {
+                uv.copy_from_slice(&[lanes[0][m], lanes[1][m]]);
+                rgb.copy_from_slice(&[lanes[2][m], lanes[3][m], lanes[4][m]]);
             }
         }
     }
@@ -627,6 +765,17 @@ mod tests {
                     let (u, v) = (unit_f32(h), unit_f32(pcg_hash(h)));
                     assert_eq!([x[2 * j], x[2 * j + 1]], [u, v], "sample {j}");
                     assert_eq!(t[3 * j..3 * j + 3], tex.sample(u, v), "sample {j}");
+                }
+                // the AVX2 sampler too where the public function takes the AVX-512 one
+                #[cfg(target_arch = "x86_64")]
+                if crate::dense::has_avx2_fma() {
+                    let whole = n - n % 8;
+                    let (mut x2, mut t2) = (vec![f32::NAN; 2 * n], vec![f32::NAN; 3 * n]);
+                    // SAFETY: the CPU has AVX2 and FMA; whole ≤ n samples fit x2 and t2.
+                    unsafe { tex.sample_uniform_avx2(key, first, whole, &mut x2, &mut t2) };
+                    let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&x2[..2 * whole]), bits(&x[..2 * whole]), "AVX2 (u, v)");
+                    assert_eq!(bits(&t2[..3 * whole]), bits(&t[..3 * whole]), "AVX2 texels");
                 }
             }
         }
