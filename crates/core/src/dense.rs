@@ -93,6 +93,9 @@ pub fn broadcast_product_then(
         // SAFETY: the CPU has the features (checked above); the asserts bound every index
         // the kernel forms (r < rows, c < cols, s < np).
         unsafe { broadcast_avx512(args, out.as_mut_ptr()) };
+    } else if has_avx2_fma() {
+        // SAFETY: as above.
+        unsafe { broadcast_avx2(args, out.as_mut_ptr()) };
     } else {
         // SAFETY: as above.
         unsafe { broadcast_tiles::<4, 1>(args, out.as_mut_ptr()) };
@@ -595,6 +598,77 @@ pub(crate) unsafe fn fold_into_avx512<const MO: usize, const MK: usize>(
     }
 }
 
+/// [`broadcast_product`]'s products with AVX2 and FMA: tiles of 6 rows × 16 samples
+/// (12 accumulators; per column 2 loads and 6 broadcasts for 12 multiply-adds), each
+/// output the same fused multiply-add chain from its bias as the other builds, so the
+/// same bits.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn broadcast_avx2(args: BroadcastArgs, out: *mut f32) {
+    let (rows, _, _, _, _, _, np, _) = args;
+    let mut s0 = 0;
+    while s0 < np {
+        let mut r = 0;
+        while r < rows {
+            let mr = (rows - r).min(6);
+            // SAFETY: r + mr ≤ rows and s0 + 16 ≤ np (forwarded from the caller).
+            unsafe {
+                match mr {
+                    6 => broadcast_tile_avx2::<6>(args, out, r, s0),
+                    5 => broadcast_tile_avx2::<5>(args, out, r, s0),
+                    4 => broadcast_tile_avx2::<4>(args, out, r, s0),
+                    3 => broadcast_tile_avx2::<3>(args, out, r, s0),
+                    2 => broadcast_tile_avx2::<2>(args, out, r, s0),
+                    _ => broadcast_tile_avx2::<1>(args, out, r, s0),
+                }
+            }
+            r += mr;
+        }
+        s0 += LANES;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+unsafe fn broadcast_tile_avx2<const MR: usize>(
+    (_, cols, a, ars, acs, b, np, bias): BroadcastArgs,
+    out: *mut f32,
+    r0: usize,
+    s0: usize,
+) {
+    use std::arch::x86_64::*;
+    let mut acc = [[_mm256_setzero_ps(); 2]; MR];
+    if let Some(bias) = bias {
+        for (i, row) in acc.iter_mut().enumerate() {
+            // SAFETY: r0 + i < rows ≤ bias.len().
+            let init = _mm256_set1_ps(unsafe { *bias.add(r0 + i) });
+            *row = [init; 2];
+        }
+    }
+    for c in 0..cols {
+        // SAFETY: c < cols and s0 + 16 ≤ np: inside b (cols × np).
+        let bv = unsafe {
+            let p = b.add(c * np + s0);
+            [_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8))]
+        };
+        for (i, row) in acc.iter_mut().enumerate() {
+            // SAFETY: r0 + i < rows and c < cols: inside a (asserted by the caller).
+            let w = _mm256_set1_ps(unsafe { *a.add((r0 + i) * ars + c * acs) });
+            row[0] = _mm256_fmadd_ps(w, bv[0], row[0]);
+            row[1] = _mm256_fmadd_ps(w, bv[1], row[1]);
+        }
+    }
+    for (i, row) in acc.iter().enumerate() {
+        // SAFETY: r0 + i < rows and s0 + 16 ≤ np: inside out (rows × np).
+        unsafe {
+            let p = out.add((r0 + i) * np + s0);
+            _mm256_storeu_ps(p, row[0]);
+            _mm256_storeu_ps(p.add(8), row[1]);
+        }
+    }
+}
+
 /// [`weight_gradient`]'s products with AVX2 and FMA: each 16-lane accumulator of the
 /// other builds is two 8-lane halves, summed over the samples one half after the other
 /// (each lane the same fused multiply-add chain), then added by the same tree (halves,
@@ -1074,11 +1148,11 @@ mod tests {
         }
     }
 
-    /// The AVX2 weight gradient (what CPUs with AVX2 but without AVX-512 run) against the
-    /// 16-lane baseline tiles, bit for bit: every tile shape (4 × 3 and its partial
-    /// edges), one vector of samples and several.
+    /// The AVX2 weight gradient and product (what CPUs with AVX2 but without AVX-512 run)
+    /// against the 16-lane baseline tiles, bit for bit: every tile shape (4 × 3 and 6
+    /// rows, and their partial edges), one vector of samples and several.
     #[test]
-    fn avx2_gradient_gives_the_baseline_bits() {
+    fn avx2_kernels_give_the_baseline_bits() {
         #[cfg(target_arch = "x86_64")]
         {
             assert!(
@@ -1109,6 +1183,24 @@ mod tests {
                     gradient_tiles::<2, 2, false>(args, base.as_mut_ptr());
                 }
                 assert!(same_bits(&fast, &base), "gradient {rows}x{cols} over {n}");
+                // the product, forward (A = W, from the biases) and transposed (A = Wᵀ)
+                let a = random(rows * cols, &mut rng);
+                let bias = random(rows, &mut rng);
+                for (ars, acs, with_bias) in [(cols, 1, true), (1, rows, false)] {
+                    let bias = with_bias.then_some(bias.as_ptr());
+                    let args = (rows, cols, a.as_ptr(), ars, acs, x.as_ptr(), np, bias);
+                    let mut fast = vec![f32::NAN; rows * np];
+                    let mut base = vec![f32::NAN; rows * np];
+                    // SAFETY: as above; a holds rows × cols values, out rows × np.
+                    unsafe {
+                        broadcast_avx2(args, fast.as_mut_ptr());
+                        broadcast_tiles::<4, 1>(args, base.as_mut_ptr());
+                    }
+                    assert!(
+                        same_bits(&fast, &base),
+                        "broadcast {rows}x{cols} strides ({ars}, {acs}) over {n}"
+                    );
+                }
                 // the column past the tile is untouched
                 for r in 0..rows {
                     assert_eq!(fast[r * (cols + 1) + cols], dw0[r * (cols + 1) + cols]);
