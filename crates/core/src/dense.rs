@@ -760,43 +760,78 @@ unsafe fn gradient_avx2(args: GradientArgs, dw: *mut f32) {
 #[target_feature(enable = "avx2,fma")]
 #[inline]
 unsafe fn gradient_tile_avx2<const MO: usize, const MK: usize>(
-    (_, _, g, x, np, dws): GradientArgs,
+    args: GradientArgs,
     dw: *mut f32,
     r0: usize,
     c0: usize,
 ) {
     use std::arch::x86_64::*;
-    // lanes 0-7 of every 16-lane block, then lanes 8-15
-    let half = |h: usize| {
-        let mut acc = [[_mm256_setzero_ps(); MK]; MO];
-        let mut s = 8 * h;
-        while s < np {
-            let mut xv = [_mm256_setzero_ps(); MK];
-            for (j, v) in xv.iter_mut().enumerate() {
-                // SAFETY: c0 + j < cols and s + 8 ≤ np: inside x (cols × np).
-                *v = unsafe { _mm256_loadu_ps(x.add((c0 + j) * np + s)) };
-            }
-            for (i, row) in acc.iter_mut().enumerate() {
-                // SAFETY: r0 + i < rows and s + 8 ≤ np: inside g (rows × np).
-                let gv = unsafe { _mm256_loadu_ps(g.add((r0 + i) * np + s)) };
-                for (a, xv) in row.iter_mut().zip(&xv) {
-                    *a = _mm256_fmadd_ps(gv, *xv, *a);
-                }
-            }
-            s += LANES;
-        }
-        acc
-    };
-    let (lo, hi) = (half(0), half(1));
+    let dws = args.5;
+    // lanes 0-7 of every 16-lane block, then lanes 8-15, each through memory (a call of
+    // its own: inlined, the first half's sums stayed in registers through the second
+    // half's loop, whose accumulators were then spilled inside it)
+    let mut sums = [[[[0.0f32; 8]; MK]; MO]; 2];
+    for (h, out) in sums.iter_mut().enumerate() {
+        // SAFETY: forwarded (r0 + MO ≤ rows, c0 + MK ≤ cols).
+        unsafe { gradient_half_avx2::<MO, MK>(args, r0, c0, 8 * h, out) };
+    }
+    let [lo, hi] = &sums;
     for i in 0..MO {
         for j in 0..MK {
             // tree_sum: lanes l + 8, then l + 4, l + 2, l + 1 added to lane l
-            let v = _mm256_add_ps(lo[i][j], hi[i][j]);
+            // SAFETY: 32-byte reads of 8-float arrays.
+            let v = unsafe {
+                _mm256_add_ps(
+                    _mm256_loadu_ps(lo[i][j].as_ptr()),
+                    _mm256_loadu_ps(hi[i][j].as_ptr()),
+                )
+            };
             let q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
             let d = _mm_add_ps(q, _mm_movehl_ps(q, q));
             let sum = _mm_cvtss_f32(_mm_add_ss(d, _mm_movehdup_ps(d)));
             // SAFETY: r0 + i < rows, c0 + j < cols: inside dw (asserted by the caller).
             unsafe { *dw.add((r0 + i) * dws + c0 + j) += sum };
+        }
+    }
+}
+
+/// One 8-lane half (lanes `first..first + 8` of every 16-lane block) of a
+/// [`gradient_tile_avx2`]'s sums over the samples, stored into `out`.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline(never)]
+unsafe fn gradient_half_avx2<const MO: usize, const MK: usize>(
+    (_, _, g, x, np, _): GradientArgs,
+    r0: usize,
+    c0: usize,
+    first: usize,
+    out: &mut [[[f32; 8]; MK]; MO],
+) {
+    use std::arch::x86_64::*;
+    let mut acc = [[_mm256_setzero_ps(); MK]; MO];
+    let mut s = first;
+    while s < np {
+        let mut xv = [_mm256_setzero_ps(); MK];
+        for (j, v) in xv.iter_mut().enumerate() {
+            // SAFETY: c0 + j < cols and s + 8 ≤ np: inside x (cols × np).
+            *v = unsafe { _mm256_loadu_ps(x.add((c0 + j) * np + s)) };
+        }
+        for (i, row) in acc.iter_mut().enumerate() {
+            // SAFETY: r0 + i < rows and s + 8 ≤ np: inside g (rows × np).
+            let gv = unsafe { _mm256_loadu_ps(g.add((r0 + i) * np + s)) };
+            for (a, xv) in row.iter_mut().zip(&xv) {
+                *a = _mm256_fmadd_ps(gv, *xv, *a);
+            }
+        }
+        s += LANES;
+    }
+    // (indexed: written over the flattened arrays, the accumulators went to the stack
+    // inside the loop too)
+    #[allow(clippy::needless_range_loop)]
+    for i in 0..MO {
+        for j in 0..MK {
+            // SAFETY: a 32-byte write into an 8-float array.
+            unsafe { _mm256_storeu_ps(out[i][j].as_mut_ptr(), acc[i][j]) };
         }
     }
 }
