@@ -646,28 +646,48 @@ pub(crate) unsafe fn fold_into_avx512<const MO: usize, const MK: usize>(
     }
 }
 
-/// [`broadcast_product`]'s products with AVX2 and FMA: tiles of 6 rows × 16 samples
-/// (12 accumulators; per column 2 loads and 6 broadcasts for 12 multiply-adds), each
-/// output the same fused multiply-add chain from its bias as the other builds, so the
-/// same bits.
+/// [`broadcast_product`]'s products with AVX2 and FMA: row tiles of at most 6 rows,
+/// balanced (32 rows as 6, 6, 5, 5, 5, 5 rather than five of 6 and one of 2, whose 4
+/// accumulators could not hide the multiply-adds' latency), × 16 samples (12
+/// accumulators; per column 2 loads and 6 broadcasts for 12 multiply-adds); layers of
+/// at most 3 rows (an output layer) × 32 samples. Each output is the same fused
+/// multiply-add chain from its bias as in the other builds, so the same bits.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn broadcast_avx2(args: BroadcastArgs, out: *mut f32) {
     let (rows, _, _, _, _, _, np, _) = args;
+    if rows == 0 {
+        return;
+    }
     let mut s0 = 0;
+    if rows <= 3 {
+        while s0 + 2 * LANES <= np {
+            // SAFETY: rows ≤ 3 and s0 + 32 ≤ np (forwarded from the caller).
+            unsafe {
+                match rows {
+                    3 => broadcast_tile_avx2::<3, 4>(args, out, 0, s0),
+                    2 => broadcast_tile_avx2::<2, 4>(args, out, 0, s0),
+                    _ => broadcast_tile_avx2::<1, 4>(args, out, 0, s0),
+                }
+            }
+            s0 += 2 * LANES;
+        }
+    }
+    let tiles = rows.div_ceil(6);
     while s0 < np {
         let mut r = 0;
-        while r < rows {
-            let mr = (rows - r).min(6);
+        for t in 0..tiles {
+            // tile t's rows: rows / tiles, one more for the first rows % tiles tiles
+            let mr = rows / tiles + usize::from(t < rows % tiles);
             // SAFETY: r + mr ≤ rows and s0 + 16 ≤ np (forwarded from the caller).
             unsafe {
                 match mr {
-                    6 => broadcast_tile_avx2::<6>(args, out, r, s0),
-                    5 => broadcast_tile_avx2::<5>(args, out, r, s0),
-                    4 => broadcast_tile_avx2::<4>(args, out, r, s0),
-                    3 => broadcast_tile_avx2::<3>(args, out, r, s0),
-                    2 => broadcast_tile_avx2::<2>(args, out, r, s0),
-                    _ => broadcast_tile_avx2::<1>(args, out, r, s0),
+                    6 => broadcast_tile_avx2::<6, 2>(args, out, r, s0),
+                    5 => broadcast_tile_avx2::<5, 2>(args, out, r, s0),
+                    4 => broadcast_tile_avx2::<4, 2>(args, out, r, s0),
+                    3 => broadcast_tile_avx2::<3, 2>(args, out, r, s0),
+                    2 => broadcast_tile_avx2::<2, 2>(args, out, r, s0),
+                    _ => broadcast_tile_avx2::<1, 2>(args, out, r, s0),
                 }
             }
             r += mr;
@@ -676,43 +696,42 @@ unsafe fn broadcast_avx2(args: BroadcastArgs, out: *mut f32) {
     }
 }
 
+/// `MR` rows × `NV` vectors of 8 samples of [`broadcast_avx2`].
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
 #[inline]
-unsafe fn broadcast_tile_avx2<const MR: usize>(
+unsafe fn broadcast_tile_avx2<const MR: usize, const NV: usize>(
     (_, cols, a, ars, acs, b, np, bias): BroadcastArgs,
     out: *mut f32,
     r0: usize,
     s0: usize,
 ) {
     use std::arch::x86_64::*;
-    let mut acc = [[_mm256_setzero_ps(); 2]; MR];
+    let mut acc = [[_mm256_setzero_ps(); NV]; MR];
     if let Some(bias) = bias {
         for (i, row) in acc.iter_mut().enumerate() {
             // SAFETY: r0 + i < rows ≤ bias.len().
             let init = _mm256_set1_ps(unsafe { *bias.add(r0 + i) });
-            *row = [init; 2];
+            *row = [init; NV];
         }
     }
     for c in 0..cols {
-        // SAFETY: c < cols and s0 + 16 ≤ np: inside b (cols × np).
-        let bv = unsafe {
-            let p = b.add(c * np + s0);
-            [_mm256_loadu_ps(p), _mm256_loadu_ps(p.add(8))]
-        };
+        // SAFETY: c < cols and s0 + 8·NV ≤ np: inside b (cols × np).
+        let bv: [__m256; NV] =
+            std::array::from_fn(|v| unsafe { _mm256_loadu_ps(b.add(c * np + s0 + 8 * v)) });
         for (i, row) in acc.iter_mut().enumerate() {
             // SAFETY: r0 + i < rows and c < cols: inside a (asserted by the caller).
             let w = _mm256_set1_ps(unsafe { *a.add((r0 + i) * ars + c * acs) });
-            row[0] = _mm256_fmadd_ps(w, bv[0], row[0]);
-            row[1] = _mm256_fmadd_ps(w, bv[1], row[1]);
+            for (acc, bv) in row.iter_mut().zip(&bv) {
+                *acc = _mm256_fmadd_ps(w, *bv, *acc);
+            }
         }
     }
-    for (i, row) in acc.iter().enumerate() {
-        // SAFETY: r0 + i < rows and s0 + 16 ≤ np: inside out (rows × np).
-        unsafe {
-            let p = out.add((r0 + i) * np + s0);
-            _mm256_storeu_ps(p, row[0]);
-            _mm256_storeu_ps(p.add(8), row[1]);
+    #[allow(clippy::needless_range_loop)]
+    for i in 0..MR {
+        for v in 0..NV {
+            // SAFETY: r0 + i < rows and s0 + 8·NV ≤ np: inside out (rows × np).
+            unsafe { _mm256_storeu_ps(out.add((r0 + i) * np + s0 + 8 * v), acc[i][v]) };
         }
     }
 }
