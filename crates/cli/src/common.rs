@@ -242,7 +242,12 @@ pub fn training_backend_on(
     path: Option<GpuPathChoice>,
     cpu_path: Option<CpuPathChoice>,
 ) -> Result<Box<dyn Backend>> {
-    let backend = backend_on(choice, path, cpu_backend(cpu_path)?)?;
+    let cpu = cpu_backend(cpu_path)?;
+    let backend = backend_on(choice, path, cpu)?;
+    // a CPU path this machine cannot run is refused before anything is written (one line)
+    if backend.name() == "cpu" {
+        cpu.path.check()?;
+    }
     if cpu_bf16(&*backend) && !nshade_core::bf16::hardware() {
         tell!(
             "note: this CPU has no AVX512-BF16; --cpu-path bf16 runs its exact emulation \
