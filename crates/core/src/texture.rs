@@ -274,18 +274,16 @@ impl Texture {
         let (x, t) = (&mut x[..2 * n], &mut t[..3 * n]);
         #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
         let mut done = 0;
+        // the vector draws index texels and samples in 32-bit lanes
         #[cfg(target_arch = "x86_64")]
-        if crate::dense::has_avx512()
-            && self.width * self.height < i32::MAX as usize
-            && first + n < u32::MAX as usize
-        {
+        let lanes_fit =
+            self.width * self.height < i32::MAX as usize && first + n < u32::MAX as usize;
+        #[cfg(target_arch = "x86_64")]
+        if lanes_fit && crate::dense::has_avx512() {
             done = n - n % 16;
             // SAFETY: the CPU has AVX-512F; indices are bounded inside (clamped texels).
             unsafe { self.sample_uniform_avx512(key, first, done, x, t) };
-        } else if crate::dense::has_avx2_fma()
-            && self.width * self.height < i32::MAX as usize
-            && first + n < u32::MAX as usize
-        {
+        } else if lanes_fit && crate::dense::has_avx2_fma() {
             done = n - n % 8;
             // SAFETY: the CPU has AVX2 and FMA; indices are bounded inside (clamped texels).
             unsafe { self.sample_uniform_avx2(key, first, done, x, t) };
