@@ -260,6 +260,7 @@ fn glsl_step_kernels_compile() {
                     ahead: false,
                     interleave: codegen::Interleave::default(),
                     early: false,
+                    merged_output: false,
                 };
                 let src = codegen::glsl_step_kernel(&net, loss, texture, 5000, launch).expect(arch);
                 if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
@@ -621,6 +622,7 @@ fn launch_48k(net: &Network, acc16: bool) -> codegen::GlslLaunch {
         ahead: false,
         interleave: codegen::Interleave::default(),
         early: false,
+        merged_output: false,
     }
 }
 
@@ -744,6 +746,7 @@ fn glsl_dw_split_kernels_compile() {
             // they are written once a tile, `glsl_interleaved_kernels_compile`)
             interleave: codegen::Interleave::NONE,
             early: false,
+            merged_output: false,
         };
         let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch).expect(arch);
         let dw_form = |stage, parts, depth, threads| codegen::DwForm {
@@ -1002,6 +1005,7 @@ fn glsl_compact_kernels_compile() {
                     ahead: false,
                     interleave: codegen::Interleave::default(),
                     early: false,
+                    merged_output: false,
                 };
                 let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch.clone())
                     .expect(arch);
@@ -1115,6 +1119,7 @@ fn glsl_inplace_kernels_compile() {
             ahead: false,
             interleave: codegen::Interleave::default(),
             early: false,
+            merged_output: false,
         };
         let src = codegen::glsl_step_kernel(&b, Loss::L2, texture, 5000, launch).unwrap();
         if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
@@ -1188,6 +1193,7 @@ fn glsl_interleaved_kernels_compile() {
                 ahead: false,
                 interleave: form,
                 early: false,
+                merged_output: false,
             };
             let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch)
                 .unwrap_or_else(|| panic!("{arch}: no kernel"));
@@ -1210,4 +1216,74 @@ fn glsl_interleaved_kernels_compile() {
     }
     // seed #3, B and D (at least) have phases of two tiles a subgroup
     assert!(interleaved >= 6, "{interleaved} interleaved forms");
+}
+
+/// The output layer's phases merged (`GlslLaunch::merged_output`): in the trainer's
+/// compact launch of each network of the GLSL family (with the default split), the
+/// networks whose output layer is one row block — seed #3, B and `freq(8) |
+/// mlp(128x4)` among them — merge it, the kernel compiles (with NVIDIA's conversions)
+/// and its chunk loop has one workgroup barrier fewer, two where the input gradient goes
+/// in place and one subgroup holds a sample block (seed #3's four subgroups of 64
+/// samples); the
+/// unmerged kernel never holds the marker.
+#[test]
+fn glsl_merged_output_compiles() {
+    let texture = small_texture();
+    let max = 48 * 1024;
+    let mut merged = Vec::new();
+    for (arch, losses) in common::glsl_family() {
+        let net = build(arch);
+        let base = codegen::glsl_samples(&net, max).expect(arch);
+        let layers = codegen::split_layers_for(&net, "");
+        let shape = codegen::compact_shape(&net, &layers, &base, max, None).unwrap_or(base);
+        let split = codegen::DwSplit::of(&net, 132, 3, shape.samples, "", 1 << 30);
+        let acc16 = codegen::acc16_for(&net, &shape, max);
+        let launch = codegen::GlslLaunch {
+            shape,
+            chunks: 3,
+            partial_len: codegen::Pad::of(&net).partial_len(net.dense_count),
+            atomic64: true,
+            packed: false,
+            split,
+            acc16,
+            ahead: codegen::ahead_for(&net, &shape, acc16, max, None),
+            interleave: codegen::Interleave::default(),
+            early: false,
+            merged_output: false,
+        };
+        let barriers = |src: &str| chunk_loop(src).0.matches("barrier();").count();
+        let apart =
+            codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch.clone()).expect(arch);
+        assert!(!apart.contains(codegen::MERGED_OUTPUT_MARK), "{arch}");
+        let on = codegen::GlslLaunch {
+            merged_output: true,
+            ..launch.clone()
+        };
+        let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, on).expect(arch);
+        let fits = codegen::merged_output_fits(&net, losses[0], texture, 5000, &launch);
+        assert_eq!(src.contains(codegen::MERGED_OUTPUT_MARK), fits, "{arch}");
+        if !fits {
+            assert_eq!(src, apart, "{arch}: unmerged, yet another kernel");
+            continue;
+        }
+        if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
+            panic!("{arch} (merged): line {:?}: {}\n{src}", e.line, e.message);
+        }
+        // (the output layer's input gradient in place, one subgroup a sample block)
+        let inpl = codegen::inplace_layers(&layers, shape.inplace as usize)[layers.len() - 1];
+        let one_block = shape.threads / 32 == shape.samples / 16;
+        assert_eq!(
+            barriers(&apart) - barriers(&src),
+            if inpl && one_block { 2 } else { 1 },
+            "{arch} ({shape:?})"
+        );
+        merged.push(arch);
+    }
+    for arch in [
+        "freq(3) | mlp(32x3, leaky_relu, sigmoid)",
+        "freq(8) | mlp(64x4, relu)",
+        "freq(8) | mlp(128x4, relu)",
+    ] {
+        assert!(merged.contains(&arch), "{arch} not merged: {merged:?}");
+    }
 }

@@ -433,6 +433,62 @@ fn assert_same_steps(got: &Steps, base: &Steps, what: &str) {
     );
 }
 
+/// The output layer's phases merged (`merged_output`: NVIDIA's conversions turn dy
+/// into A and B matrices) against the CPU, as `glsl_step_kernel_matches_cpu`: seed #3
+/// (its input gradient in place, one subgroup a sample block), B (two subgroups a block,
+/// the input gradient kept in registers until a barrier), `freq(8) | mlp(128x4)` (its
+/// 128x128 layers split, the input gradient into another region) and a bare mlp, every
+/// loss for seed #3; the trainer merges each. Then from the same weights three steps,
+/// twice, give the same bits (each subgroup's dW sums of its sample block added in block
+/// order). Needs cooperative matrices and the conversions (the H200); elsewhere not run,
+/// with a note.
+#[test]
+fn merged_output_matches_cpu() {
+    let Some(ctx) = glsl_context("merged_output_matches_cpu") else {
+        return;
+    };
+    if !ctx.summary.cooperative_matrix_conversions {
+        eprintln!(
+            "merged_output_matches_cpu: not run here (the adapter lacks NVIDIA's cooperative-matrix conversions)"
+        );
+        return;
+    }
+    let backend = coop(&ctx).merged_output(true);
+    let tex = Arc::new(TrainingData::Texture(common::small_texture()));
+    let mut worst = Vec::new();
+    let merged = [
+        "freq(3) | mlp(32x3, leaky_relu, sigmoid)",
+        "freq(8) | mlp(64x4, relu)",
+        "freq(8) | mlp(128x4, relu)",
+        "mlp(32x3, relu)",
+    ];
+    for (arch, losses) in common::glsl_family()
+        .into_iter()
+        .filter(|(a, _)| merged.contains(a))
+    {
+        let (net, p0) = seeded(arch);
+        for loss in losses {
+            let c = cfg(1000, loss);
+            let t = backend.trainer(&net, p0.clone(), tex.clone(), &c).unwrap();
+            assert!(t.merged_output(), "{arch}: the output layer merged");
+            worst.push(compare_gradient_of(
+                &backend,
+                arch,
+                tex.clone(),
+                &c,
+                F32_TOL,
+                Some("glsl"),
+            ));
+        }
+        let once = three_steps(&backend, &net, &p0, &tex, |t| assert!(t.merged_output()));
+        assert_trained(&once, &p0, arch);
+        let again = three_steps(&backend, &net, &p0, &tex, |_| {});
+        assert_same_steps(&again, &once, &format!("{arch}, merged, twice"));
+    }
+    assert_eq!(worst.len(), Loss::ALL.len() + 3);
+    report("merged output layer", worst);
+}
+
 /// The next chunk sampled and encoded in this one's backward (`sample_ahead`, a second
 /// X_0 buffer) draws the same samples and computes the same values as the two phases at
 /// the start of each chunk: the loss, the gradient and the weights after three steps are

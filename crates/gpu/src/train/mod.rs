@@ -82,6 +82,10 @@ pub struct KernelForms {
     /// The step kernel's dW partials stored in the last chunk (`Some(true)`) or after the
     /// chunk loop (`Some(false)`), instead of by [`codegen::early_stores`]' rule.
     pub early: Option<bool>,
+    /// The output layer's phases merged into one wherever they can be (`Some(true)`:
+    /// the device has NVIDIA's conversions and [`codegen::merged_output_fits`]) or
+    /// never, instead of as [`merged_output_default`] says.
+    pub merged_output: Option<bool>,
 }
 
 impl GpuBackend {
@@ -141,6 +145,14 @@ impl GpuBackend {
     /// loop (`false`) instead of by the chunk count (tests compare both on one device).
     pub fn early_stores(mut self, early: bool) -> GpuBackend {
         self.forms.early = Some(early);
+        self
+    }
+
+    /// Merges the step kernel's output-layer phases where the device and the network
+    /// allow (`true`) or never (`false`), instead of as `NSHADE_GPU_OUTMERGE` says (tests
+    /// compare both on one device).
+    pub fn merged_output(mut self, merged: bool) -> GpuBackend {
+        self.forms.merged_output = Some(merged);
         self
     }
 
@@ -578,6 +590,21 @@ fn data_kind(data: &TrainingData) -> DataKind {
     }
 }
 
+/// The step kernel's output-layer phases merged ([`codegen::GlslLaunch::merged_output`],
+/// on devices with NVIDIA's conversions) by default where one subgroup holds each sample
+/// block of `shape`'s chunks (seed #3's four subgroups of 64 samples: two barriers fewer
+/// a chunk, 1.02-1.03x at 2^18 and 2^20 on an H100, 1.00x at 2^16), not where a block's
+/// subgroups share it (B 0.93-0.98x, D 0.92-0.97x: one barrier fewer, the output tile
+/// computed by each); `NSHADE_GPU_OUTMERGE=0|1`: never or wherever it fits, for
+/// measurements.
+pub fn merged_output_default(shape: &codegen::GlslShape) -> bool {
+    match std::env::var("NSHADE_GPU_OUTMERGE").as_deref() {
+        Ok("0") => false,
+        Ok("1") => true,
+        _ => shape.threads / 32 == shape.samples / 16,
+    }
+}
+
 /// The GLSL step kernel is wanted (default; `NSHADE_GPU_GLSL=0` keeps the WGSL kernels).
 pub fn glsl_enabled() -> bool {
     std::env::var("NSHADE_GPU_GLSL").map_or(true, |v| v != "0")
@@ -814,6 +841,8 @@ pub struct GpuTrainer {
     /// Partial sets a workgroup writes where the step kernel is the subgroup-private one
     /// (one folded, else one per subgroup: `launch.groups` counts sets).
     private: Option<u32>,
+    /// The step kernel merges the output layer's phases ([`codegen::MERGED_OUTPUT_MARK`]).
+    merged_output: bool,
     step_pipe: wgpu::ComputePipeline,
     adam_pipe: wgpu::ComputePipeline,
     step_bg: wgpu::BindGroup,
@@ -1141,6 +1170,10 @@ impl GpuTrainer {
                     early: forms
                         .early
                         .unwrap_or_else(|| codegen::early_stores(launch.chunks)),
+                    merged_output: ctx.summary.cooperative_matrix_conversions
+                        && forms
+                            .merged_output
+                            .unwrap_or_else(|| merged_output_default(&plan.shape)),
                 },
             )
             .ok_or_else(|| backend_err("the GLSL step kernel does not apply to this network"))?,
@@ -1410,6 +1443,7 @@ impl GpuTrainer {
             .collect::<Vec<_>>(),
         );
         let mut trainer = GpuTrainer {
+            merged_output: step_src.contains(codegen::MERGED_OUTPUT_MARK),
             adam_groups: (dense as u32).div_ceil(codegen::adam_params()) + 1,
             private: glsl
                 .as_ref()
@@ -1538,6 +1572,12 @@ impl GpuTrainer {
     /// `NSHADE_GPU_PRIVATE=1`).
     pub fn subgroup_private(&self) -> bool {
         self.private.is_some()
+    }
+
+    /// Whether the step kernel runs the output layer in one phase
+    /// ([`codegen::GlslLaunch::merged_output`]).
+    pub fn merged_output(&self) -> bool {
+        self.merged_output
     }
 
     /// Makes step `step` overflow (its loss scale becomes +∞, so every gradient is

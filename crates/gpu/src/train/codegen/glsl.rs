@@ -1087,6 +1087,89 @@ fn pick_slot(var: &str, name: &str, slots: usize) -> String {
     y
 }
 
+/// The input gradient's epilogue on the accumulator `c` of a tile (lines at 8 spaces):
+/// times the derivative of the layer `below` (none under layer 0: a grid's output
+/// gradient, only range-checked) from its f16 output `y`, declared by `yh` (statements
+/// that declare `yh`); on f16 elements where `d16`; with the dynamic loss scale's range
+/// checks. Nothing for the `noepi` measurement (`exp`).
+fn dx_epilogue(
+    yh: &str,
+    below: Option<Activation>,
+    d16: bool,
+    off: &str,
+    exp: &str,
+    packed: bool,
+) -> String {
+    if below.is_none() {
+        // the table accumulators' range bounds every contribution w·dy (w ≤ 1); packed
+        // lanes check their sums after the step, so only f16's here
+        return format!(
+            "        for (int e = 0; e < c.length(); e++) {{ lsf |= nsh_ls_over(c[e], {}); }}\n",
+            lit(if packed { 65504.0 } else { FIXED_RANGE })
+        );
+    }
+    if exp_has(exp, "noepi") {
+        return String::new();
+    }
+    if d16 {
+        // on f16 elements: y (the layer below's f16 output, the same matrix type, so the
+        // same element order) picks v or v·slope; the range check on pairs of f16 bits
+        // (|h| ≥ 0x7c00, ∞ or NaN, carries into the pair's top bit: `lsh`)
+        let d = match below {
+            Some(Activation::Relu) => "(y > float16_t(0.0) ? v : v * float16_t(0.0))".into(),
+            Some(Activation::LeakyRelu { slope }) => {
+                format!("(y > float16_t(0.0) ? v : v * float16_t({}))", lit(slope))
+            }
+            _ => "v".to_string(),
+        };
+        format!(
+            "        {yh}
+        for (int e = 0; e < c.length(); e++) {{ float16_t v = c[e]; float16_t y = yh[e]; c[e] = {d}; }}
+        for (int e = 0; e + 1 < c.length(); e += 2) {{ lsh |= (packFloat2x16(f16vec2(c[e], c[e + 1])) & 0x7fff7fffu) + 0x04000400u; }}
+        if ((c.length() & 1) == 1) {{ lsh |= (packFloat2x16(f16vec2(c[c.length() - 1], float16_t(0.0))) & 0x7fff7fffu) + 0x04000400u; }}\n"
+        )
+    } else {
+        format!(
+            "        {yh} {ACC} yf = {ACC}(yh);
+        for (int e = 0; e < c.length(); e++) {{ float v = c[e]; float y = yf[e]; float d = {d}; {chk} c[e] = d; }}\n",
+            d = input_gradient(below, off),
+            chk = f16_check("d", off),
+        )
+    }
+}
+
+/// The 16×16 f32 tiles of workgroup memory free after the chunk loop (`sh`, `zc` and
+/// `bs`, as array and offset): the merged output layer's dW sums go through them.
+fn scratch_tiles(lay: &Layout) -> Vec<(&'static str, usize)> {
+    let mut t = Vec::new();
+    for (arr, len) in [("sh", lay.sh), ("zc", lay.zc), ("bs", lay.bs)] {
+        for j in 0..len / 256 {
+            t.push((arr, j * 256));
+        }
+    }
+    t
+}
+
+/// Marks a GLSL step kernel whose output layer runs in one phase
+/// ([`GlslLaunch::merged_output`]).
+pub const MERGED_OUTPUT_MARK: &str = "// the output layer in one phase";
+
+/// Whether [`glsl_step_kernel`] merges the output layer's phases for this launch (with
+/// [`GlslLaunch::merged_output`] on; elsewhere it writes them apart).
+pub fn merged_output_fits(
+    net: &Network,
+    loss: Loss,
+    data: DataKind,
+    batch: u32,
+    launch: &GlslLaunch,
+) -> bool {
+    let launch = GlslLaunch {
+        merged_output: true,
+        ..launch.clone()
+    };
+    glsl_step_kernel(net, loss, data, batch, launch).is_some_and(|k| k.contains(MERGED_OUTPUT_MARK))
+}
+
 /// How a GLSL step kernel runs.
 #[derive(Clone, Debug)]
 pub struct GlslLaunch {
@@ -1123,6 +1206,14 @@ pub struct GlslLaunch {
     /// The dW partials are stored in the last chunk, each layer's right after its last
     /// dW products, instead of after the chunk loop ([`early_stores`]).
     pub early: bool,
+    /// The output layer's forward, loss, weight gradient and input gradient in one phase
+    /// (NVIDIA's conversions turn dy into the A and B matrices in registers), where
+    /// [`merged_output_fits`] holds: one workgroup barrier fewer a chunk (two where one
+    /// subgroup holds a sample block's every row). Each subgroup then sums its own sample
+    /// block's dW tiles of that layer, and the blocks' sums are added in block order
+    /// after the chunk loop: a fixed order, so runs stay bit-reproducible (other bits
+    /// than the unmerged phases'). Needs a device with the conversions.
+    pub merged_output: bool,
 }
 
 /// Phases whose tiles (when a subgroup has more than one) are written side by side:
@@ -1206,6 +1297,7 @@ pub fn glsl_step_kernel(
         ahead,
         interleave,
         early,
+        merged_output,
     } = launch;
     let shp = shape(net)?;
     // the sampling takes one invocation per sample, the bias sums one per row
@@ -1267,7 +1359,41 @@ pub fn glsl_step_kernel(
     // forms of the epilogues turned off, for measurements (comma-separated: `lsmax`,
     // `lossbr`, `leaky`, `fswitch`, the same values either way; `dbmma`, the bias sums)
     let off = std::env::var("NSHADE_GPU_OFF").unwrap_or_default();
+    // the output layer in one phase (`merged_output`): where its output is one row block
+    // of its own (no split, in the compact layout, the epilogue in registers; its input
+    // gradient in place, or into a region the phase does not read), the subgroups divide into the sample blocks (`mp` a block) and the
+    // input row blocks among a block's subgroups, the dz region is not written by the next
+    // phase (which sums its rows) and a scratch tile of f32 workgroup memory exists for
+    // the dW sums after the loop
+    let last = n_l - 1;
+    let mp = nsg / st_n.max(1);
+    let scratch = scratch_tiles(&lay);
+    let merge = merged_output
+        && compact.is_some()
+        && outreg
+        && !ahead
+        && !exp_has(&exp, "fwd")
+        && !matches!(shp.enc, Enc::Grid(_))
+        && wg != 64
+        && n_l >= 2
+        && pad.layers[last].out_p == 16
+        && (inpl[last]
+            || (lay.gofs[last - 1] != lay.xo[last] && lay.gofs[last - 1] != lay.gofs[last]))
+        && !split.as_ref().is_some_and(|sp| sp.layers[last])
+        && nsg.is_multiple_of(st_n)
+        && (pad.layers[last].in_p / 16).is_multiple_of(mp)
+        && (n_l < 3 || lay.gofs[n_l - 3] != lay.gofs[last])
+        && !scratch.is_empty();
+    // the row blocks of the output layer's input each of its subgroups takes
+    let rpb = if merge {
+        pad.layers[last].in_p / 16 / mp
+    } else {
+        0
+    };
     let mut k = String::from(HEAD);
+    if merge {
+        k.push_str("#extension GL_NV_cooperative_matrix2 : require\n");
+    }
     let Interleave {
         forward: interleave,
         input_gradients: interleave_x,
@@ -1471,7 +1597,13 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         };
         let ty = if half[i] { ACC16 } else { ACC };
         let mut names = Vec::new();
-        for j in 0..nt.div_ceil(nsg) {
+        // (the merged output layer: its subgroup's row blocks of its own sample block)
+        let count = if merge && i == last {
+            rpb
+        } else {
+            nt.div_ceil(nsg)
+        };
+        for j in 0..count {
             let name = format!("dw{i}_{j}");
             let _ = writeln!(k, "    {ty} {name} = {ty}(0.0);");
             names.push(name);
@@ -1578,17 +1710,32 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     let mut bwd_w: Vec<Option<Vec<String>>> = Vec::new();
     for (i, l) in pad.layers.iter().enumerate() {
         let (p, ip) = (l.padded, l.in_p);
-        bwd_w.push(if (i > 0 || grid.is_some()) && level >= 2 {
-            hoist(
-                &mut k,
-                &format!("wb{i}"),
-                (ip / 16) * st_n,
-                l.out_p / 16,
-                &|kk, blk| format!("w16, {p}u + {}u + {blk} * 16u, {ip}u, {COL}", kk * 16 * ip),
-            )
-        } else {
-            None
-        });
+        bwd_w.push(
+            if (i > 0 || grid.is_some()) && level >= 2 && !(merge && i == last) {
+                hoist(
+                    &mut k,
+                    &format!("wb{i}"),
+                    (ip / 16) * st_n,
+                    l.out_p / 16,
+                    &|kk, blk| format!("w16, {p}u + {}u + {blk} * 16u, {ip}u, {COL}", kk * 16 * ip),
+                )
+            } else {
+                None
+            },
+        );
+    }
+    // the merged output layer's Wᵀ tiles, one for each of the subgroup's row blocks
+    // `h·rpb + r` (h = sgid / ST_N, the subgroup's place among its sample block's)
+    if merge {
+        let l = pad.layers[last];
+        for r in 0..rpb {
+            let _ = writeln!(
+                k,
+                "    {MA} wm{r}; coopMatLoad(wm{r}, w16, {p}u + (sgid / {st_n}u * {rpb}u + {r}u) * 16u, {ip}u, {COL});",
+                p = l.padded,
+                ip = l.in_p
+            );
+        }
     }
     // the compact layout: the split layers' inputs X_i (i ≥ 1) as their forward tiles,
     // kept in registers for the relu masks of their backward (a tile's subgroup and slot
@@ -1836,6 +1983,127 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         };
         let b_at =
             |sb: &str, kk: usize| format!("xh, {} + {sb} * 16u, SX, {ROW}", xoff(i, kk * 16 * sx));
+        if merge && i == last {
+            // the output layer in one phase: subgroup sgid takes sample block sb =
+            // sgid % ST_N and, as the `mh`-th of its block's subgroups, its input row
+            // blocks it = mh·rpb + r. Every subgroup of a block computes the block's
+            // output tile (one of them adds the loss and stores dy for the bias sums of
+            // the next phase); dy, converted into A and B matrices, gives the dW tiles of
+            // its rows (summed over the subgroup's own sample block) and their input
+            // gradients, stored at once where they go to a region the phase does not read;
+            // in place into X_i by the subgroup alone where it holds the block's every row
+            // (no other subgroup reads them), else kept in registers until a barrier (the
+            // block's other subgroups read all of X_i's rows)
+            let d16 = acc16;
+            let cty = if d16 { ACC16 } else { ACC };
+            let body = loss_branch(
+                lin.act,
+                loss,
+                scale,
+                ("rm[e] * vm[e] != 0.0", "c[e]", "tm[e]"),
+                "        ",
+            );
+            let _ = writeln!(k, "    {MERGED_OUTPUT_MARK}");
+            for r in 0..rpb {
+                let _ = writeln!(k, "    {ACC16} dq{i}_{r};");
+            }
+            let _ = writeln!(
+                k,
+                "    {{
+    uint sb = sgid % {st_n}u; uint mh = sgid / {st_n}u;
+    {ACC} c; coopMatLoad(c, bs, {b}u, 0u, {COL});",
+                b = boffs[i]
+            );
+            for kk in 0..kn {
+                mul_add(
+                    &mut k,
+                    fwd_w[i].as_ref().map(|w| w[kk].as_str()),
+                    &a_at("0u", kk),
+                    &b_at("sb", kk),
+                );
+            }
+            let _ = writeln!(
+                k,
+                "    {ACC} tm; coopMatLoad(tm, sh, {tg}u + sb * {tsb}u, {ts}u, {COL});
+    {rm}
+    {ACC} vm; coopMatLoad(vm, sh, 2u * R + sb * 16u, 0u, {ROW});
+    float la = loss_acc;
+    for (int e = 0; e < c.length(); e++) {{
+        {body}
+        {chk}
+        c[e] = dyv;
+    }}
+    if (mh != 0u) {{ loss_acc = la; }}
+    {ACC16} dy = {ACC16}(c);
+    if (mh == 0u) {{ coopMatStore(dy, {ga}, {gt}u + sb * 16u, SX, {ROW}); }}
+    {MA} dya = {MA}(dy); {MB} dyb = {MB}(dy);",
+                rm = match lay.mask_off[i] {
+                    Some(mo) => format!("{ACC} rm; coopMatLoad(rm, bs, {mo}u, 0u, {COL});"),
+                    None => format!("{ACC} rm = {ACC}(1.0);"),
+                },
+                tg = lay.tg,
+                ts = lay.ts,
+                tsb = 16 * lay.ts,
+                chk = f16_check("dyv", &off),
+                ga = lay.ga,
+                gt = lay.gofs[i],
+            );
+            let below = Some(shp.layers[i - 1].act);
+            let x = lay.xo[i];
+            for r in 0..rpb {
+                let yh = format!(
+                    "{ACC16} yh; coopMatLoad(yh, xh, {x}u + it * 16u * SX + sb * 16u, SX, {ROW});"
+                );
+                let _ = writeln!(
+                    k,
+                    "    uint it{r} = mh * {rpb}u + {r}u;
+    {{ {MB} b; coopMatLoad(b, xh, {x}u + it{r} * 16u * SX + sb * 16u, SX, {COL}); dw{i}_{r} = coopMatMulAdd(dya, b, dw{i}_{r}); }}
+    {{ uint it = it{r}; {cty} c = {cty}(0.0); c = coopMatMulAdd(wm{r}, dyb, c);
+{epi}        dq{i}_{r} = {conv};
+    }}",
+                    epi = dx_epilogue(&yh, below, d16, &off, &exp, false),
+                    conv = if d16 {
+                        "c".to_string()
+                    } else {
+                        format!("{ACC16}(c)")
+                    },
+                );
+            }
+            // the stores in place (with the dW kernel's copy where layer i − 1 splits)
+            let stores: String = (0..rpb)
+                .map(|r| {
+                    format!(
+                        "    {{ uint it = it{r}; {ACC16} hh = dq{i}_{r}; coopMatStore(hh, {ga}, {nxt}u + it * 16u * SX + sb * 16u, SX, {ROW});{tz} }}\n",
+                        ga = lay.ga,
+                        nxt = lay.gofs[i - 1],
+                        tz = tee(i - 1, false, "it"),
+                    )
+                })
+                .collect();
+            if !inpl[i] {
+                // (a region no subgroup reads in this phase)
+                k.push_str(&stores);
+                k.push_str("    }\n");
+            } else if mp == 1 {
+                k.push_str("    subgroupMemoryBarrierShared(); subgroupBarrier();\n");
+                k.push_str(&stores);
+                k.push_str("    }\n");
+            } else {
+                k.push_str("    }\n");
+                k.push_str(BAR);
+                let _ = writeln!(
+                    k,
+                    "    {{\n    uint sb = sgid % {st_n}u; uint mh = sgid / {st_n}u;"
+                );
+                for r in 0..rpb {
+                    let _ = writeln!(k, "    uint it{r} = mh * {rpb}u + {r}u;");
+                }
+                k.push_str(&stores);
+                k.push_str("    }\n");
+            }
+            k.push_str(BAR);
+            continue 'layers;
+        }
         let nj = nt.div_ceil(nsg);
         let inter = interleave && nj > 1 && i + 1 < n_l;
         if inter {
@@ -2057,6 +2325,17 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     let dw_reuse = std::env::var("NSHADE_GPU_DWREUSE").map_or(true, |v| v != "0");
     if !exp_has(&exp, "fwd") {
         for i in (0..n_l).rev() {
+            if merge && i == last {
+                // (in the output layer's phase of the forward)
+                continue;
+            }
+            if merge && i + 1 == last {
+                // the merged output layer's bias sums, from the dy its phase stored
+                let (rows, nb) = lay.accs[0];
+                k.push_str(&row_sums("acc0", rows, nb, s, &|e| {
+                    format!("float({}[{}u + {e}])", lay.ga, lay.gofs[last])
+                }));
+            }
             let l = pad.layers[i];
             // dz_i at `cur` of `ga`, dz_{i-1} to `nxt`; under layer 0 only a grid has an
             // input gradient, its output's, into the other region of `gh` (grids never
@@ -2260,7 +2539,6 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                     0 => None,
                     _ => Some(shp.layers[i - 1].act),
                 };
-                let d = input_gradient(below, &off);
                 // y = X_i's tile: from workgroup memory, or kept in registers by the forward
                 let yh = if kept(i) {
                     pick_slot("yh", &format!("xm{i}"), kept_slots(i))
@@ -2270,43 +2548,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                         x = lay.xo[i]
                     )
                 };
-                if below.is_none() {
-                    // the table accumulators' range bounds every contribution w·dy (w ≤ 1);
-                    // packed lanes check their sums after the step, so only f16's here
-                    let _ = writeln!(
-                        k,
-                        "        for (int e = 0; e < c.length(); e++) {{ lsf |= nsh_ls_over(c[e], {}); }}",
-                        lit(if pack.is_some() { 65504.0 } else { FIXED_RANGE })
-                    );
-                } else if d16 && !exp_has(&exp, "noepi") {
-                    // on f16 elements: y (the layer below's f16 output, the same matrix type,
-                    // so the same element order) picks v or v·slope; the range check on
-                    // pairs of f16 bits (|h| ≥ 0x7c00, ∞ or NaN, carries into the pair's top
-                    // bit: `lsh`)
-                    let d = match below {
-                        Some(Activation::Relu) => {
-                            "(y > float16_t(0.0) ? v : v * float16_t(0.0))".into()
-                        }
-                        Some(Activation::LeakyRelu { slope }) => {
-                            format!("(y > float16_t(0.0) ? v : v * float16_t({}))", lit(slope))
-                        }
-                        _ => "v".to_string(),
-                    };
-                    let _ = writeln!(
-                    k,
-                    "        {yh}
-        for (int e = 0; e < c.length(); e++) {{ float16_t v = c[e]; float16_t y = yh[e]; c[e] = {d}; }}
-        for (int e = 0; e + 1 < c.length(); e += 2) {{ lsh |= (packFloat2x16(f16vec2(c[e], c[e + 1])) & 0x7fff7fffu) + 0x04000400u; }}
-        if ((c.length() & 1) == 1) {{ lsh |= (packFloat2x16(f16vec2(c[c.length() - 1], float16_t(0.0))) & 0x7fff7fffu) + 0x04000400u; }}",
-                );
-                } else if !exp_has(&exp, "noepi") {
-                    let _ = writeln!(
-                    k,
-                    "        {yh} {ACC} yf = {ACC}(yh);
-        for (int e = 0; e < c.length(); e++) {{ float v = c[e]; float y = yf[e]; float d = {d}; {chk} c[e] = d; }}",
-                    chk = f16_check("d", &off),
-                );
-                }
+                k.push_str(&dx_epilogue(&yh, below, d16, &off, &exp, pack.is_some()));
                 if inpl[i] {
                     let keep = keep_slot(&format!("dq{i}"), slots_x);
                     let _ = writeln!(
@@ -2340,8 +2582,57 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         k.push_str("    if (st.step != 0xffffffffu) { return; }\n");
     }
     if !early {
-        for i in 0..pad.layers.len() {
+        for i in (0..pad.layers.len()).filter(|&i| !(merge && i == last)) {
             k.push_str(&store_dw(i));
+        }
+    }
+    if merge {
+        // the merged output layer's dW: each subgroup's sums over its sample block, added
+        // in block order through the scratch tiles (f32) by block 0's subgroup, which
+        // stores the tile; f16 accumulators checked against f16's largest first
+        let l = pad.layers[last];
+        let it_n = l.in_p / 16;
+        for r in 0..rpb {
+            let _ = write!(k, "    {ACC} dwf{r} = {ACC}(dw{last}_{r});");
+            if half[last] {
+                let _ = write!(
+                    k,
+                    " for (int e = 0; e < dwf{r}.length(); e++) {{ lsf |= nsh_ls_over(dwf{r}[e], 65503.0); }}"
+                );
+            }
+            k.push('\n');
+        }
+        // (tile it, sample block) pairs, blocks 1.. of each tile in order
+        let items: Vec<(usize, usize)> = (0..it_n)
+            .flat_map(|it| (1..st_n).map(move |b| (it, b)))
+            .collect();
+        for round in items.chunks(scratch.len()) {
+            k.push_str(BAR);
+            for (&(it, b), &(arr, o)) in round.iter().zip(&scratch) {
+                let _ = writeln!(
+                    k,
+                    "    if (sgid == {sg}u) {{ coopMatStore(dwf{r}, {arr}, {o}u, 16u, {ROW}); }}",
+                    sg = it / rpb * st_n + b,
+                    r = it % rpb
+                );
+            }
+            k.push_str(BAR);
+            for (&(it, _), &(arr, o)) in round.iter().zip(&scratch) {
+                let _ = writeln!(
+                    k,
+                    "    if (sgid == {sg}u) {{ {ACC} m; coopMatLoad(m, {arr}, {o}u, 16u, {ROW}); for (int e = 0; e < m.length(); e++) {{ dwf{r}[e] += m[e]; }} }}",
+                    sg = it / rpb * st_n,
+                    r = it % rpb
+                );
+            }
+        }
+        for r in 0..rpb {
+            let _ = writeln!(
+                k,
+                "    if (sgid % {st_n}u == 0u) {{ uint it = sgid / {st_n}u * {rpb}u + {r}u; coopMatStore(dwf{r}, partial, pbase + {p}u + it * 16u, {ip}u, {ROW}); }}",
+                p = l.padded,
+                ip = l.in_p
+            );
         }
     }
     // flags, then the bias folds and the loss in fixed orders
