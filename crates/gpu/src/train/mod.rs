@@ -592,16 +592,17 @@ fn data_kind(data: &TrainingData) -> DataKind {
 
 /// The step kernel's output-layer phases merged ([`codegen::GlslLaunch::merged_output`],
 /// on devices with NVIDIA's conversions) by default where one subgroup holds each sample
-/// block of `shape`'s chunks (seed #3's four subgroups of 64 samples: two barriers fewer
-/// a chunk, 1.02-1.03x at 2^18 and 2^20 on an H100, 1.00x at 2^16), not where a block's
-/// subgroups share it (B 0.93-0.98x, D 0.92-0.97x: one barrier fewer, the output tile
-/// computed by each); `NSHADE_GPU_OUTMERGE=0|1`: never or wherever it fits, for
-/// measurements.
-pub fn merged_output_default(shape: &codegen::GlslShape) -> bool {
+/// block of `shape`'s chunks and a workgroup has more than 8 `chunks` (seed #3's four
+/// subgroups of 64 samples: two barriers fewer a chunk, 1.02-1.03x at 2^18 and 2^20 on
+/// an H100; at 2^16, 4 chunks, the dW sums after the loop cost what the barriers saved,
+/// 0.99-1.00x), not where a block's subgroups share it (B 0.93-0.98x, D 0.92-0.97x: one
+/// barrier fewer, the output tile computed by each); `NSHADE_GPU_OUTMERGE=0|1`: never or
+/// wherever it fits, for measurements.
+pub fn merged_output_default(shape: &codegen::GlslShape, chunks: u32) -> bool {
     match std::env::var("NSHADE_GPU_OUTMERGE").as_deref() {
         Ok("0") => false,
         Ok("1") => true,
-        _ => shape.threads / 32 == shape.samples / 16,
+        _ => shape.threads / 32 == shape.samples / 16 && chunks > 8,
     }
 }
 
@@ -1173,7 +1174,7 @@ impl GpuTrainer {
                     merged_output: ctx.summary.cooperative_matrix_conversions
                         && forms
                             .merged_output
-                            .unwrap_or_else(|| merged_output_default(&plan.shape)),
+                            .unwrap_or_else(|| merged_output_default(&plan.shape, launch.chunks)),
                 },
             )
             .ok_or_else(|| backend_err("the GLSL step kernel does not apply to this network"))?,
