@@ -261,6 +261,7 @@ fn glsl_step_kernels_compile() {
                     interleave: codegen::Interleave::default(),
                     early: false,
                     merged_output: false,
+                    shuffle_folds: false,
                 };
                 let src = codegen::glsl_step_kernel(&net, loss, texture, 5000, launch).expect(arch);
                 if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
@@ -623,6 +624,7 @@ fn launch_48k(net: &Network, acc16: bool) -> codegen::GlslLaunch {
         interleave: codegen::Interleave::default(),
         early: false,
         merged_output: false,
+        shuffle_folds: false,
     }
 }
 
@@ -747,6 +749,7 @@ fn glsl_dw_split_kernels_compile() {
             interleave: codegen::Interleave::NONE,
             early: false,
             merged_output: false,
+            shuffle_folds: false,
         };
         let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch).expect(arch);
         let dw_form = |stage, parts, depth, threads| codegen::DwForm {
@@ -1006,6 +1009,7 @@ fn glsl_compact_kernels_compile() {
                     interleave: codegen::Interleave::default(),
                     early: false,
                     merged_output: false,
+                    shuffle_folds: false,
                 };
                 let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch.clone())
                     .expect(arch);
@@ -1120,6 +1124,7 @@ fn glsl_inplace_kernels_compile() {
             interleave: codegen::Interleave::default(),
             early: false,
             merged_output: false,
+            shuffle_folds: false,
         };
         let src = codegen::glsl_step_kernel(&b, Loss::L2, texture, 5000, launch).unwrap();
         if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
@@ -1194,6 +1199,7 @@ fn glsl_interleaved_kernels_compile() {
                 interleave: form,
                 early: false,
                 merged_output: false,
+                shuffle_folds: false,
             };
             let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch)
                 .unwrap_or_else(|| panic!("{arch}: no kernel"));
@@ -1250,6 +1256,7 @@ fn glsl_merged_output_compiles() {
             interleave: codegen::Interleave::default(),
             early: false,
             merged_output: false,
+            shuffle_folds: false,
         };
         let barriers = |src: &str| chunk_loop(src).0.matches("barrier();").count();
         let apart =
@@ -1257,6 +1264,7 @@ fn glsl_merged_output_compiles() {
         assert!(!apart.contains(codegen::MERGED_OUTPUT_MARK), "{arch}");
         let on = codegen::GlslLaunch {
             merged_output: true,
+            shuffle_folds: false,
             ..launch.clone()
         };
         let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, on).expect(arch);
@@ -1285,5 +1293,47 @@ fn glsl_merged_output_compiles() {
         "freq(8) | mlp(128x4, relu)",
     ] {
         assert!(merged.contains(&arch), "{arch} not merged: {merged:?}");
+    }
+}
+
+/// The bias and loss folds through subgroup shuffles (`GlslLaunch::shuffle_folds`): each
+/// network of the GLSL family compiles that way in its 48 KiB shape, with the same
+/// partial-sum stores after the chunk loop and fewer workgroup barriers there (two fewer
+/// for each bias fold, one for the loss's), no fold through `zc[lid]`, and the chunk
+/// loop itself unchanged.
+#[test]
+fn glsl_shuffle_folds_compile() {
+    let texture = small_texture();
+    for (arch, losses) in common::glsl_family() {
+        let net = build(arch);
+        let launch = launch_48k(&net, codegen::acc16_fits(&net));
+        let apart =
+            codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch.clone()).expect(arch);
+        let on = codegen::GlslLaunch {
+            shuffle_folds: true,
+            ..launch
+        };
+        let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, on).expect(arch);
+        if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
+            panic!(
+                "{arch} (shuffle folds): line {:?}: {}\n{src}",
+                e.line, e.message
+            );
+        }
+        let (body_a, rest_a) = chunk_loop(&apart);
+        let (body, rest) = chunk_loop(&src);
+        assert_eq!(body, body_a, "{arch}: the chunk loop changed");
+        let stores = |part: &str| part.matches("partial[pbase + ").count();
+        assert_eq!(stores(rest), stores(rest_a), "{arch}: partial stores");
+        let bars = |part: &str| part.matches("barrier();").count();
+        // (the folds through `zc`: the bias folds' `zc[lid] = acc…` and the loss's)
+        let folds = rest_a.matches("zc[lid] = acc").count();
+        assert_eq!(
+            bars(rest) + 2 * folds + 1,
+            bars(rest_a),
+            "{arch}: barriers after the loop"
+        );
+        assert!(!rest.contains("zc[lid] ="), "{arch}: a fold through zc");
+        assert!(rest.contains("subgroupShuffleDown"), "{arch}");
     }
 }

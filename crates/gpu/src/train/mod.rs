@@ -1175,6 +1175,7 @@ impl GpuTrainer {
                         && forms
                             .merged_output
                             .unwrap_or_else(|| merged_output_default(&plan.shape, launch.chunks)),
+                    shuffle_folds: std::env::var("NSHADE_GPU_SHFOLD").is_ok_and(|v| v == "1"),
                 },
             )
             .ok_or_else(|| backend_err("the GLSL step kernel does not apply to this network"))?,

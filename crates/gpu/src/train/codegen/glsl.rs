@@ -435,18 +435,41 @@ pub(super) fn row_sums(
 }
 
 /// The fold of the per-invocation [`row_sums`] in `acc` (rows of `nb` invocations)
-/// through `zc`, in a fixed order, into `partial[pbase + off + row]`; `check` flags a
-/// non-finite sum.
-fn fold_rows(k: &mut String, acc: &str, rows: usize, nb: usize, off: usize, check: bool) {
-    let mut fold = format!("float t = zc[lid * {nb}u];");
-    for b in 1..nb {
-        let _ = write!(fold, " t += zc[lid * {nb}u + {b}u];");
-    }
+/// in a fixed order, into `partial[pbase + off + row]`; `check` flags a non-finite sum.
+/// With `shuffle`, through subgroup shuffles: a row's `nb` invocations are neighbouring lanes
+/// of one subgroup (`nb` a power of two at most 16), and its first lane adds the others'
+/// values in lane order, the order of the fold through `zc` (`shuffle` false: a barrier,
+/// every value into `zc`, a barrier, one invocation a row adds them), so the same sums
+/// without a workgroup barrier.
+fn fold_rows(
+    k: &mut String,
+    acc: &str,
+    rows: usize,
+    nb: usize,
+    off: usize,
+    check: bool,
+    shuffle: bool,
+) {
     let check = if check {
         " if (nsh_ls_bits(t) != 0u) { atomicOr(lsbad, 1u); }"
     } else {
         ""
     };
+    if shuffle {
+        let mut fold = format!("float t = {acc};");
+        for b in 1..nb {
+            let _ = write!(fold, " t += subgroupShuffleDown({acc}, {b}u);");
+        }
+        let _ = writeln!(
+            k,
+            "    {{ {fold} if (lid % {nb}u == 0u && lid / {nb}u < {rows}u) {{ partial[pbase + {off}u + lid / {nb}u] = t;{check} }} }}"
+        );
+        return;
+    }
+    let mut fold = format!("float t = zc[lid * {nb}u];");
+    for b in 1..nb {
+        let _ = write!(fold, " t += zc[lid * {nb}u + {b}u];");
+    }
     k.push_str(BAR);
     let _ = writeln!(k, "    zc[lid] = {acc};");
     k.push_str(BAR);
@@ -1214,6 +1237,12 @@ pub struct GlslLaunch {
     /// after the chunk loop: a fixed order, so runs stay bit-reproducible (other bits
     /// than the unmerged phases'). Needs a device with the conversions.
     pub merged_output: bool,
+    /// The bias and loss folds after the chunk loop through subgroup shuffles instead of
+    /// `zc` and two workgroup barriers each: a row's invocations are neighbouring lanes,
+    /// and its first lane adds the others' values in lane order, the same sums in the same
+    /// order ([`fold_rows`]). Compiled and checked by `kernels_validate`, not yet measured
+    /// on a GPU: off by default (`NSHADE_GPU_SHFOLD=1` in the trainer).
+    pub shuffle_folds: bool,
 }
 
 /// Phases whose tiles (when a subgroup has more than one) are written side by side:
@@ -1298,6 +1327,7 @@ pub fn glsl_step_kernel(
         interleave,
         early,
         merged_output,
+        shuffle_folds,
     } = launch;
     let shp = shape(net)?;
     // the sampling takes one invocation per sample, the bias sums one per row
@@ -1390,7 +1420,12 @@ pub fn glsl_step_kernel(
     } else {
         0
     };
+    // the bias and loss folds through subgroup shuffles, else through `zc` with barriers
+    let shfold = shuffle_folds;
     let mut k = String::from(HEAD);
+    if shfold {
+        k.push_str("#extension GL_KHR_shader_subgroup_shuffle_relative : require\n");
+    }
     if merge {
         k.push_str("#extension GL_NV_cooperative_matrix2 : require\n");
     }
@@ -2647,7 +2682,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         let i = n_l - 1 - a;
         let l = pad.layers[i];
         if !dbmma[i] {
-            fold_rows(&mut k, &format!("acc{a}"), rows, nb, l.bias_p, true);
+            fold_rows(&mut k, &format!("acc{a}"), rows, nb, l.bias_p, true, shfold);
             continue;
         }
         // tensor-core bias sums (`dbmma`): the row sums are any column of db (dz·1),
@@ -2678,22 +2713,37 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             bias_blocks(pk.lf, s, wg),
             pk.a_off,
             false,
+            shfold,
         );
     }
-    k.push_str(BAR);
-    k.push_str("    zc[lid] = loss_acc;\n");
-    k.push_str(BAR);
+    // the loss: blocks of 16 invocations, then the blocks, in order (the blocks' sums
+    // through subgroup shuffles with `shfold`, as `fold_rows`)
     let lb = 0;
     let blocks = wg / 16;
-    let mut fold = format!("float t = zc[{lb}u + lid * 16u];");
-    for b in 1..16 {
-        let _ = write!(fold, " t += zc[{lb}u + lid * 16u + {b}u];");
+    k.push_str(BAR);
+    if shfold {
+        let mut fold = "float t = loss_acc;".to_string();
+        for b in 1..16 {
+            let _ = write!(fold, " t += subgroupShuffleDown(loss_acc, {b}u);");
+        }
+        let _ = writeln!(
+            k,
+            "    {{ {fold} if (lid % 16u == 0u) {{ zc[{}u + lid / 16u] = t; }} }}",
+            lb + wg
+        );
+    } else {
+        k.push_str("    zc[lid] = loss_acc;\n");
+        k.push_str(BAR);
+        let mut fold = format!("float t = zc[{lb}u + lid * 16u];");
+        for b in 1..16 {
+            let _ = write!(fold, " t += zc[{lb}u + lid * 16u + {b}u];");
+        }
+        let _ = writeln!(
+            k,
+            "    if (lid < {blocks}u) {{ {fold} zc[{}u + lid] = t; }}",
+            lb + wg
+        );
     }
-    let _ = writeln!(
-        k,
-        "    if (lid < {blocks}u) {{ {fold} zc[{}u + lid] = t; }}",
-        lb + wg
-    );
     k.push_str(BAR);
     let mut fold = format!("float t = zc[{}u];", lb + wg);
     for b in 1..blocks {
