@@ -1148,16 +1148,7 @@ mod tests {
             let b = random(cols * np, &mut rng);
             for (ars, acs, with_bias) in [(cols, 1, true), (1, rows, false)] {
                 let bias = with_bias.then_some(&bias[..]);
-                let args = (
-                    rows,
-                    cols,
-                    a.as_ptr(),
-                    ars,
-                    acs,
-                    b.as_ptr(),
-                    np,
-                    bias.map(<[f32]>::as_ptr),
-                );
+                let args = product_args(rows, cols, &a, (ars, acs), &b, np, bias);
                 let mut base = vec![f32::NAN; rows * np];
                 // SAFETY: the buffers hold every index the tiles form.
                 unsafe { broadcast_tiles::<4, 1>(args, base.as_mut_ptr()) };
@@ -1180,6 +1171,30 @@ mod tests {
             let want: Vec<f32> = g.chunks_exact(np).map(lane_sum).collect();
             assert!(same_bits(&db, &want), "bias sums {rows}x{cols}");
         }
+    }
+
+    /// The product kernels' arguments for `rows` × `cols` A (strides `st`: rows, columns)
+    /// times `b` (`cols` rows of `np` samples), plus `bias`.
+    fn product_args(
+        rows: usize,
+        cols: usize,
+        a: &[f32],
+        st: (usize, usize),
+        b: &[f32],
+        np: usize,
+        bias: Option<&[f32]>,
+    ) -> BroadcastArgs {
+        let (ars, acs) = st;
+        (
+            rows,
+            cols,
+            a.as_ptr(),
+            ars,
+            acs,
+            b.as_ptr(),
+            np,
+            bias.map(<[f32]>::as_ptr),
+        )
     }
 
     fn same_bits(a: &[f32], b: &[f32]) -> bool {
@@ -1216,16 +1231,7 @@ mod tests {
                 // forward (A = W) and input gradient (A = Wᵀ of a cols × rows matrix)
                 for (ars, acs, with_bias) in [(cols, 1, true), (1, rows, false)] {
                     let bias = with_bias.then_some(&bias[..]);
-                    let args = (
-                        rows,
-                        cols,
-                        a.as_ptr(),
-                        ars,
-                        acs,
-                        b.as_ptr(),
-                        np,
-                        bias.map(<[f32]>::as_ptr),
-                    );
+                    let args = product_args(rows, cols, &a, (ars, acs), &b, np, bias);
                     let mut fast = vec![f32::NAN; rows * np];
                     let mut base = vec![f32::NAN; rows * np];
                     // SAFETY: the CPU has AVX-512 (checked above); the buffers hold every
