@@ -602,6 +602,35 @@ fn same_bits_for_forms<F: std::fmt::Debug>(
     }
 }
 
+/// The bias and loss folds through subgroup shuffles (`shuffle_folds`, the default) add
+/// the same values in the same order as the folds through workgroup memory: seed #3, B,
+/// D and a bare mlp give the same bits either way (loss, gradient, weights after three
+/// steps; batch 20 000, the last chunk's samples partly invalid). Needs cooperative
+/// matrices, as `glsl_step_kernel_matches_cpu`.
+#[test]
+fn shuffle_folds_give_the_same_bits() {
+    let Some(ctx) = glsl_context("shuffle_folds_give_the_same_bits") else {
+        return;
+    };
+    let tex = Arc::new(TrainingData::Texture(common::small_texture()));
+    for arch in [
+        "freq(3) | mlp(32x3, leaky_relu, sigmoid)",
+        "freq(8) | mlp(64x4, relu)",
+        "freq(8) | mlp(128x4, relu)",
+        "mlp(32x3, relu)",
+    ] {
+        let (net, p0) = seeded(arch);
+        let run = |on: bool| {
+            three_steps(&coop(&ctx).shuffle_folds(on), &net, &p0, &tex, |t| {
+                assert_eq!(t.shuffle_folds(), on, "{arch}");
+            })
+        };
+        let base = run(false);
+        assert_trained(&base, &p0, arch);
+        assert_same_steps(&run(true), &base, &format!("{arch}, shuffle folds"));
+    }
+}
+
 /// The dW partials stored in the last chunk, each layer's after its last dW products
 /// (`early_stores`), are the values the stores after the chunk loop write: seed #3, B
 /// and D (its 128x128 layers through the dW kernel, the rest stored early) give the same

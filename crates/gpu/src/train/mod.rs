@@ -86,6 +86,10 @@ pub struct KernelForms {
     /// the device has NVIDIA's conversions and [`codegen::merged_output_fits`]) or
     /// never, instead of as [`merged_output_default`] says.
     pub merged_output: Option<bool>,
+    /// The bias and loss folds after the chunk loop through subgroup shuffles
+    /// (`Some(true)`, where the device has subgroup operations) or through workgroup
+    /// memory (`Some(false)`), instead of by `NSHADE_GPU_SHFOLD` (on by default).
+    pub shuffle_folds: Option<bool>,
 }
 
 impl GpuBackend {
@@ -153,6 +157,14 @@ impl GpuBackend {
     /// compare both on one device).
     pub fn merged_output(mut self, merged: bool) -> GpuBackend {
         self.forms.merged_output = Some(merged);
+        self
+    }
+
+    /// Folds the step kernel's bias and loss sums through subgroup shuffles (`true`,
+    /// where the device has subgroup operations) or through workgroup memory (`false`),
+    /// instead of as `NSHADE_GPU_SHFOLD` says (tests compare both on one device).
+    pub fn shuffle_folds(mut self, shuffle: bool) -> GpuBackend {
+        self.forms.shuffle_folds = Some(shuffle);
         self
     }
 
@@ -844,6 +856,9 @@ pub struct GpuTrainer {
     private: Option<u32>,
     /// The step kernel merges the output layer's phases ([`codegen::MERGED_OUTPUT_MARK`]).
     merged_output: bool,
+    /// The step kernel folds its bias and loss sums through subgroup shuffles
+    /// ([`codegen::SHUFFLE_FOLDS_EXT`]).
+    shuffle_folds: bool,
     step_pipe: wgpu::ComputePipeline,
     adam_pipe: wgpu::ComputePipeline,
     step_bg: wgpu::BindGroup,
@@ -1175,7 +1190,11 @@ impl GpuTrainer {
                         && forms
                             .merged_output
                             .unwrap_or_else(|| merged_output_default(&plan.shape, launch.chunks)),
-                    shuffle_folds: std::env::var("NSHADE_GPU_SHFOLD").is_ok_and(|v| v == "1"),
+                    // (`NSHADE_GPU_SHFOLD=0`: the folds through `zc`, for measurements)
+                    shuffle_folds: ctx.has(wgpu::Features::SUBGROUP)
+                        && forms.shuffle_folds.unwrap_or_else(|| {
+                            std::env::var("NSHADE_GPU_SHFOLD").map_or(true, |v| v != "0")
+                        }),
                 },
             )
             .ok_or_else(|| backend_err("the GLSL step kernel does not apply to this network"))?,
@@ -1446,6 +1465,7 @@ impl GpuTrainer {
         );
         let mut trainer = GpuTrainer {
             merged_output: step_src.contains(codegen::MERGED_OUTPUT_MARK),
+            shuffle_folds: step_src.contains(codegen::SHUFFLE_FOLDS_EXT),
             adam_groups: (dense as u32).div_ceil(codegen::adam_params()) + 1,
             private: glsl
                 .as_ref()
@@ -1580,6 +1600,12 @@ impl GpuTrainer {
     /// ([`codegen::GlslLaunch::merged_output`]).
     pub fn merged_output(&self) -> bool {
         self.merged_output
+    }
+
+    /// Whether the step kernel folds its bias and loss sums through subgroup shuffles
+    /// ([`codegen::GlslLaunch::shuffle_folds`]).
+    pub fn shuffle_folds(&self) -> bool {
+        self.shuffle_folds
     }
 
     /// Makes step `step` overflow (its loss scale becomes +∞, so every gradient is

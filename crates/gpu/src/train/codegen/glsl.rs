@@ -1177,6 +1177,11 @@ fn scratch_tiles(lay: &Layout) -> Vec<(&'static str, usize)> {
 /// ([`GlslLaunch::merged_output`]).
 pub const MERGED_OUTPUT_MARK: &str = "// the output layer in one phase";
 
+/// The extension a GLSL step kernel with its folds through subgroup shuffles enables
+/// ([`GlslLaunch::shuffle_folds`]); no other form of the kernel uses it.
+pub const SHUFFLE_FOLDS_EXT: &str =
+    "#extension GL_KHR_shader_subgroup_shuffle_relative : require\n";
+
 /// Whether [`glsl_step_kernel`] merges the output layer's phases for this launch (with
 /// [`GlslLaunch::merged_output`] on; elsewhere it writes them apart).
 pub fn merged_output_fits(
@@ -1240,8 +1245,9 @@ pub struct GlslLaunch {
     /// The bias and loss folds after the chunk loop through subgroup shuffles instead of
     /// `zc` and two workgroup barriers each: a row's invocations are neighbouring lanes,
     /// and its first lane adds the others' values in lane order, the same sums in the same
-    /// order ([`fold_rows`]). Compiled and checked by `kernels_validate`, not yet measured
-    /// on a GPU: off by default (`NSHADE_GPU_SHFOLD=1` in the trainer).
+    /// order ([`fold_rows`]). The trainer's default where the device has subgroup
+    /// operations (the GLSL kernel's devices have 32-lane subgroups); on an H100 it
+    /// measured 1.00-1.02x for seed #3 and D, the same for B (`NSHADE_GPU_SHFOLD=0`: off).
     pub shuffle_folds: bool,
 }
 
@@ -1424,7 +1430,7 @@ pub fn glsl_step_kernel(
     let shfold = shuffle_folds;
     let mut k = String::from(HEAD);
     if shfold {
-        k.push_str("#extension GL_KHR_shader_subgroup_shuffle_relative : require\n");
+        k.push_str(SHUFFLE_FOLDS_EXT);
     }
     if merge {
         k.push_str("#extension GL_NV_cooperative_matrix2 : require\n");
