@@ -1011,7 +1011,8 @@ pub(super) fn input_gradient(below: Option<Activation>, off: &str) -> String {
 /// parts: `fwd` (no backward), `nodw` (no dW products), `noepi` (no tile epilogues),
 /// `noatom` (no table atomics), `half` (feature 0's table atomics alone), `nosample` (no
 /// texel loads), `nofreq` (no sin / cos), `empty` (returns at once), `noend` (returns
-/// after the chunk loop).
+/// after the chunk loop), `nobar` (the chunk loop's workgroup barriers as subgroup
+/// barriers).
 pub(super) fn exp_has(exp: &str, name: &str) -> bool {
     exp.split(',').any(|p| p == name)
 }
@@ -2616,6 +2617,16 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             if let (0, Some(g)) = (i, grid) {
                 k.push_str(&grid_tables(g, nxt, s, pack.as_ref(), wg));
             }
+        }
+    }
+    if exp_has(&exp, "nobar") {
+        // (the chunk loop's workgroup barriers as subgroup barriers: what they cost)
+        if let Some(at) = k.find("for (uint c = 0u; c < CHUNKS; c++) {") {
+            let body = k.split_off(at);
+            k.push_str(&body.replace(
+                BAR,
+                "    subgroupMemoryBarrierShared(); subgroupBarrier();\n",
+            ));
         }
     }
     k.push_str("    } // the chunk loop\n");
