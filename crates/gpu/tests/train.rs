@@ -501,6 +501,25 @@ fn sampling_ahead_gives_the_same_bits() {
     let Some(ctx) = glsl_context("sampling_ahead_gives_the_same_bits") else {
         return;
     };
+    same_bits_both_ways(
+        // (B without input gradients in place: not in the compact layout, which has no
+        // room for the second X_0)
+        |ahead| coop(&ctx).sample_ahead(ahead).inplace(false),
+        |t, arch, ahead| {
+            // (D's compact layout, where its split lets it double its chunk, has no room
+            // for the second X_0: with `NSHADE_GPU_COMPACT=0` it samples ahead too)
+            assert_eq!(t.samples_ahead(), ahead && !t.compact_layout(), "{arch}");
+        },
+    );
+}
+
+/// Seed #3, B, D and a bare mlp (the sampling writes X_0) trained three steps from the
+/// same weights with a form off and on (`backend(on)`): the same bits (loss, gradient,
+/// weights). `check(trainer, arch, on)` looks at each trainer first.
+fn same_bits_both_ways(
+    backend: impl Fn(bool) -> GpuBackend,
+    check: impl Fn(&nshade_gpu::train::GpuTrainer, &str, bool),
+) {
     let tex = Arc::new(TrainingData::Texture(common::small_texture()));
     for arch in [
         "freq(3) | mlp(32x3, leaky_relu, sigmoid)",
@@ -509,16 +528,7 @@ fn sampling_ahead_gives_the_same_bits() {
         "mlp(32x3, relu)",
     ] {
         let (net, p0) = seeded(arch);
-        let run = |ahead: bool| {
-            // (B without input gradients in place: not in the compact layout, which has
-            // no room for the second X_0)
-            let backend = coop(&ctx).sample_ahead(ahead).inplace(false);
-            three_steps(&backend, &net, &p0, &tex, |t| {
-                // (D's compact layout, where its split lets it double its chunk, has no
-                // room for the second X_0: with `NSHADE_GPU_COMPACT=0` it samples ahead too)
-                assert_eq!(t.samples_ahead(), ahead && !t.compact_layout(), "{arch}");
-            })
-        };
+        let run = |on: bool| three_steps(&backend(on), &net, &p0, &tex, |t| check(t, arch, on));
         let (base, got) = (run(false), run(true));
         assert_trained(&base, &p0, arch);
         assert_same_steps(&got, &base, arch);
@@ -612,23 +622,10 @@ fn shuffle_folds_give_the_same_bits() {
     let Some(ctx) = glsl_context("shuffle_folds_give_the_same_bits") else {
         return;
     };
-    let tex = Arc::new(TrainingData::Texture(common::small_texture()));
-    for arch in [
-        "freq(3) | mlp(32x3, leaky_relu, sigmoid)",
-        "freq(8) | mlp(64x4, relu)",
-        "freq(8) | mlp(128x4, relu)",
-        "mlp(32x3, relu)",
-    ] {
-        let (net, p0) = seeded(arch);
-        let run = |on: bool| {
-            three_steps(&coop(&ctx).shuffle_folds(on), &net, &p0, &tex, |t| {
-                assert_eq!(t.shuffle_folds(), on, "{arch}");
-            })
-        };
-        let base = run(false);
-        assert_trained(&base, &p0, arch);
-        assert_same_steps(&run(true), &base, &format!("{arch}, shuffle folds"));
-    }
+    same_bits_both_ways(
+        |on| coop(&ctx).shuffle_folds(on),
+        |t, arch, on| assert_eq!(t.shuffle_folds(), on, "{arch}"),
+    );
 }
 
 /// The dW partials stored in the last chunk, each layer's after its last dW products
