@@ -19,7 +19,9 @@ wheel); one line a kernel counts its instructions by kind (tensor-core products,
 and global memory, barriers, spills). The cache format is the driver's, not a published
 one: this reads what driver 580 writes (H100 and H200).
 
-Needs Python's `zstandard` module (`pip install zstandard`).
+Needs Python's `zstandard` module (`pip install zstandard`; on a machine without a
+package index, `pip install` a wheel brought along, or copy the cache files to a machine
+that has it: the script reads them anywhere).
 """
 
 import argparse
