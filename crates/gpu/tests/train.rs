@@ -501,38 +501,18 @@ fn sampling_ahead_gives_the_same_bits() {
     let Some(ctx) = glsl_context("sampling_ahead_gives_the_same_bits") else {
         return;
     };
-    same_bits_both_ways(
+    same_bits_for_forms(
+        &SAME_BITS_NETS,
+        &[false, true],
         // (B without input gradients in place: not in the compact layout, which has no
         // room for the second X_0)
-        |ahead| coop(&ctx).sample_ahead(ahead).inplace(false),
+        |ahead| coop(&ctx).sample_ahead(*ahead).inplace(false),
         |t, arch, ahead| {
             // (D's compact layout, where its split lets it double its chunk, has no room
             // for the second X_0: with `NSHADE_GPU_COMPACT=0` it samples ahead too)
-            assert_eq!(t.samples_ahead(), ahead && !t.compact_layout(), "{arch}");
+            assert_eq!(t.samples_ahead(), *ahead && !t.compact_layout(), "{arch}");
         },
     );
-}
-
-/// Seed #3, B, D and a bare mlp (the sampling writes X_0) trained three steps from the
-/// same weights with a form off and on (`backend(on)`): the same bits (loss, gradient,
-/// weights). `check(trainer, arch, on)` looks at each trainer first.
-fn same_bits_both_ways(
-    backend: impl Fn(bool) -> GpuBackend,
-    check: impl Fn(&nshade_gpu::train::GpuTrainer, &str, bool),
-) {
-    let tex = Arc::new(TrainingData::Texture(common::small_texture()));
-    for arch in [
-        "freq(3) | mlp(32x3, leaky_relu, sigmoid)",
-        "freq(8) | mlp(64x4, relu)",
-        "freq(8) | mlp(128x4, relu)",
-        "mlp(32x3, relu)",
-    ] {
-        let (net, p0) = seeded(arch);
-        let run = |on: bool| three_steps(&backend(on), &net, &p0, &tex, |t| check(t, arch, on));
-        let (base, got) = (run(false), run(true));
-        assert_trained(&base, &p0, arch);
-        assert_same_steps(&got, &base, arch);
-    }
 }
 
 /// Input gradients stored into their layer's input region (`GpuBackend::inplace`, a
@@ -581,29 +561,35 @@ fn interleaved_tiles_give_the_same_bits() {
         return;
     };
     same_bits_for_forms(
+        &SAME_BITS_NETS[..3],
         &[Interleave::NONE, Interleave::default(), Interleave::ALL],
         |form| coop(&ctx).interleave(*form),
-        |t, arch| assert!(t.compact_layout(), "{arch}"),
+        |t, arch, _| assert!(t.compact_layout(), "{arch}"),
     );
 }
 
-/// Seed #3, B and D (the networks of the GLSL step kernel) trained three steps
-/// from the same weights through `backend(form)` for each of `forms`: the first trains,
-/// every other gives its bits (loss, gradient, weights). `check` looks at each trainer
-/// first.
+/// The networks of the GLSL step kernel (seed #3, B, D), then a bare mlp (its
+/// sampling writes X_0), for [`same_bits_for_forms`].
+const SAME_BITS_NETS: [&str; 4] = [
+    "freq(3) | mlp(32x3, leaky_relu, sigmoid)",
+    "freq(8) | mlp(64x4, relu)",
+    "freq(8) | mlp(128x4, relu)",
+    "mlp(32x3, relu)",
+];
+
+/// Each of `archs` trained three steps from the same weights through `backend(form)` for
+/// each of `forms`: the first trains, every other gives its bits (loss, gradient,
+/// weights). `check(trainer, arch, form)` looks at each trainer first.
 fn same_bits_for_forms<F: std::fmt::Debug>(
+    archs: &[&str],
     forms: &[F],
     backend: impl Fn(&F) -> GpuBackend,
-    check: impl Fn(&nshade_gpu::train::GpuTrainer, &str),
+    check: impl Fn(&nshade_gpu::train::GpuTrainer, &str, &F),
 ) {
     let tex = Arc::new(TrainingData::Texture(common::small_texture()));
-    for arch in [
-        "freq(3) | mlp(32x3, leaky_relu, sigmoid)",
-        "freq(8) | mlp(64x4, relu)",
-        "freq(8) | mlp(128x4, relu)",
-    ] {
+    for &arch in archs {
         let (net, p0) = seeded(arch);
-        let run = |form: &F| three_steps(&backend(form), &net, &p0, &tex, |t| check(t, arch));
+        let run = |form: &F| three_steps(&backend(form), &net, &p0, &tex, |t| check(t, arch, form));
         let base = run(&forms[0]);
         assert_trained(&base, &p0, arch);
         for form in &forms[1..] {
@@ -622,9 +608,11 @@ fn shuffle_folds_give_the_same_bits() {
     let Some(ctx) = glsl_context("shuffle_folds_give_the_same_bits") else {
         return;
     };
-    same_bits_both_ways(
-        |on| coop(&ctx).shuffle_folds(on),
-        |t, arch, on| assert_eq!(t.shuffle_folds(), on, "{arch}"),
+    same_bits_for_forms(
+        &SAME_BITS_NETS,
+        &[false, true],
+        |on| coop(&ctx).shuffle_folds(*on),
+        |t, arch, on| assert_eq!(t.shuffle_folds(), *on, "{arch}"),
     );
 }
 
@@ -640,9 +628,10 @@ fn early_dw_stores_give_the_same_bits() {
         return;
     };
     same_bits_for_forms(
+        &SAME_BITS_NETS[..3],
         &[false, true],
         |early| coop(&ctx).early_stores(*early),
-        |_, _| {},
+        |_, _, _| {},
     );
 }
 

@@ -1192,9 +1192,9 @@ impl GpuTrainer {
                             .unwrap_or_else(|| merged_output_default(&plan.shape, launch.chunks)),
                     // (`NSHADE_GPU_SHFOLD=0`: the folds through `zc`, for measurements)
                     shuffle_folds: ctx.has(wgpu::Features::SUBGROUP)
-                        && forms.shuffle_folds.unwrap_or_else(|| {
-                            std::env::var("NSHADE_GPU_SHFOLD").map_or(true, |v| v != "0")
-                        }),
+                        && forms
+                            .shuffle_folds
+                            .unwrap_or_else(|| codegen::knob("SHFOLD")),
                 },
             )
             .ok_or_else(|| backend_err("the GLSL step kernel does not apply to this network"))?,

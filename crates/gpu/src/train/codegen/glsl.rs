@@ -456,10 +456,7 @@ fn fold_rows(
         ""
     };
     if shuffle {
-        let mut fold = format!("float t = {acc};");
-        for b in 1..nb {
-            let _ = write!(fold, " t += subgroupShuffleDown({acc}, {b}u);");
-        }
+        let fold = shuffle_sum(acc, nb);
         let _ = writeln!(
             k,
             "    {{ {fold} if (lid % {nb}u == 0u && lid / {nb}u < {rows}u) {{ partial[pbase + {off}u + lid / {nb}u] = t;{check} }} }}"
@@ -477,6 +474,15 @@ fn fold_rows(
         k,
         "    if (lid < {rows}u) {{ {fold} partial[pbase + {off}u + lid] = t;{check} }}"
     );
+}
+
+/// `float t` = the sum of `acc` over this lane and the next `nb − 1`, in lane order.
+fn shuffle_sum(acc: &str, nb: usize) -> String {
+    let mut fold = format!("float t = {acc};");
+    for b in 1..nb {
+        let _ = write!(fold, " t += subgroupShuffleDown({acc}, {b}u);");
+    }
+    fold
 }
 
 /// Chunks a workgroup has at most for [`early_stores`].
@@ -1427,10 +1433,8 @@ pub fn glsl_step_kernel(
     } else {
         0
     };
-    // the bias and loss folds through subgroup shuffles, else through `zc` with barriers
-    let shfold = shuffle_folds;
     let mut k = String::from(HEAD);
-    if shfold {
+    if shuffle_folds {
         k.push_str(SHUFFLE_FOLDS_EXT);
     }
     if merge {
@@ -1912,6 +1916,8 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         head(&mut k, "1u < CHUNKS");
         k.push_str("    }\n");
     }
+    // (where the chunk loop starts, for `NSHADE_GPU_EXP=nobar`)
+    let loop_at = k.len();
     k.push_str(
         "    uint pbase = wid * P;\n    for (uint c = 0u; c < CHUNKS; c++) {\n    uint first = (wid * CHUNKS + c) * S;\n",
     );
@@ -2621,13 +2627,11 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     }
     if exp_has(&exp, "nobar") {
         // (the chunk loop's workgroup barriers as subgroup barriers: what they cost)
-        if let Some(at) = k.find("for (uint c = 0u; c < CHUNKS; c++) {") {
-            let body = k.split_off(at);
-            k.push_str(&body.replace(
-                BAR,
-                "    subgroupMemoryBarrierShared(); subgroupBarrier();\n",
-            ));
-        }
+        let body = k.split_off(loop_at);
+        k.push_str(&body.replace(
+            BAR,
+            "    subgroupMemoryBarrierShared(); subgroupBarrier();\n",
+        ));
     }
     k.push_str("    } // the chunk loop\n");
     if exp_has(&exp, "noend") {
@@ -2699,7 +2703,15 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         let i = n_l - 1 - a;
         let l = pad.layers[i];
         if !dbmma[i] {
-            fold_rows(&mut k, &format!("acc{a}"), rows, nb, l.bias_p, true, shfold);
+            fold_rows(
+                &mut k,
+                &format!("acc{a}"),
+                rows,
+                nb,
+                l.bias_p,
+                true,
+                shuffle_folds,
+            );
             continue;
         }
         // tensor-core bias sums (`dbmma`): the row sums are any column of db (dz·1),
@@ -2730,19 +2742,16 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             bias_blocks(pk.lf, s, wg),
             pk.a_off,
             false,
-            shfold,
+            shuffle_folds,
         );
     }
     // the loss: blocks of 16 invocations, then the blocks, in order (the blocks' sums
-    // through subgroup shuffles with `shfold`, as `fold_rows`)
+    // through subgroup shuffles with `shuffle_folds`, as `fold_rows`)
     let lb = 0;
     let blocks = wg / 16;
     k.push_str(BAR);
-    if shfold {
-        let mut fold = "float t = loss_acc;".to_string();
-        for b in 1..16 {
-            let _ = write!(fold, " t += subgroupShuffleDown(loss_acc, {b}u);");
-        }
+    if shuffle_folds {
+        let fold = shuffle_sum("loss_acc", 16);
         let _ = writeln!(
             k,
             "    {{ {fold} if (lid % 16u == 0u) {{ zc[{}u + lid / 16u] = t; }} }}",

@@ -185,8 +185,9 @@ struct LayerFwd<'a> {
 /// A switch for A/B timings: `NSHADE_GPU_<name>=0` turns one kernel feature off (on by
 /// default): `PREFETCH` (texels loaded a chunk ahead), `BSH` (the fused path's biases
 /// in workgroup memory as the accumulator's start), `FSPREAD` (the fused path's freq
-/// phase over (input, octave, sample)), and the subgroup-private kernel's
-/// `PRIVATE_CONVERT`, `PRIVATE_DBPACK` and `PRIVATE_FOLD` (`PrivateLaunch`).
+/// phase over (input, octave, sample)), the GLSL step kernel's `SHFOLD` (its folds
+/// through subgroup shuffles) and the subgroup-private kernel's `PRIVATE_CONVERT`,
+/// `PRIVATE_DBPACK` and `PRIVATE_FOLD` (`PrivateLaunch`).
 /// `NSHADE_GPU_HOIST` (`Gen::hoist`) takes a level.
 pub(crate) fn knob(name: &str) -> bool {
     std::env::var(format!("NSHADE_GPU_{name}")).map_or(true, |v| v != "0")
