@@ -1253,6 +1253,13 @@ impl GpuTrainer {
             }
             _ => {}
         }
+        // (`NSHADE_GPU_STEP_FILE=path`: the GLSL step kernel read from that file instead,
+        // to time hand-edited variants of a dumped kernel; nothing checks what it computes)
+        let step_src = match std::env::var("NSHADE_GPU_STEP_FILE") {
+            Ok(path) if glsl.is_some() && !path.is_empty() => std::fs::read_to_string(&path)
+                .map_err(|e| backend_err(format!("NSHADE_GPU_STEP_FILE {path}: {e}")))?,
+            _ => step_src,
+        };
         let p = net.param_count.max(1) as u64;
         let dense = net.dense_count.max(1) as u64;
         let device = &ctx.device;
