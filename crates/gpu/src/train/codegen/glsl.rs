@@ -1612,6 +1612,35 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         })
         .collect();
     let is_split = |i: usize| split.as_ref().is_some_and(|sp| sp.layers[i]);
+    // own-block weight gradients (`NSHADE_GPU_PAIRDW=1`) for the layers that store their
+    // input gradient in place: each subgroup multiplies dz by the tiles of X_i it
+    // overwrites itself (its input row block `it` = sgid mod it_n, its own sample blocks),
+    // into one accumulator per output row block, so no other subgroup reads those tiles
+    // and the barrier before the in-place store goes (a subgroup barrier instead); the
+    // subgroups of a row block (its members) add their sums in member order after the
+    // chunk loop, through the partial buffer. Where NSG is a multiple of the input row
+    // blocks and every subgroup's input-gradient tiles are real, at most 4 accumulators.
+    let pair_knob = std::env::var("NSHADE_GPU_PAIRDW").is_ok_and(|v| v == "1");
+    let pair: Vec<bool> = (0..n_l)
+        .map(|i| {
+            let l = pad.layers[i];
+            let it_n = l.in_p / 16;
+            pair_knob
+                && i > 0
+                && inpl[i]
+                && compact.is_some()
+                && !is_split(i)
+                && !half[i]
+                && !early
+                && wg != 64
+                && !(merge && i == last)
+                && !exp_has(&exp, "fwd")
+                && !exp_has(&exp, "nodw")
+                && nsg.is_multiple_of(it_n)
+                && (it_n * st_n).is_multiple_of(nsg)
+                && l.out_p / 16 <= 4
+        })
+        .collect();
     // the split layers' tensors are stored from the epilogues that produce them (X_{i+1}
     // in the forward, dz in the loss and input-gradient epilogues) where there is one;
     // `NSHADE_GPU_DWSTORE=copy` copies every tile from workgroup memory in the backward
@@ -1646,6 +1675,8 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         // (the merged output layer: its subgroup's row blocks of its own sample block)
         let count = if merge && i == last {
             rpb
+        } else if pair[i] {
+            l.out_p / 16
         } else {
             nt.div_ceil(nsg)
         };
@@ -1897,11 +1928,22 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     let x0_first = format!("{}u", lay.xo[0]);
     // the chunk from `first`: its samples, the next chunk's texels fetched where `more`,
     // its encoding into X_0, each followed by a barrier
+    // (`NSHADE_GPU_LATE=n`: the next chunk's texels fetched at the start of the n-th last
+    // layer's backward phase instead, 1 the first layer's: the registers that hold them
+    // then live across fewer phases)
+    let late_at = std::env::var("NSHADE_GPU_LATE")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&n| (1..=n_l).contains(&n))
+        .map(|n| n - 1)
+        .filter(|&i| !(ahead || exp_has(&exp, "fwd") || grid.is_some() || (merge && i == last)));
     let head = |k: &mut String, more: &str| {
         k.push_str(&sample("first", &x0_first));
-        let _ = writeln!(k, "    if ({more}) {{");
-        fetch(k, "first + S + lid");
-        k.push_str("    }\n");
+        if late_at.is_none() {
+            let _ = writeln!(k, "    if ({more}) {{");
+            fetch(k, "first + S + lid");
+            k.push_str("    }\n");
+        }
         k.push_str(BAR);
         if let Some(f) = freq(&x0_first) {
             k.push_str(&f);
@@ -2347,6 +2389,18 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         let l = pad.layers[i];
         let it_n = l.in_p / 16;
         let nt = (l.out_p / 16) * it_n;
+        if pair[i] {
+            // (own-block dW: the first member's sums; the others add theirs below)
+            for (o, slot) in slots[i].iter().enumerate() {
+                let _ = writeln!(
+                    k,
+                    "    if (sgid < {it_n}u) {{ uint off = pbase + {p}u + {o}u * 16u * {ip}u + sgid * 16u; coopMatStore({slot}, partial, off, {ip}u, {ROW}); }}",
+                    p = l.padded,
+                    ip = l.in_p
+                );
+            }
+            return k;
+        }
         for (j, slot) in slots[i].iter().enumerate() {
             let store = if half[i] {
                 format!(
@@ -2376,6 +2430,11 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             if merge && i == last {
                 // (in the output layer's phase of the forward)
                 continue;
+            }
+            if late_at == Some(i) {
+                k.push_str("    if (c + 1u < CHUNKS) {\n");
+                fetch(&mut k, "first + S + lid");
+                k.push_str("    }\n");
             }
             if merge && i + 1 == last {
                 // the merged output layer's bias sums, from the dy its phase stored
@@ -2453,6 +2512,24 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                         nj = (nx + nz).div_ceil(nsg),
                     );
                 }
+            } else if pair[i] {
+                // own-block weight gradients (`pair`): this subgroup's tiles of X_i (its
+                // input row block, its sample blocks), each times every row block of dz
+                let _ = writeln!(
+                    k,
+                    "    {{ uint it = sgid % {it_n}u;
+      for (uint h = 0u; h < {n}u; h++) {{ uint k16 = ((h * NSG + sgid) / {it_n}u) * 16u;
+        {MB} b; coopMatLoad(b, xh, {x} + it * 16u * SX + k16, SX, {COL});",
+                    n = it_n * st_n / nsg,
+                    x = xoff(i, 0)
+                );
+                for (o, slot) in slots[i].iter().enumerate() {
+                    let _ = writeln!(
+                        k,
+                        "        {{ {MA} a; coopMatLoad(a, {ga}, {cur}u + {o}u * 16u * SX + k16, SX, {ROW}); {slot} = coopMatMulAdd(a, b, {slot}); }}"
+                    );
+                }
+                k.push_str("      } }\n");
             } else if !nodw && dw_reuse && nsg.is_multiple_of(it_n) && slots[i].len() > 1 {
                 // every slot of this subgroup has the same column block `it` (tile
                 // j·NSG + sgid, NSG a multiple of the column blocks): X's tile is loaded
@@ -2520,7 +2597,12 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             // stored in place (into X_i's region, `inpl`): the tiles kept in registers
             // until every subgroup has read X_i, a barrier later
             let slots_x = ntx.div_ceil(nsg);
-            if inpl[i] {
+            // (own-block dW: this subgroup's reads of the tiles it overwrites are done)
+            let inpl_held = inpl[i] && !pair[i];
+            if pair[i] {
+                k.push_str("    subgroupMemoryBarrierShared(); subgroupBarrier();\n");
+            }
+            if inpl_held {
                 for j in 0..slots_x {
                     let _ = writeln!(k, "    {ACC16} dq{i}_{j};");
                 }
@@ -2597,7 +2679,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                     )
                 };
                 k.push_str(&dx_epilogue(&yh, below, d16, &off, &exp, pack.is_some()));
-                if inpl[i] {
+                if inpl_held {
                     let keep = keep_slot(&format!("dq{i}"), slots_x);
                     let _ = writeln!(
                         k,
@@ -2613,7 +2695,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             if inter {
                 k.push_str("    }\n");
             }
-            if inpl[i] {
+            if inpl_held {
                 k.push_str(BAR);
                 tile_head(&mut k, ntx, "it");
                 let pick = pick_slot("hh", &format!("dq{i}"), slots_x);
@@ -2640,6 +2722,29 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     if !early {
         for i in (0..pad.layers.len()).filter(|&i| !(merge && i == last)) {
             k.push_str(&store_dw(i));
+        }
+    }
+    // own-block dW (`pair`): the other members of each input row block add their sums to
+    // the stored ones, member by member (a fixed order: the same bits every run)
+    let members = |i: usize| nsg / (pad.layers[i].in_p / 16);
+    let rounds = (0..n_l)
+        .filter(|&i| pair[i])
+        .map(members)
+        .max()
+        .unwrap_or(1);
+    for m in 1..rounds {
+        k.push_str("    memoryBarrierBuffer(); barrier();\n");
+        for i in (0..n_l).filter(|&i| pair[i] && members(i) > m) {
+            let l = pad.layers[i];
+            let it_n = l.in_p / 16;
+            for (o, slot) in slots[i].iter().enumerate() {
+                let _ = writeln!(
+                    k,
+                    "    if (sgid / {it_n}u == {m}u) {{ uint off = pbase + {p}u + {o}u * 16u * {ip}u + (sgid % {it_n}u) * 16u; {ACC} f; coopMatLoad(f, partial, off, {ip}u, {ROW}); for (int e = 0; e < f.length(); e++) {{ f[e] += {slot}[e]; }} coopMatStore(f, partial, off, {ip}u, {ROW}); }}",
+                    p = l.padded,
+                    ip = l.in_p
+                );
+            }
         }
     }
     if merge {
@@ -2779,5 +2884,9 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         k,
         "    if (lid == 0u) {{ {fold} loss_partial[wid] = t; lsflags[wid] = lsbad; }}\n}}"
     );
+    if pair.contains(&true) {
+        // (the members' sums read back what the first stored, after a barrier)
+        k = k.replacen("buffer Partial {", "coherent buffer Partial {", 1);
+    }
     Some(k)
 }
