@@ -1256,6 +1256,37 @@ pub struct GlslLaunch {
     /// operations (the GLSL kernel's devices have 32-lane subgroups); on an H100 it
     /// measured 1.00-1.02x for seed #3 and D, the same for B (`NSHADE_GPU_SHFOLD=0`: off).
     pub shuffle_folds: bool,
+    /// Own-block weight gradients for the layers whose input gradient goes in place (the
+    /// compact layout's `inplace`): each subgroup multiplies dz by the tiles of X_i it
+    /// overwrites itself (its input row block, its own sample blocks) into one f32
+    /// accumulator per output row block, so the barrier before the in-place store becomes
+    /// a subgroup barrier; the subgroups of an input row block add their sums after the
+    /// chunk loop, member by member through the partial buffer (a fixed order, other bits
+    /// than the shared form's). Where NSG is a multiple of the input row blocks, every
+    /// subgroup's input-gradient tiles are real and at most 4 output row blocks, without
+    /// `early` stores, split layers, f16 dW tiles or the merged output layer. Off by default
+    /// ([`own_dw_from_env`]): B's hand-edited kernel ran 0.89x as fast with it on an H200
+    /// (its four more accumulators spill), 1.07x with the bias sums taken out as well.
+    pub own_dw: bool,
+    /// The next chunk's texels fetched at the start of the `late`-th last layer's
+    /// backward phase (1: the first layer's) instead of at the chunk's start, so the
+    /// registers that hold them live across fewer phases; the same values. Not with
+    /// `ahead` (which fetches in the backward already), grids or the merged output layer's
+    /// phase ([`late_from_env`]; off by default, not yet measured).
+    pub late: Option<u32>,
+}
+
+/// [`GlslLaunch::own_dw`] as `NSHADE_GPU_PAIRDW=1` asks (off by default).
+pub fn own_dw_from_env() -> bool {
+    std::env::var("NSHADE_GPU_PAIRDW").is_ok_and(|v| v == "1")
+}
+
+/// [`GlslLaunch::late`] as `NSHADE_GPU_LATE=n` asks (none by default).
+pub fn late_from_env() -> Option<u32> {
+    std::env::var("NSHADE_GPU_LATE")
+        .ok()
+        .and_then(|v| v.parse::<u32>().ok())
+        .filter(|&n| n >= 1)
 }
 
 /// Phases whose tiles (when a subgroup has more than one) are written side by side:
@@ -1341,6 +1372,8 @@ pub fn glsl_step_kernel(
         early,
         merged_output,
         shuffle_folds,
+        own_dw,
+        late,
     } = launch;
     let shp = shape(net)?;
     // the sampling takes one invocation per sample, the bias sums one per row
@@ -1612,20 +1645,18 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         })
         .collect();
     let is_split = |i: usize| split.as_ref().is_some_and(|sp| sp.layers[i]);
-    // own-block weight gradients (`NSHADE_GPU_PAIRDW=1`) for the layers that store their
-    // input gradient in place: each subgroup multiplies dz by the tiles of X_i it
-    // overwrites itself (its input row block `it` = sgid mod it_n, its own sample blocks),
-    // into one accumulator per output row block, so no other subgroup reads those tiles
-    // and the barrier before the in-place store goes (a subgroup barrier instead); the
-    // subgroups of a row block (its members) add their sums in member order after the
-    // chunk loop, through the partial buffer. Where NSG is a multiple of the input row
-    // blocks and every subgroup's input-gradient tiles are real, at most 4 accumulators.
-    let pair_knob = std::env::var("NSHADE_GPU_PAIRDW").is_ok_and(|v| v == "1");
+    // own-block weight gradients (`own_dw`) for the layers that store their input
+    // gradient in place: each subgroup multiplies dz by the tiles of X_i it overwrites
+    // itself (its input row block `it` = sgid mod it_n, its own sample blocks), into one
+    // accumulator per output row block, so no other subgroup reads those tiles and the
+    // barrier before the in-place store goes (a subgroup barrier instead); the subgroups
+    // of a row block (its members) add their sums in member order after the chunk loop,
+    // through the partial buffer
     let pair: Vec<bool> = (0..n_l)
         .map(|i| {
             let l = pad.layers[i];
             let it_n = l.in_p / 16;
-            pair_knob
+            own_dw
                 && i > 0
                 && inpl[i]
                 && compact.is_some()
@@ -1928,12 +1959,10 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     let x0_first = format!("{}u", lay.xo[0]);
     // the chunk from `first`: its samples, the next chunk's texels fetched where `more`,
     // its encoding into X_0, each followed by a barrier
-    // (`NSHADE_GPU_LATE=n`: the next chunk's texels fetched at the start of the n-th last
-    // layer's backward phase instead, 1 the first layer's: the registers that hold them
-    // then live across fewer phases)
-    let late_at = std::env::var("NSHADE_GPU_LATE")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
+    // (`late`: the next chunk's texels fetched at the start of the n-th last layer's
+    // backward phase instead, 1 the first layer's)
+    let late_at = late
+        .map(|n| n as usize)
         .filter(|&n| (1..=n_l).contains(&n))
         .map(|n| n - 1)
         .filter(|&i| !(ahead || exp_has(&exp, "fwd") || grid.is_some() || (merge && i == last)));
