@@ -1266,7 +1266,7 @@ pub struct GlslLaunch {
     /// subgroup's input-gradient tiles are real and at most 4 output row blocks, without
     /// `early` stores, split layers, f16 dW tiles or the merged output layer. Off by default
     /// ([`own_dw_from_env`]): B's hand-edited kernel ran 0.89x as fast with it on an H200
-    /// (its four more accumulators spill), 1.07x with the bias sums taken out as well.
+    /// (four more f32 accumulators: past 255 registers), 1.07x with the bias sums taken out.
     pub own_dw: bool,
     /// The next chunk's texels fetched at the start of the `late`-th last layer's
     /// backward phase (1: the first layer's) instead of at the chunk's start, so the
