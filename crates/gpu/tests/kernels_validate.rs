@@ -632,6 +632,16 @@ fn launch_48k(net: &Network, acc16: bool) -> codegen::GlslLaunch {
     }
 }
 
+/// The GLSL kernel's launch for `net` in the compact `shape` with `inplace` layers'
+/// input gradients in place: 3 chunks, f16 accumulators, 64-bit table atomics, every
+/// optional form off.
+fn compact_launch(net: &Network, shape: codegen::GlslShape, inplace: u32) -> codegen::GlslLaunch {
+    codegen::GlslLaunch {
+        shape: codegen::GlslShape { inplace, ..shape },
+        ..launch_48k(net, true)
+    }
+}
+
 /// The dW partials stored in the last chunk (`GlslLaunch::early`): each network of the
 /// GLSL family compiles both ways in its 48 KiB shape, with the same partial stores; in
 /// the early form every one lies inside the chunk loop under the last chunk's branch,
@@ -1117,25 +1127,7 @@ fn glsl_inplace_kernels_compile() {
     let barriers = |src: &str| src.matches("barrier();").count();
     let mut counts = Vec::new();
     for ip in [0u32, 2, 4] {
-        let launch = codegen::GlslLaunch {
-            shape: codegen::GlslShape {
-                inplace: ip,
-                ..shape
-            },
-            chunks: 3,
-            partial_len: pad.partial_len(b.dense_count),
-            atomic64: true,
-            packed: false,
-            split: None,
-            acc16: true,
-            ahead: false,
-            interleave: codegen::Interleave::default(),
-            early: false,
-            merged_output: false,
-            shuffle_folds: false,
-            own_dw: false,
-            late: None,
-        };
+        let launch = compact_launch(&b, shape, ip);
         let src = codegen::glsl_step_kernel(&b, Loss::L2, texture, 5000, launch).unwrap();
         if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
             panic!("{ip} in place: line {:?}: {}\n{src}", e.line, e.message);
@@ -1186,25 +1178,7 @@ fn glsl_own_dw_and_late_compile() {
         format!("{}{}", &src[..start], &src[end..])
     };
     for ip in [2u32, 4] {
-        let shared = codegen::GlslLaunch {
-            shape: codegen::GlslShape {
-                inplace: ip,
-                ..shape
-            },
-            chunks: 3,
-            partial_len: pad.partial_len(b.dense_count),
-            atomic64: true,
-            packed: false,
-            split: None,
-            acc16: true,
-            ahead: false,
-            interleave: codegen::Interleave::default(),
-            early: false,
-            merged_output: false,
-            shuffle_folds: false,
-            own_dw: false,
-            late: None,
-        };
+        let shared = compact_launch(&b, shape, ip);
         let kernel = |launch: codegen::GlslLaunch| {
             codegen::glsl_step_kernel(&b, Loss::L2, texture, 5000, launch).expect("B")
         };
