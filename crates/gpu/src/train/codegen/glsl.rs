@@ -1466,7 +1466,52 @@ pub fn glsl_step_kernel(
     } else {
         0
     };
+    // f16 dW tiles for layers wider than 64, as the WGSL kernel (`NSHADE_GPU_DW16`)
+    let dw16 = std::env::var("NSHADE_GPU_DW16").ok();
+    let half: Vec<bool> = pad
+        .layers
+        .iter()
+        .map(|l| match dw16.as_deref() {
+            Some("0") => false,
+            Some("2") => true,
+            _ => l.out_p > 64 || l.in_p > 64,
+        })
+        .collect();
+    let is_split = |i: usize| split.as_ref().is_some_and(|sp| sp.layers[i]);
+    // own-block weight gradients (`own_dw`) for the layers that store their input
+    // gradient in place: each subgroup multiplies dz by the tiles of X_i it overwrites
+    // itself (its input row block `it` = sgid mod it_n, its own sample blocks), into one
+    // accumulator per output row block, so no other subgroup reads those tiles and the
+    // barrier before the in-place store goes (a subgroup barrier instead); the subgroups
+    // of a row block (its members) add their sums in member order after the chunk loop,
+    // through the partial buffer (`coherent` then)
+    let own: Vec<bool> = (0..n_l)
+        .map(|i| {
+            let l = pad.layers[i];
+            let it_n = l.in_p / 16;
+            own_dw
+                && i > 0
+                && inpl[i]
+                && compact.is_some()
+                && !is_split(i)
+                && !half[i]
+                && !early
+                && wg != 64
+                && !(merge && i == last)
+                && !exp_has(&exp, "fwd")
+                && !exp_has(&exp, "nodw")
+                && nsg.is_multiple_of(it_n)
+                && (it_n * st_n).is_multiple_of(nsg)
+                && l.out_p / 16 <= 4
+        })
+        .collect();
     let mut k = String::from(HEAD);
+    // (own-block dW: the members' sums read back what the first stored, after a barrier)
+    let bindings = if own.contains(&true) {
+        STEP_BINDINGS.replacen("buffer Partial {", "coherent buffer Partial {", 1)
+    } else {
+        STEP_BINDINGS.to_string()
+    };
     if shuffle_folds {
         k.push_str(SHUFFLE_FOLDS_EXT);
     }
@@ -1502,7 +1547,7 @@ pub fn glsl_step_kernel(
     let _ = write!(
         k,
         "layout(local_size_x = {wg}) in;
-{STEP_BINDINGS}{gxz}const uint S = {s}u;
+{bindings}{gxz}const uint S = {s}u;
 const uint R = {r}u;
 const uint SX = {sx}u;
 const uint WG = {wg}u;
@@ -1633,45 +1678,6 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     }
     k.push_str(BAR);
     // dW accumulators, persistent across chunks: slot j of layer i holds tile j·NSG + sgid
-    // f16 tiles for layers wider than 64, as the WGSL kernel (`NSHADE_GPU_DW16`)
-    let dw16 = std::env::var("NSHADE_GPU_DW16").ok();
-    let half: Vec<bool> = pad
-        .layers
-        .iter()
-        .map(|l| match dw16.as_deref() {
-            Some("0") => false,
-            Some("2") => true,
-            _ => l.out_p > 64 || l.in_p > 64,
-        })
-        .collect();
-    let is_split = |i: usize| split.as_ref().is_some_and(|sp| sp.layers[i]);
-    // own-block weight gradients (`own_dw`) for the layers that store their input
-    // gradient in place: each subgroup multiplies dz by the tiles of X_i it overwrites
-    // itself (its input row block `it` = sgid mod it_n, its own sample blocks), into one
-    // accumulator per output row block, so no other subgroup reads those tiles and the
-    // barrier before the in-place store goes (a subgroup barrier instead); the subgroups
-    // of a row block (its members) add their sums in member order after the chunk loop,
-    // through the partial buffer
-    let pair: Vec<bool> = (0..n_l)
-        .map(|i| {
-            let l = pad.layers[i];
-            let it_n = l.in_p / 16;
-            own_dw
-                && i > 0
-                && inpl[i]
-                && compact.is_some()
-                && !is_split(i)
-                && !half[i]
-                && !early
-                && wg != 64
-                && !(merge && i == last)
-                && !exp_has(&exp, "fwd")
-                && !exp_has(&exp, "nodw")
-                && nsg.is_multiple_of(it_n)
-                && (it_n * st_n).is_multiple_of(nsg)
-                && l.out_p / 16 <= 4
-        })
-        .collect();
     // the split layers' tensors are stored from the epilogues that produce them (X_{i+1}
     // in the forward, dz in the loss and input-gradient epilogues) where there is one;
     // `NSHADE_GPU_DWSTORE=copy` copies every tile from workgroup memory in the backward
@@ -1706,7 +1712,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         // (the merged output layer: its subgroup's row blocks of its own sample block)
         let count = if merge && i == last {
             rpb
-        } else if pair[i] {
+        } else if own[i] {
             l.out_p / 16
         } else {
             nt.div_ceil(nsg)
@@ -1962,16 +1968,18 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     // (`late`: the next chunk's texels fetched at the start of the n-th last layer's
     // backward phase instead, 1 the first layer's)
     let late_at = late
-        .map(|n| n as usize)
-        .filter(|&n| (1..=n_l).contains(&n))
-        .map(|n| n - 1)
+        .and_then(|n| (n as usize).checked_sub(1))
+        .filter(|&i| i < n_l)
         .filter(|&i| !(ahead || exp_has(&exp, "fwd") || grid.is_some() || (merge && i == last)));
+    let fetch_next = |k: &mut String, more: &str| {
+        let _ = writeln!(k, "    if ({more}) {{");
+        fetch(k, "first + S + lid");
+        k.push_str("    }\n");
+    };
     let head = |k: &mut String, more: &str| {
         k.push_str(&sample("first", &x0_first));
         if late_at.is_none() {
-            let _ = writeln!(k, "    if ({more}) {{");
-            fetch(k, "first + S + lid");
-            k.push_str("    }\n");
+            fetch_next(k, more);
         }
         k.push_str(BAR);
         if let Some(f) = freq(&x0_first) {
@@ -2418,16 +2426,8 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         let l = pad.layers[i];
         let it_n = l.in_p / 16;
         let nt = (l.out_p / 16) * it_n;
-        if pair[i] {
-            // (own-block dW: the first member's sums; the others add theirs below)
-            for (o, slot) in slots[i].iter().enumerate() {
-                let _ = writeln!(
-                    k,
-                    "    if (sgid < {it_n}u) {{ uint off = pbase + {p}u + {o}u * 16u * {ip}u + sgid * 16u; coopMatStore({slot}, partial, off, {ip}u, {ROW}); }}",
-                    p = l.padded,
-                    ip = l.in_p
-                );
-            }
+        if own[i] {
+            // (own-block dW: stored member by member after the loop, below)
             return k;
         }
         for (j, slot) in slots[i].iter().enumerate() {
@@ -2461,9 +2461,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                 continue;
             }
             if late_at == Some(i) {
-                k.push_str("    if (c + 1u < CHUNKS) {\n");
-                fetch(&mut k, "first + S + lid");
-                k.push_str("    }\n");
+                fetch_next(&mut k, "c + 1u < CHUNKS");
             }
             if merge && i + 1 == last {
                 // the merged output layer's bias sums, from the dy its phase stored
@@ -2541,8 +2539,8 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                         nj = (nx + nz).div_ceil(nsg),
                     );
                 }
-            } else if pair[i] {
-                // own-block weight gradients (`pair`): this subgroup's tiles of X_i (its
+            } else if own[i] {
+                // own-block weight gradients (`own_dw`): this subgroup's tiles of X_i (its
                 // input row block, its sample blocks), each times every row block of dz
                 let _ = writeln!(
                     k,
@@ -2627,8 +2625,8 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             // until every subgroup has read X_i, a barrier later
             let slots_x = ntx.div_ceil(nsg);
             // (own-block dW: this subgroup's reads of the tiles it overwrites are done)
-            let inpl_held = inpl[i] && !pair[i];
-            if pair[i] {
+            let inpl_held = inpl[i] && !own[i];
+            if own[i] {
                 k.push_str("    subgroupMemoryBarrierShared(); subgroupBarrier();\n");
             }
             if inpl_held {
@@ -2753,23 +2751,33 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             k.push_str(&store_dw(i));
         }
     }
-    // own-block dW (`pair`): the other members of each input row block add their sums to
-    // the stored ones, member by member (a fixed order: the same bits every run)
+    // own-block dW (`own_dw`): the members of each input row block store their sums in
+    // turn, the first as they are, each later one added to the stored ones after a
+    // barrier (a fixed order: the same bits every run)
     let members = |i: usize| nsg / (pad.layers[i].in_p / 16);
-    let rounds = (0..n_l)
-        .filter(|&i| pair[i])
-        .map(members)
-        .max()
-        .unwrap_or(1);
-    for m in 1..rounds {
-        k.push_str("    memoryBarrierBuffer(); barrier();\n");
-        for i in (0..n_l).filter(|&i| pair[i] && members(i) > m) {
+    let rounds = (0..n_l).filter(|&i| own[i]).map(members).max().unwrap_or(0);
+    for m in 0..rounds {
+        if m > 0 {
+            k.push_str("    memoryBarrierBuffer(); barrier();\n");
+        }
+        for i in (0..n_l).filter(|&i| own[i] && members(i) > m) {
             let l = pad.layers[i];
             let it_n = l.in_p / 16;
             for (o, slot) in slots[i].iter().enumerate() {
+                let sum = if m == 0 {
+                    format!(
+                        "coopMatStore({slot}, partial, off, {ip}u, {ROW});",
+                        ip = l.in_p
+                    )
+                } else {
+                    format!(
+                        "{ACC} f; coopMatLoad(f, partial, off, {ip}u, {ROW}); for (int e = 0; e < f.length(); e++) {{ f[e] += {slot}[e]; }} coopMatStore(f, partial, off, {ip}u, {ROW});",
+                        ip = l.in_p
+                    )
+                };
                 let _ = writeln!(
                     k,
-                    "    if (sgid / {it_n}u == {m}u) {{ uint off = pbase + {p}u + {o}u * 16u * {ip}u + (sgid % {it_n}u) * 16u; {ACC} f; coopMatLoad(f, partial, off, {ip}u, {ROW}); for (int e = 0; e < f.length(); e++) {{ f[e] += {slot}[e]; }} coopMatStore(f, partial, off, {ip}u, {ROW}); }}",
+                    "    if (sgid / {it_n}u == {m}u) {{ uint off = pbase + {p}u + {o}u * 16u * {ip}u + (sgid % {it_n}u) * 16u; {sum} }}",
                     p = l.padded,
                     ip = l.in_p
                 );
@@ -2913,9 +2921,5 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         k,
         "    if (lid == 0u) {{ {fold} loss_partial[wid] = t; lsflags[wid] = lsbad; }}\n}}"
     );
-    if pair.contains(&true) {
-        // (the members' sums read back what the first stored, after a barrier)
-        k = k.replacen("buffer Partial {", "coherent buffer Partial {", 1);
-    }
     Some(k)
 }
