@@ -349,7 +349,7 @@ pub fn run(args: Args) -> Result<()> {
         "frames": frames,
         "render_cost": {
             "adapter": ctx.summary.name,
-            "frames_timed": t_orig.frames,
+            "frames_timed": t_orig.frames, "neural_frames_timed": t_neural.frames,
             "original_gpu_ms": t_orig.gpu_ms_median, "neural_gpu_ms": t_neural.gpu_ms_median,
             "original_wall_ms": t_orig.wall_ms_per_frame, "neural_wall_ms": t_neural.wall_ms_per_frame,
         },

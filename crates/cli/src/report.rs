@@ -990,7 +990,7 @@ pub fn write_distill(dir: &Path) -> Result<()> {
         }
         let _ = writeln!(
             o,
-            "</tbody></table>\n<p>Winner {}.</p>\n<p class=\"note\">Budget: {}. Cost: the neural fragment shader at {} × {} pixels on {}, median of {} frames. Training time bound for the whole search: {}.</p>",
+            "</tbody></table>\n<p>Winner {}.</p>\n<p class=\"note\">Budget: {}. Cost: the neural fragment shader at {} × {} pixels on {}, median of up to {} frames. Training time bound for the whole search: {}.</p>",
             esc(text(&r["winner"], "why")),
             esc(p["budget"].as_str().unwrap_or("none")),
             p["cost_resolution"][0],
@@ -1011,7 +1011,7 @@ pub fn write_distill(dir: &Path) -> Result<()> {
     };
     let _ = writeln!(
         o,
-        "<h2>Render cost</h2>\n<table id=\"cost\"><thead><tr><th>shader</th><th>GPU time per frame</th><th>wall time per frame</th></tr></thead><tbody>\n<tr><td>original</td><td>{}</td><td>{}</td></tr>\n<tr><td>neural</td><td>{}</td><td>{}</td></tr>\n</tbody></table>\n<p class=\"note\">{} × {} pixels on {}, median of {} frames (GPU time from timestamp queries).</p>",
+        "<h2>Render cost</h2>\n<table id=\"cost\"><thead><tr><th>shader</th><th>GPU time per frame</th><th>wall time per frame</th></tr></thead><tbody>\n<tr><td>original</td><td>{}</td><td>{}</td></tr>\n<tr><td>neural</td><td>{}</td><td>{}</td></tr>\n</tbody></table>\n<p class=\"note\">{} × {} pixels on {}, median of {} (GPU time from timestamp queries).</p>",
         ms("original_gpu_ms"),
         ms("original_wall_ms"),
         ms("neural_gpu_ms"),
@@ -1019,7 +1019,13 @@ pub fn write_distill(dir: &Path) -> Result<()> {
         r["size"][0],
         r["size"][1],
         esc(text(c, "adapter")),
-        c["frames_timed"]
+        match (
+            c["frames_timed"].as_u64(),
+            c["neural_frames_timed"].as_u64()
+        ) {
+            (Some(o), Some(n)) if o != n => format!("{o} frames (original) and {n} (neural)"),
+            _ => format!("{} frames", c["frames_timed"]),
+        }
     );
     let slices: Vec<&Value> = v["slices"]
         .as_array()

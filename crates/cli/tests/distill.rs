@@ -115,7 +115,13 @@ fn distills_an_example_shader_end_to_end() {
         // the exported WGSL drawn on the GPU evaluates what the CPU evaluates
         assert!(f["gpu_vs_cpu_max_abs_diff"].as_f64().unwrap() < 1e-4, "{f}");
     }
-    assert!(report["render_cost"]["original_wall_ms"].as_f64().unwrap() > 0.0);
+    let cost = &report["render_cost"];
+    assert!(cost["original_wall_ms"].as_f64().unwrap() > 0.0);
+    // 50 frames each, or fewer (at least 3) where they would take more than 2 s
+    for k in ["frames_timed", "neural_frames_timed"] {
+        let n = cost[k].as_u64().unwrap();
+        assert!((3..=50).contains(&n), "{k}: {cost}");
+    }
     // `nshade report` regenerates the distill page byte for byte from the run's files.
     let page = std::fs::read(run.join("report.html")).unwrap();
     assert!(

@@ -92,6 +92,12 @@ fn distill_keeps_the_best_candidate_within_the_budget() {
         assert_eq!(c["winner"], c["name"] == best["name"]);
         assert_eq!(c["within_budget"], true);
         assert!(c["cost"]["ms"].as_f64().unwrap() > 0.0, "{c}");
+        // at most cost_frames, at least 3 (fewer only where they would take over 2 s)
+        let frames = c["cost"]["frames"].as_u64().unwrap();
+        assert!(
+            (3..=free["portfolio"]["cost_frames"].as_u64().unwrap()).contains(&frames),
+            "{c}"
+        );
         assert!(c["params"].as_u64().unwrap() > 0);
     }
     // What model/ holds is the winner, scored as the table says.

@@ -1003,11 +1003,34 @@ pub struct RgbImage {
 /// What [`ShaderRenderer::time_frames`] measured.
 #[derive(Clone, Debug)]
 pub struct RenderTiming {
+    /// Frames timed: the count asked for, or fewer ([`timed_frames`]) where a probe frame
+    /// shows they would take longer than [`TIMING_BUDGET_MS`].
     pub frames: u32,
     /// Median GPU time of one full-screen pass, from timestamp queries (None without them).
     pub gpu_ms_median: Option<f64>,
     /// Wall-clock time per frame (submit of all frames to idle, divided by the count).
     pub wall_ms_per_frame: f64,
+}
+
+/// Wall-clock time a timing may spend on its frames: on a software adapter a large model
+/// takes about a second a frame (a 65 000-parameter hash grid at 320×180 on llvmpipe), where
+/// 50 frames would outlast a short training run; on hardware every count asked for fits.
+pub const TIMING_BUDGET_MS: f64 = 2000.0;
+
+/// The fewest frames a timing takes, whatever one costs (the median of three).
+pub const MIN_TIMED_FRAMES: u32 = 3;
+
+/// How many of `asked` frames to time after a probe frame that took `frame_ms` (wall
+/// clock): all of them where they fit [`TIMING_BUDGET_MS`] at that rate, else as many as
+/// fit, never fewer than [`MIN_TIMED_FRAMES`] (nor than one, nor more than asked).
+pub fn timed_frames(asked: u32, frame_ms: f64) -> u32 {
+    let asked = asked.max(1);
+    let fit = if frame_ms > 0.0 {
+        (TIMING_BUDGET_MS / frame_ms).floor().min(u32::MAX as f64) as u32
+    } else {
+        asked
+    };
+    asked.min(fit.max(MIN_TIMED_FRAMES))
 }
 
 /// A compiled shader with its render target, ready to render frames at any parameter.
@@ -1503,9 +1526,11 @@ impl<'a> ShaderRenderer<'a> {
         })
     }
 
-    /// Renders `frames` full-screen passes at `parameter` (after one warm-up frame) and
-    /// reports the median GPU time per pass from timestamp queries when the device has
-    /// `TIMESTAMP_QUERY`, and the wall-clock time per frame in any case.
+    /// Renders `frames` full-screen passes at `parameter` (after a warm-up frame and a probe
+    /// frame; fewer, at least [`MIN_TIMED_FRAMES`], where the probe shows `frames` would
+    /// take longer than [`TIMING_BUDGET_MS`]: [`timed_frames`]) and reports the median GPU time per
+    /// pass from timestamp queries when the device has `TIMESTAMP_QUERY`, and the
+    /// wall-clock time per frame in any case.
     pub fn time_frames(&self, parameter: f32, frames: u32) -> Result<RenderTiming, CaptureError> {
         self.time_frames_at(&[parameter], frames)
     }
@@ -1516,9 +1541,18 @@ impl<'a> ShaderRenderer<'a> {
         values: &[f32],
         frames: u32,
     ) -> Result<RenderTiming, CaptureError> {
-        let frames = frames.max(1);
         let device = &self.ctx.device;
         self.render_rgba_at(values)?;
+        // one more frame alone for the rate (the warm-up's may include a lazy compile:
+        // lavapipe builds the shader at its first draw)
+        let probe = std::time::Instant::now();
+        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some("nshade capture timing probe"),
+        });
+        self.encode_pass(&mut encoder, None);
+        self.ctx.queue.submit([encoder.finish()]);
+        self.wait()?;
+        let frames = timed_frames(frames, probe.elapsed().as_secs_f64() * 1e3);
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let queries = self.ctx.has(wgpu::Features::TIMESTAMP_QUERY).then(|| {
             let count = 2 * frames;
@@ -2185,6 +2219,26 @@ mod tests {
     use super::*;
     use crate::context::context_or_skip;
 
+    #[test]
+    fn timed_frames_fit_the_budget_and_keep_three() {
+        // fast frames: every frame asked for
+        assert_eq!(timed_frames(50, 0.05), 50);
+        assert_eq!(timed_frames(50, TIMING_BUDGET_MS / 50.0), 50);
+        // 53 ms a frame (a ShaderToy tab on llvmpipe): as many as fit the budget
+        assert_eq!(timed_frames(50, 53.0), (TIMING_BUDGET_MS / 53.0) as u32);
+        assert!(timed_frames(50, 53.0) < 50);
+        // a second a frame (a hash grid on llvmpipe): three, not two
+        assert_eq!(timed_frames(50, 1000.0), MIN_TIMED_FRAMES);
+        assert_eq!(timed_frames(10, 1e9), MIN_TIMED_FRAMES);
+        // never more than asked, never none
+        assert_eq!(timed_frames(2, 1e9), 2);
+        assert_eq!(timed_frames(0, 0.01), 1);
+        assert_eq!(timed_frames(0, 1e9), 1);
+        // a warm-up too fast for the clock to see, or a NaN: everything asked for
+        assert_eq!(timed_frames(7, 0.0), 7);
+        assert_eq!(timed_frames(7, f64::NAN), 7);
+    }
+
     // Expected values printed by OpenJDK 17 (`java.util.Random`), e.g.
     // `Random r = new Random(4090); r.nextInt(320); r.nextInt(180); ...`. They follow from
     // the documented algorithm: seed0 = (4090 ^ 0x5DEECE66D) mod 2^48,
@@ -2482,6 +2536,7 @@ fn fs_main(@builtin(position) pos: vec4<f32>) -> @location(0) vec4<f32> {
             assert_eq!(p, [x as f32 + 0.5, h as f32 - (y as f32 + 0.5), 999.5]);
         }
         let timing = glsl.time_frames(0.0, 4).unwrap();
+        // a frame of this shader takes far less than TIMING_BUDGET_MS / 4
         assert_eq!(timing.frames, 4);
         assert!(timing.wall_ms_per_frame > 0.0);
         if ctx.has(wgpu::Features::TIMESTAMP_QUERY) {
