@@ -1526,11 +1526,11 @@ impl<'a> ShaderRenderer<'a> {
         })
     }
 
-    /// Renders `frames` full-screen passes at `parameter` (after a warm-up frame and a probe
-    /// frame; fewer, at least [`MIN_TIMED_FRAMES`], where the probe shows `frames` would
-    /// take longer than [`TIMING_BUDGET_MS`]: [`timed_frames`]) and reports the median GPU time per
-    /// pass from timestamp queries when the device has `TIMESTAMP_QUERY`, and the
-    /// wall-clock time per frame in any case.
+    /// Renders `frames` full-screen passes at `parameter` (after a warm-up frame and a
+    /// probe frame; fewer, at least [`MIN_TIMED_FRAMES`], where the probe shows `frames`
+    /// would take longer than [`TIMING_BUDGET_MS`]: [`timed_frames`]) and reports the
+    /// median GPU time per pass from timestamp queries when the device has
+    /// `TIMESTAMP_QUERY`, and the wall-clock time per frame in any case.
     pub fn time_frames(&self, parameter: f32, frames: u32) -> Result<RenderTiming, CaptureError> {
         self.time_frames_at(&[parameter], frames)
     }
@@ -2234,7 +2234,7 @@ mod tests {
         assert_eq!(timed_frames(2, 1e9), 2);
         assert_eq!(timed_frames(0, 0.01), 1);
         assert_eq!(timed_frames(0, 1e9), 1);
-        // a warm-up too fast for the clock to see, or a NaN: everything asked for
+        // a probe too fast for the clock to see, or a NaN: everything asked for
         assert_eq!(timed_frames(7, 0.0), 7);
         assert_eq!(timed_frames(7, f64::NAN), 7);
     }
