@@ -135,7 +135,8 @@ pub struct Score {
 
 /// Picks the winner: the best validation PSNR among the candidates within the limit; if
 /// none fits, the cheapest (by cost where every candidate has one, else by parameters).
-/// Returns the winner's index, whether each candidate fits, and why the winner won.
+/// Returns the winner's index, whether each candidate fits, and why the winner won
+/// (starting with its name: `NAME: ...`).
 pub fn choose(scores: &[Score], limit: &Limit) -> (usize, Vec<bool>, String) {
     assert!(!scores.is_empty());
     let fits: Vec<bool> = scores
@@ -188,9 +189,9 @@ pub fn choose(scores: &[Score], limit: &Limit) -> (usize, Vec<bool>, String) {
                 .min_by(|&a, &b| key(&scores[a]).total_cmp(&key(&scores[b])))
                 .unwrap_or(0);
             let why = format!(
-                "no candidate fits the budget ({}); {} is the cheapest ({}), so it was kept",
-                limit.describe(),
+                "{}: no candidate fits the budget ({}); it is the cheapest ({}), so it was kept",
                 scores[i].name,
+                limit.describe(),
                 if by_cost {
                     format!("{:.3} ms per frame", key(&scores[i]))
                 } else {
@@ -377,6 +378,8 @@ mod tests {
             original_ms: None,
         };
         assert_eq!(choose(&c, &none).0, 1);
+        // every reason starts with the winner's name (`winner NAME: ...` in the logs)
+        assert!(choose(&c, &none).2.starts_with("b: best validation PSNR"));
         let params = Limit {
             budget: Some(Budget::Params(600)),
             original_ms: None,
@@ -400,5 +403,10 @@ mod tests {
         assert_eq!(i, 0);
         assert!(fits.iter().all(|f| !f));
         assert!(why.contains("no candidate fits"), "{why}");
+        assert!(why.starts_with("a: "), "{why}");
+        assert!(
+            why.contains("it is the cheapest (1.000 ms per frame)"),
+            "{why}"
+        );
     }
 }
