@@ -623,13 +623,22 @@ fn fit_html(
     let mut o = String::new();
     page_head(&mut o, &title, refresh.as_deref());
     let _ = writeln!(o, "<h1>{}</h1>", esc(&title));
+    // a time budget (`--seconds`) gives each architecture its own step count (the table's)
+    let training = match summary["seconds_per_arch"].as_f64() {
+        Some(s) => format!(
+            "{s} s of training per architecture ({} samples a step; the steps each took are in the table)",
+            summary["batch"]
+        ),
+        None => format!(
+            "{} steps of {} samples per architecture",
+            summary["steps"], summary["batch"]
+        ),
+    };
     let _ = writeln!(
         o,
-        "<p>{}×{} pixels, {} steps of {} samples per architecture, loss {}, learning rate {}, {} backend, seed {}.</p>",
+        "<p>{}×{} pixels, {training}, loss {}, learning rate {}, {} backend, seed {}.</p>",
         summary["width"],
         summary["height"],
-        summary["steps"],
-        summary["batch"],
         esc(text(summary, "loss")),
         num(summary, "lr") as f32,
         esc(text(summary, "backend")),

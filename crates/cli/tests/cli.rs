@@ -308,6 +308,14 @@ fn fit_with_a_time_budget() {
     assert!(rec["seconds"].as_f64().unwrap() >= 0.4, "{rec}");
     assert!(rec["steps"].as_u64().unwrap() >= 1, "{rec}");
     assert_eq!(s["seconds_per_arch"], 0.4);
+    // the report's header names the time budget, not one architecture's step count
+    let html = std::fs::read_to_string(dir.path().join("run/report.html")).unwrap();
+    assert!(
+        html.contains("0.4 s of training per architecture (256 samples a step"),
+        "{}",
+        &html[..html.len().min(2000)]
+    );
+    assert!(!html.contains("steps of 256 samples per architecture"));
     let o = nshade(&["fit", "--seconds", "0", "--out", "bad"], dir.path());
     assert_error(&o, "--seconds must be a positive number");
     assert!(!dir.path().join("bad").exists());

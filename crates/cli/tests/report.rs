@@ -133,6 +133,7 @@ fn fit_writes_a_complete_report_that_matches_the_summary_and_regenerates() {
         serde_json::from_str(&std::fs::read_to_string(run.join("summary.json")).unwrap()).unwrap();
 
     assert!(!has_refresh(&doc), "a finished page must not reload itself");
+    assert!(html.contains("20 steps of 1024 samples per architecture"));
     let refs = check_references(&doc, &run);
     // reference + fit + error per architecture (each linked and shown) and the zoom.
     assert!(refs >= 2 * 3 * 2 + 3, "only {refs} references");
