@@ -1025,8 +1025,9 @@ pub const MIN_TIMED_FRAMES: u32 = 3;
 /// fit, never fewer than [`MIN_TIMED_FRAMES`] (nor than one, nor more than asked).
 pub fn timed_frames(asked: u32, frame_ms: f64) -> u32 {
     let asked = asked.max(1);
+    // (`as` truncates and saturates)
     let fit = if frame_ms > 0.0 {
-        (TIMING_BUDGET_MS / frame_ms).floor().min(u32::MAX as f64) as u32
+        (TIMING_BUDGET_MS / frame_ms) as u32
     } else {
         asked
     };
@@ -1546,12 +1547,7 @@ impl<'a> ShaderRenderer<'a> {
         // one more frame alone for the rate (the warm-up's may include a lazy compile:
         // lavapipe builds the shader at its first draw)
         let probe = std::time::Instant::now();
-        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-            label: Some("nshade capture timing probe"),
-        });
-        self.encode_pass(&mut encoder, None);
-        self.ctx.queue.submit([encoder.finish()]);
-        self.wait()?;
+        self.render_rgba_at(values)?;
         let frames = timed_frames(frames, probe.elapsed().as_secs_f64() * 1e3);
         let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
         let queries = self.ctx.has(wgpu::Features::TIMESTAMP_QUERY).then(|| {
