@@ -414,22 +414,27 @@ pub(super) fn bias_blocks(rows: usize, s: usize, wg: usize) -> usize {
 
 /// Adds to register `acc` the values `value(e)` of row `o = lid / nb` of a tile of S
 /// samples (rows < `rows`), invocation `lid` taking samples `lid % nb`, `+ nb`, … in
-/// that order; `value` turns the element expression `e` (row `o`, sample `bl + …`,
-/// relative to the tile's start) into the value to add.
+/// that order, or with `contiguous` the S / nb samples from `(lid % nb) · S / nb` on, in
+/// order (neighbouring elements, which a compiler may load as one vector); `value` turns
+/// the element expression `e` (row `o`, sample `bl + …`, relative to the tile's start)
+/// into the value to add.
 pub(super) fn row_sums(
     acc: &str,
     rows: usize,
     nb: usize,
     s: usize,
+    contiguous: bool,
     value: &dyn Fn(&str) -> String,
 ) -> String {
     let mut sum = String::new();
-    for kk in 0..s / nb {
-        let _ = write!(
-            sum,
-            " {acc} += {};",
-            value(&format!("o * SX + bl + {}u", kk * nb))
-        );
+    let per = s / nb;
+    for kk in 0..per {
+        let e = if contiguous {
+            format!("o * SX + bl * {per}u + {kk}u")
+        } else {
+            format!("o * SX + bl + {}u", kk * nb)
+        };
+        let _ = write!(sum, " {acc} += {};", value(&e));
     }
     format!("    {{ uint o = lid / {nb}u; uint bl = lid % {nb}u; if (o < {rows}u) {{{sum} }} }}\n")
 }
@@ -1428,6 +1433,9 @@ pub fn glsl_step_kernel(
     let n_l = shp.layers.len();
     let level = hoist_level();
     let exp = std::env::var("NSHADE_GPU_EXP").unwrap_or_default();
+    // `dbcont`: the bias row sums over contiguous samples per invocation ([`row_sums`];
+    // a different order of the same sums, for measurements)
+    let dbcont = exp_has(&exp, "dbcont");
     // (timing only: a kernel without the backward has no phase to sample in)
     let ahead = ahead && !exp_has(&exp, "fwd");
     // (a kernel without the backward stores its dW tiles, zeros, after the loop)
@@ -2466,7 +2474,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             if merge && i + 1 == last {
                 // the merged output layer's bias sums, from the dy its phase stored
                 let (rows, nb) = lay.accs[0];
-                k.push_str(&row_sums("acc0", rows, nb, s, &|e| {
+                k.push_str(&row_sums("acc0", rows, nb, s, dbcont, &|e| {
                     format!("float({}[{}u + {e}])", lay.ga, lay.gofs[last])
                 }));
             }
@@ -2607,7 +2615,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             let a = n_l - 1 - i;
             let (rows, nb) = lay.accs[a];
             if !dbmma[i] {
-                k.push_str(&row_sums(&format!("acc{a}"), rows, nb, s, &|e| {
+                k.push_str(&row_sums(&format!("acc{a}"), rows, nb, s, dbcont, &|e| {
                     format!("float({ga}[{cur}u + {e}])")
                 }));
             }

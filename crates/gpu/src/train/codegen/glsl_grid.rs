@@ -164,6 +164,7 @@ pub(super) fn grid_tables(
             pk.lf,
             bias_blocks(pk.lf, s, wg),
             s,
+            false,
             &|e| format!("abs(float(gh[{dy0}u + {e}]))"),
         ));
         let _ = writeln!(
