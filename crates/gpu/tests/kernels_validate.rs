@@ -262,8 +262,6 @@ fn glsl_step_kernels_compile() {
                     early: false,
                     merged_output: false,
                     shuffle_folds: false,
-                    own_dw: false,
-                    late: None,
                 };
                 let src = codegen::glsl_step_kernel(&net, loss, texture, 5000, launch).expect(arch);
                 if let Err(e) = nshade_gpu::capture::glslang::compile_compute(&src) {
@@ -627,8 +625,6 @@ fn launch_48k(net: &Network, acc16: bool) -> codegen::GlslLaunch {
         early: false,
         merged_output: false,
         shuffle_folds: false,
-        own_dw: false,
-        late: None,
     }
 }
 
@@ -764,8 +760,6 @@ fn glsl_dw_split_kernels_compile() {
             early: false,
             merged_output: false,
             shuffle_folds: false,
-            own_dw: false,
-            late: None,
         };
         let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch).expect(arch);
         let dw_form = |stage, parts, depth, threads| codegen::DwForm {
@@ -1026,8 +1020,6 @@ fn glsl_compact_kernels_compile() {
                     early: false,
                     merged_output: false,
                     shuffle_folds: false,
-                    own_dw: false,
-                    late: None,
                 };
                 let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch.clone())
                     .expect(arch);
@@ -1145,106 +1137,6 @@ fn glsl_inplace_kernels_compile() {
     assert_eq!(counts[2], counts[0] + 4);
 }
 
-/// Own-block weight gradients (`GlslLaunch::own_dw`) and the late texel fetch
-/// (`GlslLaunch::late`), in B's compact shape with its top two and all four layers' input
-/// gradients in place. Each kernel compiles with glslang. With `own_dw` no layer keeps
-/// its input-gradient tiles until a barrier: each in-place layer has one workgroup barrier
-/// fewer in the chunk loop and a subgroup barrier instead, one dW accumulator per output
-/// row block, and after the loop the second subgroup of each input row block adds its
-/// sums to the stored ones, once, after one buffer barrier (the partial buffer then
-/// `coherent`). With `late` the chunk loop keeps its barriers, the next chunk's texel
-/// fetch opens the `late`-th last layer's backward phase, and with that block taken out
-/// of both, the kernel is the default's text.
-#[test]
-fn glsl_own_dw_and_late_compile() {
-    use nshade_gpu::train::codegen::Pad;
-    let (texture, b) = (small_texture(), build("freq(8) | mlp(64x4, relu)"));
-    let pad = Pad::of(&b);
-    let base = codegen::glsl_samples(&b, 48 * 1024).unwrap();
-    let shape = codegen::compact_shape(&b, &[false; 5], &base, 48 * 1024, None).expect("compact");
-    assert_eq!((shape.threads, shape.samples), (256, 64));
-    let compile = |what: &str, src: &str| {
-        if let Err(e) = nshade_gpu::capture::glslang::compile_compute(src) {
-            panic!("{what}: line {:?}: {}\n{src}", e.line, e.message);
-        }
-    };
-    let bars = |t: &str| t.matches("barrier();").count();
-    // the next chunk's texel fetch, as a block of its own
-    let cut_fetch = |src: &str| -> String {
-        let start = src
-            .find("    if (c + 1u < CHUNKS) {\n    if (lid < S) {\n        uint h = nsh_pcg_hash((first + S + lid)")
-            .expect("the texel fetch");
-        let end = start + src[start..].find("    }\n    }\n").expect("its end") + 12;
-        format!("{}{}", &src[..start], &src[end..])
-    };
-    for ip in [2u32, 4] {
-        let shared = compact_launch(&b, shape, ip);
-        let kernel = |launch: codegen::GlslLaunch| {
-            codegen::glsl_step_kernel(&b, Loss::L2, texture, 5000, launch).expect("B")
-        };
-        let apart = kernel(shared.clone());
-        let own = kernel(codegen::GlslLaunch {
-            own_dw: true,
-            ..shared.clone()
-        });
-        compile(&format!("{ip} in place, own dW"), &own);
-        let (body_a, rest_a) = chunk_loop(&apart);
-        let (body, rest) = chunk_loop(&own);
-        let inpl = codegen::inplace_layers(&[false; 5], ip as usize);
-        let layers: Vec<usize> = (1..5).filter(|&i| inpl[i]).collect();
-        assert_eq!(layers.len(), ip as usize);
-        assert_eq!(
-            bars(body) + layers.len(),
-            bars(body_a),
-            "{ip}: barriers a chunk"
-        );
-        assert_eq!(body.matches("subgroupBarrier();").count(), layers.len());
-        assert!(
-            !own.contains(" = hh; }"),
-            "{ip}: tiles kept until a barrier"
-        );
-        let mut adds = 0;
-        for &i in &layers {
-            let ob = pad.layers[i].out_p / 16;
-            for o in 0..ob {
-                assert!(own.contains(&format!(" dw{i}_{o} = ")), "{ip}: dw{i}_{o}");
-            }
-            assert!(
-                !own.contains(&format!(" dw{i}_{ob} = ")),
-                "{ip}: dw{i}_{ob}"
-            );
-            adds += ob;
-        }
-        assert_eq!(rest.matches("memoryBarrierBuffer(); barrier();").count(), 1);
-        assert_eq!(rest.matches("if (sgid / 4u == 1u)").count(), adds, "{ip}");
-        assert_eq!(
-            bars(rest),
-            bars(rest_a) + 1,
-            "{ip}: barriers after the loop"
-        );
-        assert!(own.contains("coherent buffer Partial") && !apart.contains("coherent"));
-        for n in 1..=3u32 {
-            let late = kernel(codegen::GlslLaunch {
-                late: Some(n),
-                ..shared.clone()
-            });
-            compile(&format!("{ip} in place, late {n}"), &late);
-            let (body, rest) = chunk_loop(&late);
-            assert_eq!(bars(body), bars(body_a), "{ip}, late {n}");
-            assert_eq!(rest, rest_a, "{ip}, late {n}");
-            // at the start of layer n − 1's backward phase: right after a barrier, after
-            // layer n's weight-gradient products and before layer n − 1's
-            let block = body
-                .find("    if (c + 1u < CHUNKS) {\n    if (lid < S) {")
-                .unwrap();
-            assert!(body[..block].ends_with("barrier();\n"), "{ip}, late {n}");
-            let dw = |i: u32| body.find(&format!("dw{i}_0 = coopMatMulAdd")).unwrap();
-            assert!(dw(n) < block && block < dw(n - 1), "{ip}, late {n}");
-            assert_eq!(cut_fetch(&late), cut_fetch(&apart), "{ip}, late {n}");
-        }
-    }
-}
-
 /// A subgroup's tiles of a phase side by side (`GlslLaunch::interleave`): for every
 /// network of the GLSL family in the shape the trainer takes (compact where it is), with
 /// none, the default (the forward's phases) and all (the input gradients' too), each
@@ -1302,8 +1194,6 @@ fn glsl_interleaved_kernels_compile() {
                 early: false,
                 merged_output: false,
                 shuffle_folds: false,
-                own_dw: false,
-                late: None,
             };
             let src = codegen::glsl_step_kernel(&net, losses[0], texture, 5000, launch)
                 .unwrap_or_else(|| panic!("{arch}: no kernel"));
@@ -1361,8 +1251,6 @@ fn glsl_merged_output_compiles() {
             early: false,
             merged_output: false,
             shuffle_folds: false,
-            own_dw: false,
-            late: None,
         };
         let barriers = |src: &str| chunk_loop(src).0.matches("barrier();").count();
         let apart =

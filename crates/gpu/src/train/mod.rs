@@ -1195,9 +1195,6 @@ impl GpuTrainer {
                         && forms
                             .shuffle_folds
                             .unwrap_or_else(|| codegen::knob("SHFOLD")),
-                    // (measurement knobs, off by default)
-                    own_dw: codegen::own_dw_from_env(),
-                    late: codegen::late_from_env(),
                 },
             )
             .ok_or_else(|| backend_err("the GLSL step kernel does not apply to this network"))?,

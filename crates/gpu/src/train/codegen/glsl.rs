@@ -1261,37 +1261,6 @@ pub struct GlslLaunch {
     /// operations (the GLSL kernel's devices have 32-lane subgroups); on an H100 it
     /// measured 1.00-1.02x for seed #3 and D, the same for B (`NSHADE_GPU_SHFOLD=0`: off).
     pub shuffle_folds: bool,
-    /// Own-block weight gradients for the layers whose input gradient goes in place (the
-    /// compact layout's `inplace`): each subgroup multiplies dz by the tiles of X_i it
-    /// overwrites itself (its input row block, its own sample blocks) into one f32
-    /// accumulator per output row block, so the barrier before the in-place store becomes
-    /// a subgroup barrier; the subgroups of an input row block add their sums after the
-    /// chunk loop, member by member through the partial buffer (a fixed order, other bits
-    /// than the shared form's). Where NSG is a multiple of the input row blocks, every
-    /// subgroup's input-gradient tiles are real and at most 4 output row blocks, without
-    /// `early` stores, split layers, f16 dW tiles or the merged output layer. Off by default
-    /// ([`own_dw_from_env`]): B's hand-edited kernel ran 0.89x as fast with it on an H200
-    /// (four more f32 accumulators: past 255 registers), 1.07x with the bias sums taken out.
-    pub own_dw: bool,
-    /// The next chunk's texels fetched at the start of the `late`-th last layer's
-    /// backward phase (1: the first layer's) instead of at the chunk's start, so the
-    /// registers that hold them live across fewer phases; the same values. Not with
-    /// `ahead` (which fetches in the backward already), grids or the merged output layer's
-    /// phase ([`late_from_env`]; off by default, not yet measured).
-    pub late: Option<u32>,
-}
-
-/// [`GlslLaunch::own_dw`] as `NSHADE_GPU_PAIRDW=1` asks (off by default).
-pub fn own_dw_from_env() -> bool {
-    std::env::var("NSHADE_GPU_PAIRDW").is_ok_and(|v| v == "1")
-}
-
-/// [`GlslLaunch::late`] as `NSHADE_GPU_LATE=n` asks (none by default).
-pub fn late_from_env() -> Option<u32> {
-    std::env::var("NSHADE_GPU_LATE")
-        .ok()
-        .and_then(|v| v.parse::<u32>().ok())
-        .filter(|&n| n >= 1)
 }
 
 /// Phases whose tiles (when a subgroup has more than one) are written side by side:
@@ -1377,8 +1346,6 @@ pub fn glsl_step_kernel(
         early,
         merged_output,
         shuffle_folds,
-        own_dw,
-        late,
     } = launch;
     let shp = shape(net)?;
     // the sampling takes one invocation per sample, the bias sums one per row
@@ -1486,40 +1453,8 @@ pub fn glsl_step_kernel(
         })
         .collect();
     let is_split = |i: usize| split.as_ref().is_some_and(|sp| sp.layers[i]);
-    // own-block weight gradients (`own_dw`) for the layers that store their input
-    // gradient in place: each subgroup multiplies dz by the tiles of X_i it overwrites
-    // itself (its input row block `it` = sgid mod it_n, its own sample blocks), into one
-    // accumulator per output row block, so no other subgroup reads those tiles and the
-    // barrier before the in-place store goes (a subgroup barrier instead); the subgroups
-    // of a row block (its members) add their sums in member order after the chunk loop,
-    // through the partial buffer (`coherent` then)
-    let own: Vec<bool> = (0..n_l)
-        .map(|i| {
-            let l = pad.layers[i];
-            let it_n = l.in_p / 16;
-            own_dw
-                && i > 0
-                && inpl[i]
-                && compact.is_some()
-                && !is_split(i)
-                && !half[i]
-                && !early
-                && wg != 64
-                && !(merge && i == last)
-                && !exp_has(&exp, "fwd")
-                && !exp_has(&exp, "nodw")
-                && nsg.is_multiple_of(it_n)
-                && (it_n * st_n).is_multiple_of(nsg)
-                && l.out_p / 16 <= 4
-        })
-        .collect();
     let mut k = String::from(HEAD);
-    // (own-block dW: the members' sums read back what the first stored, after a barrier)
-    let bindings = if own.contains(&true) {
-        STEP_BINDINGS.replacen("buffer Partial {", "coherent buffer Partial {", 1)
-    } else {
-        STEP_BINDINGS.to_string()
-    };
+    let bindings = STEP_BINDINGS;
     if shuffle_folds {
         k.push_str(SHUFFLE_FOLDS_EXT);
     }
@@ -1720,8 +1655,6 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         // (the merged output layer: its subgroup's row blocks of its own sample block)
         let count = if merge && i == last {
             rpb
-        } else if own[i] {
-            l.out_p / 16
         } else {
             nt.div_ceil(nsg)
         };
@@ -1973,12 +1906,6 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     let x0_first = format!("{}u", lay.xo[0]);
     // the chunk from `first`: its samples, the next chunk's texels fetched where `more`,
     // its encoding into X_0, each followed by a barrier
-    // (`late`: the next chunk's texels fetched at the start of the n-th last layer's
-    // backward phase instead, 1 the first layer's)
-    let late_at = late
-        .and_then(|n| (n as usize).checked_sub(1))
-        .filter(|&i| i < n_l)
-        .filter(|&i| !(ahead || exp_has(&exp, "fwd") || grid.is_some() || (merge && i == last)));
     let fetch_next = |k: &mut String, more: &str| {
         let _ = writeln!(k, "    if ({more}) {{");
         fetch(k, "first + S + lid");
@@ -1986,9 +1913,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     };
     let head = |k: &mut String, more: &str| {
         k.push_str(&sample("first", &x0_first));
-        if late_at.is_none() {
-            fetch_next(k, more);
-        }
+        fetch_next(k, more);
         k.push_str(BAR);
         if let Some(f) = freq(&x0_first) {
             k.push_str(&f);
@@ -2434,10 +2359,6 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
         let l = pad.layers[i];
         let it_n = l.in_p / 16;
         let nt = (l.out_p / 16) * it_n;
-        if own[i] {
-            // (own-block dW: stored member by member after the loop, below)
-            return k;
-        }
         for (j, slot) in slots[i].iter().enumerate() {
             let store = if half[i] {
                 format!(
@@ -2467,9 +2388,6 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             if merge && i == last {
                 // (in the output layer's phase of the forward)
                 continue;
-            }
-            if late_at == Some(i) {
-                fetch_next(&mut k, "c + 1u < CHUNKS");
             }
             if merge && i + 1 == last {
                 // the merged output layer's bias sums, from the dy its phase stored
@@ -2547,24 +2465,6 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                         nj = (nx + nz).div_ceil(nsg),
                     );
                 }
-            } else if own[i] {
-                // own-block weight gradients (`own_dw`): this subgroup's tiles of X_i (its
-                // input row block, its sample blocks), each times every row block of dz
-                let _ = writeln!(
-                    k,
-                    "    {{ uint it = sgid % {it_n}u;
-      for (uint h = 0u; h < {n}u; h++) {{ uint k16 = ((h * NSG + sgid) / {it_n}u) * 16u;
-        {MB} b; coopMatLoad(b, xh, {x} + it * 16u * SX + k16, SX, {COL});",
-                    n = it_n * st_n / nsg,
-                    x = xoff(i, 0)
-                );
-                for (o, slot) in slots[i].iter().enumerate() {
-                    let _ = writeln!(
-                        k,
-                        "        {{ {MA} a; coopMatLoad(a, {ga}, {cur}u + {o}u * 16u * SX + k16, SX, {ROW}); {slot} = coopMatMulAdd(a, b, {slot}); }}"
-                    );
-                }
-                k.push_str("      } }\n");
             } else if !nodw && dw_reuse && nsg.is_multiple_of(it_n) && slots[i].len() > 1 {
                 // every slot of this subgroup has the same column block `it` (tile
                 // j·NSG + sgid, NSG a multiple of the column blocks): X's tile is loaded
@@ -2632,11 +2532,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             // stored in place (into X_i's region, `inpl`): the tiles kept in registers
             // until every subgroup has read X_i, a barrier later
             let slots_x = ntx.div_ceil(nsg);
-            // (own-block dW: this subgroup's reads of the tiles it overwrites are done)
-            let inpl_held = inpl[i] && !own[i];
-            if own[i] {
-                k.push_str("    subgroupMemoryBarrierShared(); subgroupBarrier();\n");
-            }
+            let inpl_held = inpl[i];
             if inpl_held {
                 for j in 0..slots_x {
                     let _ = writeln!(k, "    {ACC16} dq{i}_{j};");
@@ -2757,39 +2653,6 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     if !early {
         for i in (0..pad.layers.len()).filter(|&i| !(merge && i == last)) {
             k.push_str(&store_dw(i));
-        }
-    }
-    // own-block dW (`own_dw`): the members of each input row block store their sums in
-    // turn, the first as they are, each later one added to the stored ones after a
-    // barrier (a fixed order: the same bits every run)
-    let members = |i: usize| nsg / (pad.layers[i].in_p / 16);
-    let rounds = (0..n_l).filter(|&i| own[i]).map(members).max().unwrap_or(0);
-    for m in 0..rounds {
-        if m > 0 {
-            k.push_str("    memoryBarrierBuffer(); barrier();\n");
-        }
-        for i in (0..n_l).filter(|&i| own[i] && members(i) > m) {
-            let l = pad.layers[i];
-            let it_n = l.in_p / 16;
-            for (o, slot) in slots[i].iter().enumerate() {
-                let sum = if m == 0 {
-                    format!(
-                        "coopMatStore({slot}, partial, off, {ip}u, {ROW});",
-                        ip = l.in_p
-                    )
-                } else {
-                    format!(
-                        "{ACC} f; coopMatLoad(f, partial, off, {ip}u, {ROW}); for (int e = 0; e < f.length(); e++) {{ f[e] += {slot}[e]; }} coopMatStore(f, partial, off, {ip}u, {ROW});",
-                        ip = l.in_p
-                    )
-                };
-                let _ = writeln!(
-                    k,
-                    "    if (sgid / {it_n}u == {m}u) {{ uint off = pbase + {p}u + {o}u * 16u * {ip}u + (sgid % {it_n}u) * 16u; {sum} }}",
-                    p = l.padded,
-                    ip = l.in_p
-                );
-            }
         }
     }
     if merge {

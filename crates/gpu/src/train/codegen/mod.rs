@@ -53,8 +53,7 @@ pub use fused::{fused_enabled, net_fusable};
 pub use glsl::{
     GlslLaunch, GlslShape, Interleave, MERGED_OUTPUT_MARK, SHUFFLE_FOLDS_EXT, acc16_fits,
     acc16_for, ahead_fits, ahead_for, compact_regions, compact_shape, early_stores, glsl_fits,
-    glsl_samples, glsl_step_kernel, inplace_layers, late_from_env, merged_output_fits,
-    own_dw_from_env,
+    glsl_samples, glsl_step_kernel, inplace_layers, merged_output_fits,
 };
 pub use glsl_dw::{DwForm, DwSplit, glsl_dw_kernel, split_layers_for, split_mode};
 pub use glsl_private::{
