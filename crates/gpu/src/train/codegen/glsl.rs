@@ -2796,3 +2796,64 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     );
     Some(k)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::row_sums;
+    use std::cell::RefCell;
+
+    /// The sample offset of a [`row_sums`] element expression (`o * SX + ` then terms
+    /// `bl`, `bl * Nu` and `Nu` joined by ` + `) for invocation `bl` of its row.
+    fn sample_of(e: &str, bl: usize) -> usize {
+        let rest = e.strip_prefix("o * SX + ").expect("the row's start");
+        rest.split(" + ")
+            .map(|t| {
+                let num = |n: &str| n.strip_suffix('u').unwrap().parse::<usize>().unwrap();
+                match t.split_once(" * ") {
+                    Some(("bl", n)) => bl * num(n),
+                    None if t == "bl" => bl,
+                    None => num(t),
+                    Some(_) => panic!("term {t}"),
+                }
+            })
+            .sum()
+    }
+
+    /// Both forms of the bias row sums take every sample of a row exactly once over its
+    /// `nb` invocations; the contiguous form gives each invocation S / nb neighbouring
+    /// samples in order, the strided form samples `nb` apart.
+    #[test]
+    fn row_sums_take_every_sample_once() {
+        for (nb, s) in [(1, 16), (4, 64), (16, 64), (8, 32), (16, 16)] {
+            for contiguous in [false, true] {
+                let seen = RefCell::new(Vec::new());
+                let text = row_sums("acc", 3, nb, s, contiguous, &|e| {
+                    seen.borrow_mut().push(e.to_string());
+                    format!("v({e})")
+                });
+                let exprs = seen.into_inner();
+                assert_eq!(exprs.len(), s / nb, "{nb} {s} {contiguous}");
+                assert_eq!(text.matches(" acc += v(").count(), s / nb);
+                assert!(text.contains(&format!("uint o = lid / {nb}u; uint bl = lid % {nb}u;")));
+                let mut hit = vec![0u32; s];
+                for bl in 0..nb {
+                    let samples: Vec<usize> = exprs.iter().map(|e| sample_of(e, bl)).collect();
+                    for (kk, &x) in samples.iter().enumerate() {
+                        assert!(x < s, "{nb} {s} {contiguous}: sample {x}");
+                        hit[x] += 1;
+                        let want = if contiguous {
+                            bl * (s / nb) + kk
+                        } else {
+                            bl + kk * nb
+                        };
+                        assert_eq!(x, want, "{nb} {s} {contiguous}: lane {bl}, term {kk}");
+                    }
+                }
+                assert!(
+                    hit.iter().all(|&h| h == 1),
+                    "{nb} {s} {contiguous}: {hit:?}"
+                );
+            }
+        }
+    }
+}
