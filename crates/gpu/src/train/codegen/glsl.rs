@@ -1456,7 +1456,6 @@ pub fn glsl_step_kernel(
         .collect();
     let is_split = |i: usize| split.as_ref().is_some_and(|sp| sp.layers[i]);
     let mut k = String::from(HEAD);
-    let bindings = STEP_BINDINGS;
     if shuffle_folds {
         k.push_str(SHUFFLE_FOLDS_EXT);
     }
@@ -1492,7 +1491,7 @@ pub fn glsl_step_kernel(
     let _ = write!(
         k,
         "layout(local_size_x = {wg}) in;
-{bindings}{gxz}const uint S = {s}u;
+{STEP_BINDINGS}{gxz}const uint S = {s}u;
 const uint R = {r}u;
 const uint SX = {sx}u;
 const uint WG = {wg}u;
@@ -1908,14 +1907,11 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
     let x0_first = format!("{}u", lay.xo[0]);
     // the chunk from `first`: its samples, the next chunk's texels fetched where `more`,
     // its encoding into X_0, each followed by a barrier
-    let fetch_next = |k: &mut String, more: &str| {
+    let head = |k: &mut String, more: &str| {
+        k.push_str(&sample("first", &x0_first));
         let _ = writeln!(k, "    if ({more}) {{");
         fetch(k, "first + S + lid");
         k.push_str("    }\n");
-    };
-    let head = |k: &mut String, more: &str| {
-        k.push_str(&sample("first", &x0_first));
-        fetch_next(k, more);
         k.push_str(BAR);
         if let Some(f) = freq(&x0_first) {
             k.push_str(&f);
@@ -2534,8 +2530,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             // stored in place (into X_i's region, `inpl`): the tiles kept in registers
             // until every subgroup has read X_i, a barrier later
             let slots_x = ntx.div_ceil(nsg);
-            let inpl_held = inpl[i];
-            if inpl_held {
+            if inpl[i] {
                 for j in 0..slots_x {
                     let _ = writeln!(k, "    {ACC16} dq{i}_{j};");
                 }
@@ -2612,7 +2607,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
                     )
                 };
                 k.push_str(&dx_epilogue(&yh, below, d16, &off, &exp, pack.is_some()));
-                if inpl_held {
+                if inpl[i] {
                     let keep = keep_slot(&format!("dq{i}"), slots_x);
                     let _ = writeln!(
                         k,
@@ -2628,7 +2623,7 @@ layout(set = 0, binding = 10) writeonly buffer GZ { float16_t gz[]; };
             if inter {
                 k.push_str("    }\n");
             }
-            if inpl_held {
+            if inpl[i] {
                 k.push_str(BAR);
                 tile_head(&mut k, ntx, "it");
                 let pick = pick_slot("hh", &format!("dq{i}"), slots_x);
